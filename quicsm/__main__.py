@@ -1,0 +1,3 @@
+from quicsm.cli.main import main
+
+main()

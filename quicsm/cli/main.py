@@ -1,0 +1,66 @@
+"""Top-level ``quicsm`` group. Verbs live in their own modules and are imported only when used."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import Any
+
+import click
+
+from quicsm import __version__
+from quicsm.errors import QuicsmError
+
+__all__ = ["cli", "main", "COMMANDS"]
+
+COMMANDS: dict[str, str] = {
+    "parse": "quicsm.cli.parse_cmd:parse",
+    "infer": "quicsm.cli.infer_cmd:infer",
+    "render": "quicsm.cli.render_cmd:render",
+    "diagram": "quicsm.cli.diagram_cmd:diagram",
+    "export": "quicsm.cli.export_cmd:export",
+    "patch": "quicsm.cli.patch_cmd:patch",
+    "testbed": "quicsm.cli.testbed_cmd:testbed",
+    "compare": "quicsm.cli.compare_cmd:compare",
+}
+"""Verb -> ``module:attribute`` of its click command."""
+
+
+class LazyGroup(click.Group):
+    """Imports a verb's module on first use, so ``quicsm --help`` stays fast and verbs stay independent."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(n for n, t in COMMANDS.items() if importlib.util.find_spec(t.partition(":")[0]))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module, _, attr = target.partition(":")
+        cmd = getattr(importlib.import_module(module), attr)
+        assert isinstance(cmd, click.Command)
+        return cmd
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except QuicsmError as exc:
+            raise click.ClickException(str(exc)) from exc
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="quicsm")
+def cli() -> None:
+    """Instrument QUIC congestion controllers, infer their state machines, explain performance.
+
+    \b
+    Typical use:
+      quicsm diagram server.log -o cubic.svg      # logs -> annotated state diagram
+      quicsm parse logs/*.log.gz -o traces.jsonl  # logs -> normalized traces
+      quicsm infer traces.jsonl -o model.json     # traces -> model
+      quicsm render model.json -o model.pdf       # model -> picture
+    """
+
+
+def main() -> None:
+    cli(prog_name="quicsm")

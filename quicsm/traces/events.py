@@ -1,0 +1,156 @@
+"""Trace events and traces: the normalized form every input becomes.
+
+A :class:`TraceEvent` is one record of one connection (a state transition, an attribute update, a
+metrics sample, or the close). A :class:`Trace` is one connection's events in time order with the
+metadata a comparison needs (where it came from, which stack and version, free labels).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from quicsm.traces.states import split_state
+
+__all__ = [
+    "SSTHRESH_INF",
+    "EVENT_KINDS",
+    "TraceEvent",
+    "Trace",
+    "StateView",
+    "Visit",
+    "METRIC_FIELDS",
+]
+
+SSTHRESH_INF = (1 << 63) - 1
+"""Stored value of an infinite slow-start threshold (``ssthresh=inf`` in the log contract)."""
+
+EVENT_KINDS = ("transition", "update", "metrics", "close")
+
+METRIC_FIELDS = ("cwnd", "inflight", "ssthresh", "pacing_bps", "bw_bps", "min_rtt_us", "srtt_us")
+
+
+@dataclass(frozen=True, slots=True)
+class TraceEvent:
+    """One event of one connection."""
+
+    t_us: int
+    """Microseconds on the connection's clock (only differences within a trace matter)."""
+    state: str
+    """Canonical state the connection is in after the event (``State`` or ``State.Phase``)."""
+    kind: str = "transition"
+    """``transition``, ``update`` (attributes only), ``metrics`` (a sample) or ``close``."""
+    prev: str | None = None
+    """State left, when the emitter knew it."""
+    cwnd: int | None = None
+    inflight: int | None = None
+    ssthresh: int | None = None
+    """Bytes; :data:`SSTHRESH_INF` for infinite."""
+    pacing_bps: int | None = None
+    bw_bps: int | None = None
+    min_rtt_us: int | None = None
+    srtt_us: int | None = None
+    recovery: str | None = None
+    """BBR v1 recovery sub-state (NotInRecovery, Conservation, Growth)."""
+    trigger: str | None = None
+    extra: tuple[tuple[str, str], ...] = ()
+    """Fields the contract does not name, kept in order."""
+
+
+@dataclass(frozen=True, slots=True)
+class StateView:
+    """How events become states: with or without PROBE_BW phases, with or without BBR recovery."""
+
+    phases: bool = True
+    recovery: bool = False
+
+    def label(self, event: TraceEvent) -> str:
+        state, phase = split_state(event.state)
+        name = f"{state}.{phase}" if (phase and self.phases) else state
+        if self.recovery and event.recovery and event.recovery != "NotInRecovery":
+            name = f"{name}/{event.recovery}"
+        return name
+
+
+@dataclass(frozen=True, slots=True)
+class Visit:
+    """A stay in one state: entered at ``start_us``, left at ``end_us``."""
+
+    state: str
+    start_us: int
+    end_us: int
+
+    @property
+    def duration_us(self) -> int:
+        return self.end_us - self.start_us
+
+
+@dataclass(slots=True)
+class Trace:
+    """One connection's events in time order, and where they came from."""
+
+    id: str
+    cc: str
+    events: list[TraceEvent]
+    key: str = ""
+    implementation: str | None = None
+    version: str | None = None
+    sources: tuple[str, ...] = ()
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def start_us(self) -> int:
+        return self.events[0].t_us if self.events else 0
+
+    @property
+    def end_us(self) -> int:
+        """The close time if the connection logged one, else its last event of any kind."""
+        return max((e.t_us for e in self.events), default=0)
+
+    @property
+    def duration_us(self) -> int:
+        return self.end_us - self.start_us
+
+    def transitions(self) -> Iterator[TraceEvent]:
+        return (e for e in self.events if e.kind == "transition")
+
+    def visits(self, view: StateView = StateView()) -> list[Visit]:
+        """The states the connection went through, repeats folded, each with its stay.
+
+        The first state is the ``from`` of the first transition when the emitter gave it (``Init``
+        for patched senders), else the first state entered. The last stay lasts until :attr:`end_us`.
+        """
+        out: list[Visit] = []
+        cur: str | None = None
+        since = 0
+        for ev in self.events:
+            if ev.kind not in ("transition", "update"):
+                continue
+            if cur is None and ev.kind == "transition" and ev.prev:
+                first = view.label(TraceEvent(ev.t_us, ev.prev, recovery=ev.recovery))
+                cur, since = first, ev.t_us
+            label = view.label(ev)
+            if label == cur:
+                continue
+            if cur is not None:
+                out.append(Visit(cur, since, ev.t_us))
+            cur, since = label, ev.t_us
+        if cur is not None:
+            out.append(Visit(cur, since, max(self.end_us, since)))
+        return out
+
+    def states(self, view: StateView = StateView()) -> list[str]:
+        """The state sequence the inference engines learn from."""
+        return [v.state for v in self.visits(view)]
+
+    def metadata(self) -> dict[str, object]:
+        """Everything but the events, as plain JSON-able values."""
+        return {
+            "id": self.id,
+            "key": self.key,
+            "cc": self.cc,
+            "implementation": self.implementation,
+            "version": self.version,
+            "sources": list(self.sources),
+            "labels": dict(self.labels),
+        }
