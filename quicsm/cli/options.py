@@ -1,0 +1,113 @@
+"""Options shared by several verbs, so each is spelled and documented once."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Callable
+
+import click
+
+from quicsm.traces import ParseResult, parse_inputs, parse_label
+from quicsm.traces.events import StateView
+
+__all__ = ["input_options", "view_options", "engine_options", "load_inputs", "view_from", "engine_opts"]
+
+F = Callable[..., Any]
+
+
+def _labels(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+    try:
+        return dict(parse_label(v) for v in values)
+    except Exception as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def input_options(f: F) -> F:
+    """Inputs and their metadata: labels, implementation, version, strictness, progress."""
+    decorators = [
+        click.argument("inputs", nargs=-1, required=True, type=click.Path(allow_dash=True)),
+        click.option("--label", "labels", multiple=True, callback=_labels, metavar="KEY=VALUE",
+                     help="Free label for every trace (repeatable), e.g. --label client=mobile."),
+        click.option("--implementation", metavar="NAME", help="QUIC stack that wrote the inputs (chromium, quiche, quic-go, ...)."),
+        click.option("--impl-version", metavar="VERSION", help="Its version (e.g. QUIC 37, v0.65.0, a commit)."),
+        click.option("--cc", metavar="NAME", help="Congestion controller, for qlogs that do not name it."),
+        click.option("--where", "where", multiple=True, callback=_labels, metavar="KEY=VALUE",
+                     help="Keep only traces with this label (or cc=, implementation=, version=)."),
+        click.option("--strict", is_flag=True, help="Fail on the first malformed record instead of counting it."),
+        click.option("--progress/--no-progress", default=None, help="Progress bar (default: when stderr is a terminal)."),
+        click.option("-q", "--quiet", is_flag=True, help="No summary on stderr."),
+    ]
+    for d in reversed(decorators):
+        f = d(f)
+    return f
+
+
+def _matches(trace: Any, where: dict[str, str]) -> bool:
+    for k, v in where.items():
+        if k in ("cc", "implementation", "version"):
+            if str(getattr(trace, k)) != v:
+                return False
+        elif trace.labels.get(k) != v:
+            return False
+    return True
+
+
+def load_inputs(kw: dict[str, Any]) -> ParseResult:
+    """Run the parse stage with the options of :func:`input_options` (popping them from ``kw``)."""
+    progress = kw.pop("progress")
+    if progress is None:
+        progress = sys.stderr.isatty() and not os.environ.get("CI")
+    quiet = kw.pop("quiet")
+    where = kw.pop("where")
+    result = parse_inputs(
+        list(kw.pop("inputs")),
+        labels=kw.pop("labels"),
+        implementation=kw.pop("implementation"),
+        version=kw.pop("impl_version"),
+        cc=kw.pop("cc"),
+        strict=kw.pop("strict"),
+        progress=progress,
+    )
+    if where:
+        result.traces = [t for t in result.traces if _matches(t, where)]
+        if not result.traces:
+            raise click.ClickException(f"no trace matches --where {' '.join(f'{k}={v}' for k, v in where.items())}")
+    if not quiet:
+        click.echo(result.report.summary(), err=True)
+    ccs = sorted({t.cc for t in result.traces})
+    if len(ccs) > 1 and not quiet:
+        click.echo(f"warning: traces mix congestion controllers ({', '.join(ccs)}); use --where cc=NAME to pick one", err=True)
+    return result
+
+
+def view_options(f: F) -> F:
+    f = click.option("--recovery-states", is_flag=True, help="Make BBR's recovery sub-state part of the state (ProbeBw/Conservation).")(f)
+    f = click.option("--phases/--no-phases", default=True, show_default=True,
+                     help="Keep PROBE_BW phases (Up/Down/Cruise/Refill) as separate states.")(f)
+    return f
+
+
+def view_from(kw: dict[str, Any]) -> StateView:
+    return StateView(phases=kw.pop("phases"), recovery=kw.pop("recovery_states"))
+
+
+def engine_options(f: F) -> F:
+    f = click.option("--synoptic-jar", type=click.Path(dir_okay=False), envvar="QUICSM_SYNOPTIC_JAR",
+                     help="Original Synoptic jar for --engine synoptic-jar (or $QUICSM_SYNOPTIC_JAR).")(f)
+    f = click.option("-k", "k", type=click.IntRange(0, 50), default=None, help="Tail length for ktails / synoptic coarsening.")(f)
+    f = click.option("--engine", default="synoptic", show_default=True,
+                     type=click.Choice(["synoptic", "ktails", "dfg", "synoptic-jar"]), help="Inference engine.")(f)
+    return f
+
+
+def engine_opts(kw: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    engine = kw.pop("engine")
+    opts: dict[str, Any] = {}
+    k = kw.pop("k")
+    jar = kw.pop("synoptic_jar")
+    if k is not None:
+        opts["k"] = k
+    if engine == "synoptic-jar" and jar:
+        opts["synoptic_jar"] = jar
+    return engine, opts

@@ -1,0 +1,98 @@
+"""Group contract records into per-connection traces.
+
+Keys are scoped to one input file (two servers may reuse the same object address). A key that starts
+again (``from=Init``) closes the previous connection under it; ``ev=close`` closes one at once. Closed
+connections leave memory immediately, so memory follows the number of connections open at a time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Iterator
+
+from quicsm.traces.contract import ContractRecord
+from quicsm.traces.events import Trace, TraceEvent
+from quicsm.traces.report import ParseReport
+
+__all__ = ["TraceBuilder", "TraceMeta"]
+
+
+@dataclass(frozen=True, slots=True)
+class TraceMeta:
+    """What every trace of one input gets: stack, version, labels (command line and sidecar meta.json)."""
+
+    implementation: str | None = None
+    version: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    cc: str | None = None
+    """Override for the congestion controller (for qlogs that don't name it)."""
+
+
+@dataclass(slots=True)
+class _Open:
+    id: str
+    key: str
+    cc: str
+    events: list[TraceEvent]
+    last_t: int
+    unordered: bool = False
+
+
+class TraceBuilder:
+    """Feed it one file's records in log order; it yields finished traces."""
+
+    def __init__(self, path: str, scope: str, meta: TraceMeta, report: ParseReport) -> None:
+        self.path = path
+        self.scope = scope
+        self.meta = meta
+        self.report = report
+        self._open: dict[str, _Open] = {}
+        self._seen: dict[str, int] = {}
+
+    def feed(self, lineno: int, rec: ContractRecord) -> Iterator[Trace]:
+        ev = rec.event
+        cur = self._open.get(rec.conn)
+        if cur is not None and rec.starts_connection and cur.events:
+            yield self._finish(rec.conn)
+            cur = None
+        if cur is None:
+            n = self._seen.get(rec.conn, 0) + 1
+            self._seen[rec.conn] = n
+            tid = f"{self.scope}:{rec.conn}" + (f"#{n}" if n > 1 else "")
+            cur = self._open[rec.conn] = _Open(tid, rec.conn, rec.cc, [], ev.t_us)
+        elif ev.t_us < cur.last_t:
+            self.report.problem(
+                self.path,
+                lineno,
+                f"timestamp goes backwards for conn={rec.conn} (t_us={ev.t_us} after {cur.last_t}); events re-sorted",
+                "timestamp goes backwards",
+            )
+            cur.unordered = True
+        if ev.kind in ("update", "metrics", "close") and not ev.state:
+            last = cur.events[-1].state if cur.events else (ev.prev or "")
+            ev = replace(ev, state=last)
+        cur.events.append(ev)
+        cur.last_t = max(cur.last_t, ev.t_us)
+        if ev.kind == "close":
+            yield self._finish(rec.conn)
+
+    def finish(self) -> Iterator[Trace]:
+        for key in list(self._open):
+            yield self._finish(key)
+
+    def _finish(self, key: str) -> Trace:
+        cur = self._open.pop(key)
+        if cur.unordered:
+            cur.events.sort(key=lambda e: e.t_us)
+        self.report.traces += 1
+        m = self.meta
+        return Trace(
+            id=cur.id,
+            cc=m.cc or cur.cc,
+            events=cur.events,
+            key=cur.key,
+            implementation=m.implementation,
+            version=m.version,
+            sources=(self.path,),
+            labels=dict(m.labels),
+        )

@@ -1,0 +1,72 @@
+"""What a parse saw: counts, and the problems it skipped with file, line and reason."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from quicsm.errors import ParseError
+
+__all__ = ["Issue", "ParseReport"]
+
+
+@dataclass(frozen=True, slots=True)
+class Issue:
+    path: str
+    line: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.reason}"
+
+
+@dataclass(slots=True)
+class ParseReport:
+    """Totals always; the first ``keep`` issues in full. ``strict`` turns the first issue into an error."""
+
+    strict: bool = False
+    keep: int = 10
+    files: int = 0
+    bytes: int = 0
+    lines: int = 0
+    records: int = 0
+    traces: int = 0
+    issues: list[Issue] = field(default_factory=list)
+    issue_counts: Counter[str] = field(default_factory=Counter)
+
+    def problem(self, path: str, line: int, reason: str, kind: str | None = None) -> None:
+        """Record a skipped record; ``kind`` groups totals (defaults to the reason's first words)."""
+        if self.strict:
+            raise ParseError(path, line, reason)
+        self.issue_counts[kind or reason.split(" (")[0]] += 1
+        if len(self.issues) < self.keep:
+            self.issues.append(Issue(path, line, reason))
+
+    @property
+    def total_issues(self) -> int:
+        return sum(self.issue_counts.values())
+
+    def summary(self) -> str:
+        mb = self.bytes / 1e6
+        lines = [
+            f"read {self.files} file(s), {mb:.1f} MB, {self.lines} lines: "
+            f"{self.records} records in {self.traces} connection trace(s)"
+        ]
+        if self.total_issues:
+            lines.append(f"skipped {self.total_issues} problem record(s):")
+            lines.extend(f"  {n:>8}  {kind}" for kind, n in self.issue_counts.most_common())
+            lines.append(f"first {len(self.issues)}:")
+            lines.extend(f"  {i}" for i in self.issues)
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "files": self.files,
+            "bytes": self.bytes,
+            "lines": self.lines,
+            "records": self.records,
+            "traces": self.traces,
+            "issues_total": self.total_issues,
+            "issue_counts": dict(self.issue_counts),
+            "issues": [{"path": i.path, "line": i.line, "reason": i.reason} for i in self.issues],
+        }
