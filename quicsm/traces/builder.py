@@ -7,7 +7,7 @@ connections leave memory immediately, so memory follows the number of connection
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Iterator
 
 from quicsm.traces.contract import ContractRecord
@@ -70,7 +70,7 @@ class TraceBuilder:
             cur.unordered = True
         if ev.kind in ("update", "metrics", "close") and not ev.state:
             last = cur.events[-1].state if cur.events else (ev.prev or "")
-            ev = replace(ev, state=last)
+            ev = ev._replace(state=last)
         cur.events.append(ev)
         cur.last_t = max(cur.last_t, ev.t_us)
         if ev.kind == "close":

@@ -6,10 +6,11 @@ one split per field; everything that is not a plain field lands in ``extra``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
-from quicsm.traces.events import EVENT_KINDS, SSTHRESH_INF, TraceEvent
+from quicsm.traces.events import EVENT_KINDS, METRIC_FIELDS, SSTHRESH_INF, TraceEvent
 from quicsm.traces.states import canonical_state
 
 __all__ = [
@@ -28,7 +29,7 @@ TAG = "QUICSM"
 TAG_BYTES = b"QUICSM "
 FORMAT_VERSION = "1"
 
-INT_FIELDS = ("cwnd", "inflight", "ssthresh", "pacing_bps", "bw_bps", "min_rtt_us", "srtt_us")
+INT_FIELDS = METRIC_FIELDS
 _KNOWN = frozenset(("v", "conn", "t_us", "cc", "ev", "from", "to", "recovery", "trigger", *INT_FIELDS))
 _ORDER = ("v", "conn", "t_us", "cc", "ev", "from", "to", *INT_FIELDS, "recovery", "cycle", "trigger")
 
@@ -78,11 +79,11 @@ def format_line(
 
 
 def _int(key: str, value: str) -> int:
-    if key == "ssthresh" and value == "inf":
-        return SSTHRESH_INF
     try:
         return int(value)
     except ValueError:
+        if key == "ssthresh" and value == "inf":
+            return SSTHRESH_INF
         try:
             f = float(value)
         except ValueError:
@@ -92,63 +93,94 @@ def _int(key: str, value: str) -> int:
         return int(f)
 
 
+# Lines in the canonical field order (what format_line and the shipped patch sets write) take one regex
+# match; anything else falls back to the general key=value reader below.
+_FAST = re.compile(
+    r"v=1 conn=(\S+) t_us=(-?\d+) cc=([a-z0-9]+)(?: from=(\S+))? to=(\S+)"
+    r"(?: cwnd=(\d+))?(?: inflight=(\d+))?(?: ssthresh=(\d+))?(?: pacing_bps=(\d+))?(?: bw_bps=(\d+))?"
+    r"(?: min_rtt_us=(\d+))?(?: srtt_us=(\d+))?(?: trigger=([\w.-]+))?\s*$"
+)
+
+
 def parse_payload(payload: str) -> ContractRecord:
     """Parse the text after ``QUICSM `` (trailing whitespace allowed). Raises :class:`ContractError`."""
-    fields: dict[str, str] = {}
-    for token in payload.split():
-        key, eq, value = token.partition("=")
-        if not eq or not key:
-            raise ContractError(f"field {token[:40]!r} is not key=value")
-        if key in fields:
-            raise ContractError(f"field {key!r} appears twice")
-        fields[key] = value
-    version = fields.get("v")
-    if version is None:
-        raise ContractError("no format version (v=)")
+    m = _FAST.match(payload)
+    if m is not None:
+        conn, t, cc, frm, to, *nums, trigger = m.groups()
+        if frm == "-":
+            frm = None
+        return ContractRecord(
+            conn,
+            cc,
+            TraceEvent(
+                int(t),
+                canonical_state(to),
+                "transition",
+                canonical_state(frm) if frm else None,
+                *[None if v is None else int(v) for v in nums],
+                None,
+                None if trigger == "-" else trigger,
+            ),
+        )
+    return _parse_general(payload)
+
+
+def _parse_general(payload: str) -> ContractRecord:
+    tokens = payload.split()
+    try:
+        fields = dict(t.split("=", 1) for t in tokens)
+    except ValueError:
+        bad = next(t for t in tokens if "=" not in t)
+        raise ContractError(f"field {bad[:40]!r} is not key=value") from None
+    if len(fields) != len(tokens):
+        seen: set[str] = set()
+        dup = next(k for k in (t.split("=", 1)[0] for t in tokens) if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise ContractError(f"field {dup!r} appears twice")
+    get = fields.get
+    version = get("v")
     if version != FORMAT_VERSION:
+        if version is None:
+            raise ContractError("no format version (v=)")
         raise ContractError(f"format version v={version} is not supported (this quicsm reads v={FORMAT_VERSION})")
-    conn = fields.get("conn")
+    conn = get("conn")
     if not conn or conn == "-":
         raise ContractError("no connection key (conn=)")
-    t = fields.get("t_us")
+    t = get("t_us")
     if t is None or t == "-":
         raise ContractError("no timestamp (t_us=)")
     try:
         t_us = int(t)
     except ValueError:
         raise ContractError(f"t_us={t!r} is not an integer") from None
-    cc = fields.get("cc")
+    cc = get("cc")
     if not cc or cc == "-":
         raise ContractError("no congestion controller (cc=)")
-    kind = fields.get("ev", "transition")
+    kind = get("ev", "transition")
     if kind not in EVENT_KINDS:
         raise ContractError(f"unknown event kind ev={kind!r}")
-    to = fields.get("to")
-    if to == "-":
+    to = get("to")
+    if to == "-" or not to:
+        if kind == "transition":
+            raise ContractError("transition without a state entered (to=)")
         to = None
-    if kind == "transition" and not to:
-        raise ContractError("transition without a state entered (to=)")
-    frm = fields.get("from")
+    frm = get("from")
     if frm == "-":
         frm = None
-    ints: dict[str, int | None] = {}
-    for k in INT_FIELDS:
-        v = fields.get(k)
-        ints[k] = None if v is None or v == "-" else _int(k, v)
-    extra = tuple((k, v) for k, v in fields.items() if k not in _KNOWN)
-    recovery = fields.get("recovery")
-    trigger = fields.get("trigger")
+    ints = [None if (v := get(k)) is None or v == "-" else _int(k, v) for k in INT_FIELDS]
+    extra = tuple((k, v) for k, v in fields.items() if k not in _KNOWN) if len(fields) > 4 else ()
+    recovery = get("recovery")
+    trigger = get("trigger")
     event = TraceEvent(
-        t_us=t_us,
-        state=canonical_state(to) if to else "",
-        kind=kind,
-        prev=canonical_state(frm) if frm else None,
-        recovery=None if recovery in (None, "-") else recovery,
-        trigger=None if trigger in (None, "-") else trigger,
-        extra=extra,
-        **ints,  # type: ignore[arg-type]
+        t_us,
+        canonical_state(to) if to else "",
+        kind,
+        canonical_state(frm) if frm else None,
+        *ints,  # type: ignore[arg-type]
+        None if recovery == "-" else recovery,
+        None if trigger == "-" else trigger,
+        extra,
     )
-    return ContractRecord(conn, cc.lower(), event)
+    return ContractRecord(conn, cc if cc.islower() else cc.lower(), event)
 
 
 def parse_line(line: str) -> ContractRecord | None:

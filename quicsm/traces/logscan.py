@@ -26,53 +26,47 @@ def scan_contract(
     on_bytes: Callable[[int], None] | None = None,
 ) -> Iterator[tuple[int, ContractRecord]]:
     """Yield ``(line_number, record)`` for every contract line; count and report malformed ones."""
-    lineno = 1  # line number at the start of `buf`
-    tail = b""
+    lineno = 1  # line number at offset `line_at` of `buf`
+    buf = bytearray()
     nul_seen = False
     hits = 0
-    while True:
+    done = False
+    while not done:
         try:
             block = stream.read(CHUNK)
         except (EOFError, zlib.error, OSError) as exc:
-            report.problem(path, lineno + tail.count(b"\n"), f"truncated or corrupt input ({exc})", "truncated input")
+            where = lineno + buf.count(b"\n")
+            report.problem(path, where, f"truncated or corrupt input ({exc})", "truncated input")
             block = b""
-            eof_error = True
+        if not block:
+            done = True
         else:
-            eof_error = False
-        if on_bytes is not None and block:
-            on_bytes(len(block))
-        report.bytes += len(block)
-        if block:
-            buf = tail + block
-            cut = buf.rfind(b"\n") + 1
-            if cut == 0:
-                tail = buf
-                continue
-            body, tail = buf[:cut], buf[cut:]
-        else:
-            body, tail = tail, b""
-            if not body:
-                break
-        if not nul_seen and b"\x00" in body:
+            if on_bytes is not None:
+                on_bytes(len(block))
+            report.bytes += len(block)
+            buf += block
+        # Scan complete lines only, unless this is the end.
+        cut = len(buf) if done else buf.rfind(b"\n") + 1
+        if cut == 0:
+            continue
+        if not nul_seen and buf.find(b"\x00", 0, cut) >= 0:
             nul_seen = True
-        pos = 0
-        line_at = 0  # offset in `body` whose line number is `lineno`
-        find = body.find
-        count = body.count
+        pos = line_at = 0
+        find = buf.find
+        count = buf.count
         while True:
-            hit = find(TAG_BYTES, pos)
+            hit = find(TAG_BYTES, pos, cut)
             if hit < 0:
                 break
-            end = find(b"\n", hit)
+            end = find(b"\n", hit, cut)
             if end < 0:
-                end = len(body)
+                end = cut
             lineno += count(b"\n", line_at, hit)
             line_at = hit
             pos = end
             hits += 1
             try:
-                payload = body[hit + _TAG_LEN : end].decode("utf-8")
-                rec = parse_payload(payload)
+                rec = parse_payload(buf[hit + _TAG_LEN : end].decode("utf-8"))
             except UnicodeDecodeError:
                 report.problem(path, lineno, "contract line is not UTF-8 text (binary garbage?)", "not UTF-8")
                 continue
@@ -81,10 +75,10 @@ def scan_contract(
                 continue
             report.records += 1
             yield lineno, rec
-        nlines = count(b"\n")
-        lineno += count(b"\n", line_at)
-        report.lines += nlines + (0 if body.endswith(b"\n") else 1)
-        if eof_error or not block:
-            break
+        lineno += count(b"\n", line_at, cut)
+        if done and cut and buf[cut - 1] != 10:
+            lineno += 1  # a last line without its newline still counts
+        del buf[:cut]
+    report.lines += lineno - 1
     if nul_seen and hits == 0:
         report.problem(path, 1, "binary data and no contract line: not a quicsm log?", "binary input")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Callable, Iterator
 
 from quicsm.traces.builder import TraceMeta
@@ -125,7 +125,7 @@ def _finish(st: _TraceState, path: str, meta: TraceMeta, index: int, report: Par
     events = sorted(st.events, key=lambda e: e.t_us)
     # Metrics before the first state change belong to that first state.
     first = next(e.state for e in events if e.kind == "transition")
-    events = [e if e.state else replace(e, state=first) for e in events]
+    events = [e if e.state else e._replace(state=first) for e in events]
     if st.max_t is not None and st.max_t > events[-1].t_us:
         events.append(TraceEvent(t_us=st.max_t, state=events[-1].state, kind="close"))
     report.traces += 1

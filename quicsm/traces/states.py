@@ -109,8 +109,20 @@ FAMILIES: dict[str, str] = {
 }
 
 
+_CACHE: dict[str, str] = {}
+
+
 def canonical_state(name: str) -> str:
     """Return the canonical ``State`` or ``State.Phase`` for a stack's state name; unknown names as is."""
+    hit = _CACHE.get(name)
+    if hit is None:
+        hit = _canonical(name)
+        if len(_CACHE) < 4096:
+            _CACHE[name] = hit
+    return hit
+
+
+def _canonical(name: str) -> str:
     if not name:
         return name
     hit = _ALIASES.get(_norm(name))

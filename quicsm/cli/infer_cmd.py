@@ -1,0 +1,65 @@
+"""``quicsm infer``: traces (or logs, qlogs) -> annotated model."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from quicsm.cli.options import engine_options, engine_opts, input_options, load_inputs, view_from, view_options
+from quicsm.inference.annotate import AnnotatedModel
+from quicsm.pipeline import learn
+from quicsm.traces.store import atomic_output
+
+
+def model_table(am: AnnotatedModel) -> str:
+    """Plain-text view of a model: states with time shares, then edges with probabilities."""
+    names = {n.id: n.state + (f"#{n.id}" if sum(1 for m in am.nodes if m.state == n.state) > 1 else "") for n in am.nodes}
+    width = max(len(v) for v in names.values())
+    out = [f"{am.model.engine} model of {am.traces} trace(s), {am.events} events, {am.total_time_us / 1e6:.3f} s in states", ""]
+    out.append(f"{'state':<{width}}  {'visits':>8}  {'time share':>10}  {'mean stay':>12}")
+    for n in sorted(am.nodes, key=lambda n: -n.time_fraction):
+        if n.kind != "state":
+            continue
+        out.append(f"{names[n.id]:<{width}}  {n.visits:>8}  {n.time_fraction:>10.1%}  {n.mean_dwell_us / 1000:>9.2f} ms")
+    out += ["", f"{'from':<{width}}  {'to':<{width}}  {'count':>8}  {'prob':>6}"]
+    for e in am.edges:
+        out.append(f"{names[e.src]:<{width}}  {names[e.dst]:<{width}}  {e.count:>8}  {e.probability:>6.3f}")
+    return "\n".join(out)
+
+
+def write_model(am: AnnotatedModel, path: str, fmt: str) -> None:
+    with atomic_output(path, binary=False) as fh:
+        if fmt == "json":
+            json.dump(am.to_json(), fh, indent=2, sort_keys=False)
+            fh.write("\n")
+        else:
+            fh.write(model_table(am) + "\n")
+
+
+@click.command()
+@input_options
+@engine_options
+@view_options
+@click.option("-o", "--output", default="-", show_default=True, type=click.Path(allow_dash=True), help="Model file, - for stdout.")
+@click.option("--format", "fmt", type=click.Choice(["json", "text"]), default=None,
+              help="json (docs/model-format.md) or a text table; default: json for files, text on a terminal.")
+def infer(output: str, fmt: str | None, **kw: Any) -> None:
+    """Infer the congestion controller's state machine and annotate it.
+
+    INPUTS are trace files from `quicsm parse`, or logs/qlogs directly.
+
+    \b
+    Example:
+      quicsm infer traces.parquet --engine synoptic -o model.json
+    """
+    parsed = load_inputs(kw)
+    view = view_from(kw)
+    engine, opts = engine_opts(kw)
+    am = learn(parsed.traces, engine, view, **opts)
+    if fmt is None:
+        fmt = "text" if output == "-" and click.get_text_stream("stdout").isatty() else "json"
+    write_model(am, output, fmt)
+    if output != "-":
+        click.echo(f"wrote {engine} model ({len(am.nodes)} nodes, {len(am.edges)} edges) to {output}", err=True)

@@ -1,0 +1,48 @@
+"""The whole chain in one call: inputs -> traces -> model -> annotated model (-> picture via diagrams).
+
+Each stage stays usable alone (``quicsm.traces.parse_inputs``, ``quicsm.inference.infer``,
+``quicsm.inference.annotate.annotate``, ``quicsm.diagrams``); this module only strings them together
+and records what was done in the model's metadata, so a diagram's legend can say it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any, Sequence
+
+from quicsm.inference import infer
+from quicsm.inference.annotate import AnnotatedModel, annotate
+from quicsm.traces.events import StateView, Trace
+
+__all__ = ["learn", "describe_traces"]
+
+
+def describe_traces(traces: Sequence[Trace]) -> dict[str, Any]:
+    """Metadata worth a legend line: controllers, stacks, versions, labels shared by all traces."""
+    meta: dict[str, Any] = {}
+    for key in ("cc", "implementation", "version"):
+        values = Counter(str(getattr(t, key)) for t in traces if getattr(t, key))
+        if values:
+            meta[key] = ", ".join(sorted(values))
+    if traces:
+        common = dict(traces[0].labels)
+        for t in traces[1:]:
+            common = {k: v for k, v in common.items() if t.labels.get(k) == v}
+        if common:
+            meta["labels"] = common
+    return meta
+
+
+def learn(
+    traces: Sequence[Trace],
+    engine: str = "synoptic",
+    view: StateView = StateView(),
+    **opts: Any,
+) -> AnnotatedModel:
+    """Infer a model with ``engine`` and annotate it with time shares and edge probabilities."""
+    started = time.perf_counter()
+    result = infer(traces, engine, view, **opts)
+    meta = describe_traces(traces)
+    meta["inference_seconds"] = round(time.perf_counter() - started, 3)
+    return annotate(result, traces, view, meta=meta)
