@@ -7,6 +7,7 @@ counting newlines between hits, also in C. Memory is one chunk, whatever the fil
 
 from __future__ import annotations
 
+import gzip
 import zlib
 from typing import BinaryIO, Callable, Iterator
 
@@ -32,15 +33,13 @@ def scan_contract(
     hits = 0
     done = False
     while not done:
-        try:
-            block = stream.read(CHUNK)
-        except (EOFError, zlib.error, OSError) as exc:
-            where = lineno + buf.count(b"\n")
-            report.problem(path, where, f"truncated or corrupt input ({exc})", "truncated input")
-            block = b""
-        if not block:
+        block, error = _read_chunk(stream)
+        if error is not None:
+            where = lineno + buf.count(b"\n") + block.count(b"\n")
+            report.problem(path, where, f"truncated or corrupt input ({error})", "truncated input")
+        if not block or error is not None:
             done = True
-        else:
+        if block:
             if on_bytes is not None:
                 on_bytes(len(block))
             report.bytes += len(block)
@@ -82,3 +81,28 @@ def scan_contract(
     report.lines += lineno - 1
     if nul_seen and hits == 0:
         report.problem(path, 1, "binary data and no contract line: not a quicsm log?", "binary input")
+
+
+def _read_chunk(stream: BinaryIO) -> tuple[bytes, Exception | None]:
+    """Read up to CHUNK bytes; on a truncated/corrupt stream return what was readable and the error.
+
+    Compressed streams are read in small steps (``read1``) so a truncated gzip keeps all its good data.
+    """
+    read1 = getattr(stream, "read1", None)
+    if read1 is None or not isinstance(stream, gzip.GzipFile):
+        try:
+            return stream.read(CHUNK), None
+        except (EOFError, zlib.error, OSError) as exc:
+            return b"", exc
+    parts: list[bytes] = []
+    size = 0
+    while size < CHUNK:
+        try:
+            part = read1(CHUNK - size)
+        except (EOFError, zlib.error, OSError) as exc:
+            return b"".join(parts), exc
+        if not part:
+            break
+        parts.append(part)
+        size += len(part)
+    return b"".join(parts), None
