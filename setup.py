@@ -1,6 +1,6 @@
 """Installs the ``quicsm`` package and its console script (patch sets and templates ship as data)."""
 
-from setuptools import find_packages, setup
+from setuptools import Extension, find_packages, setup
 
 setup(
     name="quicsm",
@@ -29,5 +29,7 @@ setup(
         "tqdm>=4.60",
     ],
     extras_require={"test": ["pytest>=7", "hypothesis>=6"]},
+    # Optional C tag finder; without a compiler the pure-Python scanner is used.
+    ext_modules=[Extension("quicsm.traces._scan", ["quicsm/traces/_scan.c"], optional=True)],
     entry_points={"console_scripts": ["quicsm=quicsm.cli.main:main"]},
 )

@@ -49,18 +49,20 @@ class TraceBuilder:
         self._open: dict[str, _Open] = {}
         self._seen: dict[str, int] = {}
 
-    def feed(self, lineno: int, rec: ContractRecord) -> Iterator[Trace]:
+    def feed(self, lineno: int, rec: ContractRecord) -> list[Trace]:
+        """Add one record; return the traces it completed (usually none)."""
+        done: list[Trace] = []
         ev = rec.event
         cur = self._open.get(rec.conn)
-        if cur is not None and rec.starts_connection and cur.events:
-            yield self._finish(rec.conn)
+        if cur is not None and cur.events and rec.starts_connection:
+            done.append(self._finish(rec.conn))
             cur = None
         if cur is None:
             n = self._seen.get(rec.conn, 0) + 1
             self._seen[rec.conn] = n
             tid = f"{self.scope}:{rec.conn}" + (f"#{n}" if n > 1 else "")
             cur = self._open[rec.conn] = _Open(tid, rec.conn, rec.cc, [], ev.t_us)
-        elif ev.t_us < cur.last_t:
+        elif ev.t_us < cur.last_t:  # rare: report, sort at the end
             self.report.problem(
                 self.path,
                 lineno,
@@ -72,9 +74,11 @@ class TraceBuilder:
             last = cur.events[-1].state if cur.events else (ev.prev or "")
             ev = ev._replace(state=last)
         cur.events.append(ev)
-        cur.last_t = max(cur.last_t, ev.t_us)
+        if ev.t_us > cur.last_t:
+            cur.last_t = ev.t_us
         if ev.kind == "close":
-            yield self._finish(rec.conn)
+            done.append(self._finish(rec.conn))
+        return done
 
     def finish(self) -> Iterator[Trace]:
         for key in list(self._open):

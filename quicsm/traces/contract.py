@@ -7,8 +7,7 @@ one split per field; everything that is not a plain field lands in ``extra``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from quicsm.traces.events import EVENT_KINDS, METRIC_FIELDS, SSTHRESH_INF, TraceEvent
 from quicsm.traces.states import canonical_state
@@ -38,8 +37,7 @@ class ContractError(ValueError):
     """A line that carries the tag but breaks the contract; the message is the reason."""
 
 
-@dataclass(frozen=True, slots=True)
-class ContractRecord:
+class ContractRecord(NamedTuple):
     """One contract line: the connection it belongs to and the event it carries."""
 
     conn: str

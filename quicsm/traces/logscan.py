@@ -27,7 +27,7 @@ def scan_contract(
     on_bytes: Callable[[int], None] | None = None,
 ) -> Iterator[tuple[int, ContractRecord]]:
     """Yield ``(line_number, record)`` for every contract line; count and report malformed ones."""
-    lineno = 1  # line number at offset `line_at` of `buf`
+    lineno = 1  # line number at offset 0 of `buf`
     buf = bytearray()
     nul_seen = False
     hits = 0
@@ -48,39 +48,59 @@ def scan_contract(
         cut = len(buf) if done else buf.rfind(b"\n") + 1
         if cut == 0:
             continue
-        if not nul_seen and buf.find(b"\x00", 0, cut) >= 0:
-            nul_seen = True
-        pos = line_at = 0
-        find = buf.find
-        count = buf.count
-        while True:
-            hit = find(TAG_BYTES, pos, cut)
-            if hit < 0:
-                break
-            end = find(b"\n", hit, cut)
-            if end < 0:
-                end = cut
-            lineno += count(b"\n", line_at, hit)
-            line_at = hit
-            pos = end
+        if not nul_seen and hits == 0 and buf.find(b"\x00", 0, min(cut, 1 << 16)) >= 0:
+            nul_seen = True  # binary sniffing looks at the head of each chunk only, until a hit
+        hits_here, line_end = _find_tagged(buf, cut, lineno)
+        for line, raw in hits_here:
             hits += 1
             try:
-                rec = parse_payload(buf[hit + _TAG_LEN : end].decode("utf-8"))
+                rec = parse_payload(raw.decode("utf-8"))
             except UnicodeDecodeError:
-                report.problem(path, lineno, "contract line is not UTF-8 text (binary garbage?)", "not UTF-8")
+                report.problem(path, line, "contract line is not UTF-8 text (binary garbage?)", "not UTF-8")
                 continue
             except ContractError as exc:
-                report.problem(path, lineno, f"malformed contract line: {exc}", "malformed contract line")
+                report.problem(path, line, f"malformed contract line: {exc}", "malformed contract line")
                 continue
             report.records += 1
-            yield lineno, rec
-        lineno += count(b"\n", line_at, cut)
+            yield line, rec
+        lineno = line_end
         if done and cut and buf[cut - 1] != 10:
             lineno += 1  # a last line without its newline still counts
         del buf[:cut]
     report.lines += lineno - 1
     if nul_seen and hits == 0:
         report.problem(path, 1, "binary data and no contract line: not a quicsm log?", "binary input")
+
+
+def _find_tagged_py(buf: bytearray, cut: int, lineno: int) -> tuple[list[tuple[int, bytes]], int]:
+    """Every line in ``buf[:cut]`` holding the tag, as (line number, text after the tag); and the end line number."""
+    out: list[tuple[int, bytes]] = []
+    find, count = buf.find, buf.count
+    pos = line_at = 0
+    while True:
+        hit = find(TAG_BYTES, pos, cut)
+        if hit < 0:
+            break
+        end = find(b"\n", hit, cut)
+        if end < 0:
+            end = cut
+        lineno += count(b"\n", line_at, hit)
+        line_at = hit
+        out.append((lineno, bytes(buf[hit + _TAG_LEN : end])))
+        pos = end
+    return out, lineno + count(b"\n", line_at, cut)
+
+
+def _find_tagged_c(buf: bytearray, cut: int, lineno: int) -> tuple[list[tuple[int, bytes]], int]:
+    return _cscan(buf, cut, TAG_BYTES, lineno)  # type: ignore[no-any-return]
+
+
+try:  # the optional C build of the same loop (setup.py builds it when a compiler is present)
+    from quicsm.traces._scan import scan as _cscan
+
+    _find_tagged = _find_tagged_c
+except ImportError:  # pragma: no cover - depends on the install
+    _find_tagged = _find_tagged_py
 
 
 def _read_chunk(stream: BinaryIO) -> tuple[bytes, Exception | None]:

@@ -120,8 +120,11 @@ def iter_traces(
                 yield from read_sqlog(fh, path, meta, report, on_bytes)
             else:
                 builder = TraceBuilder(path, scopes[path], meta, report)
+                feed = builder.feed
                 for lineno, rec in scan_contract(fh, path, report, on_bytes):
-                    yield from builder.feed(lineno, rec)
+                    finished = feed(lineno, rec)
+                    if finished:
+                        yield from finished
                 yield from builder.finish()
 
 

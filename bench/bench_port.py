@@ -1,0 +1,179 @@
+"""Porter at scale: port the nearest pinned patch set to every google/quiche commit that touched a CC file.
+
+Usage:
+    python bench/bench_port.py [QUICHE_GIT_DIR] [--tsv commits.tsv] [--sets DIR ...] [--limit N] [--json OUT]
+
+QUICHE_GIT_DIR is a (bare) clone of google/quiche (the `fetch` tool puts one at
+/work/.mirror/google+quiche/repo). For each commit in the reference table
+(/work/shared/reference/commits_touching_cc_files.tsv) the files of the nearest pinned set of the same
+algorithm (by upstream date) are materialised from `git show COMMIT:PATH` into a temp dir, and the set is
+ported with `quicsm.instrumentation.porter.plan_port` (which also verifies the regenerated diff with git
+apply). Baseline, same process: applying the nearest pinned set unchanged (`git apply --check`).
+Prints success rate per algorithm, time per version, and every failure with its reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from quicsm.instrumentation.appliers import default_applier
+from quicsm.instrumentation.engine import detect, plan_for
+from quicsm.instrumentation.patchset import PatchSet, load_patch_set, shipped_patch_sets
+from quicsm.instrumentation.porter import plan_port
+
+ALGO_OF_FILE = {"tcp_cubic_sender_bytes": "cubic", "bbr_sender": "bbr", "bbr2_sender": "bbr2",
+                "bbr2_probe_bw": "bbr2", "bbr3_sender": "bbr3"}
+DEFAULT_TSV = "/work/shared/reference/commits_touching_cc_files.tsv"
+DEFAULT_GIT = "/work/.mirror/google+quiche/repo"
+
+
+@dataclass
+class Outcome:
+    commit: str
+    date: str
+    algorithm: str
+    set_name: str
+    ok: bool
+    baseline_ok: bool
+    era: str
+    seconds: float
+    baseline_seconds: float
+    reason: str
+
+
+def git(repo: str, *args: str) -> bytes:
+    return subprocess.run(["git", "-C", repo, *args], capture_output=True, check=True).stdout
+
+
+def tree_paths(repo: str, commit: str) -> dict[str, str]:
+    """File name -> path for the quic core files at ``commit`` (either layout)."""
+    out = git(repo, "ls-tree", "-r", "--name-only", commit, "--", "quiche/quic/core", "quic/core").decode()
+    names: dict[str, str] = {}
+    for p in out.splitlines():
+        if p.count("/") <= 4:
+            names.setdefault(p.rsplit("/", 1)[1], p)
+    return names
+
+
+def materialise(repo: str, commit: str, ps: PatchSet, dest: Path) -> str | None:
+    paths = tree_paths(repo, commit)
+    for f in ps.files:
+        p = paths.get(f.basename)
+        if p is None:
+            return f"{f.basename} does not exist at {commit}"
+        (dest / p).parent.mkdir(parents=True, exist_ok=True)
+        (dest / p).write_bytes(git(repo, "show", f"{commit}:{p}"))
+    return None
+
+
+def nearest(sets: list[PatchSet], algorithm: str, date: str) -> PatchSet | None:
+    from datetime import date as d
+
+    pool = [s for s in sets if s.algorithm == algorithm and s.target == "quiche" and s.date]
+    if not pool:
+        return None
+    day = d.fromisoformat(date)
+    return min(pool, key=lambda s: (abs((d.fromisoformat(s.date) - day).days), s.name))
+
+
+def expected_era(date: str) -> str:
+    return "E" if date >= "2022-04-07" else "D"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("git_dir", nargs="?", default=DEFAULT_GIT)
+    ap.add_argument("--tsv", default=DEFAULT_TSV)
+    ap.add_argument("--sets", nargs="*", default=[], help="extra patch set directories (default: shipped sets)")
+    ap.add_argument("--no-shipped", action="store_true", help="use only --sets")
+    ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--json", help="write every outcome here")
+    args = ap.parse_args(argv)
+
+    sets = [] if args.no_shipped else [s for s in shipped_patch_sets("quiche")]
+    sets += [load_patch_set(p) for p in args.sets]
+    if not sets:
+        print("no patch sets (ship some in quicsm/patches/quiche or pass --sets)", file=sys.stderr)
+        return 2
+    print(f"pinned sets: {', '.join(f'{s.name} ({s.algorithm}, {s.date})' for s in sets)}")
+    with open(args.tsv, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh, delimiter="\t"))
+    versions: dict[tuple[str, str], str] = {}
+    for r in rows:
+        algo = ALGO_OF_FILE.get(r["file"])
+        if algo:
+            versions.setdefault((r["hash"], algo), r["date"])
+    todo = sorted(versions.items(), key=lambda kv: (kv[0][1], kv[1]))
+    if args.limit:
+        todo = todo[: args.limit]
+    print(f"{len(rows)} table rows -> {len(todo)} (commit, algorithm) versions")
+    applier = default_applier()
+    outcomes: list[Outcome] = []
+    for (commit, algo), date in todo:
+        ps = nearest(sets, algo, date)
+        if ps is None:
+            outcomes.append(Outcome(commit, date, algo, "-", False, False, "?", 0, 0, f"no pinned {algo} set"))
+            continue
+        with tempfile.TemporaryDirectory(prefix="bench-port-") as tmp:
+            root = Path(tmp)
+            why = materialise(args.git_dir, commit, ps, root)
+            if why:
+                outcomes.append(Outcome(commit, date, algo, ps.name, False, False, "?", 0, 0, why))
+                continue
+            t0 = time.perf_counter()
+            det = detect(root, sets=[ps], applier=applier, target="quiche")
+            base_ok = applier.check(det.root, plan_for(ps, det.located).diff).ok
+            t1 = time.perf_counter()
+            res = plan_port(ps, root, applier=applier, detection=det)
+            t2 = time.perf_counter()
+            reason = "; ".join(f"{f.file.rsplit('/', 1)[-1]} hunk {f.hunk}: {f.reason}" for f in res.failures)
+            outcomes.append(Outcome(commit, date, algo, ps.name, res.ok, base_ok, det.identity.era,
+                                    t2 - t1, t1 - t0, reason))
+        o = outcomes[-1]
+        print(f"  {o.date} {o.commit} {o.algorithm:5} from {o.set_name:28} {'ok  ' if o.ok else 'FAIL'} "
+              f"era {o.era} {o.seconds:5.2f}s{'' if o.ok else '  ' + o.reason[:150]}", flush=True)
+
+    print("\nper algorithm: ported ok / versions (baseline = nearest set applied unchanged)")
+    by: dict[str, list[Outcome]] = defaultdict(list)
+    for o in outcomes:
+        by[o.algorithm].append(o)
+    for algo in sorted(by):
+        os_ = by[algo]
+        ok = sum(o.ok for o in os_)
+        base = sum(o.baseline_ok for o in os_)
+        print(f"  {algo:6} {ok:4}/{len(os_):<4} {ok / len(os_):6.1%}   baseline {base:4}/{len(os_)} "
+              f"{base / len(os_):6.1%}")
+    total = len(outcomes)
+    ok = sum(o.ok for o in outcomes)
+    base = sum(o.baseline_ok for o in outcomes)
+    print(f"  {'all':6} {ok:4}/{total:<4} {ok / total:6.1%}   baseline {base:4}/{total} {base / total:6.1%}"
+          f"   ratio {ok / max(base, 1):.2f}x")
+    times = [o.seconds for o in outcomes if o.seconds]
+    if times:
+        print(f"time per version (port incl. verification): median {statistics.median(times):.3f}s, "
+              f"max {max(times):.3f}s, total {sum(times):.1f}s; baseline check median "
+              f"{statistics.median([o.baseline_seconds for o in outcomes if o.baseline_seconds]):.3f}s")
+    era_ok = sum(o.era == expected_era(o.date) for o in outcomes if o.era != "?")
+    print(f"era detected from content matches the commit date: {era_ok}/{sum(o.era != '?' for o in outcomes)}")
+    fails = [o for o in outcomes if not o.ok]
+    if fails:
+        print(f"\nfailures ({len(fails)}):")
+        for o in fails:
+            print(f"  {o.date} {o.commit} {o.algorithm} from {o.set_name}: {o.reason}")
+    if args.json:
+        Path(args.json).write_text(json.dumps([o.__dict__ for o in outcomes], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
