@@ -30,8 +30,6 @@ def open_binary(path: str) -> BinaryIO:
         return gzip.GzipFile(fileobj=raw) if peek == _GZIP_MAGIC else raw  # type: ignore[return-value]
     if not os.path.exists(path):
         raise InputError(f"{path}: no such file")
-    if os.path.isdir(path):
-        raise InputError(f"{path}: is a directory (give the log files in it, e.g. {path}/*.log)")
     try:
         fh = open(path, "rb")
     except OSError as exc:

@@ -21,7 +21,7 @@ from quicsm.traces.qlog import read_qlog, read_sqlog
 from quicsm.traces.report import ParseReport
 from quicsm.traces.store import iter_trace_file
 
-__all__ = ["ParseResult", "iter_traces", "parse_inputs", "sidecar_meta", "parse_label"]
+__all__ = ["ParseResult", "iter_traces", "parse_inputs", "sidecar_meta", "parse_label", "expand_inputs"]
 
 SIDECAR = "meta.json"
 
@@ -72,6 +72,29 @@ def _merge(base: TraceMeta, *, labels: dict[str, str], implementation: str | Non
     )
 
 
+_INPUT_SUFFIXES = (".log", ".log.gz", ".txt", ".txt.gz", ".qlog", ".qlog.gz", ".sqlog", ".sqlog.gz",
+                   ".jsonl", ".jsonl.gz", ".parquet")
+
+
+def expand_inputs(paths: Sequence[str]) -> list[str]:
+    """Directories become the log, qlog and trace files below them (sorted); files stay as given."""
+    out: list[str] = []
+    for p in paths:
+        if p != STDIN and os.path.isdir(p):
+            found = sorted(
+                os.path.join(root, f)
+                for root, _, files in os.walk(p)
+                for f in files
+                if f.lower().endswith(_INPUT_SUFFIXES)
+            )
+            if not found:
+                raise InputError(f"{p}: directory holds no log, qlog or trace files ({', '.join(_INPUT_SUFFIXES)})")
+            out.extend(found)
+        else:
+            out.append(p)
+    return out
+
+
 def _scopes(paths: Sequence[str]) -> dict[str, str]:
     """Short, unique trace-id prefixes: the file name, or more of the path where names collide."""
     names: dict[str, str] = {}
@@ -98,6 +121,7 @@ def iter_traces(
     report = report if report is not None else ParseReport()
     if not paths:
         raise InputError("no input files given")
+    paths = expand_inputs(paths)
     for p in paths:
         if p != STDIN and not os.path.exists(p):
             raise InputError(f"{p}: no such file")
@@ -142,7 +166,7 @@ def _relabel(t: Trace, meta: TraceMeta) -> Trace:
 
 def _input_bytes(paths: Iterable[str]) -> int | None:
     try:
-        return sum(os.path.getsize(p) for p in paths if p != STDIN)
+        return sum(os.path.getsize(p) for p in expand_inputs(list(paths)) if p != STDIN)
     except OSError:
         return None
 

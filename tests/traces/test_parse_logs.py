@@ -149,8 +149,20 @@ def test_missing_empty_and_no_transition_inputs(tmp_path: Path) -> None:
     empty.write_text("")
     with pytest.raises(NoTransitionsError, match="no state transitions"):
         parse_inputs([str(empty)])
-    with pytest.raises(InputError, match="directory"):
-        parse_inputs([str(tmp_path)])
+    with pytest.raises(InputError, match="directory holds no log"):
+        parse_inputs([str(tmp_path / "sub")] if (tmp_path / "sub").mkdir() is None else [])
+
+
+def test_directories_expand_to_their_logs(tmp_path: Path) -> None:
+    for i in range(3):
+        run = tmp_path / f"run{i}"
+        run.mkdir()
+        (run / "server.log").write_text("\n".join(synth_cubic_lines(conns=1, steps=5, seed=i)) + "\n")
+        (run / "meta.json").write_text('{"labels": {"run": "%d"}}' % i)
+        (run / "notes.md").write_text("not an input")
+    res = parse_inputs([str(tmp_path)])
+    assert res.report.files == 3
+    assert sorted(t.labels["run"] for t in res.traces) == ["0", "1", "2"]
 
 
 def test_labels_and_sidecar_meta(tmp_path: Path) -> None:
