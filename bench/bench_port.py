@@ -49,6 +49,7 @@ class Outcome:
     seconds: float
     baseline_seconds: float
     reason: str
+    min_score: float = 0.0
 
 
 def git(repo: str, *args: str) -> bytes:
@@ -138,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
             t2 = time.perf_counter()
             reason = "; ".join(f"{f.file.rsplit('/', 1)[-1]} hunk {f.hunk}: {f.reason}" for f in res.failures)
             outcomes.append(Outcome(commit, date, algo, ps.name, res.ok, base_ok, det.identity.era,
-                                    t2 - t1, t1 - t0, reason))
+                                    t2 - t1, t1 - t0, reason,
+                                    min((p.score for p in res.placements), default=0.0)))
         o = outcomes[-1]
         print(f"  {o.date} {o.commit} {o.algorithm:5} from {o.set_name:28} {'ok  ' if o.ok else 'FAIL'} "
               f"era {o.era} {o.seconds:5.2f}s{'' if o.ok else '  ' + o.reason[:150]}", flush=True)
@@ -163,6 +165,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"time per version (port incl. verification): median {statistics.median(times):.3f}s, "
               f"max {max(times):.3f}s, total {sum(times):.1f}s; baseline check median "
               f"{statistics.median([o.baseline_seconds for o in outcomes if o.baseline_seconds]):.3f}s")
+    mins = sorted(o.min_score for o in outcomes if o.ok)
+    if mins:
+        print(f"weakest placement per ported version: min {mins[0]:.2f}, 5th percentile "
+              f"{mins[len(mins) // 20]:.2f}, median {statistics.median(mins):.2f}")
     era_ok = sum(o.era == expected_era(o.date) for o in outcomes if o.era != "?")
     print(f"era detected from content matches the commit date: {era_ok}/{sum(o.era != '?' for o in outcomes)}")
     fails = [o for o in outcomes if not o.ok]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
+import os
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from quicsm.errors import InferenceError
@@ -10,6 +13,8 @@ from quicsm.traces.events import StateView, Trace
 
 __all__ = [
     "ENGINES",
+    "ENGINE_SPECS",
+    "EngineSpec",
     "infer",
     "infer_sequences",
     "Model",
@@ -21,14 +26,63 @@ __all__ = [
 ]
 
 
-def _dfg(seqs: Sequence[Sequence[str]], **opts: Any) -> InferenceResult:
-    from quicsm.inference.dfg import infer_dfg
+@dataclass(frozen=True, slots=True)
+class EngineSpec:
+    """An engine: where its function lives (imported on first use) and the options it takes."""
 
-    return infer_dfg(seqs)
+    name: str
+    target: str
+    """``module:function`` called as ``function(sequences, **options)``."""
+    options: dict[str, type] = field(default_factory=dict)
+    """Option name -> type; anything else is refused with :class:`InferenceError`."""
+    summary: str = ""
+
+    def check(self, opts: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(opts) - set(self.options))
+        if unknown:
+            takes = ", ".join(sorted(self.options)) or "no options"
+            raise InferenceError(f"engine {self.name!r} does not take option(s) {', '.join(unknown)} (it takes: {takes})")
+        out: dict[str, Any] = {}
+        for key, value in opts.items():
+            want = self.options[key]
+            if not _is(value, want):
+                raise InferenceError(f"engine {self.name!r}: option {key} must be {_KIND_NAMES[want]}, got {value!r}")
+            out[key] = os.fspath(value) if want is str else want(value)
+        return out
+
+    def __call__(self, sequences: Sequence[Sequence[str]], **opts: Any) -> InferenceResult:
+        checked = self.check(opts)
+        module, _, attr = self.target.partition(":")
+        fn: Callable[..., InferenceResult] = getattr(importlib.import_module(module), attr)
+        return fn(sequences, **checked)
 
 
-ENGINES: dict[str, Callable[..., InferenceResult]] = {"dfg": _dfg}
-"""Engine name -> function(sequences, **options). Engines register themselves here."""
+_KIND_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string or path"}
+
+
+def _is(value: Any, want: type) -> bool:
+    if want is bool or isinstance(value, bool):
+        return want is bool and isinstance(value, bool)
+    if want is float:
+        return isinstance(value, (int, float))
+    if want is str:
+        return isinstance(value, (str, os.PathLike))
+    return isinstance(value, want)
+
+
+ENGINE_SPECS: tuple[EngineSpec, ...] = (
+    EngineSpec("synoptic", "quicsm.inference.synoptic:infer_synoptic", {"k": int, "coarsen": bool},
+               "Synoptic (FSE'11): invariant-guided refinement, then k-Tails coarsening (k=1)"),
+    EngineSpec("ktails", "quicsm.inference.ktails:infer_ktails", {"k": int},
+               "k-Tails over the prefix tree (k=2)"),
+    EngineSpec("dfg", "quicsm.inference.dfg:infer_dfg", {}, "directly-follows graph: one node per state"),
+    EngineSpec("synoptic-jar", "quicsm.inference.synoptic_jar:infer_synoptic_jar",
+               {"synoptic_jar": str, "java": str, "timeout": float, "coarsen": bool, "workdir": str},
+               "the original Synoptic jar, run through java"),
+)
+
+ENGINES: dict[str, Callable[..., InferenceResult]] = {spec.name: spec for spec in ENGINE_SPECS}
+"""Engine name -> callable(sequences, **options); imports the engine's module on first use."""
 
 
 def infer_sequences(sequences: Sequence[Sequence[str]], engine: str = "synoptic", **opts: Any) -> InferenceResult:

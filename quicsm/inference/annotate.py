@@ -6,17 +6,31 @@ of leaving a state along an edge. A connection's last state lasts until the conn
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, NoReturn, Sequence
 
-from quicsm.errors import InferenceError
-from quicsm.inference.model import InferenceResult, Model
+from quicsm.errors import InferenceError, InputError
+from quicsm.inference.model import INITIAL, TERMINAL, Edge, InferenceResult, Model, Node
 from quicsm.traces.events import StateView, Trace
 
-__all__ = ["NodeStats", "EdgeStats", "AnnotatedModel", "annotate", "MODEL_FORMAT_VERSION"]
+__all__ = [
+    "NodeStats",
+    "EdgeStats",
+    "AnnotatedModel",
+    "annotate",
+    "load_model",
+    "save_model",
+    "MODEL_FORMAT",
+    "MODEL_FORMAT_VERSION",
+    "SUM_TOLERANCE",
+]
 
+MODEL_FORMAT = "quicsm-model"
 MODEL_FORMAT_VERSION = 1
+SUM_TOLERANCE = 1e-6
+"""How far a sum of shares or of out-probabilities may be from 1 in a model file (float rounding)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +70,7 @@ class AnnotatedModel:
     def to_json(self) -> dict[str, Any]:
         """The documented model JSON (docs/model-format.md)."""
         return {
-            "format": "quicsm-model",
+            "format": MODEL_FORMAT,
             "format_version": MODEL_FORMAT_VERSION,
             "engine": self.model.engine,
             "params": self.model.params,
@@ -83,6 +97,15 @@ class AnnotatedModel:
                 {"src": e.src, "dst": e.dst, "count": e.count, "probability": e.probability} for e in self.edges
             ],
         }
+
+    @classmethod
+    def from_json(cls, data: Any, source: str = "<model>") -> AnnotatedModel:
+        """Read :meth:`to_json` output back (``from_json(m.to_json()) == m``), checking it on the way.
+
+        Other tools write this form too, so every field and invariant is checked; a bad one raises
+        :class:`~quicsm.errors.InputError` naming ``source`` and the field (``nodes[3].time_fraction``).
+        """
+        return _ModelReader(source).read(data)
 
 
 def annotate(
@@ -134,3 +157,150 @@ def _zero_time_share(visits: Counter[int], node_id: int, model: Model) -> float:
     """Share by visit count when no time passed at all (instantaneous traces), so shares still sum to 1."""
     state_visits = sum(c for nid, c in visits.items() if model.nodes[nid].kind == "state")
     return visits[node_id] / state_visits if state_visits else 0.0
+
+
+def load_model(path: str) -> AnnotatedModel:
+    """Read a model JSON file (``-`` = stdin, gzip ok) and check it (:meth:`AnnotatedModel.from_json`)."""
+    from quicsm.traces.inputs import open_binary
+
+    with open_binary(path) as fh:
+        raw = fh.read()
+    name = "<stdin>" if path == "-" else path
+    try:
+        data = json.loads(raw)
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{name}: not a model JSON file (not UTF-8 text at byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{name}:{exc.lineno}: not valid JSON ({exc.msg}, column {exc.colno})") from None
+    return AnnotatedModel.from_json(data, source=name)
+
+
+def save_model(model: AnnotatedModel, path: str) -> None:
+    """Write the model JSON atomically (temp file + rename; ``-`` = stdout)."""
+    from quicsm.traces.store import atomic_output
+
+    with atomic_output(path, binary=False) as fh:
+        json.dump(model.to_json(), fh, indent=2)
+        fh.write("\n")
+
+
+class _ModelReader:
+    """Checks a model JSON document field by field, failing with ``source: where: what``."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, where: str, what: str) -> NoReturn:
+        raise InputError(f"{self.source}: {where}: {what}" if where else f"{self.source}: {what}")
+
+    def field(self, obj: dict[str, Any], key: str, where: str, kind: type | tuple[type, ...]) -> Any:
+        if key not in obj:
+            self.fail(where, f"missing field {key!r}")
+        value = obj[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+            names = " or ".join({int: "an integer", float: "a number", str: "a string", dict: "an object",
+                                 list: "a list", bool: "true/false"}[k] for k in kinds)
+            self.fail(f"{where}.{key}" if where else key, f"expected {names}, got {json.dumps(value)[:40]}")
+        return value
+
+    def count(self, obj: dict[str, Any], key: str, where: str, minimum: int = 0) -> int:
+        value: int = self.field(obj, key, where, int)
+        if value < minimum:
+            self.fail(f"{where}.{key}" if where else key, f"must be >= {minimum}, got {value}")
+        return value
+
+    def fraction(self, obj: dict[str, Any], key: str, where: str) -> float:
+        value = float(self.field(obj, key, where, (int, float)))
+        if not 0.0 <= value <= 1.0:
+            self.fail(f"{where}.{key}", f"must be between 0 and 1, got {value}")
+        return value
+
+    def read(self, data: Any) -> AnnotatedModel:
+        if not isinstance(data, dict):
+            self.fail("", "a model file must hold a JSON object")
+        fmt = data.get("format")
+        if fmt != MODEL_FORMAT:
+            self.fail("format", f"expected {MODEL_FORMAT!r}, got {json.dumps(fmt)} (is this a quicsm model file?)")
+        version = self.count(data, "format_version", "", 1)
+        if version > MODEL_FORMAT_VERSION:
+            self.fail("format_version", f"{version} is newer than this quicsm reads ({MODEL_FORMAT_VERSION}); "
+                      "upgrade quicsm")
+        engine = self.field(data, "engine", "", str)
+        params = self.field(data, "params", "", dict) if "params" in data else {}
+        meta = self.field(data, "meta", "", dict) if "meta" in data else {}
+        nodes = self.nodes(self.field(data, "nodes", "", list))
+        edges = self.edges(self.field(data, "edges", "", list), nodes)
+        total = self.count(data, "total_time_us", "")
+        if sum(n.time_us for n in nodes) != total:
+            self.fail("total_time_us", f"{total} is not the sum of the nodes' time_us "
+                      f"({sum(n.time_us for n in nodes)})")
+        model = Model(engine, [Node(n.id, n.state) for n in nodes], [Edge(e.src, e.dst, e.count) for e in edges],
+                      dict(params))
+        return AnnotatedModel(
+            model, nodes, edges, self.count(data, "traces", ""), self.count(data, "events", ""), total,
+            self.count(data, "sources", "") if "sources" in data else 0, dict(meta),
+        )
+
+    def nodes(self, items: list[Any]) -> list[NodeStats]:
+        out: list[NodeStats] = []
+        for i, item in enumerate(items):
+            where = f"nodes[{i}]"
+            if not isinstance(item, dict):
+                self.fail(where, "expected an object")
+            node_id = self.count(item, "id", where)
+            if node_id != i:
+                self.fail(f"{where}.id", f"is {node_id}; node ids must be 0..{len(items) - 1} in list order")
+            state = self.field(item, "state", where, str)
+            if not state:
+                self.fail(f"{where}.state", "is empty")
+            kind = Node(node_id, state).kind
+            for key, expected in (("kind", kind), ("initial", kind == "initial"), ("terminal", kind == "terminal")):
+                if key in item and item[key] != expected:
+                    self.fail(f"{where}.{key}",
+                              f"is {json.dumps(item[key])} but state {state!r} makes it {json.dumps(expected)}")
+            share = self.fraction(item, "time_fraction", where)
+            if kind != "state" and share:
+                self.fail(f"{where}.time_fraction", f"{state} is synthetic and takes no time, got {share}")
+            out.append(NodeStats(node_id, state, kind, self.count(item, "visits", where),
+                                 self.count(item, "time_us", where), share))
+        for synthetic in (INITIAL, TERMINAL):
+            found = sum(1 for n in out if n.state == synthetic)
+            if found != 1:
+                self.fail("nodes", f"need exactly one {synthetic} node, found {found}")
+        shares = sum(n.time_fraction for n in out if n.kind == "state")
+        if any(n.visits for n in out if n.kind == "state") and abs(shares - 1.0) > SUM_TOLERANCE:
+            self.fail("nodes", f"time_fraction over state nodes sums to {shares:.9f}, not 1")
+        return out
+
+    def edges(self, items: list[Any], nodes: list[NodeStats]) -> list[EdgeStats]:
+        out: list[EdgeStats] = []
+        seen: set[tuple[int, int]] = set()
+        for i, item in enumerate(items):
+            where = f"edges[{i}]"
+            if not isinstance(item, dict):
+                self.fail(where, "expected an object")
+            src, dst = self.count(item, "src", where), self.count(item, "dst", where)
+            for key, node_id in (("src", src), ("dst", dst)):
+                if node_id >= len(nodes):
+                    self.fail(f"{where}.{key}", f"node {node_id} does not exist (model has {len(nodes)} nodes)")
+            if nodes[src].kind == "terminal" or nodes[dst].kind == "initial":
+                self.fail(where, f"edge {nodes[src].state} -> {nodes[dst].state} leaves TERMINAL or enters INITIAL")
+            if (src, dst) in seen:
+                self.fail(where, f"duplicate edge {src} -> {dst}")
+            seen.add((src, dst))
+            count = self.count(item, "count", where, 1)
+            out.append(EdgeStats(src, dst, count, self.fraction(item, "probability", where)))
+        out_total: Counter[int] = Counter()
+        out_prob: dict[int, float] = {}
+        for e in out:
+            out_total[e.src] += e.count
+            out_prob[e.src] = out_prob.get(e.src, 0.0) + e.probability
+        for src, total in sorted(out_prob.items()):
+            if abs(total - 1.0) > SUM_TOLERANCE:
+                self.fail("edges", f"probabilities out of node {src} ({nodes[src].state}) sum to {total:.9f}, not 1")
+        for i, e in enumerate(out):
+            if abs(e.probability - e.count / out_total[e.src]) > SUM_TOLERANCE:
+                self.fail(f"edges[{i}].probability",
+                          f"{e.probability} is not count/outgoing = {e.count}/{out_total[e.src]}")
+        return out

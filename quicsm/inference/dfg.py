@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from quicsm.inference.model import INITIAL, TERMINAL, InferenceResult, model_from_paths
+from quicsm.inference.model import InferenceResult
+from quicsm.inference.packed import EncodedLog, encode_sequences, result_from_nodes
 
-__all__ = ["infer_dfg"]
+__all__ = ["infer_dfg", "dfg_encoded"]
 
 
 def infer_dfg(sequences: Sequence[Sequence[str]]) -> InferenceResult:
-    names = sorted({s for seq in sequences for s in seq})
-    labels = [INITIAL, *names, TERMINAL]
-    index = {s: i for i, s in enumerate(labels)}
-    end = len(labels) - 1
-    paths = [[0, *(index[s] for s in seq), end] for seq in sequences]
-    return model_from_paths("dfg", labels, paths)
+    return dfg_encoded(encode_sequences(sequences))
+
+
+def dfg_encoded(log: EncodedLog) -> InferenceResult:
+    """Every event is the node of its state (codes already follow the sorted names)."""
+    framed, offsets = log.framed()
+    return result_from_nodes("dfg", log.labels, framed, offsets)

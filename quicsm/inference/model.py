@@ -86,6 +86,10 @@ class InferenceResult:
     """Engine-specific facts (mined invariants, refinement steps, timings) for reports."""
 
     def edge_counts(self) -> Counter[tuple[int, int]]:
+        fast = getattr(self.paths, "edge_counts", None)
+        if fast is not None:  # packed paths (quicsm.inference.packed) count with numpy
+            packed: Counter[tuple[int, int]] = fast()
+            return packed
         counts: Counter[tuple[int, int]] = Counter()
         for p in self.paths:
             counts.update(zip(p, p[1:]))

@@ -1,0 +1,166 @@
+"""``quicsm compare``: two or more trace sets -> statistics, model differences, diagrams, report."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import click
+
+from quicsm.compare import CompareOptions
+from quicsm.compare import compare as run_compare
+from quicsm.compare.sets import (
+    TraceSet,
+    expand_inputs,
+    parse_selector,
+    sets_by_label,
+    sets_from_inputs,
+    sets_from_selectors,
+    trace_matches,
+)
+from quicsm.compare.stats import CORRECTIONS, EDGE_TESTS, SAMPLE_TESTS
+from quicsm.errors import InputError
+from quicsm.traces import parse_inputs
+from quicsm.traces.events import StateView
+from quicsm.traces.store import atomic_output
+
+__all__ = ["compare"]
+
+
+def _selector(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[dict[str, str]]:
+    try:
+        return [parse_selector(v) for v in values]
+    except InputError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def _build_sets(inputs: tuple[str, ...], names: tuple[str, ...], where: list[dict[str, str]],
+                vs: list[dict[str, str]], by: str | None, order: str | None) -> list[TraceSet]:
+    combined_where = {k: v for sel in where for k, v in sel.items()}
+    if vs and by:
+        raise click.UsageError("use either --vs (sets by selectors) or --by (one set per label value), not both")
+    if vs or by:
+        paths = [p for pat in inputs for p in expand_inputs(pat)]
+        pool = parse_inputs(paths).traces
+        if by:
+            if combined_where:
+                pool = [t for t in pool if trace_matches(t, combined_where)]
+            return sets_by_label(pool, by, order=order.split(",") if order else None)
+        if not combined_where:
+            raise click.UsageError("--vs needs --where for the first set (e.g. --where client=desktop --vs client=mobile)")
+        return sets_from_selectors(pool, [combined_where, *vs], names=list(names) or None)
+    if len(inputs) < 2:
+        raise click.UsageError("give two or more sets (files, quoted globs or directories), "
+                               "or one dataset with --where/--vs or --by")
+    return sets_from_inputs(inputs, names=list(names) or None, where=combined_where or None)
+
+
+def _write(path: str, data: str | bytes) -> None:
+    with atomic_output(path, binary=isinstance(data, bytes)) as fh:
+        fh.write(data)
+    if path != "-":  # the temp file behind atomic_output is 0600; give the result the usual mode
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(path, 0o666 & ~mask)
+
+
+def _pair_path(path: str, k: int, a: str, b: str, many: bool) -> str:
+    if not many:
+        return path
+    stem, ext = os.path.splitext(path)
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in f"{b}-vs-{a}")
+    return f"{stem}.{k + 1}.{safe}{ext}"
+
+
+def _fmt_of(path: str) -> str:
+    ext = os.path.splitext(path)[1].lstrip(".").lower()
+    return ext if ext in ("svg", "pdf", "png", "dot") else "svg"
+
+
+@click.command()
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(allow_dash=True))
+@click.option("--name", "names", multiple=True, metavar="NAME", help="Name of each set, in order (repeatable).")
+@click.option("--where", "where", multiple=True, callback=_selector, metavar="K=V[,K=V]",
+              help="With --vs: selects the first set from the dataset. Otherwise: keeps only matching traces in every set.")
+@click.option("--vs", "vs", multiple=True, callback=_selector, metavar="K=V[,K=V]",
+              help="Another set selected from the same dataset (repeatable for N-way).")
+@click.option("--by", metavar="LABEL", help="One set per value of LABEL (or cc, implementation, version).")
+@click.option("--order", metavar="V1,V2,...", help="Order of the --by sets; the first is the baseline.")
+@click.option("--test", type=click.Choice(list(SAMPLE_TESTS)), default="welch", show_default=True,
+              help="Per-state test on per-connection shares: Welch's t-test (the paper's) or Mann-Whitney U.")
+@click.option("--alpha", type=float, default=0.01, show_default=True, help="Significance threshold after correction.")
+@click.option("--correction", type=click.Choice(list(CORRECTIONS)), default="holm", show_default=True,
+              help="Multiple-comparison correction across states (and, separately, across edges).")
+@click.option("--edge-test", type=click.Choice(list(EDGE_TESTS)), default="cluster", show_default=True,
+              help="Per-edge test: cluster (connections as units; calibrated), z or chi2 (every step independent).")
+@click.option("--bootstrap", "resamples", type=click.IntRange(0, 100_000), default=2000, show_default=True,
+              help="Bootstrap resamples for the CI of each mean.")
+@click.option("--confidence", type=float, default=0.95, show_default=True, help="Level of the bootstrap CI.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap (results are deterministic).")
+@click.option("--engine", default="dfg", show_default=True,
+              help="Engine of the per-set models (model differences, diagrams): dfg, synoptic, ktails.")
+@click.option("--phases/--no-phases", default=True, show_default=True, help="Keep PROBE_BW phases as separate states.")
+@click.option("--recovery-states", is_flag=True, help="Make BBR's recovery sub-state part of the state.")
+@click.option("--all-pairs", is_flag=True, help="N-way: test every pair instead of every set against the first.")
+@click.option("--witnesses", type=click.IntRange(0, 50), default=3, show_default=True,
+              help="Shortest sequences shown per direction that one model accepts and the other rejects.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "csv", "markdown"]), default="text", show_default=True)
+@click.option("-o", "--output", default="-", show_default=True, type=click.Path(allow_dash=True), help="Where --format goes.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Self-contained HTML report.")
+@click.option("--diagram", "diagram_path", type=click.Path(dir_okay=False),
+              help="Side-by-side diagram of all sets (Fig. 13 style); .svg, .pdf, .png or .dot.")
+@click.option("--diff-diagram", "diff_path", type=click.Path(dir_okay=False),
+              help="Merged diff diagram (one file per pair when N > 2); .svg, .pdf, .png or .dot.")
+@click.option("--heatmap", "heatmap_path", type=click.Path(dir_okay=False), help="Occupancy heatmap across sets (SVG).")
+@click.option("--timelines", type=click.IntRange(0, 50), default=3, show_default=True,
+              help="cwnd/bytes-in-flight timelines per set in the HTML report.")
+@click.option("-q", "--quiet", is_flag=True, help="No warnings or summaries on stderr.")
+def compare(inputs: tuple[str, ...], names: tuple[str, ...], where: list[dict[str, str]], vs: list[dict[str, str]],
+            by: str | None, order: str | None, fmt: str, output: str, html_path: str | None, diagram_path: str | None,
+            diff_path: str | None, heatmap_path: str | None, timelines: int, quiet: bool, phases: bool,
+            recovery_states: bool, **kw: Any) -> None:
+    """Compare the state machines of two or more trace sets, with statistics.
+
+    Each INPUT is one set (a log, qlog or trace file, a quoted glob, or a directory), or, with
+    --where/--vs or --by, all INPUTS form one dataset split by labels.
+
+    \b
+    Examples:
+      quicsm compare traces/desktop traces/throttled --html report.html
+      quicsm compare 'runs/v0.33/*.log' 'runs/v0.65/*.log' --format json
+      quicsm compare all.parquet --where client=desktop --vs client=mobile
+      quicsm compare all.parquet --by version --heatmap versions.svg
+    """
+    from quicsm.compare.report import WRITERS
+
+    sets = _build_sets(inputs, names, where, vs, by, order)
+    options = CompareOptions(view=StateView(phases=phases, recovery=recovery_states), **kw)
+    result = run_compare(sets, options)
+    if not quiet and (fmt != "text" or output != "-"):
+        for w in result.warnings:
+            click.echo(f"warning: {w}", err=True)
+    _write(output, WRITERS[fmt](result))
+    if html_path:
+        from quicsm.compare.html import to_html
+
+        _write(html_path, to_html(result, timelines=timelines))
+    if diagram_path or diff_path:
+        from quicsm.compare.figures import diff_dot, dot_to, side_by_side_dot
+
+        if diagram_path:
+            _write(diagram_path, dot_to(side_by_side_dot(result), _fmt_of(diagram_path)))
+        if diff_path:
+            many = len(result.pairs) > 1
+            for k, p in enumerate(result.pairs):
+                _write(_pair_path(diff_path, k, p.a, p.b, many), dot_to(diff_dot(result, p), _fmt_of(diff_path)))
+    if heatmap_path:
+        from quicsm.compare.html import heatmap
+
+        _write(heatmap_path, heatmap(result))
+    if not quiet:
+        written = [p for p in (html_path, diagram_path, diff_path, heatmap_path) if p]
+        if output != "-":
+            written.insert(0, output)
+        if written:
+            click.echo(f"compared {len(sets)} sets ({', '.join(f'{s.name}: {len(s)}' for s in sets)}); "
+                       f"wrote {', '.join(written)}", err=True)

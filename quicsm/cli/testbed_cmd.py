@@ -1,0 +1,163 @@
+"""``quicsm testbed``: run instrumented quic-go through the emulated network; emulator report; cleanup."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from quicsm.errors import TestbedError
+
+__all__ = ["testbed"]
+
+
+def _sigterm_as_interrupt() -> None:
+    """SIGTERM/SIGHUP unwind like Ctrl-C, so every ``finally`` tears the testbed down."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, handler)
+
+
+def _echo_result(res: Any) -> None:
+    state = "ok" if res.ok else f"FAILED ({res.error})"
+    late = "" if res.emulator_ok else "  [emulator late]"
+    plt = f"{res.plt_ms:.0f} ms" if res.plt_ms else "-"
+    click.echo(f"{res.run_dir}: {state}, PLT {plt}{late}", err=True)
+
+
+def _run_scenarios(items: list[tuple[Any, int]], out: Path, retries: int) -> None:
+    from quicsm.testbed import cpu, netns
+    from quicsm.testbed.runner import run_many
+    from quicsm.testbed.stack import get_stack
+    from quicsm.testbed.system import require_root
+
+    require_root("quicsm testbed")
+    _sigterm_as_interrupt()
+    out.mkdir(parents=True, exist_ok=True)
+    failed = total = 0
+    try:
+        for cfg, runs in items:
+            bins = get_stack(cfg.quic_go_version, cfg.cc)
+            results = run_many(cfg, bins, out, runs=runs, retries=retries, on_result=_echo_result)
+            total += len(results)
+            failed += sum(not r.ok for r in results)
+    except KeyboardInterrupt:
+        click.echo("interrupted: cleaning up", err=True)
+        raise SystemExit(130)
+    finally:
+        netns.cleanup_all()
+        cpu.cleanup_all(netns.PREFIX)
+    click.echo(f"{total - failed}/{total} run(s) ok in {out}; parse with: quicsm parse {out}/*/server.log", err=True)
+    if total and failed == total:
+        raise TestbedError(f"all {total} run(s) failed; see meta.json and *.stderr in {out}")
+
+
+@click.group()
+def testbed() -> None:
+    """Run instrumented quic-go servers through an emulated network (needs root).
+
+    \b
+    Topology: server ns -- tbf (rate, queue) -- relay ns (delay, jitter, loss) -- client ns.
+    Each run writes <out>/<run-id>/server.log and meta.json (all parameters), ready for
+    `quicsm parse <out>/*/server.log`.
+    """
+
+
+@testbed.command()
+@click.option("--rate", default="50", show_default=True, help="Bottleneck rate: Mbit/s or e.g. 500kbit, 50mbit.")
+@click.option("--delay", "rtt", default=36.0, show_default=True, type=float, help="Added round-trip delay in ms (half each way).")
+@click.option("--jitter", default=0.0, show_default=True, type=float, help="Uniform +- jitter in ms per packet and direction (reorders, like netem).")
+@click.option("--loss", default="0", show_default=True, help="Loss per packet and direction: 0.01 or 1%.")
+@click.option("--queue", default="1bdp", show_default=True, help="Bottleneck queue: bytes (150kb) or BDP multiple (1bdp).")
+@click.option("--schedule", default=None, help="Bandwidth schedule random:MIN:MAX[:PERIOD_S] in Mbit/s (Fig. 11).")
+@click.option("--client", type=click.Choice(["go", "chromium"]), default="go", show_default=True)
+@click.option("--cpu-quota", default=None, help="Client CPU quota as share of a core: 0.1 or 10% (mobile-like).")
+@click.option("--objects", default=1, show_default=True, type=int, help="Objects on the page.")
+@click.option("--size", default="10MB", show_default=True, help="Bytes per object (10MB, 100KB, 5000).")
+@click.option("--runs", default=1, show_default=True, type=int)
+@click.option("--quic-go-version", default="v0.65.0", show_default=True)
+@click.option("--cc", type=click.Choice(["reno", "cubic"]), default="reno", show_default=True)
+@click.option("--name", default="run", show_default=True, help="Scenario name (run directories are NAME-NN).")
+@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="Extra trace label (repeatable).")
+@click.option("--seed", default=1, show_default=True, type=int)
+@click.option("--timeout", default=120.0, show_default=True, type=float, help="Seconds a page load may take.")
+@click.option("--retries", default=1, show_default=True, type=int, help="Redo a failed or emulator-late run this often.")
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Output directory.")
+def run(rate: str, rtt: float, jitter: float, loss: str, queue: str, schedule: str | None, client: str,
+        cpu_quota: str | None, objects: int, size: str, runs: int, quic_go_version: str, cc: str, name: str,
+        labels: tuple[str, ...], seed: int, timeout: float, retries: int, out: str) -> None:
+    """Run page loads through the emulator and keep each run's server log and metadata.
+
+    \b
+    Example (the paper's Fig. 13 mobile case):
+      sudo quicsm testbed run --rate 50 --delay 36 --queue 1bdp --size 10MB \\
+           --cpu-quota 10% --runs 10 --name mobile --out runs/fig13
+    """
+    from quicsm.testbed import netns
+    from quicsm.testbed.runner import RunConfig, parse_loss, parse_quota, parse_size
+    from quicsm.traces import parse_label
+
+    if runs < 1:
+        raise TestbedError("--runs must be at least 1")
+    cfg = RunConfig(rate_mbps=netns.parse_rate(rate) / 1e6, rtt_ms=rtt, jitter_ms=jitter, loss=parse_loss(loss),
+                    queue=queue, client=client, cpu_quota=parse_quota(cpu_quota), objects=objects, size=parse_size(size),
+                    quic_go_version=quic_go_version, cc=cc, schedule=schedule, seed=seed, timeout_s=timeout, name=name,
+                    labels=tuple(parse_label(x) for x in labels))
+    _run_scenarios([(cfg, runs)], Path(out), retries)
+
+
+@testbed.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--out", default=None, type=click.Path(file_okay=False), help="Output directory (default: the file's `out`).")
+@click.option("--retries", default=1, show_default=True, type=int)
+@click.option("--dry-run", is_flag=True, help="Only check the file and list the runs.")
+def matrix(file: str, out: str | None, retries: int, dry_run: bool) -> None:
+    """Run every scenario of a TOML scenario file (see quicsm.testbed.matrix for the format)."""
+    from quicsm.testbed.matrix import load_matrix
+
+    m = load_matrix(Path(file))
+    target = Path(out) if out else m.out
+    if target is None:
+        raise TestbedError(f"{file}: no `out` in the file and no --out given")
+    for sc in m.scenarios:
+        click.echo(f"{sc.config.name}: {sc.runs} run(s), {sc.config.rate_mbps:g} Mbit/s, {sc.config.rtt_ms:g} ms RTT, "
+                   f"jitter {sc.config.jitter_ms:g} ms, quota {sc.config.cpu_quota or 'none'}, "
+                   f"quic-go {sc.config.quic_go_version} {sc.config.cc}", err=True)
+    if dry_run:
+        return
+    _run_scenarios([(sc.config, sc.runs) for sc in m.scenarios], target, retries)
+
+
+@testbed.command()
+@click.option("--out", default="testbed-accuracy", show_default=True, type=click.Path(file_okay=False))
+@click.option("--seconds", default=4.0, show_default=True, type=float, help="Probe duration per measurement.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of Markdown tables.")
+def accuracy(out: str, seconds: float, as_json: bool) -> None:
+    """Measure the emulator: rate at 5/10/50/100 Mbit/s, delay error percentiles, reordering with jitter."""
+    from quicsm.testbed import netns
+    from quicsm.testbed.accuracy import measure_accuracy
+
+    _sigterm_as_interrupt()
+    try:
+        report = measure_accuracy(Path(out), seconds=seconds)
+    finally:
+        netns.cleanup_all()
+    click.echo(json.dumps(report.to_json(), indent=2) if as_json else report.markdown())
+
+
+@testbed.command()
+def cleanup() -> None:
+    """Remove leftovers of killed runs: qsm* namespaces (with their veths, qdiscs, processes) and cgroups."""
+    from quicsm.testbed import cpu, netns
+    from quicsm.testbed.system import require_root
+
+    require_root("quicsm testbed cleanup")
+    gone = netns.cleanup_all() + cpu.cleanup_all(netns.PREFIX)
+    click.echo("\n".join(f"removed {g}" for g in gone) if gone else "nothing to clean up", err=True)

@@ -1,0 +1,291 @@
+"""Compare two or more trace sets: occupancy and transition tests, model differences, warnings.
+
+:func:`compare` is the library entry point behind ``quicsm compare``; everything it finds is in the
+returned :class:`Comparison`, which the writers in :mod:`quicsm.compare.report` turn into text,
+JSON, CSV, Markdown and HTML. Problems (too few connections, a state one set never visits, mixed
+congestion controllers) become ``warnings`` and per-row notes, never exceptions or NaN.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+
+import numpy as np
+
+from quicsm.compare.modeldiff import ModelDiff, diff_models
+from quicsm.compare.occupancy import OccupancyTable, StateSummary, occupancy_table, summarise, test_states
+from quicsm.compare.sets import TraceSet
+from quicsm.compare.stats import CORRECTIONS, EDGE_TESTS, MIN_SAMPLE, SAMPLE_TESTS, TestResult, correct
+from quicsm.compare.transitions import Edge2, EdgeTable, edge_counts, edge_table, test_edge
+from quicsm.errors import InputError
+from quicsm.inference.annotate import AnnotatedModel
+from quicsm.pipeline import learn
+from quicsm.traces.events import StateView
+
+__all__ = [
+    "CompareOptions",
+    "Comparison",
+    "EdgeRow",
+    "PairComparison",
+    "SetInfo",
+    "StateRow",
+    "compare",
+    "pairs_for",
+    "test_pairs",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class CompareOptions:
+    """Every knob of a comparison; recorded in the outputs so a result can be reproduced."""
+
+    view: StateView = StateView()
+    test: str = "welch"
+    alpha: float = 0.01
+    correction: str = "holm"
+    edge_test: str = "cluster"
+    resamples: int = 2000
+    confidence: float = 0.95
+    seed: int = 0
+    engine: str = "dfg"
+    witnesses: int = 3
+    all_pairs: bool = False
+    models: bool = True
+    """Learn per-set models (for model differences and diagrams); calibration runs turn it off."""
+
+    def check(self) -> None:
+        if self.test not in SAMPLE_TESTS:
+            raise InputError(f"unknown test {self.test!r}; choose one of {', '.join(SAMPLE_TESTS)}")
+        if self.edge_test not in EDGE_TESTS:
+            raise InputError(f"unknown edge test {self.edge_test!r}; choose one of {', '.join(EDGE_TESTS)}")
+        if self.correction not in CORRECTIONS:
+            raise InputError(f"unknown correction {self.correction!r}; choose one of {', '.join(CORRECTIONS)}")
+        if not 0 < self.alpha < 1:
+            raise InputError(f"alpha must be between 0 and 1, not {self.alpha}")
+        if not 0 < self.confidence < 1:
+            raise InputError(f"confidence must be between 0 and 1, not {self.confidence}")
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "test": self.test, "alpha": self.alpha, "correction": self.correction, "edge_test": self.edge_test,
+            "bootstrap_resamples": self.resamples, "confidence": self.confidence, "seed": self.seed,
+            "engine": self.engine, "phases": self.view.phases, "recovery_states": self.view.recovery,
+            "pairs": "all" if self.all_pairs else "baseline",
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SetInfo:
+    name: str
+    origin: str
+    traces: int
+    connections: int
+    """Connections used for occupancy (traces with some time in some state)."""
+    dropped: int
+    controllers: tuple[str, ...]
+    implementations: tuple[str, ...]
+    versions: tuple[str, ...]
+    sources: int
+
+
+@dataclass(frozen=True, slots=True)
+class StateRow:
+    a: str
+    b: str
+    state: str
+    mean_a: float
+    mean_b: float
+    difference: float
+    """mean_b - mean_a (share of connection time)."""
+    result: TestResult
+    p_corrected: float | None
+    significant: bool
+    visited_a: int
+    visited_b: int
+    n_a: int
+    n_b: int
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeRow:
+    a: str
+    b: str
+    src: str
+    dst: str
+    prob_a: float | None
+    prob_b: float | None
+    count_a: int
+    count_b: int
+    out_a: int
+    out_b: int
+    result: TestResult
+    p_corrected: float | None
+    significant: bool
+
+    @property
+    def only_in(self) -> str | None:
+        if self.count_a and not self.count_b:
+            return self.a
+        if self.count_b and not self.count_a:
+            return self.b
+        return None
+
+    @property
+    def difference(self) -> float | None:
+        if self.prob_a is None or self.prob_b is None:
+            return None
+        return self.prob_b - self.prob_a
+
+
+@dataclass(frozen=True, slots=True)
+class PairComparison:
+    a: str
+    b: str
+    states: tuple[StateRow, ...]
+    edges: tuple[EdgeRow, ...]
+    models: ModelDiff | None
+
+
+@dataclass(slots=True)
+class Comparison:
+    options: CompareOptions
+    sets: list[SetInfo]
+    states: tuple[str, ...]
+    summaries: dict[str, list[StateSummary]]
+    pairs: list[PairComparison]
+    warnings: list[str]
+    models: dict[str, AnnotatedModel] = field(default_factory=dict)
+    trace_sets: list[TraceSet] = field(default_factory=list)
+    occupancy: dict[str, OccupancyTable] = field(default_factory=dict)
+    edge_tables: dict[str, EdgeTable] = field(default_factory=dict)
+
+    def pair(self, a: str, b: str) -> PairComparison:
+        return next(p for p in self.pairs if p.a == a and p.b == b)
+
+    @property
+    def significant_states(self) -> list[StateRow]:
+        return [r for p in self.pairs for r in p.states if r.significant]
+
+
+def pairs_for(n: int, all_pairs: bool) -> list[tuple[int, int]]:
+    """Baseline mode compares every set with the first; ``all_pairs`` compares every pair."""
+    return list(combinations(range(n), 2)) if all_pairs else [(0, i) for i in range(1, n)]
+
+
+def _set_info(ts: TraceSet, occ: OccupancyTable) -> SetInfo:
+    def distinct(attr: str) -> tuple[str, ...]:
+        return tuple(sorted({str(getattr(t, attr)) for t in ts.traces if getattr(t, attr)}))
+
+    return SetInfo(ts.name, ts.origin, len(ts.traces), occ.n, len(occ.dropped), distinct("cc"),
+                   distinct("implementation"), distinct("version"), len({s for t in ts.traces for s in t.sources}))
+
+
+def _set_warnings(infos: list[SetInfo]) -> list[str]:
+    out = []
+    for s in infos:
+        if s.dropped:
+            out.append(f"set {s.name}: {s.dropped} connection(s) spent no time in any state and were left out of occupancy")
+        if s.connections < MIN_SAMPLE:
+            out.append(f"set {s.name}: only {s.connections} connection(s); per-state tests need at least {MIN_SAMPLE} "
+                       "per set and are not run (did the shell expand a glob? quote it, or give a directory)")
+        elif s.connections < 5:
+            out.append(f"set {s.name}: only {s.connections} connections; tests have little power")
+        if len(s.controllers) > 1:
+            out.append(f"set {s.name} mixes congestion controllers ({', '.join(s.controllers)}); "
+                       "select one with --where cc=NAME")
+    ccs = {s.name: s.controllers for s in infos}
+    if len({c for c in ccs.values()}) > 1:
+        listing = "; ".join(f"{n}: {', '.join(c) or 'unknown'}" for n, c in ccs.items())
+        out.append(f"sets use different congestion controllers ({listing}); their states differ by design")
+    return out
+
+
+def _edges_of(a: EdgeTable, b: EdgeTable) -> list[Edge2]:
+    return sorted(set(a.edges) | set(b.edges))
+
+
+def test_pairs(
+    occ: dict[str, OccupancyTable],
+    edges: dict[str, EdgeTable],
+    states: Sequence[str],
+    index: Sequence[tuple[int, int]],
+    names: Sequence[str],
+    options: CompareOptions,
+) -> tuple[list[PairComparison], int]:
+    """Per-state and per-edge tests of every pair, corrected as one family each; (pairs, untested)."""
+    raw_states = [(names[i], names[j], test_states(occ[names[i]], occ[names[j]], states, options.test)) for i, j in index]
+    raw_edges = []
+    for i, j in index:
+        a, b = edges[names[i]], edges[names[j]]
+        es = _edges_of(a, b)
+        raw_edges.append((es, [test_edge(a, b, e, options.edge_test) for e in es]))
+    q_states = iter(correct([r.p_value for _, _, rs in raw_states for r in rs], options.correction))
+    q_edges = iter(correct([r.p_value for _, rs in raw_edges for r in rs], options.correction))
+    pairs: list[PairComparison] = []
+    untested = 0
+    for (na, nb, results), (es, eresults) in zip(raw_states, raw_edges):
+        oa, ob = occ[na], occ[nb]
+        srows = []
+        for st, r in zip(states, results):
+            q = next(q_states)
+            untested += r.p_value is None
+            ma = float(oa.column(st).mean()) if oa.n else 0.0
+            mb = float(ob.column(st).mean()) if ob.n else 0.0
+            srows.append(StateRow(na, nb, st, ma, mb, mb - ma, r, q, q is not None and q < options.alpha,
+                                  oa.visited(st), ob.visited(st), oa.n, ob.n))
+        erows = []
+        for e, r in zip(es, eresults):
+            q = next(q_edges)
+            ka, sa = edge_counts(edges[na], e)
+            kb, sb = edge_counts(edges[nb], e)
+            erows.append(EdgeRow(na, nb, e[0], e[1], ka / sa if sa else None, kb / sb if sb else None, ka, kb, sa, sb,
+                                 r, q, q is not None and q < options.alpha))
+        pairs.append(PairComparison(na, nb, tuple(srows), tuple(erows), None))
+    return pairs, untested
+
+
+test_pairs.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
+
+
+def compare(sets: Sequence[TraceSet], options: CompareOptions = CompareOptions()) -> Comparison:
+    """Compare ``sets`` (two or more): the whole analysis of ``quicsm compare``."""
+    options.check()
+    if len(sets) < 2:
+        raise InputError(f"need at least two trace sets to compare, got {len(sets)}")
+    names = [s.name for s in sets]
+    if len(set(names)) != len(names):
+        raise InputError(f"set names must differ: {', '.join(names)}")
+    for s in sets:
+        if not s.traces:
+            raise InputError(f"set {s.name} ({s.origin or 'no origin'}) holds no connection; nothing to compare")
+    view = options.view
+    occ = {s.name: occupancy_table(s.traces, view) for s in sets}
+    infos = [_set_info(s, occ[s.name]) for s in sets]
+    warnings = _set_warnings(infos)
+    states = tuple(sorted({st for o in occ.values() for st in o.states}))
+    summaries = {
+        s.name: summarise(occ[s.name], states, resamples=options.resamples, confidence=options.confidence,
+                          rng=np.random.default_rng([options.seed, i]))
+        for i, s in enumerate(sets)
+    }
+    for st in states:
+        missing = [n for n in names if occ[n].visited(st) == 0]
+        if missing and len(missing) < len(names):
+            warnings.append(f"state {st} never visited in set(s) {', '.join(missing)} (share 0 there)")
+    edges = {s.name: edge_table(s.traces, view) for s in sets}
+    pairs, untested = test_pairs(occ, edges, states, pairs_for(len(sets), options.all_pairs), names, options)
+    if untested:
+        warnings.append(f"{untested} state test(s) could not be run; see the notes column")
+
+    models: dict[str, AnnotatedModel] = {}
+    if options.models:
+        models = {s.name: learn(list(s.traces), options.engine, view) for s in sets}
+        for k, p in enumerate(pairs):
+            ta = next(s.traces for s in sets if s.name == p.a)
+            tb = next(s.traces for s in sets if s.name == p.b)
+            md = diff_models(models[p.a].model, models[p.b].model, names=(p.a, p.b), traces=(ta, tb), view=view,
+                             limit=options.witnesses)
+            pairs[k] = PairComparison(p.a, p.b, p.states, p.edges, md)
+    return Comparison(options, infos, states, summaries, pairs, warnings, models, list(sets), occ, edges)

@@ -1,0 +1,107 @@
+"""Diagrams of a comparison, drawn by :mod:`quicsm.diagrams`: Fig. 13 side by side, and the diff diagram.
+
+The diff diagram is the union (``dfg`` of all traces of both sets) with an
+:class:`~quicsm.diagrams.overlay.Overlay`: per state the change in mean share, per edge the change in
+probability; colour = direction, width = size, grey dashed = not significant after correction.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+
+from quicsm.compare.comparison import Comparison, PairComparison
+from quicsm.diagrams.dot import DotOptions, render_side_by_side, to_dot
+from quicsm.diagrams.overlay import Delta, EdgeKey, NodeKey, Overlay
+from quicsm.errors import RenderError
+from quicsm.inference.annotate import AnnotatedModel
+from quicsm.pipeline import learn
+
+__all__ = ["FORMATS", "diff_dot", "diff_overlay", "dot_to", "inline_svg", "side_by_side_dot"]
+
+FORMATS = ("svg", "pdf", "png", "dot")
+
+
+def side_by_side_dot(c: Comparison, options: DotOptions | None = None) -> str:
+    """All sets' models in one picture, equal states on equal ranks (the paper's Fig. 13)."""
+    if not c.models:
+        raise RenderError("the comparison was run without models; nothing to draw")
+    opts = options or DotOptions(min_prob=0.0, title=" vs ".join(s.name for s in c.sets))
+    return render_side_by_side([(s.name, c.models[s.name]) for s in c.sets], opts)
+
+
+def _short_p(p: float | None) -> str:
+    if p is None:
+        return "no test"
+    return "p<0.001" if p < 1e-3 else f"p={p:.3f}"
+
+
+def diff_overlay(pair: PairComparison) -> Overlay:
+    """Values of one pair (b minus a) as an overlay keyed by state names."""
+    nodes: dict[NodeKey, Delta] = {
+        r.state: Delta(r.difference, r.significant,
+                       f"{100 * r.mean_a:.1f}%→{100 * r.mean_b:.1f}% ({_short_p(r.p_corrected)})")
+        for r in pair.states
+    }
+    edges: dict[EdgeKey, Delta] = {}
+    for e in pair.edges:
+        d = e.difference
+        if d is None:
+            d = (e.prob_b or 0.0) - (e.prob_a or 0.0)
+        pa = "–" if e.prob_a is None else f"{e.prob_a:.2f}"
+        pb = "–" if e.prob_b is None else f"{e.prob_b:.2f}"
+        edges[(e.src, e.dst)] = Delta(d, e.significant, f"{pa}→{pb}")
+    return Overlay(nodes=nodes, edges=edges, scale=None, caption=f"change {pair.a} → {pair.b}")
+
+
+def _union_model(c: Comparison, pair: PairComparison) -> AnnotatedModel:
+    ts = {s.name: s for s in c.trace_sets}
+    traces = list(ts[pair.a].traces) + list(ts[pair.b].traces)
+    return learn(traces, "dfg", c.options.view)
+
+
+def diff_dot(c: Comparison, pair: PairComparison, options: DotOptions | None = None) -> str:
+    """The merged diff diagram of one pair (red numbers: share over both sets together)."""
+    opts = options or DotOptions(title=f"{pair.b} vs {pair.a} (red: share in both sets together)")
+    return to_dot(_union_model(c, pair), opts, overlay=diff_overlay(pair))
+
+
+def _project_renderer() -> Callable[[str, str], bytes] | None:
+    """The diagrams package's DOT renderer, if it offers one (its name is looked up, not assumed)."""
+    for module, attr in (("quicsm.diagrams.render", "render_dot"), ("quicsm.diagrams", "render_dot")):
+        try:
+            fn = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError):
+            continue
+        return fn  # type: ignore[no-any-return]
+    return None
+
+
+def dot_to(dot: str, fmt: str) -> bytes:
+    """Lay out DOT text with Graphviz into ``svg``/``pdf``/``png`` bytes (``dot`` returns the text)."""
+    if fmt == "dot":
+        return dot.encode()
+    if fmt not in FORMATS:
+        raise RenderError(f"unknown diagram format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    fn = _project_renderer()
+    if fn is not None:
+        return fn(dot, fmt)
+    exe = shutil.which("dot")
+    if exe is None:
+        raise RenderError("Graphviz 'dot' not found; install graphviz (apt-get install graphviz) or use .dot output")
+    proc = subprocess.run([exe, f"-T{fmt}"], input=dot.encode(), capture_output=True, timeout=120, check=False)
+    if proc.returncode != 0:
+        raise RenderError(f"Graphviz failed: {proc.stderr.decode(errors='replace').strip()[:500]}")
+    return proc.stdout
+
+
+_PROLOG = re.compile(r"^\s*(<\?xml[^>]*\?>\s*)?(<!DOCTYPE[^>]*>\s*)?(<!--.*?-->\s*)*", re.DOTALL)
+
+
+def inline_svg(svg: bytes | str) -> str:
+    """SVG markup ready to paste into HTML (no XML prolog, doctype or leading comments)."""
+    text = svg.decode() if isinstance(svg, bytes) else svg
+    return _PROLOG.sub("", text, count=1)

@@ -1,0 +1,131 @@
+"""The self-contained HTML report of a comparison: tables, diagrams and timelines as inline SVG.
+
+One file, no external assets, so it can be mailed or attached to an issue. A diagram that cannot be
+drawn (no Graphviz) leaves a visible note in its place instead of failing the whole report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+from quicsm import __version__
+from quicsm.compare.comparison import Comparison
+from quicsm.compare.figures import diff_dot, dot_to, inline_svg, side_by_side_dot
+from quicsm.compare.report import fmt_p, model_lines
+from quicsm.compare.report import to_json as comparison_json
+from quicsm.compare.stats import EDGE_TESTS
+from quicsm.compare.svg import heatmap_svg, timeline_svg
+from quicsm.errors import QuicsmError
+from quicsm.traces.events import Trace
+
+__all__ = ["heatmap", "pick_timelines", "to_html"]
+
+
+@lru_cache(maxsize=1)
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.PackageLoader("quicsm.compare", "templates"),
+                              autoescape=True, undefined=jinja2.StrictUndefined)
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def _dir(x: float | None, sig: bool) -> str:
+    if not sig or not x:
+        return "muted"
+    return "up" if x > 0 else "down"
+
+
+def pick_timelines(traces: Sequence[Trace], count: int) -> list[Trace]:
+    """``count`` connections with cwnd samples, spread over the range of durations (median first)."""
+    usable = sorted((t for t in traces if any(e.cwnd is not None for e in t.events)), key=lambda t: (t.duration_us, t.id))
+    if count <= 0 or not usable:
+        return []
+    if len(usable) <= count:
+        return usable
+    quantiles = [0.5] + [i / (count - 1) for i in range(count)] if count > 1 else [0.5]
+    picked: list[Trace] = []
+    for q in quantiles:
+        t = usable[min(len(usable) - 1, round(q * (len(usable) - 1)))]
+        if t not in picked:
+            picked.append(t)
+        if len(picked) == count:
+            break
+    return picked
+
+
+def heatmap(c: Comparison) -> str:
+    """N-way occupancy heatmap; ``*`` marks a significant difference from the first set."""
+    names = [s.name for s in c.sets]
+    means = [[c.summaries[n][i].mean for n in names] for i in range(len(c.states))]
+    marks = [["" for _ in names] for _ in c.states]
+    for p in c.pairs:
+        if p.a != names[0]:
+            continue
+        j = names.index(p.b)
+        for i, r in enumerate(p.states):
+            marks[i][j] = "*" if r.significant else ""
+    return heatmap_svg(list(c.states), names, means, marks)
+
+
+def _try_svg(make_dot: Any) -> tuple[str | None, str | None]:
+    try:
+        return inline_svg(dot_to(make_dot(), "svg")), None
+    except QuicsmError as exc:
+        return None, str(exc)
+
+
+def to_html(c: Comparison, *, timelines: int = 3, diagrams: bool = True) -> str:
+    o = c.options
+    names = [s.name for s in c.sets]
+    occupancy = []
+    for i, st in enumerate(c.states):
+        cells = []
+        for n in names:
+            s = c.summaries[n][i]
+            ci = "n/a" if s.ci_low is None or s.ci_high is None else f"{100 * s.ci_low:.1f}–{100 * s.ci_high:.1f}"
+            cells.append({"mean": _pct(s.mean), "median": _pct(s.median), "ci": ci, "pooled": _pct(s.pooled)})
+        occupancy.append({"state": st, "cells": cells})
+    pairs = []
+    for p in c.pairs:
+        states = [{
+            "state": r.state, "mean_a": _pct(r.mean_a), "mean_b": _pct(r.mean_b),
+            "diff": f"{100 * r.difference:+.1f} pp", "dir": _dir(r.difference, r.significant),
+            "p": fmt_p(r.result.p_value), "q": fmt_p(r.p_corrected), "significant": r.significant,
+            "effect": "n/a" if r.result.effect_size is None else f"{r.result.effect_size:+.2f} ({r.result.effect_measure})",
+            "note": r.result.note,
+        } for r in sorted(p.states, key=lambda r: (r.p_corrected is None, r.p_corrected or 0.0))]
+        edges = [{
+            "edge": f"{e.src} → {e.dst}", "prob_a": _pct(e.prob_a), "prob_b": _pct(e.prob_b),
+            "diff": "n/a" if e.difference is None else f"{100 * e.difference:+.1f} pp",
+            "dir": _dir(e.difference, e.significant), "p": fmt_p(e.result.p_value), "q": fmt_p(e.p_corrected),
+            "significant": e.significant, "counts": f"{e.count_a}/{e.out_a} vs {e.count_b}/{e.out_b}",
+            "note": "; ".join(x for x in (f"only in {e.only_in}" if e.only_in else "", e.result.note) if x),
+        } for e in sorted(p.edges, key=lambda e: (e.p_corrected is None, e.p_corrected or 0.0))]
+        diff_svg, diff_error = (_try_svg(lambda p=p: diff_dot(c, p)) if diagrams and c.models else (None, None))
+        mlines = model_lines(p.models.to_json(), lambda t: t)[1:] if p.models else []
+        pairs.append({"a": p.a, "b": p.b, "states": states, "edges": edges, "model_lines": mlines,
+                      "diff_svg": Markup(diff_svg) if diff_svg else None, "diff_error": diff_error})
+    side, side_error = (_try_svg(lambda: side_by_side_dot(c)) if diagrams and c.models else (None, None))
+    lines = []
+    for ts in c.trace_sets:
+        svgs = [Markup(timeline_svg(t, o.view, title=f"{ts.name}: {t.id}")) for t in pick_timelines(ts.traces, timelines)]
+        lines.append({"set": ts.name, "svgs": svgs})
+    options = {
+        "test_label": {"welch": "Welch's t-test", "mwu": "Mann-Whitney U"}[o.test],
+        "correction": o.correction, "alpha": o.alpha, "family": "all states of all pairs",
+        "edge_test_label": EDGE_TESTS[o.edge_test], "confidence": round(o.confidence * 100),
+        "resamples": o.resamples, "seed": o.seed, "engine": o.engine,
+    }
+    data = comparison_json(c)
+    return _env().get_template("report.html.j2").render(
+        title="quicsm compare: " + " vs ".join(names), options=options, sets=data["sets"], warnings=c.warnings,
+        set_names=names, occupancy=occupancy, heatmap=Markup(heatmap(c)), side_by_side=Markup(side) if side else None,
+        side_by_side_error=side_error, pairs=pairs, timelines=lines, version=__version__,
+    )

@@ -1,0 +1,262 @@
+"""Statistics for comparing trace sets: two-sample tests, effect sizes, corrections, bootstrap.
+
+Every function returns plain floats or ``None`` (never NaN) plus a note saying why a number is
+missing, so a comparison can print "too few connections" instead of a silent NaN.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as sps
+
+__all__ = [
+    "CORRECTIONS",
+    "EDGE_TESTS",
+    "MIN_SAMPLE",
+    "SAMPLE_TESTS",
+    "TestResult",
+    "benjamini_hochberg",
+    "bonferroni",
+    "bootstrap_mean_ci",
+    "chi_square_2x2",
+    "cluster_proportion_z",
+    "cohen_d",
+    "correct",
+    "hedges_g",
+    "holm",
+    "mann_whitney",
+    "two_proportion_z",
+    "welch",
+]
+
+MIN_SAMPLE = 2
+"""Fewest connections per set for a two-sample test (Welch needs a variance in each set)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TestResult:
+    """One test's outcome; ``p_value`` is ``None`` when the test could not be run (see ``note``)."""
+
+    __test__ = False  # not a pytest test class
+
+    test: str
+    statistic: float | None
+    p_value: float | None
+    effect_size: float | None
+    effect_measure: str
+    note: str = ""
+
+
+def _finite(x: float | None) -> float | None:
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def cohen_d(a: np.ndarray, b: np.ndarray) -> float | None:
+    """(mean b - mean a) / pooled SD; ``None`` when both sets have no spread."""
+    na, nb = len(a), len(b)
+    if na < 2 or nb < 2:
+        return None
+    pooled = ((na - 1) * a.var(ddof=1) + (nb - 1) * b.var(ddof=1)) / (na + nb - 2)
+    if pooled <= 0:
+        return None
+    return float((b.mean() - a.mean()) / math.sqrt(pooled))
+
+
+def hedges_g(a: np.ndarray, b: np.ndarray) -> float | None:
+    """Cohen's d with the small-sample correction J = 1 - 3 / (4 (na + nb) - 9)."""
+    d = cohen_d(a, b)
+    if d is None:
+        return None
+    return d * (1.0 - 3.0 / (4.0 * (len(a) + len(b)) - 9.0))
+
+
+def _degenerate(name: str, a: np.ndarray, b: np.ndarray, measure: str) -> TestResult | None:
+    """The cases a test cannot handle, decided explicitly instead of by NaN."""
+    if len(a) < MIN_SAMPLE or len(b) < MIN_SAMPLE:
+        return TestResult(name, None, None, None, measure,
+                          f"too few connections for a test (n={len(a)} vs n={len(b)}; need {MIN_SAMPLE} each)")
+    if np.ptp(a) == 0 and np.ptp(b) == 0:
+        if a[0] == b[0]:
+            return TestResult(name, 0.0, 1.0, 0.0, measure, "identical constant values in both sets")
+        return TestResult(name, None, None, None, measure,
+                          f"no spread in either set ({a[0]:.4g} vs {b[0]:.4g}); a test is meaningless")
+    return None
+
+
+def welch(a: np.ndarray, b: np.ndarray) -> TestResult:
+    """Welch's unequal-variance t-test (the IMC'17 paper's test); effect size Hedges' g."""
+    bad = _degenerate("welch", a, b, "hedges_g")
+    if bad is not None:
+        return bad
+    res = sps.ttest_ind(b, a, equal_var=False)
+    return TestResult("welch", _finite(res.statistic), _finite(res.pvalue), _finite(hedges_g(a, b)), "hedges_g")
+
+
+def mann_whitney(a: np.ndarray, b: np.ndarray) -> TestResult:
+    """Two-sided Mann-Whitney U; effect size rank-biserial r = 2U_b / (na nb) - 1 (positive: b larger)."""
+    bad = _degenerate("mwu", a, b, "rank_biserial")
+    if bad is not None:
+        return bad
+    res = sps.mannwhitneyu(b, a, alternative="two-sided")
+    r = 2.0 * float(res.statistic) / (len(a) * len(b)) - 1.0
+    return TestResult("mwu", _finite(res.statistic), _finite(res.pvalue), r, "rank_biserial")
+
+
+SAMPLE_TESTS: dict[str, Callable[[np.ndarray, np.ndarray], TestResult]] = {"welch": welch, "mwu": mann_whitney}
+"""Per-state occupancy tests by name (``--test``)."""
+
+
+def _proportion_guard(name: str, ka: int, na: int, kb: int, nb: int) -> TestResult | None:
+    if na == 0 or nb == 0:
+        which = "first" if na == 0 else "second"
+        return TestResult(name, None, None, None, "difference",
+                          f"source state never left in the {which} set; no probability to compare")
+    if ka == kb == 0 or (ka == na and kb == nb):
+        return TestResult(name, None, None, 0.0, "difference", "same probability (0 or 1) in both sets; nothing to test")
+    return None
+
+
+def two_proportion_z(ka: int, na: int, kb: int, nb: int) -> TestResult:
+    """Pooled two-proportion z-test; treats every transition as independent."""
+    bad = _proportion_guard("z", ka, na, kb, nb)
+    if bad is not None:
+        return bad
+    pa, pb = ka / na, kb / nb
+    p = (ka + kb) / (na + nb)
+    se = math.sqrt(p * (1 - p) * (1 / na + 1 / nb))
+    z = (pb - pa) / se
+    return TestResult("z", z, float(2 * sps.norm.sf(abs(z))), pb - pa, "difference")
+
+
+def chi_square_2x2(ka: int, na: int, kb: int, nb: int) -> TestResult:
+    """Pearson chi-square on the 2x2 table (taken / not taken) with Yates' correction."""
+    bad = _proportion_guard("chi2", ka, na, kb, nb)
+    if bad is not None:
+        return bad
+    table = np.array([[ka, na - ka], [kb, nb - kb]])
+    chi2, p, _, _ = sps.chi2_contingency(table, correction=True)
+    return TestResult("chi2", _finite(chi2), _finite(p), kb / nb - ka / na, "difference")
+
+
+def _ratio_variance(k: np.ndarray, n: np.ndarray) -> tuple[float, float]:
+    """Ratio estimate sum k / sum n and its cluster-robust variance (connections are the clusters)."""
+    tot = float(n.sum())
+    p = float(k.sum()) / tot
+    m = len(n)
+    resid = k - p * n
+    var = m / (m - 1) * float((resid**2).sum()) / tot**2 if m > 1 else float("inf")
+    return p, var
+
+
+def cluster_proportion_z(ka: np.ndarray, na: np.ndarray, kb: np.ndarray, nb: np.ndarray) -> TestResult:
+    """z-test of two edge probabilities with connections as clusters.
+
+    A connection takes the same edge many times, and those steps are not independent; the pooled z
+    and chi-square tests then reject far too often. Here the variance of each ratio estimate comes
+    from the spread between connections (the usual cluster-robust ratio variance).
+    """
+    sa, sb = int(na.sum()), int(nb.sum())
+    bad = _proportion_guard("cluster", int(ka.sum()), sa, int(kb.sum()), sb)
+    if bad is not None:
+        return bad
+    ma, mb = int((na > 0).sum()), int((nb > 0).sum())
+    if ma < MIN_SAMPLE or mb < MIN_SAMPLE:
+        return TestResult("cluster", None, None, None, "difference",
+                          f"too few connections leave the source state (n={ma} vs n={mb}; need {MIN_SAMPLE} each)")
+    pa, va = _ratio_variance(ka[na > 0], na[na > 0])
+    pb, vb = _ratio_variance(kb[nb > 0], nb[nb > 0])
+    se = math.sqrt(va + vb)
+    if se == 0:
+        if pa == pb:
+            return TestResult("cluster", None, None, 0.0, "difference", "same probability in every connection; nothing to test")
+        return TestResult("cluster", None, None, pb - pa, "difference",
+                          "no spread between connections in either set; a test is meaningless")
+    z = (pb - pa) / se
+    return TestResult("cluster", z, float(2 * sps.norm.sf(abs(z))), pb - pa, "difference")
+
+
+EDGE_TESTS: dict[str, str] = {
+    "cluster": "two-proportion z-test, cluster-robust variance over connections",
+    "z": "pooled two-proportion z-test (every transition independent)",
+    "chi2": "chi-square 2x2 with Yates' correction (every transition independent)",
+}
+"""Per-edge probability tests by name (``--edge-test``) and what each assumes."""
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values: max over j <= i of (m - j) p_(j), capped at 1."""
+    m = len(pvalues)
+    order = sorted(range(m), key=lambda i: pvalues[i])
+    out = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * pvalues[i]))
+        out[i] = running
+    return out
+
+
+def bonferroni(pvalues: Sequence[float]) -> list[float]:
+    m = len(pvalues)
+    return [min(1.0, m * p) for p in pvalues]
+
+
+def benjamini_hochberg(pvalues: Sequence[float]) -> list[float]:
+    """BH step-up adjusted p-values (controls the false discovery rate, not the family-wise error)."""
+    m = len(pvalues)
+    order = sorted(range(m), key=lambda i: pvalues[i], reverse=True)
+    out = [0.0] * m
+    running = 1.0
+    for k, i in enumerate(order):
+        rank = m - k
+        running = min(running, pvalues[i] * m / rank)
+        out[i] = min(1.0, running)
+    return out
+
+
+CORRECTIONS: dict[str, Callable[[Sequence[float]], list[float]]] = {
+    "holm": holm,
+    "bonferroni": bonferroni,
+    "bh": benjamini_hochberg,
+    "none": lambda ps: [float(p) for p in ps],
+}
+"""Multiple-comparison corrections by name (``--correction``)."""
+
+
+def correct(pvalues: Sequence[float | None], method: str = "holm") -> list[float | None]:
+    """Adjust the p-values that exist; tests that could not run stay ``None`` and are not counted."""
+    idx = [i for i, p in enumerate(pvalues) if p is not None]
+    adjusted = CORRECTIONS[method]([float(pvalues[i]) for i in idx])  # type: ignore[arg-type]
+    out: list[float | None] = [None] * len(pvalues)
+    for i, q in zip(idx, adjusted):
+        out[i] = q
+    return out
+
+
+def bootstrap_mean_ci(
+    x: np.ndarray, *, resamples: int = 2000, confidence: float = 0.95, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile bootstrap CI of the column means of ``x`` (connections x states).
+
+    Resamples via multinomial weights in chunks so memory stays ``chunk x n`` whatever the size.
+    """
+    n, s = x.shape
+    if n == 0:
+        nan = np.full(s, np.nan)
+        return nan, nan
+    if n == 1 or resamples <= 0:
+        return x.mean(0), x.mean(0)
+    means = np.empty((resamples, s))
+    chunk = max(1, min(resamples, 2_000_000 // max(n, 1)))
+    for start in range(0, resamples, chunk):
+        stop = min(resamples, start + chunk)
+        w = rng.multinomial(n, np.full(n, 1.0 / n), size=stop - start)
+        means[start:stop] = (w @ x) / n
+    tail = (1.0 - confidence) / 2.0
+    return np.quantile(means, tail, axis=0), np.quantile(means, 1.0 - tail, axis=0)

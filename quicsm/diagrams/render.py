@@ -1,0 +1,119 @@
+"""Run Graphviz ``dot`` on DOT text and write the picture atomically, byte-identical for the same input.
+
+Graphviz's SVG and PNG are already the same bytes for the same DOT text (the SVG carries a version
+comment, which only changes with Graphviz). cairo's PDF carries a creation date; it is replaced by a
+fixed one of the same length, so byte offsets inside the PDF stay valid.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from quicsm.diagrams.dot import DotOptions, to_dot
+from quicsm.diagrams.overlay import Overlay
+from quicsm.errors import RenderError
+from quicsm.inference.annotate import AnnotatedModel
+from quicsm.traces.store import atomic_output
+
+__all__ = ["FORMATS", "output_format", "find_dot", "run_dot", "write_picture", "write_diagram", "DOT_ENV"]
+
+FORMATS = ("svg", "png", "pdf", "dot")
+"""Output formats: Graphviz's ``-T`` for the first three, the DOT text itself for ``dot``."""
+DOT_ENV = "QUICSM_DOT"
+"""Environment variable naming the ``dot`` program to use instead of the one on PATH."""
+_PDF_DATE = re.compile(rb"/(CreationDate|ModDate) \(D:(\d{14})([^)]*)\)")
+
+
+def output_format(path: str, fmt: str | None = None) -> str:
+    """The format to write: ``fmt`` if given, else the file suffix; ``-`` (stdout) defaults to DOT."""
+    if fmt is not None:
+        fmt = fmt.lower()
+        if fmt not in FORMATS:
+            raise RenderError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+        return fmt
+    if path == "-":
+        return "dot"
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if suffix == "gv":
+        return "dot"
+    if suffix not in FORMATS:
+        raise RenderError(f"{path}: cannot tell the format from the suffix; use .svg, .png, .pdf, .dot or --format")
+    return suffix
+
+
+def find_dot() -> str:
+    """Path of Graphviz's ``dot`` ($QUICSM_DOT, else PATH); RenderError saying how to install it."""
+    configured = os.environ.get(DOT_ENV)
+    if configured:
+        if shutil.which(configured) is None:
+            raise RenderError(f"${DOT_ENV}={configured} is not an executable program")
+        return configured
+    found = shutil.which("dot")
+    if found is None:
+        raise RenderError(
+            "Graphviz 'dot' not found on PATH; install Graphviz (apt-get install graphviz) "
+            "or write DOT with -o FILE.dot / --format dot"
+        )
+    return found
+
+
+def run_dot(dot_text: str, fmt: str, timeout: float = 300.0) -> bytes:
+    """Lay out and draw ``dot_text`` as ``svg``, ``png`` or ``pdf``; stable bytes for the same text."""
+    if fmt not in ("svg", "png", "pdf"):
+        raise RenderError(f"Graphviz output format must be svg, png or pdf, got {fmt!r}")
+    program = find_dot()
+    try:
+        proc = subprocess.run(
+            [program, f"-T{fmt}"], input=dot_text.encode("utf-8"), capture_output=True, timeout=timeout, check=False
+        )
+    except FileNotFoundError:
+        raise RenderError(
+            f"Graphviz 'dot' ({program}) cannot be run; install Graphviz (apt-get install graphviz)"
+        ) from None
+    except PermissionError:
+        raise RenderError(f"Graphviz 'dot' ({program}) is not executable") from None
+    except subprocess.TimeoutExpired:
+        raise RenderError(
+            f"Graphviz 'dot' took longer than {timeout:.0f} s; try --min-prob to draw fewer edges"
+        ) from None
+    if proc.returncode != 0 or not proc.stdout:
+        err = proc.stderr.decode("utf-8", "replace").strip() or "no error message"
+        raise RenderError(f"Graphviz 'dot -T{fmt}' failed (exit {proc.returncode}): {err[:2000]}")
+    return _stable_pdf(proc.stdout) if fmt == "pdf" else proc.stdout
+
+
+def _stable_pdf(data: bytes) -> bytes:
+    """cairo stamps the time into the PDF: put a fixed date of the same length there."""
+    return _PDF_DATE.sub(lambda m: b"/%s (D:19700101000000%s)" % (m.group(1), b"Z" * len(m.group(3))), data)
+
+
+def write_picture(dot_text: str, path: str, fmt: str | None = None) -> str:
+    """Write ``dot_text`` to ``path`` (``-`` = stdout) as DOT or drawn by Graphviz; returns the format.
+
+    The picture is drawn first and written to a temp file renamed over ``path`` only when complete, so a
+    failure leaves no file (and an existing one untouched).
+    """
+    fmt = output_format(path, fmt)
+    data = dot_text.encode("utf-8") if fmt == "dot" else run_dot(dot_text, fmt)
+    try:
+        with atomic_output(path, binary=True) as fh:
+            fh.write(data)
+            fh.flush()
+    except OSError as exc:
+        raise RenderError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    return fmt
+
+
+def write_diagram(
+    model: AnnotatedModel,
+    path: str,
+    fmt: str | None = None,
+    options: DotOptions = DotOptions(),
+    overlay: Overlay | None = None,
+) -> str:
+    """Model -> picture file in one call (``quicsm render`` and ``quicsm diagram``); returns the format."""
+    return write_picture(to_dot(model, options, overlay), path, fmt)

@@ -1,0 +1,127 @@
+"""Check Synoptic invariants against a graph of typed nodes, and find the shortest counterexample path.
+
+A graph here is what Synoptic's partition graph is: nodes labelled with an event type (INITIAL and
+TERMINAL included), edges between them; its language is every INITIAL -> TERMINAL walk. An invariant
+holds on the graph when it holds on every such walk (all nodes of a partition graph lie on one).
+
+:func:`violations` decides all invariants at once with a few boolean reachability closures over
+matrices (one row per event type), so it costs a handful of small matrix products however many
+invariants there are. :func:`counterexample` then walks the product of the graph with one
+invariant's two-state automaton to return a shortest violating walk, which refinement splits along.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Sequence
+
+import numpy as np
+
+from quicsm.inference.invariants import KINDS, InvariantSet
+
+__all__ = ["violations", "violated", "counterexample"]
+
+
+def _closure(start: np.ndarray, step: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
+    """Rows of ``start`` grown along ``step`` (row vector @ step) until nothing new, kept within ``allowed``."""
+    reach = start.copy()
+    while True:
+        grown = reach | ((reach.astype(np.float32) @ step) > 0)
+        if allowed is not None:
+            grown &= allowed
+        if np.array_equal(grown, reach):
+            return reach
+        reach = grown
+
+
+def violations(adj: np.ndarray, ptype: np.ndarray, inv: InvariantSet) -> dict[str, np.ndarray]:
+    """Per kind, a (types x types) matrix: True where a mined invariant ``a kind b`` fails on the graph.
+
+    ``adj[u, v]`` is True for an edge u -> v; ``ptype[u]`` is the type code of node ``u`` (codes as in
+    ``inv.labels``; nodes with a negative type are ignored, e.g. merged-away ones).
+    """
+    size = len(inv.labels)
+    initial, terminal = size - 2, size - 1
+    a = adj.astype(np.float32)
+    onehot = np.zeros((size, len(ptype)), dtype=bool)
+    live = ptype >= 0
+    onehot[ptype[live], np.nonzero(live)[0]] = True
+    t = onehot.astype(np.float32)
+    allowed = ~onehot  # row x: nodes not of type x
+    out: dict[str, np.ndarray] = {}
+
+    # a NFby b fails iff some b-node is reachable (>= 1 step) from an a-node.
+    succ_of_type = (t @ a) > 0
+    reach = _closure(succ_of_type, a, None)
+    out["NFby"] = ((reach.astype(np.float32) @ t.T) > 0) & inv.nfby
+
+    # a AP b fails iff a b-node is reachable from INITIAL through nodes none of which is an a-node.
+    from_init = np.broadcast_to(succ_of_type[initial], onehot.shape) & allowed
+    reach = _closure(from_init, a, allowed)
+    out["AP"] = ((reach.astype(np.float32) @ t.T) > 0) & inv.ap
+
+    # a AFby b fails iff an a-node has a successor from which TERMINAL is reachable avoiding b-nodes.
+    to_term = np.broadcast_to(onehot[terminal], onehot.shape) & allowed
+    co = _closure(to_term, a.T, allowed)
+    has_succ_in = (co.astype(np.float32) @ a.T) > 0  # row b: nodes with an edge into co[b]
+    out["AFby"] = ((t @ has_succ_in.astype(np.float32).T) > 0) & inv.afby
+    return out
+
+
+def violated(adj: np.ndarray, ptype: np.ndarray, inv: InvariantSet) -> list[tuple[str, int, int]]:
+    """(kind, a, b) of every mined invariant the graph breaks, in the fixed order of ``inv.coded()``."""
+    found = violations(adj, ptype, inv)
+    out: list[tuple[str, int, int]] = []
+    for kind in KINDS:
+        a, b = np.nonzero(found[kind])
+        out.extend((kind, int(x), int(y)) for x, y in zip(a.tolist(), b.tolist()))
+    return out
+
+
+def _step(kind: str, a: int, b: int, state: int, typ: int) -> int:
+    """Automaton of ``a kind b`` reading a node of type ``typ``; returns the next state, 2 = violated."""
+    if kind == "AFby":  # 1: an a is waiting for its b
+        if typ == b:
+            return 0
+        return 1 if typ == a else state
+    if kind == "NFby":  # 1: an a has been seen
+        if state == 1 and typ == b:
+            return 2
+        return 1 if typ == a else state
+    # AP, 1: an a has been seen
+    if state == 0 and typ == b:
+        return 2
+    return 1 if typ == a else state
+
+
+def counterexample(
+    succ: Sequence[Sequence[int]], ptype: Sequence[int], kind: str, a: int, b: int, initial: int, terminal_type: int
+) -> list[int] | None:
+    """Shortest walk from node ``initial`` that breaks ``a kind b`` (nodes in order), or None.
+
+    For AFby the walk ends at a TERMINAL node with an ``a`` still waiting; for NFby/AP it ends at the
+    node that breaks the invariant. ``a`` may be the INITIAL type (``INITIAL AFby x``).
+    """
+    start_state = _step(kind, a, b, 0, ptype[initial])
+    start = (initial, start_state)
+    parent: dict[tuple[int, int], tuple[int, int] | None] = {start: None}
+    queue = deque([start])
+    end: tuple[int, int] | None = None
+    while queue:
+        node, state = queue.popleft()
+        if state == 2 or (kind == "AFby" and state == 1 and ptype[node] == terminal_type):
+            end = (node, state)
+            break
+        for nxt in succ[node]:
+            key = (nxt, _step(kind, a, b, state, ptype[nxt]))
+            if key not in parent:
+                parent[key] = (node, state)
+                queue.append(key)
+    if end is None:
+        return None
+    walk: list[int] = []
+    cur: tuple[int, int] | None = end
+    while cur is not None:
+        walk.append(cur[0])
+        cur = parent[cur]
+    return walk[::-1]

@@ -1,0 +1,193 @@
+"""State sequences as integer arrays, and model paths kept as arrays instead of lists of lists.
+
+Engines work on millions of events; a Python object per event would cost memory and time. A log is
+encoded once into ``codes`` (one small integer per event) and ``offsets`` (where each trace starts);
+:class:`PackedPaths` keeps the node of every event in one array and hands out a trace's path as a
+list only when asked, so an :class:`~quicsm.inference.model.InferenceResult` built from it behaves
+like one built from lists.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from itertools import chain
+from typing import Any, Iterator, Sequence, overload
+
+import numpy as np
+
+from quicsm.inference.model import INITIAL, TERMINAL, Edge, InferenceResult, Model, Node
+
+__all__ = ["EncodedLog", "encode_sequences", "PackedPaths", "result_from_nodes", "canonical_order"]
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedLog:
+    """State sequences as arrays: ``names[codes[i]]`` is event ``i``; trace ``t`` is ``codes[offsets[t]:offsets[t+1]]``.
+
+    ``initial`` (= ``len(names)``) and ``terminal`` (= ``len(names) + 1``) are the codes of the synthetic
+    INITIAL and TERMINAL events, which :meth:`framed` adds around every trace.
+    """
+
+    names: tuple[str, ...]
+    codes: np.ndarray
+    offsets: np.ndarray
+
+    @property
+    def traces(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def events(self) -> int:
+        return int(self.offsets[-1])
+
+    @property
+    def initial(self) -> int:
+        return len(self.names)
+
+    @property
+    def terminal(self) -> int:
+        return len(self.names) + 1
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """Names by code, synthetic ends included."""
+        return (*self.names, INITIAL, TERMINAL)
+
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def framed(self) -> tuple[np.ndarray, np.ndarray]:
+        """Codes with INITIAL before and TERMINAL after every trace, and the framed trace offsets."""
+        n, t = self.events, self.traces
+        foff = self.offsets + 2 * np.arange(t + 1, dtype=np.int64)
+        out = np.empty(n + 2 * t, dtype=np.int32)
+        inner = np.ones(n + 2 * t, dtype=bool)
+        inner[foff[:-1]] = False
+        inner[foff[1:] - 1] = False
+        out[foff[:-1]] = self.initial
+        out[foff[1:] - 1] = self.terminal
+        out[inner] = self.codes
+        return out, foff
+
+    def sequence(self, t: int) -> list[str]:
+        return [self.names[c] for c in self.codes[self.offsets[t] : self.offsets[t + 1]].tolist()]
+
+
+def encode_sequences(sequences: Sequence[Sequence[str]]) -> EncodedLog:
+    """Encode state sequences; codes follow the sorted state names, so the same input gives the same codes."""
+    names = sorted(set(chain.from_iterable(sequences)))
+    index = {s: i for i, s in enumerate(names)}
+    lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))
+    offsets = np.zeros(len(sequences) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    codes = np.fromiter(map(index.__getitem__, chain.from_iterable(sequences)), dtype=np.int32, count=int(offsets[-1]))
+    return EncodedLog(tuple(names), codes, offsets)
+
+
+class PackedPaths(Sequence[list[int]]):
+    """Per-trace node paths stored as one array; ``paths[i]`` is a list (INITIAL first, TERMINAL last)."""
+
+    __slots__ = ("nodes", "offsets")
+
+    def __init__(self, nodes: np.ndarray, offsets: np.ndarray) -> None:
+        self.nodes = nodes
+        """Node of every framed event (INITIAL and TERMINAL events included)."""
+        self.offsets = offsets
+        """Where each trace's path starts in :attr:`nodes`; one more entry than traces."""
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    @overload
+    def __getitem__(self, i: int) -> list[int]: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[list[int]]: ...
+    def __getitem__(self, i: int | slice) -> list[int] | list[list[int]]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        path: list[int] = self.nodes[self.offsets[i] : self.offsets[i + 1]].tolist()
+        return path
+
+    def __iter__(self) -> Iterator[list[int]]:
+        bounds = self.offsets.tolist()
+        for s, e in zip(bounds, bounds[1:]):
+            yield self.nodes[s:e].tolist()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PackedPaths):
+            return np.array_equal(self.offsets, other.offsets) and np.array_equal(self.nodes, other.nodes)
+        if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
+            return len(other) == len(self) and all(list(a) == b for a, b in zip(other, self))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"PackedPaths({len(self)} paths, {len(self.nodes)} steps)"
+
+    def edge_counts(self) -> Counter[tuple[int, int]]:
+        """Steps per (src, dst) node pair, counted with numpy."""
+        src, dst, cnt = self.edge_arrays()
+        return Counter(dict(zip(zip(src.tolist(), dst.tolist()), cnt.tolist())))
+
+    def edge_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Distinct steps as sorted (src, dst, count) arrays."""
+        nodes = self.nodes.astype(np.int64)
+        if len(nodes) < 2:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty, empty
+        step = np.ones(len(nodes) - 1, dtype=bool)
+        ends = self.offsets[1:-1] - 1  # last step of a trace does not continue into the next one
+        step[ends[ends < len(step)]] = False
+        width = int(nodes.max()) + 1
+        keys = nodes[:-1][step] * width + nodes[1:][step]
+        uniq, cnt = np.unique(keys, return_counts=True)
+        return uniq // width, uniq % width, cnt
+
+
+def canonical_order(labels: Sequence[str], first_seen: Sequence[int]) -> list[int]:
+    """New id for each old node: INITIAL first, then states by (name, first event), TERMINAL last.
+
+    Engines number their nodes in whatever order they built them; this makes the numbering depend
+    only on the input, so the same traces always give the same model.
+    """
+    rank = {INITIAL: 0, TERMINAL: 2}
+    order = sorted(range(len(labels)), key=lambda i: (rank.get(labels[i], 1), labels[i], first_seen[i], i))
+    new = [0] * len(labels)
+    for pos, old in enumerate(order):
+        new[old] = pos
+    return new
+
+
+def result_from_nodes(
+    engine: str,
+    labels: Sequence[str],
+    nodes: np.ndarray,
+    offsets: np.ndarray,
+    details: dict[str, Any] | None = None,
+    **params: Any,
+) -> InferenceResult:
+    """Renumber nodes canonically and build the model whose edges are exactly the steps of the paths.
+
+    ``nodes[i]`` is the (engine-internal) node of framed event ``i``; ``labels[j]`` the state of node ``j``.
+    Nodes no event maps to are dropped.
+    """
+    nodes = np.asarray(nodes, dtype=np.int64)
+    used, first = np.unique(nodes, return_index=True)
+    compact = np.full(len(labels), -1, dtype=np.int64)
+    compact[used] = np.arange(len(used))
+    new_of = canonical_order([labels[u] for u in used.tolist()], first.tolist())
+    remap = np.asarray(new_of, dtype=np.int64)[compact[nodes]]
+    dtype = np.int32 if len(used) < 2**31 else np.int64
+    paths = PackedPaths(remap.astype(dtype), np.asarray(offsets, dtype=np.int64))
+    model_nodes: list[Node] = [Node(0, "")] * len(used)
+    for old_compact, new in enumerate(new_of):
+        model_nodes[new] = Node(new, labels[int(used[old_compact])])
+    src, dst, cnt = paths.edge_arrays()
+    edges = [Edge(s, d, c) for s, d, c in zip(src.tolist(), dst.tolist(), cnt.tolist())]
+    return InferenceResult(Model(engine, model_nodes, edges, dict(params)), paths, dict(details or {}))  # type: ignore[arg-type]

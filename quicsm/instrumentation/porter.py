@@ -1,0 +1,641 @@
+"""Port a patch set to a source version it was not made for.
+
+Each change (a run of added/removed lines inside a hunk) is placed by its *anchors*: the lines around
+it in the old file, weighted so that body lines that survive upstream churn (``mode_ = DRAIN;``,
+``ExitSlowstart();``) count most and function signatures, comments and lone braces count little
+(reference §4.1). Lines are compared whitespace-normalised with a difflib ratio, unrelated lines
+inserted between anchors are skipped at a small cost, and the name of the enclosing function breaks
+ties. The placed file is turned back into a clean unified diff, which must apply with the real applier
+and reproduce the placed file byte for byte before anything is written. If any change cannot be
+placed, the reasons are reported and nothing is written; the new set directory appears atomically.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import difflib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from quicsm.errors import PatchError
+from quicsm.instrumentation.appliers import Applier, default_applier
+from quicsm.instrumentation.diff import Hunk
+from quicsm.instrumentation.engine import Detection, detect, normalize_line, sha256_bytes
+from quicsm.instrumentation.patchset import DIFF, MANIFEST, PatchSet, load_patch_set, manifest_dict
+from quicsm.instrumentation.targets import Target
+
+__all__ = [
+    "MIN_SCORE",
+    "Edit",
+    "Placement",
+    "PortFailure",
+    "PortResult",
+    "place_edits",
+    "plan_port",
+    "port",
+    "split_edits",
+    "write_patch_set",
+]
+
+MIN_SCORE = 0.55
+"""Lowest anchor score accepted for a placement (1.0 = every anchor line found unchanged, in place)."""
+MIN_LINE_SIM = 0.6
+MAX_GAP = 4
+"""Unrelated non-blank lines that may sit between two anchor lines."""
+CONTEXT = 3
+
+_TRIVIAL = frozenset({"", "{", "}", "};", "} else {", "else {", "break;", "return;", "default:", ")", ");", "});"})
+_SIGNATURE = re.compile(r"^[\w:<>,*&~ ]*\b\w+::~?\w+\s*\(|^func\s")
+_STRONG = re.compile(r"^[\w.>\-\[\]]+\s*=\s*[\w:]+;$|^\w+\([^()]*\);$|^(?:[\w.>\-]+(?:->|\.))?\w+\([^()]*\);$|^case\s")
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One run of changed lines with the context around it, as it was in the patch set."""
+
+    before: tuple[str, ...]
+    """Context lines above the change, nearest last."""
+    removed: tuple[str, ...]
+    added: tuple[str, ...]
+    after: tuple[str, ...]
+    """Context lines below the change, nearest first."""
+    hunk: int
+    """Index of the hunk in its file (for reports)."""
+    function: str | None
+    """Enclosing function in the old file, when the diff says (``@@ ... @@ section``) or context shows it."""
+    tail: bool = False
+    """The change ends its function (the next context line is the function's closing ``}``)."""
+    next_function: str | None = None
+    """For a tail change: the function defined right after, when the context shows its header."""
+    head_of: str | None = None
+    """The change opens this function's body (the context above is its header)."""
+
+
+@dataclass(frozen=True)
+class Placement:
+    file: str
+    hunk: int
+    line: int
+    """1-based line in the new pristine file where the change starts."""
+    score: float
+    function: str | None
+
+
+@dataclass(frozen=True)
+class PortFailure:
+    file: str
+    hunk: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class PortResult:
+    source: PatchSet
+    detection: Detection
+    placements: tuple[Placement, ...]
+    failures: tuple[PortFailure, ...]
+    pristine: dict[str, bytes] = field(default_factory=dict)
+    placed: dict[str, bytes] = field(default_factory=dict)
+    diff: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures and bool(self.diff)
+
+
+def _weight(norm: str) -> float:
+    if norm in _TRIVIAL or len(norm) <= 2:
+        return 0.1
+    if norm.startswith(("//", "/*", "*")):
+        return 0.3
+    if _SIGNATURE.match(norm):
+        return 0.4
+    if _STRONG.match(norm):
+        return 2.0
+    return 1.0
+
+
+_FUNC_IN_SECTION = re.compile(r"(~?\w+)\s*\(")
+
+
+def _section_function(section: str) -> str | None:
+    m = _FUNC_IN_SECTION.search(section)
+    return m.group(1) if m else None
+
+
+def split_edits(hunks: tuple[Hunk, ...], target: Target) -> list[Edit]:
+    """Cut hunks into independent changes, each with the context lines that surround it."""
+    edits: list[Edit] = []
+    for k, h in enumerate(hunks):
+        lines = list(h.lines)
+        i = 0
+        runs: list[tuple[int, int]] = []
+        while i < len(lines):
+            if lines[i][0] == " ":
+                i += 1
+                continue
+            j = i
+            while j < len(lines) and lines[j][0] != " ":
+                j += 1
+            runs.append((i, j))
+            i = j
+        old_side = [t for tag, t in lines if tag != "+"]
+        func = _section_function(h.section) if h.section else None
+        for r, (a, b) in enumerate(runs):
+            lo = runs[r - 1][1] if r else 0
+            hi = runs[r + 1][0] if r + 1 < len(runs) else len(lines)
+            before = tuple(t for _, t in lines[lo:a])[-CONTEXT:]
+            after = tuple(t for _, t in lines[b:hi])[:CONTEXT]
+            removed = tuple(t for tag, t in lines[a:b] if tag == "-")
+            added = tuple(t for tag, t in lines[a:b] if tag == "+")
+            # a function header inside the hunk above the change is better evidence than the section
+            n_old_before = sum(1 for tag, _ in lines[:a] if tag != "+")
+            f_here = target.function_at(old_side, n_old_before - 1) if n_old_before else None
+            tail, next_fn = _tail(after, target)
+            edits.append(Edit(before, removed, added, after, k, f_here or func, tail, next_fn,
+                              _head(before, target)))
+    return edits
+
+
+def _tail(after: tuple[str, ...], target: Target) -> tuple[bool, str | None]:
+    """Is the change at the end of its function, and which function follows (from the context below)?"""
+    idx = next((i for i, x in enumerate(after) if x.strip()), None)
+    if idx is None or after[idx].rstrip() != "}":
+        return False, None
+    for x in after[idx + 1:]:
+        name = target.header_name(x)
+        if name:
+            return True, name
+    return True, None
+
+
+def _head(before: tuple[str, ...], target: Target) -> str | None:
+    """The function whose body the change opens, when its header is in the context above."""
+    lines = [x for x in before if x.strip()]
+    if not lines or not lines[-1].rstrip().endswith("{"):
+        return None
+    for k in range(len(lines) - 1, -1, -1):
+        name = target.header_name(lines[k])
+        if name:
+            return name
+        if k < len(lines) - 1 and lines[k].rstrip().endswith((";", "}", "{")):
+            return None
+    return None
+
+
+STRUCTURAL_BASE = {"function": 0.6, "next_function": 0.55}
+"""Score floor of a place found by structure (end or start of the same function, or the end of the
+function before the one that follows): the body lines there may have changed without moving the spot."""
+
+
+def _structural(e: Edit, spans: list[tuple[str, int, int, int]]) -> dict[int, float]:
+    """Places fixed by the function structure of the new file, with their score floor."""
+    if e.removed:
+        return {}
+
+    def unique(name: str | None) -> tuple[str, int, int, int] | None:
+        hits = [sp for sp in spans if sp[0] == name] if name else []
+        return hits[0] if len(hits) == 1 else None
+
+    out: dict[int, float] = {}
+    if e.tail:
+        own = unique(e.function)
+        nxt = unique(e.next_function)
+        if own:
+            out[own[3]] = STRUCTURAL_BASE["function"]
+        elif nxt:
+            prev = [sp for sp in spans if sp[3] < nxt[1]]
+            if prev:
+                out[max(prev, key=lambda sp: sp[3])[3]] = STRUCTURAL_BASE["next_function"]
+    if e.head_of:
+        own = unique(e.head_of)
+        if own:
+            out[own[2]] = STRUCTURAL_BASE["function"]
+    return out
+
+
+class _Matcher:
+    """Cached fuzzy line similarity against one new file."""
+
+    def __init__(self, new_lines: list[str]) -> None:
+        self.raw = new_lines
+        self.norm = [normalize_line(x) for x in new_lines]
+        self.index: dict[str, list[int]] = {}
+        for i, n in enumerate(self.norm):
+            self.index.setdefault(n, []).append(i)
+        self._cache: dict[tuple[str, int], float] = {}
+
+    def sim(self, anchor: str, i: int) -> float:
+        other = self.norm[i]
+        if anchor == other:
+            return 1.0
+        key = (anchor, i)
+        got = self._cache.get(key)
+        if got is None:
+            sm = difflib.SequenceMatcher(None, anchor, other, autojunk=False)
+            got = sm.ratio() if sm.real_quick_ratio() >= MIN_LINE_SIM and sm.quick_ratio() >= MIN_LINE_SIM else 0.0
+            self._cache[key] = got
+        return got
+
+    def hits(self, anchor: str) -> list[int]:
+        """Lines similar enough to ``anchor`` (exact ones via the index, others by ratio)."""
+        exact = self.index.get(anchor, [])
+        fuzzy = [i for i, n in enumerate(self.norm) if n != anchor and n and self.sim(anchor, i) >= 0.75]
+        return exact + fuzzy
+
+    def side(self, anchors: list[str], start: int, step: int,
+             blocked: set[int]) -> tuple[list[tuple[str, float, float]], int, list[int]]:
+        """Match ``anchors`` (nearest first) walking from ``start`` by ``step``, skipping a few foreign lines.
+
+        Lines in ``blocked`` (anchors of other hunks' changes) are foreign: one old line maps to one new
+        line. Returns per anchor (anchor, weight, credit), the gap before the nearest anchor, and the
+        lines matched.
+        """
+        n = len(self.norm)
+        j = start
+        out: list[tuple[str, float, float]] = []
+        used: list[int] = []
+        first_gap = MAX_GAP + 1
+        for d, a in enumerate(anchors):
+            if not a:
+                continue
+            w = _weight(a) / (1 + 0.35 * d)
+            best, best_k, skipped, k, gap_at_best = 0.0, -1, 0, j, 0
+            while 0 <= k < n and skipped <= MAX_GAP:
+                if not self.norm[k]:
+                    k += step
+                    continue
+                s = self.sim(a, k) if k not in blocked else 0.0
+                if s > best:
+                    best, best_k, gap_at_best = s, k, skipped
+                    if s == 1.0:
+                        break
+                k += step
+                skipped += 1
+            credit = 0.0
+            if best >= MIN_LINE_SIM:
+                credit = best * (0.96 ** gap_at_best)
+                if d == 0:
+                    first_gap = gap_at_best
+                j = best_k + step
+                used.append(best_k)
+            out.append((a, w, credit))
+        return out, first_gap, used
+
+
+def _indent(s: str) -> str:
+    return s[: len(s) - len(s.lstrip(" \t"))]
+
+
+def _reindent(lines: tuple[str, ...], old_ref: str | None, new_ref: str | None) -> list[str]:
+    """Shift added lines by the indentation change of the nearest anchor line."""
+    if old_ref is None or new_ref is None:
+        return list(lines)
+    oi, ni = _indent(old_ref), _indent(new_ref)
+    if oi == ni:
+        return list(lines)
+    out = []
+    for line in lines:
+        if line.startswith(oi) and line.strip():
+            out.append(ni + line[len(oi):])
+        elif line.strip() and len(oi) > len(ni) and _indent(line).startswith(ni):
+            out.append(ni + line.lstrip(" \t") if len(_indent(line)) <= len(oi) else line)
+        else:
+            out.append(line)
+    return out
+
+
+_IDENT_EDGE = re.compile(r"\w")
+
+
+def _transfer(old: str, new_text: str, upstream: str) -> str | None:
+    """Apply the character edit ``old -> new_text`` to ``upstream`` (a changed copy of ``old``), or None."""
+    out = upstream
+    sm = difflib.SequenceMatcher(None, old, new_text, autojunk=False)
+    for tag, i1, i2, j1, j2 in reversed(sm.get_opcodes()):
+        if tag == "equal":
+            continue
+        # widen to whole identifiers so the replaced piece is recognisable in the upstream line
+        while i1 > 0 and j1 > 0 and _IDENT_EDGE.match(old[i1 - 1]) and old[i1 - 1] == new_text[j1 - 1]:
+            i1, j1 = i1 - 1, j1 - 1
+        while i2 < len(old) and j2 < len(new_text) and _IDENT_EDGE.match(old[i2]) and old[i2] == new_text[j2]:
+            i2, j2 = i2 + 1, j2 + 1
+        piece, repl = old[i1:i2], new_text[j1:j2]
+        if not piece or out.count(piece) != 1:
+            return None
+        out = out.replace(piece, repl)
+    return out
+
+
+def place_edits(edits: list[Edit], new_lines: list[str], target: Target) -> tuple[
+        list[tuple[Edit, int, float, str | None]], list[tuple[int, str]]]:
+    """Find where each edit goes in ``new_lines`` (in order). Returns placements and (hunk, reason) failures."""
+    m = _Matcher(new_lines)
+    seen: dict[str, int] = {}
+    for e in edits:
+        for a in {normalize_line(x) for x in (*e.before, *e.removed, *e.after)}:
+            seen[a] = seen.get(a, 0) + 1
+    generic = {a for a, k in seen.items() if k > 1}
+    used_by_hunk: dict[int, list[int]] = {}
+    spans = target.functions(new_lines)
+    placed: list[tuple[Edit, int, float, str | None]] = []
+    failures: list[tuple[int, str]] = []
+    floor = 0
+    for e in edits:
+        before = [normalize_line(x) for x in reversed(e.before)]
+        removed = [normalize_line(x) for x in e.removed]
+        after = [normalize_line(x) for x in e.after]
+        if not any(before) and not any(removed) and not any(after):
+            failures.append((e.hunk, "change has no context lines to anchor it"))
+            continue
+        cands: set[int] = set()
+        seeds = [(a, d + 1, "b") for d, a in enumerate(before) if _weight(a) >= 1.0][:3]
+        seeds += [(a, -d, "r") for d, a in enumerate(removed) if a]
+        seeds += [(a, -(len(removed) + d), "a") for d, a in enumerate(after) if _weight(a) >= 1.0][:3]
+        if not seeds:  # only weak anchors: use them all
+            seeds = [(a, d + 1, "b") for d, a in enumerate(before) if a]
+            seeds += [(a, -(len(removed) + d), "a") for d, a in enumerate(after) if a]
+        for a, off, _ in seeds:
+            for i in m.hits(a):
+                for delta in range(-MAX_GAP - 1, MAX_GAP + 2):
+                    p = i + off + delta
+                    if floor <= p <= len(new_lines) - len(removed):
+                        cands.add(p)
+        struct = {p: b for p, b in _structural(e, spans).items() if p >= floor}
+        cands.update(struct)
+        scored: list[tuple[float, int, str | None, list[int]]] = []
+        lookalikes: list[int] = []
+        blocked = {i for h, idx in used_by_hunk.items() if h != e.hunk for i in idx}
+        for p in sorted(cands):
+            parts: list[tuple[str, float, float]] = []
+            ok = True
+            for r, a in enumerate(removed):
+                s = m.sim(a, p + r) if a else (1.0 if not m.norm[p + r] else 0.0)
+                if s < 0.7:
+                    ok = False
+                    break
+                parts.append((a, 3.0 * max(_weight(a), 1.0), s))
+            if not ok:
+                continue
+            if any(p + r in blocked for r in range(len(removed))):
+                continue
+            pb, gap_b, ub = m.side(before, p - 1, -1, blocked)
+            pa, gap_a, ua = m.side(after, p + len(removed), +1, blocked)
+            parts += pb + pa
+            total = sum(w for _, w, _ in parts)
+            if total <= 0:
+                continue
+            score = sum(w * c for _, w, c in parts) / total
+            # anchors shared with other changes of this file (or repeated in it) cannot tell places apart:
+            # what is left must match too, or a change whose home is gone lands beside a look-alike
+            own = [(w, c) for a, w, c in parts if a not in generic and len(m.index.get(a, ())) <= 1
+                   and _weight(a) >= 1.0]
+            if p in struct:
+                score = max(score, struct[p] + (1 - struct[p]) * score)
+            elif own and sum(w * c for w, c in own) / sum(w for w, _ in own) < 0.5 and not removed:
+                if score >= MIN_SCORE:
+                    lookalikes.append(p)
+                continue
+            # attach to the side that is adjacent (prefer the line above: logs follow the state change)
+            score += 1e-3 * (gap_b == 0) + 0.5e-3 * (gap_a == 0)
+            func = target.function_at(new_lines, p - 1) if p else None
+            if e.function:
+                score += 0.03 if func == e.function else -0.1
+            scored.append((score, p, func, ub + ua + list(range(p, p + len(removed)))))
+        if not scored:
+            what = (e.removed or e.before[-1:] or e.after[:1] or ("",))[0].strip()
+            if lookalikes:
+                failures.append((e.hunk, (f"only anchors shared with other changes match (near line "
+                                         f"{lookalikes[0] + 1}); the lines that set this change apart are gone")))
+            elif any(i in blocked for a, _, _ in seeds for i in m.hits(a)):
+                failures.append((e.hunk, (f"`{what}` is found only where another change is anchored; the code "
+                                         f"this change was in seems gone")))
+            else:
+                failures.append((e.hunk, f"no line like `{what}` found after line {floor}"))
+            continue
+        scored.sort(key=lambda x: (-x[0], x[1]))
+        best, p, func, anchored = scored[0]
+        if best < MIN_SCORE:
+            anchor = (e.removed or e.before[-1:] or e.after[:1])[0].strip()
+            failures.append((e.hunk, (f"anchors not found: best place is line {p + 1}"
+                                     f"{f' in {func}' if func else ''} with score {best:.2f} < {MIN_SCORE} "
+                                     f"(nearest anchor `{anchor}`)")))
+            continue
+        rivals = [s for s in scored[1:] if abs(s[1] - p) > MAX_GAP + len(removed) + 1 and s[0] >= best - 0.005]
+        if rivals:
+            failures.append((e.hunk, (f"ambiguous: lines {p + 1} and {rivals[0][1] + 1} fit equally well "
+                                     f"(score {best:.2f}); add context to the patch set")))
+            continue
+        placed.append((e, p, min(best, 1.0), func))
+        used_by_hunk.setdefault(e.hunk, []).extend(anchored)
+        floor = p + len(removed)
+    return placed, failures
+
+
+def _indent_refs(e: Edit, lines: list[str], p: int) -> tuple[str | None, str | None]:
+    """The old and new line whose indentation the added lines follow: a replaced line, else the nearest
+    non-blank line above (below if the change has nothing above)."""
+    if e.removed:
+        return e.removed[0], lines[p]
+    old_above = [x for x in e.before if x.strip()]
+    if old_above:
+        k = p - 1
+        while k >= 0 and not lines[k].strip():
+            k -= 1
+        return old_above[-1], (lines[k] if k >= 0 else None)
+    old_below = [x for x in e.after if x.strip()]
+    k = p
+    while k < len(lines) and not lines[k].strip():
+        k += 1
+    return (old_below[0] if old_below else None), (lines[k] if k < len(lines) else None)
+
+
+def _eol(text: str) -> str:
+    return "\r\n" if text.count("\r\n") > text.count("\n") / 2 else "\n"
+
+
+def _build(new_text: str, placed: list[tuple[Edit, int, float, str | None]], target: Target,
+           detection: Detection) -> tuple[str, list[str]]:
+    """The placed file; also reasons for changes whose removed lines could not be rewritten."""
+    eol = _eol(new_text)
+    lines = new_text.splitlines()
+    problems: list[str] = []
+    for e, p, _, _ in sorted(placed, key=lambda x: x[1], reverse=True):
+        ref_old, ref_new = _indent_refs(e, lines, p)
+        added = _reindent(e.added, ref_old, ref_new)
+        if e.removed and any(normalize_line(a) != normalize_line(b) for a, b in zip(e.removed, lines[p:p + len(e.removed)])):
+            if len(e.removed) != len(e.added):
+                problems.append(f"hunk {e.hunk + 1}: the lines it replaces changed upstream "
+                                f"(`{e.removed[0].strip()}`) and the change is not line-for-line")
+                continue
+            moved = [_transfer(o, a, u) for o, a, u in zip(e.removed, e.added, lines[p:p + len(e.removed)])]
+            if any(x is None for x in moved):
+                problems.append(f"hunk {e.hunk + 1}: the lines it replaces changed upstream "
+                                f"(`{e.removed[0].strip()}`) and the edit cannot be carried over")
+                continue
+            added = [x for x in moved if x is not None]
+        added = target.adapt_added_lines(list(added), None, detection.identity)
+        lines[p:p + len(e.removed)] = added
+    out = eol.join(lines)
+    if new_text.endswith(("\n", "\r\n")):
+        out += eol
+    return out, problems
+
+
+def _unified(old: str, new: str, rel: str) -> str:
+    a = old.splitlines(keepends=True)
+    b = new.splitlines(keepends=True)
+    out = []
+    for line in difflib.unified_diff(a, b, f"a/{rel}", f"b/{rel}", n=CONTEXT):
+        if line.endswith("\n"):
+            out.append(line)
+        else:
+            out.append(line + "\n\\ No newline at end of file\n")
+    if not out:
+        return ""
+    return f"diff --git a/{rel} b/{rel}\n" + "".join(out)
+
+
+def _verify(diff: str, pristine: dict[str, bytes], placed: dict[str, bytes], applier: Applier) -> str | None:
+    """Apply ``diff`` to a copy of the pristine files; None if it reproduces the placed files exactly."""
+    with tempfile.TemporaryDirectory(prefix="quicsm-port-") as tmp:
+        root = Path(tmp)
+        for rel, data in pristine.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_bytes(data)
+        res = applier.check(root, diff)
+        if not res.ok:
+            return f"regenerated diff does not apply: {res.output}"
+        res = applier.apply(root, diff)
+        if not res.ok:
+            return f"regenerated diff does not apply: {res.output}"
+        for rel, data in placed.items():
+            if (root / rel).read_bytes() != data:
+                return f"{rel}: regenerated diff does not reproduce the placed file"
+    return None
+
+
+def plan_port(ps: PatchSet, src: str | Path, *, applier: Applier | None = None,
+              detection: Detection | None = None) -> PortResult:
+    """Place every change of ``ps`` in the tree at ``src``; nothing is written."""
+    applier = applier or default_applier()
+    det = detection or detect(src, sets=[ps], applier=applier, target=ps.target)
+    from quicsm.instrumentation.targets import get_target
+
+    target = get_target(ps.target)
+    placements: list[Placement] = []
+    failures: list[PortFailure] = []
+    pristine: dict[str, bytes] = {}
+    placed_files: dict[str, bytes] = {}
+    diffs: list[str] = []
+    for fp in ps.file_patches:
+        rel = det.located.relpath_for(fp.path)
+        if rel is None:
+            failures.append(PortFailure(fp.path, 0, "file not found in the tree"))
+            continue
+        raw = (det.root / rel).read_bytes()
+        text = raw.decode("utf-8", errors="surrogateescape")
+        edits = split_edits(fp.hunks, target)
+        placed, fails = place_edits(edits, text.splitlines(), target)
+        failures += [PortFailure(rel, h + 1, why) for h, why in fails]
+        if fails:
+            continue
+        new_text, problems = _build(text, placed, target, det)
+        failures += [PortFailure(rel, 0, why) for why in problems]
+        if problems:
+            continue
+        placements += [Placement(rel, e.hunk + 1, p + 1, round(s, 3), f) for e, p, s, f in placed]
+        pristine[rel] = raw
+        placed_files[rel] = new_text.encode("utf-8", errors="surrogateescape")
+        diffs.append(_unified(text, new_text, rel))
+    diff = "".join(diffs)
+    if not failures:
+        why = _verify(diff, pristine, placed_files, applier) if diff else "nothing to change"
+        if why:
+            failures.append(PortFailure("*", 0, why))
+    return PortResult(ps, det, tuple(placements), tuple(failures), pristine, placed_files, diff)
+
+
+def _git_head(root: Path) -> tuple[str | None, str | None]:
+    """Commit and date of ``root`` when it is the top of a git work tree."""
+    try:
+        top = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"], capture_output=True,
+                             text=True, timeout=20, check=False)
+        if top.returncode or Path(top.stdout.strip()).resolve() != root.resolve():
+            return None, None
+        out = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%H %cs"], capture_output=True,
+                             text=True, timeout=20, check=False)
+        commit, date = out.stdout.split()
+        return commit, date
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None, None
+
+
+def _manifest(res: PortResult, name: str, applier: Applier, commit: str | None, date: str | None) -> dict[str, Any]:
+    src = res.source
+    ident = res.detection.identity
+    d = manifest_dict(src)
+    d.update({
+        "name": name,
+        "era": ident.era or src.era,
+        "description": f"Ported by quicsm from {src.name}. {src.description}",
+        "upstream": {"repository": src.upstream.repository, "commit": commit, "date": date,
+                     "path_root": src.upstream.path_root},
+        "files": [{"path": rel, "sha256": sha256_bytes(data)} for rel, data in res.pristine.items()],
+        "validated": {"how": f"quicsm patch port: changes placed by anchors, regenerated diff checked with "
+                             f"{applier.name} apply --check against the source tree and shown to reproduce the "
+                             f"placed files", "date": _dt.date.today().isoformat()},
+        "ported_from": {"name": src.name, "commit": src.upstream.commit, "date": src.upstream.date},
+        "placements": [{"file": p.file, "hunk": p.hunk, "line": p.line, "score": p.score,
+                        "function": p.function} for p in res.placements],
+    })
+    return d
+
+
+def write_patch_set(out_dir: Path, manifest: dict[str, Any], diff: str, *, force: bool = False) -> Path:
+    """Write a set directory atomically: build it beside ``out_dir`` and rename it into place."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not force:
+        raise PatchError(f"{out_dir}: already exists (choose another -o or pass --force)")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        (tmp / DIFF).write_text(diff, encoding="utf-8")
+        load_patch_set(tmp)  # never write a set the loader would refuse
+        if out_dir.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old.", dir=out_dir.parent))
+            os.rmdir(old)
+            os.rename(out_dir, old)
+            os.rename(tmp, out_dir)
+            shutil.rmtree(old)
+        else:
+            os.rename(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def port(ps: PatchSet, src: str | Path, out_dir: str | Path | None = None, *, name: str | None = None,
+         applier: Applier | None = None, force: bool = False) -> tuple[PortResult, Path]:
+    """Port ``ps`` to the tree at ``src`` and write the new set; raises with every reason if a change fails."""
+    applier = applier or default_applier()
+    res = plan_port(ps, src, applier=applier)
+    if not res.ok:
+        reasons = "; ".join(f"{f.file}{f' hunk {f.hunk}' if f.hunk else ''}: {f.reason}" for f in res.failures)
+        raise PatchError(f"cannot port {ps.name} to {src}: {reasons}. Nothing was written.")
+    commit, date = _git_head(res.detection.root)
+    if name is None:
+        tag = date or (commit[:10] if commit else sha256_bytes(b"".join(res.pristine.values()))[:10])
+        name = f"{ps.name}-port-{tag}"
+    out = Path(out_dir) if out_dir else Path.cwd() / name
+    written = write_patch_set(out, _manifest(res, name, applier, commit, date), res.diff, force=force)
+    return res, written

@@ -1,0 +1,268 @@
+"""Patch targets: code bases the engine can instrument, and the registry that holds them.
+
+A target knows where its congestion-control sender files live (in a checkout or a loose directory),
+how to tell its era and version from their *content*, and the little language knowledge the porter
+needs (enclosing function of a line, spelling changes between eras). The engine and the porter only
+talk to this interface, so a new code base is one module in this package that calls :func:`register`;
+modules here are imported on first use of the registry.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import ClassVar
+
+from quicsm.errors import PatchError
+
+__all__ = [
+    "Identity",
+    "Located",
+    "Target",
+    "all_targets",
+    "date_in_range",
+    "get_target",
+    "register",
+]
+
+
+@dataclass(frozen=True)
+class Located:
+    """Sender files found under a user's path: the source root patch paths are relative to, and the files."""
+
+    target: str
+    root: Path
+    files: Mapping[str, str]
+    """File name -> path relative to ``root`` (only the files the target cares about)."""
+    layout: str
+    """``checkout`` (the upstream directory structure) or ``loose`` (files found by name)."""
+
+    def relpath_for(self, patch_path: str) -> str | None:
+        """Where a patch-set path lives in this tree: the same path if present, else the same file name."""
+        if (self.root / patch_path).is_file():
+            return patch_path
+        return self.files.get(PurePosixPath(patch_path).name)
+
+    def read(self, name: str) -> str | None:
+        rel = self.files.get(name)
+        if rel is None:
+            return None
+        try:
+            return (self.root / rel).read_text(encoding="utf-8", errors="surrogateescape")
+        except OSError:
+            return None
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What the content says about a tree: era, features seen, and the date range they allow."""
+
+    era: str
+    algorithms: tuple[str, ...]
+    features: Mapping[str, str]
+    """Feature name -> the evidence (a short quote or file name)."""
+    date_from: str = "0000-00-00"
+    date_to: str = "9999-99-99"
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def date_in_range(date: str | None, ident: Identity) -> bool:
+    return bool(date) and ident.date_from <= str(date) <= ident.date_to
+
+
+_FUNC_CPP = re.compile(r"^(?:[\w:<>,*&~\s]+?\s)?[*&]?((?:\w+::)+~?\w+)\s*\(")
+_FUNC_GO = re.compile(r"^func\s+(?:\([^)]*\)\s*)?(\w+)\s*[\[(]")
+_SKIP_DIRS = frozenset({".git", "node_modules", "out", "build", "third_party_cache", "__pycache__"})
+
+
+class Target:
+    """Base class of a target. Subclasses set the class attributes and usually override :meth:`identify`."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    eras: ClassVar[tuple[str, ...]] = ()
+    algorithm_files: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+    """Algorithm -> file names whose presence means the tree has that algorithm (first one is the sender)."""
+    classes: ClassVar[Mapping[str, str]] = {}
+    """File name -> main class/type it defines (for messages and docs)."""
+    roots: ClassVar[tuple[str, ...]] = ("",)
+    """Candidate source roots below the user's path (``""`` = the path itself)."""
+    dirs: ClassVar[tuple[str, ...]] = ()
+    """Directories below a source root that hold the sender files, newest layout first."""
+    extensions: ClassVar[tuple[str, ...]] = (".cc", ".h")
+    loose_depth: ClassVar[int] = 3
+
+    # ---- locating -------------------------------------------------------------------------------
+    def known_names(self) -> set[str]:
+        names = {n for files in self.algorithm_files.values() for n in files}
+        names.update(self.classes)
+        return names
+
+    def locate(self, src: Path, *, loose: bool = True) -> Located | None:
+        """Find the source root and sender files under ``src``; None if this target has none there.
+
+        The upstream layouts (``roots`` x ``dirs``) are tried first; with ``loose`` a shallow search by
+        file name follows (a directory of copied files, or a tree with another layout).
+        """
+        src = Path(src)
+        if src.is_file():
+            src = src.parent
+        best: tuple[int, Path, dict[str, str]] | None = None
+        for r in self.roots:
+            root = src / r if r else src
+            if not root.is_dir():
+                continue
+            files: dict[str, str] = {}
+            for d in self.dirs:
+                full = root / d
+                if not full.is_dir():
+                    continue
+                for entry in sorted(os.listdir(full)):
+                    if entry.endswith(self.extensions) and entry not in files and (full / entry).is_file():
+                        files[entry] = f"{d}/{entry}"
+            hits = len(self.known_names() & set(files))
+            if hits and (best is None or hits > best[0]):
+                best = (hits, root, files)
+        if best is not None:
+            return Located(self.name, best[1].resolve(), best[2], "checkout")
+        return self._locate_loose(src) if loose else None
+
+    def _locate_loose(self, src: Path) -> Located | None:
+        """Files found by name anywhere (shallow) under ``src``; each name must be unique."""
+        wanted = self.known_names()
+        found: dict[str, str] = {}
+        base = src.resolve()
+        for dirpath, dirnames, filenames in os.walk(base):
+            rel_dir = Path(dirpath).relative_to(base)
+            depth = len(rel_dir.parts)
+            dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith(".")
+                                 and depth < self.loose_depth)
+            for fn in filenames:
+                if fn in wanted:
+                    rel = (rel_dir / fn).as_posix()
+                    if fn in found and found[fn] != rel:
+                        raise PatchError(f"{src}: {fn} found twice ({found[fn]}, {rel}); point at one tree")
+                    found[fn] = rel
+        if not any(n in found for files in self.algorithm_files.values() for n in files[:1]):
+            return None
+        return Located(self.name, base, dict(sorted(found.items())), "loose")
+
+    def algorithms(self, located: Located) -> tuple[str, ...]:
+        return tuple(a for a, files in self.algorithm_files.items() if files and files[0] in located.files)
+
+    # ---- identifying ----------------------------------------------------------------------------
+    def identify(self, located: Located) -> Identity:
+        """Era and features from content. The base class knows nothing era-specific."""
+        return Identity(self.eras[-1] if self.eras else "", self.algorithms(located), {})
+
+    # ---- porter hooks ---------------------------------------------------------------------------
+    def function_at(self, lines: list[str], index: int) -> str | None:
+        """Name of the function whose definition encloses ``lines[index]`` (scan back to a column-0 header)."""
+        for k in range(min(index, len(lines) - 1), -1, -1):
+            line = lines[k]
+            if not line or line[0] in " \t#/}{":
+                continue
+            m = _FUNC_CPP.match(line) or _FUNC_GO.match(line)
+            if m and not line.rstrip().endswith(";"):
+                return m.group(1).split("::")[-1] if "::" in m.group(1) else m.group(1)
+        return None
+
+    def header_name(self, line: str) -> str | None:
+        """The function name if ``line`` starts a column-0 function definition."""
+        if not line or line[0] in " \t#/}{" or line.rstrip().endswith(";"):
+            return None
+        m = _FUNC_CPP.match(line) or _FUNC_GO.match(line)
+        return m.group(1).split("::")[-1] if m else None
+
+    def functions(self, lines: list[str]) -> list[tuple[str, int, int, int]]:
+        """Column-0 function definitions: (name, header line, first body line, closing ``}`` line).
+
+        Brace languages only (C++, Go): the body ends at the next line that is exactly ``}``.
+        """
+        out: list[tuple[str, int, int, int]] = []
+        n = len(lines)
+        i = 0
+        while i < n:
+            name = self.header_name(lines[i])
+            if name is None:
+                i += 1
+                continue
+            j = i
+            while j < n and "{" not in lines[j] and not lines[j].rstrip().endswith(";"):
+                j += 1
+            if j >= n or "{" not in lines[j] or lines[j].rstrip().endswith("}"):
+                i += 1
+                continue
+            k = j + 1
+            while k < n and lines[k].rstrip() != "}" and self.header_name(lines[k]) is None:
+                k += 1
+            if k < n and lines[k].rstrip() == "}":
+                out.append((name, i, j + 1, k))
+                i = k + 1
+            else:
+                i += 1
+        return out
+
+    def adapt_added_lines(self, lines: list[str], old: Identity | None, new: Identity) -> list[str]:
+        """Rewrite lines a patch adds when moving it to another era (include spelling, renamed types)."""
+        return lines
+
+
+_REGISTRY: dict[str, Target] = {}
+_LOADED = False
+
+
+def register(target: Target) -> Target:
+    """Add a target (called by each module in this package at import time)."""
+    if not target.name:
+        raise ValueError("a target needs a name")
+    _REGISTRY[target.name] = target
+    return target
+
+
+def _load_all() -> None:
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    for mod in pkgutil.iter_modules(__path__):
+        if not mod.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{mod.name}")
+
+
+def all_targets() -> list[Target]:
+    _load_all()
+    return [_REGISTRY[k] for k in sorted(_REGISTRY)]
+
+
+def get_target(name: str) -> Target:
+    _load_all()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise PatchError(
+            f"no patch target named {name!r} (known: {', '.join(sorted(_REGISTRY)) or 'none'}); "
+            f"a target is a module in quicsm/instrumentation/targets/"
+        ) from None
+
+
+def iter_located(src: Path, targets: Iterable[Target] | None = None) -> list[tuple[Target, Located]]:
+    """Every target that finds sender files under ``src``: upstream layouts first, loose search only if none."""
+    ts = list(targets) if targets is not None else all_targets()
+    for loose in (False, True):
+        out = []
+        for t in ts:
+            loc = t.locate(src, loose=loose)
+            if loc is not None:
+                out.append((t, loc))
+        if out:
+            return out
+    return []
+
+
+__all__.append("iter_located")

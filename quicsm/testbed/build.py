@@ -1,0 +1,342 @@
+"""Build the instrumented testbed binaries: quic-go patched by a quicsm patch set, without a fork.
+
+The module is taken from the Go module cache (``go mod download``), copied to a work directory,
+patched through the patch engine (:func:`quicsm.instrumentation.engine.apply`), and the server and
+client in ``testbed/server`` and ``testbed/client`` are built against it with a separate modfile
+(``go.patched.mod``: ``replace github.com/quic-go/quic-go => <patched copy>``), so the repository's
+own ``go.mod`` files are never touched. Builds are cached by (version, variant, patch sha256, Go
+sources, toolchain) under ``~/.cache/quicsm/build/``: a rerun costs a second, a cold build ~1 min.
+
+What a version needs beyond the patch (read from the patch set's ``module`` entry): ``build_tags``
+picking the server/client API shims (``compat_*.go``), and ``toolchain`` for versions the installed Go
+cannot build (quic-go v0.33 needs Go 1.20; the go command fetches that toolchain from the module proxy).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import functools
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from quicsm.errors import PatchError, TestbedError
+from quicsm.instrumentation.patchset import PatchSet, shipped_patch_sets
+
+__all__ = [
+    "MODULE",
+    "VARIANTS",
+    "BuildResult",
+    "build_binaries",
+    "patch_set_for",
+    "available_versions",
+    "find_go",
+    "go_source_digest",
+    "testbed_source_dir",
+    "cache_root",
+    "iter_builds",
+]
+
+MODULE = "github.com/quic-go/quic-go"
+VARIANTS = ("reno", "cubic")
+PROGRAMS = {"server": "quicsm-server", "client": "quicsm-client"}
+_BUILD_TIMEOUT_S = 1800
+_STDERR_TAIL = 3000
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """Paths of the built binaries and how they were made."""
+
+    version: str
+    variant: str
+    server: Path
+    client: Path
+    patch_set: str
+    patched_module: Path
+    """The patched copy of quic-go the binaries were built against (inside the cache entry)."""
+    cache_dir: Path
+    cached: bool
+    """True when the binaries came from the cache (nothing was built)."""
+    seconds: float
+    go_version: str
+    build_tags: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: (str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v)
+                for k, v in self.__dict__.items()}
+
+
+# ---- locating things ------------------------------------------------------------------------------
+
+def find_go() -> str:
+    """The go command: on PATH, else the usual /usr/local/go install."""
+    go = shutil.which("go")
+    if go is None and os.access("/usr/local/go/bin/go", os.X_OK):
+        go = "/usr/local/go/bin/go"
+    if go is None:
+        raise TestbedError("Go toolchain not found: install Go (or put /usr/local/go/bin on PATH); "
+                           ".ci/install.d/quic-go.sh does both")
+    return go
+
+
+def testbed_source_dir() -> Path:
+    """``testbed/`` of the source tree (the Go modules sit beside the Python package)."""
+    here = Path(__file__).resolve().parents[2] / "testbed"
+    for prog in PROGRAMS:
+        if not (here / prog / "go.mod").is_file():
+            raise TestbedError(f"{here / prog}/go.mod not found: building the testbed needs a quicsm source checkout")
+    return here
+
+
+def cache_root() -> Path:
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "quicsm" / "build"
+
+
+def go_source_digest(*dirs: Path) -> str:
+    """sha256 over the .go files and go.mod of Go module directories (what a build depends on)."""
+    h = hashlib.sha256()
+    for d in dirs:
+        for p in sorted(d.rglob("*")):
+            if p.is_file() and (p.suffix == ".go" or p.name == "go.mod"):
+                h.update(f"{d.name}/{p.relative_to(d)}\0".encode())
+                h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+# ---- patch sets -----------------------------------------------------------------------------------
+
+def available_versions() -> list[str]:
+    """quic-go versions with a shipped patch set (both variants), oldest first."""
+    names = {ps.name for ps in shipped_patch_sets("quic-go")}
+    versions = {_module(ps).get("version", "") for ps in shipped_patch_sets("quic-go")}
+    ok = [v for v in versions if v and all(f"quic-go-{v}-{var}" in names for var in VARIANTS)]
+    return sorted(ok, key=_version_key)
+
+
+def _version_key(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", v)[:3])
+
+
+def _module(ps: PatchSet) -> Mapping[str, Any]:
+    mod = ps.extra.get("module")
+    return mod if isinstance(mod, dict) else {}
+
+
+def patch_set_for(version: str, variant: str = "reno") -> PatchSet:
+    """The shipped patch set ``quic-go-<version>-<variant>``; a clear error listing what exists."""
+    if variant not in VARIANTS:
+        raise TestbedError(f"variant {variant!r}: expected one of {', '.join(VARIANTS)}")
+    if not version.startswith("v"):
+        version = "v" + version
+    name = f"quic-go-{version}-{variant}"
+    for ps in shipped_patch_sets("quic-go"):
+        if ps.name == name:
+            if _module(ps).get("version") != version:
+                raise TestbedError(f"{ps.origin}/manifest.json: module.version must be {version}")
+            return ps
+    raise TestbedError(f"no quic-go patch set for {version} ({name}); patched versions: "
+                       f"{', '.join(available_versions()) or 'none'}")
+
+
+# ---- running go -----------------------------------------------------------------------------------
+
+def _go_env(toolchain: str | None) -> dict[str, str]:
+    env = {**os.environ, "CGO_ENABLED": "0", "GOTOOLCHAIN": toolchain or "local", "GOFLAGS": "-buildvcs=false"}
+    go_dir = os.path.dirname(find_go())
+    env["PATH"] = env.get("PATH", "") + os.pathsep + go_dir if go_dir not in env.get("PATH", "").split(os.pathsep) \
+        else env["PATH"]
+    return env
+
+
+def _run_go(args: list[str], *, cwd: Path, env: Mapping[str, str], what: str) -> str:
+    try:
+        proc = subprocess.run([find_go(), *args], cwd=cwd, env=dict(env), capture_output=True, text=True,
+                              timeout=_BUILD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise TestbedError(f"{what}: go {' '.join(args)} did not finish in {_BUILD_TIMEOUT_S} s") from None
+    if proc.returncode != 0:
+        err = proc.stderr.strip() or proc.stdout.strip() or f"exit status {proc.returncode}"
+        raise TestbedError(f"{what} failed (go {' '.join(args)} in {cwd}):\n{err[-_STDERR_TAIL:]}")
+    return proc.stdout
+
+
+@functools.lru_cache(maxsize=8)
+def _go_version(toolchain: str | None) -> str:
+    out = _run_go(["env", "GOVERSION"], cwd=Path(tempfile.gettempdir()), env=_go_env(toolchain),
+                  what=f"checking the Go toolchain {toolchain or '(installed)'}")
+    return out.strip()
+
+
+def _download(version: str, env: Mapping[str, str]) -> Path:
+    """The pristine module directory in the Go module cache (downloaded if needed)."""
+    out = _run_go(["mod", "download", "-json", f"{MODULE}@{version}"], cwd=Path(tempfile.gettempdir()),
+                  env={**env, "GOTOOLCHAIN": "local", "GOFLAGS": ""}, what=f"downloading {MODULE}@{version}")
+    info = json.loads(out)
+    if info.get("Error"):
+        raise TestbedError(f"downloading {MODULE}@{version}: {info['Error']}")
+    return Path(info["Dir"])
+
+
+def _copy_writable(src: Path, dst: Path) -> None:
+    """Copy a module-cache directory (read-only files) to ``dst`` with owner-writable permissions."""
+    shutil.copytree(src, dst, copy_function=shutil.copyfile)
+    for dirpath, _dirs, files in os.walk(dst):
+        os.chmod(dirpath, 0o755)
+        for f in files:
+            os.chmod(os.path.join(dirpath, f), 0o644)
+
+
+def _apply_patch(ps: PatchSet, root: Path) -> None:
+    """Patch the copy through the patch engine (all or nothing; the engine checks sha256s)."""
+    from quicsm.instrumentation import engine
+
+    try:
+        engine.apply(root, set_name=ps.name, sets=[ps])
+    except PatchError as exc:
+        raise TestbedError(f"applying {ps.name} to {MODULE} in {root}: {exc}") from exc
+
+
+def _go_directive(go_mod: Path) -> str:
+    m = re.search(r"^go\s+(\S+)\s*$", go_mod.read_text(encoding="utf-8"), re.M)
+    return m.group(1) if m else "1.20"
+
+
+def _write_modfile(path: Path, module: str, go_line: str, version: str, patched: Path) -> None:
+    path.write_text(f"module {module}\n\ngo {go_line}\n\nrequire {MODULE} {version}\n\n"
+                    f"replace {MODULE} => {patched}\n", encoding="utf-8")
+
+
+# ---- the build ------------------------------------------------------------------------------------
+
+class _Lock:
+    """An exclusive file lock so two processes do not build the same entry at once."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __enter__(self) -> "_Lock":
+        self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+
+
+def _entry_key(ps: PatchSet, sources: Path, go_version: str) -> str:
+    h = hashlib.sha256()
+    for part in (ps.name, json.dumps(dict(_module(ps)), sort_keys=True), ps.diff_text,
+                 go_source_digest(*(sources / p for p in PROGRAMS)), go_version):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _result(ps: PatchSet, entry: Path, meta: Mapping[str, Any], *, cached: bool, seconds: float) -> BuildResult:
+    return BuildResult(
+        version=str(meta["version"]), variant=ps.algorithm, server=entry / "bin" / PROGRAMS["server"],
+        client=entry / "bin" / PROGRAMS["client"], patch_set=ps.name, patched_module=entry / "quic-go",
+        cache_dir=entry, cached=cached, seconds=seconds, go_version=str(meta["go_version"]),
+        build_tags=tuple(meta["build_tags"]),
+    )
+
+
+def _build_entry(ps: PatchSet, tmp: Path, sources: Path, env: Mapping[str, str], go_version: str) -> dict[str, Any]:
+    mod = _module(ps)
+    version = str(mod["version"])
+    tags = [str(t) for t in mod.get("build_tags", [])]
+    pristine = _download(version, env)
+    patched = tmp / "quic-go"
+    _copy_writable(pristine, patched)
+    _apply_patch(ps, patched)
+    go_line = _go_directive(patched / "go.mod")
+    (tmp / "bin").mkdir()
+    for prog, binary in PROGRAMS.items():
+        modfile = tmp / f"{prog}.patched.mod"
+        _write_modfile(modfile, f"quicsm/testbed/{prog}", go_line, version, patched)
+        args = ["build", "-mod=mod", f"-modfile={modfile}", "-trimpath", "-o", str(tmp / "bin" / binary)]
+        if tags:
+            args.append("-tags=" + ",".join(tags))
+        _run_go([*args, "."], cwd=sources / prog, env=env, what=f"building {binary} against {ps.name}")
+    return {"version": version, "patch_set": ps.name, "variant": ps.algorithm, "build_tags": tags,
+            "go_version": go_version, "toolchain": mod.get("toolchain"), "module_sum": mod.get("sum"),
+            "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def build_binaries(version: str, variant: str = "reno", out_dir: Path | str | None = None, *,
+                   cache_dir: Path | None = None, force: bool = False) -> BuildResult:
+    """Build (or take from the cache) ``quicsm-server`` and ``quicsm-client`` for one quic-go version.
+
+    ``out_dir``, if given, receives copies of both binaries (the result points at those copies).
+    Raises :class:`TestbedError` naming the step that failed, with go's stderr.
+    """
+    t0 = time.monotonic()
+    ps = patch_set_for(version, variant)
+    mod = _module(ps)
+    sources = testbed_source_dir()
+    toolchain = mod.get("toolchain")
+    env = _go_env(str(toolchain) if toolchain else None)
+    go_version = _go_version(str(toolchain) if toolchain else None)
+    root = cache_dir or cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    entry = root / f"{mod['version']}-{variant}-{_entry_key(ps, sources, go_version)[:16]}"
+    meta_path = entry / "build.json"
+    with _Lock(root / f".{entry.name}.lock"):
+        if force and entry.exists():
+            shutil.rmtree(entry)
+        cached = meta_path.is_file() and all((entry / "bin" / b).is_file() for b in PROGRAMS.values())
+        if not cached:
+            if entry.exists():
+                shutil.rmtree(entry)  # an incomplete entry (should not happen: entries appear by rename)
+            tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=root))
+            try:
+                meta = _build_entry(ps, tmp, sources, env, go_version)
+                meta["seconds"] = round(time.monotonic() - t0, 2)
+                (tmp / "build.json").write_text(json.dumps(meta, indent=2) + "\n")
+                # The replace path names the temporary directory; builds are done, so rename is safe.
+                os.replace(tmp, entry)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+        meta = json.loads(meta_path.read_text())
+    res = _result(ps, entry, meta, cached=cached, seconds=round(time.monotonic() - t0, 3))
+    if out_dir is not None:
+        res = _install(res, Path(out_dir))
+    return res
+
+
+def _install(res: BuildResult, out_dir: Path) -> BuildResult:
+    """Copy both binaries into ``out_dir`` (temp file + rename, so no half-written binary is ever seen)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for prog, src in (("server", res.server), ("client", res.client)):
+        dst = out_dir / src.name
+        fd, tmp = tempfile.mkstemp(prefix=f".{src.name}.", dir=out_dir)
+        os.close(fd)
+        try:
+            shutil.copyfile(src, tmp)
+            os.chmod(tmp, 0o755)
+            os.replace(tmp, dst)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        paths[prog] = dst
+    return BuildResult(**{**res.__dict__, "server": paths["server"], "client": paths["client"]})
+
+
+def iter_builds(versions: list[str] | None = None, variants: tuple[str, ...] = VARIANTS) -> Iterator[BuildResult]:
+    """Build every (version, variant) pair, oldest version first (for benchmarks and warm-up)."""
+    for v in versions or available_versions():
+        for var in variants:
+            yield build_binaries(v, var)

@@ -1,0 +1,85 @@
+"""The Go impairment relay (``testbed/relay``): building it and describing one direction's impairment."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from quicsm.errors import TestbedError
+
+__all__ = ["RelayConfig", "RelayBinaries", "relay_source_dir", "build_relay", "relay_argv"]
+
+
+@dataclass(frozen=True, slots=True)
+class RelayConfig:
+    """Impairments applied in each direction: one-way delay, uniform jitter (+-, reorders like
+    netem), Bernoulli loss. ``delay_ms`` is one way; the RTT is twice it."""
+
+    delay_ms: float = 0.0
+    jitter_ms: float = 0.0
+    loss: float = 0.0
+    seed: int = 1
+
+    def __post_init__(self) -> None:
+        if self.delay_ms < 0 or self.jitter_ms < 0:
+            raise TestbedError(f"delay {self.delay_ms} ms / jitter {self.jitter_ms} ms must not be negative")
+        if not 0.0 <= self.loss < 1.0:
+            raise TestbedError(f"loss {self.loss} must be a probability in [0, 1)")
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class RelayBinaries:
+    relay: Path
+    probe: Path
+
+
+def relay_source_dir() -> Path:
+    """``testbed/relay`` of the source tree (the Go module sits beside the Python package)."""
+    here = Path(__file__).resolve().parents[2] / "testbed" / "relay"
+    if not (here / "go.mod").exists():
+        raise TestbedError(f"relay sources not found at {here}: run from a quicsm source checkout")
+    return here
+
+
+def _source_digest(src: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(src.rglob("*")):
+        if p.is_file() and (p.suffix == ".go" or p.name == "go.mod"):
+            h.update(str(p.relative_to(src)).encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def build_relay(cache_dir: Path | None = None) -> RelayBinaries:
+    """Build ``quicsm-relay`` and ``quicsm-udpprobe`` once per source digest (cached)."""
+    src = relay_source_dir()
+    go = shutil.which("go") or ("/usr/local/go/bin/go" if os.path.exists("/usr/local/go/bin/go") else None)
+    if go is None:
+        raise TestbedError("Go toolchain not found: install Go (scripts/install.sh) to build the relay")
+    base = cache_dir or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "quicsm" / "relay"
+    out = base / _source_digest(src)
+    bins = RelayBinaries(out / "quicsm-relay", out / "quicsm-udpprobe")
+    if bins.relay.exists() and bins.probe.exists():
+        return bins
+    out.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run([go, "build", "-o", str(out) + "/", "./cmd/..."], cwd=src, capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "CGO_ENABLED": "0"})
+    if proc.returncode != 0:
+        raise TestbedError(f"building the relay in {src} failed: {proc.stderr.strip()[-1500:]}")
+    return bins
+
+
+def relay_argv(binary: Path, *, listen: str, upstream: str, cfg: RelayConfig, stats: Path) -> list[str]:
+    d, j = f"{cfg.delay_ms}ms", f"{cfg.jitter_ms}ms"
+    return [
+        str(binary), "-listen", listen, "-upstream", upstream,
+        "-delay-down", d, "-delay-up", d, "-jitter-down", j, "-jitter-up", j,
+        "-loss-down", str(cfg.loss), "-loss-up", str(cfg.loss), "-seed", str(cfg.seed), "-stats", str(stats),
+    ]

@@ -1,0 +1,319 @@
+"""One testbed run, end to end: path up, instrumented server, relay, client, collect, tear down.
+
+Each run writes ``<out>/<run-id>/`` with ``server.log`` (contract lines), ``meta.json`` (all
+parameters, versions, page load time, timestamps, emulator summary) and the children's stderr.
+``meta.json`` carries ``implementation``/``version``/``cc``/``labels`` the way ``quicsm parse``
+reads a sidecar, so ``quicsm parse <out>/*/server.log`` labels traces without extra flags.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import re
+import shutil
+import time
+import uuid
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from quicsm import __version__
+from quicsm.errors import TestbedError
+from quicsm.testbed import cpu, netns
+from quicsm.testbed.emulator import SERVER_PORT, Emulator, RateSchedule
+from quicsm.testbed.relay import RelayBinaries, RelayConfig, build_relay
+from quicsm.testbed.system import require_root
+
+__all__ = [
+    "CLIENTS",
+    "RunConfig",
+    "RunResult",
+    "ServerClient",
+    "parse_size",
+    "parse_loss",
+    "parse_quota",
+    "run_once",
+    "run_many",
+    "labels_for",
+    "read_meta",
+    "LATE_P99_LIMIT_US",
+    "REJECTED",
+]
+
+CLIENTS = ("go", "chromium")
+REJECTED = "_rejected"
+LATE_P99_LIMIT_US = 2000
+"""A run whose relay sent 1 % of packets later than this is flagged ``emulator_ok: false``."""
+
+
+class ServerClient(Protocol):
+    """What the build step returns: paths of the instrumented server and the Go client."""
+
+    server: Path
+    client: Path
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    """All parameters of a run (they all land in ``meta.json``)."""
+
+    rate_mbps: float = 50.0
+    rtt_ms: float = 36.0
+    """Added round-trip delay, half each way."""
+    jitter_ms: float = 0.0
+    """Uniform +- jitter per packet and direction (reorders, as netem does)."""
+    loss: float = 0.0
+    """Drop probability per packet and direction (0.01 = 1 %)."""
+    queue: str = "1bdp"
+    client: str = "go"
+    cpu_quota: float | None = None
+    """Share of one core for the client (0.1 = 10 %), or unthrottled."""
+    objects: int = 1
+    size: int = 10_000_000
+    quic_go_version: str = "v0.65.0"
+    cc: str = "reno"
+    schedule: str | None = None
+    """Bandwidth schedule ``random:MIN:MAX[:PERIOD]`` (Mbit/s), or a fixed rate."""
+    seed: int = 1
+    timeout_s: float = 120.0
+    name: str = "run"
+    labels: tuple[tuple[str, str], ...] = ()
+    """Extra labels for the traces (e.g. ``(("profile", "mobile"),)``)."""
+
+    def __post_init__(self) -> None:
+        if self.client not in CLIENTS:
+            raise TestbedError(f"client {self.client!r}: choose one of {', '.join(CLIENTS)}")
+        if self.cc not in ("reno", "cubic"):
+            raise TestbedError(f"cc {self.cc!r}: choose reno or cubic")
+        if self.rate_mbps <= 0 or self.rtt_ms < 0 or self.objects < 1 or self.size < 1:
+            raise TestbedError("rate must be positive, rtt non-negative, objects and size at least 1")
+        if self.cpu_quota is not None and not 0 < self.cpu_quota <= (os.cpu_count() or 1):
+            raise TestbedError(f"cpu quota {self.cpu_quota}: a share of a core, e.g. 0.1 for 10 %")
+        RelayConfig(self.rtt_ms / 2, self.jitter_ms, self.loss)  # validates
+        netns.parse_queue(self.queue, rate_bps=1_000_000, rtt_ms=10)
+        if self.schedule:
+            RateSchedule.parse(self.schedule)
+
+    @property
+    def rate_bps(self) -> int:
+        return int(self.rate_mbps * 1e6)
+
+    def queue_bytes(self) -> int:
+        return netns.parse_queue(self.queue, rate_bps=self.rate_bps, rtt_ms=self.rtt_ms)
+
+    def label_dict(self) -> dict[str, str]:
+        """The labels traces of this run carry (scenario parameters as strings)."""
+        out = {
+            "scenario": self.name,
+            "client": self.client,
+            "profile": "mobile" if self.cpu_quota else "desktop",
+            "cpu_quota": f"{self.cpu_quota:g}" if self.cpu_quota else "none",
+            "rate_mbps": f"{self.rate_mbps:g}",
+            "rtt_ms": f"{self.rtt_ms:g}",
+            "jitter_ms": f"{self.jitter_ms:g}",
+            "loss": f"{self.loss:g}",
+            "queue": self.queue,
+            "objects": str(self.objects),
+            "size": str(self.size),
+            "schedule": self.schedule or "fixed",
+        }
+        out.update(dict(self.labels))
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    run_dir: Path
+    ok: bool
+    plt_ms: float | None
+    emulator_ok: bool
+    error: str | None = None
+
+
+_SIZE = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 10**6, "mb": 10**6, "kib": 1024, "mib": 1 << 20}
+
+
+def parse_size(text: str | int) -> int:
+    """``10MB`` / ``500kb`` / ``1000`` -> bytes (decimal units, like the paper's Table 2)."""
+    if isinstance(text, int):
+        return text
+    m = re.fullmatch(r"\s*([0-9.]+)\s*([a-z]*)\s*", text.lower())
+    if not m or m.group(2) not in _SIZE:
+        raise TestbedError(f"size {text!r}: expected bytes or e.g. 100KB, 10MB")
+    return int(float(m.group(1)) * _SIZE[m.group(2)])
+
+
+def parse_loss(text: str | float) -> float:
+    """``1%`` or ``0.01`` -> 0.01."""
+    if isinstance(text, float):
+        return text
+    t = text.strip()
+    val = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    if not 0 <= val < 1:
+        raise TestbedError(f"loss {text!r}: a probability below 1 (0.01) or a percentage (1%)")
+    return val
+
+
+def parse_quota(text: str | float | None) -> float | None:
+    """``10%`` / ``0.1`` -> 0.1; ``none``/empty -> None."""
+    if text is None or (isinstance(text, str) and text.strip().lower() in ("", "none", "0")):
+        return None
+    if isinstance(text, float):
+        return text
+    t = text.strip()
+    return float(t[:-1]) / 100 if t.endswith("%") else float(t)
+
+
+def _tool_versions() -> dict[str, str]:
+    out = {"quicsm": __version__, "kernel": platform.release(), "python": platform.python_version()}
+    try:
+        import subprocess
+
+        out["go"] = subprocess.run(["go", "version"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, Exception):  # noqa: BLE001 - informational only
+        pass
+    return out
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str))
+    os.replace(tmp, path)
+
+
+def run_once(cfg: RunConfig, bins: ServerClient, run_dir: Path, *, relay_bins: RelayBinaries | None = None,
+             index: int = 0, extra_meta: dict[str, Any] | None = None) -> RunResult:
+    """Run one page load and write ``server.log`` + ``meta.json`` into ``run_dir``."""
+    require_root("a testbed run")
+    relay_bins = relay_bins or build_relay()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tag = uuid.uuid4().hex[:6]
+    started, t0 = _now(), time.monotonic()
+    relay_cfg = RelayConfig(cfg.rtt_ms / 2, cfg.jitter_ms, cfg.loss, seed=cfg.seed * 1000 + index)
+    tbf = netns.TbfConfig(cfg.rate_bps, cfg.queue_bytes())
+    schedule = RateSchedule.parse(cfg.schedule, seed=cfg.seed * 1000 + index) if cfg.schedule else None
+    client_out: dict[str, Any] = {}
+    error: str | None = None
+    group: cpu.CpuGroup | None = None
+    cpu_used: float | None = None
+    log_path = run_dir / "server.log"
+    emu = Emulator(tag=tag, tbf=tbf, relay_cfg=relay_cfg, bins=relay_bins, work_dir=run_dir, schedule=schedule)
+    try:
+        with emu:
+            server = emu.procs.start(
+                "server",
+                [str(bins.server), "-addr", f"{emu.topo.server_ip}:{SERVER_PORT}", "-objects", str(cfg.objects),
+                 "-size", str(cfg.size), "-log", str(log_path)],
+                ns=emu.topo.ns("srv"),
+            )
+            ready = emu.procs.wait_ready(server, timeout=20)
+            spki = str(ready.get("spki", ""))
+            if cfg.cpu_quota:
+                group = cpu.create_group(f"{netns.PREFIX}{tag}-client", cfg.cpu_quota)
+            url = f"https://{emu.client_target}/"
+            emu.start_schedule()
+            try:
+                client_out = _run_client(cfg, bins, emu, url, spki, group, run_dir)
+            except TestbedError as exc:
+                error = str(exc)
+            if group is not None:
+                cpu_used = group.usage_s()
+            emu.stop_relay()
+            emu.procs.stop(server, grace=10)
+    finally:
+        if group is not None:
+            group.remove()
+    ok = error is None and bool(client_out.get("ok"))
+    if error is None and not ok:
+        error = str(client_out.get("error", "client reported failure"))
+    stats = emu.relay_stats
+    late_p99 = max(stats.get(d, {}).get("late_us", {}).get("p99", 0) for d in ("down", "up")) if stats else None
+    emulator_ok = late_p99 is not None and late_p99 <= LATE_P99_LIMIT_US
+    plt = client_out.get("plt_ms")
+    meta = {
+        "implementation": "quic-go",
+        "version": cfg.quic_go_version,
+        "cc": cfg.cc,
+        "labels": {**cfg.label_dict(), "run": run_dir.name, "quic_go_version": cfg.quic_go_version},
+        "params": {**asdict(cfg), "rtt_ms": cfg.rtt_ms, "one_way_delay_ms": cfg.rtt_ms / 2,
+                   "queue_bytes": cfg.queue_bytes(), "tbf_burst_bytes": tbf.burst(), "relay_seed": relay_cfg.seed},
+        "result": {"ok": ok, "plt_ms": plt, "client": client_out, "error": error, "client_cpu_s": cpu_used},
+        "emulator": {"ok": emulator_ok, "late_p99_us": late_p99, "relay": stats, "rate_log": emu.rate_log},
+        "timestamps": {"start": started, "end": _now(), "seconds": round(time.monotonic() - t0, 3)},
+        "versions": {**_tool_versions(), "server": str(bins.server), "client": str(bins.client)},
+        "run_index": index,
+        **(extra_meta or {}),
+    }
+    _write_json(run_dir / "meta.json", meta)
+    return RunResult(run_dir=run_dir, ok=ok, plt_ms=plt, emulator_ok=emulator_ok, error=error)
+
+
+def _run_client(cfg: RunConfig, bins: ServerClient, emu: Emulator, url: str, spki: str,
+                group: cpu.CpuGroup | None, run_dir: Path) -> dict[str, Any]:
+    preexec = group.preexec if group is not None else None
+    if cfg.client == "chromium":
+        from quicsm.testbed.chromium import load_page
+
+        return load_page(url, spki=spki, ns=emu.topo.ns("cli"), procs=emu.procs, work_dir=run_dir,
+                         preexec=preexec, timeout_s=cfg.timeout_s)
+    child = emu.procs.start("client", [str(bins.client), "-url", url, "-spki", spki, "-timeout", f"{int(cfg.timeout_s)}s"],
+                            ns=emu.topo.ns("cli"), preexec=preexec)
+    return emu.procs.read_json(child, timeout=cfg.timeout_s + 15)
+
+
+def run_many(cfg: RunConfig, bins: ServerClient, out_dir: Path, *, runs: int = 1, retries: int = 1,
+             on_result: Callable[[RunResult], None] | None = None) -> list[RunResult]:
+    """``runs`` runs of ``cfg`` into ``out_dir/<name>-NN``; a failed or emulator-late run is redone
+    up to ``retries`` times. The bad attempt is kept as ``out_dir/_rejected/<name>-NN-attemptK``, out
+    of the way of ``out_dir/*/server.log``."""
+    relay_bins = build_relay()
+    results = []
+    for i in range(runs):
+        run_dir = out_dir / f"{cfg.name}-{i:02d}"
+        res = None
+        for attempt in range(retries + 1):
+            res = run_once(replace(cfg, seed=cfg.seed + attempt * 7919), bins, run_dir, relay_bins=relay_bins, index=i)
+            if res.ok and res.emulator_ok:
+                break
+            if attempt < retries:
+                rejected = out_dir / REJECTED / f"{run_dir.name}-attempt{attempt}"
+                rejected.parent.mkdir(parents=True, exist_ok=True)
+                if rejected.exists():
+                    shutil.rmtree(rejected)
+                os.replace(run_dir, rejected)
+        assert res is not None
+        results.append(res)
+        if on_result:
+            on_result(res)
+    return results
+
+
+def read_meta(run_dir: Path) -> dict[str, Any]:
+    path = Path(run_dir) / "meta.json"
+    try:
+        meta = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise TestbedError(f"{path}: no meta.json (not a testbed run directory)") from None
+    except json.JSONDecodeError as exc:
+        raise TestbedError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+    if not isinstance(meta, dict):
+        raise TestbedError(f"{path}: meta.json must hold a JSON object")
+    return meta
+
+
+def labels_for(run_dir: Path | str) -> dict[str, str]:
+    """Labels of a run for ``quicsm parse --label`` / ``parse_inputs(labels=...)``: the scenario
+    parameters plus implementation, version and cc."""
+    meta = read_meta(Path(run_dir))
+    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    for key in ("implementation", "version", "cc"):
+        if meta.get(key):
+            labels.setdefault(key, str(meta[key]))
+    return labels

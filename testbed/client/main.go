@@ -1,0 +1,213 @@
+// Command quicsm-client loads a testbed page over HTTP/3: it fetches the HTML, then every object it
+// references concurrently over the same QUIC connection, and reports the page load time.
+//
+// Interface (kept stable for quicsm/testbed): flags -url https://HOST:PORT/ (-spki B64 | -insecure)
+// [-timeout 60s] [-parallel N]; prints one JSON line
+// {"ok":true,"plt_ms":...,"bytes":...,"objects":...,"proto":"h3"} or {"ok":false,"error":"..."}
+// (exit status 1). Additive: -log FILE keeps the client's own quicsm lines (discarded by default).
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/url"
+	"os"
+	"regexp"
+	"runtime/debug"
+	"sync"
+	"time"
+)
+
+// refs finds the sub-resources of a page: src= and href= attributes (the testbed page uses src).
+var refs = regexp.MustCompile(`(?i)\b(?:src|href)\s*=\s*["']([^"']+)["']`)
+
+type result struct {
+	OK      bool    `json:"ok"`
+	PLTms   float64 `json:"plt_ms,omitempty"`
+	Bytes   int64   `json:"bytes,omitempty"`
+	Objects int     `json:"objects"`
+	Proto   string  `json:"proto,omitempty"`
+	Error   string  `json:"error,omitempty"`
+	// Additive fields: time to the HTML, and the quic-go version compiled in.
+	PageMs float64 `json:"page_ms,omitempty"`
+	QuicGo string  `json:"quic_go,omitempty"`
+}
+
+func emit(r result) {
+	b, _ := json.Marshal(r)
+	fmt.Println(string(b))
+	if !r.OK {
+		os.Exit(1)
+	}
+}
+
+// pinned accepts exactly the certificate whose SubjectPublicKeyInfo hashes to pin (base64 SHA-256).
+func pinned(pin string) func([][]byte, [][]*x509.Certificate) error {
+	return func(raw [][]byte, _ [][]*x509.Certificate) error {
+		if len(raw) == 0 {
+			return errors.New("server sent no certificate")
+		}
+		leaf, err := x509.ParseCertificate(raw[0])
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(leaf.RawSubjectPublicKeyInfo)
+		if got := base64.StdEncoding.EncodeToString(sum[:]); got != pin {
+			return fmt.Errorf("certificate SPKI %s does not match the pin %s", got, pin)
+		}
+		return nil
+	}
+}
+
+func get(ctx context.Context, client *http.Client, u string) (int64, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(io.Discard, resp.Body)
+	if err != nil {
+		return n, resp.Proto, fmt.Errorf("%s: reading body: %w", u, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return n, resp.Proto, fmt.Errorf("%s: HTTP %d", u, resp.StatusCode)
+	}
+	return n, resp.Proto, nil
+}
+
+// quicGoVersion is the quic-go version compiled in.
+func quicGoVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range info.Deps {
+			if d.Path == "github.com/quic-go/quic-go" {
+				return d.Version
+			}
+		}
+	}
+	return ""
+}
+
+func main() {
+	rawURL := flag.String("url", "", "page URL, https://HOST:PORT/")
+	pin := flag.String("spki", "", "base64 SHA-256 of the server certificate's SubjectPublicKeyInfo")
+	insecure := flag.Bool("insecure", false, "accept any certificate (instead of -spki)")
+	timeout := flag.Duration("timeout", 60*time.Second, "limit for the whole page load")
+	parallel := flag.Int("parallel", 0, "objects fetched at once (0 = all)")
+	logPath := flag.String("log", "", "file for the client's own quicsm log lines (default: discarded)")
+	flag.Parse()
+
+	// The client links the same instrumented quic-go; its sender's lines are kept only on request.
+	log.SetOutput(io.Discard)
+	if *logPath != "" {
+		f, err := os.Create(*logPath)
+		if err != nil {
+			emit(result{Error: "cannot open -log: " + err.Error()})
+		}
+		defer f.Close()
+		log.SetOutput(f)
+		log.SetFlags(log.LstdFlags | log.Lmicroseconds)
+	}
+
+	page, err := url.Parse(*rawURL)
+	if err != nil || page.Scheme != "https" || page.Host == "" {
+		emit(result{Error: fmt.Sprintf("-url must be https://HOST:PORT/, got %q", *rawURL)})
+	}
+	if *pin == "" && !*insecure {
+		emit(result{Error: "give -spki B64 (the server's ready line has it) or -insecure"})
+	}
+	tlsConf := &tls.Config{InsecureSkipVerify: true, ServerName: page.Hostname()}
+	if !*insecure {
+		tlsConf.VerifyPeerCertificate = pinned(*pin)
+	}
+	rt := newTransport(tlsConf)
+	defer rt.Close()
+	client := &http.Client{Transport: rt}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+
+	start := time.Now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, page.String(), nil)
+	if err != nil {
+		emit(result{Error: err.Error()})
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		emit(result{Error: err.Error()})
+	}
+	html, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		emit(result{Error: "reading page: " + err.Error()})
+	}
+	if resp.StatusCode != http.StatusOK {
+		emit(result{Error: fmt.Sprintf("%s: HTTP %d", page, resp.StatusCode)})
+	}
+	proto := "h3"
+	if resp.ProtoMajor != 3 {
+		proto = resp.Proto
+	}
+	pageMs := float64(time.Since(start).Microseconds()) / 1000
+
+	var objs []string
+	seen := map[string]bool{}
+	for _, m := range refs.FindAllSubmatch(html, -1) {
+		ref, err := page.Parse(string(m[1]))
+		if err != nil || ref.Host != page.Host || seen[ref.String()] {
+			continue
+		}
+		seen[ref.String()] = true
+		objs = append(objs, ref.String())
+	}
+
+	total := int64(len(html))
+	limit := *parallel
+	if limit <= 0 || limit > len(objs) {
+		limit = len(objs)
+	}
+	var (
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	if limit < 1 {
+		limit = 1
+	}
+	sem := make(chan struct{}, limit)
+	for _, u := range objs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(u string) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			n, _, err := get(ctx, client, u)
+			mu.Lock()
+			defer mu.Unlock()
+			total += n
+			if err != nil && firstErr == nil {
+				firstErr = err
+				cancel()
+			}
+		}(u)
+	}
+	wg.Wait()
+	plt := float64(time.Since(start).Microseconds()) / 1000
+	if firstErr != nil {
+		emit(result{Error: firstErr.Error(), Objects: len(objs), Bytes: total})
+	}
+	emit(result{OK: true, PLTms: plt, Bytes: total, Objects: len(objs), Proto: proto, PageMs: pageMs,
+		QuicGo: quicGoVersion()})
+}

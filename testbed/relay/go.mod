@@ -1,0 +1,3 @@
+module quicsm/testbed/relay
+
+go 1.22

@@ -1,0 +1,146 @@
+"""Statistics: Holm/BH against brute force, tests and effect sizes against definitions, degenerate cases."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats as sps
+
+from quicsm.compare.stats import (
+    benjamini_hochberg,
+    bootstrap_mean_ci,
+    chi_square_2x2,
+    cluster_proportion_z,
+    cohen_d,
+    correct,
+    hedges_g,
+    holm,
+    mann_whitney,
+    two_proportion_z,
+    welch,
+)
+
+pvals = st.lists(st.floats(min_value=0.0, max_value=1.0, allow_nan=False), min_size=1, max_size=7)
+
+
+def holm_closed_testing(ps: list[float]) -> list[float]:
+    """Holm = closed testing with Bonferroni local tests: adjusted p_i = max over S containing i of |S| min_S p."""
+    m = len(ps)
+    out = []
+    for i in range(m):
+        worst = 0.0
+        others = [j for j in range(m) if j != i]
+        for k in range(m):
+            for rest in itertools.combinations(others, k):
+                s = (i, *rest)
+                worst = max(worst, min(1.0, len(s) * min(ps[j] for j in s)))
+        out.append(worst)
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(pvals)
+def test_holm_equals_closed_testing_brute_force(ps: list[float]) -> None:
+    assert holm(ps) == pytest.approx(holm_closed_testing(ps), abs=1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(pvals, st.sampled_from([0.001, 0.01, 0.05, 0.1]))
+def test_holm_rejections_match_the_step_down_procedure(ps: list[float], alpha: float) -> None:
+    m = len(ps)
+    order = sorted(range(m), key=lambda i: ps[i])
+    rejected = set()
+    for k, i in enumerate(order):
+        if ps[i] <= alpha / (m - k):
+            rejected.add(i)
+        else:
+            break
+    assert {i for i, q in enumerate(holm(ps)) if q <= alpha} == rejected
+
+
+@settings(max_examples=200, deadline=None)
+@given(pvals, st.sampled_from([0.01, 0.05, 0.1]))
+def test_bh_rejections_match_the_step_up_procedure(ps: list[float], alpha: float) -> None:
+    m = len(ps)
+    srt = sorted(ps)
+    k = max((r for r in range(1, m + 1) if srt[r - 1] <= r * alpha / m), default=0)
+    expected = {i for i, p in enumerate(ps) if k and p <= srt[k - 1]}
+    assert {i for i, q in enumerate(benjamini_hochberg(ps)) if q <= alpha} == expected
+
+
+def test_correct_skips_tests_that_did_not_run() -> None:
+    out = correct([0.01, None, 0.02], "holm")
+    assert out[1] is None
+    assert out[0] == pytest.approx(0.02) and out[2] == pytest.approx(0.02)  # m = 2, not 3
+
+
+def test_welch_matches_the_textbook_formula_and_hedges_g() -> None:
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(0.1, 0.05, 9), rng.normal(0.2, 0.1, 13)
+    r = welch(a, b)
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    t = (b.mean() - a.mean()) / math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    assert r.statistic == pytest.approx(t)
+    assert r.p_value == pytest.approx(2 * sps.t.sf(abs(t), df))
+    sp = math.sqrt(((len(a) - 1) * a.var(ddof=1) + (len(b) - 1) * b.var(ddof=1)) / (len(a) + len(b) - 2))
+    d = (b.mean() - a.mean()) / sp
+    assert cohen_d(a, b) == pytest.approx(d)
+    assert r.effect_size == pytest.approx(hedges_g(a, b)) and r.effect_size == pytest.approx(d * (1 - 3 / (4 * 22 - 9)))
+    assert r.effect_size > 0
+
+
+def test_mann_whitney_rank_biserial_sign_and_extremes() -> None:
+    a, b = np.array([0.1, 0.2, 0.3, 0.4]), np.array([0.5, 0.6, 0.7])
+    r = mann_whitney(a, b)
+    assert r.effect_measure == "rank_biserial" and r.effect_size == pytest.approx(1.0)
+    assert mann_whitney(b, a).effect_size == pytest.approx(-1.0)
+    assert 0 < r.p_value < 0.1
+
+
+@pytest.mark.parametrize("fn", [welch, mann_whitney])
+def test_degenerate_inputs_give_notes_not_nan(fn) -> None:
+    few = fn(np.array([0.3]), np.array([0.1, 0.2, 0.3]))
+    assert few.p_value is None and "too few connections" in few.note
+    same = fn(np.zeros(4), np.zeros(5))
+    assert same.p_value == 1.0 and "identical" in same.note
+    flat = fn(np.full(4, 0.2), np.full(5, 0.7))
+    assert flat.p_value is None and "no spread" in flat.note
+
+
+def test_proportion_tests_agree_with_scipy_and_each_other() -> None:
+    z = two_proportion_z(30, 100, 50, 100)
+    table = np.array([[30, 70], [50, 50]])
+    chi2_plain = sps.chi2_contingency(table, correction=False)[0]
+    assert z.statistic**2 == pytest.approx(chi2_plain)
+    assert z.effect_size == pytest.approx(0.2)
+    c = chi_square_2x2(30, 100, 50, 100)
+    assert c.p_value == pytest.approx(sps.chi2_contingency(table, correction=True)[1])
+    none = two_proportion_z(0, 0, 3, 10)
+    assert none.p_value is None and "never left" in none.note
+
+
+def test_cluster_z_is_wider_than_pooled_z_when_connections_differ() -> None:
+    # every connection either always or never takes the edge: 100 steps carry 10 connections' worth of evidence
+    na = np.full(10, 10)
+    ka = np.array([10, 10, 10, 0, 0, 0, 0, 0, 0, 10])
+    kb = np.array([10, 10, 10, 10, 0, 0, 0, 0, 10, 10])
+    pooled = two_proportion_z(int(ka.sum()), 100, int(kb.sum()), 100)
+    clustered = cluster_proportion_z(ka, na, kb, na)
+    assert clustered.p_value > pooled.p_value * 5
+    assert clustered.effect_size == pytest.approx(pooled.effect_size)
+
+
+def test_bootstrap_is_seeded_and_brackets_the_mean() -> None:
+    x = np.random.default_rng(0).uniform(size=(40, 3))
+    lo1, hi1 = bootstrap_mean_ci(x, resamples=500, rng=np.random.default_rng(7))
+    lo2, hi2 = bootstrap_mean_ci(x, resamples=500, rng=np.random.default_rng(7))
+    assert np.array_equal(lo1, lo2) and np.array_equal(hi1, hi2)
+    assert np.all(lo1 < x.mean(0)) and np.all(x.mean(0) < hi1)
+    se = x.std(0, ddof=1) / math.sqrt(40)
+    assert np.allclose(hi1 - lo1, 2 * 1.96 * se, rtol=0.25)

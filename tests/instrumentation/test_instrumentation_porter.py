@@ -1,0 +1,245 @@
+"""Porter: placement by anchors that survive churn, clean diffs, all-or-nothing output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from instr_fixtures import cubic_edits, make_set, snapshot, write_tree
+
+from quicsm.errors import PatchError
+from quicsm.instrumentation import engine
+from quicsm.instrumentation.patchset import load_patch_set
+from quicsm.instrumentation.porter import plan_port, port
+
+CUBIC = "quiche/quic/core/congestion_control/tcp_cubic_sender_bytes.cc"
+SENTPM = "quiche/quic/core/quic_sent_packet_manager.cc"
+
+
+@pytest.fixture
+def old_set(tmp_path: Path):
+    old = tmp_path / "old"
+    paths = write_tree(old, "E")
+    return load_patch_set(make_set(tmp_path / "sets", old, cubic_edits(paths), name="base-cubic"))
+
+
+def _new_tree(tmp_path: Path, edit) -> Path:
+    new = tmp_path / "new"
+    write_tree(new, "E")
+    p = new / CUBIC
+    p.write_text(edit(p.read_text()))
+    return new
+
+
+def _port_ok(old_set, new: Path, out: Path) -> str:
+    before = snapshot(new)
+    res, written = port(old_set, new, out)
+    assert written == out and res.ok
+    assert snapshot(new) == before  # porting never touches the source tree
+    ported = load_patch_set(out)
+    assert ported.extra["ported_from"]["name"] == "base-cubic"
+    assert {f.path for f in ported.files} == {CUBIC, SENTPM}
+    for f in ported.files:
+        assert f.sha256 == engine.sha256_file(new / f.path)
+    assert len(ported.extra["placements"]) == 3
+    engine.apply(new, sets=[ported], set_name=ported.name)
+    text = (new / CUBIC).read_text()
+    engine.revert(new, sets=[ported], set_name=ported.name)
+    assert snapshot(new) == before
+    return text
+
+
+def _line_after(text: str, anchor: str) -> str:
+    lines = text.splitlines()
+    i = next(k for k, x in enumerate(lines) if x.strip() == anchor)
+    return lines[i + 1]
+
+
+def test_unrelated_lines_inserted_between_anchors(tmp_path, old_set):
+    new = _new_tree(tmp_path, lambda t: t.replace(
+        "  slowstart_threshold_ = congestion_window_;\n",
+        "  slowstart_threshold_ = congestion_window_;\n  stats_->cwnd_cuts++;\n  MaybeTrace(\"loss\");\n")
+        .replace("  for (const LostPacket& lost", "  OnNewEvent();\n  for (const LostPacket& lost"))
+    text = _port_ok(old_set, new, tmp_path / "out")
+    assert "to=Recovery" in _line_after(text, "largest_sent_at_last_cutback_ = largest_sent_packet_number_;")
+    assert "to=CongestionAvoidance" in _line_after(text, "ExitSlowstart();")
+
+
+def test_renamed_signature_does_not_matter(tmp_path, old_set):
+    new = _new_tree(tmp_path, lambda t: t.replace(
+        "void TcpCubicSenderBytes::OnPacketLost(QuicPacketNumber packet_number,\n"
+        "                                       QuicByteCount prior_in_flight) {",
+        "void TcpCubicSenderBytes::OnPacketLost(QuicPacketNumber packet_number, QuicByteCount prior_in_flight,\n"
+        "                                       QuicByteCount lost_bytes) {"))
+    text = _port_ok(old_set, new, tmp_path / "out")
+    assert "to=Recovery" in _line_after(text, "largest_sent_at_last_cutback_ = largest_sent_packet_number_;")
+
+
+def test_reindented_block_gets_reindented_lines(tmp_path, old_set):
+    def wrap(t: str) -> str:
+        return t.replace("  if (rtt_updated && InSlowStart() && hybrid_slow_start_.ShouldExit()) {\n"
+                         "    ExitSlowstart();\n  }\n",
+                         "  if (enabled_) {\n    if (rtt_updated && InSlowStart() &&\n"
+                         "        hybrid_slow_start_.ShouldExit()) {\n      ExitSlowstart();\n    }\n  }\n")
+    new = _new_tree(tmp_path, wrap)
+    text = _port_ok(old_set, new, tmp_path / "out")
+    nxt = _line_after(text, "ExitSlowstart();")
+    assert "to=CongestionAvoidance" in nxt and nxt.startswith("      QUIC_LOG")
+
+
+def test_deleted_anchor_is_reported_and_nothing_written(tmp_path, old_set):
+    new = _new_tree(tmp_path, lambda t: t.replace(
+        "  slowstart_threshold_ = congestion_window_;\n  largest_sent_at_last_cutback_ = largest_sent_packet_number_;\n"
+        "  QUIC_DVLOG(1) << \"Incoming loss; congestion window: \" << congestion_window_;\n", "  Cut();\n"))
+    res = plan_port(old_set, new)
+    assert not res.ok
+    assert any(f.file == CUBIC and f.hunk for f in res.failures)
+    assert all(f.reason for f in res.failures)
+    out = tmp_path / "out"
+    with pytest.raises(PatchError, match="cannot port.*Nothing was written"):
+        port(old_set, new, out)
+    assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out")] == []
+
+
+def test_include_lines_are_respelled_for_the_new_era(tmp_path):
+    old = tmp_path / "old"
+    paths = write_tree(old, "D")
+    edits = cubic_edits(paths)
+    edits[paths["tcp_cubic_sender_bytes.cc"]].append(
+        ('#include "quic/platform/api/quic_logging.h"', ['#include "quic/platform/api/quic_flags.h"']))
+    ps = load_patch_set(make_set(tmp_path / "sets", old, edits, name="d-cubic", era="D", date="2021-06-01"))
+    new = tmp_path / "new"
+    write_tree(new, "E")
+    res = plan_port(ps, new)
+    assert res.ok, res.failures
+    assert '+#include "quiche/quic/platform/api/quic_flags.h"' in res.diff
+    assert res.detection.identity.era == "E"
+    assert f"+++ b/{CUBIC}" in res.diff
+
+
+def test_existing_output_is_refused_without_force(tmp_path, old_set):
+    new = _new_tree(tmp_path, lambda t: t)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep").write_text("x")
+    with pytest.raises(PatchError, match="already exists"):
+        port(old_set, new, out)
+    assert (out / "keep").read_text() == "x"
+    port(old_set, new, out, force=True)
+    assert not (out / "keep").exists() and (out / "manifest.json").exists()
+
+
+def test_modified_line_edit_is_carried_over(tmp_path):
+    old = tmp_path / "old"
+    paths = write_tree(old, "E")
+    rel = paths["tcp_cubic_sender_bytes.cc"]
+    text = (old / rel).read_text()
+    line = '  QUIC_DVLOG(1) << "Incoming loss; congestion window: " << congestion_window_;\n'
+    new_text = text.replace(line, line.replace("QUIC_DVLOG(1)", "QUIC_VLOG(1)"))
+    import hashlib
+    import json
+
+    from instr_fixtures import udiff
+    d = tmp_path / "sets/raise"
+    d.mkdir(parents=True)
+    (d / "changes.diff").write_text(udiff(text, new_text, rel))
+    (d / "manifest.json").write_text(json.dumps({
+        "name": "raise", "target": "quiche", "algorithm": "cubic", "era": "E", "description": "raise a log",
+        "upstream": {"repository": "x/y", "commit": "1" * 40, "date": "2024-01-01"},
+        "files": [{"path": rel, "sha256": hashlib.sha256(text.encode()).hexdigest()}],
+        "states": ["Recovery"], "runtime": "--v=1", "validated": {"how": "test"}}))
+    ps = load_patch_set(d)
+    new = tmp_path / "new"
+    write_tree(new, "E")
+    (new / rel).write_text((new / rel).read_text().replace("congestion window: ", "cwnd: "))
+    res = plan_port(ps, new)
+    assert res.ok, res.failures
+    assert '+  QUIC_VLOG(1) << "Incoming loss; cwnd: " << congestion_window_;' in res.diff
+
+
+TWO_SITES = """// Synthetic sender written for quicsm tests.
+#include "quiche/quic/core/congestion_control/bbr2_sender.h"
+
+namespace quic {{
+
+void Bbr2Sender::OnCongestionEvent(QuicTime event_time) {{
+  while (true) {{
+    Bbr2Mode next_mode = BBR2_MODE_DISPATCH(OnCongestionEvent(event_time));
+    if (next_mode == mode_) {{
+      break;
+    }}
+    BBR2_MODE_DISPATCH(Leave(event_time, &congestion_event));
+    mode_ = next_mode;
+    BBR2_MODE_DISPATCH(Enter(event_time, &congestion_event));
+    --mode_changes_allowed;
+  }}
+}}
+{quiescence}
+void Bbr2Sender::OnApplicationLimited(QuicByteCount bytes_in_flight) {{
+  model_.OnApplicationLimited();
+}}
+
+}}  // namespace quic
+"""
+QUIESCENCE = """
+void Bbr2Sender::OnExitQuiescence(QuicTime now) {
+  if (now > last_quiescence_start_) {
+    Bbr2Mode next_mode = BBR2_MODE_DISPATCH(OnExitQuiescence(now));
+    if (next_mode != mode_) {
+      BBR2_MODE_DISPATCH(Leave(now, nullptr));
+      mode_ = next_mode;
+      BBR2_MODE_DISPATCH(Enter(now, nullptr));
+    }
+    last_quiescence_start_ = QuicTime::Zero();
+  }
+}
+"""
+
+
+def _bbr2_set(tmp_path: Path) -> tuple:
+    old = tmp_path / "old"
+    rel = "quiche/quic/core/congestion_control/bbr2_sender.cc"
+    (old / rel).parent.mkdir(parents=True)
+    (old / rel).write_text(TWO_SITES.format(quiescence=QUIESCENCE))
+    text = (old / rel).read_text()
+    from instr_fixtures import udiff
+    import hashlib
+    import json
+
+    new_text = text.replace("    mode_ = next_mode;\n", "    mode_ = next_mode;\n    LogModeChange();\n", 1)
+    new_text = new_text.replace("      mode_ = next_mode;\n", "      mode_ = next_mode;\n      LogQuiescenceExit();\n")
+    d = tmp_path / "sets/bbr2-two"
+    d.mkdir(parents=True)
+    (d / "changes.diff").write_text(udiff(text, new_text, rel))
+    (d / "manifest.json").write_text(json.dumps({
+        "name": "bbr2-two", "target": "quiche", "algorithm": "bbr2", "era": "E", "description": "two sites",
+        "upstream": {"repository": "x/y", "commit": "2" * 40, "date": "2024-01-01"},
+        "files": [{"path": rel, "sha256": hashlib.sha256(text.encode()).hexdigest()}],
+        "states": ["Startup"], "runtime": "--v=1", "validated": {"how": "test"}}))
+    return load_patch_set(d), rel
+
+
+def test_change_whose_function_is_gone_is_not_put_beside_a_lookalike(tmp_path):
+    ps, rel = _bbr2_set(tmp_path)
+    assert len(ps.file_patches[0].hunks) == 2
+    new = tmp_path / "new"
+    (new / rel).parent.mkdir(parents=True)
+    (new / rel).write_text(TWO_SITES.format(quiescence=""))  # an older version: no OnExitQuiescence yet
+    res = plan_port(ps, new)
+    assert not res.ok
+    assert [f.hunk for f in res.failures] == [2]
+    assert "seems gone" in res.failures[0].reason or "set this change apart" in res.failures[0].reason
+
+
+def test_both_sites_placed_when_both_exist(tmp_path):
+    ps, rel = _bbr2_set(tmp_path)
+    new = tmp_path / "new"
+    (new / rel).parent.mkdir(parents=True)
+    (new / rel).write_text(TWO_SITES.format(quiescence=QUIESCENCE.replace("now > last_quiescence_start_",
+                                                                          "now >= last_quiescence_start_")))
+    res = plan_port(ps, new)
+    assert res.ok, res.failures
+    placed = res.placed[rel].decode()
+    assert placed.index("LogModeChange();") < placed.index("void Bbr2Sender::OnExitQuiescence")
+    assert placed.index("LogQuiescenceExit();") > placed.index("void Bbr2Sender::OnExitQuiescence")

@@ -1,0 +1,113 @@
+"""The emulator itself, measured with UDP probes: rate, delay, jitter reordering, loss, cleanup,
+CPU quota. Needs root (namespaces, tc, cgroups) and Go (the relay is built from testbed/relay)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from quicsm.errors import TestbedError
+from quicsm.testbed import cpu, netns
+from quicsm.testbed.accuracy import probe
+from quicsm.testbed.emulator import Emulator
+from quicsm.testbed.relay import RelayBinaries, RelayConfig, build_relay
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for namespaces, tc and cgroups"),
+    pytest.mark.skipif(shutil.which("go") is None and not Path("/usr/local/go/bin/go").exists(), reason="needs Go"),
+]
+
+
+@pytest.fixture(scope="module")
+def bins() -> RelayBinaries:
+    return build_relay()
+
+
+def test_rate_is_the_configured_rate(bins: RelayBinaries, tmp_path: Path) -> None:
+    res, _ = probe(bins, tmp_path, rate_bps=10_000_000, relay_cfg=RelayConfig(delay_ms=5), offered_bps=13e6,
+                   size=1200, seconds=2.0)
+    # tbf counts 14 B of Ethernet header per 1228 B IP packet: ~9.89 Mbit/s at the IP layer.
+    assert 9.3e6 < res["rate_bps"] < 10.2e6, res
+    assert res["received"] < 13e6 * 2.0 / 8 / 1228  # the excess was dropped, not delivered
+
+
+def test_delay_without_jitter_keeps_order(bins: RelayBinaries, tmp_path: Path) -> None:
+    res, stats = probe(bins, tmp_path, rate_bps=100_000_000, relay_cfg=RelayConfig(delay_ms=20), offered_bps=2e6,
+                       size=200, seconds=1.5)
+    owd = res["owd_us"]
+    assert 20_000 <= owd["p50"] < 21_500, owd
+    assert res["reordered"] == 0
+    assert stats["up"]["late_us"]["p50"] < 500 and stats["up"]["sched_fifo"] is True
+
+
+def test_jitter_reorders_like_netem(bins: RelayBinaries, tmp_path: Path) -> None:
+    res, stats = probe(bins, tmp_path, rate_bps=10_000_000, relay_cfg=RelayConfig(delay_ms=56, jitter_ms=10),
+                       offered_bps=9e6, size=1200, seconds=1.5)
+    share = res["reordered"] / res["received"]
+    assert share > 0.4, res  # packets ~1 ms apart, +-10 ms each: most are overtaken
+    assert res["reordered_ge3"] > 0.25 * res["received"]
+    assert 45_000 < res["owd_us"]["p50"] < 67_000
+    assert res["owd_us"]["max"] < 66_000 + 5_000  # never more than delay + jitter (+ scheduling slack)
+    assert stats["up"]["reordered"] > 0
+
+
+def test_loss_drops_the_configured_share(bins: RelayBinaries, tmp_path: Path) -> None:
+    res, stats = probe(bins, tmp_path, rate_bps=100_000_000, relay_cfg=RelayConfig(delay_ms=1, loss=0.2),
+                       offered_bps=4e6, size=200, seconds=1.0)
+    up = stats["up"]
+    assert 0.15 < up["dropped"] / up["received"] < 0.25
+    assert up["sent"] - 5 <= res["received"] <= up["sent"]  # the relay also carried up to 5 end markers
+
+
+def test_teardown_after_failure_leaves_nothing(bins: RelayBinaries, tmp_path: Path) -> None:
+    emu = Emulator(tag="tfail", tbf=netns.TbfConfig(5_000_000, 20_000), relay_cfg=RelayConfig(), bins=bins, work_dir=tmp_path)
+    with pytest.raises(RuntimeError):
+        with emu:
+            assert set(emu.topo.namespaces) <= set(netns.list_namespaces())
+            out = subprocess.run(["tc", "-n", emu.topo.ns("bn"), "qdisc", "show", "dev", "b1"], capture_output=True, text=True)
+            assert "tbf" in out.stdout and "rate 5Mbit" in out.stdout
+            relay_pid = emu.relay.popen.pid if emu.relay else -1
+            raise RuntimeError("boom")
+    assert not set(emu.topo.namespaces) & set(netns.list_namespaces())
+    assert emu.relay is not None and emu.relay.popen.poll() is not None
+    with pytest.raises(ProcessLookupError):
+        os.kill(relay_pid, 0)
+
+
+def test_cleanup_removes_leftovers_by_prefix(tmp_path: Path) -> None:
+    topo = netns.Topology(tag="tleft")
+    netns.create(topo, None)
+    group = cpu.create_group(f"{netns.PREFIX}tleft-client", 0.5)
+    sleeper = subprocess.Popen(netns.ns_argv(topo.ns("cli"), ["sleep", "60"]), preexec_fn=group.preexec)
+    try:
+        gone = netns.cleanup_all() + cpu.cleanup_all(netns.PREFIX)
+        assert set(topo.namespaces) <= set(gone)
+        assert str(group.path) in gone and not group.path.exists()
+        assert sleeper.wait(timeout=5) != 0  # killed, not finished
+    finally:
+        sleeper.kill()
+    with pytest.raises(TestbedError, match="already exists"):
+        netns.create(topo, None)
+        netns.create(topo, None)
+    netns.destroy(topo)
+
+
+def test_cpu_quota_limits_a_busy_loop() -> None:
+    group = cpu.create_group(f"{netns.PREFIX}tquota", 0.1)
+    try:
+        busy = subprocess.Popen(["python3", "-c", "import time\nt=time.time()\nwhile time.time()-t<1.5: pass"],
+                                preexec_fn=group.preexec)
+        busy.wait(timeout=10)
+        used = group.usage_s()
+        assert used is not None
+        assert used < 0.1 * 1.5 * 1.6  # ~0.15 s allowed over 1.5 s, with slack for the first period
+        assert used > 0.05
+    finally:
+        group.remove()
+    assert not group.path.exists()
