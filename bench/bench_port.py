@@ -50,6 +50,11 @@ class Outcome:
     baseline_seconds: float
     reason: str
     min_score: float = 0.0
+    same_function: int = 0
+    placements: int = 0
+    moved: str = ""
+    fallback: str = ""
+    """When the nearest set failed: the next-nearest set that ported completely ("" if none)."""
 
 
 def git(repo: str, *args: str) -> bytes:
@@ -77,14 +82,33 @@ def materialise(repo: str, commit: str, ps: PatchSet, dest: Path) -> str | None:
     return None
 
 
-def nearest(sets: list[PatchSet], algorithm: str, date: str) -> PatchSet | None:
+def by_distance(sets: list[PatchSet], algorithm: str, date: str) -> list[PatchSet]:
+    """Pinned quiche sets of ``algorithm``, nearest upstream date first."""
     from datetime import date as d
 
     pool = [s for s in sets if s.algorithm == algorithm and s.target == "quiche" and s.date]
-    if not pool:
-        return None
     day = d.fromisoformat(date)
-    return min(pool, key=lambda s: (abs((d.fromisoformat(s.date) - day).days), s.name))
+    return sorted(pool, key=lambda s: (abs((d.fromisoformat(s.date) - day).days), s.name))
+
+
+def nearest(sets: list[PatchSet], algorithm: str, date: str) -> PatchSet | None:
+    pool = by_distance(sets, algorithm, date)
+    return pool[0] if pool else None
+
+
+_REFERENCE: dict[str, list[tuple[str, str | None]]] = {}
+
+
+def reference_functions(repo: str, ps: PatchSet) -> list[tuple[str, str | None]]:
+    """(file name, enclosing function) of every change of ``ps`` at its own commit: the yardstick for
+    whether a ported change landed in the same function."""
+    if ps.name not in _REFERENCE:
+        with tempfile.TemporaryDirectory(prefix="bench-ref-") as tmp:
+            why = materialise(repo, ps.upstream.commit or "HEAD", ps, Path(tmp))
+            res = plan_port(ps, tmp) if why is None else None
+            _REFERENCE[ps.name] = ([(p.file.rsplit("/", 1)[-1], p.function) for p in res.placements]
+                                   if res is not None and res.ok else [])
+    return _REFERENCE[ps.name]
 
 
 def expected_era(date: str) -> str:
@@ -138,9 +162,22 @@ def main(argv: list[str] | None = None) -> int:
             res = plan_port(ps, root, applier=applier, detection=det)
             t2 = time.perf_counter()
             reason = "; ".join(f"{f.file.rsplit('/', 1)[-1]} hunk {f.hunk}: {f.reason}" for f in res.failures)
+            ref = reference_functions(args.git_dir, ps)
+            got = [(p.file.rsplit("/", 1)[-1], p.function) for p in res.placements]
+            same = sum(a == b for a, b in zip(ref, got)) if res.ok and len(ref) == len(got) else 0
+            moved = "; ".join(f"{a[0]}: {a[1]} -> {b[1]}" for a, b in zip(ref, got) if a != b) if res.ok else ""
+            fallback = ""
+            if not res.ok:  # what a user gets from `quicsm patch port SRC -a ALGO` (tries the next sets)
+                for other in by_distance(sets, algo, date)[1:]:
+                    with tempfile.TemporaryDirectory(prefix="bench-port-fb-") as tmp2:
+                        if materialise(args.git_dir, commit, other, Path(tmp2)) is None and \
+                                plan_port(other, tmp2, applier=applier).ok:
+                            fallback = other.name
+                            break
             outcomes.append(Outcome(commit, date, algo, ps.name, res.ok, base_ok, det.identity.era,
                                     t2 - t1, t1 - t0, reason,
-                                    min((p.score for p in res.placements), default=0.0)))
+                                    min((p.score for p in res.placements), default=0.0), same,
+                                    len(got) if res.ok else 0, moved, fallback))
         o = outcomes[-1]
         print(f"  {o.date} {o.commit} {o.algorithm:5} from {o.set_name:28} {'ok  ' if o.ok else 'FAIL'} "
               f"era {o.era} {o.seconds:5.2f}s{'' if o.ok else '  ' + o.reason[:150]}", flush=True)
@@ -160,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     base = sum(o.baseline_ok for o in outcomes)
     print(f"  {'all':6} {ok:4}/{total:<4} {ok / total:6.1%}   baseline {base:4}/{total} {base / total:6.1%}"
           f"   ratio {ok / max(base, 1):.2f}x")
+    fb = sum(o.ok or bool(o.fallback) for o in outcomes)
+    print(f"  with fallback to the next-nearest pinned set: {fb}/{total} {fb / total:.1%}")
     times = [o.seconds for o in outcomes if o.seconds]
     if times:
         print(f"time per version (port incl. verification): median {statistics.median(times):.3f}s, "
@@ -169,13 +208,21 @@ def main(argv: list[str] | None = None) -> int:
     if mins:
         print(f"weakest placement per ported version: min {mins[0]:.2f}, 5th percentile "
               f"{mins[len(mins) // 20]:.2f}, median {statistics.median(mins):.2f}")
+    n_pl = sum(o.placements for o in outcomes)
+    n_same = sum(o.same_function for o in outcomes)
+    if n_pl:
+        print(f"ported changes in the same function as in the pinned set: {n_same}/{n_pl} ({n_same / n_pl:.1%})")
+        for o in outcomes:
+            if o.moved:
+                print(f"  moved: {o.date} {o.commit} {o.algorithm}: {o.moved}")
     era_ok = sum(o.era == expected_era(o.date) for o in outcomes if o.era != "?")
     print(f"era detected from content matches the commit date: {era_ok}/{sum(o.era != '?' for o in outcomes)}")
     fails = [o for o in outcomes if not o.ok]
     if fails:
         print(f"\nfailures ({len(fails)}):")
         for o in fails:
-            print(f"  {o.date} {o.commit} {o.algorithm} from {o.set_name}: {o.reason}")
+            print(f"  {o.date} {o.commit} {o.algorithm} from {o.set_name}: {o.reason}"
+                  + (f"  [ports from {o.fallback}]" if o.fallback else "  [no pinned set ports]"))
     if args.json:
         Path(args.json).write_text(json.dumps([o.__dict__ for o in outcomes], indent=1))
     return 0

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
 
 from quicsm.cli.options import engine_options, engine_opts, input_options, load_inputs, view_from, view_options
-from quicsm.inference.annotate import AnnotatedModel
+from quicsm.inference.annotate import AnnotatedModel, save_model
 from quicsm.pipeline import learn
 from quicsm.traces.store import atomic_output
 
@@ -30,12 +29,11 @@ def model_table(am: AnnotatedModel) -> str:
 
 
 def write_model(am: AnnotatedModel, path: str, fmt: str) -> None:
+    if fmt == "json":
+        save_model(am, path)
+        return
     with atomic_output(path, binary=False) as fh:
-        if fmt == "json":
-            json.dump(am.to_json(), fh, indent=2, sort_keys=False)
-            fh.write("\n")
-        else:
-            fh.write(model_table(am) + "\n")
+        fh.write(model_table(am) + "\n")
 
 
 @click.command()

@@ -172,40 +172,49 @@ def status(src: Path, set_name: str | None, applier: str | None, as_json: bool) 
 
 @patch.command()
 @_SRC
-@click.option("--from", "from_set", required=True, metavar="NAME|DIR", help="Patch set to port.")
+@click.option("--from", "from_set", metavar="NAME|DIR",
+              help="Patch set to port (default: try the sets of --algorithm, best match first).")
+@_ALGO
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="New set directory (default ./<name>).")
 @click.option("--name", help="Name of the new set (default <from>-port-<date or hash>).")
 @click.option("--force", is_flag=True, help="Replace the output directory if it exists.")
 @click.option("--dry-run", is_flag=True, help="Place and verify, print the diff, write nothing.")
 @_APPLIER
-def port(src: Path, from_set: str, output: Path | None, name: str | None, force: bool, dry_run: bool,
-         applier: str | None) -> None:
+def port(src: Path, from_set: str | None, algorithms: tuple[str, ...], output: Path | None, name: str | None,
+         force: bool, dry_run: bool, applier: str | None) -> None:
     """Port a patch set to the version in SRC and write it as a new set (all or nothing)."""
     from quicsm.errors import PatchError
     from quicsm.instrumentation.patchset import find_patch_set
-    from quicsm.instrumentation.porter import plan_port
-    from quicsm.instrumentation.porter import port as run
+    from quicsm.instrumentation.porter import plan_port, port as run, sources_for
 
-    ps = find_patch_set(from_set)
     app = _applier(applier)
-    if dry_run:
-        res = plan_port(ps, src, applier=app)
+    if from_set:
+        sources = [find_patch_set(from_set)]
+    elif len(algorithms) == 1:
+        sources = sources_for(src, algorithms[0], applier=app)
     else:
-        try:
-            res, out = run(ps, src, output, name=name, applier=app, force=force)
-        except PatchError:
-            res = plan_port(ps, src, applier=app)
-            for f in res.failures:
-                click.echo(f"cannot place {f.file}{f' hunk {f.hunk}' if f.hunk else ''}: {f.reason}", err=True)
-            raise
-    for p in res.placements:
-        click.echo(f"placed {p.file} hunk {p.hunk} at line {p.line} score {p.score:.2f}"
-                   + (f" in {p.function}" if p.function else ""))
+        raise PatchError("say what to port: --from SET, or one --algorithm to try the shipped sets of it")
     if dry_run:
+        res = plan_port(sources[0], src, applier=app)
+        for p in res.placements:
+            click.echo(f"placed {p.file} hunk {p.hunk} at line {p.line} score {p.score:.2f}"
+                       + (f" in {p.function}" if p.function else ""))
         for f in res.failures:
             click.echo(f"cannot place {f.file}{f' hunk {f.hunk}' if f.hunk else ''}: {f.reason}")
         click.echo(res.diff, nl=False)
         if not res.ok:
-            raise PatchError(f"{len(res.failures)} changes of {ps.name} cannot be placed")
+            raise PatchError(f"{len(res.failures)} changes of {sources[0].name} cannot be placed")
         return
-    click.echo(f"wrote {out} (era {res.detection.identity.era}, {len(res.placements)} changes placed)")
+    try:
+        res, out = run(sources, src, output, name=name, applier=app, force=force)
+    except PatchError:
+        for ps in sources:
+            for f in plan_port(ps, src, applier=app).failures:
+                click.echo(f"cannot place {f.file}{f' hunk {f.hunk}' if f.hunk else ''} (from {ps.name}): "
+                           f"{f.reason}", err=True)
+        raise
+    for p in res.placements:
+        click.echo(f"placed {p.file} hunk {p.hunk} at line {p.line} score {p.score:.2f}"
+                   + (f" in {p.function}" if p.function else ""))
+    click.echo(f"wrote {out} from {res.source.name} (era {res.detection.identity.era}, "
+               f"{len(res.placements)} changes placed)")

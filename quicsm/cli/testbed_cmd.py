@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,7 @@ def _echo_result(res: Any) -> None:
 
 
 def _run_scenarios(items: list[tuple[Any, int]], out: Path, retries: int) -> None:
-    from quicsm.testbed import cpu, netns
+    from quicsm.testbed import netns
     from quicsm.testbed.runner import run_many
     from quicsm.testbed.stack import get_stack
     from quicsm.testbed.system import require_root
@@ -44,16 +43,16 @@ def _run_scenarios(items: list[tuple[Any, int]], out: Path, retries: int) -> Non
     failed = total = 0
     try:
         for cfg, runs in items:
-            bins = get_stack(cfg.quic_go_version, cfg.cc)
+            bins = get_stack(cfg.quic_go_version, cfg.cc, cfg.packet_threshold)
             results = run_many(cfg, bins, out, runs=runs, retries=retries, on_result=_echo_result)
             total += len(results)
             failed += sum(not r.ok for r in results)
     except KeyboardInterrupt:
-        click.echo("interrupted: cleaning up", err=True)
-        raise SystemExit(130)
-    finally:
-        netns.cleanup_all()
-        cpu.cleanup_all(netns.PREFIX)
+        # Each run's own try/finally has already torn down its namespaces, relay, server and cgroup.
+        leftovers = [n for n in netns.list_namespaces() if n.startswith(netns.PREFIX)]
+        click.echo("interrupted; runs cleaned up" + (f" (other testbeds still up: {len(leftovers)} namespaces)"
+                                                      if leftovers else ""), err=True)
+        raise SystemExit(130) from None
     click.echo(f"{total - failed}/{total} run(s) ok in {out}; parse with: quicsm parse {out}/*/server.log", err=True)
     if total and failed == total:
         raise TestbedError(f"all {total} run(s) failed; see meta.json and *.stderr in {out}")
@@ -84,6 +83,8 @@ def testbed() -> None:
 @click.option("--runs", default=1, show_default=True, type=int)
 @click.option("--quic-go-version", default="v0.65.0", show_default=True)
 @click.option("--cc", type=click.Choice(["reno", "cubic"]), default="reno", show_default=True)
+@click.option("--packet-threshold", default=None, type=int,
+              help="Rebuild the server with this fixed reordering threshold (quic-go versions with packetThreshold).")
 @click.option("--name", default="run", show_default=True, help="Scenario name (run directories are NAME-NN).")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="Extra trace label (repeatable).")
 @click.option("--seed", default=1, show_default=True, type=int)
@@ -91,7 +92,7 @@ def testbed() -> None:
 @click.option("--retries", default=1, show_default=True, type=int, help="Redo a failed or emulator-late run this often.")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Output directory.")
 def run(rate: str, rtt: float, jitter: float, loss: str, queue: str, schedule: str | None, client: str,
-        cpu_quota: str | None, objects: int, size: str, runs: int, quic_go_version: str, cc: str, name: str,
+        cpu_quota: str | None, objects: int, size: str, runs: int, quic_go_version: str, cc: str, packet_threshold: int | None, name: str,
         labels: tuple[str, ...], seed: int, timeout: float, retries: int, out: str) -> None:
     """Run page loads through the emulator and keep each run's server log and metadata.
 
@@ -108,7 +109,7 @@ def run(rate: str, rtt: float, jitter: float, loss: str, queue: str, schedule: s
         raise TestbedError("--runs must be at least 1")
     cfg = RunConfig(rate_mbps=netns.parse_rate(rate) / 1e6, rtt_ms=rtt, jitter_ms=jitter, loss=parse_loss(loss),
                     queue=queue, client=client, cpu_quota=parse_quota(cpu_quota), objects=objects, size=parse_size(size),
-                    quic_go_version=quic_go_version, cc=cc, schedule=schedule, seed=seed, timeout_s=timeout, name=name,
+                    quic_go_version=quic_go_version, cc=cc, packet_threshold=packet_threshold, schedule=schedule, seed=seed, timeout_s=timeout, name=name,
                     labels=tuple(parse_label(x) for x in labels))
     _run_scenarios([(cfg, runs)], Path(out), retries)
 
@@ -129,7 +130,9 @@ def matrix(file: str, out: str | None, retries: int, dry_run: bool) -> None:
     for sc in m.scenarios:
         click.echo(f"{sc.config.name}: {sc.runs} run(s), {sc.config.rate_mbps:g} Mbit/s, {sc.config.rtt_ms:g} ms RTT, "
                    f"jitter {sc.config.jitter_ms:g} ms, quota {sc.config.cpu_quota or 'none'}, "
-                   f"quic-go {sc.config.quic_go_version} {sc.config.cc}", err=True)
+                   f"quic-go {sc.config.quic_go_version} {sc.config.cc}"
+                   + (f", schedule {sc.config.schedule}" if sc.config.schedule else "")
+                   + (f", packet threshold {sc.config.packet_threshold}" if sc.config.packet_threshold else ""), err=True)
     if dry_run:
         return
     _run_scenarios([(sc.config, sc.runs) for sc in m.scenarios], target, retries)
@@ -141,14 +144,10 @@ def matrix(file: str, out: str | None, retries: int, dry_run: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of Markdown tables.")
 def accuracy(out: str, seconds: float, as_json: bool) -> None:
     """Measure the emulator: rate at 5/10/50/100 Mbit/s, delay error percentiles, reordering with jitter."""
-    from quicsm.testbed import netns
     from quicsm.testbed.accuracy import measure_accuracy
 
     _sigterm_as_interrupt()
-    try:
-        report = measure_accuracy(Path(out), seconds=seconds)
-    finally:
-        netns.cleanup_all()
+    report = measure_accuracy(Path(out), seconds=seconds)
     click.echo(json.dumps(report.to_json(), indent=2) if as_json else report.markdown())
 
 

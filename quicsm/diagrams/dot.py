@@ -11,6 +11,7 @@ fixed formatters of :mod:`quicsm.diagrams.style`, no dates, no run timings.
 from __future__ import annotations
 
 import html
+import unicodedata
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -107,10 +108,18 @@ class _Legend:
 # ---------------------------------------------------------------------------------------------- text
 
 
+def _printable(text: str) -> str:
+    """Control characters and lone surrogates (which Graphviz and XML refuse) as ``\\xNN`` text."""
+    if text.isprintable():
+        return text
+    return "".join(f"\\x{ord(c):02x}" if unicodedata.category(c)[0] == "C" else c for c in text)
+
+
 def _quote(value: str) -> str:
     if isinstance(value, Html):
         return f"<{value}>"
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    lines = [_printable(line) for line in value.split("\n")]
+    return '"' + "\\n".join(line.replace("\\", "\\\\").replace('"', '\\"') for line in lines) + '"'
 
 
 def _attrs(attrs: dict[str, str]) -> str:
@@ -118,7 +127,7 @@ def _attrs(attrs: dict[str, str]) -> str:
 
 
 def _h(text: object) -> str:
-    return html.escape(str(text), quote=True)
+    return html.escape(_printable(str(text)), quote=True)
 
 
 @lru_cache(maxsize=1)

@@ -19,7 +19,7 @@ from quicsm.errors import RenderError
 from quicsm.inference.annotate import AnnotatedModel
 from quicsm.traces.store import atomic_output
 
-__all__ = ["FORMATS", "output_format", "find_dot", "run_dot", "write_picture", "write_diagram", "DOT_ENV"]
+__all__ = ["FORMATS", "output_format", "find_dot", "run_dot", "render_dot", "write_picture", "write_diagram", "DOT_ENV"]
 
 FORMATS = ("svg", "png", "pdf", "dot")
 """Output formats: Graphviz's ``-T`` for the first three, the DOT text itself for ``dot``."""
@@ -68,7 +68,12 @@ def run_dot(dot_text: str, fmt: str, timeout: float = 300.0) -> bytes:
     program = find_dot()
     try:
         proc = subprocess.run(
-            [program, f"-T{fmt}"], input=dot_text.encode("utf-8"), capture_output=True, timeout=timeout, check=False
+            [program, f"-T{fmt}"],
+            input=dot_text.encode("utf-8"),
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+            env={**os.environ, "SOURCE_DATE_EPOCH": os.environ.get("SOURCE_DATE_EPOCH", "0")},
         )
     except FileNotFoundError:
         raise RenderError(
@@ -86,9 +91,19 @@ def run_dot(dot_text: str, fmt: str, timeout: float = 300.0) -> bytes:
     return _stable_pdf(proc.stdout) if fmt == "pdf" else proc.stdout
 
 
+render_dot = run_dot
+"""``render_dot(dot_text, fmt) -> bytes``: the name ``quicsm.compare`` looks up; same as :func:`run_dot`."""
+
+
 def _stable_pdf(data: bytes) -> bytes:
-    """cairo stamps the time into the PDF: put a fixed date of the same length there."""
-    return _PDF_DATE.sub(lambda m: b"/%s (D:19700101000000%s)" % (m.group(1), b"Z" * len(m.group(3))), data)
+    """cairo < 1.17 stamps the time into the PDF whatever SOURCE_DATE_EPOCH says: put a fixed date of
+    the same length there, so the cross-reference offsets stay right."""
+
+    def fixed(m: re.Match[bytes]) -> bytes:
+        zone = re.sub(rb"\d", b"0", m.group(3)).replace(b"-", b"+")  # "Z" or "+00'00": same length, still valid
+        return b"/%s (D:19700101000000%s)" % (m.group(1), zone)
+
+    return _PDF_DATE.sub(fixed, data)
 
 
 def write_picture(dot_text: str, path: str, fmt: str | None = None) -> str:

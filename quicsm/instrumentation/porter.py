@@ -195,6 +195,14 @@ STRUCTURAL_BASE = {"function": 0.6, "next_function": 0.55}
 function before the one that follows): the body lines there may have changed without moving the spot."""
 
 
+def _enclosing(spans: list[tuple[str, int, int, int]], i: int) -> str | None:
+    """The function whose body holds line ``i`` (None at file scope)."""
+    for name, head, _, close in spans:
+        if head <= i < close:
+            return name
+    return None
+
+
 def _structural(e: Edit, spans: list[tuple[str, int, int, int]]) -> dict[int, float]:
     """Places fixed by the function structure of the new file, with their score floor."""
     if e.removed:
@@ -231,24 +239,36 @@ class _Matcher:
         for i, n in enumerate(self.norm):
             self.index.setdefault(n, []).append(i)
         self._cache: dict[tuple[str, int], float] = {}
+        self._matchers: dict[str, difflib.SequenceMatcher[str]] = {}
+        self._hits: dict[str, list[int]] = {}
 
-    def sim(self, anchor: str, i: int) -> float:
+    def sim(self, anchor: str, i: int, floor: float = MIN_LINE_SIM) -> float:
+        """difflib ratio of two normalised lines, 0.0 when it is surely below ``floor``."""
         other = self.norm[i]
         if anchor == other:
             return 1.0
+        la, lo = len(anchor), len(other)
+        if not la or not lo or 2 * min(la, lo) / (la + lo) < floor:
+            return 0.0
         key = (anchor, i)
         got = self._cache.get(key)
         if got is None:
-            sm = difflib.SequenceMatcher(None, anchor, other, autojunk=False)
-            got = sm.ratio() if sm.real_quick_ratio() >= MIN_LINE_SIM and sm.quick_ratio() >= MIN_LINE_SIM else 0.0
+            sm = self._matchers.get(anchor)
+            if sm is None:  # the anchor is seq2: difflib indexes seq2 once and reuses it
+                sm = self._matchers[anchor] = difflib.SequenceMatcher(None, "", anchor, autojunk=False)
+            sm.set_seq1(other)
+            got = sm.ratio() if sm.quick_ratio() >= MIN_LINE_SIM else 0.0
             self._cache[key] = got
         return got
 
     def hits(self, anchor: str) -> list[int]:
         """Lines similar enough to ``anchor`` (exact ones via the index, others by ratio)."""
-        exact = self.index.get(anchor, [])
-        fuzzy = [i for i, n in enumerate(self.norm) if n != anchor and n and self.sim(anchor, i) >= 0.75]
-        return exact + fuzzy
+        got = self._hits.get(anchor)
+        if got is None:
+            exact = self.index.get(anchor, [])
+            fuzzy = [i for i, n in enumerate(self.norm) if n != anchor and n and self.sim(anchor, i, 0.75) >= 0.75]
+            got = self._hits[anchor] = exact + fuzzy
+        return got
 
     def side(self, anchors: list[str], start: int, step: int,
              blocked: set[int]) -> tuple[list[tuple[str, float, float]], int, list[int]]:
@@ -397,6 +417,13 @@ def place_edits(edits: list[Edit], new_lines: list[str], target: Target) -> tupl
             # what is left must match too, or a change whose home is gone lands beside a look-alike
             own = [(w, c) for a, w, c in parts if a not in generic and len(m.index.get(a, ())) <= 1
                    and _weight(a) >= 1.0]
+            if e.tail:
+                # the change ended a function: the place must be just above a column-0 ``}``
+                k = p + len(removed)
+                while k < len(new_lines) and not new_lines[k].strip():
+                    k += 1
+                if k >= len(new_lines) or new_lines[k].rstrip() != "}":
+                    score -= 0.15
             if p in struct:
                 score = max(score, struct[p] + (1 - struct[p]) * score)
             elif own and sum(w * c for w, c in own) / sum(w for w, _ in own) < 0.5 and not removed:
@@ -405,7 +432,7 @@ def place_edits(edits: list[Edit], new_lines: list[str], target: Target) -> tupl
                 continue
             # attach to the side that is adjacent (prefer the line above: logs follow the state change)
             score += 1e-3 * (gap_b == 0) + 0.5e-3 * (gap_a == 0)
-            func = target.function_at(new_lines, p - 1) if p else None
+            func = _enclosing(spans, p - 1)
             if e.function:
                 score += 0.03 if func == e.function else -0.1
             scored.append((score, p, func, ub + ua + list(range(p, p + len(removed)))))
@@ -624,18 +651,37 @@ def write_patch_set(out_dir: Path, manifest: dict[str, Any], diff: str, *, force
     return out_dir
 
 
-def port(ps: PatchSet, src: str | Path, out_dir: str | Path | None = None, *, name: str | None = None,
-         applier: Applier | None = None, force: bool = False) -> tuple[PortResult, Path]:
-    """Port ``ps`` to the tree at ``src`` and write the new set; raises with every reason if a change fails."""
+def sources_for(src: str | Path, algorithm: str, *, sets: list[PatchSet] | None = None,
+                applier: Applier | None = None) -> list[PatchSet]:
+    """Sets of ``algorithm`` to port from, best first (the ranking of ``detect``: exact, applies, similar)."""
+    det = detect(src, sets=sets, applier=applier)
+    out = [c.patch_set for c in det.candidates if c.patch_set.algorithm == algorithm and c.kind != "incomplete"]
+    if not out:
+        raise PatchError(f"{src}: no {algorithm} patch set of target {det.target.name} to port from")
+    return out
+
+
+def port(ps: PatchSet | list[PatchSet], src: str | Path, out_dir: str | Path | None = None, *,
+         name: str | None = None, applier: Applier | None = None, force: bool = False) -> tuple[PortResult, Path]:
+    """Port ``ps`` to the tree at ``src`` and write the new set; raises with every reason if a change fails.
+
+    Given several sets, they are tried in order and the first that ports completely is used.
+    """
     applier = applier or default_applier()
-    res = plan_port(ps, src, applier=applier)
-    if not res.ok:
+    tried: list[str] = []
+    res: PortResult | None = None
+    for one in ps if isinstance(ps, list) else [ps]:
+        res = plan_port(one, src, applier=applier)
+        if res.ok:
+            break
         reasons = "; ".join(f"{f.file}{f' hunk {f.hunk}' if f.hunk else ''}: {f.reason}" for f in res.failures)
-        raise PatchError(f"cannot port {ps.name} to {src}: {reasons}. Nothing was written.")
+        tried.append(f"{one.name}: {reasons}")
+    if res is None or not res.ok:
+        raise PatchError(f"cannot port to {src}: {' | '.join(tried)}. Nothing was written.")
     commit, date = _git_head(res.detection.root)
     if name is None:
         tag = date or (commit[:10] if commit else sha256_bytes(b"".join(res.pristine.values()))[:10])
-        name = f"{ps.name}-port-{tag}"
+        name = f"{res.source.name}-port-{tag}"
     out = Path(out_dir) if out_dir else Path.cwd() / name
     written = write_patch_set(out, _manifest(res, name, applier, commit, date), res.diff, force=force)
     return res, written

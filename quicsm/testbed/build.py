@@ -24,9 +24,10 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Self
 
 from quicsm.errors import PatchError, TestbedError
 from quicsm.instrumentation.patchset import PatchSet, shipped_patch_sets
@@ -35,14 +36,14 @@ __all__ = [
     "MODULE",
     "VARIANTS",
     "BuildResult",
-    "build_binaries",
-    "patch_set_for",
     "available_versions",
+    "build_binaries",
+    "cache_root",
     "find_go",
     "go_source_digest",
-    "testbed_source_dir",
-    "cache_root",
     "iter_builds",
+    "patch_set_for",
+    "testbed_source_dir",
 ]
 
 MODULE = "github.com/quic-go/quic-go"
@@ -161,7 +162,7 @@ def _go_env(toolchain: str | None) -> dict[str, str]:
 def _run_go(args: list[str], *, cwd: Path, env: Mapping[str, str], what: str) -> str:
     try:
         proc = subprocess.run([find_go(), *args], cwd=cwd, env=dict(env), capture_output=True, text=True,
-                              timeout=_BUILD_TIMEOUT_S)
+                              timeout=_BUILD_TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired:
         raise TestbedError(f"{what}: go {' '.join(args)} did not finish in {_BUILD_TIMEOUT_S} s") from None
     if proc.returncode != 0:
@@ -207,7 +208,7 @@ def _apply_patch(ps: PatchSet, root: Path) -> None:
 
 
 def _go_directive(go_mod: Path) -> str:
-    m = re.search(r"^go\s+(\S+)\s*$", go_mod.read_text(encoding="utf-8"), re.M)
+    m = re.search(r"^go\s+(\S+)\s*$", go_mod.read_text(encoding="utf-8"), re.MULTILINE)
     return m.group(1) if m else "1.20"
 
 
@@ -224,7 +225,7 @@ class _Lock:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def __enter__(self) -> "_Lock":
+    def __enter__(self) -> Self:
         self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         return self

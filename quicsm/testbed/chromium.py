@@ -115,9 +115,11 @@ def _high_fd(fd: int) -> int:
 
 
 def load_page(url: str, *, spki: str, ns: str, procs: ProcGroup, work_dir: Path,
-              preexec: Callable[[], None] | None = None, timeout_s: float = 120.0) -> dict[str, Any]:
+              preexec: Callable[[], None] | None = None, timeout_s: float = 120.0,
+              expect_bytes: int = 0) -> dict[str, Any]:
     """Load ``url`` once in a fresh profile; returns the same keys as the Go client
-    (``ok``, ``plt_ms``, ``bytes``, ``objects``) plus ``protocols`` seen."""
+    (``ok``, ``plt_ms``, ``bytes``, ``objects``) plus ``protocols`` seen. A load that fetched fewer
+    than ``expect_bytes`` (the browser cancelled objects) or used anything but HTTP/3 is not ok."""
     require_tool("chromium", "chromium")
     if not spki:
         raise TestbedError("chromium needs the server's SPKI hash (the server did not print one)")
@@ -165,12 +167,15 @@ def load_page(url: str, *, spki: str, ns: str, procs: ProcGroup, work_dir: Path,
             elif ev.get("method") == "Network.loadingFinished":
                 nbytes += int(ev["params"].get("encodedDataLength", 0))
         plt = float(nav_t.get("loadEventEnd") or 0) - float(nav_t.get("startTime") or 0)
-        ok = nresp > 0 and set(protocols) == {"h3"}
+        complete = nbytes >= expect_bytes
+        ok = nresp > 0 and set(protocols) == {"h3"} and complete
         out: dict[str, Any] = {"ok": ok, "plt_ms": round(plt if plt > 0 else wall_ms, 3), "wall_ms": round(wall_ms, 3),
                                "bytes": nbytes, "objects": max(0, nresp - 1), "protocols": protocols,
                                "browser": chromium_version()}
-        if not ok:
+        if set(protocols) != {"h3"}:
             out["error"] = f"responses over {protocols or 'nothing'}, not only h3"
+        elif not complete:
+            out["error"] = f"browser fetched {nbytes} of {expect_bytes} bytes (objects cancelled)"
         try:
             cdp.send("Browser.close")
         except OSError:

@@ -79,8 +79,9 @@ class CpuGroup:
 def create_group(name: str, quota: float) -> CpuGroup:
     """Create ``name`` with ``quota`` (0 < quota <= number of cores) and return it."""
     require_root("a CPU quota")
-    if not (0.0 < quota <= os.cpu_count()):
-        raise TestbedError(f"cpu quota {quota}: must be a share of a core in (0, {os.cpu_count()}]")
+    cores = os.cpu_count() or 1
+    if not (0.0 < quota <= cores):
+        raise TestbedError(f"cpu quota {quota}: must be a share of a core in (0, {cores}]")
     kind = cgroup_kind()
     quota_us = max(1000, int(quota * PERIOD_US))
     acct: Path | None = None

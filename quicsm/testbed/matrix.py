@@ -78,7 +78,7 @@ def config_from_mapping(d: dict[str, Any], *, where: str) -> tuple[RunConfig, in
                 val = tuple((str(k), str(v)) for k, v in val.items())
             elif name in ("rtt_ms", "jitter_ms", "timeout_s"):
                 val = float(val)
-            elif name in ("objects", "seed"):
+            elif name in ("objects", "seed", "packet_threshold"):
                 val = int(val)
             kw[name] = val
         except (TypeError, ValueError, TestbedError) as exc:

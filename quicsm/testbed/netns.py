@@ -127,6 +127,9 @@ def create(topo: Topology, tbf: TbfConfig | None) -> None:
     require_root("creating network namespaces")
     require_tool("ip", "iproute2")
     require_tool("tc", "iproute2")
+    taken = set(topo.namespaces) & set(list_namespaces(topo.prefix))
+    if taken:
+        raise TestbedError(f"namespace(s) {', '.join(sorted(taken))} already exist: run `quicsm testbed cleanup` first")
     try:
         _create(topo)
         if tbf is not None:
@@ -139,8 +142,6 @@ def create(topo: Topology, tbf: TbfConfig | None) -> None:
 def _create(topo: Topology) -> None:
     srv, bn, rly, cli = topo.namespaces
     for ns in topo.namespaces:
-        if ns in list_namespaces(topo.prefix):
-            raise TestbedError(f"namespace {ns} already exists: run `quicsm testbed cleanup` first")
         sh(["ip", "netns", "add", ns])
         _ip(ns, "link", "set", "lo", "up")
     _ip(srv, "link", "add", "s0", "type", "veth", "peer", "name", "b0", "netns", bn)

@@ -16,7 +16,7 @@ import re
 import shutil
 import time
 import uuid
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
@@ -52,8 +52,11 @@ LATE_P99_LIMIT_US = 2000
 class ServerClient(Protocol):
     """What the build step returns: paths of the instrumented server and the Go client."""
 
-    server: Path
-    client: Path
+    @property
+    def server(self) -> Path: ...
+
+    @property
+    def client(self) -> Path: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +78,8 @@ class RunConfig:
     size: int = 10_000_000
     quic_go_version: str = "v0.65.0"
     cc: str = "reno"
+    packet_threshold: int | None = None
+    """Rebuild the server with this fixed reordering threshold (versions that have the constant)."""
     schedule: str | None = None
     """Bandwidth schedule ``random:MIN:MAX[:PERIOD]`` (Mbit/s), or a fixed rate."""
     seed: int = 1
@@ -96,6 +101,8 @@ class RunConfig:
         netns.parse_queue(self.queue, rate_bps=1_000_000, rtt_ms=10)
         if self.schedule:
             RateSchedule.parse(self.schedule)
+        if self.packet_threshold is not None and self.packet_threshold < 1:
+            raise TestbedError(f"packet threshold {self.packet_threshold}: must be at least 1")
 
     @property
     def rate_bps(self) -> int:
@@ -119,6 +126,7 @@ class RunConfig:
             "objects": str(self.objects),
             "size": str(self.size),
             "schedule": self.schedule or "fixed",
+            "packet_threshold": str(self.packet_threshold) if self.packet_threshold else "default",
         }
         out.update(dict(self.labels))
         return out
@@ -200,6 +208,7 @@ def run_once(cfg: RunConfig, bins: ServerClient, run_dir: Path, *, relay_bins: R
     tbf = netns.TbfConfig(cfg.rate_bps, cfg.queue_bytes())
     schedule = RateSchedule.parse(cfg.schedule, seed=cfg.seed * 1000 + index) if cfg.schedule else None
     client_out: dict[str, Any] = {}
+    ready: dict[str, Any] = {}
     error: str | None = None
     group: cpu.CpuGroup | None = None
     cpu_used: float | None = None
@@ -247,7 +256,9 @@ def run_once(cfg: RunConfig, bins: ServerClient, run_dir: Path, *, relay_bins: R
         "result": {"ok": ok, "plt_ms": plt, "client": client_out, "error": error, "client_cpu_s": cpu_used},
         "emulator": {"ok": emulator_ok, "late_p99_us": late_p99, "relay": stats, "rate_log": emu.rate_log},
         "timestamps": {"start": started, "end": _now(), "seconds": round(time.monotonic() - t0, 3)},
-        "versions": {**_tool_versions(), "server": str(bins.server), "client": str(bins.client)},
+        "versions": {**_tool_versions(), "server": str(bins.server), "client": str(bins.client),
+                     "relay": str(relay_bins.relay), "patch_set": getattr(bins, "patch_set", None),
+                     "server_quic_go": ready.get("quic_go")},
         "run_index": index,
         **(extra_meta or {}),
     }
@@ -262,7 +273,7 @@ def _run_client(cfg: RunConfig, bins: ServerClient, emu: Emulator, url: str, spk
         from quicsm.testbed.chromium import load_page
 
         return load_page(url, spki=spki, ns=emu.topo.ns("cli"), procs=emu.procs, work_dir=run_dir,
-                         preexec=preexec, timeout_s=cfg.timeout_s)
+                         preexec=preexec, timeout_s=cfg.timeout_s, expect_bytes=cfg.objects * cfg.size)
     child = emu.procs.start("client", [str(bins.client), "-url", url, "-spki", spki, "-timeout", f"{int(cfg.timeout_s)}s"],
                             ns=emu.topo.ns("cli"), preexec=preexec)
     return emu.procs.read_json(child, timeout=cfg.timeout_s + 15)

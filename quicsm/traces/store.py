@@ -11,6 +11,7 @@ import gzip
 import io
 import json
 import os
+import stat
 import sys
 import tempfile
 from contextlib import contextmanager
@@ -28,6 +29,7 @@ __all__ = [
     "read_traces",
     "iter_trace_file",
     "atomic_output",
+    "file_mode",
     "event_to_json",
     "event_from_json",
     "trace_to_json",
@@ -47,10 +49,12 @@ def atomic_output(path: str, binary: bool = True) -> Iterator[IO[Any]]:
         return
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
+    mode = file_mode(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb" if binary else "w") as fh:
             yield fh
+        os.chmod(tmp, mode)  # mkstemp makes 0600; give the file the mode a plain open() would
         os.replace(tmp, target)
     except BaseException:
         try:
@@ -58,6 +62,16 @@ def atomic_output(path: str, binary: bool = True) -> Iterator[IO[Any]]:
         except FileNotFoundError:
             pass
         raise
+
+
+def file_mode(path: str) -> int:
+    """The mode an output should get: the replaced file's, else 0666 less the umask."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
 
 
 def event_to_json(e: TraceEvent) -> dict[str, Any]:

@@ -90,3 +90,28 @@ def test_empty_input_is_a_clear_error(runner: CliRunner, write_log) -> None:
     log = write_log("empty.log", ["nothing to see"])
     res = runner.invoke(cli, ["infer", str(log)])
     assert res.exit_code != 0 and "no state transitions" in res.output
+
+
+@pytest.mark.parametrize("engine", ["dfg", "synoptic", "ktails"])
+def test_diagram_end_to_end(runner: CliRunner, write_log, tmp_path: Path, engine: str) -> None:
+    lines = synth_cubic_lines(conns=8, steps=25, seed=21)
+    log = write_log("s.log", lines)
+    svg = tmp_path / "d.svg"
+    model = tmp_path / "m.json"
+    res = runner.invoke(cli, ["diagram", str(log), "--engine", engine, "-o", str(svg), "--json", str(model)])
+    assert res.exit_code == 0, res.output
+    assert f"to {svg}" in res.output
+    text = svg.read_text()
+    doc = json.loads(model.read_text())
+    assert text.startswith("<?xml") and "</svg>" in text
+    for n in doc["nodes"]:
+        if n["kind"] == "state":
+            assert n["state"].replace("CongestionAvoidance", "Congestion") .split("Congestion")[0] in text
+    # the model accepts every input trace: each trace's path shows up as edge counts summing to #traces
+    starts = sum(e["count"] for e in doc["edges"] if doc["nodes"][e["src"]]["initial"])
+    assert starts == doc["traces"] == 8
+    # rendering the saved model gives the same picture as the one-shot verb
+    again = tmp_path / "again.svg"
+    res = runner.invoke(cli, ["render", str(model), "-o", str(again)])
+    assert res.exit_code == 0, res.output
+    assert again.read_bytes() == svg.read_bytes()

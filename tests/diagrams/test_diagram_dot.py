@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import html
 import re
 import subprocess
 
 import pytest
 from diagram_fixtures import make_model, make_traces, model_of
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
-from quicsm.diagrams import Delta, DotOptions, Overlay, find_dot, render_side_by_side, to_dot
+from quicsm.diagrams import Delta, DotOptions, Overlay, find_dot, render_side_by_side, run_dot, to_dot
 from quicsm.diagrams.style import FAMILY_STYLES, SHARE_COLOR, wrap_state
 from quicsm.errors import RenderError
+from quicsm.inference import infer_sequences
 from quicsm.inference.annotate import AnnotatedModel, annotate
 from quicsm.inference.model import INITIAL, TERMINAL, model_from_paths
 from quicsm.traces.events import StateView, Trace, TraceEvent
@@ -228,3 +232,30 @@ def test_side_by_side_keeps_a_place_for_states_one_model_lacks() -> None:
     assert pos[f"m0n{rto.id}"][1] == pytest.approx(pos[placeholder.group(1)][1], abs=0.01)
     with pytest.raises(RenderError):
         render_side_by_side([])
+
+
+def _one_trace_model(names: list[str]) -> AnnotatedModel:
+    events = [TraceEvent(10 * i, n, prev="Init" if i == 0 else None) for i, n in enumerate(names)]
+    trace = Trace("t", "cubic", [*events, TraceEvent(10 * len(names) + 5, names[-1], kind="close")])
+    return annotate(infer_sequences([trace.states()], "dfg"), [trace], StateView())
+
+
+def test_state_names_are_escaped_for_dot_and_html() -> None:
+    names = ['we"ird', "a<b>&c", "back\\slash", "ünï→", "{x;y}", "\\N", "tab\there"]
+    svg = run_dot(
+        render_side_by_side([('A "1"', _one_trace_model(names)), ("<B>", _one_trace_model(names[:2]))]), "svg"
+    )
+    text = svg.decode()
+    for name in names[:-1]:
+        assert html.escape(name) in text, name
+    assert "tab\\x09here" in text
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.text(min_size=1, max_size=10), min_size=1, max_size=4, unique=True))
+def test_any_state_name_gives_a_drawable_diagram(names: list[str]) -> None:
+    names = [n for n in names if n not in (INITIAL, TERMINAL)]
+    assume(names)
+    svg = run_dot(to_dot(_one_trace_model(names)), "svg")
+    states = {"Init", *names}  # the first transition leaves Init
+    assert svg.count(b'class="node"') == len(states) + 3  # + INITIAL, TERMINAL, legend

@@ -133,3 +133,25 @@ def test_failed_write_leaves_no_temp_file(monkeypatch: pytest.MonkeyPatch, tmp_p
     with pytest.raises(RenderError, match="No space left"):
         write_picture(dot_text, str(tmp_path / "m.dot"))
     assert os.listdir(tmp_path) == []
+
+
+def test_pictures_get_normal_file_modes(tmp_path: Path, dot_text: str) -> None:
+    """Temp files are 0600; a written picture is readable like any file the user makes (or keeps its old mode)."""
+    mask = os.umask(0o022)
+    try:
+        write_picture(dot_text, str(tmp_path / "new.dot"))
+        assert stat.S_IMODE((tmp_path / "new.dot").stat().st_mode) == 0o644
+        kept = tmp_path / "kept.dot"
+        kept.write_text("old")
+        kept.chmod(0o640)
+        write_picture(dot_text, str(kept))
+        assert stat.S_IMODE(kept.stat().st_mode) == 0o640 and kept.read_text() == dot_text
+    finally:
+        os.umask(mask)
+
+
+def test_pdf_dates_are_pinned_without_moving_offsets() -> None:
+    raw = b"1 0 obj << /CreationDate (D:20261122084036Z) /ModDate (D:20261122084036-05'00) >> endobj"
+    fixed = render._stable_pdf(raw)
+    assert len(fixed) == len(raw)
+    assert b"(D:19700101000000Z)" in fixed and b"(D:19700101000000+00'00)" in fixed

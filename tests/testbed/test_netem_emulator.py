@@ -81,21 +81,26 @@ def test_teardown_after_failure_leaves_nothing(bins: RelayBinaries, tmp_path: Pa
 
 
 def test_cleanup_removes_leftovers_by_prefix(tmp_path: Path) -> None:
-    topo = netns.Topology(tag="tleft")
+    prefix = "qsmtest"  # not the default prefix: other testbeds on this machine stay untouched
+    topo = netns.Topology(tag="left", prefix=prefix)
     netns.create(topo, None)
-    group = cpu.create_group(f"{netns.PREFIX}tleft-client", 0.5)
+    group = cpu.create_group(f"{prefix}left-client", 0.5)
     sleeper = subprocess.Popen(netns.ns_argv(topo.ns("cli"), ["sleep", "60"]), preexec_fn=group.preexec)
     try:
-        gone = netns.cleanup_all() + cpu.cleanup_all(netns.PREFIX)
+        gone = netns.cleanup_all(prefix) + cpu.cleanup_all(prefix)
         assert set(topo.namespaces) <= set(gone)
         assert str(group.path) in gone and not group.path.exists()
         assert sleeper.wait(timeout=5) != 0  # killed, not finished
     finally:
         sleeper.kill()
-    with pytest.raises(TestbedError, match="already exists"):
-        netns.create(topo, None)
-        netns.create(topo, None)
-    netns.destroy(topo)
+    netns.create(topo, None)
+    try:
+        with pytest.raises(TestbedError, match="already exist"):
+            netns.create(topo, None)
+        assert set(topo.namespaces) <= set(netns.list_namespaces(prefix))  # the failed create left them alone
+    finally:
+        netns.destroy(topo)
+    assert not set(topo.namespaces) & set(netns.list_namespaces(prefix))
 
 
 def test_cpu_quota_limits_a_busy_loop() -> None:
@@ -111,3 +116,23 @@ def test_cpu_quota_limits_a_busy_loop() -> None:
     finally:
         group.remove()
     assert not group.path.exists()
+
+
+def test_bandwidth_schedule_changes_the_tbf_rate(bins: RelayBinaries, tmp_path: Path) -> None:
+    from quicsm.testbed.emulator import RateSchedule
+
+    sched = RateSchedule.parse("random:2:40:0.2", seed=3)
+    tbf = netns.TbfConfig(10_000_000, 50_000)
+    with Emulator(tag="tsched", tbf=tbf, relay_cfg=RelayConfig(), bins=bins, work_dir=tmp_path, schedule=sched) as emu:
+        emu.start_schedule()
+        time.sleep(1.1)
+        shown = subprocess.run(["tc", "-n", emu.topo.ns("bn"), "-j", "qdisc", "show", "dev", "b1"],
+                               capture_output=True, text=True).stdout
+    log = emu.rate_log
+    assert len(log) >= 4 and len({r for _, r in log}) >= 3
+    assert all(2_000_000 <= r <= 40_000_000 for _, r in log)
+    assert [t for t, _ in log] == sorted(t for t, _ in log) and log[1][0] - log[0][0] >= 0.19
+    import json as _json
+
+    rate_Bps = _json.loads(shown)[0]["options"]["rate"]  # bytes/s in tc's JSON
+    assert any(abs(rate_Bps * 8 - r) / r < 0.02 for _, r in log[-2:])

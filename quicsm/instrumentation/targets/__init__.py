@@ -195,8 +195,12 @@ class Target:
             j = i
             while j < n and "{" not in lines[j] and not lines[j].rstrip().endswith(";"):
                 j += 1
-            if j >= n or "{" not in lines[j] or lines[j].rstrip().endswith("}"):
+            if j >= n or "{" not in lines[j]:
                 i += 1
+                continue
+            if lines[j].rstrip().endswith("}"):  # one-line body: ``Foo::~Foo() {}``
+                out.append((name, i, j, j))
+                i = j + 1
                 continue
             k = j + 1
             while k < n and lines[k].rstrip() != "}" and self.header_name(lines[k]) is None:

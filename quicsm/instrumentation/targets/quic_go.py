@@ -13,11 +13,12 @@ with Reno in ``internal/ackhandler/sent_packet_handler.go``. Eras follow the sen
 from __future__ import annotations
 
 import re
-from typing import ClassVar, Mapping
+from collections.abc import Mapping
+from typing import ClassVar
 
 from quicsm.instrumentation.targets import Identity, Located, Target, register
 
-__all__ = ["QuicGoTarget", "ERA_DATES", "module_version"]
+__all__ = ["ERA_DATES", "QuicGoTarget", "module_version"]
 
 ERA_DATES: dict[str, tuple[str, str]] = {
     "go-a": ("2020-01-01", "2023-09-10"),
@@ -39,7 +40,7 @@ _FEATURES: tuple[tuple[str, str, str], ...] = (
     ("pto", "sent_packet_handler.go", r"\bh\.ptoCount\+\+"),
     ("quicsm_instrumented", "cubic_sender.go", r"\bquicsmTransition\b"),
 )
-_MODULE = re.compile(r"^module\s+github\.com/quic-go/quic-go\s*$", re.M)
+_MODULE = re.compile(r"^module\s+github\.com/quic-go/quic-go\s*$", re.MULTILINE)
 _VERSION_DIR = re.compile(r"quic-go@(v\d+\.\d+\.\d+[\w.+-]*)")
 
 

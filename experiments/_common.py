@@ -1,0 +1,58 @@
+"""Shared by the experiment scripts: load runs (traces + meta.json), format numbers and tables."""
+
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+import subprocess
+from pathlib import Path
+from typing import Any, Sequence
+
+from quicsm.testbed.runner import read_meta
+from quicsm.traces import Trace, parse_inputs
+
+__all__ = ["load_runs", "fmt_p", "fmt_ms", "table", "git_rev"]
+
+
+def load_runs(out: Path, prefix: str = "") -> list[tuple[Trace, dict[str, Any]]]:
+    """Every successful, emulator-ok run under ``out`` whose name starts with ``prefix``: (trace, meta).
+
+    A run has one connection (the page load); its trace is the longest in the log.
+    """
+    pairs = []
+    logs = sorted(glob.glob(str(out / f"{prefix}*" / "server.log")))
+    for log in logs:
+        meta = read_meta(Path(log).parent)
+        if not (meta["result"]["ok"] and meta["emulator"]["ok"]):
+            continue
+        traces = parse_inputs([log], require_transitions=False).traces
+        if not traces:
+            continue
+        pairs.append((max(traces, key=lambda t: t.duration_us), meta))
+    return pairs
+
+
+def fmt_p(p: float) -> str:
+    if math.isnan(p):
+        return "n/a"
+    return f"{p:.1e}" if p < 0.001 else f"{p:.3f}"
+
+
+def fmt_ms(x: float) -> str:
+    return f"{x:.0f}"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out) + "\n"
+
+
+def git_rev() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=os.path.dirname(__file__), timeout=10).stdout.strip()
+    except OSError:
+        return "unknown"

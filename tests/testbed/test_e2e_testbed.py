@@ -1,0 +1,105 @@
+"""End to end: patch quic-go and build it (quicsm.testbed.build), run three short page loads through
+the emulator (plain, lossy, CPU-starved client), parse the server logs, infer a model, render it.
+Asserts what the congestion controller did, not only that files exist. Needs root and Go."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from quicsm.inference import infer
+from quicsm.inference.annotate import annotate
+from quicsm.testbed import netns
+from quicsm.testbed.runner import RunConfig, labels_for, run_many
+from quicsm.testbed.stats import state_entries, state_share
+from quicsm.traces import StateView, parse_inputs
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for namespaces, tc and cgroups"),
+    pytest.mark.skipif(shutil.which("go") is None and not Path("/usr/local/go/bin/go").exists(), reason="needs Go"),
+    pytest.mark.skipif(importlib.util.find_spec("quicsm.testbed.build") is None, reason="needs quicsm.testbed.build"),
+]
+
+VERSION = "v0.65.0"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from quicsm.testbed.stack import get_stack
+
+    out = tmp_path_factory.mktemp("e2e")
+    bins = get_stack(VERSION, "reno")  # patch + build (cached after the first time)
+    base = RunConfig(rate_mbps=20, rtt_ms=20, queue="1bdp", size=3_000_000, quic_go_version=VERSION, timeout_s=60)
+    for cfg in (replace(base, name="plain"), replace(base, name="lossy", loss=0.02),
+                replace(base, name="mobile", cpu_quota=0.05, rate_mbps=50)):
+        results = run_many(cfg, bins, out, runs=1, retries=2)
+        assert all(r.ok for r in results), [r.error for r in results]
+    return out
+
+
+def test_runs_leave_log_and_complete_meta(runs: Path) -> None:
+    dirs = sorted(p for p in runs.iterdir() if p.name != "_rejected")
+    assert [d.name for d in dirs] == ["lossy-00", "mobile-00", "plain-00"]
+    for d in dirs:
+        meta = json.loads((d / "meta.json").read_text())
+        assert meta["implementation"] == "quic-go" and meta["version"] == VERSION and meta["cc"] == "reno"
+        assert meta["result"]["client"]["bytes"] >= 3_000_000
+        assert meta["params"]["queue_bytes"] > 0 and meta["timestamps"]["seconds"] > 0
+        relay = meta["emulator"]["relay"]
+        assert relay["down"]["sent"] > 2000 and relay["up"]["sent"] > 100
+    assert labels_for(runs / "mobile-00")["profile"] == "mobile"
+    assert json.loads((runs / "lossy-00" / "meta.json").read_text())["emulator"]["relay"]["down"]["dropped"] > 0
+    assert not [n for n in netns.list_namespaces() if n.startswith(netns.PREFIX) and "e2e" in n]
+
+
+def test_states_parse_infer_render(runs: Path, tmp_path: Path) -> None:
+    logs = sorted(str(p) for p in runs.glob("*/server.log"))
+    traces = parse_inputs(logs).traces
+    by_run = {t.labels["run"]: t for t in sorted(traces, key=lambda t: t.duration_us)}
+    assert set(by_run) == {"plain-00", "lossy-00", "mobile-00"}
+    plain, lossy, mobile = by_run["plain-00"], by_run["lossy-00"], by_run["mobile-00"]
+    assert plain.states()[:2] == ["Init", "SlowStart"]
+    assert "CongestionAvoidance" in plain.states()
+    assert state_entries(lossy, "Recovery") >= 2  # 2 % random loss: several recovery episodes
+    # A client held to 5 % of a core cannot keep up with 50 Mbit/s: the server waits on it.
+    assert state_share(mobile, "ApplicationLimited") > state_share(plain, "ApplicationLimited")
+    assert state_share(mobile, "ApplicationLimited") > 0.2
+
+    res = infer(traces, "dfg")
+    states = {n.state for n in res.model.nodes}
+    assert {"SlowStart", "CongestionAvoidance", "Recovery", "ApplicationLimited"} <= states
+    am = annotate(res, traces, StateView())
+    doc = am.to_json()
+    assert doc  # serialisable
+    if importlib.util.find_spec("quicsm.diagrams") is not None and shutil.which("dot"):
+        from quicsm.diagrams import write_diagram
+
+        svg = tmp_path / "e2e.svg"
+        write_diagram(am, str(svg))
+        text = svg.read_text()
+        assert "<svg" in text and "ApplicationLimited" in text and "Recovery" in text
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium")
+def test_chromium_loads_the_page_over_http3(tmp_path: Path) -> None:
+    from quicsm.testbed.stack import get_stack
+
+    cfg = RunConfig(rate_mbps=20, rtt_ms=20, objects=4, size=200_000, client="chromium", quic_go_version=VERSION,
+                    name="chromium", timeout_s=60)
+    (res,) = run_many(cfg, get_stack(VERSION, "reno"), tmp_path, runs=1, retries=1)
+    assert res.ok, res.error
+    meta = json.loads((res.run_dir / "meta.json").read_text())
+    client = meta["result"]["client"]
+    assert client["protocols"] == {"h3": 5}  # the page and its 4 objects, all over HTTP/3
+    assert client["bytes"] >= 4 * 200_000 and client["objects"] == 4
+    assert 0 < client["plt_ms"] < 60_000
+    (trace,) = parse_inputs([str(res.run_dir / "server.log")]).traces
+    assert trace.states()[:2] == ["Init", "SlowStart"] and trace.labels["client"] == "chromium"
