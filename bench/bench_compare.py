@@ -15,12 +15,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "compare"))
 
-from compare_fixtures import make_set  # noqa: E402
+from compare_fixtures import make_set
 
-from quicsm.compare import CompareOptions, compare  # noqa: E402
-from quicsm.compare.calibration import calibrate  # noqa: E402
-from quicsm.compare.html import to_html  # noqa: E402
-from quicsm.compare.report import to_json_text  # noqa: E402
+from quicsm.compare import CompareOptions, compare
+from quicsm.compare.calibration import calibrate
+from quicsm.compare.html import to_html
+from quicsm.compare.report import to_json_text
 
 
 def timed(fn):  # type: ignore[no-untyped-def]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -29,7 +30,7 @@ from pathlib import Path
 from quicsm.instrumentation.appliers import default_applier
 from quicsm.instrumentation.engine import detect, plan_for
 from quicsm.instrumentation.patchset import PatchSet, load_patch_set, shipped_patch_sets
-from quicsm.instrumentation.porter import plan_port
+from quicsm.instrumentation.porter import PortResult, plan_port
 
 ALGO_OF_FILE = {"tcp_cubic_sender_bytes": "cubic", "bbr_sender": "bbr", "bbr2_sender": "bbr2",
                 "bbr2_probe_bw": "bbr2", "bbr3_sender": "bbr3"}
@@ -61,18 +62,22 @@ def git(repo: str, *args: str) -> bytes:
     return subprocess.run(["git", "-C", repo, *args], capture_output=True, check=True).stdout
 
 
-def tree_paths(repo: str, commit: str) -> dict[str, str]:
-    """File name -> path for the quic core files at ``commit`` (either layout)."""
-    out = git(repo, "ls-tree", "-r", "--name-only", commit, "--", "quiche/quic/core", "quic/core").decode()
+QUICHE_DIRS = ("quiche/quic/core", "quic/core")
+PROTO_QUIC_DIRS = ("src/net/quic",)
+
+
+def tree_paths(repo: str, commit: str, dirs: tuple[str, ...] = QUICHE_DIRS) -> dict[str, str]:
+    """File name -> path for the quic core files at ``commit`` (any of the layouts under ``dirs``)."""
+    out = git(repo, "ls-tree", "-r", "--name-only", commit, "--", *dirs).decode()
     names: dict[str, str] = {}
     for p in out.splitlines():
-        if p.count("/") <= 4:
+        if p.count("/") <= 5 and "/test" not in p and not p.endswith("_test.cc"):
             names.setdefault(p.rsplit("/", 1)[1], p)
     return names
 
 
-def materialise(repo: str, commit: str, ps: PatchSet, dest: Path) -> str | None:
-    paths = tree_paths(repo, commit)
+def materialise(repo: str, commit: str, ps: PatchSet, dest: Path, dirs: tuple[str, ...] = QUICHE_DIRS) -> str | None:
+    paths = tree_paths(repo, commit, dirs)
     for f in ps.files:
         p = paths.get(f.basename)
         if p is None:
@@ -82,32 +87,51 @@ def materialise(repo: str, commit: str, ps: PatchSet, dest: Path) -> str | None:
     return None
 
 
-def by_distance(sets: list[PatchSet], algorithm: str, date: str) -> list[PatchSet]:
-    """Pinned quiche sets of ``algorithm``, nearest upstream date first."""
+def by_distance(sets: list[PatchSet], algorithm: str, date: str, target: str = "quiche") -> list[PatchSet]:
+    """Pinned sets of ``target`` and ``algorithm``, nearest upstream date first."""
     from datetime import date as d
 
-    pool = [s for s in sets if s.algorithm == algorithm and s.target == "quiche" and s.date]
+    pool = [s for s in sets if s.algorithm == algorithm and s.target == target and s.date]
     day = d.fromisoformat(date)
     return sorted(pool, key=lambda s: (abs((d.fromisoformat(s.date) - day).days), s.name))
 
 
-def nearest(sets: list[PatchSet], algorithm: str, date: str) -> PatchSet | None:
-    pool = by_distance(sets, algorithm, date)
+def nearest(sets: list[PatchSet], algorithm: str, date: str, target: str = "quiche") -> PatchSet | None:
+    pool = by_distance(sets, algorithm, date, target)
     return pool[0] if pool else None
 
 
 _REFERENCE: dict[str, list[tuple[str, str | None]]] = {}
 
 
-def reference_functions(repo: str, ps: PatchSet) -> list[tuple[str, str | None]]:
-    """(file name, enclosing function) of every change of ``ps`` at its own commit: the yardstick for
-    whether a ported change landed in the same function."""
+_CLASS = re.compile(r"^\s*(?:class|struct)\s+(?:[A-Z_]+\s+)?(\w+)[^;]*$")
+_ACCESS = re.compile(r"^\s*(public|private|protected):")
+
+
+def scopes(res: PortResult) -> list[tuple[str, str | None]]:
+    """(file name, scope) per placed change: the enclosing function in a .cc file, ``Class:section`` in a
+    header (the class and public/private part a declaration went to)."""
+    out: list[tuple[str, str | None]] = []
+    for p in res.placements:
+        name = p.file.rsplit("/", 1)[-1]
+        if not name.endswith(".h"):
+            out.append((name, p.function))
+            continue
+        lines = res.pristine[p.file].decode(errors="replace").splitlines()[: p.line - 1]
+        cls = next((m.group(1) for x in reversed(lines) if (m := _CLASS.match(x))), None)
+        acc = next((m.group(1) for x in reversed(lines) if (m := _ACCESS.match(x))), None)
+        out.append((name, f"{cls}:{acc}"))
+    return out
+
+
+def reference_functions(repo: str, ps: PatchSet, dirs: tuple[str, ...] = QUICHE_DIRS) -> list[tuple[str, str | None]]:
+    """(file name, scope) of every change of ``ps`` at its own commit: the yardstick for whether a ported
+    change landed in the same function (or class section of a header)."""
     if ps.name not in _REFERENCE:
         with tempfile.TemporaryDirectory(prefix="bench-ref-") as tmp:
-            why = materialise(repo, ps.upstream.commit or "HEAD", ps, Path(tmp))
+            why = materialise(repo, ps.upstream.commit or "HEAD", ps, Path(tmp), dirs)
             res = plan_port(ps, tmp) if why is None else None
-            _REFERENCE[ps.name] = ([(p.file.rsplit("/", 1)[-1], p.function) for p in res.placements]
-                                   if res is not None and res.ok else [])
+            _REFERENCE[ps.name] = scopes(res) if res is not None and res.ok else []
     return _REFERENCE[ps.name]
 
 
@@ -115,62 +139,87 @@ def expected_era(date: str) -> str:
     return "E" if date >= "2022-04-07" else "D"
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("git_dir", nargs="?", default=DEFAULT_GIT)
-    ap.add_argument("--tsv", default=DEFAULT_TSV)
-    ap.add_argument("--sets", nargs="*", default=[], help="extra patch set directories (default: shipped sets)")
-    ap.add_argument("--no-shipped", action="store_true", help="use only --sets")
-    ap.add_argument("--limit", type=int, default=0)
-    ap.add_argument("--json", help="write every outcome here")
-    args = ap.parse_args(argv)
-
-    sets = [] if args.no_shipped else [s for s in shipped_patch_sets("quiche")]
-    sets += [load_patch_set(p) for p in args.sets]
-    if not sets:
-        print("no patch sets (ship some in quicsm/patches/quiche or pass --sets)", file=sys.stderr)
-        return 2
-    print(f"pinned sets: {', '.join(f'{s.name} ({s.algorithm}, {s.date})' for s in sets)}")
-    with open(args.tsv, newline="", encoding="utf-8") as fh:
+def quiche_versions(tsv: str) -> list[tuple[tuple[str, str], str]]:
+    """((commit, algorithm), date) for every commit of the reference table."""
+    with open(tsv, newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh, delimiter="\t"))
     versions: dict[tuple[str, str], str] = {}
     for r in rows:
         algo = ALGO_OF_FILE.get(r["file"])
         if algo:
             versions.setdefault((r["hash"], algo), r["date"])
-    todo = sorted(versions.items(), key=lambda kv: (kv[0][1], kv[1]))
+    print(f"{len(rows)} table rows -> {len(versions)} (commit, algorithm) versions")
+    return sorted(versions.items(), key=lambda kv: (kv[0][1], kv[1]))
+
+
+def proto_quic_versions(repo: str) -> list[tuple[tuple[str, str], str]]:
+    """((commit, algorithm), date) for every google/proto-quic commit that changed src/net/quic senders."""
+    out = git(repo, "log", "--format=%h %cs", "--", "src/net/quic").decode().split("\n")
+    todo = []
+    for line in out:
+        if not line.strip():
+            continue
+        commit, date = line.split()
+        names = tree_paths(repo, commit, PROTO_QUIC_DIRS)
+        for algo, sender in (("cubic", "tcp_cubic_sender_base.cc"), ("bbr", "bbr_sender.cc")):
+            if sender in names:
+                todo.append(((commit, algo), date))
+    print(f"google/proto-quic: {len(todo)} (commit, algorithm) versions")
+    return sorted(todo, key=lambda kv: (kv[0][1], kv[1]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("git_dir", nargs="?", default=DEFAULT_GIT)
+    ap.add_argument("--tsv", default=DEFAULT_TSV)
+    ap.add_argument("--proto-quic", action="store_true",
+                    help="GIT_DIR is google/proto-quic: port the chromium sets over its Chromium snapshots")
+    ap.add_argument("--sets", nargs="*", default=[], help="extra patch set directories (default: shipped sets)")
+    ap.add_argument("--no-shipped", action="store_true", help="use only --sets")
+    ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--json", help="write every outcome here")
+    args = ap.parse_args(argv)
+
+    target = "chromium" if args.proto_quic else "quiche"
+    dirs = PROTO_QUIC_DIRS if args.proto_quic else QUICHE_DIRS
+    sets = [] if args.no_shipped else list(shipped_patch_sets(target))
+    sets += [load_patch_set(p) for p in args.sets]
+    if not sets:
+        print(f"no patch sets (ship some in quicsm/patches/{target} or pass --sets)", file=sys.stderr)
+        return 2
+    print(f"pinned sets: {', '.join(f'{s.name} ({s.algorithm}, {s.date})' for s in sets)}")
+    todo = proto_quic_versions(args.git_dir) if args.proto_quic else quiche_versions(args.tsv)
     if args.limit:
         todo = todo[: args.limit]
-    print(f"{len(rows)} table rows -> {len(todo)} (commit, algorithm) versions")
     applier = default_applier()
     outcomes: list[Outcome] = []
     for (commit, algo), date in todo:
-        ps = nearest(sets, algo, date)
+        ps = nearest(sets, algo, date, target)
         if ps is None:
             outcomes.append(Outcome(commit, date, algo, "-", False, False, "?", 0, 0, f"no pinned {algo} set"))
             continue
         with tempfile.TemporaryDirectory(prefix="bench-port-") as tmp:
             root = Path(tmp)
-            why = materialise(args.git_dir, commit, ps, root)
+            why = materialise(args.git_dir, commit, ps, root, dirs)
             if why:
                 outcomes.append(Outcome(commit, date, algo, ps.name, False, False, "?", 0, 0, why))
                 continue
             t0 = time.perf_counter()
-            det = detect(root, sets=[ps], applier=applier, target="quiche")
+            det = detect(root, sets=[ps], applier=applier, target=target)
             base_ok = applier.check(det.root, plan_for(ps, det.located).diff).ok
             t1 = time.perf_counter()
             res = plan_port(ps, root, applier=applier, detection=det)
             t2 = time.perf_counter()
             reason = "; ".join(f"{f.file.rsplit('/', 1)[-1]} hunk {f.hunk}: {f.reason}" for f in res.failures)
-            ref = reference_functions(args.git_dir, ps)
-            got = [(p.file.rsplit("/", 1)[-1], p.function) for p in res.placements]
+            ref = reference_functions(args.git_dir, ps, dirs)
+            got = scopes(res)
             same = sum(a == b for a, b in zip(ref, got)) if res.ok and len(ref) == len(got) else 0
             moved = "; ".join(f"{a[0]}: {a[1]} -> {b[1]}" for a, b in zip(ref, got) if a != b) if res.ok else ""
             fallback = ""
             if not res.ok:  # what a user gets from `quicsm patch port SRC -a ALGO` (tries the next sets)
-                for other in by_distance(sets, algo, date)[1:]:
+                for other in by_distance(sets, algo, date, target)[1:]:
                     with tempfile.TemporaryDirectory(prefix="bench-port-fb-") as tmp2:
-                        if materialise(args.git_dir, commit, other, Path(tmp2)) is None and \
+                        if materialise(args.git_dir, commit, other, Path(tmp2), dirs) is None and \
                                 plan_port(other, tmp2, applier=applier).ok:
                             fallback = other.name
                             break
@@ -211,12 +260,14 @@ def main(argv: list[str] | None = None) -> int:
     n_pl = sum(o.placements for o in outcomes)
     n_same = sum(o.same_function for o in outcomes)
     if n_pl:
-        print(f"ported changes in the same function as in the pinned set: {n_same}/{n_pl} ({n_same / n_pl:.1%})")
+        print(f"ported changes in the same function (header: class and access section) as in the pinned set: "
+              f"{n_same}/{n_pl} ({n_same / n_pl:.1%})")
         for o in outcomes:
             if o.moved:
                 print(f"  moved: {o.date} {o.commit} {o.algorithm}: {o.moved}")
-    era_ok = sum(o.era == expected_era(o.date) for o in outcomes if o.era != "?")
-    print(f"era detected from content matches the commit date: {era_ok}/{sum(o.era != '?' for o in outcomes)}")
+    if not args.proto_quic:
+        era_ok = sum(o.era == expected_era(o.date) for o in outcomes if o.era != "?")
+        print(f"era detected from content matches the commit date: {era_ok}/{sum(o.era != '?' for o in outcomes)}")
     fails = [o for o in outcomes if not o.ok]
     if fails:
         print(f"\nfailures ({len(fails)}):")

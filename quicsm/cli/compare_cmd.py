@@ -58,10 +58,6 @@ def _build_sets(inputs: tuple[str, ...], names: tuple[str, ...], where: list[dic
 def _write(path: str, data: str | bytes) -> None:
     with atomic_output(path, binary=isinstance(data, bytes)) as fh:
         fh.write(data)
-    if path != "-":  # the temp file behind atomic_output is 0600; give the result the usual mode
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(path, 0o666 & ~mask)
 
 
 def _pair_path(path: str, k: int, a: str, b: str, many: bool) -> str:
@@ -70,11 +66,6 @@ def _pair_path(path: str, k: int, a: str, b: str, many: bool) -> str:
     stem, ext = os.path.splitext(path)
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in f"{b}-vs-{a}")
     return f"{stem}.{k + 1}.{safe}{ext}"
-
-
-def _fmt_of(path: str) -> str:
-    ext = os.path.splitext(path)[1].lstrip(".").lower()
-    return ext if ext in ("svg", "pdf", "png", "dot") else "svg"
 
 
 @click.command()
@@ -99,12 +90,14 @@ def _fmt_of(path: str) -> str:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap (results are deterministic).")
 @click.option("--engine", default="dfg", show_default=True,
               help="Engine of the per-set models (model differences, diagrams): dfg, synoptic, ktails.")
+@click.option("-k", "k", type=click.IntRange(0, 50), default=None, help="Tail length for ktails / synoptic coarsening.")
 @click.option("--phases/--no-phases", default=True, show_default=True, help="Keep PROBE_BW phases as separate states.")
 @click.option("--recovery-states", is_flag=True, help="Make BBR's recovery sub-state part of the state.")
 @click.option("--all-pairs", is_flag=True, help="N-way: test every pair instead of every set against the first.")
 @click.option("--witnesses", type=click.IntRange(0, 50), default=3, show_default=True,
               help="Shortest sequences shown per direction that one model accepts and the other rejects.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "csv", "markdown"]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "csv", "markdown"]), default="text", show_default=True,
+              help="Tables on the terminal, JSON for scripts (docs/compare.md), CSV or Markdown.")
 @click.option("-o", "--output", default="-", show_default=True, type=click.Path(allow_dash=True), help="Where --format goes.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Self-contained HTML report.")
 @click.option("--diagram", "diagram_path", type=click.Path(dir_okay=False),
@@ -126,13 +119,18 @@ def compare(inputs: tuple[str, ...], names: tuple[str, ...], where: list[dict[st
 
     \b
     Examples:
-      quicsm compare traces/desktop traces/throttled --html report.html
+      quicsm compare traces/fig13/desktop traces/fig13/mobile --html report.html
       quicsm compare 'runs/v0.33/*.log' 'runs/v0.65/*.log' --format json
       quicsm compare all.parquet --where client=desktop --vs client=mobile
       quicsm compare all.parquet --by version --heatmap versions.svg
     """
     from quicsm.compare.report import WRITERS
 
+    for path in (diagram_path, diff_path):
+        if path:
+            from quicsm.diagrams.render import output_format
+
+            output_format(path)  # a bad suffix fails now, before anything is computed or written
     sets = _build_sets(inputs, names, where, vs, by, order)
     options = CompareOptions(view=StateView(phases=phases, recovery=recovery_states), **kw)
     result = run_compare(sets, options)
@@ -145,14 +143,15 @@ def compare(inputs: tuple[str, ...], names: tuple[str, ...], where: list[dict[st
 
         _write(html_path, to_html(result, timelines=timelines))
     if diagram_path or diff_path:
-        from quicsm.compare.figures import diff_dot, dot_to, side_by_side_dot
+        from quicsm.compare.figures import diff_dot, side_by_side_dot
+        from quicsm.diagrams.render import write_picture
 
         if diagram_path:
-            _write(diagram_path, dot_to(side_by_side_dot(result), _fmt_of(diagram_path)))
+            write_picture(side_by_side_dot(result), diagram_path)
         if diff_path:
             many = len(result.pairs) > 1
             for k, p in enumerate(result.pairs):
-                _write(_pair_path(diff_path, k, p.a, p.b, many), dot_to(diff_dot(result, p), _fmt_of(diff_path)))
+                write_picture(diff_dot(result, p), _pair_path(diff_path, k, p.a, p.b, many))
     if heatmap_path:
         from quicsm.compare.html import heatmap
 

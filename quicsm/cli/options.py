@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 import click
 
+from quicsm.compare.sets import trace_matches
 from quicsm.traces import ParseResult, parse_inputs, parse_label
 from quicsm.traces.events import StateView
 
@@ -43,16 +44,6 @@ def input_options(f: F) -> F:
     return f
 
 
-def _matches(trace: Any, where: dict[str, str]) -> bool:
-    for k, v in where.items():
-        if k in ("cc", "implementation", "version"):
-            if str(getattr(trace, k)) != v:
-                return False
-        elif trace.labels.get(k) != v:
-            return False
-    return True
-
-
 def load_inputs(kw: dict[str, Any]) -> ParseResult:
     """Run the parse stage with the options of :func:`input_options` (popping them from ``kw``)."""
     progress = kw.pop("progress")
@@ -70,7 +61,7 @@ def load_inputs(kw: dict[str, Any]) -> ParseResult:
         progress=progress,
     )
     if where:
-        result.traces = [t for t in result.traces if _matches(t, where)]
+        result.traces = [t for t in result.traces if trace_matches(t, where)]
         if not result.traces:
             raise click.ClickException(f"no trace matches --where {' '.join(f'{k}={v}' for k, v in where.items())}")
     if not quiet:

@@ -185,7 +185,8 @@ def port(src: Path, from_set: str | None, algorithms: tuple[str, ...], output: P
     """Port a patch set to the version in SRC and write it as a new set (all or nothing)."""
     from quicsm.errors import PatchError
     from quicsm.instrumentation.patchset import find_patch_set
-    from quicsm.instrumentation.porter import plan_port, port as run, sources_for
+    from quicsm.instrumentation.porter import plan_port, sources_for
+    from quicsm.instrumentation.porter import port as run
 
     app = _applier(applier)
     if from_set:

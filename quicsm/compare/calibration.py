@@ -5,7 +5,7 @@ the same tests and correction ``compare`` uses. Every flag is then a false posit
 rate should be about alpha, and after Holm the share of splits with any flag (family-wise) at most
 alpha. Run it on real traces::
 
-    python -m quicsm.compare.calibration traces/desktop --splits 1000
+    python -m quicsm.compare.calibration traces/fig13/desktop --splits 1000
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from quicsm.compare.occupancy import OccupancyTable, StateSummary, occupancy_tab
 from quicsm.compare.sets import TraceSet
 from quicsm.compare.stats import CORRECTIONS, EDGE_TESTS, MIN_SAMPLE, SAMPLE_TESTS, TestResult, correct
 from quicsm.compare.transitions import Edge2, EdgeTable, edge_counts, edge_table, test_edge
-from quicsm.errors import InputError
+from quicsm.errors import InferenceError, InputError
 from quicsm.inference.annotate import AnnotatedModel
 from quicsm.pipeline import learn
 from quicsm.traces.events import StateView
@@ -41,7 +41,7 @@ __all__ = [
 class CompareOptions:
     """Every knob of a comparison; recorded in the outputs so a result can be reproduced."""
 
-    view: StateView = StateView()
+    view: StateView = field(default_factory=StateView)
     test: str = "welch"
     alpha: float = 0.01
     correction: str = "holm"
@@ -50,6 +50,8 @@ class CompareOptions:
     confidence: float = 0.95
     seed: int = 0
     engine: str = "dfg"
+    k: int | None = None
+    """Tail length for the ``ktails`` engine / Synoptic coarsening (``-k``); engine default if None."""
     witnesses: int = 3
     all_pairs: bool = False
     models: bool = True
@@ -71,7 +73,7 @@ class CompareOptions:
         return {
             "test": self.test, "alpha": self.alpha, "correction": self.correction, "edge_test": self.edge_test,
             "bootstrap_resamples": self.resamples, "confidence": self.confidence, "seed": self.seed,
-            "engine": self.engine, "phases": self.view.phases, "recovery_states": self.view.recovery,
+            "engine": self.engine, "k": self.k, "phases": self.view.phases, "recovery_states": self.view.recovery,
             "pairs": "all" if self.all_pairs else "baseline",
         }
 
@@ -281,8 +283,15 @@ def compare(sets: Sequence[TraceSet], options: CompareOptions = CompareOptions()
 
     models: dict[str, AnnotatedModel] = {}
     if options.models:
-        models = {s.name: learn(list(s.traces), options.engine, view) for s in sets}
+        opts = {} if options.k is None else {"k": options.k}
+        for s in sets:
+            try:
+                models[s.name] = learn(list(s.traces), options.engine, view, **opts)
+            except InferenceError as exc:
+                warnings.append(f"set {s.name}: no {options.engine} model ({exc}); no model difference or diagram for it")
         for k, p in enumerate(pairs):
+            if p.a not in models or p.b not in models:
+                continue
             ta = next(s.traces for s in sets if s.name == p.a)
             tb = next(s.traces for s in sets if s.name == p.b)
             md = diff_models(models[p.a].model, models[p.b].model, names=(p.a, p.b), traces=(ta, tb), view=view,

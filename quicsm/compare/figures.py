@@ -7,22 +7,17 @@ probability; colour = direction, width = size, grey dashed = not significant aft
 
 from __future__ import annotations
 
-import importlib
 import re
-import shutil
-import subprocess
-from collections.abc import Callable
 
 from quicsm.compare.comparison import Comparison, PairComparison
 from quicsm.diagrams.dot import DotOptions, render_side_by_side, to_dot
 from quicsm.diagrams.overlay import Delta, EdgeKey, NodeKey, Overlay
+from quicsm.diagrams.render import run_dot
 from quicsm.errors import RenderError
 from quicsm.inference.annotate import AnnotatedModel
 from quicsm.pipeline import learn
 
-__all__ = ["FORMATS", "diff_dot", "diff_overlay", "dot_to", "inline_svg", "side_by_side_dot"]
-
-FORMATS = ("svg", "pdf", "png", "dot")
+__all__ = ["diff_dot", "diff_overlay", "inline_svg", "side_by_side_dot", "svg_of"]
 
 
 def side_by_side_dot(c: Comparison, options: DotOptions | None = None) -> str:
@@ -30,7 +25,7 @@ def side_by_side_dot(c: Comparison, options: DotOptions | None = None) -> str:
     if not c.models:
         raise RenderError("the comparison was run without models; nothing to draw")
     opts = options or DotOptions(min_prob=0.0, title=" vs ".join(s.name for s in c.sets))
-    return render_side_by_side([(s.name, c.models[s.name]) for s in c.sets], opts)
+    return render_side_by_side([(s.name, c.models[s.name]) for s in c.sets if s.name in c.models], opts)
 
 
 def _short_p(p: float | None) -> str:
@@ -69,35 +64,6 @@ def diff_dot(c: Comparison, pair: PairComparison, options: DotOptions | None = N
     return to_dot(_union_model(c, pair), opts, overlay=diff_overlay(pair))
 
 
-def _project_renderer() -> Callable[[str, str], bytes] | None:
-    """The diagrams package's DOT renderer, if it offers one (its name is looked up, not assumed)."""
-    for module, attr in (("quicsm.diagrams.render", "render_dot"), ("quicsm.diagrams", "render_dot")):
-        try:
-            fn = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError):
-            continue
-        return fn  # type: ignore[no-any-return]
-    return None
-
-
-def dot_to(dot: str, fmt: str) -> bytes:
-    """Lay out DOT text with Graphviz into ``svg``/``pdf``/``png`` bytes (``dot`` returns the text)."""
-    if fmt == "dot":
-        return dot.encode()
-    if fmt not in FORMATS:
-        raise RenderError(f"unknown diagram format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    fn = _project_renderer()
-    if fn is not None:
-        return fn(dot, fmt)
-    exe = shutil.which("dot")
-    if exe is None:
-        raise RenderError("Graphviz 'dot' not found; install graphviz (apt-get install graphviz) or use .dot output")
-    proc = subprocess.run([exe, f"-T{fmt}"], input=dot.encode(), capture_output=True, timeout=120, check=False)
-    if proc.returncode != 0:
-        raise RenderError(f"Graphviz failed: {proc.stderr.decode(errors='replace').strip()[:500]}")
-    return proc.stdout
-
-
 _PROLOG = re.compile(r"^\s*(<\?xml[^>]*\?>\s*)?(<!DOCTYPE[^>]*>\s*)?(<!--.*?-->\s*)*", re.DOTALL)
 
 
@@ -105,3 +71,8 @@ def inline_svg(svg: bytes | str) -> str:
     """SVG markup ready to paste into HTML (no XML prolog, doctype or leading comments)."""
     text = svg.decode() if isinstance(svg, bytes) else svg
     return _PROLOG.sub("", text, count=1)
+
+
+def svg_of(dot: str) -> str:
+    """Graphviz's SVG of ``dot``, ready to inline in HTML."""
+    return inline_svg(run_dot(dot, "svg"))

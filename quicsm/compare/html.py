@@ -15,7 +15,7 @@ from markupsafe import Markup
 
 from quicsm import __version__
 from quicsm.compare.comparison import Comparison
-from quicsm.compare.figures import diff_dot, dot_to, inline_svg, side_by_side_dot
+from quicsm.compare.figures import diff_dot, side_by_side_dot, svg_of
 from quicsm.compare.report import fmt_p, model_lines
 from quicsm.compare.report import to_json as comparison_json
 from quicsm.compare.stats import EDGE_TESTS
@@ -76,7 +76,7 @@ def heatmap(c: Comparison) -> str:
 
 def _try_svg(make_dot: Any) -> tuple[str | None, str | None]:
     try:
-        return inline_svg(dot_to(make_dot(), "svg")), None
+        return svg_of(make_dot()), None
     except QuicsmError as exc:
         return None, str(exc)
 

@@ -15,6 +15,7 @@ from quicsm.errors import InputError
 from quicsm.traces import parse_inputs
 from quicsm.traces.events import Trace
 from quicsm.traces.parse import SIDECAR
+from quicsm.traces.parse import expand_inputs as expand_directories
 
 __all__ = [
     "Selector",
@@ -78,18 +79,9 @@ def trace_matches(trace: Trace, sel: Selector) -> bool:
     return all(label_value(trace, k) == v for k, v in sel.items())
 
 
-INPUT_SUFFIXES = (".log", ".qlog", ".sqlog", ".jsonl", ".traces.json", ".parquet")
-"""What a directory argument picks up (also ``.gz``): logs, qlogs, trace files; not sidecars or stderr."""
-
-
 def _is_input_file(path: str) -> bool:
     name = os.path.basename(path)
     return not name.startswith(".") and name != SIDECAR and os.path.isfile(path)
-
-
-def _is_dir_input(path: str) -> bool:
-    name = os.path.basename(path).lower().removesuffix(".gz")
-    return _is_input_file(path) and name.endswith(INPUT_SUFFIXES)
 
 
 def expand_inputs(pattern: str) -> list[str]:
@@ -97,15 +89,7 @@ def expand_inputs(pattern: str) -> list[str]:
     if pattern == "-":
         return ["-"]
     if os.path.isdir(pattern):
-        found = sorted(
-            os.path.join(root, f)
-            for root, _, files in os.walk(pattern)
-            for f in files
-            if _is_dir_input(os.path.join(root, f))
-        )
-        if not found:
-            raise InputError(f"{pattern}: directory holds no input files ({', '.join(INPUT_SUFFIXES)}, optionally .gz)")
-        return found
+        return expand_directories([pattern])
     if glob.has_magic(pattern):
         found = sorted(p for p in glob.glob(pattern, recursive=True) if _is_input_file(p))
         if not found:

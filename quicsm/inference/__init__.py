@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from quicsm.errors import InferenceError
 from quicsm.inference.model import INITIAL, TERMINAL, Edge, InferenceResult, Model, Node
@@ -14,15 +15,15 @@ from quicsm.traces.events import StateView, Trace
 __all__ = [
     "ENGINES",
     "ENGINE_SPECS",
-    "EngineSpec",
-    "infer",
-    "infer_sequences",
-    "Model",
-    "Node",
-    "Edge",
-    "InferenceResult",
     "INITIAL",
     "TERMINAL",
+    "Edge",
+    "EngineSpec",
+    "InferenceResult",
+    "Model",
+    "Node",
+    "infer",
+    "infer_sequences",
 ]
 
 
@@ -95,7 +96,10 @@ def infer_sequences(sequences: Sequence[Sequence[str]], engine: str = "synoptic"
     return fn(sequences, **opts)
 
 
-def infer(traces: Sequence[Trace], engine: str = "synoptic", view: StateView = StateView(), **opts: Any) -> InferenceResult:
+_DEFAULT_VIEW = StateView()
+
+
+def infer(traces: Sequence[Trace], engine: str = "synoptic", view: StateView = _DEFAULT_VIEW, **opts: Any) -> InferenceResult:
     """Learn a model from traces; ``paths[i]`` maps ``traces[i].visits(view)`` onto model nodes."""
     res = infer_sequences([t.states(view) for t in traces], engine, **opts)
     res.model.params.setdefault("phases", view.phases)

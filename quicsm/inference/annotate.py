@@ -8,23 +8,24 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn, Sequence
+from typing import Any, NoReturn
 
 from quicsm.errors import InferenceError, InputError
 from quicsm.inference.model import INITIAL, TERMINAL, Edge, InferenceResult, Model, Node
 from quicsm.traces.events import StateView, Trace
 
 __all__ = [
-    "NodeStats",
-    "EdgeStats",
-    "AnnotatedModel",
-    "annotate",
-    "load_model",
-    "save_model",
     "MODEL_FORMAT",
     "MODEL_FORMAT_VERSION",
     "SUM_TOLERANCE",
+    "AnnotatedModel",
+    "EdgeStats",
+    "NodeStats",
+    "annotate",
+    "load_model",
+    "save_model",
 ]
 
 MODEL_FORMAT = "quicsm-model"

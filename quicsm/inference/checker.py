@@ -13,13 +13,13 @@ invariant's two-state automaton to return a shortest violating walk, which refin
 from __future__ import annotations
 
 from collections import deque
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from quicsm.inference.invariants import KINDS, InvariantSet
 
-__all__ = ["violations", "violated", "counterexample"]
+__all__ = ["counterexample", "violated", "violations", "walk_states"]
 
 
 def _closure(start: np.ndarray, step: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
@@ -125,3 +125,13 @@ def counterexample(
         walk.append(cur[0])
         cur = parent[cur]
     return walk[::-1]
+
+
+def walk_states(kind: str, a: int, b: int, types: Sequence[int]) -> list[int]:
+    """The ``a kind b`` automaton's state after each node of a walk (given by node types)."""
+    out: list[int] = []
+    state = 0
+    for t in types:
+        state = _step(kind, a, b, state, t)
+        out.append(state)
+    return out

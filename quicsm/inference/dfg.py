@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from quicsm.inference.model import InferenceResult
 from quicsm.inference.packed import EncodedLog, encode_sequences, result_from_nodes
 
-__all__ = ["infer_dfg", "dfg_encoded"]
+__all__ = ["dfg_encoded", "infer_dfg"]
 
 
 def infer_dfg(sequences: Sequence[Sequence[str]]) -> InferenceResult:

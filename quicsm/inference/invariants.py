@@ -16,14 +16,14 @@ trace's last ``a`` comes after its last ``b``; an NFby unless some first ``a`` c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
 from quicsm.inference.packed import EncodedLog, encode_sequences
 
-__all__ = ["KINDS", "LONG_NAMES", "Invariant", "InvariantSet", "mine_invariants", "mine_encoded"]
+__all__ = ["KINDS", "LONG_NAMES", "Invariant", "InvariantSet", "mine_encoded", "mine_invariants"]
 
 KINDS: tuple[str, ...] = ("AFby", "NFby", "AP")
 LONG_NAMES: dict[str, str] = {"AFby": "AlwaysFollowedBy", "NFby": "NeverFollowedBy", "AP": "AlwaysPrecedes"}

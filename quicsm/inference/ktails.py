@@ -15,7 +15,9 @@ independent 64-bit hashes.
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from itertools import pairwise
+from typing import Any
 
 import numpy as np
 
@@ -23,7 +25,7 @@ from quicsm.errors import InferenceError
 from quicsm.inference.model import InferenceResult
 from quicsm.inference.packed import EncodedLog, encode_sequences, result_from_nodes
 
-__all__ = ["infer_ktails", "ktails_encoded", "DEFAULT_K", "prefix_tree"]
+__all__ = ["DEFAULT_K", "infer_ktails", "ktails_encoded", "prefix_tree"]
 
 DEFAULT_K = 2
 _SEED = 0x5EED_CAFE
@@ -65,7 +67,7 @@ def _dedupe(framed: np.ndarray, foff: np.ndarray) -> tuple[np.ndarray, np.ndarra
     rep = np.empty(len(foff) - 1, dtype=np.int64)
     firsts: list[int] = []
     bounds = foff.tolist()
-    for t, (s, e) in enumerate(zip(bounds, bounds[1:])):
+    for t, (s, e) in enumerate(pairwise(bounds)):
         key = framed[s:e].tobytes()
         r = seen.get(key)
         if r is None:
@@ -112,7 +114,8 @@ def prefix_tree(codes: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.
         idx = offsets[active] + depth
         prev = node[idx - 1] if depth else np.full(len(active), -1, dtype=np.int64)
         keys = (prev + 1) * width + codes[idx]
-        uniq, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
+        uniq, inverse = dense_ids(keys)
+        counts = np.bincount(inverse)
         node[idx] = next_id + inverse
         parents.append(uniq // width - 1)
         labels.append(uniq % width)
@@ -141,7 +144,7 @@ def prefix_tree(codes: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.
 def _ktail_classes(parent: np.ndarray, label: np.ndarray, k: int) -> np.ndarray:
     """Class id of every tree node: equal ids <=> equal label and equal k-future."""
     rng = np.random.default_rng(_SEED)
-    sig = _intern(label, np.zeros(len(label), np.uint64), np.zeros(len(label), np.uint64))
+    sig = label.astype(np.int64)  # k = 0: the state alone
     has_parent = parent >= 0
     kids, dads = np.nonzero(has_parent)[0], parent[has_parent]
     for _ in range(k):
@@ -160,15 +163,37 @@ def _ktail_classes(parent: np.ndarray, label: np.ndarray, k: int) -> np.ndarray:
 
 
 def _intern(label: np.ndarray, h1: np.ndarray, h2: np.ndarray) -> np.ndarray:
-    """Dense ids for distinct (label, h1, h2) triples."""
+    """Dense ids for distinct (label, h1, h2) triples.
+
+    Grouped by one 64-bit key mixing label and h1 (one sort), then checked against h2 and the label;
+    only if that check finds a collision does it fall back to sorting on all three.
+    """
+    key = h1 ^ (label.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+    _, ids = dense_ids(key)
+    first = np.full(int(ids.max()) + 1 if len(ids) else 0, len(ids), dtype=np.int64)
+    np.minimum.at(first, ids, np.arange(len(ids), dtype=np.int64))
+    rep = first[ids]
+    if np.array_equal(h2[rep], h2) and np.array_equal(label[rep], label):
+        return ids
     order = np.lexsort((h2, h1, label))
     change = np.ones(len(order), dtype=bool)
     if len(order) > 1:
         a, b = order[1:], order[:-1]
         change[1:] = (label[a] != label[b]) | (h1[a] != h1[b]) | (h2[a] != h2[b])
-    ids = np.empty(len(order), dtype=np.int64)
-    ids[order] = np.cumsum(change) - 1
-    return ids
+    out = np.empty(len(order), dtype=np.int64)
+    out[order] = np.cumsum(change) - 1
+    return out
+
+
+def dense_ids(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct keys and, per key, its index among them (np.unique's, by one argsort)."""
+    order = np.argsort(keys)  # ids follow the sorted keys: ties need no stable order
+    ordered = keys[order]
+    change = np.ones(len(keys), dtype=bool)
+    change[1:] = ordered[1:] != ordered[:-1]
+    inverse = np.empty(len(keys), dtype=np.int64)
+    inverse[order] = np.cumsum(change) - 1
+    return ordered[change], inverse
 
 
 def _map_back(unique_nodes: np.ndarray, uniq_off: np.ndarray, rep: np.ndarray, foff: np.ndarray) -> np.ndarray:

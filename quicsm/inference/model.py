@@ -8,10 +8,11 @@ as in Synoptic, so every trace is a path from the one to the other.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
-__all__ = ["INITIAL", "TERMINAL", "Node", "Edge", "Model", "InferenceResult", "model_from_paths"]
+__all__ = ["INITIAL", "TERMINAL", "Edge", "InferenceResult", "Model", "Node", "model_from_paths"]
 
 INITIAL = "INITIAL"
 TERMINAL = "TERMINAL"

@@ -10,15 +10,16 @@ like one built from lists.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from itertools import chain
-from typing import Any, Iterator, Sequence, overload
+from itertools import chain, pairwise
+from typing import Any, overload
 
 import numpy as np
 
 from quicsm.inference.model import INITIAL, TERMINAL, Edge, InferenceResult, Model, Node
 
-__all__ = ["EncodedLog", "encode_sequences", "PackedPaths", "result_from_nodes", "canonical_order"]
+__all__ = ["EncodedLog", "PackedPaths", "canonical_order", "count_pairs", "encode_sequences", "result_from_nodes"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +116,7 @@ class PackedPaths(Sequence[list[int]]):
 
     def __iter__(self) -> Iterator[list[int]]:
         bounds = self.offsets.tolist()
-        for s, e in zip(bounds, bounds[1:]):
+        for s, e in pairwise(bounds):
             yield self.nodes[s:e].tolist()
 
     def __eq__(self, other: object) -> bool:
@@ -137,17 +138,30 @@ class PackedPaths(Sequence[list[int]]):
 
     def edge_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Distinct steps as sorted (src, dst, count) arrays."""
-        nodes = self.nodes.astype(np.int64)
+        nodes = self.nodes
         if len(nodes) < 2:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty, empty
         step = np.ones(len(nodes) - 1, dtype=bool)
         ends = self.offsets[1:-1] - 1  # last step of a trace does not continue into the next one
         step[ends[ends < len(step)]] = False
-        width = int(nodes.max()) + 1
-        keys = nodes[:-1][step] * width + nodes[1:][step]
+        return count_pairs(nodes[:-1][step], nodes[1:][step], int(nodes.max()) + 1)
+
+
+def count_pairs(src: np.ndarray, dst: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct (src, dst) pairs of small non-negative ints, sorted, with their counts.
+
+    A bincount over ``width**2`` cells when that table is small (no sort of millions of keys), else
+    a sort-based unique.
+    """
+    keys = src.astype(np.int64) * width + dst
+    if width * width <= max(1 << 22, 2 * len(keys)):
+        table = np.bincount(keys, minlength=width * width)
+        uniq = np.flatnonzero(table)
+        cnt = table[uniq]
+    else:
         uniq, cnt = np.unique(keys, return_counts=True)
-        return uniq // width, uniq % width, cnt
+    return uniq // width, uniq % width, cnt
 
 
 def canonical_order(labels: Sequence[str], first_seen: Sequence[int]) -> list[int]:
@@ -177,14 +191,16 @@ def result_from_nodes(
     ``nodes[i]`` is the (engine-internal) node of framed event ``i``; ``labels[j]`` the state of node ``j``.
     Nodes no event maps to are dropped.
     """
-    nodes = np.asarray(nodes, dtype=np.int64)
-    used, first = np.unique(nodes, return_index=True)
-    compact = np.full(len(labels), -1, dtype=np.int64)
-    compact[used] = np.arange(len(used))
-    new_of = canonical_order([labels[u] for u in used.tolist()], first.tolist())
-    remap = np.asarray(new_of, dtype=np.int64)[compact[nodes]]
+    nodes = np.asarray(nodes)
+    seen = np.bincount(nodes, minlength=len(labels)) > 0
+    used = np.flatnonzero(seen)
+    first_at = np.full(len(labels), len(nodes), dtype=np.int64)
+    np.minimum.at(first_at, nodes, np.arange(len(nodes), dtype=np.int64))
+    new_of = canonical_order([labels[u] for u in used.tolist()], first_at[used].tolist())
+    lookup = np.full(len(labels), -1, dtype=np.int64)
+    lookup[used] = new_of
     dtype = np.int32 if len(used) < 2**31 else np.int64
-    paths = PackedPaths(remap.astype(dtype), np.asarray(offsets, dtype=np.int64))
+    paths = PackedPaths(lookup.astype(dtype)[nodes], np.asarray(offsets, dtype=np.int64))
     model_nodes: list[Node] = [Node(0, "")] * len(used)
     for old_compact, new in enumerate(new_of):
         model_nodes[new] = Node(new, labels[int(used[old_compact])])

@@ -13,7 +13,7 @@ from collections import Counter
 
 import numpy as np
 
-from quicsm.inference.packed import EncodedLog
+from quicsm.inference.packed import EncodedLog, count_pairs
 
 __all__ = ["PartitionGraph"]
 
@@ -27,11 +27,11 @@ class PartitionGraph:
         self.has_succ = self.types != self.terminal_type
         self.has_pred = self.types != self.initial_type
         self.part = self.types.astype(np.int32)  # one partition per event type to start with
-        order = np.argsort(self.part, kind="stable")
-        bounds = np.searchsorted(self.part[order], np.arange(log.terminal + 2))
-        self.members: list[np.ndarray] = [order[bounds[p] : bounds[p + 1]] for p in range(log.terminal + 1)]
+        self.members: list[np.ndarray] = [np.flatnonzero(self.part == p) for p in range(log.terminal + 1)]
         self.ptype: list[int] = list(range(log.terminal + 1))
         self.edges: Counter[tuple[int, int]] = Counter()
+        self._positions: dict[int, np.ndarray] = {}
+        self._starts: np.ndarray | None = None
         steps = np.nonzero(self.has_succ[: n - 1])[0] if n else np.zeros(0, dtype=np.int64)
         self._count(steps, +1)
 
@@ -46,20 +46,20 @@ class PartitionGraph:
         """Add (or remove) the edges taken by the steps ``i -> i + 1`` to the edge counts."""
         if len(steps) == 0:
             return
-        width = len(self.members) + 1
-        keys = self.part[steps].astype(np.int64) * width + self.part[steps + 1]
-        uniq, cnt = np.unique(keys, return_counts=True)
-        for k, c in zip(uniq.tolist(), cnt.tolist()):
-            edge = (k // width, k % width)
+        src, dst, cnt = count_pairs(self.part[steps], self.part[steps + 1], len(self.members) + 1)
+        for edge, c in zip(zip(src.tolist(), dst.tolist()), cnt.tolist()):
             self.edges[edge] += sign * c
             if self.edges[edge] == 0:
                 del self.edges[edge]
 
     def _touching(self, events: np.ndarray) -> np.ndarray:
-        """Steps (by source index) into or out of ``events``."""
-        into = events[self.has_pred[events]] - 1
+        """Steps (by source index) into or out of the sorted ``events``, each once."""
         out = events[self.has_succ[events]]
-        return np.unique(np.concatenate([into, out]))
+        # the step into event i comes from i - 1; skip it when i - 1 is itself moving (counted in `out`)
+        follows_moved = np.zeros(len(events), dtype=bool)
+        follows_moved[1:] = events[1:] - 1 == events[:-1]
+        into = events[self.has_pred[events] & ~follows_moved] - 1
+        return np.concatenate([out, into])
 
     def split(self, p: int, moving: np.ndarray) -> int:
         """Move the members of ``p`` selected by the boolean mask ``moving`` into a new partition."""
@@ -103,22 +103,36 @@ class PartitionGraph:
     def types_array(self) -> np.ndarray:
         return np.asarray(self.ptype, dtype=np.int64)
 
-    def realize(self, walk: list[int]) -> tuple[int, np.ndarray] | None:
-        """Follow ``walk`` through concrete events; where no event continues it, say how to cut it.
+    def trace_starts(self) -> np.ndarray:
+        """Index of the INITIAL event of each event's trace (built on first use)."""
+        if self._starts is None:
+            lengths = np.diff(self.offsets)
+            dtype = np.int32 if len(self.types) < 2**31 else np.int64
+            self._starts = np.repeat(self.offsets[:-1].astype(dtype), lengths)
+        return self._starts
 
-        Returns ``(i, mask)``: partition ``walk[i]`` should be split by ``mask`` over its members (the
-        events whose successor lies in ``walk[i + 1]``), which the events reaching ``walk[i]`` along the
-        walk all lack. None if some trace really follows the whole walk.
+    def positions(self, code: int) -> np.ndarray:
+        """Sorted indices of the events of type ``code`` (cached: one pass over the log per type)."""
+        hit = self._positions.get(code)
+        if hit is None:
+            hit = self._positions[code] = np.flatnonzero(self.types == code).astype(self.trace_starts().dtype)
+        return hit
+
+    def _last_before(self, code: int, events: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        """Index of the last ``code`` event at or before each event within its trace, -1 if none."""
+        pos = self.positions(code)
+        i = np.searchsorted(pos, events, side="right") - 1
+        found = np.where(i >= 0, pos[np.maximum(i, 0)], -1)
+        return np.where(found >= starts, found, -1)
+
+    def concrete_state(self, kind: str, a: int, b: int, events: np.ndarray) -> np.ndarray:
+        """State of the ``a kind b`` automaton (see :mod:`quicsm.inference.checker`) right after each event.
+
+        AFby: 1 while an ``a`` waits for its ``b``; NFby and AP: 1 once an ``a`` has occurred. Traces
+        satisfy the mined invariant, so the violation state never occurs here.
         """
-        reach = self.members[walk[0]]
-        for i in range(1, len(walk)):
-            nxt = reach[self.has_succ[reach]] + 1
-            nxt = nxt[self.part[nxt] == walk[i]]
-            if len(nxt) == 0:
-                members = self.members[walk[i - 1]]
-                ok = self.has_succ[members]
-                mask = np.zeros(len(members), dtype=bool)
-                mask[ok] = self.part[members[ok] + 1] == walk[i]
-                return i - 1, mask
-            reach = nxt
-        return None
+        starts = self.trace_starts()[events]
+        last_a = self._last_before(a, events, starts)
+        if kind == "AFby":
+            return ((last_a >= 0) & (last_a > self._last_before(b, events, starts))).astype(np.int8)
+        return (last_a >= 0).astype(np.int8)

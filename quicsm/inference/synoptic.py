@@ -4,11 +4,13 @@
 2. Start from one partition per event type (the directly-follows graph), which over-approximates the
    traces and may break invariants.
 3. Refine: while some mined invariant fails on the partition graph, take a shortest counterexample
-   walk (:func:`~quicsm.inference.checker.counterexample`), follow it through the concrete events to
-   the first step no event takes, and split the partition there into the events that do continue
-   along the walk and those that do not. Every split is real progress and a fully realizable
-   counterexample would be a trace breaking an invariant mined from it, so this ends with all
-   invariants holding.
+   walk in the product of the graph with the invariant's two-state automaton
+   (:func:`~quicsm.inference.checker.counterexample`) and split the first partition on the walk whose
+   events do not all agree with the automaton state the walk gives them there: events are split by
+   the state their own trace prefix leaves the automaton in. Such a partition always exists (a walk
+   whose partitions all agree would be a trace breaking an invariant mined from the traces), both
+   sides are non-empty, and sides stay consistent, so refinement ends after few splits with every
+   invariant holding.
 4. Coarsen: merge partitions of one type whose k-step futures match (k-Tails, k=1 by default) when
    the merged graph still satisfies every invariant.
 
@@ -20,20 +22,23 @@ by construction: ``paths`` lists its partitions. Partition state lives in intege
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from quicsm.errors import InferenceError
-from quicsm.inference.checker import counterexample, violated
+from quicsm.inference.checker import counterexample, violated, walk_states
 from quicsm.inference.invariants import InvariantSet, mine_encoded
 from quicsm.inference.model import InferenceResult
 from quicsm.inference.packed import EncodedLog, encode_sequences, result_from_nodes
 from quicsm.inference.partitions import PartitionGraph
 
-__all__ = ["infer_synoptic", "synoptic_encoded", "DEFAULT_K"]
+__all__ = ["DEFAULT_K", "infer_synoptic", "synoptic_encoded"]
 
 DEFAULT_K = 1
+MAX_LOGGED_STEPS = 1000
+"""Refinement splits and coarsening merges listed in ``details["steps"]`` (all are counted)."""
 
 
 def infer_synoptic(sequences: Sequence[Sequence[str]], k: int = DEFAULT_K, coarsen: bool = True) -> InferenceResult:
@@ -55,12 +60,13 @@ def synoptic_encoded(log: EncodedLog, k: int = DEFAULT_K, coarsen: bool = True, 
     mark = time.perf_counter()
     graph = PartitionGraph(log)
     initial_partitions = sum(1 for t in graph.ptype if t >= 0)
-    splits = _refine(graph, inv)
+    steps: list[dict[str, Any]] = []
+    splits = _refine(graph, inv, steps)
     timings["refine"] = time.perf_counter() - mark
     refined_partitions = sum(1 for t in graph.ptype if t >= 0)
 
     mark = time.perf_counter()
-    merges = _coarsen(graph, inv, k) if coarsen else 0
+    merges = _coarsen(graph, inv, k, steps) if coarsen else 0
     timings["coarsen"] = time.perf_counter() - mark
 
     left = violated(graph.adjacency(), graph.types_array(), inv)
@@ -77,6 +83,7 @@ def synoptic_encoded(log: EncodedLog, k: int = DEFAULT_K, coarsen: bool = True, 
         "partitions_refined": refined_partitions,
         "refinement_splits": splits,
         "coarsening_merges": merges,
+        "steps": steps,
         "k": k,
     }
     res = result_from_nodes("synoptic", labels, graph.part, graph.offsets, details, k=k, coarsen=coarsen)
@@ -87,9 +94,10 @@ def synoptic_encoded(log: EncodedLog, k: int = DEFAULT_K, coarsen: bool = True, 
     return res
 
 
-def _refine(graph: PartitionGraph, inv: InvariantSet) -> int:
+def _refine(graph: PartitionGraph, inv: InvariantSet, steps: list[dict[str, Any]]) -> int:
     """Split partitions along counterexamples until every mined invariant holds; returns the splits."""
     splits = 0
+    agreed: set[tuple[str, int, int, int, int]] = set()  # (invariant, partition, state) known consistent
     limit = len(graph.part)  # each split adds a non-empty partition: never more than there are events
     while True:
         bad = violated(graph.adjacency(), graph.types_array(), inv)
@@ -100,21 +108,49 @@ def _refine(graph: PartitionGraph, inv: InvariantSet) -> int:
             walk = counterexample(graph.successors(), graph.ptype, kind, a, b, graph.initial(), graph.terminal_type)
             if walk is None:  # an earlier split in this round already fixed it
                 continue
-            cut = graph.realize(walk)
-            if cut is None:
-                raise InferenceError(
-                    f"synoptic: internal error, a trace breaks the invariant {kind}({inv.labels[a]}, {inv.labels[b]}) mined from it"
-                )
-            at, moving = cut
+            at, moving = _split_for(graph, walk, kind, a, b, agreed)
             if 2 * int(moving.sum()) > len(moving):  # move the smaller side: cheaper, same model
                 moving = ~moving
             graph.split(walk[at], moving)
             splits += 1
+            if len(steps) < MAX_LOGGED_STEPS:
+                steps.append({"step": "split", "invariant": f"{inv.labels[a]} {kind} {inv.labels[b]}",
+                              "state": inv.labels[graph.ptype[walk[at]]], "moved": int(moving.sum()),
+                              "kept": int(len(moving) - moving.sum()), "walk_length": len(walk)})
             progressed = True
             if splits > limit:
                 raise InferenceError("synoptic: internal error, refinement does not converge")
         if not progressed:
             raise InferenceError("synoptic: internal error, violated invariants without counterexample")
+
+
+def _split_for(
+    graph: PartitionGraph, walk: list[int], kind: str, a: int, b: int, agreed: set[tuple[str, int, int, int, int]]
+) -> tuple[int, np.ndarray]:
+    """Where and how to cut a counterexample walk: the first partition on it whose events disagree
+    with the invariant automaton's state along the walk, split into agreeing and disagreeing events.
+
+    Such a partition exists: if every partition on the walk held only events whose concrete state
+    (after their own trace's prefix) equals the walk's state there, then, edge by edge, some trace
+    would reach the violating state, which no trace does for an invariant mined from all of them.
+    Both sides are non-empty: the edge into the partition comes from an agreeing predecessor.
+    Splitting by automaton state keeps each side consistent, so refinement needs few splits.
+    """
+    states = walk_states(kind, a, b, [graph.ptype[p] for p in walk])
+    for at, (p, q) in enumerate(zip(walk, states)):
+        if (kind, a, b, p, q) in agreed:  # splits only shrink partitions: agreement lasts
+            continue
+        members = graph.members[p]
+        disagree = graph.concrete_state(kind, a, b, members) != q
+        if not disagree.any():
+            agreed.add((kind, a, b, p, q))
+        else:
+            if disagree.all():
+                break
+            return at, disagree
+    raise InferenceError(
+        f"synoptic: internal error, no split found for the counterexample to {kind}({graph.ptype[walk[0]]}, ...)"
+    )
 
 
 def _signatures(succ: list[list[int]], ptype: list[int], k: int) -> list[int]:
@@ -129,7 +165,7 @@ def _signatures(succ: list[list[int]], ptype: list[int], k: int) -> list[int]:
     return sig
 
 
-def _coarsen(graph: PartitionGraph, inv: InvariantSet, k: int) -> int:
+def _coarsen(graph: PartitionGraph, inv: InvariantSet, k: int, steps: list[dict[str, Any]]) -> int:
     """Greedily merge k-equivalent partitions whose merge keeps every invariant; returns the merges."""
     merges = 0
     failed: set[tuple[int, int]] = set()  # a merge that broke an invariant breaks it in any coarser graph too
@@ -142,7 +178,7 @@ def _coarsen(graph: PartitionGraph, inv: InvariantSet, k: int) -> int:
         for p, s in enumerate(sig):
             if s >= 0 and graph.ptype[p] not in synthetic:
                 groups.setdefault(s, []).append(p)
-        merged = _merge_one(graph, inv, groups, adj, ptype, failed)
+        merged = _merge_one(graph, inv, groups, adj, ptype, failed, steps)
         if merged is None:
             return merges
         adj, ptype = merged
@@ -156,6 +192,7 @@ def _merge_one(
     adj: np.ndarray,
     ptype: np.ndarray,
     failed: set[tuple[int, int]],
+    steps: list[dict[str, Any]],
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """Make the first merge (in partition order) that keeps every invariant; the new graph, or None."""
     for members in groups.values():
@@ -173,6 +210,9 @@ def _merge_one(
                 if violated(trial, trial_types, inv):
                     failed.add((keep, q))
                     continue
+                if len(steps) < MAX_LOGGED_STEPS:
+                    steps.append({"step": "merge", "state": inv.labels[graph.ptype[keep]],
+                                  "sizes": [len(graph.members[keep]), len(graph.members[q])]})
                 graph.merge(keep, q)
                 return trial, trial_types
     return None

@@ -76,6 +76,10 @@ class Edit:
     """For a tail change: the function defined right after, when the context shows its header."""
     head_of: str | None = None
     """The change opens this function's body (the context above is its header)."""
+    file_scope: bool = False
+    """The change sits between functions (a column-0 ``}`` above, or a definition/namespace end below)."""
+    closes_function: bool = False
+    """The replaced lines end their function (``... {}`` or a column-0 ``}``) and a definition follows."""
 
 
 @dataclass(frozen=True)
@@ -159,8 +163,13 @@ def split_edits(hunks: tuple[Hunk, ...], target: Target) -> list[Edit]:
             n_old_before = sum(1 for tag, _ in lines[:a] if tag != "+")
             f_here = target.function_at(old_side, n_old_before - 1) if n_old_before else None
             tail, next_fn = _tail(after, target)
+            closes = bool(removed) and (removed[-1].rstrip().endswith("{}") or removed[-1].rstrip() == "}")
+            if closes and next_fn is None:
+                below = [x for x in after if x.strip()]
+                next_fn = target.header_name(below[0]) if below else None
             edits.append(Edit(before, removed, added, after, k, f_here or func, tail, next_fn,
-                              _head(before, target)))
+                              _head(before, target), not removed and _file_scope(before, after, target),
+                              closes and next_fn is not None))
     return edits
 
 
@@ -174,6 +183,14 @@ def _tail(after: tuple[str, ...], target: Target) -> tuple[bool, str | None]:
         if name:
             return True, name
     return True, None
+
+
+def _file_scope(before: tuple[str, ...], after: tuple[str, ...], target: Target) -> bool:
+    above = [x for x in before if x.strip()]
+    below = [x for x in after if x.strip()]
+    if above and above[-1].rstrip() in ("}", "};"):
+        return True
+    return bool(below) and (below[0].startswith("}  //") or target.header_name(below[0]) is not None)
 
 
 def _head(before: tuple[str, ...], target: Target) -> str | None:
@@ -205,14 +222,18 @@ def _enclosing(spans: list[tuple[str, int, int, int]], i: int) -> str | None:
 
 def _structural(e: Edit, spans: list[tuple[str, int, int, int]]) -> dict[int, float]:
     """Places fixed by the function structure of the new file, with their score floor."""
-    if e.removed:
-        return {}
 
     def unique(name: str | None) -> tuple[str, int, int, int] | None:
         hits = [sp for sp in spans if sp[0] == name] if name else []
         return hits[0] if len(hits) == 1 else None
 
     out: dict[int, float] = {}
+    if e.removed:
+        nxt = unique(e.next_function) if e.closes_function else None
+        prev = [sp for sp in spans if nxt and sp[3] < nxt[1]]
+        if prev:  # the replaced lines are the last ones of the function before the next definition
+            out[max(prev, key=lambda sp: sp[3])[3] - (len(e.removed) - 1)] = STRUCTURAL_BASE["next_function"]
+        return out
     if e.tail:
         own = unique(e.function)
         nxt = unique(e.next_function)
@@ -398,7 +419,7 @@ def place_edits(edits: list[Edit], new_lines: list[str], target: Target) -> tupl
             ok = True
             for r, a in enumerate(removed):
                 s = m.sim(a, p + r) if a else (1.0 if not m.norm[p + r] else 0.0)
-                if s < 0.7:
+                if s < 0.7 and p not in struct:
                     ok = False
                     break
                 parts.append((a, 3.0 * max(_weight(a), 1.0), s))
@@ -424,6 +445,8 @@ def place_edits(edits: list[Edit], new_lines: list[str], target: Target) -> tupl
                     k += 1
                 if k >= len(new_lines) or new_lines[k].rstrip() != "}":
                     score -= 0.15
+            if e.file_scope and any(head < p <= close for _, head, _, close in spans):
+                score -= 0.2  # a definition between functions must not land inside one
             if p in struct:
                 score = max(score, struct[p] + (1 - struct[p]) * score)
             elif own and sum(w * c for w, c in own) / sum(w for w, _ in own) < 0.5 and not removed:
@@ -437,7 +460,7 @@ def place_edits(edits: list[Edit], new_lines: list[str], target: Target) -> tupl
                 score += 0.03 if func == e.function else -0.1
             scored.append((score, p, func, ub + ua + list(range(p, p + len(removed)))))
         if not scored:
-            what = (e.removed or e.before[-1:] or e.after[:1] or ("",))[0].strip()
+            what = max((*e.removed, *e.before, *e.after, ""), key=lambda x: _weight(normalize_line(x))).strip()
             if lookalikes:
                 failures.append((e.hunk, (f"only anchors shared with other changes match (near line "
                                          f"{lookalikes[0] + 1}); the lines that set this change apart are gone")))
@@ -498,11 +521,13 @@ def _build(new_text: str, placed: list[tuple[Edit, int, float, str | None]], tar
         ref_old, ref_new = _indent_refs(e, lines, p)
         added = _reindent(e.added, ref_old, ref_new)
         if e.removed and any(normalize_line(a) != normalize_line(b) for a, b in zip(e.removed, lines[p:p + len(e.removed)])):
-            if len(e.removed) != len(e.added):
+            if len(e.removed) != len(e.added) and len(e.removed) != 1:
                 problems.append(f"hunk {e.hunk + 1}: the lines it replaces changed upstream "
                                 f"(`{e.removed[0].strip()}`) and the change is not line-for-line")
                 continue
-            moved = [_transfer(o, a, u) for o, a, u in zip(e.removed, e.added, lines[p:p + len(e.removed)])]
+            moved: list[str | None] = [
+                _transfer(o, a, u) for o, a, u in zip(e.removed, e.added, lines[p:p + len(e.removed)])]
+            moved += list(e.added[len(e.removed):])  # one line replaced by several: carry the first, keep the rest
             if any(x is None for x in moved):
                 problems.append(f"hunk {e.hunk + 1}: the lines it replaces changed upstream "
                                 f"(`{e.removed[0].strip()}`) and the edit cannot be carried over")

@@ -8,6 +8,7 @@ up to the kernel's own path.
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -61,10 +62,12 @@ class AccuracyReport:
     rates: tuple[RateRow, ...]
     delays: tuple[DelayRow, ...]
     reorder: tuple[ReorderRow, ...]
+    load_avg: tuple[float, float] = (0.0, 0.0)
+    """1-minute load average before and after: the relay and probes share the CPU with everything else."""
 
     def to_json(self) -> dict[str, Any]:
         return {"rates": [asdict(r) for r in self.rates], "delays": [asdict(r) for r in self.delays],
-                "reorder": [asdict(r) for r in self.reorder]}
+                "reorder": [asdict(r) for r in self.reorder], "load_avg": list(self.load_avg)}
 
     def markdown(self) -> str:
         out = ["| configured Mbit/s | offered | achieved (IP) | ratio | ratio incl. Ethernet hdr |",
@@ -78,6 +81,7 @@ class AccuracyReport:
         out += ["", "| delay | jitter | rate | packets | reordered | displaced by >= 3 |", "|---:|---:|---:|---:|---:|---:|"]
         out += [f"| {r.delay_ms:g} ms | +-{r.jitter_ms:g} ms | {r.rate_mbps:g} Mbit/s | {r.packets} | {r.reordered_share:.1%} | {r.displaced_ge3_share:.1%} |"
                 for r in self.reorder]
+        out += ["", f"Machine load (1-min average) before/after: {self.load_avg[0]:.2f} / {self.load_avg[1]:.2f}"]
         return "\n".join(out) + "\n"
 
 
@@ -104,6 +108,7 @@ def measure_accuracy(work: Path, *, rates_mbps: Sequence[float] = (5, 10, 50, 10
     require_root("the accuracy report")
     bins = build_relay()
     work.mkdir(parents=True, exist_ok=True)
+    load_before = os.getloadavg()[0]
     rates = []
     for mbps in rates_mbps:
         res, _ = probe(bins, work / f"rate-{mbps:g}", rate_bps=int(mbps * 1e6), relay_cfg=RelayConfig(delay_ms=5),
@@ -125,6 +130,6 @@ def measure_accuracy(work: Path, *, rates_mbps: Sequence[float] = (5, 10, 50, 10
                        seconds=seconds)
         n = max(1, res["received"])
         reorder.append(ReorderRow(56, jitter, mbps, res["received"], res["reordered"] / n, res["reordered_ge3"] / n))
-    report = AccuracyReport(tuple(rates), tuple(delays), tuple(reorder))
+    report = AccuracyReport(tuple(rates), tuple(delays), tuple(reorder), (load_before, os.getloadavg()[0]))
     (work / "accuracy.json").write_text(json.dumps(report.to_json(), indent=2))
     return report

@@ -152,10 +152,13 @@ def patch_set_for(version: str, variant: str = "reno") -> PatchSet:
 # ---- running go -----------------------------------------------------------------------------------
 
 def _go_env(toolchain: str | None) -> dict[str, str]:
+    """Environment of every go command: a pinned toolchain (never an implicit switch), no cgo, no VCS stamping
+    (the testbed sources sit inside the quicsm checkout)."""
     env = {**os.environ, "CGO_ENABLED": "0", "GOTOOLCHAIN": toolchain or "local", "GOFLAGS": "-buildvcs=false"}
     go_dir = os.path.dirname(find_go())
-    env["PATH"] = env.get("PATH", "") + os.pathsep + go_dir if go_dir not in env.get("PATH", "").split(os.pathsep) \
-        else env["PATH"]
+    path = env.get("PATH", "")
+    if go_dir not in path.split(os.pathsep):
+        env["PATH"] = f"{path}{os.pathsep}{go_dir}" if path else go_dir
     return env
 
 

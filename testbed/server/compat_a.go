@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
@@ -39,7 +40,7 @@ func newServer(h http.Handler, tlsConf *tls.Config, qlogDir string) *http3.Serve
 	conf := &quic.Config{}
 	if qlogDir != "" {
 		conf.Tracer = qlog.NewTracer(func(p logging.Perspective, connID []byte) io.WriteCloser {
-			path := filepath.Join(qlogDir, fmt.Sprintf("%x_%s.qlog", connID, p))
+			path := filepath.Join(qlogDir, fmt.Sprintf("%x_%s.qlog", connID, strings.ToLower(p.String())))
 			f, err := os.Create(path)
 			if err != nil {
 				log.Printf("quicsm-server: qlog: %v", err)

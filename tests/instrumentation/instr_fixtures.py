@@ -201,3 +201,17 @@ def cubic_edits(paths: dict[str, str]) -> dict[str, list[tuple[str, list[str]]]]
 
 def snapshot(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def one_file_set(dest: Path, rel: str, old_text: str, new_text: str, *, name: str = "one",
+                 algorithm: str = "bbr") -> Path:
+    """A one-file patch set turning ``old_text`` into ``new_text`` at ``rel``; returns its directory."""
+    d = dest / name
+    d.mkdir(parents=True)
+    (d / "changes.diff").write_text(udiff(old_text, new_text, rel))
+    (d / "manifest.json").write_text(json.dumps({
+        "name": name, "target": "quiche", "algorithm": algorithm, "era": "E", "description": "test set",
+        "upstream": {"repository": "example/test", "commit": "3" * 40, "date": "2024-01-01"},
+        "files": [{"path": rel, "sha256": hashlib.sha256(old_text.encode()).hexdigest()}],
+        "states": ["Startup"], "runtime": "--v=1", "validated": {"how": "made by the test"}}))
+    return d

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from instr_fixtures import cubic_edits, make_set, snapshot, write_tree
+from instr_fixtures import cubic_edits, make_set, one_file_set, snapshot, write_tree
 
 from quicsm.errors import PatchError
 from quicsm.instrumentation import engine
@@ -137,19 +137,7 @@ def test_modified_line_edit_is_carried_over(tmp_path):
     text = (old / rel).read_text()
     line = '  QUIC_DVLOG(1) << "Incoming loss; congestion window: " << congestion_window_;\n'
     new_text = text.replace(line, line.replace("QUIC_DVLOG(1)", "QUIC_VLOG(1)"))
-    import hashlib
-    import json
-
-    from instr_fixtures import udiff
-    d = tmp_path / "sets/raise"
-    d.mkdir(parents=True)
-    (d / "changes.diff").write_text(udiff(text, new_text, rel))
-    (d / "manifest.json").write_text(json.dumps({
-        "name": "raise", "target": "quiche", "algorithm": "cubic", "era": "E", "description": "raise a log",
-        "upstream": {"repository": "x/y", "commit": "1" * 40, "date": "2024-01-01"},
-        "files": [{"path": rel, "sha256": hashlib.sha256(text.encode()).hexdigest()}],
-        "states": ["Recovery"], "runtime": "--v=1", "validated": {"how": "test"}}))
-    ps = load_patch_set(d)
+    ps = load_patch_set(one_file_set(tmp_path / "sets", rel, text, new_text, name="raise", algorithm="cubic"))
     new = tmp_path / "new"
     write_tree(new, "E")
     (new / rel).write_text((new / rel).read_text().replace("congestion window: ", "cwnd: "))
@@ -203,20 +191,9 @@ def _bbr2_set(tmp_path: Path) -> tuple:
     (old / rel).parent.mkdir(parents=True)
     (old / rel).write_text(TWO_SITES.format(quiescence=QUIESCENCE))
     text = (old / rel).read_text()
-    from instr_fixtures import udiff
-    import hashlib
-    import json
-
     new_text = text.replace("    mode_ = next_mode;\n", "    mode_ = next_mode;\n    LogModeChange();\n", 1)
     new_text = new_text.replace("      mode_ = next_mode;\n", "      mode_ = next_mode;\n      LogQuiescenceExit();\n")
-    d = tmp_path / "sets/bbr2-two"
-    d.mkdir(parents=True)
-    (d / "changes.diff").write_text(udiff(text, new_text, rel))
-    (d / "manifest.json").write_text(json.dumps({
-        "name": "bbr2-two", "target": "quiche", "algorithm": "bbr2", "era": "E", "description": "two sites",
-        "upstream": {"repository": "x/y", "commit": "2" * 40, "date": "2024-01-01"},
-        "files": [{"path": rel, "sha256": hashlib.sha256(text.encode()).hexdigest()}],
-        "states": ["Startup"], "runtime": "--v=1", "validated": {"how": "test"}}))
+    d = one_file_set(tmp_path / "sets", rel, text, new_text, name="bbr2-two", algorithm="bbr2")
     return load_patch_set(d), rel
 
 
@@ -243,3 +220,101 @@ def test_both_sites_placed_when_both_exist(tmp_path):
     placed = res.placed[rel].decode()
     assert placed.index("LogModeChange();") < placed.index("void Bbr2Sender::OnExitQuiescence")
     assert placed.index("LogQuiescenceExit();") > placed.index("void Bbr2Sender::OnExitQuiescence")
+
+
+def _one_file_set(tmp_path: Path, rel: str, old_text: str, new_text: str, name: str = "one"):
+    return load_patch_set(one_file_set(tmp_path / "sets", rel, old_text, new_text, name=name))
+
+
+BBR = "quiche/quic/core/congestion_control/bbr_sender.cc"
+FUNCS = """// Synthetic sender written for quicsm tests.
+namespace quic {{
+
+BbrSender::BbrSender(QuicTime now, const RttStats* rtt_stats)
+    : rtt_stats_(rtt_stats),
+      mode_(STARTUP){ctor_tail}
+
+BbrSender::~BbrSender() {{}}
+
+void BbrSender::OnCongestionEvent(QuicTime event_time) {{
+  UpdateRoundTripCounter(event_time);
+  MaybeExitStartupOrDrain(event_time);
+{tail}}}
+
+void BbrSender::OnApplicationLimited(QuicByteCount bytes_in_flight) {{
+  if (bytes_in_flight >= GetCongestionWindow()) {{
+    return;
+  }}
+  sampler_.OnAppLimited();
+}}
+
+}}  // namespace quic
+"""
+
+
+def _write(root: Path, text: str) -> Path:
+    (root / BBR).parent.mkdir(parents=True, exist_ok=True)
+    (root / BBR).write_text(text)
+    return root
+
+
+def test_end_of_function_is_found_when_its_last_lines_changed(tmp_path):
+    old = FUNCS.format(ctor_tail=" {}", tail="  if (is_round_start) {\n    num_loss_events_ = 0;\n  }\n")
+    new = old.replace("    num_loss_events_ = 0;\n  }\n}", "    num_loss_events_ = 0;\n  }\n  QuicsmLog(event_time);\n}")
+    ps = _one_file_set(tmp_path, BBR, old, new)
+    # an older version: the function ended differently, the anchors above the change are gone
+    tree = _write(tmp_path / "t", FUNCS.format(ctor_tail=" {}", tail="  sampler_.RemoveObsoletePackets();\n"))
+    res = plan_port(ps, tree)
+    assert res.ok, res.failures
+    placed = res.placed[BBR].decode()
+    assert "  sampler_.RemoveObsoletePackets();\n  QuicsmLog(event_time);\n}\n" in placed
+    assert res.placements[0].function == "OnCongestionEvent"
+
+
+def test_definition_between_functions_stays_at_file_scope(tmp_path):
+    old = FUNCS.format(ctor_tail=" {}", tail="")
+    helper = "// quicsm helper\nvoid BbrSender::QuicsmLog(QuicTime now) {\n  QUIC_LOG(INFO) << now;\n}\n\n"
+    new = old.replace("}  // namespace quic", helper + "}  // namespace quic")
+    ps = _one_file_set(tmp_path, BBR, old, new)
+    extra = "void BbrSender::SetStreamNotifier(Notifier* n) {\n  notifier_ = n;\n}\n\n"
+    tree = _write(tmp_path / "t", FUNCS.format(ctor_tail=" {}", tail="").replace(
+        "}  // namespace quic", extra + "}  // namespace quic"))
+    res = plan_port(ps, tree)
+    assert res.ok, res.failures
+    placed = res.placed[BBR].decode()
+    assert "  notifier_ = n;\n}\n" in placed  # the new upstream function is intact
+    assert res.placements[0].function is None
+
+
+def test_one_line_body_expanded_even_when_the_last_initializer_changed(tmp_path):
+    old = FUNCS.format(ctor_tail=",\n      no_prr_(false) {}", tail="")
+    new = old.replace("      no_prr_(false) {}", "      no_prr_(false) {\n  QuicsmLog(now);\n}")
+    ps = _one_file_set(tmp_path, BBR, old, new)
+    tree = _write(tmp_path / "t", FUNCS.format(ctor_tail=",\n      slow_start_(false) {}", tail=""))
+    res = plan_port(ps, tree)
+    assert res.ok, res.failures
+    assert "      slow_start_(false) {\n  QuicsmLog(now);\n}\n" in res.placed[BBR].decode()
+
+
+def test_cli_port_by_algorithm_falls_back_to_the_next_set(tmp_path):
+    from click.testing import CliRunner
+
+    from quicsm.cli.main import cli
+
+    base = FUNCS.format(ctor_tail=" {}", tail="")
+    with_q = base.replace("  sampler_.OnAppLimited();\n", "  sampler_.OnAppLimited();\n  MaybeQuiesce();\n")
+    # set A (newer) needs MaybeQuiesce(), which the tree lacks; set B (older) does not
+    ps_a = _one_file_set(tmp_path, BBR, with_q, with_q.replace("  MaybeQuiesce();\n",
+                                                              "  MaybeQuiesce();\n  QuicsmLog(0);\n"), "set-a")
+    ps_b = _one_file_set(tmp_path, BBR, base, base.replace("  MaybeExitStartupOrDrain(event_time);\n",
+                                                           "  MaybeExitStartupOrDrain(event_time);\n"
+                                                           "  QuicsmLog(event_time);\n"), "set-b")
+    tree = _write(tmp_path / "t", base.replace("  UpdateRoundTripCounter(event_time);\n",
+                                               "  UpdateRoundTripCounter(event_time);\n  Sample();\n"))
+    out = tmp_path / "ported"
+    res, written = port([ps_a, ps_b], tree, out)
+    assert res.source.name == "set-b" and written == out
+    assert load_patch_set(out).extra["ported_from"]["name"] == "set-b"
+    r = CliRunner().invoke(cli, ["patch", "port", str(tree), "--from", str(tmp_path / "sets/set-a"),
+                                 "-o", str(tmp_path / "x")])
+    assert r.exit_code != 0 and "cannot place" in r.output and not (tmp_path / "x").exists()
