@@ -104,7 +104,7 @@ def nearest(sets: list[PatchSet], algorithm: str, date: str, target: str = "quic
 _REFERENCE: dict[str, list[tuple[str, str | None]]] = {}
 
 
-_CLASS = re.compile(r"^\s*(?:class|struct)\s+(?:[A-Z_]+\s+)?(\w+)[^;]*$")
+_CLASS = re.compile(r"^(?:class|struct)\s+(?:[A-Z_]+\s+)?(\w+)[^;]*$")  # top-level (column-0) classes
 _ACCESS = re.compile(r"^\s*(public|private|protected):")
 
 
