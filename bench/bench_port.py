@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from quicsm.instrumentation.appliers import default_applier
-from quicsm.instrumentation.engine import detect, plan_for
+from quicsm.instrumentation.detection import detect, plan_for
 from quicsm.instrumentation.patchset import PatchSet, load_patch_set, shipped_patch_sets
 from quicsm.instrumentation.porter import PortResult, plan_port
 

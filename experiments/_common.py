@@ -17,12 +17,12 @@ __all__ = ["load_runs", "fmt_p", "fmt_ms", "table", "git_rev"]
 
 
 def load_runs(out: Path, prefix: str = "") -> list[tuple[Trace, dict[str, Any]]]:
-    """Every successful, emulator-ok run under ``out`` whose name starts with ``prefix``: (trace, meta).
+    """Every successful, emulator-ok run ``out/<prefix>NN``: (trace, meta).
 
     A run has one connection (the page load); its trace is the longest in the log.
     """
     pairs = []
-    logs = sorted(glob.glob(str(out / f"{prefix}*" / "server.log")))
+    logs = sorted(glob.glob(str(out / f"{prefix}[0-9][0-9]" / "server.log")))
     for log in logs:
         meta = read_meta(Path(log).parent)
         if not (meta["result"]["ok"] and meta["emulator"]["ok"]):

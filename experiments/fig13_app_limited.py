@@ -79,6 +79,9 @@ Generated {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC by `experiments/
 Per run:
 
 """ + table(["run", "AppLimited", "SlowStart", "CongAvoid", "Recovery", "PLT ms"], per_run)
+    notes = HERE / "fig13_app_limited.notes.md"
+    if notes.is_file():
+        text += "\n" + notes.read_text()
     Path(args.report).write_text(text)
     print(text)
 

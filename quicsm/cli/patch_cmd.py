@@ -120,12 +120,15 @@ def check(src: Path, set_name: str | None, algorithms: tuple[str, ...], applier:
 @_SRC
 @_SET
 @_ALGO
+@click.option("--port", "port_missing", is_flag=True,
+              help="For an algorithm no pinned set fits, port the closest one on the fly.")
 @_APPLIER
-def apply(src: Path, set_name: str | None, algorithms: tuple[str, ...], applier: str | None) -> None:
+def apply(src: Path, set_name: str | None, algorithms: tuple[str, ...], port_missing: bool,
+          applier: str | None) -> None:
     """Apply the chosen patch sets to SRC, all or nothing."""
     from quicsm.instrumentation.engine import apply as run
 
-    res = run(src, set_name=set_name, algorithms=algorithms, applier=_applier(applier))
+    res = run(src, set_name=set_name, algorithms=algorithms, applier=_applier(applier), port_missing=port_missing)
     for name in res.applied:
         click.echo(f"applied {name}")
     for name in res.already:

@@ -19,58 +19,91 @@ import numpy as np
 
 from quicsm.inference.invariants import KINDS, InvariantSet
 
-__all__ = ["counterexample", "violated", "violations", "walk_states"]
+__all__ = ["Edges", "counterexample", "violated", "violations", "walk_states"]
+
+Edges = tuple[np.ndarray, np.ndarray] | np.ndarray
+"""A graph's edges: (src, dst) node-id arrays, or a dense boolean adjacency matrix."""
 
 
-def _closure(start: np.ndarray, step: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
-    """Rows of ``start`` grown along ``step`` (row vector @ step) until nothing new, kept within ``allowed``."""
-    reach = start.copy()
-    while True:
-        grown = reach | ((reach.astype(np.float32) @ step) > 0)
-        if allowed is not None:
-            grown &= allowed
-        if np.array_equal(grown, reach):
-            return reach
-        reach = grown
+Step = tuple[np.ndarray, np.ndarray]
+"""Edges to follow, as (from, to) node-id arrays."""
 
 
-def violations(adj: np.ndarray, ptype: np.ndarray, inv: InvariantSet) -> dict[str, np.ndarray]:
-    """Per kind, a (types x types) matrix: True where a mined invariant ``a kind b`` fails on the graph.
-
-    ``adj[u, v]`` is True for an edge u -> v; ``ptype[u]`` is the type code of node ``u`` (codes as in
-    ``inv.labels``; nodes with a negative type are ignored, e.g. merged-away ones).
-    """
-    size = len(inv.labels)
-    initial, terminal = size - 2, size - 1
-    a = adj.astype(np.float32)
-    onehot = np.zeros((size, len(ptype)), dtype=bool)
-    live = ptype >= 0
-    onehot[ptype[live], np.nonzero(live)[0]] = True
-    t = onehot.astype(np.float32)
-    allowed = ~onehot  # row x: nodes not of type x
-    out: dict[str, np.ndarray] = {}
-
-    # a NFby b fails iff some b-node is reachable (>= 1 step) from an a-node.
-    succ_of_type = (t @ a) > 0
-    reach = _closure(succ_of_type, a, None)
-    out["NFby"] = ((reach.astype(np.float32) @ t.T) > 0) & inv.nfby
-
-    # a AP b fails iff a b-node is reachable from INITIAL through nodes none of which is an a-node.
-    from_init = np.broadcast_to(succ_of_type[initial], onehot.shape) & allowed
-    reach = _closure(from_init, a, allowed)
-    out["AP"] = ((reach.astype(np.float32) @ t.T) > 0) & inv.ap
-
-    # a AFby b fails iff an a-node has a successor from which TERMINAL is reachable avoiding b-nodes.
-    to_term = np.broadcast_to(onehot[terminal], onehot.shape) & allowed
-    co = _closure(to_term, a.T, allowed)
-    has_succ_in = (co.astype(np.float32) @ a.T) > 0  # row b: nodes with an edge into co[b]
-    out["AFby"] = ((t @ has_succ_in.astype(np.float32).T) > 0) & inv.afby
+def _after(rows: np.ndarray, step: Step) -> np.ndarray:
+    """For each row (a node set), the nodes one step away from it."""
+    frm, to = step
+    r, e = np.nonzero(rows[:, frm])
+    out = np.zeros(rows.shape, dtype=bool)
+    out[r, to[e]] = True
     return out
 
 
-def violated(adj: np.ndarray, ptype: np.ndarray, inv: InvariantSet) -> list[tuple[str, int, int]]:
+def _types_in(rows: np.ndarray, ptype: np.ndarray, size: int) -> np.ndarray:
+    """For each row (a node set), which types it holds a node of."""
+    r, n = np.nonzero(rows)
+    t = ptype[n]
+    out = np.zeros((len(rows), size), dtype=bool)
+    out[r[t >= 0], t[t >= 0]] = True
+    return out
+
+
+def _closure(start: np.ndarray, step: Step, allowed: np.ndarray | None) -> np.ndarray:
+    """Rows of ``start`` grown step by step (see :func:`_after`) until nothing new, kept within ``allowed``."""
+    reach = start.copy()
+    frontier = start
+    while frontier.any():
+        grown = _after(frontier, step) & ~reach
+        if allowed is not None:
+            grown &= allowed
+        reach |= grown
+        frontier = grown
+    return reach
+
+
+def violations(edges: Edges, ptype: np.ndarray, inv: InvariantSet) -> dict[str, np.ndarray]:
+    """Per kind, a (types x types) matrix: True where a mined invariant ``a kind b`` fails on the graph.
+
+    ``edges`` are (src, dst) arrays of node ids, or a dense boolean adjacency matrix; ``ptype[u]`` is
+    the type code of node ``u`` (codes as in ``inv.labels``; nodes with a negative type are ignored,
+    e.g. merged-away ones). Only types that occur in some mined invariant get a reachability row;
+    a step of a reachability closure costs about (rows x edges), however many nodes there are.
+    """
+    size = len(inv.labels)
+    initial, terminal = size - 2, size - 1
+    src, dst = np.nonzero(edges) if isinstance(edges, np.ndarray) else edges
+    fwd: Step = (src, dst)
+    bwd: Step = (dst, src)
+    onehot = np.zeros((size, len(ptype)), dtype=bool)
+    live = ptype >= 0
+    onehot[ptype[live], np.nonzero(live)[0]] = True
+    allowed = ~onehot  # row x: nodes not of type x
+    out = {kind: np.zeros((size, size), dtype=bool) for kind in KINDS}
+
+    # a NFby b fails iff some b-node is reachable (>= 1 step) from an a-node.
+    rows = np.flatnonzero(inv.nfby.any(axis=1))
+    if len(rows):
+        reach = _closure(_after(onehot[rows], fwd), fwd, None)
+        out["NFby"][rows] = _types_in(reach, ptype, size) & inv.nfby[rows]
+
+    # a AP b fails iff a b-node is reachable from INITIAL through nodes none of which is an a-node.
+    rows = np.flatnonzero(inv.ap.any(axis=1))
+    if len(rows):
+        first = _after(onehot[[initial]], fwd)
+        reach = _closure(first & allowed[rows], fwd, allowed[rows])
+        out["AP"][rows] = _types_in(reach, ptype, size) & inv.ap[rows]
+
+    # a AFby b fails iff an a-node has a successor from which TERMINAL is reachable avoiding b-nodes.
+    cols = np.flatnonzero(inv.afby.any(axis=0))
+    if len(cols):
+        co = _closure(onehot[[terminal]] & allowed[cols], bwd, allowed[cols])
+        into = _after(co, bwd)  # row per b: nodes with an edge into co[b]
+        out["AFby"][:, cols] = _types_in(into, ptype, size).T & inv.afby[:, cols]
+    return out
+
+
+def violated(edges: Edges, ptype: np.ndarray, inv: InvariantSet) -> list[tuple[str, int, int]]:
     """(kind, a, b) of every mined invariant the graph breaks, in the fixed order of ``inv.coded()``."""
-    found = violations(adj, ptype, inv)
+    found = violations(edges, ptype, inv)
     out: list[tuple[str, int, int]] = []
     for kind in KINDS:
         a, b = np.nonzero(found[kind])

@@ -155,7 +155,7 @@ def count_pairs(src: np.ndarray, dst: np.ndarray, width: int) -> tuple[np.ndarra
     a sort-based unique.
     """
     keys = src.astype(np.int64) * width + dst
-    if width * width <= max(1 << 22, 2 * len(keys)):
+    if width * width <= max(1 << 16, 4 * len(keys)):
         table = np.bincount(keys, minlength=width * width)
         uniq = np.flatnonzero(table)
         cnt = table[uniq]

@@ -87,12 +87,12 @@ class PartitionGraph:
         self.ptype[q] = -1
         self._count(steps, +1)
 
-    def adjacency(self) -> np.ndarray:
-        adj = np.zeros((self.size, self.size), dtype=bool)
-        if self.edges:
-            src, dst = np.array(list(self.edges), dtype=np.int64).T
-            adj[src, dst] = True
-        return adj
+    def edge_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """The partition graph's edges as (src, dst) arrays."""
+        if not self.edges:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        src, dst = np.array(sorted(self.edges), dtype=np.int64).T
+        return src, dst
 
     def successors(self) -> list[list[int]]:
         out: list[list[int]] = [[] for _ in range(self.size)]

@@ -69,7 +69,7 @@ def synoptic_encoded(log: EncodedLog, k: int = DEFAULT_K, coarsen: bool = True, 
     merges = _coarsen(graph, inv, k, steps) if coarsen else 0
     timings["coarsen"] = time.perf_counter() - mark
 
-    left = violated(graph.adjacency(), graph.types_array(), inv)
+    left = violated(graph.edge_arrays(), graph.types_array(), inv)
     if left:  # cannot happen: refinement ends with none and merges are kept only without any
         raise InferenceError(f"synoptic: internal error, {len(left)} invariant(s) still fail after inference")
     labels = [log.labels[t] if t >= 0 else "" for t in graph.ptype]
@@ -100,7 +100,7 @@ def _refine(graph: PartitionGraph, inv: InvariantSet, steps: list[dict[str, Any]
     agreed: set[tuple[str, int, int, int, int]] = set()  # (invariant, partition, state) known consistent
     limit = len(graph.part)  # each split adds a non-empty partition: never more than there are events
     while True:
-        bad = violated(graph.adjacency(), graph.types_array(), inv)
+        bad = violated(graph.edge_arrays(), graph.types_array(), inv)
         if not bad:
             return splits
         progressed = False
@@ -169,7 +169,7 @@ def _coarsen(graph: PartitionGraph, inv: InvariantSet, k: int, steps: list[dict[
     """Greedily merge k-equivalent partitions whose merge keeps every invariant; returns the merges."""
     merges = 0
     failed: set[tuple[int, int]] = set()  # a merge that broke an invariant breaks it in any coarser graph too
-    adj = graph.adjacency()
+    edges = graph.edge_arrays()
     ptype = graph.types_array()
     synthetic = {graph.initial_type, graph.terminal_type}
     while True:
@@ -178,10 +178,10 @@ def _coarsen(graph: PartitionGraph, inv: InvariantSet, k: int, steps: list[dict[
         for p, s in enumerate(sig):
             if s >= 0 and graph.ptype[p] not in synthetic:
                 groups.setdefault(s, []).append(p)
-        merged = _merge_one(graph, inv, groups, adj, ptype, failed, steps)
+        merged = _merge_one(graph, inv, groups, edges, ptype, failed, steps)
         if merged is None:
             return merges
-        adj, ptype = merged
+        edges, ptype = merged
         merges += 1
 
 
@@ -189,22 +189,18 @@ def _merge_one(
     graph: PartitionGraph,
     inv: InvariantSet,
     groups: dict[int, list[int]],
-    adj: np.ndarray,
+    edges: tuple[np.ndarray, np.ndarray],
     ptype: np.ndarray,
     failed: set[tuple[int, int]],
     steps: list[dict[str, Any]],
-) -> tuple[np.ndarray, np.ndarray] | None:
+) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray] | None:
     """Make the first merge (in partition order) that keeps every invariant; the new graph, or None."""
     for members in groups.values():
         for i, keep in enumerate(members):
             for q in members[i + 1 :]:
                 if (keep, q) in failed:
                     continue
-                trial = adj.copy()
-                trial[keep] |= trial[q]
-                trial[:, keep] |= trial[:, q]
-                trial[q] = False
-                trial[:, q] = False
+                trial = (np.where(edges[0] == q, keep, edges[0]), np.where(edges[1] == q, keep, edges[1]))
                 trial_types = ptype.copy()
                 trial_types[q] = -1
                 if violated(trial, trial_types, inv):

@@ -10,7 +10,6 @@ that would leave the source root (absolute, ``..``, through a symlink) is refuse
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import json
 import os
 import tempfile
@@ -21,9 +20,19 @@ from typing import Any
 
 from quicsm.errors import PatchError
 from quicsm.instrumentation.appliers import Applier, default_applier
+from quicsm.instrumentation.detection import (
+    Candidate,
+    Detection,
+    Plan,
+    check_inside,
+    detect,
+    normalize_line,
+    plan_for,
+    sha256_bytes,
+    sha256_file,
+)
 from quicsm.instrumentation.diff import parse_diff, render_file_patch
-from quicsm.instrumentation.patchset import PatchSet, check_relative_path, shipped_patch_sets
-from quicsm.instrumentation.targets import Identity, Located, Target, get_target, iter_located
+from quicsm.instrumentation.patchset import PatchSet
 
 __all__ = [
     "STATE_FILE",
@@ -47,211 +56,6 @@ __all__ = [
 ]
 
 STATE_FILE = ".quicsm-patch.json"
-_KIND_RANK = {"exact": 4, "applies": 3, "applied": 3, "similar": 1, "incomplete": 0}
-
-
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def sha256_file(path: Path) -> str | None:
-    try:
-        return sha256_bytes(path.read_bytes())
-    except FileNotFoundError:
-        return None
-
-
-def normalize_line(line: str) -> str:
-    """Whitespace-insensitive form of a source line, for matching across reformatting."""
-    return " ".join(line.split())
-
-
-def check_inside(root: Path, rel: str, where: str) -> Path:
-    """The absolute path of ``rel`` under ``root``; refuses escapes and any symlink on the way."""
-    check_relative_path(rel, where)
-    root = root.resolve()
-    cur = root
-    for part in rel.split("/"):
-        cur = cur / part
-        if cur.is_symlink():
-            real = os.path.realpath(cur)
-            inside = real == str(root) or real.startswith(str(root) + os.sep)
-            why = "which points outside the source root" if not inside else "(patching through symlinks is refused)"
-            raise PatchError(f"{where}: {rel}: {cur.relative_to(root)} is a symlink to {os.readlink(cur)} {why}")
-    return cur
-
-
-# ---- detection -----------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Candidate:
-    """How well one patch set fits a tree: ``exact`` (sha256 of every file), ``applies``, ``applied``, ``similar``."""
-
-    patch_set: PatchSet
-    kind: str
-    score: float
-    reason: str
-
-    @property
-    def usable(self) -> bool:
-        return self.kind in ("exact", "applies", "applied")
-
-
-@dataclass(frozen=True)
-class Detection:
-    target: Target
-    located: Located
-    identity: Identity
-    candidates: tuple[Candidate, ...]
-
-    @property
-    def root(self) -> Path:
-        return self.located.root
-
-    def best(self, algorithm: str | None = None) -> Candidate | None:
-        for c in self.candidates:
-            if algorithm is None or c.patch_set.algorithm == algorithm:
-                return c
-        return None
-
-    def to_json(self) -> dict[str, Any]:
-        ident = self.identity
-        return {
-            "target": self.target.name,
-            "root": str(self.located.root),
-            "layout": self.located.layout,
-            "files": {n: r for n, r in self.located.files.items() if n in self.target.known_names()},
-            "algorithms": list(ident.algorithms),
-            "era": ident.era,
-            "dates": [ident.date_from, ident.date_to],
-            "features": dict(ident.features),
-            "notes": list(ident.notes),
-            "candidates": [{"set": c.patch_set.name, "algorithm": c.patch_set.algorithm, "kind": c.kind,
-                            "score": round(c.score, 3), "reason": c.reason} for c in self.candidates],
-        }
-
-
-@dataclass(frozen=True)
-class Plan:
-    """One patch set mapped onto a tree: paths as they are in this tree, and the diff rewritten for them."""
-
-    name: str
-    root: Path
-    paths: dict[str, str]
-    """Patch-set path -> path relative to ``root``."""
-    diff: str
-    file_diffs: dict[str, str]
-    """Tree path -> the part of ``diff`` for that file."""
-    pristine: dict[str, str]
-    """Tree path -> sha256 the manifest (or the apply record) says the pristine file has."""
-    patch_set: PatchSet | None = None
-
-
-def _date_gap(date: str, ident: Identity) -> int:
-    """Days between a set's date and the date range the tree's content allows (0 inside)."""
-    try:
-        d = _dt.date.fromisoformat(date)
-    except ValueError:
-        return 10**6
-    lo = _dt.date.fromisoformat(ident.date_from) if ident.date_from > "0001" else _dt.date.min
-    hi = _dt.date.fromisoformat(ident.date_to) if ident.date_to < "9999" else _dt.date.max
-    if d < lo:
-        return (lo - d).days
-    if d > hi:
-        return (d - hi).days
-    return 0
-
-
-def plan_for(ps: PatchSet, located: Located) -> Plan:
-    """Map a patch set's paths onto a located tree; refuses paths that leave it."""
-    where = f"{ps.origin}/changes.diff"
-    paths: dict[str, str] = {}
-    file_diffs: dict[str, str] = {}
-    pristine: dict[str, str] = {}
-    for fp in ps.file_patches:
-        rel = located.relpath_for(fp.path) if not fp.creates else fp.path
-        if rel is None:
-            raise PatchError(f"{located.root}: {ps.name} patches {fp.path}, which is not in this tree")
-        check_inside(located.root, rel, where)
-        paths[fp.path] = rel
-        file_diffs[rel] = render_file_patch(fp, path=rel)
-        pristine[rel] = ps.file(fp.path).sha256
-    return Plan(ps.name, located.root, paths, "".join(file_diffs.values()), file_diffs, pristine, ps)
-
-
-def _similarity(ps: PatchSet, located: Located) -> float:
-    """Share of the set's context and removed lines (normalised, non-trivial) found in the tree's files."""
-    hit = total = 0
-    for fp in ps.file_patches:
-        rel = located.relpath_for(fp.path)
-        text = (located.root / rel).read_text(encoding="utf-8", errors="replace") if rel else ""
-        have = {normalize_line(x) for x in text.splitlines()}
-        for h in fp.hunks:
-            for line in h.old_lines:
-                n = normalize_line(line)
-                if len(n) > 3:
-                    total += 1
-                    hit += n in have
-    return hit / total if total else 0.0
-
-
-def rank_candidates(target: Target, located: Located, ident: Identity, sets: Iterable[PatchSet],
-                    applier: Applier) -> list[Candidate]:
-    """Score every set of this target against the tree, best first."""
-    out: list[Candidate] = []
-    for ps in sets:
-        if ps.target != target.name:
-            continue
-        missing = [fp.path for fp in ps.file_patches if not fp.creates and located.relpath_for(fp.path) is None]
-        if missing:
-            out.append(Candidate(ps, "incomplete", 0.0, f"tree lacks {', '.join(missing)}"))
-            continue
-        try:
-            plan = plan_for(ps, located)
-        except PatchError as exc:
-            out.append(Candidate(ps, "incomplete", 0.0, str(exc)))
-            continue
-        shas = {rel: sha256_file(located.root / rel) for rel in plan.pristine}
-        gap = _date_gap(ps.date, ident)
-        era_note = "" if ps.era == ident.era else f"; era {ps.era} != tree era {ident.era}"
-        forward = applier.check(located.root, plan.diff).ok
-        if forward and all(shas[rel] == sha for rel, sha in plan.pristine.items()):
-            out.append(Candidate(ps, "exact", 1.0, "sha256 of every file matches the manifest"))
-        elif forward:
-            out.append(Candidate(ps, "applies", 0.95 - min(gap, 3650) / 36500,
-                                 f"applies cleanly (set dated {ps.date}){era_note}"))
-        elif applier.check(located.root, plan.diff, reverse=True).ok:
-            out.append(Candidate(ps, "applied", 0.95, "already applied to this tree"))
-        else:
-            sim = _similarity(ps, located)
-            score = 0.8 * sim + (0.05 if ps.era == ident.era else 0) + (0.05 if gap == 0 else 0)
-            out.append(Candidate(ps, "similar", score,
-                                 f"does not apply; {sim:.0%} of its context lines found (set dated {ps.date})"
-                                 f"{era_note}"))
-    out.sort(key=lambda c: (-_KIND_RANK[c.kind], -c.score, _date_gap(c.patch_set.date, ident), c.patch_set.name))
-    return out
-
-
-def detect(src: str | Path, *, sets: Iterable[PatchSet] | None = None, applier: Applier | None = None,
-           target: str | None = None) -> Detection:
-    """Find the sender files under ``src``, tell the era from their content, and rank the known sets."""
-    src = Path(src)
-    if not src.exists():
-        raise PatchError(f"{src}: no such file or directory")
-    targets = [get_target(target)] if target else None
-    hits = iter_located(src, targets)
-    if not hits:
-        raise PatchError(
-            f"{src}: no congestion-control sender files found (looked for the upstream layouts and for files "
-            f"named like tcp_cubic_sender_bytes.cc, bbr_sender.cc, bbr2_sender.cc, ...)"
-        )
-    idents = [(t, loc, t.identify(loc)) for t, loc in hits]
-    own = [x for x in idents if not x[0].eras or x[2].era in x[0].eras]
-    t, loc, ident = max(own or idents, key=lambda x: len(x[1].files))
-    pool = list(sets) if sets is not None else shipped_patch_sets(t.name, errors=[])
-    cands = rank_candidates(t, loc, ident, pool, applier or default_applier())
-    return Detection(t, loc, ident, tuple(cands))
-
 
 # ---- state record --------------------------------------------------------------------------------
 
@@ -434,11 +238,68 @@ def _restore(root: Path, backup: dict[str, tuple[bytes | None, int | None]]) -> 
     return len(backup)
 
 
+def _port_missing(src: str | Path, det: Detection, algorithms: Iterable[str], plans: list[Plan],
+                  applier: Applier, workdir: Path) -> tuple[list[Plan], list[str], list[str]]:
+    """Port a set for every algorithm that has none usable (files not already covered by ``plans``)."""
+    from quicsm.instrumentation.patchset import load_patch_set
+    from quicsm.instrumentation.porter import port as run_port
+
+    covered = {rel for p in plans for rel in p.file_diffs}
+    recorded = {f["path"]: r["set"] for r in _read_state(det.root)["applied"] for f in r["files"]}
+    chosen = {p.patch_set.algorithm for p in plans if p.patch_set is not None}
+    out: list[Plan] = []
+    notes: list[str] = []
+    already: list[str] = []
+    for algo in list(algorithms) or list(det.identity.algorithms):
+        cands = [c for c in det.candidates if c.patch_set.algorithm == algo]
+        sources = [c.patch_set for c in cands if c.kind != "incomplete"]
+        if algo in chosen or not cands:
+            continue
+        if not sources:
+            notes.append(f"{algo}: nothing to port from ({cands[0].patch_set.name}: {cands[0].reason})")
+            continue
+        rels = {det.located.relpath_for(f.path) for f in sources[0].files}
+        if covered & rels:
+            continue  # e.g. reno over the files the cubic set already instruments
+        done = sorted({recorded[r] for r in rels if r in recorded})
+        if done:
+            already += [d for d in done if d not in already]
+            continue
+        try:
+            res, written = run_port(sources, src, workdir / algo, applier=applier)
+        except PatchError as exc:
+            notes.append(f"{algo}: {exc}")
+            continue
+        plan = plan_for(load_patch_set(written), det.located)
+        covered |= set(plan.file_diffs)
+        out.append(plan)
+        notes.append(f"{algo}: no pinned set applied; ported {res.source.name} to this tree")
+    return out, notes, already
+
+
 def apply(src: str | Path, *, set_name: str | None = None, algorithms: Iterable[str] = (),
-          sets: Iterable[PatchSet] | None = None, applier: Applier | None = None) -> ApplyResult:
-    """Apply the chosen sets as one transaction; the tree is unchanged if anything fails."""
+          sets: Iterable[PatchSet] | None = None, applier: Applier | None = None,
+          port_missing: bool = False) -> ApplyResult:
+    """Apply the chosen sets as one transaction; the tree is unchanged if anything fails.
+
+    With ``port_missing``, an algorithm without a usable pinned set gets one ported on the fly (kept only
+    in the apply record, which is all ``revert`` needs).
+    """
     applier = applier or default_applier()
-    det, plans, notes = choose(src, set_name=set_name, algorithms=algorithms, sets=sets, applier=applier)
+    if not port_missing or set_name:
+        det, plans, notes = choose(src, set_name=set_name, algorithms=algorithms, sets=sets, applier=applier)
+    else:
+        try:
+            det, plans, _ = choose(src, algorithms=algorithms, sets=sets, applier=applier)
+        except PatchError:
+            det, plans = detect(src, sets=sets, applier=applier), []
+        with tempfile.TemporaryDirectory(prefix="quicsm-port-") as tmp:
+            ported, notes, recorded = _port_missing(src, det, algorithms, plans, applier, Path(tmp))
+        plans += ported
+        if not plans and recorded:
+            return ApplyResult(det.root, (), tuple(recorded), tuple(notes), ())
+        if not plans:
+            raise PatchError(f"{src}: no patch set applies and none could be ported: " + "; ".join(notes))
     root = det.root
     checks = [_check_plan(p, applier) for p in plans]
     for sc in checks:
@@ -563,7 +424,16 @@ def status(src: str | Path, *, set_name: str | None = None, sets: Iterable[Patch
         if state["applied"]:
             plans = [_plan_from_record(det.root, r) for r in state["applied"]]
         else:
-            _, plans, _ = choose(src, sets=sets, applier=applier)
+            try:
+                _, plans, _ = choose(src, sets=sets, applier=applier)
+            except PatchError:  # nothing applies: report against the closest set of each algorithm
+                best: dict[str, Candidate] = {}
+                for c in det.candidates:
+                    if c.kind != "incomplete":
+                        best.setdefault(c.patch_set.algorithm, c)
+                if not best:
+                    raise
+                plans = [plan_for(c.patch_set, det.located) for c in best.values()]
     assert root is not None
     state = _read_state(root)
     recs = {(r["set"], f["path"]): f for r in state["applied"] for f in r["files"]}

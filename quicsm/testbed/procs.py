@@ -82,7 +82,11 @@ class ProcGroup:
             if not r:
                 break
             chunk = os.read(fd, 65536)
-            if not chunk:
+            if not chunk:  # stdout closed: the child is exiting; let it finish to report its status
+                try:
+                    child.popen.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
                 break
             buf += chunk
             while b"\n" in buf:

@@ -236,6 +236,8 @@ def run_once(cfg: RunConfig, bins: ServerClient, run_dir: Path, *, relay_bins: R
                 cpu_used = group.usage_s()
             emu.stop_relay()
             emu.procs.stop(server, grace=10)
+    except TestbedError as exc:  # the path or the server failed: record it, so the run can be redone
+        error = error or f"testbed: {exc}"
     finally:
         if group is not None:
             group.remove()
@@ -254,7 +256,7 @@ def run_once(cfg: RunConfig, bins: ServerClient, run_dir: Path, *, relay_bins: R
         "params": {**asdict(cfg), "rtt_ms": cfg.rtt_ms, "one_way_delay_ms": cfg.rtt_ms / 2,
                    "queue_bytes": cfg.queue_bytes(), "tbf_burst_bytes": tbf.burst(), "relay_seed": relay_cfg.seed},
         "result": {"ok": ok, "plt_ms": plt, "client": client_out, "error": error, "client_cpu_s": cpu_used},
-        "emulator": {"ok": emulator_ok, "late_p99_us": late_p99, "relay": stats, "rate_log": emu.rate_log},
+        "emulator": {"ok": emulator_ok, "late_p99_us": late_p99, "namespaces": list(emu.topo.namespaces), "relay": stats, "rate_log": emu.rate_log},
         "timestamps": {"start": started, "end": _now(), "seconds": round(time.monotonic() - t0, 3)},
         "versions": {**_tool_versions(), "server": str(bins.server), "client": str(bins.client),
                      "relay": str(relay_bins.relay), "patch_set": getattr(bins, "patch_set", None),
@@ -281,12 +283,14 @@ def _run_client(cfg: RunConfig, bins: ServerClient, emu: Emulator, url: str, spk
 
 def run_many(cfg: RunConfig, bins: ServerClient, out_dir: Path, *, runs: int = 1, retries: int = 1,
              on_result: Callable[[RunResult], None] | None = None) -> list[RunResult]:
-    """``runs`` runs of ``cfg`` into ``out_dir/<name>-NN``; a failed or emulator-late run is redone
+    """``runs`` more runs of ``cfg`` into ``out_dir/<name>-NN`` (numbering continues after existing
+    ones); a failed or emulator-late run is redone
     up to ``retries`` times. The bad attempt is kept as ``out_dir/_rejected/<name>-NN-attemptK``, out
     of the way of ``out_dir/*/server.log``."""
     relay_bins = build_relay()
     results = []
-    for i in range(runs):
+    first = _next_index(out_dir, cfg.name)
+    for i in range(first, first + runs):
         run_dir = out_dir / f"{cfg.name}-{i:02d}"
         res = None
         for attempt in range(retries + 1):
@@ -304,6 +308,13 @@ def run_many(cfg: RunConfig, bins: ServerClient, out_dir: Path, *, runs: int = 1
         if on_result:
             on_result(res)
     return results
+
+
+def _next_index(out_dir: Path, name: str) -> int:
+    """Runs already in ``out_dir`` are kept: new ones continue the numbering."""
+    taken = [int(m.group(1)) for p in out_dir.glob(f"{name}-*")
+             if (m := re.fullmatch(re.escape(name) + r"-(\d+)", p.name))]
+    return max(taken) + 1 if taken else 0
 
 
 def read_meta(run_dir: Path) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from instr_fixtures import PREFIX, bbr_source, cubic_edits, cubic_source, make_set, write_tree
@@ -84,7 +86,7 @@ def test_registry_takes_new_targets_without_core_changes(tmp_path: Path) -> None
     class GoLike(Target):
         name = "golike-test"
         eras = ("2024",)
-        algorithm_files = {"cubic": ("cubic_sender.go",)}
+        algorithm_files: ClassVar[Mapping[str, tuple[str, ...]]] = {"cubic": ("cubic_sender.go",)}
         dirs = ("internal/congestion",)
         extensions = (".go",)
 
@@ -99,3 +101,14 @@ def test_registry_takes_new_targets_without_core_changes(tmp_path: Path) -> None
         assert "golike-test" in {t.name for t in all_targets()}
     finally:
         reg._REGISTRY.pop("golike-test")
+
+
+def test_modern_chromium_checkout_uses_its_quiche_copy(tmp_path: Path) -> None:
+    chromium = tmp_path / "src"
+    (chromium / "net/quic").mkdir(parents=True)
+    (chromium / "net/quic/quic_chromium_client_session.cc").write_text("// not a sender\n")
+    write_tree(chromium / "net/third_party/quiche/src", "E")
+    det = engine.detect(chromium, sets=[])
+    assert det.target.name == "quiche" and det.located.layout == "checkout"
+    assert det.root == (chromium / "net/third_party/quiche/src").resolve()
+    assert det.located.files["bbr_sender.cc"] == "quiche/quic/core/congestion_control/bbr_sender.cc"

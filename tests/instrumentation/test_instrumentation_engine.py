@@ -91,7 +91,7 @@ class FailsAfterFirstFile:
 
 
 def test_failure_half_way_is_rolled_back_and_verified(tree, cubic_set):
-    root, paths = tree
+    root, _ = tree
     before = snapshot(root)
     with pytest.raises(PatchError, match="simulated crash.*restored and verified"):
         engine.apply(root, sets=[cubic_set], applier=FailsAfterFirstFile())
@@ -159,7 +159,7 @@ def test_refuses_symlinked_directory_pointing_outside(tmp_path, tree, cubic_set)
 
 @pytest.mark.parametrize("bad", ["../escape.cc", "/etc/passwd", "quic/../../escape.cc"])
 def test_refuses_escaping_paths_in_diff(tmp_path, tree, bad):
-    root, paths = tree
+    root, _ = tree
     diff = (f"diff --git a/{bad} b/{bad}\n--- a/{bad}\n+++ b/{bad}\n@@ -1,1 +1,2 @@\n x\n+y\n")
     d = make_set(tmp_path / "sets", root, {}, diff_override=diff,
                  manifest_patch={"files": [{"path": "quic/x.cc", "sha256": "a" * 64}]})
@@ -235,3 +235,29 @@ def test_tree_that_is_a_git_checkout_is_patched(tmp_path):
     ps = load_patch_set(make_set(tmp_path / "sets", root, cubic_edits(paths)))
     engine.apply(root, sets=[ps])
     assert "to=ProbeTimeout" in (root / paths["quic_sent_packet_manager.cc"]).read_text()
+
+
+def test_status_without_usable_set_reports_against_the_closest(tree, cubic_set):
+    root, paths = tree
+    p = root / paths["tcp_cubic_sender_bytes.cc"]
+    p.write_text(p.read_text().replace("ExitSlowstart();", "LeaveSlowStart();"))
+    st = {s.path: s.status for s in engine.status(root, sets=[cubic_set])}
+    assert st[paths["tcp_cubic_sender_bytes.cc"]] == "modified-otherwise"
+    assert st[paths["quic_sent_packet_manager.cc"]] == "pristine"
+
+
+def test_apply_with_port_instruments_an_unpinned_version_and_reverts(tmp_path, tree, cubic_set):
+    root, paths = tree
+    p = root / paths["tcp_cubic_sender_bytes.cc"]
+    p.write_text(p.read_text().replace("  for (const LostPacket& lost", "  UpdateStats();\n  for (const LostPacket& lost"))
+    before = snapshot(root)
+    with pytest.raises(PatchError, match="no patch set applies"):
+        engine.apply(root, sets=[cubic_set])
+    res = engine.apply(root, sets=[cubic_set], port_missing=True)
+    assert len(res.applied) == 1 and res.applied[0].startswith("test-cubic-port-")
+    assert any("ported test-cubic" in n for n in res.notes)
+    assert "to=CongestionAvoidance" in p.read_text()
+    again = engine.apply(root, sets=[cubic_set], port_missing=True)
+    assert again.applied == () and again.already == res.applied  # never instrumented twice
+    engine.revert(root, sets=[cubic_set])
+    assert snapshot(root) == before

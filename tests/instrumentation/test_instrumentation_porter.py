@@ -318,3 +318,26 @@ def test_cli_port_by_algorithm_falls_back_to_the_next_set(tmp_path):
     r = CliRunner().invoke(cli, ["patch", "port", str(tree), "--from", str(tmp_path / "sets/set-a"),
                                  "-o", str(tmp_path / "x")])
     assert r.exit_code != 0 and "cannot place" in r.output and not (tmp_path / "x").exists()
+
+
+def test_target_check_can_veto_a_port(tmp_path, old_set, monkeypatch):
+    from quicsm.instrumentation.targets import get_target
+
+    new = _new_tree(tmp_path, lambda t: t)
+    target = get_target("quiche")
+    monkeypatch.setattr(type(target), "check_ported",
+                        lambda self, path, text, added: ["uses `time.` but does not import it"]
+                        if path.endswith("tcp_cubic_sender_bytes.cc") else [])
+    res = plan_port(old_set, new)
+    assert not res.ok and "does not import" in res.failures[0].reason
+    with pytest.raises(PatchError):
+        port(old_set, new, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_porting_onto_an_already_patched_tree_is_refused(tmp_path, old_set):
+    new = _new_tree(tmp_path, lambda t: t.replace("  for (const LostPacket& lost", "  Tick();\n  for (const LostPacket& lost"))
+    _, out = port(old_set, new, tmp_path / "p1")
+    engine.apply(new, sets=[load_patch_set(out)], set_name=load_patch_set(out).name)
+    again = plan_port(old_set, new)
+    assert not again.ok and any("already" in f.reason for f in again.failures)

@@ -55,9 +55,9 @@ def test_runs_leave_log_and_complete_meta(runs: Path) -> None:
         assert meta["params"]["queue_bytes"] > 0 and meta["timestamps"]["seconds"] > 0
         relay = meta["emulator"]["relay"]
         assert relay["down"]["sent"] > 2000 and relay["up"]["sent"] > 100
+        assert not set(meta["emulator"]["namespaces"]) & set(netns.list_namespaces())  # torn down
     assert labels_for(runs / "mobile-00")["profile"] == "mobile"
     assert json.loads((runs / "lossy-00" / "meta.json").read_text())["emulator"]["relay"]["down"]["dropped"] > 0
-    assert not [n for n in netns.list_namespaces() if n.startswith(netns.PREFIX) and "e2e" in n]
 
 
 def test_states_parse_infer_render(runs: Path, tmp_path: Path) -> None:
@@ -103,3 +103,45 @@ def test_chromium_loads_the_page_over_http3(tmp_path: Path) -> None:
     assert 0 < client["plt_ms"] < 60_000
     (trace,) = parse_inputs([str(res.run_dir / "server.log")]).traces
     assert trace.states()[:2] == ["Init", "SlowStart"] and trace.labels["client"] == "chromium"
+
+
+def test_ctrl_c_mid_run_cleans_up(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from quicsm.testbed import cpu
+
+    proc = subprocess.Popen([sys.executable, "-m", "quicsm", "testbed", "run", "--rate", "5", "--delay", "20",
+                             "--size", "50MB", "--cpu-quota", "50%", "--quic-go-version", VERSION, "--out", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:  # wait until the transfer is under way
+            logs = list(tmp_path.glob("run-00/server.log"))
+            if logs and "SlowStart" in logs[0].read_text():
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the run never started")
+        # Our run's namespaces and cgroup, found from its server process (other testbeds may be running).
+        server_pid = subprocess.run(["pgrep", "-f", f"quicsm-server.*{tmp_path}"], capture_output=True,
+                                    text=True).stdout.split()[0]
+        srv_ns = subprocess.run(["ip", "netns", "identify", server_pid], capture_output=True, text=True).stdout.strip()
+        assert srv_ns.startswith(netns.PREFIX) and srv_ns.endswith("-srv")
+        tag = srv_ns[len(netns.PREFIX):-len("-srv")]
+        ours = set(netns.Topology(tag=tag).namespaces)
+        group = (cpu.V1_ROOT if cpu.cgroup_kind() == "v1" else cpu.V2_ROOT) / f"{netns.PREFIX}{tag}-client"
+        assert ours <= set(netns.list_namespaces()) and group.is_dir()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    assert not (set(netns.list_namespaces()) & ours)
+    assert not group.exists()
+    for name in ("quicsm-server", "quicsm-relay"):
+        out = subprocess.run(["pgrep", "-f", f"{name}.*{tmp_path}"], capture_output=True, text=True).stdout
+        assert not out.strip(), f"{name} still running"

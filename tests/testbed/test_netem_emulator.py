@@ -53,7 +53,8 @@ def test_jitter_reorders_like_netem(bins: RelayBinaries, tmp_path: Path) -> None
     assert share > 0.4, res  # packets ~1 ms apart, +-10 ms each: most are overtaken
     assert res["reordered_ge3"] > 0.25 * res["received"]
     assert 45_000 < res["owd_us"]["p50"] < 67_000
-    assert res["owd_us"]["max"] < 66_000 + 5_000  # never more than delay + jitter (+ scheduling slack)
+    # delay + jitter bounds the delay; the tail allows for other load on the machine
+    assert res["owd_us"]["p90"] < 66_000 + 1_000 and res["owd_us"]["p99"] < 66_000 + 5_000
     assert stats["up"]["reordered"] > 0
 
 
@@ -136,3 +137,19 @@ def test_bandwidth_schedule_changes_the_tbf_rate(bins: RelayBinaries, tmp_path: 
 
     rate_Bps = _json.loads(shown)[0]["options"]["rate"]  # bytes/s in tc's JSON
     assert any(abs(rate_Bps * 8 - r) / r < 0.02 for _, r in log[-2:])
+
+
+def test_failed_run_is_recorded_and_torn_down(bins: RelayBinaries, tmp_path: Path) -> None:
+    import json
+    from types import SimpleNamespace
+
+    from quicsm.testbed.runner import RunConfig, run_once
+
+    broken = SimpleNamespace(server=Path("/bin/false"), client=Path("/bin/false"))
+    res = run_once(RunConfig(rate_mbps=10, rtt_ms=10, cpu_quota=0.2), broken, tmp_path / "r", relay_bins=bins)
+    assert not res.ok and "server exited with 1" in (res.error or "")
+    meta = json.loads((tmp_path / "r" / "meta.json").read_text())
+    assert meta["result"]["ok"] is False and "server exited" in meta["result"]["error"]
+    assert meta["params"]["rate_mbps"] == 10 and meta["labels"]["profile"] == "mobile"
+    assert len(meta["emulator"]["namespaces"]) == 4
+    assert not set(meta["emulator"]["namespaces"]) & set(netns.list_namespaces())

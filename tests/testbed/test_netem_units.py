@@ -149,3 +149,13 @@ def test_cli_matrix_dry_run_and_bad_file(tmp_path: Path) -> None:
     f.write_text('[[scenario]]\nname = "x"\nclient = "lynx"\n')
     res = CliRunner().invoke(cli, ["testbed", "matrix", str(f), "--dry-run"])
     assert res.exit_code != 0 and "m.toml: scenario 1 (x)" in res.output and "lynx" in res.output
+
+
+def test_new_runs_continue_numbering(tmp_path: Path) -> None:
+    from quicsm.testbed.runner import _next_index
+
+    assert _next_index(tmp_path, "mobile") == 0
+    for name in ("mobile-00", "mobile-01", "mobile-07", "mobile20-09", "mobile-x"):
+        (tmp_path / name).mkdir()
+    assert _next_index(tmp_path, "mobile") == 8
+    assert _next_index(tmp_path, "mobile20") == 10

@@ -212,6 +212,11 @@ class Target:
                 i += 1
         return out
 
+    def check_ported(self, path: str, text: str, added: list[str]) -> list[str]:
+        """Problems of a ported file the text alone cannot show (e.g. a package the added lines use but
+        the new file no longer imports). Any problem makes the port fail; nothing is written."""
+        return []
+
     def adapt_added_lines(self, lines: list[str], old: Identity | None, new: Identity) -> list[str]:
         """Rewrite lines a patch adds when moving it to another era (include spelling, renamed types)."""
         return lines
