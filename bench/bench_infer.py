@@ -23,17 +23,9 @@ import time
 import numpy as np
 
 from quicsm.inference import infer_sequences
+from quicsm.traces.states import CUBIC_STATES
 
-STATES = (
-    "Init",
-    "SlowStart",
-    "CongestionAvoidance",
-    "CongestionAvoidanceMaxed",
-    "ApplicationLimited",
-    "Recovery",
-    "TailLossProbe",
-    "RetransmissionTimeout",
-)
+STATES = tuple(s for s in CUBIC_STATES if s != "ProbeTimeout")
 
 _DESKTOP = {
     "Init": {"SlowStart": 1.0},

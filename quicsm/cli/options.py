@@ -9,6 +9,7 @@ from typing import Any, Callable
 import click
 
 from quicsm.compare.sets import trace_matches
+from quicsm.inference import ENGINES
 from quicsm.traces import ParseResult, parse_inputs, parse_label
 from quicsm.traces.events import StateView
 
@@ -88,7 +89,7 @@ def engine_options(f: F) -> F:
                      help="Original Synoptic jar for --engine synoptic-jar (or $QUICSM_SYNOPTIC_JAR).")(f)
     f = click.option("-k", "k", type=click.IntRange(0, 50), default=None, help="Tail length for ktails / synoptic coarsening.")(f)
     f = click.option("--engine", default="synoptic", show_default=True,
-                     type=click.Choice(["synoptic", "ktails", "dfg", "synoptic-jar"]), help="Inference engine.")(f)
+                     type=click.Choice(sorted(ENGINES)), help="Inference engine.")(f)
     return f
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from instr_fixtures import cubic_edits, make_set, one_file_set, snapshot, write_tree
 
 from quicsm.errors import PatchError
@@ -341,3 +343,36 @@ def test_porting_onto_an_already_patched_tree_is_refused(tmp_path, old_set):
     engine.apply(new, sets=[load_patch_set(out)], set_name=load_patch_set(out).name)
     again = plan_port(old_set, new)
     assert not again.ok and any("already" in f.reason for f in again.failures)
+
+
+FOREIGN = ["  stats_->ticks++;", "  QUIC_DVLOG(3) << \"tick\";", "  if (paused_) {", "    return;", "  }",
+           "  MaybeUpdateRtt(now);", "  // upstream comment", "", "  const bool x = IsCwndLimited(0);"]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from(FOREIGN)), min_size=1, max_size=6))
+def test_random_upstream_insertions_never_misplace(tmp_path_factory, inserts):
+    """Unrelated upstream lines anywhere: each change still follows its anchor line, or the port fails."""
+    tmp = tmp_path_factory.mktemp("fuzz")
+    old = tmp / "old"
+    paths = write_tree(old, "E")
+    ps = load_patch_set(make_set(tmp / "sets", old, cubic_edits(paths), name="fz"))
+    new = tmp / "new"
+    write_tree(new, "E")
+    p = new / CUBIC
+    lines = p.read_text().splitlines()
+    body = [i for i, x in enumerate(lines) if x.startswith("  ")]  # inside function bodies only
+    for pos, text in inserts:
+        at = body[pos % len(body)] + 1
+        lines.insert(at, text if text.strip() != "}" else "  {}")
+        body = [i for i, x in enumerate(lines) if x.startswith("  ")]
+    p.write_text("\n".join(lines) + "\n")
+    res = plan_port(ps, new)
+    if not res.ok:
+        assert all(f.reason for f in res.failures)
+        return
+    placed = res.placed[CUBIC].decode().splitlines()
+    for anchor, marker in (("ExitSlowstart();", "to=CongestionAvoidance"),
+                           ("largest_sent_at_last_cutback_ = largest_sent_packet_number_;", "to=Recovery")):
+        i = next(k for k, x in enumerate(placed) if marker in x)
+        assert placed[i - 1].strip() == anchor, (anchor, placed[i - 2:i + 1])
