@@ -42,7 +42,8 @@ def learn(
 ) -> AnnotatedModel:
     """Infer a model with ``engine`` and annotate it with time shares and edge probabilities."""
     started = time.perf_counter()
-    result = infer(traces, engine, view, **opts)
+    stays = [t.visits(view) for t in traces]
+    result = infer(traces, engine, view, sequences=[[v.state for v in s] for s in stays], **opts)
     meta = describe_traces(traces)
     meta["inference_seconds"] = round(time.perf_counter() - started, 3)
-    return annotate(result, traces, view, meta=meta)
+    return annotate(result, traces, view, meta=meta, stays_per_trace=stays)

@@ -99,9 +99,20 @@ def infer_sequences(sequences: Sequence[Sequence[str]], engine: str = "synoptic"
 _DEFAULT_VIEW = StateView()
 
 
-def infer(traces: Sequence[Trace], engine: str = "synoptic", view: StateView = _DEFAULT_VIEW, **opts: Any) -> InferenceResult:
-    """Learn a model from traces; ``paths[i]`` maps ``traces[i].visits(view)`` onto model nodes."""
-    res = infer_sequences([t.states(view) for t in traces], engine, **opts)
+def infer(
+    traces: Sequence[Trace],
+    engine: str = "synoptic",
+    view: StateView = _DEFAULT_VIEW,
+    *,
+    sequences: Sequence[Sequence[str]] | None = None,
+    **opts: Any,
+) -> InferenceResult:
+    """Learn a model from traces; ``paths[i]`` maps ``traces[i].visits(view)`` onto model nodes.
+
+    ``sequences`` are the traces' ``states(view)`` when the caller has computed them already.
+    """
+    seqs = sequences if sequences is not None else [t.states(view) for t in traces]
+    res = infer_sequences(seqs, engine, **opts)
     res.model.params.setdefault("phases", view.phases)
     res.model.params.setdefault("recovery", view.recovery)
     return res

@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 
 from quicsm.errors import InferenceError, InputError
 from quicsm.inference.model import INITIAL, TERMINAL, Edge, InferenceResult, Model, Node
-from quicsm.traces.events import StateView, Trace
+from quicsm.traces.events import StateView, Trace, Visit
 
 __all__ = [
     "MODEL_FORMAT",
@@ -114,16 +114,20 @@ def annotate(
     traces: Sequence[Trace],
     view: StateView = StateView(),
     meta: dict[str, Any] | None = None,
+    stays_per_trace: Sequence[list[Visit]] | None = None,
 ) -> AnnotatedModel:
-    """Attach visits, dwell times and time shares to nodes and probabilities to edges."""
+    """Attach visits, dwell times and time shares to nodes and probabilities to edges.
+
+    ``stays_per_trace`` (each trace's ``visits(view)``) saves recomputing them when the caller has them.
+    """
     model = result.model
     if len(result.paths) != len(traces):
         raise InferenceError(f"model has {len(result.paths)} paths for {len(traces)} traces")
     visits: Counter[int] = Counter()
     time_us: Counter[int] = Counter()
     events = 0
-    for trace, path in zip(traces, result.paths):
-        stays = trace.visits(view)
+    for i, (trace, path) in enumerate(zip(traces, result.paths)):
+        stays = stays_per_trace[i] if stays_per_trace is not None else trace.visits(view)
         inner = path[1:-1]
         if len(inner) != len(stays):
             raise InferenceError(f"trace {trace.id}: model path has {len(inner)} steps for {len(stays)} states")
