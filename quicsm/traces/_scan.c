@@ -1,6 +1,6 @@
 /* Tag finder for the log scanner: the one loop that touches every byte of a log.
  *
- * scan(buffer, end, tag, lineno) -> (hits, lineno_at_end)
+ * scan(buffer, start, end, tag, lineno) -> (hits, lineno_at_end)
  *   hits: list of (line_number, payload_bytes) for every line holding `tag`, payload = text after the tag
  *   up to (not including) the newline. Line numbers count from `lineno` at offset 0.
  * The pure-Python scanner does the same with bytes.find/count; this only removes the per-hit overhead.
@@ -10,23 +10,27 @@
 #include <Python.h>
 #include <string.h>
 
+/* Newlines in [p, q): a branch-free loop the compiler vectorises (-O3), several GB/s. */
 static Py_ssize_t count_nl(const char *p, const char *q) {
     Py_ssize_t n = 0;
     while (p < q) {
-        const char *nl = memchr(p, '\n', (size_t)(q - p));
-        if (!nl) break;
-        n++;
-        p = nl + 1;
+        size_t len = (size_t)(q - p), block = len < 4096 ? len : 4096;
+        unsigned int c = 0;
+        for (size_t i = 0; i < block; i++) c += (p[i] == '\n');
+        n += c;
+        p += block;
     }
     return n;
 }
 
 static PyObject *scan(PyObject *self, PyObject *args) {
     Py_buffer buf, tag;
-    Py_ssize_t end, lineno;
-    if (!PyArg_ParseTuple(args, "y*ny*n", &buf, &end, &tag, &lineno)) return NULL;
+    Py_ssize_t start, end, lineno;
+    if (!PyArg_ParseTuple(args, "y*nny*n", &buf, &start, &end, &tag, &lineno)) return NULL;
     if (end < 0 || end > buf.len) end = buf.len;
-    const char *base = (const char *)buf.buf, *stop = base + end, *pos = base, *line_at = base;
+    if (start < 0) start = 0;
+    if (start > end) start = end;
+    const char *base = (const char *)buf.buf, *stop = base + end, *pos = base + start, *line_at = pos;
     const char *t = (const char *)tag.buf;
     size_t tl = (size_t)tag.len;
     PyObject *hits = PyList_New(0);
@@ -56,7 +60,7 @@ fail:
 }
 
 static PyMethodDef methods[] = {
-    {"scan", scan, METH_VARARGS, "scan(buffer, end, tag, lineno) -> ([(line, payload)], lineno_at_end)"},
+    {"scan", scan, METH_VARARGS, "scan(buffer, start, end, tag, lineno) -> ([(line, payload)], lineno_at_end)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -8,8 +8,10 @@ counting newlines between hits, also in C. Memory is one chunk, whatever the fil
 from __future__ import annotations
 
 import gzip
+import mmap
+import os
 import zlib
-from typing import BinaryIO, Callable, Iterator
+from typing import BinaryIO, Callable, Iterator, Union
 
 from quicsm.traces.contract import TAG_BYTES, ContractError, ContractRecord, parse_payload
 from quicsm.traces.report import ParseReport
@@ -27,30 +29,18 @@ def scan_contract(
     on_bytes: Callable[[int], None] | None = None,
 ) -> Iterator[tuple[int, ContractRecord]]:
     """Yield ``(line_number, record)`` for every contract line; count and report malformed ones."""
-    lineno = 1  # line number at offset 0 of `buf`
-    buf = bytearray()
+    lineno = 1  # line number at the start of the next window
     nul_seen = False
     hits = 0
-    done = False
-    while not done:
-        block, error = _read_chunk(stream)
-        if error is not None:
-            where = lineno + buf.count(b"\n") + block.count(b"\n")
-            report.problem(path, where, f"truncated or corrupt input ({error})", "truncated input")
-        if not block or error is not None:
-            done = True
-        if block:
-            if on_bytes is not None:
-                on_bytes(len(block))
-            report.bytes += len(block)
-            buf += block
-        # Scan complete lines only, unless this is the end.
-        cut = len(buf) if done else buf.rfind(b"\n") + 1
-        if cut == 0:
-            continue
-        if not nul_seen and hits == 0 and buf.find(b"\x00", 0, min(cut, 1 << 16)) >= 0:
-            nul_seen = True  # binary sniffing looks at the head of each chunk only, until a hit
-        hits_here, line_end = _find_tagged(buf, cut, lineno)
+    windows = _mapped_windows(stream) if _mappable(stream) else _read_windows(stream, path, report, lambda: lineno)
+    for buf, start, cut in windows:
+        size = cut - start
+        if on_bytes is not None:
+            on_bytes(size)
+        report.bytes += size
+        if not nul_seen and hits == 0 and buf.find(b"\x00", start, min(cut, start + (1 << 16))) >= 0:
+            nul_seen = True  # binary sniffing looks at the head of each window only, until a hit
+        hits_here, lineno = _find_tagged(buf, start, cut, lineno)
         for line, raw in hits_here:
             hits += 1
             try:
@@ -63,20 +53,73 @@ def scan_contract(
                 continue
             report.records += 1
             yield line, rec
-        lineno = line_end
-        if done and cut and buf[cut - 1] != 10:
+        if cut > start and buf[cut - 1] != 10:
             lineno += 1  # a last line without its newline still counts
-        del buf[:cut]
     report.lines += lineno - 1
     if nul_seen and hits == 0:
         report.problem(path, 1, "binary data and no contract line: not a quicsm log?", "binary input")
 
 
-def _find_tagged_py(buf: bytearray, cut: int, lineno: int) -> tuple[list[tuple[int, bytes]], int]:
-    """Every line in ``buf[:cut]`` holding the tag, as (line number, text after the tag); and the end line number."""
+Window = tuple["Buffer", int, int]
+
+
+def _mappable(stream: BinaryIO) -> bool:
+    """A plain regular file (not gzip, not a pipe) is scanned through mmap, without copying it."""
+    if isinstance(stream, gzip.GzipFile):
+        return False
+    try:
+        st = os.fstat(stream.fileno())
+    except (AttributeError, OSError, ValueError):
+        return False
+    return st.st_size > 0 and (st.st_mode & 0o170000) == 0o100000 and stream.tell() == 0
+
+
+def _mapped_windows(stream: BinaryIO) -> Iterator[Window]:
+    with mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        size = len(mm)
+        start = 0
+        while start < size:
+            end = min(start + CHUNK, size)
+            if end < size:
+                cut = mm.rfind(b"\n", start, end) + 1
+                if cut <= start:  # one line longer than a window: take it whole
+                    nl = mm.find(b"\n", end)
+                    cut = size if nl < 0 else nl + 1
+            else:
+                cut = size
+            yield mm, start, cut
+            # Drop the scanned pages from this process (they stay in the page cache), so RSS stays flat.
+            lo, hi = start - start % mmap.PAGESIZE, cut - cut % mmap.PAGESIZE
+            if hi > lo and hasattr(mm, "madvise"):
+                mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+            start = cut
+
+
+def _read_windows(stream: BinaryIO, path: str, report: ParseReport, lineno: Callable[[], int]) -> Iterator[Window]:
+    """Complete lines from a stream (gzip, stdin) in windows of about CHUNK bytes; the end may lack a newline."""
+    buf = bytearray()
+    done = False
+    while not done:
+        block, error = _read_chunk(stream)
+        if error is not None:
+            where = lineno() + buf.count(b"\n") + block.count(b"\n")
+            report.problem(path, where, f"truncated or corrupt input ({error})", "truncated input")
+        done = not block or error is not None
+        buf += block
+        cut = len(buf) if done else buf.rfind(b"\n") + 1
+        if cut:
+            yield buf, 0, cut
+            del buf[:cut]
+
+
+Buffer = Union[bytes, bytearray, mmap.mmap]
+
+
+def _find_tagged_py(buf: Buffer, start: int, cut: int, lineno: int) -> tuple[list[tuple[int, bytes]], int]:
+    """Lines in ``buf[start:cut]`` holding the tag, as (line number, text after the tag); and the end line number."""
     out: list[tuple[int, bytes]] = []
     find, count = buf.find, buf.count
-    pos = line_at = 0
+    pos = line_at = start
     while True:
         hit = find(TAG_BYTES, pos, cut)
         if hit < 0:
@@ -91,8 +134,8 @@ def _find_tagged_py(buf: bytearray, cut: int, lineno: int) -> tuple[list[tuple[i
     return out, lineno + count(b"\n", line_at, cut)
 
 
-def _find_tagged_c(buf: bytearray, cut: int, lineno: int) -> tuple[list[tuple[int, bytes]], int]:
-    return _cscan(buf, cut, TAG_BYTES, lineno)  # type: ignore[no-any-return]
+def _find_tagged_c(buf: Buffer, start: int, cut: int, lineno: int) -> tuple[list[tuple[int, bytes]], int]:
+    return _cscan(buf, start, cut, TAG_BYTES, lineno)  # type: ignore[no-any-return]
 
 
 try:  # the optional C build of the same loop (setup.py builds it when a compiler is present)

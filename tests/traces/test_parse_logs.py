@@ -200,3 +200,23 @@ def test_atomic_write_leaves_nothing_on_failure(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError):
         write_traces(boom(), str(out))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_c_and_python_tag_finders_agree(write_log, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from quicsm.traces import logscan
+
+    lines = synth_cubic_lines(conns=5, steps=60, seed=30)
+    noisy = [x for i, line in enumerate(lines) for x in (line, f"noise {i} QUICSM-ish but not the tag")]
+    noisy.append("QUICSM v=1 conn=z t_us=1 cc=cubic to=SlowStart")  # last line without newline below
+    p = tmp_path / "mixed.log"
+    p.write_text("\n".join(noisy))
+    gz = tmp_path / "mixed.log.gz"
+    gz.write_bytes(gzip.compress(p.read_bytes()))
+    results = []
+    for finder in (logscan._find_tagged_py, logscan._find_tagged):
+        monkeypatch.setattr(logscan, "_find_tagged", finder)
+        for path in (p, gz):  # mmap windows and streamed windows
+            res = parse_inputs([str(path)])
+            results.append(([(t.key, t.events) for t in res.traces], res.report.lines, res.report.records))
+    assert all(r == results[0] for r in results)
+    assert results[0][1] == len(noisy) and results[0][2] == len(lines) + 1
