@@ -118,7 +118,8 @@ Buffer = Union[bytes, bytearray, mmap.mmap]
 def _find_tagged_py(buf: Buffer, start: int, cut: int, lineno: int) -> tuple[list[tuple[int, bytes]], int]:
     """Lines in ``buf[start:cut]`` holding the tag, as (line number, text after the tag); and the end line number."""
     out: list[tuple[int, bytes]] = []
-    find, count = buf.find, buf.count
+    find = buf.find
+    count = buf.count if not isinstance(buf, mmap.mmap) else (lambda sub, a, b: buf[a:b].count(sub))
     pos = line_at = start
     while True:
         hit = find(TAG_BYTES, pos, cut)
