@@ -11,9 +11,11 @@ import gzip
 import mmap
 import os
 import zlib
-from typing import BinaryIO, Callable, Iterator, Union
+from typing import Any, BinaryIO, Callable, Iterator, Union
 
 from quicsm.traces.contract import TAG_BYTES, ContractError, ContractRecord, parse_payload
+from quicsm.traces.events import TraceEvent
+from quicsm.traces.states import canonical_state as canonical
 from quicsm.traces.report import ParseReport
 
 __all__ = ["scan_contract", "CHUNK"]
@@ -41,8 +43,18 @@ def scan_contract(
         if not nul_seen and hits == 0 and buf.find(b"\x00", start, min(cut, start + (1 << 16))) >= 0:
             nul_seen = True  # binary sniffing looks at the head of each window only, until a hit
         hits_here, lineno = _find_tagged(buf, start, cut, lineno)
-        for line, raw in hits_here:
+        for item in hits_here:
             hits += 1
+            if len(item) == 14:  # parsed by the C reader (canonical field order)
+                line, conn, cc, t_us, frm, to, *nums, trigger = item
+                yield line, ContractRecord(
+                    conn,
+                    cc,
+                    TraceEvent(t_us, canonical(to), "transition", canonical(frm) if frm else None, *nums, None, trigger),
+                )
+                report.records += 1
+                continue
+            line, raw = item
             try:
                 rec = parse_payload(raw.decode("utf-8"))
             except UnicodeDecodeError:
@@ -135,8 +147,9 @@ def _find_tagged_py(buf: Buffer, start: int, cut: int, lineno: int) -> tuple[lis
     return out, lineno + count(b"\n", line_at, cut)
 
 
-def _find_tagged_c(buf: Buffer, start: int, cut: int, lineno: int) -> tuple[list[tuple[int, bytes]], int]:
-    return _cscan(buf, start, cut, TAG_BYTES, lineno)  # type: ignore[no-any-return]
+def _find_tagged_c(buf: Buffer, start: int, cut: int, lineno: int) -> tuple[list[tuple[Any, ...]], int]:
+    """Same, and lines in the canonical field order come back already split into fields."""
+    return _cscan(buf, start, cut, TAG_BYTES, lineno, True)  # type: ignore[no-any-return]
 
 
 try:  # the optional C build of the same loop (setup.py builds it when a compiler is present)

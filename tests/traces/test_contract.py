@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from quicsm.traces.contract import ContractError, format_line, parse_line, parse_payload
 from quicsm.traces.events import SSTHRESH_INF
-from quicsm.traces.states import CUBIC_STATES
+from quicsm.traces.states import CUBIC_STATES, canonical_state
 
 
 def test_round_trip_all_fields() -> None:
@@ -75,3 +75,35 @@ def test_format_parse_round_trip(conn: str, t: int, frm: str, to: str, cwnd: int
     rec = parse_line(format_line(conn=conn, t_us=t, cc="cubic", frm=frm, to=to, cwnd=cwnd))
     assert rec is not None
     assert (rec.conn, rec.event.t_us, rec.event.prev, rec.event.state, rec.event.cwnd) == (conn, t, frm, to, cwnd)
+
+
+_opt_int = st.none() | st.integers(0, 10**15)
+
+
+@given(
+    conn=st.from_regex(r"[0-9a-zA-Z_:#x-]{1,20}", fullmatch=True),
+    t=st.integers(-(10**15), 10**15),
+    frm=st.none() | st.sampled_from(["Init", "SlowStart", "-", "PROBE_BW", "weird.state"]),
+    to=st.sampled_from(["SlowStart", "Recovery", "ProbeBw.Up", "slow_start", "x"]),
+    nums=st.tuples(*[_opt_int] * 7),
+    trigger=st.none() | st.sampled_from(["ack", "loss", "full_bw", "spurious_loss", "a.b-c"]),
+    tail=st.sampled_from(["", " ", "\r", " extra=1", " ev=update"]),
+)
+def test_c_reader_agrees_with_python_reader(conn, t, frm, to, nums, trigger, tail) -> None:
+    """The optional C reader of the canonical order must give exactly what parse_payload gives."""
+    scan_mod = pytest.importorskip("quicsm.traces._scan")
+    from quicsm.traces.events import METRIC_FIELDS
+
+    line = format_line(conn=conn, t_us=t, cc="cubic", frm=frm, to=to, trigger=trigger, **dict(zip(METRIC_FIELDS, nums)))
+    line += tail
+    expected = parse_line(line)
+    (item,), _ = scan_mod.scan(line.encode(), 0, len(line.encode()), b"QUICSM ", 1, True)
+    if len(item) == 2:  # handed back: the Python reader decides
+        return
+    _, c_conn, c_cc, c_t, c_frm, c_to, *c_nums, c_trig = item
+    assert expected is not None
+    got = (c_conn, c_cc, c_t, canonical_state(c_frm) if c_frm else None, canonical_state(c_to), tuple(c_nums), c_trig)
+    ev = expected.event
+    assert got == (expected.conn, expected.cc, ev.t_us, ev.prev, ev.state,
+                   tuple(getattr(ev, k) for k in METRIC_FIELDS), ev.trigger)
+    assert ev.extra == () and ev.kind == "transition"
