@@ -49,6 +49,7 @@ class _TraceState:
     max_t: int | None = None
     events: list[TraceEvent] = field(default_factory=list)
     title: str = ""
+    code_version: str | None = None
 
     def t_us(self, raw: Any) -> int:
         t = float(raw)
@@ -136,7 +137,7 @@ def _finish(st: _TraceState, path: str, meta: TraceMeta, index: int, report: Par
         events=events,
         key=st.conn,
         implementation=impl,
-        version=meta.version,
+        version=meta.version or st.code_version,
         sources=(path,),
         labels=dict(meta.labels),
     )
@@ -186,11 +187,12 @@ def read_qlog(stream: BinaryIO, path: str, meta: TraceMeta, report: ParseReport)
         report.problem(path, 1, "JSON without a traces[] array: not a qlog file", "bad qlog")
         return
     top_title = f"{doc.get('title', '')} {doc.get('description', '')}"
+    code_version = doc.get("code_version") if isinstance(doc.get("code_version"), str) else None
     for index, trace in enumerate(doc["traces"]):
         if not isinstance(trace, dict) or "events" not in trace:
             report.problem(path, 1, f"traces[{index}] has no events (an error entry?)", "bad qlog")
             continue
-        st = _TraceState(conn=f"trace{index}", title=top_title)
+        st = _TraceState(conn=f"trace{index}", title=top_title, code_version=code_version)
         _common(trace, st)
         fields = trace.get("event_fields")
         for n, ev in enumerate(trace.get("events") or []):
@@ -256,6 +258,8 @@ def read_sqlog(
                 if "trace" in rec or "qlog_version" in rec or "qlog_format" in rec:
                     trace = rec.get("trace") or {}
                     st.title = f"{rec.get('title', '')} {rec.get('description', '')}"
+                    if isinstance(rec.get("code_version"), str):
+                        st.code_version = rec["code_version"]
                     if isinstance(trace, dict):
                         _common(trace, st)
                     continue

@@ -95,3 +95,19 @@ def test_bad_qlog_reported(tmp_path: Path) -> None:
     res = parse_inputs([str(p)], require_transitions=False)
     assert res.report.issue_counts["bad qlog"] == 1
     assert res.report.issues[0].path == str(p)
+
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "quic-go-v0.65"
+
+
+def test_real_quic_go_qlog_tells_the_same_story_as_the_patch() -> None:
+    """quic-go's own qlog and our patch set's log lines, for one real connection, agree state by state."""
+    (q,) = parse_inputs([str(DATA / "server.sqlog.gz")]).traces
+    (p,) = parse_inputs([str(DATA / "server.log.gz")]).traces
+    assert (q.implementation, q.version, q.cc) == ("quic-go", "v0.65.0", "reno")
+    assert p.cc == "reno"
+    from_patch = [s for s in p.states() if s != "Init"]
+    assert q.states() == from_patch
+    assert {"SlowStart", "ApplicationLimited"} <= set(from_patch)
+    metrics = [e for e in q.events if e.kind == "metrics"]
+    assert metrics and all(m.cwnd and m.cwnd > 0 for m in metrics if m.cwnd is not None)
