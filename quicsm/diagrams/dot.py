@@ -287,7 +287,7 @@ def _part(
     for n in am.nodes:
         if n.id in ids:
             part.nodes.append(_node_item(n, ids[n.id], names, opts, overlay))
-            if n.kind == "state" and (overlay is None or overlay.node_delta(n.id, n.state) is None):
+            if n.kind == "state":
                 part.families.add(state_family(n.state))
     out_count: Counter[int] = Counter()
     for e in am.edges:

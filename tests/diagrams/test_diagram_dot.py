@@ -259,3 +259,23 @@ def test_any_state_name_gives_a_drawable_diagram(names: list[str]) -> None:
     svg = run_dot(to_dot(_one_trace_model(names)), "svg")
     states = {"Init", *names}  # the first transition leaves Init
     assert svg.count(b'class="node"') == len(states) + 3  # + INITIAL, TERMINAL, legend
+
+
+def test_overlay_legend_lists_every_state_family_in_the_diagram() -> None:
+    """Regression: with a diff overlay the legend listed only families of nodes the overlay left alone."""
+    am = make_model(20, seed=6)
+    used = {state_family(n.state) for n in am.nodes if n.kind == "state"}
+    assert len(used) > 2
+    overlay = Overlay(nodes={n.state: Delta(0.1, significant=(n.id % 2 == 0)) for n in am.nodes if n.kind == "state"})
+    legend = to_dot(am, overlay=overlay)
+    legend = legend[legend.index("subgraph cluster_legend") :]
+    for family, style in FAMILY_STYLES.items():
+        assert (style.legend.replace("&", "&amp;") in legend) == (family in used), family
+
+
+def test_not_significant_node_style_is_clean_filled_dashed() -> None:
+    am = make_model(12, seed=1)
+    dot = to_dot(am, overlay=Overlay(nodes={"SlowStart": Delta(0.01, False, "12.4%→10.3% (p=0.41)")}))
+    line = next(ln for ln in dot.splitlines() if ln.lstrip().startswith("n") and "SlowStart<BR/>" in ln)
+    assert 'style="filled,dashed"' in line
+    assert re.search(r'style="[^"]*\)', dot) is None
