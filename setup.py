@@ -30,6 +30,8 @@ setup(
     ],
     extras_require={"test": ["pytest>=7", "hypothesis>=6"]},
     # Optional C tag finder; without a compiler the pure-Python scanner is used.
-    ext_modules=[Extension("quicsm.traces._scan", ["quicsm/traces/_scan.c"], extra_compile_args=["-O3"], optional=True)],
+    ext_modules=[
+        Extension("quicsm.traces._scan", ["quicsm/traces/_scan.c"], extra_compile_args=["-O3"], optional=True)
+    ],
     entry_points={"console_scripts": ["quicsm=quicsm.cli.main:main"]},
 )

@@ -26,8 +26,13 @@ def _timed(version: str, variant: str, *, force: bool = False) -> tuple[float, b
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--variant", default="reno", choices=build.VARIANTS)
-    ap.add_argument("--rebuild", nargs="*", default=[], metavar="VERSION",
-                    help="versions to rebuild with force=True (warm Go build cache)")
+    ap.add_argument(
+        "--rebuild",
+        nargs="*",
+        default=[],
+        metavar="VERSION",
+        help="versions to rebuild with force=True (warm Go build cache)",
+    )
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
     print(f"{'version':<10} {'cache hit ms':>12} {'rebuild s':>10} {'ratio':>8}  go")

@@ -40,14 +40,20 @@ def main() -> None:
     events = sum(len(t.events) for t in a.traces + b.traces)
     _, base = timed(lambda: [t.visits() for t in a.traces + b.traces])
     stages = {}
-    _, stages["compare, no models, no bootstrap"] = timed(lambda: compare([a, b], CompareOptions(resamples=0, models=False)))
+    _, stages["compare, no models, no bootstrap"] = timed(
+        lambda: compare([a, b], CompareOptions(resamples=0, models=False))
+    )
     _, stages[f"compare, bootstrap {args.resamples}"] = timed(
-        lambda: compare([a, b], CompareOptions(resamples=args.resamples, models=False)))
-    c, stages["compare, full (dfg models + diff)"] = timed(lambda: compare([a, b], CompareOptions(resamples=args.resamples)))
+        lambda: compare([a, b], CompareOptions(resamples=args.resamples, models=False))
+    )
+    c, stages["compare, full (dfg models + diff)"] = timed(
+        lambda: compare([a, b], CompareOptions(resamples=args.resamples))
+    )
     _, stages["JSON"] = timed(lambda: to_json_text(c))
     _, stages["HTML (Graphviz, 3 timelines/set)"] = timed(lambda: to_html(c))
     _, stages[f"calibration, {args.splits} splits"] = timed(
-        lambda: calibrate(a.traces, splits=args.splits, options=CompareOptions(models=False), edge_tests=("cluster",)))
+        lambda: calibrate(a.traces, splits=args.splits, options=CompareOptions(models=False), edge_tests=("cluster",))
+    )
     print(f"{2 * args.connections} connections, {events} events")
     print(f"{'baseline: visits of every trace':<40} {base:8.3f} s  1.0x")
     for name, sec in stages.items():

@@ -62,7 +62,9 @@ def synth(events: int, mean_length: int = 100, throttled: float = 0.3, seed: int
     lengths = []
     total = 0
     while total < events:
-        batch = np.minimum(rng.geometric(1 / mean_length, size=max(16, (events - total) // mean_length + 1)) + 1, 20 * mean_length)
+        batch = np.minimum(
+            rng.geometric(1 / mean_length, size=max(16, (events - total) // mean_length + 1)) + 1, 20 * mean_length
+        )
         take = np.searchsorted(np.cumsum(batch), events - total) + 1
         lengths.extend(batch[:take].tolist())
         total += int(batch[:take].sum())
@@ -115,8 +117,13 @@ def measure(seqs: list[list[str]], engine: str) -> dict[str, float]:
         res = infer_sequences(seqs, engine)
         seconds = time.perf_counter() - t
         hwm, _ = _hwm_kb()
-        out = {"seconds": seconds, "peak_mb": hwm / 1024, "grow_mb": (hwm - rss0) / 1024,
-               "nodes": len(res.model.nodes), "edges": len(res.model.edges)}
+        out = {
+            "seconds": seconds,
+            "peak_mb": hwm / 1024,
+            "grow_mb": (hwm - rss0) / 1024,
+            "nodes": len(res.model.nodes),
+            "edges": len(res.model.edges),
+        }
         os.write(wfd, json.dumps(out).encode())
         os._exit(0)
     os.close(wfd)
@@ -140,8 +147,10 @@ def main() -> None:
     if "dfg" not in engines:
         engines.insert(0, "dfg")
     sizes = [10**p for p in range(4, 8) if args.min_events <= 10**p <= args.max_events]
-    print(f"{'events':>10} {'traces':>7} {'engine':>9} {'seconds':>8} {'events/s':>11} {'peak MB':>8} {'+MB':>7} "
-          f"{'nodes':>6} {'edges':>6} {'x dfg':>6}")
+    print(
+        f"{'events':>10} {'traces':>7} {'engine':>9} {'seconds':>8} {'events/s':>11} {'peak MB':>8} {'+MB':>7} "
+        f"{'nodes':>6} {'edges':>6} {'x dfg':>6}"
+    )
     for n in sizes:
         t = time.perf_counter()
         seqs = synth(n, args.mean_length)
@@ -151,9 +160,11 @@ def main() -> None:
         for engine in engines:
             r = measure(seqs, engine)
             base = base or r["seconds"]
-            print(f"{events:>10} {len(seqs):>7} {engine:>9} {r['seconds']:>8.3f} {events / r['seconds']:>11,.0f} "
-                  f"{r['peak_mb']:>8.0f} {r['grow_mb']:>7.0f} {r['nodes']:>6} {r['edges']:>6} {r['seconds'] / base:>6.2f}",
-                  flush=True)
+            print(
+                f"{events:>10} {len(seqs):>7} {engine:>9} {r['seconds']:>8.3f} {events / r['seconds']:>11,.0f} "
+                f"{r['peak_mb']:>8.0f} {r['grow_mb']:>7.0f} {r['nodes']:>6} {r['edges']:>6} {r['seconds'] / base:>6.2f}",
+                flush=True,
+            )
         print(f"{'':>10} (synthesis took {gen:.1f} s)", flush=True)
         del seqs
 

@@ -45,8 +45,16 @@ def make_log(path: str, megabytes: float, noise_per_record: int, seed: int = 1) 
             t += rng.randrange(1, 20000)
             nxt = "SlowStart" if state == "Init" else rng.choice([s for s in CUBIC if s != state])
             prefix = "[31337:31355:1122/143015.123456:VERBOSE1:tcp_cubic_sender_bytes.cc(334)] "
-            line = prefix + format_line(conn=f"0x{0x55d0c81e0000 + c:x}", t_us=t, cc="cubic", frm=state, to=nxt,
-                                        cwnd=rng.randrange(14600, 10**6), inflight=rng.randrange(10**6), trigger="ack")
+            line = prefix + format_line(
+                conn=f"0x{0x55D0C81E0000 + c:x}",
+                t_us=t,
+                cc="cubic",
+                frm=state,
+                to=nxt,
+                cwnd=rng.randrange(14600, 10**6),
+                inflight=rng.randrange(10**6),
+                trigger="ack",
+            )
             conns[c] = ("Init", t) if rng.random() < 0.02 else (nxt, t)
             chunk = [line]
             for _ in range(noise_per_record):
@@ -87,8 +95,10 @@ def main() -> None:
     mb = size / 1e6
     print(f"file: {mb:.1f} MB, {lines} lines, {records} contract lines, {ntr} connections")
     print(f"grep -c QUICSM : {t_grep:7.3f} s  {mb / t_grep:8.1f} MB/s  {lines / t_grep / 1e6:6.2f} M lines/s")
-    print(f"quicsm parse   : {t_parse:7.3f} s  {mb / t_parse:8.1f} MB/s  {lines / t_parse / 1e6:6.2f} M lines/s"
-          f"  {records / t_parse / 1e3:7.1f} k records/s")
+    print(
+        f"quicsm parse   : {t_parse:7.3f} s  {mb / t_parse:8.1f} MB/s  {lines / t_parse / 1e6:6.2f} M lines/s"
+        f"  {records / t_parse / 1e3:7.1f} k records/s"
+    )
     print(f"ratio quicsm/grep throughput: {t_grep / t_parse:.2f}x")
     print(f"peak RSS growth during parse: {(rss1 - rss0) / 1024:.1f} MB (parse holds open connections only)")
 

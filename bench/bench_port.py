@@ -32,8 +32,13 @@ from quicsm.instrumentation.detection import detect, plan_for
 from quicsm.instrumentation.patchset import PatchSet, load_patch_set, shipped_patch_sets
 from quicsm.instrumentation.porter import PortResult, plan_port
 
-ALGO_OF_FILE = {"tcp_cubic_sender_bytes": "cubic", "bbr_sender": "bbr", "bbr2_sender": "bbr2",
-                "bbr2_probe_bw": "bbr2", "bbr3_sender": "bbr3"}
+ALGO_OF_FILE = {
+    "tcp_cubic_sender_bytes": "cubic",
+    "bbr_sender": "bbr",
+    "bbr2_sender": "bbr2",
+    "bbr2_probe_bw": "bbr2",
+    "bbr3_sender": "bbr3",
+}
 DEFAULT_TSV = "/work/shared/reference/commits_touching_cc_files.tsv"
 DEFAULT_GIT = "/work/.mirror/google+quiche/repo"
 
@@ -172,8 +177,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("git_dir", nargs="?", default=DEFAULT_GIT)
     ap.add_argument("--tsv", default=DEFAULT_TSV)
-    ap.add_argument("--proto-quic", action="store_true",
-                    help="GIT_DIR is google/proto-quic: port the chromium sets over its Chromium snapshots")
+    ap.add_argument(
+        "--proto-quic",
+        action="store_true",
+        help="GIT_DIR is google/proto-quic: port the chromium sets over its Chromium snapshots",
+    )
     ap.add_argument("--sets", nargs="*", default=[], help="extra patch set directories (default: shipped sets)")
     ap.add_argument("--no-shipped", action="store_true", help="use only --sets")
     ap.add_argument("--limit", type=int, default=0)
@@ -219,17 +227,37 @@ def main(argv: list[str] | None = None) -> int:
             if not res.ok:  # what a user gets from `quicsm patch port SRC -a ALGO` (tries the next sets)
                 for other in by_distance(sets, algo, date, target)[1:]:
                     with tempfile.TemporaryDirectory(prefix="bench-port-fb-") as tmp2:
-                        if materialise(args.git_dir, commit, other, Path(tmp2), dirs) is None and \
-                                plan_port(other, tmp2, applier=applier).ok:
+                        if (
+                            materialise(args.git_dir, commit, other, Path(tmp2), dirs) is None
+                            and plan_port(other, tmp2, applier=applier).ok
+                        ):
                             fallback = other.name
                             break
-            outcomes.append(Outcome(commit, date, algo, ps.name, res.ok, base_ok, det.identity.era,
-                                    t2 - t1, t1 - t0, reason,
-                                    min((p.score for p in res.placements), default=0.0), same,
-                                    len(got) if res.ok else 0, moved, fallback))
+            outcomes.append(
+                Outcome(
+                    commit,
+                    date,
+                    algo,
+                    ps.name,
+                    res.ok,
+                    base_ok,
+                    det.identity.era,
+                    t2 - t1,
+                    t1 - t0,
+                    reason,
+                    min((p.score for p in res.placements), default=0.0),
+                    same,
+                    len(got) if res.ok else 0,
+                    moved,
+                    fallback,
+                )
+            )
         o = outcomes[-1]
-        print(f"  {o.date} {o.commit} {o.algorithm:5} from {o.set_name:28} {'ok  ' if o.ok else 'FAIL'} "
-              f"era {o.era} {o.seconds:5.2f}s{'' if o.ok else '  ' + o.reason[:150]}", flush=True)
+        print(
+            f"  {o.date} {o.commit} {o.algorithm:5} from {o.set_name:28} {'ok  ' if o.ok else 'FAIL'} "
+            f"era {o.era} {o.seconds:5.2f}s{'' if o.ok else '  ' + o.reason[:150]}",
+            flush=True,
+        )
 
     print("\nper algorithm: ported ok / versions (baseline = nearest set applied unchanged)")
     by: dict[str, list[Outcome]] = defaultdict(list)
@@ -239,29 +267,39 @@ def main(argv: list[str] | None = None) -> int:
         os_ = by[algo]
         ok = sum(o.ok for o in os_)
         base = sum(o.baseline_ok for o in os_)
-        print(f"  {algo:6} {ok:4}/{len(os_):<4} {ok / len(os_):6.1%}   baseline {base:4}/{len(os_)} "
-              f"{base / len(os_):6.1%}")
+        print(
+            f"  {algo:6} {ok:4}/{len(os_):<4} {ok / len(os_):6.1%}   baseline {base:4}/{len(os_)} "
+            f"{base / len(os_):6.1%}"
+        )
     total = len(outcomes)
     ok = sum(o.ok for o in outcomes)
     base = sum(o.baseline_ok for o in outcomes)
-    print(f"  {'all':6} {ok:4}/{total:<4} {ok / total:6.1%}   baseline {base:4}/{total} {base / total:6.1%}"
-          f"   ratio {ok / max(base, 1):.2f}x")
+    print(
+        f"  {'all':6} {ok:4}/{total:<4} {ok / total:6.1%}   baseline {base:4}/{total} {base / total:6.1%}"
+        f"   ratio {ok / max(base, 1):.2f}x"
+    )
     fb = sum(o.ok or bool(o.fallback) for o in outcomes)
     print(f"  with fallback to the next-nearest pinned set: {fb}/{total} {fb / total:.1%}")
     times = [o.seconds for o in outcomes if o.seconds]
     if times:
-        print(f"time per version (port incl. verification): median {statistics.median(times):.3f}s, "
-              f"max {max(times):.3f}s, total {sum(times):.1f}s; baseline check median "
-              f"{statistics.median([o.baseline_seconds for o in outcomes if o.baseline_seconds]):.3f}s")
+        print(
+            f"time per version (port incl. verification): median {statistics.median(times):.3f}s, "
+            f"max {max(times):.3f}s, total {sum(times):.1f}s; baseline check median "
+            f"{statistics.median([o.baseline_seconds for o in outcomes if o.baseline_seconds]):.3f}s"
+        )
     mins = sorted(o.min_score for o in outcomes if o.ok)
     if mins:
-        print(f"weakest placement per ported version: min {mins[0]:.2f}, 5th percentile "
-              f"{mins[len(mins) // 20]:.2f}, median {statistics.median(mins):.2f}")
+        print(
+            f"weakest placement per ported version: min {mins[0]:.2f}, 5th percentile "
+            f"{mins[len(mins) // 20]:.2f}, median {statistics.median(mins):.2f}"
+        )
     n_pl = sum(o.placements for o in outcomes)
     n_same = sum(o.same_function for o in outcomes)
     if n_pl:
-        print(f"ported changes in the same function (header: class and access section) as in the pinned set: "
-              f"{n_same}/{n_pl} ({n_same / n_pl:.1%})")
+        print(
+            f"ported changes in the same function (header: class and access section) as in the pinned set: "
+            f"{n_same}/{n_pl} ({n_same / n_pl:.1%})"
+        )
         for o in outcomes:
             if o.moved:
                 print(f"  moved: {o.date} {o.commit} {o.algorithm}: {o.moved}")
@@ -272,8 +310,10 @@ def main(argv: list[str] | None = None) -> int:
     if fails:
         print(f"\nfailures ({len(fails)}):")
         for o in fails:
-            print(f"  {o.date} {o.commit} {o.algorithm} from {o.set_name}: {o.reason}"
-                  + (f"  [ports from {o.fallback}]" if o.fallback else "  [no pinned set ports]"))
+            print(
+                f"  {o.date} {o.commit} {o.algorithm} from {o.set_name}: {o.reason}"
+                + (f"  [ports from {o.fallback}]" if o.fallback else "  [no pinned set ports]")
+            )
     if args.json:
         Path(args.json).write_text(json.dumps([o.__dict__ for o in outcomes], indent=1))
     return 0

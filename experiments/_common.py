@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import glob
-import json
 import math
 import os
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from quicsm.testbed.runner import read_meta
 from quicsm.traces import Trace, parse_inputs
@@ -52,7 +52,12 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 def git_rev() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=os.path.dirname(__file__), timeout=10).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=os.path.dirname(__file__),
+            timeout=10,
+        ).stdout.strip()
     except OSError:
         return "unknown"

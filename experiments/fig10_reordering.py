@@ -18,18 +18,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import fmt_p, git_rev, load_runs, table  # noqa: E402
+from _common import fmt_p, git_rev, load_runs, table
 
-from quicsm.errors import TestbedError  # noqa: E402
-from quicsm.testbed import build  # noqa: E402
-from quicsm.testbed.runner import RunConfig, run_many  # noqa: E402
-from quicsm.testbed.stack import get_stack  # noqa: E402
-from quicsm.testbed.stats import mean_sd, state_entries, state_share, welch  # noqa: E402
-from quicsm.testbed.threshold import THRESHOLD_FILE  # noqa: E402
+from quicsm.errors import TestbedError
+from quicsm.testbed import build
+from quicsm.testbed.runner import RunConfig, run_many
+from quicsm.testbed.stack import get_stack
+from quicsm.testbed.stats import mean_sd, state_entries, state_share, welch
+from quicsm.testbed.threshold import THRESHOLD_FILE
 
 HERE = Path(__file__).resolve().parent
-BASE = RunConfig(rate_mbps=10, rtt_ms=112, queue="1bdp", size=1_000_000, objects=1, cc="reno", client="go",
-                 timeout_s=150)
+BASE = RunConfig(
+    rate_mbps=10, rtt_ms=112, queue="1bdp", size=1_000_000, objects=1, cc="reno", client="go", timeout_s=150
+)
 JITTER_MS = 10.0
 THRESHOLDS = (10, 30)
 
@@ -47,7 +48,9 @@ def scenarios(versions: list[str], threshold_versions: list[str]) -> list[RunCon
         out.append(replace(BASE, quic_go_version=v, jitter_ms=JITTER_MS, name=f"{v}-jitter"))
     for v in threshold_versions:
         for pt in THRESHOLDS:
-            out.append(replace(BASE, quic_go_version=v, jitter_ms=JITTER_MS, packet_threshold=pt, name=f"{v}-jitter-pt{pt}"))
+            out.append(
+                replace(BASE, quic_go_version=v, jitter_ms=JITTER_MS, packet_threshold=pt, name=f"{v}-jitter-pt{pt}")
+            )
     return out
 
 
@@ -56,10 +59,17 @@ def main() -> None:
     ap.add_argument("--out", default="/tmp/qsm-exp/fig10")
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--versions", nargs="*", default=None, help="default: every version with a patch set")
-    ap.add_argument("--threshold-versions", nargs="*", default=None,
-                    help="versions to rebuild with raised thresholds (default: the newest fixed-threshold one)")
-    ap.add_argument("--followup-out", default="/tmp/qsm-exp/fig10b",
-                    help="runs of fig10_time_threshold.toml (+-5 ms jitter), analysed if present")
+    ap.add_argument(
+        "--threshold-versions",
+        nargs="*",
+        default=None,
+        help="versions to rebuild with raised thresholds (default: the newest fixed-threshold one)",
+    )
+    ap.add_argument(
+        "--followup-out",
+        default="/tmp/qsm-exp/fig10b",
+        help="runs of fig10_time_threshold.toml (+-5 ms jitter), analysed if present",
+    )
     ap.add_argument("--analyse-only", action="store_true")
     ap.add_argument("--report", default=str(HERE / "fig10_reordering.md"))
     args = ap.parse_args()
@@ -119,12 +129,31 @@ def followup(out: Path) -> str:
 Packets still reorder by many positions (1.2 ms apart) but by at most ~10 ms in time, inside the
 time threshold's slack (1/8 RTT = 14 ms). p against the first row.
 
-""" + table(["scenario", "packet threshold", "runs", "episodes", "Recovery share", "PLT ms", "p episodes", "p share",
-             "p PLT"], rows)
+""" + table(
+        [
+            "scenario",
+            "packet threshold",
+            "runs",
+            "episodes",
+            "Recovery share",
+            "PLT ms",
+            "p episodes",
+            "p share",
+            "p PLT",
+        ],
+        rows,
+    )
 
 
-def analyse(out: Path, versions: list[str], tversions: list[str], kinds: dict[str, bool], skipped: dict[str, str],
-            report: Path, followup_out: Path | None = None) -> None:
+def analyse(
+    out: Path,
+    versions: list[str],
+    tversions: list[str],
+    kinds: dict[str, bool],
+    skipped: dict[str, str],
+    report: Path,
+    followup_out: Path | None = None,
+) -> None:
     rows = []
     for v in versions:
         a = load_runs(out, f"{v}-nojitter-")
@@ -132,20 +161,45 @@ def analyse(out: Path, versions: list[str], tversions: list[str], kinds: dict[st
         b = [(t, m) for t, m in b if m["labels"].get("packet_threshold", "default") == "default"]
         ea, sa, pa = _figures(a)
         eb, sb, pb = _figures(b)
-        rows.append([v, "adaptive" if kinds[v] else "fixed 3", f"{len(a)}/{len(b)}",
-                     _ms(ea, ".1f"), _ms(eb, ".1f"), fmt_p(welch(eb, ea).p),
-                     _ms(sa, ".3f"), _ms(sb, ".3f"), fmt_p(welch(sb, sa).p),
-                     f"{mean_sd(pa)[0]:.0f}", f"{mean_sd(pb)[0]:.0f}", fmt_p(welch(pb, pa).p)])
+        rows.append(
+            [
+                v,
+                "adaptive" if kinds[v] else "fixed 3",
+                f"{len(a)}/{len(b)}",
+                _ms(ea, ".1f"),
+                _ms(eb, ".1f"),
+                fmt_p(welch(eb, ea).p),
+                _ms(sa, ".3f"),
+                _ms(sb, ".3f"),
+                fmt_p(welch(sb, sa).p),
+                f"{mean_sd(pa)[0]:.0f}",
+                f"{mean_sd(pb)[0]:.0f}",
+                fmt_p(welch(pb, pa).p),
+            ]
+        )
     trows = []
     for v in tversions:
         base = [(t, m) for t, m in load_runs(out, f"{v}-jitter-") if m["labels"].get("packet_threshold") == "default"]
         eb, sb, pb = _figures(base)
-        trows.append([v, "3 (default)", len(base), _ms(eb, ".1f"), _ms(sb, ".3f"), f"{mean_sd(pb)[0]:.0f}", "—", "—", "—"])
+        trows.append(
+            [v, "3 (default)", len(base), _ms(eb, ".1f"), _ms(sb, ".3f"), f"{mean_sd(pb)[0]:.0f}", "—", "—", "—"]
+        )
         for pt in THRESHOLDS:
             pairs = load_runs(out, f"{v}-jitter-pt{pt}-")
             e, s, p = _figures(pairs)
-            trows.append([v, str(pt), len(pairs), _ms(e, ".1f"), _ms(s, ".3f"), f"{mean_sd(p)[0]:.0f}",
-                          fmt_p(welch(e, eb).p), fmt_p(welch(s, sb).p), fmt_p(welch(p, pb).p)])
+            trows.append(
+                [
+                    v,
+                    str(pt),
+                    len(pairs),
+                    _ms(e, ".1f"),
+                    _ms(s, ".3f"),
+                    f"{mean_sd(p)[0]:.0f}",
+                    fmt_p(welch(e, eb).p),
+                    fmt_p(welch(s, sb).p),
+                    fmt_p(welch(p, pb).p),
+                ]
+            )
     skip = "".join(f"- {v}: not run ({msg})\n" for v, msg in skipped.items())
     text = f"""# Fig. 10 reproduced: reordering and quic-go's loss detection, across versions
 
@@ -159,11 +213,26 @@ more than 2 ms late were redone. "fixed 3" / "adaptive" is read from each versio
 `{THRESHOLD_FILE}` (adaptive = it detects spurious losses and disables the packet threshold / widens
 the time threshold).
 
-Generated {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC by `experiments/fig10_reordering.py` (repo {git_rev()}).
+Generated {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC by `experiments/fig10_reordering.py` (repo {git_rev()}).
 
 {skip}
-""" + table(["version", "threshold", "runs (no jitter/jitter)", "episodes, no jitter", "episodes, jitter", "p",
-             "Recovery share, no jitter", "share, jitter", "p", "PLT ms no jitter", "PLT ms jitter", "p"], rows)
+""" + table(
+        [
+            "version",
+            "threshold",
+            "runs (no jitter/jitter)",
+            "episodes, no jitter",
+            "episodes, jitter",
+            "p",
+            "Recovery share, no jitter",
+            "share, jitter",
+            "p",
+            "PLT ms no jitter",
+            "PLT ms jitter",
+            "p",
+        ],
+        rows,
+    )
     if trows:
         text += """
 ## Raising the fixed threshold (jitter on)
@@ -171,8 +240,20 @@ Generated {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC by `experiments/
 The server rebuilt with `packetThreshold` = N (`--packet-threshold N`, `quicsm.testbed.threshold`);
 p against the default threshold 3 on the same jittered path.
 
-""" + table(["version", "packet threshold", "runs", "episodes", "Recovery share", "PLT ms", "p episodes",
-             "p share", "p PLT"], trows)
+""" + table(
+            [
+                "version",
+                "packet threshold",
+                "runs",
+                "episodes",
+                "Recovery share",
+                "PLT ms",
+                "p episodes",
+                "p share",
+                "p PLT",
+            ],
+            trows,
+        )
     if followup_out is not None:
         text += followup(followup_out)
     notes = HERE / "fig10_reordering.notes.md"

@@ -16,10 +16,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import fmt_p, git_rev, load_runs, table  # noqa: E402
+from _common import fmt_p, git_rev, load_runs, table
 
-from quicsm.testbed.matrix import load_matrix  # noqa: E402
-from quicsm.testbed.stats import mean_sd, state_entries, state_share, welch  # noqa: E402
+from quicsm.testbed.matrix import load_matrix
+from quicsm.testbed.stats import mean_sd, state_entries, state_share, welch
 
 HERE = Path(__file__).resolve().parent
 
@@ -35,7 +35,9 @@ def main() -> None:
     out = Path(args.out) if args.out else m.out
     assert out is not None
     if not args.analyse_only:
-        subprocess.run([sys.executable, "-m", "quicsm", "testbed", "matrix", args.scenarios, "--out", str(out)], check=True)
+        subprocess.run(
+            [sys.executable, "-m", "quicsm", "testbed", "matrix", args.scenarios, "--out", str(out)], check=True
+        )
     names = [sc.config.name for sc in m.scenarios]
     groups = {n: load_runs(out, n + "-") for n in names}
     base = names[0]
@@ -50,19 +52,36 @@ def main() -> None:
         ms, sds = mean_sd(shares)
         w = welch(shares, base_shares)
         wp = welch(plts, [meta["result"]["plt_ms"] for _, meta in groups[base]])
-        rows.append([sc.config.name, f"{sc.config.cpu_quota:.0%}" if sc.config.cpu_quota else "none", len(pairs),
-                     f"{ms:.3f} ± {sds:.3f}", f"{min(shares):.3f}–{max(shares):.3f}" if shares else "-",
-                     f"{mean_sd(entries)[0]:.1f}", f"{mean_sd(plts)[0]:.0f}",
-                     f"{mean_sd(cpu)[0]:.2f}" if any(cpu) else "-",
-                     "—" if sc.config.name == base else fmt_p(w.p), "—" if sc.config.name == base else fmt_p(wp.p)])
+        rows.append(
+            [
+                sc.config.name,
+                f"{sc.config.cpu_quota:.0%}" if sc.config.cpu_quota else "none",
+                len(pairs),
+                f"{ms:.3f} ± {sds:.3f}",
+                f"{min(shares):.3f}–{max(shares):.3f}" if shares else "-",
+                f"{mean_sd(entries)[0]:.1f}",
+                f"{mean_sd(plts)[0]:.0f}",
+                f"{mean_sd(cpu)[0]:.2f}" if any(cpu) else "-",
+                "—" if sc.config.name == base else fmt_p(w.p),
+                "—" if sc.config.name == base else fmt_p(wp.p),
+            ]
+        )
     per_run = []
     for n in names:
         for t, meta in groups[n]:
-            per_run.append([meta["labels"]["run"], f"{state_share(t, 'ApplicationLimited'):.3f}",
-                            f"{state_share(t, 'SlowStart'):.3f}", f"{state_share(t, 'CongestionAvoidance'):.3f}",
-                            f"{state_share(t, 'Recovery'):.3f}", f"{meta['result']['plt_ms']:.0f}"])
+            per_run.append(
+                [
+                    meta["labels"]["run"],
+                    f"{state_share(t, 'ApplicationLimited'):.3f}",
+                    f"{state_share(t, 'SlowStart'):.3f}",
+                    f"{state_share(t, 'CongestionAvoidance'):.3f}",
+                    f"{state_share(t, 'Recovery'):.3f}",
+                    f"{meta['result']['plt_ms']:.0f}",
+                ]
+            )
     cfg = m.scenarios[0].config
-    text = f"""# Fig. 13 reproduced: a CPU-starved client makes the server ApplicationLimited
+    text = (
+        f"""# Fig. 13 reproduced: a CPU-starved client makes the server ApplicationLimited
 
 quic-go {cfg.quic_go_version} ({cfg.cc}) server instrumented with the quicsm patch set, Go HTTP/3 client;
 {cfg.rate_mbps:g} Mbit/s bottleneck (tc tbf), {cfg.rtt_ms:g} ms RTT (relay), {cfg.queue} drop-tail queue, one
@@ -71,14 +90,31 @@ ApplicationLimited / connection lifetime, per connection, from the server's cont
 (`quicsm.traces.parse_inputs`, `Trace.visits`). p: Welch's t-test against `{base}` (scipy).
 Runs whose relay sent 1 % of packets more than 2 ms late are redone (`emulator.ok` in meta.json).
 
-Generated {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC by `experiments/fig13_app_limited.py`
+Generated {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC by `experiments/fig13_app_limited.py`
 (scenarios: `experiments/fig13.toml`, repo {git_rev()}).
 
-""" + table(["scenario", "CPU quota", "runs", "ApplicationLimited share (mean ± sd)", "range", "AL entries",
-             "PLT ms", "client CPU s", "p (share)", "p (PLT)"], rows) + """
+"""
+        + table(
+            [
+                "scenario",
+                "CPU quota",
+                "runs",
+                "ApplicationLimited share (mean ± sd)",
+                "range",
+                "AL entries",
+                "PLT ms",
+                "client CPU s",
+                "p (share)",
+                "p (PLT)",
+            ],
+            rows,
+        )
+        + """
 Per run:
 
-""" + table(["run", "AppLimited", "SlowStart", "CongAvoid", "Recovery", "PLT ms"], per_run)
+"""
+        + table(["run", "AppLimited", "SlowStart", "CongAvoid", "Recovery", "PLT ms"], per_run)
+    )
     notes = HERE / "fig13_app_limited.notes.md"
     if notes.is_file():
         text += "\n" + notes.read_text()

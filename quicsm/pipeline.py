@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from quicsm.inference import infer
 from quicsm.inference.annotate import AnnotatedModel, annotate

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -31,8 +31,18 @@ def synth_cubic_lines(conns: int, steps: int, seed: int = 0, prefix: str = "") -
         state, t = walkers[c]
         t += rng.randrange(100, 50_000)
         nxt = "SlowStart" if state == "Init" else rng.choice(CUBIC_CHAIN[state])
-        lines.append(prefix + format_line(conn=f"0x{c:x}", t_us=t, cc="cubic", frm=state, to=nxt,
-                                          cwnd=rng.randrange(14600, 500_000), inflight=rng.randrange(0, 500_000)))
+        lines.append(
+            prefix
+            + format_line(
+                conn=f"0x{c:x}",
+                t_us=t,
+                cc="cubic",
+                frm=state,
+                to=nxt,
+                cwnd=rng.randrange(14600, 500_000),
+                inflight=rng.randrange(0, 500_000),
+            )
+        )
         walkers[c] = [nxt, t]
     for c, (state, t) in walkers.items():
         if state != "Init":

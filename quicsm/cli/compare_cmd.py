@@ -34,8 +34,14 @@ def _selector(ctx: click.Context, param: click.Parameter, values: tuple[str, ...
         raise click.BadParameter(str(exc)) from None
 
 
-def _build_sets(inputs: tuple[str, ...], names: tuple[str, ...], where: list[dict[str, str]],
-                vs: list[dict[str, str]], by: str | None, order: str | None) -> list[TraceSet]:
+def _build_sets(
+    inputs: tuple[str, ...],
+    names: tuple[str, ...],
+    where: list[dict[str, str]],
+    vs: list[dict[str, str]],
+    by: str | None,
+    order: str | None,
+) -> list[TraceSet]:
     combined_where = {k: v for sel in where for k, v in sel.items()}
     if vs and by:
         raise click.UsageError("use either --vs (sets by selectors) or --by (one set per label value), not both")
@@ -47,11 +53,14 @@ def _build_sets(inputs: tuple[str, ...], names: tuple[str, ...], where: list[dic
                 pool = [t for t in pool if trace_matches(t, combined_where)]
             return sets_by_label(pool, by, order=order.split(",") if order else None)
         if not combined_where:
-            raise click.UsageError("--vs needs --where for the first set (e.g. --where client=desktop --vs client=mobile)")
+            raise click.UsageError(
+                "--vs needs --where for the first set (e.g. --where client=desktop --vs client=mobile)"
+            )
         return sets_from_selectors(pool, [combined_where, *vs], names=list(names) or None)
     if len(inputs) < 2:
-        raise click.UsageError("give two or more sets (files, quoted globs or directories), "
-                               "or one dataset with --where/--vs or --by")
+        raise click.UsageError(
+            "give two or more sets (files, quoted globs or directories), or one dataset with --where/--vs or --by"
+        )
     return sets_from_inputs(inputs, names=list(names) or None, where=combined_where or None)
 
 
@@ -71,47 +80,127 @@ def _pair_path(path: str, k: int, a: str, b: str, many: bool) -> str:
 @click.command()
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(allow_dash=True))
 @click.option("--name", "names", multiple=True, metavar="NAME", help="Name of each set, in order (repeatable).")
-@click.option("--where", "where", multiple=True, callback=_selector, metavar="K=V[,K=V]",
-              help="With --vs: selects the first set from the dataset. Otherwise: keeps only matching traces in every set.")
-@click.option("--vs", "vs", multiple=True, callback=_selector, metavar="K=V[,K=V]",
-              help="Another set selected from the same dataset (repeatable for N-way).")
+@click.option(
+    "--where",
+    "where",
+    multiple=True,
+    callback=_selector,
+    metavar="K=V[,K=V]",
+    help="With --vs: selects the first set from the dataset. Otherwise: keeps only matching traces in every set.",
+)
+@click.option(
+    "--vs",
+    "vs",
+    multiple=True,
+    callback=_selector,
+    metavar="K=V[,K=V]",
+    help="Another set selected from the same dataset (repeatable for N-way).",
+)
 @click.option("--by", metavar="LABEL", help="One set per value of LABEL (or cc, implementation, version).")
 @click.option("--order", metavar="V1,V2,...", help="Order of the --by sets; the first is the baseline.")
-@click.option("--test", type=click.Choice(list(SAMPLE_TESTS)), default="welch", show_default=True,
-              help="Per-state test on per-connection shares: Welch's t-test (the paper's) or Mann-Whitney U.")
+@click.option(
+    "--test",
+    type=click.Choice(list(SAMPLE_TESTS)),
+    default="welch",
+    show_default=True,
+    help="Per-state test on per-connection shares: Welch's t-test (the paper's) or Mann-Whitney U.",
+)
 @click.option("--alpha", type=float, default=0.01, show_default=True, help="Significance threshold after correction.")
-@click.option("--correction", type=click.Choice(list(CORRECTIONS)), default="holm", show_default=True,
-              help="Multiple-comparison correction across states (and, separately, across edges).")
-@click.option("--edge-test", type=click.Choice(list(EDGE_TESTS)), default="cluster", show_default=True,
-              help="Per-edge test: cluster (connections as units; calibrated), z or chi2 (every step independent).")
-@click.option("--bootstrap", "resamples", type=click.IntRange(0, 100_000), default=2000, show_default=True,
-              help="Bootstrap resamples for the CI of each mean.")
+@click.option(
+    "--correction",
+    type=click.Choice(list(CORRECTIONS)),
+    default="holm",
+    show_default=True,
+    help="Multiple-comparison correction across states (and, separately, across edges).",
+)
+@click.option(
+    "--edge-test",
+    type=click.Choice(list(EDGE_TESTS)),
+    default="cluster",
+    show_default=True,
+    help="Per-edge test: cluster (connections as units; calibrated), z or chi2 (every step independent).",
+)
+@click.option(
+    "--bootstrap",
+    "resamples",
+    type=click.IntRange(0, 100_000),
+    default=2000,
+    show_default=True,
+    help="Bootstrap resamples for the CI of each mean.",
+)
 @click.option("--confidence", type=float, default=0.95, show_default=True, help="Level of the bootstrap CI.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap (results are deterministic).")
-@click.option("--engine", default="dfg", show_default=True,
-              help="Engine of the per-set models (model differences, diagrams): dfg, synoptic, ktails.")
+@click.option(
+    "--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap (results are deterministic)."
+)
+@click.option(
+    "--engine",
+    default="dfg",
+    show_default=True,
+    help="Engine of the per-set models (model differences, diagrams): dfg, synoptic, ktails.",
+)
 @click.option("-k", "k", type=click.IntRange(0, 50), default=None, help="Tail length for ktails / synoptic coarsening.")
 @click.option("--phases/--no-phases", default=True, show_default=True, help="Keep PROBE_BW phases as separate states.")
 @click.option("--recovery-states", is_flag=True, help="Make BBR's recovery sub-state part of the state.")
 @click.option("--all-pairs", is_flag=True, help="N-way: test every pair instead of every set against the first.")
-@click.option("--witnesses", type=click.IntRange(0, 50), default=3, show_default=True,
-              help="Shortest sequences shown per direction that one model accepts and the other rejects.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "csv", "markdown"]), default="text", show_default=True,
-              help="Tables on the terminal, JSON for scripts (docs/compare.md), CSV or Markdown.")
-@click.option("-o", "--output", default="-", show_default=True, type=click.Path(allow_dash=True), help="Where --format goes.")
+@click.option(
+    "--witnesses",
+    type=click.IntRange(0, 50),
+    default=3,
+    show_default=True,
+    help="Shortest sequences shown per direction that one model accepts and the other rejects.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "csv", "markdown"]),
+    default="text",
+    show_default=True,
+    help="Tables on the terminal, JSON for scripts (docs/compare.md), CSV or Markdown.",
+)
+@click.option(
+    "-o", "--output", default="-", show_default=True, type=click.Path(allow_dash=True), help="Where --format goes."
+)
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Self-contained HTML report.")
-@click.option("--diagram", "diagram_path", type=click.Path(dir_okay=False),
-              help="Side-by-side diagram of all sets (Fig. 13 style); .svg, .pdf, .png or .dot.")
-@click.option("--diff-diagram", "diff_path", type=click.Path(dir_okay=False),
-              help="Merged diff diagram (one file per pair when N > 2); .svg, .pdf, .png or .dot.")
+@click.option(
+    "--diagram",
+    "diagram_path",
+    type=click.Path(dir_okay=False),
+    help="Side-by-side diagram of all sets (Fig. 13 style); .svg, .pdf, .png or .dot.",
+)
+@click.option(
+    "--diff-diagram",
+    "diff_path",
+    type=click.Path(dir_okay=False),
+    help="Merged diff diagram (one file per pair when N > 2); .svg, .pdf, .png or .dot.",
+)
 @click.option("--heatmap", "heatmap_path", type=click.Path(dir_okay=False), help="Occupancy heatmap across sets (SVG).")
-@click.option("--timelines", type=click.IntRange(0, 50), default=3, show_default=True,
-              help="cwnd/bytes-in-flight timelines per set in the HTML report.")
+@click.option(
+    "--timelines",
+    type=click.IntRange(0, 50),
+    default=3,
+    show_default=True,
+    help="cwnd/bytes-in-flight timelines per set in the HTML report.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No warnings or summaries on stderr.")
-def compare(inputs: tuple[str, ...], names: tuple[str, ...], where: list[dict[str, str]], vs: list[dict[str, str]],
-            by: str | None, order: str | None, fmt: str, output: str, html_path: str | None, diagram_path: str | None,
-            diff_path: str | None, heatmap_path: str | None, timelines: int, quiet: bool, phases: bool,
-            recovery_states: bool, **kw: Any) -> None:
+def compare(
+    inputs: tuple[str, ...],
+    names: tuple[str, ...],
+    where: list[dict[str, str]],
+    vs: list[dict[str, str]],
+    by: str | None,
+    order: str | None,
+    fmt: str,
+    output: str,
+    html_path: str | None,
+    diagram_path: str | None,
+    diff_path: str | None,
+    heatmap_path: str | None,
+    timelines: int,
+    quiet: bool,
+    phases: bool,
+    recovery_states: bool,
+    **kw: Any,
+) -> None:
     """Compare the state machines of two or more trace sets, with statistics.
 
     Each INPUT is one set (a log, qlog or trace file, a quoted glob, or a directory), or, with
@@ -161,5 +250,8 @@ def compare(inputs: tuple[str, ...], names: tuple[str, ...], where: list[dict[st
         if output != "-":
             written.insert(0, output)
         if written:
-            click.echo(f"compared {len(sets)} sets ({', '.join(f'{s.name}: {len(s)}' for s in sets)}); "
-                       f"wrote {', '.join(written)}", err=True)
+            click.echo(
+                f"compared {len(sets)} sets ({', '.join(f'{s.name}: {len(s)}' for s in sets)}); "
+                f"wrote {', '.join(written)}",
+                err=True,
+            )

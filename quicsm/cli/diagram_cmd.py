@@ -18,8 +18,14 @@ from quicsm.pipeline import learn
 @engine_options
 @view_options
 @diagram_options
-@click.option("-o", "--output", default="diagram.svg", show_default=True, type=click.Path(allow_dash=True, dir_okay=False),
-              help="Picture file (.svg .png .pdf .dot), - for stdout.")
+@click.option(
+    "-o",
+    "--output",
+    default="diagram.svg",
+    show_default=True,
+    type=click.Path(allow_dash=True, dir_okay=False),
+    help="Picture file (.svg .png .pdf .dot), - for stdout.",
+)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Also write the annotated model JSON here.")
 def diagram(output: str, json_path: str | None, fmt: str | None, **kw: Any) -> None:
     """Parse, infer and draw: the controller's state diagram with time shares and edge probabilities.
@@ -44,5 +50,8 @@ def diagram(output: str, json_path: str | None, fmt: str | None, **kw: Any) -> N
         save_model(am, json_path)
     write_diagram(am, output, fmt, options)
     if output != "-":
-        click.echo(f"wrote {fmt.upper()} state diagram ({engine}: {len(am.nodes)} nodes, {len(am.edges)} edges, "
-                   f"{am.traces} connections) to {output}", err=True)
+        click.echo(
+            f"wrote {fmt.upper()} state diagram ({engine}: {len(am.nodes)} nodes, {len(am.edges)} edges, "
+            f"{am.traces} connections) to {output}",
+            err=True,
+        )

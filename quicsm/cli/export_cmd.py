@@ -15,10 +15,22 @@ from quicsm.traces.store import atomic_output
 @click.command()
 @input_options
 @view_options
-@click.option("--to", "target", type=click.Choice(EXPORT_FORMATS), default="synoptic", show_default=True,
-              help="Tool to export for.")
-@click.option("-o", "--output", default="-", show_default=True, type=click.Path(allow_dash=True),
-              help="Log file for the tool; - for stdout.")
+@click.option(
+    "--to",
+    "target",
+    type=click.Choice(EXPORT_FORMATS),
+    default="synoptic",
+    show_default=True,
+    help="Tool to export for.",
+)
+@click.option(
+    "-o",
+    "--output",
+    default="-",
+    show_default=True,
+    type=click.Path(allow_dash=True),
+    help="Log file for the tool; - for stdout.",
+)
 def export(target: str, output: str, **kw: Any) -> None:
     """Write the traces' state sequences for the original Synoptic and print how to run it.
 

@@ -14,14 +14,21 @@ from quicsm.traces.store import atomic_output
 
 def model_table(am: AnnotatedModel) -> str:
     """Plain-text view of a model: states with time shares, then edges with probabilities."""
-    names = {n.id: n.state + (f"#{n.id}" if sum(1 for m in am.nodes if m.state == n.state) > 1 else "") for n in am.nodes}
+    names = {
+        n.id: n.state + (f"#{n.id}" if sum(1 for m in am.nodes if m.state == n.state) > 1 else "") for n in am.nodes
+    }
     width = max(len(v) for v in names.values())
-    out = [f"{am.model.engine} model of {am.traces} trace(s), {am.events} events, {am.total_time_us / 1e6:.3f} s in states", ""]
+    out = [
+        f"{am.model.engine} model of {am.traces} trace(s), {am.events} events, {am.total_time_us / 1e6:.3f} s in states",
+        "",
+    ]
     out.append(f"{'state':<{width}}  {'visits':>8}  {'time share':>10}  {'mean stay':>12}")
     for n in sorted(am.nodes, key=lambda n: -n.time_fraction):
         if n.kind != "state":
             continue
-        out.append(f"{names[n.id]:<{width}}  {n.visits:>8}  {n.time_fraction:>10.1%}  {n.mean_dwell_us / 1000:>9.2f} ms")
+        out.append(
+            f"{names[n.id]:<{width}}  {n.visits:>8}  {n.time_fraction:>10.1%}  {n.mean_dwell_us / 1000:>9.2f} ms"
+        )
     out += ["", f"{'from':<{width}}  {'to':<{width}}  {'count':>8}  {'prob':>6}"]
     for e in am.edges:
         out.append(f"{names[e.src]:<{width}}  {names[e.dst]:<{width}}  {e.count:>8}  {e.probability:>6.3f}")
@@ -40,9 +47,16 @@ def write_model(am: AnnotatedModel, path: str, fmt: str) -> None:
 @input_options
 @engine_options
 @view_options
-@click.option("-o", "--output", default="-", show_default=True, type=click.Path(allow_dash=True), help="Model file, - for stdout.")
-@click.option("--format", "fmt", type=click.Choice(["json", "text"]), default=None,
-              help="json (docs/model-format.md) or a text table; default: json for files, text on a terminal.")
+@click.option(
+    "-o", "--output", default="-", show_default=True, type=click.Path(allow_dash=True), help="Model file, - for stdout."
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["json", "text"]),
+    default=None,
+    help="json (docs/model-format.md) or a text table; default: json for files, text on a terminal.",
+)
 def infer(output: str, fmt: str | None, **kw: Any) -> None:
     """Infer the congestion controller's state machine and annotate it.
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -29,15 +30,33 @@ def input_options(f: F) -> F:
     """Inputs and their metadata: labels, implementation, version, strictness, progress."""
     decorators = [
         click.argument("inputs", nargs=-1, required=True, type=click.Path(allow_dash=True)),
-        click.option("--label", "labels", multiple=True, callback=_labels, metavar="KEY=VALUE",
-                     help="Free label for every trace (repeatable), e.g. --label client=mobile."),
-        click.option("--implementation", metavar="NAME", help="QUIC stack that wrote the inputs (chromium, quiche, quic-go, ...)."),
+        click.option(
+            "--label",
+            "labels",
+            multiple=True,
+            callback=_labels,
+            metavar="KEY=VALUE",
+            help="Free label for every trace (repeatable), e.g. --label client=mobile.",
+        ),
+        click.option(
+            "--implementation",
+            metavar="NAME",
+            help="QUIC stack that wrote the inputs (chromium, quiche, quic-go, ...).",
+        ),
         click.option("--impl-version", metavar="VERSION", help="Its version (e.g. QUIC 37, v0.65.0, a commit)."),
         click.option("--cc", metavar="NAME", help="Congestion controller, for qlogs that do not name it."),
-        click.option("--where", "where", multiple=True, callback=_labels, metavar="KEY=VALUE",
-                     help="Keep only traces with this label (or cc=, implementation=, version=)."),
+        click.option(
+            "--where",
+            "where",
+            multiple=True,
+            callback=_labels,
+            metavar="KEY=VALUE",
+            help="Keep only traces with this label (or cc=, implementation=, version=).",
+        ),
         click.option("--strict", is_flag=True, help="Fail on the first malformed record instead of counting it."),
-        click.option("--progress/--no-progress", default=None, help="Progress bar (default: when stderr is a terminal)."),
+        click.option(
+            "--progress/--no-progress", default=None, help="Progress bar (default: when stderr is a terminal)."
+        ),
         click.option("-q", "--quiet", is_flag=True, help="No summary on stderr."),
     ]
     for d in reversed(decorators):
@@ -69,14 +88,24 @@ def load_inputs(kw: dict[str, Any]) -> ParseResult:
         click.echo(result.report.summary(), err=True)
     ccs = sorted({t.cc for t in result.traces})
     if len(ccs) > 1 and not quiet:
-        click.echo(f"warning: traces mix congestion controllers ({', '.join(ccs)}); use --where cc=NAME to pick one", err=True)
+        click.echo(
+            f"warning: traces mix congestion controllers ({', '.join(ccs)}); use --where cc=NAME to pick one", err=True
+        )
     return result
 
 
 def view_options(f: F) -> F:
-    f = click.option("--recovery-states", is_flag=True, help="Make BBR's recovery sub-state part of the state (ProbeBw/Conservation).")(f)
-    f = click.option("--phases/--no-phases", default=True, show_default=True,
-                     help="Keep PROBE_BW phases (Up/Down/Cruise/Refill) as separate states.")(f)
+    f = click.option(
+        "--recovery-states",
+        is_flag=True,
+        help="Make BBR's recovery sub-state part of the state (ProbeBw/Conservation).",
+    )(f)
+    f = click.option(
+        "--phases/--no-phases",
+        default=True,
+        show_default=True,
+        help="Keep PROBE_BW phases (Up/Down/Cruise/Refill) as separate states.",
+    )(f)
     return f
 
 
@@ -85,11 +114,18 @@ def view_from(kw: dict[str, Any]) -> StateView:
 
 
 def engine_options(f: F) -> F:
-    f = click.option("--synoptic-jar", type=click.Path(dir_okay=False), envvar="QUICSM_SYNOPTIC_JAR",
-                     help="Original Synoptic jar for --engine synoptic-jar (or $QUICSM_SYNOPTIC_JAR).")(f)
-    f = click.option("-k", "k", type=click.IntRange(0, 50), default=None, help="Tail length for ktails / synoptic coarsening.")(f)
-    f = click.option("--engine", default="synoptic", show_default=True,
-                     type=click.Choice(sorted(ENGINES)), help="Inference engine.")(f)
+    f = click.option(
+        "--synoptic-jar",
+        type=click.Path(dir_okay=False),
+        envvar="QUICSM_SYNOPTIC_JAR",
+        help="Original Synoptic jar for --engine synoptic-jar (or $QUICSM_SYNOPTIC_JAR).",
+    )(f)
+    f = click.option(
+        "-k", "k", type=click.IntRange(0, 50), default=None, help="Tail length for ktails / synoptic coarsening."
+    )(f)
+    f = click.option(
+        "--engine", default="synoptic", show_default=True, type=click.Choice(sorted(ENGINES)), help="Inference engine."
+    )(f)
     return f
 
 

@@ -13,8 +13,14 @@ from quicsm.traces import write_traces
 
 @click.command()
 @input_options
-@click.option("-o", "--output", default="-", show_default=True, type=click.Path(allow_dash=True),
-              help="Traces file: .jsonl, .jsonl.gz or .parquet; - for JSON Lines on stdout.")
+@click.option(
+    "-o",
+    "--output",
+    default="-",
+    show_default=True,
+    type=click.Path(allow_dash=True),
+    help="Traces file: .jsonl, .jsonl.gz or .parquet; - for JSON Lines on stdout.",
+)
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), help="Also write the parse report as JSON.")
 def parse(output: str, report_path: str | None, **kw: Any) -> None:
     """Parse logs (any prefix, .gz, - for stdin) and qlogs into per-connection traces.

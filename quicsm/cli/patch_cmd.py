@@ -13,11 +13,20 @@ __all__ = ["patch"]
 
 _SRC = click.argument("src", type=click.Path(exists=True, file_okay=True, dir_okay=True, path_type=Path))
 _SET = click.option("--set", "set_name", metavar="NAME|DIR", help="Use this patch set (shipped name or directory).")
-_ALGO = click.option("--algorithm", "-a", "algorithms", multiple=True,
-                     type=click.Choice(["cubic", "reno", "bbr", "bbr2", "bbr3"]),
-                     help="Only these algorithms (default: every one found in SRC).")
-_APPLIER = click.option("--applier", type=click.Choice(sorted(APPLIERS)), default=None,
-                        help="Tool that applies diffs (default: git, else GNU patch).")
+_ALGO = click.option(
+    "--algorithm",
+    "-a",
+    "algorithms",
+    multiple=True,
+    type=click.Choice(["cubic", "reno", "bbr", "bbr2", "bbr3"]),
+    help="Only these algorithms (default: every one found in SRC).",
+)
+_APPLIER = click.option(
+    "--applier",
+    type=click.Choice(sorted(APPLIERS)),
+    default=None,
+    help="Tool that applies diffs (default: git, else GNU patch).",
+)
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 
 
@@ -48,16 +57,19 @@ def list_cmd(target: str | None, as_json: bool) -> None:
     for err in errors:
         click.echo(f"warning: skipped broken set: {err}", err=True)
     if as_json:
-        click.echo(json.dumps([{k: v for k, v in manifest_dict(s).items() if k != "placements"} for s in sets],
-                              indent=1))
+        click.echo(
+            json.dumps([{k: v for k, v in manifest_dict(s).items() if k != "placements"} for s in sets], indent=1)
+        )
         return
     if not sets:
         click.echo("no patch sets shipped" + (f" for target {target}" if target else ""))
         return
     for s in sets:
         commit = (s.upstream.commit or "-")[:10]
-        click.echo(f"{s.name:32} {s.target:9} {s.algorithm:6} era {s.era:3} {s.date or '-':10} {commit:10} "
-                   f"+{s.added_lines} lines in {len(s.files)} files")
+        click.echo(
+            f"{s.name:32} {s.target:9} {s.algorithm:6} era {s.era:3} {s.date or '-':10} {commit:10} "
+            f"+{s.added_lines} lines in {len(s.files)} files"
+        )
         click.echo(f"{'':32} states: {', '.join(s.states)}")
 
 
@@ -76,8 +88,9 @@ def detect(src: Path, target: str | None, applier: str | None, as_json: bool) ->
         click.echo(json.dumps(d, indent=1))
         return
     click.echo(f"target {d['target']} ({d['layout']}), root {d['root']}")
-    click.echo(f"era {d['era']}, content dates {d['dates'][0]} .. {d['dates'][1]}; algorithms: "
-               f"{', '.join(d['algorithms'])}")
+    click.echo(
+        f"era {d['era']}, content dates {d['dates'][0]} .. {d['dates'][1]}; algorithms: {', '.join(d['algorithms'])}"
+    )
     for rel in d["files"].values():
         click.echo(f"  {rel}")
     for feat, ev in d["features"].items():
@@ -120,11 +133,13 @@ def check(src: Path, set_name: str | None, algorithms: tuple[str, ...], applier:
 @_SRC
 @_SET
 @_ALGO
-@click.option("--port", "port_missing", is_flag=True,
-              help="For an algorithm no pinned set fits, port the closest one on the fly.")
+@click.option(
+    "--port", "port_missing", is_flag=True, help="For an algorithm no pinned set fits, port the closest one on the fly."
+)
 @_APPLIER
-def apply(src: Path, set_name: str | None, algorithms: tuple[str, ...], port_missing: bool,
-          applier: str | None) -> None:
+def apply(
+    src: Path, set_name: str | None, algorithms: tuple[str, ...], port_missing: bool, applier: str | None
+) -> None:
     """Apply the chosen patch sets to SRC, all or nothing."""
     from quicsm.instrumentation.engine import apply as run
 
@@ -175,16 +190,28 @@ def status(src: Path, set_name: str | None, applier: str | None, as_json: bool) 
 
 @patch.command()
 @_SRC
-@click.option("--from", "from_set", metavar="NAME|DIR",
-              help="Patch set to port (default: try the sets of --algorithm, best match first).")
+@click.option(
+    "--from",
+    "from_set",
+    metavar="NAME|DIR",
+    help="Patch set to port (default: try the sets of --algorithm, best match first).",
+)
 @_ALGO
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="New set directory (default ./<name>).")
 @click.option("--name", help="Name of the new set (default <from>-port-<date or hash>).")
 @click.option("--force", is_flag=True, help="Replace the output directory if it exists.")
 @click.option("--dry-run", is_flag=True, help="Place and verify, print the diff, write nothing.")
 @_APPLIER
-def port(src: Path, from_set: str | None, algorithms: tuple[str, ...], output: Path | None, name: str | None,
-         force: bool, dry_run: bool, applier: str | None) -> None:
+def port(
+    src: Path,
+    from_set: str | None,
+    algorithms: tuple[str, ...],
+    output: Path | None,
+    name: str | None,
+    force: bool,
+    dry_run: bool,
+    applier: str | None,
+) -> None:
     """Port a patch set to the version in SRC and write it as a new set (all or nothing)."""
     from quicsm.errors import PatchError
     from quicsm.instrumentation.patchset import find_patch_set
@@ -201,8 +228,10 @@ def port(src: Path, from_set: str | None, algorithms: tuple[str, ...], output: P
     if dry_run:
         res = plan_port(sources[0], src, applier=app)
         for p in res.placements:
-            click.echo(f"placed {p.file} hunk {p.hunk} at line {p.line} score {p.score:.2f}"
-                       + (f" in {p.function}" if p.function else ""))
+            click.echo(
+                f"placed {p.file} hunk {p.hunk} at line {p.line} score {p.score:.2f}"
+                + (f" in {p.function}" if p.function else "")
+            )
         for f in res.failures:
             click.echo(f"cannot place {f.file}{f' hunk {f.hunk}' if f.hunk else ''}: {f.reason}")
         click.echo(res.diff, nl=False)
@@ -214,11 +243,15 @@ def port(src: Path, from_set: str | None, algorithms: tuple[str, ...], output: P
     except PatchError:
         for ps in sources:
             for f in plan_port(ps, src, applier=app).failures:
-                click.echo(f"cannot place {f.file}{f' hunk {f.hunk}' if f.hunk else ''} (from {ps.name}): "
-                           f"{f.reason}", err=True)
+                click.echo(
+                    f"cannot place {f.file}{f' hunk {f.hunk}' if f.hunk else ''} (from {ps.name}): {f.reason}", err=True
+                )
         raise
     for p in res.placements:
-        click.echo(f"placed {p.file} hunk {p.hunk} at line {p.line} score {p.score:.2f}"
-                   + (f" in {p.function}" if p.function else ""))
-    click.echo(f"wrote {out} from {res.source.name} (era {res.detection.identity.era}, "
-               f"{len(res.placements)} changes placed)")
+        click.echo(
+            f"placed {p.file} hunk {p.hunk} at line {p.line} score {p.score:.2f}"
+            + (f" in {p.function}" if p.function else "")
+        )
+    click.echo(
+        f"wrote {out} from {res.source.name} (era {res.detection.identity.era}, {len(res.placements)} changes placed)"
+    )

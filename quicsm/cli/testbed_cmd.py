@@ -50,8 +50,11 @@ def _run_scenarios(items: list[tuple[Any, int]], out: Path, retries: int) -> Non
     except KeyboardInterrupt:
         # Each run's own try/finally has already torn down its namespaces, relay, server and cgroup.
         leftovers = [n for n in netns.list_namespaces() if n.startswith(netns.PREFIX)]
-        click.echo("interrupted; runs cleaned up" + (f" (other testbeds still up: {len(leftovers)} namespaces)"
-                                                      if leftovers else ""), err=True)
+        click.echo(
+            "interrupted; runs cleaned up"
+            + (f" (other testbeds still up: {len(leftovers)} namespaces)" if leftovers else ""),
+            err=True,
+        )
         raise SystemExit(130) from None
     click.echo(f"{total - failed}/{total} run(s) ok in {out}; parse with: quicsm parse {out}/*/server.log", err=True)
     if total and failed == total:
@@ -71,10 +74,20 @@ def testbed() -> None:
 
 @testbed.command()
 @click.option("--rate", default="50", show_default=True, help="Bottleneck rate: Mbit/s or e.g. 500kbit, 50mbit.")
-@click.option("--delay", "rtt", default=36.0, show_default=True, type=float, help="Added round-trip delay in ms (half each way).")
-@click.option("--jitter", default=0.0, show_default=True, type=float, help="Uniform +- jitter in ms per packet and direction (reorders, like netem).")
+@click.option(
+    "--delay", "rtt", default=36.0, show_default=True, type=float, help="Added round-trip delay in ms (half each way)."
+)
+@click.option(
+    "--jitter",
+    default=0.0,
+    show_default=True,
+    type=float,
+    help="Uniform +- jitter in ms per packet and direction (reorders, like netem).",
+)
 @click.option("--loss", default="0", show_default=True, help="Loss per packet and direction: 0.01 or 1%.")
-@click.option("--queue", default="1bdp", show_default=True, help="Bottleneck queue: bytes (150kb) or BDP multiple (1bdp).")
+@click.option(
+    "--queue", default="1bdp", show_default=True, help="Bottleneck queue: bytes (150kb) or BDP multiple (1bdp)."
+)
 @click.option("--schedule", default=None, help="Bandwidth schedule random:MIN:MAX[:PERIOD_S] in Mbit/s (Fig. 11).")
 @click.option("--client", type=click.Choice(["go", "chromium"]), default="go", show_default=True)
 @click.option("--cpu-quota", default=None, help="Client CPU quota as share of a core: 0.1 or 10% (mobile-like).")
@@ -83,17 +96,42 @@ def testbed() -> None:
 @click.option("--runs", default=1, show_default=True, type=int)
 @click.option("--quic-go-version", default="v0.65.0", show_default=True)
 @click.option("--cc", type=click.Choice(["reno", "cubic"]), default="reno", show_default=True)
-@click.option("--packet-threshold", default=None, type=int,
-              help="Rebuild the server with this fixed reordering threshold (quic-go versions with packetThreshold).")
+@click.option(
+    "--packet-threshold",
+    default=None,
+    type=int,
+    help="Rebuild the server with this fixed reordering threshold (quic-go versions with packetThreshold).",
+)
 @click.option("--name", default="run", show_default=True, help="Scenario name (run directories are NAME-NN).")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="Extra trace label (repeatable).")
 @click.option("--seed", default=1, show_default=True, type=int)
 @click.option("--timeout", default=120.0, show_default=True, type=float, help="Seconds a page load may take.")
-@click.option("--retries", default=1, show_default=True, type=int, help="Redo a failed or emulator-late run this often.")
+@click.option(
+    "--retries", default=1, show_default=True, type=int, help="Redo a failed or emulator-late run this often."
+)
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Output directory.")
-def run(rate: str, rtt: float, jitter: float, loss: str, queue: str, schedule: str | None, client: str,
-        cpu_quota: str | None, objects: int, size: str, runs: int, quic_go_version: str, cc: str, packet_threshold: int | None, name: str,
-        labels: tuple[str, ...], seed: int, timeout: float, retries: int, out: str) -> None:
+def run(
+    rate: str,
+    rtt: float,
+    jitter: float,
+    loss: str,
+    queue: str,
+    schedule: str | None,
+    client: str,
+    cpu_quota: str | None,
+    objects: int,
+    size: str,
+    runs: int,
+    quic_go_version: str,
+    cc: str,
+    packet_threshold: int | None,
+    name: str,
+    labels: tuple[str, ...],
+    seed: int,
+    timeout: float,
+    retries: int,
+    out: str,
+) -> None:
     """Run page loads through the emulator and keep each run's server log and metadata.
 
     \b
@@ -107,16 +145,33 @@ def run(rate: str, rtt: float, jitter: float, loss: str, queue: str, schedule: s
 
     if runs < 1:
         raise TestbedError("--runs must be at least 1")
-    cfg = RunConfig(rate_mbps=netns.parse_rate(rate) / 1e6, rtt_ms=rtt, jitter_ms=jitter, loss=parse_loss(loss),
-                    queue=queue, client=client, cpu_quota=parse_quota(cpu_quota), objects=objects, size=parse_size(size),
-                    quic_go_version=quic_go_version, cc=cc, packet_threshold=packet_threshold, schedule=schedule, seed=seed, timeout_s=timeout, name=name,
-                    labels=tuple(parse_label(x) for x in labels))
+    cfg = RunConfig(
+        rate_mbps=netns.parse_rate(rate) / 1e6,
+        rtt_ms=rtt,
+        jitter_ms=jitter,
+        loss=parse_loss(loss),
+        queue=queue,
+        client=client,
+        cpu_quota=parse_quota(cpu_quota),
+        objects=objects,
+        size=parse_size(size),
+        quic_go_version=quic_go_version,
+        cc=cc,
+        packet_threshold=packet_threshold,
+        schedule=schedule,
+        seed=seed,
+        timeout_s=timeout,
+        name=name,
+        labels=tuple(parse_label(x) for x in labels),
+    )
     _run_scenarios([(cfg, runs)], Path(out), retries)
 
 
 @testbed.command()
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--out", default=None, type=click.Path(file_okay=False), help="Output directory (default: the file's `out`).")
+@click.option(
+    "--out", default=None, type=click.Path(file_okay=False), help="Output directory (default: the file's `out`)."
+)
 @click.option("--retries", default=1, show_default=True, type=int)
 @click.option("--dry-run", is_flag=True, help="Only check the file and list the runs.")
 def matrix(file: str, out: str | None, retries: int, dry_run: bool) -> None:
@@ -128,11 +183,14 @@ def matrix(file: str, out: str | None, retries: int, dry_run: bool) -> None:
     if target is None:
         raise TestbedError(f"{file}: no `out` in the file and no --out given")
     for sc in m.scenarios:
-        click.echo(f"{sc.config.name}: {sc.runs} run(s), {sc.config.rate_mbps:g} Mbit/s, {sc.config.rtt_ms:g} ms RTT, "
-                   f"jitter {sc.config.jitter_ms:g} ms, quota {sc.config.cpu_quota or 'none'}, "
-                   f"quic-go {sc.config.quic_go_version} {sc.config.cc}"
-                   + (f", schedule {sc.config.schedule}" if sc.config.schedule else "")
-                   + (f", packet threshold {sc.config.packet_threshold}" if sc.config.packet_threshold else ""), err=True)
+        click.echo(
+            f"{sc.config.name}: {sc.runs} run(s), {sc.config.rate_mbps:g} Mbit/s, {sc.config.rtt_ms:g} ms RTT, "
+            f"jitter {sc.config.jitter_ms:g} ms, quota {sc.config.cpu_quota or 'none'}, "
+            f"quic-go {sc.config.quic_go_version} {sc.config.cc}"
+            + (f", schedule {sc.config.schedule}" if sc.config.schedule else "")
+            + (f", packet threshold {sc.config.packet_threshold}" if sc.config.packet_threshold else ""),
+            err=True,
+        )
     if dry_run:
         return
     _run_scenarios([(sc.config, sc.runs) for sc in m.scenarios], target, retries)

@@ -61,8 +61,13 @@ class Calibration:
 def _rates(flags_raw: list[int], flags_corr: list[int], tests: list[int], splits: int) -> Rates:
     total = sum(tests)
     any_flag = sum(1 for f in flags_corr if f)
-    return Rates(total, sum(flags_raw) / total if total else 0.0, sum(flags_corr) / total if total else 0.0,
-                 any_flag / splits if splits else 0.0, any_flag)
+    return Rates(
+        total,
+        sum(flags_raw) / total if total else 0.0,
+        sum(flags_corr) / total if total else 0.0,
+        any_flag / splits if splits else 0.0,
+        any_flag,
+    )
 
 
 def calibrate(
@@ -90,7 +95,7 @@ def calibrate(
     e_acc: dict[str, tuple[list[int], list[int], list[int]]] = {t: ([], [], []) for t in edge_tests}
     for _ in range(splits):
         perm = rng.permutation(n)
-        a, b = np.sort(perm[: n // 2]), np.sort(perm[n // 2:])
+        a, b = np.sort(perm[: n // 2]), np.sort(perm[n // 2 :])
         oa, ob = occ.subset(a), occ.subset(b)
         states = [s for s in occ.states if oa.visited(s) or ob.visited(s)]
         tables = {names[0]: edges.subset(a), names[1]: edges.subset(b)}
@@ -109,7 +114,11 @@ def calibrate(
             raw.append(sum(e.result.p_value < options.alpha for e in erun))  # type: ignore[operator]
             corr.append(sum(e.significant for e in erun))
     return Calibration(
-        n, splits, options.alpha, options.test, options.correction,
+        n,
+        splits,
+        options.alpha,
+        options.test,
+        options.correction,
         _rates(s_raw, s_corr, s_tests, splits),
         {et: _rates(r, c, t, splits) for et, (r, c, t) in e_acc.items()},
     )
@@ -136,8 +145,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.where:
         sel = parse_selector(args.where)
         traces = [t for t in traces if trace_matches(t, sel)]
-    opts = CompareOptions(view=StateView(phases=not args.no_phases), test=args.test, alpha=args.alpha,
-                          correction=args.correction, models=False)
+    opts = CompareOptions(
+        view=StateView(phases=not args.no_phases),
+        test=args.test,
+        alpha=args.alpha,
+        correction=args.correction,
+        models=False,
+    )
     cal = calibrate(traces, splits=args.splits, options=opts, edge_tests=args.edge_tests.split(","), seed=args.seed)
     json.dump(cal.to_json(), sys.stdout, indent=2)
     sys.stdout.write("\n")

@@ -71,9 +71,17 @@ class CompareOptions:
 
     def to_json(self) -> dict[str, object]:
         return {
-            "test": self.test, "alpha": self.alpha, "correction": self.correction, "edge_test": self.edge_test,
-            "bootstrap_resamples": self.resamples, "confidence": self.confidence, "seed": self.seed,
-            "engine": self.engine, "k": self.k, "phases": self.view.phases, "recovery_states": self.view.recovery,
+            "test": self.test,
+            "alpha": self.alpha,
+            "correction": self.correction,
+            "edge_test": self.edge_test,
+            "bootstrap_resamples": self.resamples,
+            "confidence": self.confidence,
+            "seed": self.seed,
+            "engine": self.engine,
+            "k": self.k,
+            "phases": self.view.phases,
+            "recovery_states": self.view.recovery,
             "pairs": "all" if self.all_pairs else "baseline",
         }
 
@@ -180,23 +188,38 @@ def _set_info(ts: TraceSet, occ: OccupancyTable) -> SetInfo:
     def distinct(attr: str) -> tuple[str, ...]:
         return tuple(sorted({str(getattr(t, attr)) for t in ts.traces if getattr(t, attr)}))
 
-    return SetInfo(ts.name, ts.origin, len(ts.traces), occ.n, len(occ.dropped), distinct("cc"),
-                   distinct("implementation"), distinct("version"), len({s for t in ts.traces for s in t.sources}))
+    return SetInfo(
+        ts.name,
+        ts.origin,
+        len(ts.traces),
+        occ.n,
+        len(occ.dropped),
+        distinct("cc"),
+        distinct("implementation"),
+        distinct("version"),
+        len({s for t in ts.traces for s in t.sources}),
+    )
 
 
 def _set_warnings(infos: list[SetInfo]) -> list[str]:
     out = []
     for s in infos:
         if s.dropped:
-            out.append(f"set {s.name}: {s.dropped} connection(s) spent no time in any state and were left out of occupancy")
+            out.append(
+                f"set {s.name}: {s.dropped} connection(s) spent no time in any state and were left out of occupancy"
+            )
         if s.connections < MIN_SAMPLE:
-            out.append(f"set {s.name}: only {s.connections} connection(s); per-state tests need at least {MIN_SAMPLE} "
-                       "per set and are not run (did the shell expand a glob? quote it, or give a directory)")
+            out.append(
+                f"set {s.name}: only {s.connections} connection(s); per-state tests need at least {MIN_SAMPLE} "
+                "per set and are not run (did the shell expand a glob? quote it, or give a directory)"
+            )
         elif s.connections < 5:
             out.append(f"set {s.name}: only {s.connections} connections; tests have little power")
         if len(s.controllers) > 1:
-            out.append(f"set {s.name} mixes congestion controllers ({', '.join(s.controllers)}); "
-                       "select one with --where cc=NAME")
+            out.append(
+                f"set {s.name} mixes congestion controllers ({', '.join(s.controllers)}); "
+                "select one with --where cc=NAME"
+            )
     ccs = {s.name: s.controllers for s in infos}
     if len({c for c in ccs.values()}) > 1:
         listing = "; ".join(f"{n}: {', '.join(c) or 'unknown'}" for n, c in ccs.items())
@@ -217,7 +240,9 @@ def test_pairs(
     options: CompareOptions,
 ) -> tuple[list[PairComparison], int]:
     """Per-state and per-edge tests of every pair, corrected as one family each; (pairs, untested)."""
-    raw_states = [(names[i], names[j], test_states(occ[names[i]], occ[names[j]], states, options.test)) for i, j in index]
+    raw_states = [
+        (names[i], names[j], test_states(occ[names[i]], occ[names[j]], states, options.test)) for i, j in index
+    ]
     raw_edges = []
     for i, j in index:
         a, b = edges[names[i]], edges[names[j]]
@@ -235,15 +260,45 @@ def test_pairs(
             untested += r.p_value is None
             ma = float(oa.column(st).mean()) if oa.n else 0.0
             mb = float(ob.column(st).mean()) if ob.n else 0.0
-            srows.append(StateRow(na, nb, st, ma, mb, mb - ma, r, q, q is not None and q < options.alpha,
-                                  oa.visited(st), ob.visited(st), oa.n, ob.n))
+            srows.append(
+                StateRow(
+                    na,
+                    nb,
+                    st,
+                    ma,
+                    mb,
+                    mb - ma,
+                    r,
+                    q,
+                    q is not None and q < options.alpha,
+                    oa.visited(st),
+                    ob.visited(st),
+                    oa.n,
+                    ob.n,
+                )
+            )
         erows = []
         for e, r in zip(es, eresults):
             q = next(q_edges)
             ka, sa = edge_counts(edges[na], e)
             kb, sb = edge_counts(edges[nb], e)
-            erows.append(EdgeRow(na, nb, e[0], e[1], ka / sa if sa else None, kb / sb if sb else None, ka, kb, sa, sb,
-                                 r, q, q is not None and q < options.alpha))
+            erows.append(
+                EdgeRow(
+                    na,
+                    nb,
+                    e[0],
+                    e[1],
+                    ka / sa if sa else None,
+                    kb / sb if sb else None,
+                    ka,
+                    kb,
+                    sa,
+                    sb,
+                    r,
+                    q,
+                    q is not None and q < options.alpha,
+                )
+            )
         pairs.append(PairComparison(na, nb, tuple(srows), tuple(erows), None))
     return pairs, untested
 
@@ -268,8 +323,13 @@ def compare(sets: Sequence[TraceSet], options: CompareOptions = CompareOptions()
     warnings = _set_warnings(infos)
     states = tuple(sorted({st for o in occ.values() for st in o.states}))
     summaries = {
-        s.name: summarise(occ[s.name], states, resamples=options.resamples, confidence=options.confidence,
-                          rng=np.random.default_rng([options.seed, i]))
+        s.name: summarise(
+            occ[s.name],
+            states,
+            resamples=options.resamples,
+            confidence=options.confidence,
+            rng=np.random.default_rng([options.seed, i]),
+        )
         for i, s in enumerate(sets)
     }
     for st in states:
@@ -288,13 +348,21 @@ def compare(sets: Sequence[TraceSet], options: CompareOptions = CompareOptions()
             try:
                 models[s.name] = learn(list(s.traces), options.engine, view, **opts)
             except InferenceError as exc:
-                warnings.append(f"set {s.name}: no {options.engine} model ({exc}); no model difference or diagram for it")
+                warnings.append(
+                    f"set {s.name}: no {options.engine} model ({exc}); no model difference or diagram for it"
+                )
         for k, p in enumerate(pairs):
             if p.a not in models or p.b not in models:
                 continue
             ta = next(s.traces for s in sets if s.name == p.a)
             tb = next(s.traces for s in sets if s.name == p.b)
-            md = diff_models(models[p.a].model, models[p.b].model, names=(p.a, p.b), traces=(ta, tb), view=view,
-                             limit=options.witnesses)
+            md = diff_models(
+                models[p.a].model,
+                models[p.b].model,
+                names=(p.a, p.b),
+                traces=(ta, tb),
+                view=view,
+                limit=options.witnesses,
+            )
             pairs[k] = PairComparison(p.a, p.b, p.states, p.edges, md)
     return Comparison(options, infos, states, summaries, pairs, warnings, models, list(sets), occ, edges)

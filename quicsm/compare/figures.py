@@ -37,8 +37,9 @@ def _short_p(p: float | None) -> str:
 def diff_overlay(pair: PairComparison) -> Overlay:
     """Values of one pair (b minus a) as an overlay keyed by state names."""
     nodes: dict[NodeKey, Delta] = {
-        r.state: Delta(r.difference, r.significant,
-                       f"{100 * r.mean_a:.1f}%→{100 * r.mean_b:.1f}% ({_short_p(r.p_corrected)})")
+        r.state: Delta(
+            r.difference, r.significant, f"{100 * r.mean_a:.1f}%→{100 * r.mean_b:.1f}% ({_short_p(r.p_corrected)})"
+        )
         for r in pair.states
     }
     edges: dict[EdgeKey, Delta] = {}

@@ -28,8 +28,9 @@ __all__ = ["heatmap", "pick_timelines", "to_html"]
 
 @lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.PackageLoader("quicsm.compare", "templates"),
-                              autoescape=True, undefined=jinja2.StrictUndefined)
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("quicsm.compare", "templates"), autoescape=True, undefined=jinja2.StrictUndefined
+    )
 
 
 def _pct(x: float | None) -> str:
@@ -44,7 +45,9 @@ def _dir(x: float | None, sig: bool) -> str:
 
 def pick_timelines(traces: Sequence[Trace], count: int) -> list[Trace]:
     """``count`` connections with cwnd samples, spread over the range of durations (median first)."""
-    usable = sorted((t for t in traces if any(e.cwnd is not None for e in t.events)), key=lambda t: (t.duration_us, t.id))
+    usable = sorted(
+        (t for t in traces if any(e.cwnd is not None for e in t.events)), key=lambda t: (t.duration_us, t.id)
+    )
     if count <= 0 or not usable:
         return []
     if len(usable) <= count:
@@ -94,38 +97,85 @@ def to_html(c: Comparison, *, timelines: int = 3, diagrams: bool = True) -> str:
         occupancy.append({"state": st, "cells": cells})
     pairs = []
     for p in c.pairs:
-        states = [{
-            "state": r.state, "mean_a": _pct(r.mean_a), "mean_b": _pct(r.mean_b),
-            "diff": f"{100 * r.difference:+.1f} pp", "dir": _dir(r.difference, r.significant),
-            "p": fmt_p(r.result.p_value), "q": fmt_p(r.p_corrected), "significant": r.significant,
-            "effect": "n/a" if r.result.effect_size is None else f"{r.result.effect_size:+.2f} ({r.result.effect_measure})",
-            "note": r.result.note,
-        } for r in sorted(p.states, key=lambda r: (r.p_corrected is None, r.p_corrected or 0.0))]
-        edges = [{
-            "edge": f"{e.src} → {e.dst}", "prob_a": _pct(e.prob_a), "prob_b": _pct(e.prob_b),
-            "diff": "n/a" if e.difference is None else f"{100 * e.difference:+.1f} pp",
-            "dir": _dir(e.difference, e.significant), "p": fmt_p(e.result.p_value), "q": fmt_p(e.p_corrected),
-            "significant": e.significant, "counts": f"{e.count_a}/{e.out_a} vs {e.count_b}/{e.out_b}",
-            "note": "; ".join(x for x in (f"only in {e.only_in}" if e.only_in else "", e.result.note) if x),
-        } for e in sorted(p.edges, key=lambda e: (e.p_corrected is None, e.p_corrected or 0.0))]
-        diff_svg, diff_error = (_try_svg(lambda p=p: diff_dot(c, p)) if diagrams and c.models else (None, None))
+        states = [
+            {
+                "state": r.state,
+                "mean_a": _pct(r.mean_a),
+                "mean_b": _pct(r.mean_b),
+                "diff": f"{100 * r.difference:+.1f} pp",
+                "dir": _dir(r.difference, r.significant),
+                "p": fmt_p(r.result.p_value),
+                "q": fmt_p(r.p_corrected),
+                "significant": r.significant,
+                "effect": "n/a"
+                if r.result.effect_size is None
+                else f"{r.result.effect_size:+.2f} ({r.result.effect_measure})",
+                "note": r.result.note,
+            }
+            for r in sorted(p.states, key=lambda r: (r.p_corrected is None, r.p_corrected or 0.0))
+        ]
+        edges = [
+            {
+                "edge": f"{e.src} → {e.dst}",
+                "prob_a": _pct(e.prob_a),
+                "prob_b": _pct(e.prob_b),
+                "diff": "n/a" if e.difference is None else f"{100 * e.difference:+.1f} pp",
+                "dir": _dir(e.difference, e.significant),
+                "p": fmt_p(e.result.p_value),
+                "q": fmt_p(e.p_corrected),
+                "significant": e.significant,
+                "counts": f"{e.count_a}/{e.out_a} vs {e.count_b}/{e.out_b}",
+                "note": "; ".join(x for x in (f"only in {e.only_in}" if e.only_in else "", e.result.note) if x),
+            }
+            for e in sorted(p.edges, key=lambda e: (e.p_corrected is None, e.p_corrected or 0.0))
+        ]
+        diff_svg, diff_error = _try_svg(lambda p=p: diff_dot(c, p)) if diagrams and c.models else (None, None)
         mlines = model_lines(p.models.to_json(), lambda t: t)[1:] if p.models else []
-        pairs.append({"a": p.a, "b": p.b, "states": states, "edges": edges, "model_lines": mlines,
-                      "diff_svg": Markup(diff_svg) if diff_svg else None, "diff_error": diff_error})
-    side, side_error = (_try_svg(lambda: side_by_side_dot(c)) if diagrams and c.models else (None, None))
+        pairs.append(
+            {
+                "a": p.a,
+                "b": p.b,
+                "states": states,
+                "edges": edges,
+                "model_lines": mlines,
+                "diff_svg": Markup(diff_svg) if diff_svg else None,
+                "diff_error": diff_error,
+            }
+        )
+    side, side_error = _try_svg(lambda: side_by_side_dot(c)) if diagrams and c.models else (None, None)
     lines = []
     for ts in c.trace_sets:
-        svgs = [Markup(timeline_svg(t, o.view, title=f"{ts.name}: {t.id}")) for t in pick_timelines(ts.traces, timelines)]
+        svgs = [
+            Markup(timeline_svg(t, o.view, title=f"{ts.name}: {t.id}")) for t in pick_timelines(ts.traces, timelines)
+        ]
         lines.append({"set": ts.name, "svgs": svgs})
     options = {
         "test_label": {"welch": "Welch's t-test", "mwu": "Mann-Whitney U"}[o.test],
-        "correction": o.correction, "alpha": o.alpha, "family": "all states of all pairs",
-        "edge_test_label": EDGE_TESTS[o.edge_test], "confidence": round(o.confidence * 100),
-        "resamples": o.resamples, "seed": o.seed, "engine": o.engine,
+        "correction": o.correction,
+        "alpha": o.alpha,
+        "family": "all states of all pairs",
+        "edge_test_label": EDGE_TESTS[o.edge_test],
+        "confidence": round(o.confidence * 100),
+        "resamples": o.resamples,
+        "seed": o.seed,
+        "engine": o.engine,
     }
     data = comparison_json(c)
-    return _env().get_template("report.html.j2").render(
-        title="quicsm compare: " + " vs ".join(names), options=options, sets=data["sets"], warnings=c.warnings,
-        set_names=names, occupancy=occupancy, heatmap=Markup(heatmap(c)), side_by_side=Markup(side) if side else None,
-        side_by_side_error=side_error, pairs=pairs, timelines=lines, version=__version__,
+    return (
+        _env()
+        .get_template("report.html.j2")
+        .render(
+            title="quicsm compare: " + " vs ".join(names),
+            options=options,
+            sets=data["sets"],
+            warnings=c.warnings,
+            set_names=names,
+            occupancy=occupancy,
+            heatmap=Markup(heatmap(c)),
+            side_by_side=Markup(side) if side else None,
+            side_by_side_error=side_error,
+            pairs=pairs,
+            timelines=lines,
+            version=__version__,
+        )
     )

@@ -54,8 +54,14 @@ class ModelDiff:
 
     @property
     def identical(self) -> bool:
-        return not (self.states_only_in_a or self.states_only_in_b or self.edges_only_in_a
-                    or self.edges_only_in_b or self.a_not_b or self.b_not_a)
+        return not (
+            self.states_only_in_a
+            or self.states_only_in_b
+            or self.edges_only_in_a
+            or self.edges_only_in_b
+            or self.a_not_b
+            or self.b_not_a
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -75,7 +81,9 @@ class ModelDiff:
         }
 
 
-def structural_diff(a: Model, b: Model) -> tuple[tuple[str, ...], tuple[str, ...], tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
+def structural_diff(
+    a: Model, b: Model
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
     sa, sb = set(a.state_names()), set(b.state_names())
     ea, eb = label_edges(a), label_edges(b)
     return tuple(sorted(sa - sb)), tuple(sorted(sb - sa)), tuple(sorted(ea - eb)), tuple(sorted(eb - ea))
@@ -124,8 +132,12 @@ def behavioural_diff(a: Model, b: Model, *, limit: int = 3, max_states: int = 20
 
 def _rejected(model: Model, traces: Sequence[Trace], view: StateView) -> dict[str, Any]:
     bad = [t for t in traces if not model.accepts(t.states(view))]
-    return {"count": len(bad), "of": len(traces), "example": bad[0].id if bad else None,
-            "example_states": bad[0].states(view)[:40] if bad else None}
+    return {
+        "count": len(bad),
+        "of": len(traces),
+        "example": bad[0].id if bad else None,
+        "example_states": bad[0].states(view)[:40] if bad else None,
+    }
 
 
 def diff_models(
@@ -149,6 +161,17 @@ def diff_models(
     rejected: dict[str, dict[str, Any]] = {}
     if traces is not None:
         rejected = {"a_by_b": _rejected(b, traces[0], view), "b_by_a": _rejected(a, traces[1], view)}
-    return ModelDiff(names[0], names[1], a.engine, (len(a.nodes), len(b.nodes)), s_a, s_b, e_a, e_b,
-                     tuple(ab), tuple(ba), rejected, tuple(notes))
-
+    return ModelDiff(
+        names[0],
+        names[1],
+        a.engine,
+        (len(a.nodes), len(b.nodes)),
+        s_a,
+        s_b,
+        e_a,
+        e_b,
+        tuple(ab),
+        tuple(ba),
+        rejected,
+        tuple(notes),
+    )

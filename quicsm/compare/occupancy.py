@@ -47,8 +47,9 @@ class OccupancyTable:
         return int((self.column(state) > 0).sum()) if state in self.states else 0
 
     def subset(self, rows: np.ndarray) -> OccupancyTable:
-        return OccupancyTable(self.states, self.shares[rows], self.time_us[rows],
-                              tuple(self.trace_ids[i] for i in rows), ())
+        return OccupancyTable(
+            self.states, self.shares[rows], self.time_us[rows], tuple(self.trace_ids[i] for i in rows), ()
+        )
 
 
 def occupancy_table(traces: Sequence[Trace], view: StateView = StateView()) -> OccupancyTable:
@@ -106,8 +107,18 @@ def summarise(
     for j, s in enumerate(states):
         pooled = float(table.time_us[:, table.states.index(s)].sum()) / total if s in table.states and total else 0.0
         ci = (None, None) if table.n < 2 else (float(lo[j]), float(hi[j]))
-        out.append(StateSummary(s, table.n, table.visited(s), float(cols[:, j].mean()), float(np.median(cols[:, j])),
-                                ci[0], ci[1], pooled))
+        out.append(
+            StateSummary(
+                s,
+                table.n,
+                table.visited(s),
+                float(cols[:, j].mean()),
+                float(np.median(cols[:, j])),
+                ci[0],
+                ci[1],
+                pooled,
+            )
+        )
     return out
 
 

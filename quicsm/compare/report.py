@@ -14,7 +14,17 @@ from typing import Any
 
 from quicsm.compare.comparison import Comparison, EdgeRow, StateRow
 
-__all__ = ["COMPARE_FORMAT_VERSION", "WRITERS", "fmt_p", "model_lines", "to_csv", "to_json", "to_json_text", "to_markdown", "to_text"]
+__all__ = [
+    "COMPARE_FORMAT_VERSION",
+    "WRITERS",
+    "fmt_p",
+    "model_lines",
+    "to_csv",
+    "to_json",
+    "to_json_text",
+    "to_markdown",
+    "to_text",
+]
 
 COMPARE_FORMAT_VERSION = 1
 
@@ -81,17 +91,31 @@ def to_json(c: Comparison) -> dict[str, Any]:
         "options": c.options.to_json(),
         "sets": [
             {
-                "name": s.name, "origin": s.origin, "traces": s.traces, "connections": s.connections,
-                "dropped": s.dropped, "controllers": list(s.controllers), "implementations": list(s.implementations),
-                "versions": list(s.versions), "sources": s.sources,
+                "name": s.name,
+                "origin": s.origin,
+                "traces": s.traces,
+                "connections": s.connections,
+                "dropped": s.dropped,
+                "controllers": list(s.controllers),
+                "implementations": list(s.implementations),
+                "versions": list(s.versions),
+                "sources": s.sources,
             }
             for s in c.sets
         ],
         "warnings": list(c.warnings),
         "occupancy": {
             name: [
-                {"state": s.state, "n": s.n, "visited": s.visited, "mean": _num(s.mean), "median": _num(s.median),
-                 "ci_low": _num(s.ci_low), "ci_high": _num(s.ci_high), "pooled": _num(s.pooled)}
+                {
+                    "state": s.state,
+                    "n": s.n,
+                    "visited": s.visited,
+                    "mean": _num(s.mean),
+                    "median": _num(s.median),
+                    "ci_low": _num(s.ci_low),
+                    "ci_high": _num(s.ci_high),
+                    "pooled": _num(s.pooled),
+                }
                 for s in rows
             ]
             for name, rows in c.summaries.items()
@@ -113,8 +137,24 @@ def to_json_text(c: Comparison) -> str:
     return json.dumps(to_json(c), indent=2, allow_nan=False) + "\n"
 
 
-CSV_COLUMNS = ["kind", "a", "b", "item", "value_a", "value_b", "difference", "p_value", "p_corrected",
-               "significant", "test", "effect_size", "effect_measure", "n_a", "n_b", "note"]
+CSV_COLUMNS = [
+    "kind",
+    "a",
+    "b",
+    "item",
+    "value_a",
+    "value_b",
+    "difference",
+    "p_value",
+    "p_corrected",
+    "significant",
+    "test",
+    "effect_size",
+    "effect_measure",
+    "n_a",
+    "n_b",
+    "note",
+]
 
 
 def to_csv(c: Comparison) -> str:
@@ -122,19 +162,55 @@ def to_csv(c: Comparison) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_COLUMNS)
-    blank = lambda x: "" if x is None else x
+
+    def blank(x):
+        return "" if x is None else x
+
     for p in c.pairs:
         for r in p.states:
             j = _state_json(r)
-            w.writerow(["state", p.a, p.b, r.state, j["mean_a"], j["mean_b"], j["difference"], blank(j["p_value"]),
-                        blank(j["p_corrected"]), r.significant, j["test"], blank(j["effect_size"]), j["effect_measure"],
-                        r.n_a, r.n_b, r.result.note])
+            w.writerow(
+                [
+                    "state",
+                    p.a,
+                    p.b,
+                    r.state,
+                    j["mean_a"],
+                    j["mean_b"],
+                    j["difference"],
+                    blank(j["p_value"]),
+                    blank(j["p_corrected"]),
+                    r.significant,
+                    j["test"],
+                    blank(j["effect_size"]),
+                    j["effect_measure"],
+                    r.n_a,
+                    r.n_b,
+                    r.result.note,
+                ]
+            )
         for e in p.edges:
             j = _edge_json(e)
-            w.writerow(["edge", p.a, p.b, f"{e.src}->{e.dst}", blank(j["prob_a"]), blank(j["prob_b"]),
-                        blank(j["difference"]), blank(j["p_value"]), blank(j["p_corrected"]), e.significant, j["test"],
-                        blank(j["difference"]), "difference", e.out_a, e.out_b,
-                        "; ".join(x for x in (e.result.note, f"only in {e.only_in}" if e.only_in else "") if x)])
+            w.writerow(
+                [
+                    "edge",
+                    p.a,
+                    p.b,
+                    f"{e.src}->{e.dst}",
+                    blank(j["prob_a"]),
+                    blank(j["prob_b"]),
+                    blank(j["difference"]),
+                    blank(j["p_value"]),
+                    blank(j["p_corrected"]),
+                    e.significant,
+                    j["test"],
+                    blank(j["difference"]),
+                    "difference",
+                    e.out_a,
+                    e.out_b,
+                    "; ".join(x for x in (e.result.note, f"only in {e.only_in}" if e.only_in else "") if x),
+                ]
+            )
     return buf.getvalue()
 
 
@@ -161,7 +237,10 @@ def _table(header: list[str], rows: list[list[str]], markdown: bool) -> list[str
         out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
         return out + ["| " + " | ".join(r) + " |" for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
-    line = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    def line(cells):
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
     return [line(header), line(["-" * w for w in widths])] + [line(r) for r in rows]
 
 
@@ -174,8 +253,10 @@ def _render(c: Comparison, markdown: bool) -> str:
     sets_rows = [[s.name, str(s.connections), str(s.traces), ", ".join(s.controllers) or "?", s.origin] for s in c.sets]
     out += _table(["set", "connections", "traces", "cc", "origin"], sets_rows, markdown)
     out.append("")
-    out.append(f"test: {o.test}, {o.correction} correction, alpha {o.alpha}; edges: {o.edge_test}; "
-               f"{int(o.confidence * 100)}% bootstrap CI ({o.resamples} resamples, seed {o.seed}); * = significant")
+    out.append(
+        f"test: {o.test}, {o.correction} correction, alpha {o.alpha}; edges: {o.edge_test}; "
+        f"{int(o.confidence * 100)}% bootstrap CI ({o.resamples} resamples, seed {o.seed}); * = significant"
+    )
     if c.warnings:
         out.append("")
         out += [f"warning: {w}" if not markdown else f"- **warning**: {w}" for w in c.warnings]
@@ -184,24 +265,44 @@ def _render(c: Comparison, markdown: bool) -> str:
     header = ["state"] + [f"{n}" for n in c.summaries] + [f"{n} CI" for n in c.summaries]
     rows = []
     for k, st in enumerate(c.states):
-        rows.append([st] + [_pct(c.summaries[n][k].mean) for n in c.summaries]
-                    + [_ci(c.summaries[n][k].ci_low, c.summaries[n][k].ci_high) for n in c.summaries])
+        rows.append(
+            [st]
+            + [_pct(c.summaries[n][k].mean) for n in c.summaries]
+            + [_ci(c.summaries[n][k].ci_low, c.summaries[n][k].ci_high) for n in c.summaries]
+        )
     out += _table(header, rows, markdown)
     for p in c.pairs:
         out.append("")
         out.append(h(f"{p.b} vs {p.a}: states"))
-        rows = [[r.state, _pct(r.mean_a), _pct(r.mean_b), f"{100 * r.difference:+.1f} pp", fmt_p(r.result.p_value),
-                 fmt_p(r.p_corrected) + _sig(r.significant),
-                 "n/a" if r.result.effect_size is None else f"{r.result.effect_size:+.2f}", r.result.note]
-                for r in sorted(p.states, key=lambda r: (r.p_corrected is None, r.p_corrected or 0.0))]
+        rows = [
+            [
+                r.state,
+                _pct(r.mean_a),
+                _pct(r.mean_b),
+                f"{100 * r.difference:+.1f} pp",
+                fmt_p(r.result.p_value),
+                fmt_p(r.p_corrected) + _sig(r.significant),
+                "n/a" if r.result.effect_size is None else f"{r.result.effect_size:+.2f}",
+                r.result.note,
+            ]
+            for r in sorted(p.states, key=lambda r: (r.p_corrected is None, r.p_corrected or 0.0))
+        ]
         out += _table(["state", p.a, p.b, "diff", "p", "p adj", "effect", "note"], rows, markdown)
         out.append("")
         out.append(h(f"{p.b} vs {p.a}: transitions"))
         erows = [e for e in p.edges if e.result.p_value is not None or e.only_in]
-        rows = [[f"{e.src} -> {e.dst}", _pct(e.prob_a), _pct(e.prob_b),
-                 "n/a" if e.difference is None else f"{100 * e.difference:+.1f} pp", fmt_p(e.result.p_value),
-                 fmt_p(e.p_corrected) + _sig(e.significant), f"only in {e.only_in}" if e.only_in else e.result.note]
-                for e in sorted(erows, key=lambda e: (e.p_corrected is None, e.p_corrected or 0.0))]
+        rows = [
+            [
+                f"{e.src} -> {e.dst}",
+                _pct(e.prob_a),
+                _pct(e.prob_b),
+                "n/a" if e.difference is None else f"{100 * e.difference:+.1f} pp",
+                fmt_p(e.result.p_value),
+                fmt_p(e.p_corrected) + _sig(e.significant),
+                f"only in {e.only_in}" if e.only_in else e.result.note,
+            ]
+            for e in sorted(erows, key=lambda e: (e.p_corrected is None, e.p_corrected or 0.0))
+        ]
         out += _table(["edge", p.a, p.b, "diff", "p", "p adj", "note"], rows, markdown)
         hidden = len(p.edges) - len(erows)
         if hidden:
@@ -214,7 +315,10 @@ def _render(c: Comparison, markdown: bool) -> str:
 
 def model_lines(m: dict[str, Any], h: Callable[[str], str]) -> list[str]:
     out = [h(f"{m['b']} vs {m['a']}: models ({m['engine']}, {m['nodes']['a']} vs {m['nodes']['b']} nodes)")]
-    for key, label in (("states_only_in_a", f"states only in {m['a']}"), ("states_only_in_b", f"states only in {m['b']}")):
+    for key, label in (
+        ("states_only_in_a", f"states only in {m['a']}"),
+        ("states_only_in_b", f"states only in {m['b']}"),
+    ):
         if m[key]:
             out.append(f"{label}: {', '.join(m[key])}")
     for key, label in (("edges_only_in_a", f"edges only in {m['a']}"), ("edges_only_in_b", f"edges only in {m['b']}")):
@@ -226,8 +330,12 @@ def model_lines(m: dict[str, Any], h: Callable[[str], str]) -> list[str]:
     for key, who, other in (("a_by_b", m["a"], m["b"]), ("b_by_a", m["b"], m["a"])):
         r = m["traces_rejected"].get(key)
         if r and r["count"]:
-            out.append(f"{r['count']} of {r['of']} {who} connection(s) impossible in the {other} model (e.g. {r['example']})")
-    if m["identical_language"] and not any(m[k] for k in ("states_only_in_a", "states_only_in_b", "edges_only_in_a", "edges_only_in_b")):
+            out.append(
+                f"{r['count']} of {r['of']} {who} connection(s) impossible in the {other} model (e.g. {r['example']})"
+            )
+    if m["identical_language"] and not any(
+        m[k] for k in ("states_only_in_a", "states_only_in_b", "edges_only_in_a", "edges_only_in_b")
+    ):
         out.append("the two models are identical in structure and accepted sequences")
     out += [f"note: {n}" for n in m["notes"]]
     return out

@@ -143,14 +143,18 @@ def sets_from_inputs(
     return out
 
 
-def sets_from_selectors(traces: Iterable[Trace], selectors: Sequence[Selector], *, names: Sequence[str] | None = None) -> list[TraceSet]:
+def sets_from_selectors(
+    traces: Iterable[Trace], selectors: Sequence[Selector], *, names: Sequence[str] | None = None
+) -> list[TraceSet]:
     """One set per selector over a single dataset; a trace may fall in several sets."""
     pool = list(traces)
     out = []
     for i, sel in enumerate(selectors):
         name = names[i] if names and i < len(names) else selector_text(sel)
         chosen = tuple(t for t in pool if trace_matches(t, sel))
-        out.append(TraceSet(name, chosen, f"where {selector_text(sel)}", tuple(sorted({s for t in chosen for s in t.sources}))))
+        out.append(
+            TraceSet(name, chosen, f"where {selector_text(sel)}", tuple(sorted({s for t in chosen for s in t.sources})))
+        )
     return out
 
 
@@ -162,7 +166,9 @@ def sets_by_label(traces: Iterable[Trace], key: str, *, order: Sequence[str] | N
         if v is not None:
             groups.setdefault(v, []).append(t)
     if not groups:
-        raise InputError(f"no trace has label {key!r}; labels come from --label at parse time or the testbed's meta.json")
+        raise InputError(
+            f"no trace has label {key!r}; labels come from --label at parse time or the testbed's meta.json"
+        )
     values = [v for v in (order or []) if v in groups] + sorted(v for v in groups if v not in (order or []))
     return [
         TraceSet(f"{key}={v}", tuple(groups[v]), f"by {key}", tuple(sorted({s for t in groups[v] for s in t.sources})))

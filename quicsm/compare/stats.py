@@ -80,13 +80,25 @@ def hedges_g(a: np.ndarray, b: np.ndarray) -> float | None:
 def _degenerate(name: str, a: np.ndarray, b: np.ndarray, measure: str) -> TestResult | None:
     """The cases a test cannot handle, decided explicitly instead of by NaN."""
     if len(a) < MIN_SAMPLE or len(b) < MIN_SAMPLE:
-        return TestResult(name, None, None, None, measure,
-                          f"too few connections for a test (n={len(a)} vs n={len(b)}; need {MIN_SAMPLE} each)")
+        return TestResult(
+            name,
+            None,
+            None,
+            None,
+            measure,
+            f"too few connections for a test (n={len(a)} vs n={len(b)}; need {MIN_SAMPLE} each)",
+        )
     if np.ptp(a) == 0 and np.ptp(b) == 0:
         if a[0] == b[0]:
             return TestResult(name, 0.0, 1.0, 0.0, measure, "identical constant values in both sets")
-        return TestResult(name, None, None, None, measure,
-                          f"no spread in either set ({a[0]:.4g} vs {b[0]:.4g}); a test is meaningless")
+        return TestResult(
+            name,
+            None,
+            None,
+            None,
+            measure,
+            f"no spread in either set ({a[0]:.4g} vs {b[0]:.4g}); a test is meaningless",
+        )
     return None
 
 
@@ -116,10 +128,18 @@ SAMPLE_TESTS: dict[str, Callable[[np.ndarray, np.ndarray], TestResult]] = {"welc
 def _proportion_guard(name: str, ka: int, na: int, kb: int, nb: int) -> TestResult | None:
     if na == 0 or nb == 0:
         which = "first" if na == 0 else "second"
-        return TestResult(name, None, None, None, "difference",
-                          f"source state never left in the {which} set; no probability to compare")
+        return TestResult(
+            name,
+            None,
+            None,
+            None,
+            "difference",
+            f"source state never left in the {which} set; no probability to compare",
+        )
     if ka == kb == 0 or (ka == na and kb == nb):
-        return TestResult(name, None, None, 0.0, "difference", "same probability (0 or 1) in both sets; nothing to test")
+        return TestResult(
+            name, None, None, 0.0, "difference", "same probability (0 or 1) in both sets; nothing to test"
+        )
     return None
 
 
@@ -168,14 +188,22 @@ def cluster_proportion_z(ka: np.ndarray, na: np.ndarray, kb: np.ndarray, nb: np.
         return bad
     ma, mb = int((na > 0).sum()), int((nb > 0).sum())
     if ma < MIN_SAMPLE or mb < MIN_SAMPLE:
-        return TestResult("cluster", None, None, None, "difference",
-                          f"too few connections leave the source state (n={ma} vs n={mb}; need {MIN_SAMPLE} each)")
+        return TestResult(
+            "cluster",
+            None,
+            None,
+            None,
+            "difference",
+            f"too few connections leave the source state (n={ma} vs n={mb}; need {MIN_SAMPLE} each)",
+        )
     ka, na, kb, nb = ka[na > 0], na[na > 0], kb[nb > 0], nb[nb > 0]
     pa, pb = float(ka.sum()) / sa, float(kb.sum()) / sb
     pooled = float(ka.sum() + kb.sum()) / (sa + sb)
     se = math.sqrt(_cluster_variance(ka, na, pooled) + _cluster_variance(kb, nb, pooled))
     if se == 0:
-        return TestResult("cluster", None, None, 0.0, "difference", "same probability in every connection; nothing to test")
+        return TestResult(
+            "cluster", None, None, 0.0, "difference", "same probability in every connection; nothing to test"
+        )
     z = (pb - pa) / se
     return TestResult("cluster", z, float(2 * sps.norm.sf(abs(z))), pb - pa, "difference")
 

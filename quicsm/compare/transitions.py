@@ -83,7 +83,9 @@ def edge_counts(table: EdgeTable, edge: Edge2) -> tuple[int, int]:
 def test_edge(a: EdgeTable, b: EdgeTable, edge: Edge2, test: str = "cluster") -> TestResult:
     """Test whether ``edge``'s probability differs between the sets (b versus a)."""
     if test == "cluster":
-        return cluster_proportion_z(a.edge_column(edge), a.out_column(edge[0]), b.edge_column(edge), b.out_column(edge[0]))
+        return cluster_proportion_z(
+            a.edge_column(edge), a.out_column(edge[0]), b.edge_column(edge), b.out_column(edge[0])
+        )
     ka, na = edge_counts(a, edge)
     kb, nb = edge_counts(b, edge)
     return (chi_square_2x2 if test == "chi2" else two_proportion_z)(ka, na, kb, nb)

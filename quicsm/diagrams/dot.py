@@ -13,9 +13,10 @@ from __future__ import annotations
 import html
 import unicodedata
 from collections import Counter, deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any
 
 import jinja2
 

@@ -9,8 +9,8 @@ names apply to any engine's model.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from quicsm.diagrams.style import fmt_num, mix
 

@@ -42,7 +42,9 @@ class EngineSpec:
         unknown = sorted(set(opts) - set(self.options))
         if unknown:
             takes = ", ".join(sorted(self.options)) or "no options"
-            raise InferenceError(f"engine {self.name!r} does not take option(s) {', '.join(unknown)} (it takes: {takes})")
+            raise InferenceError(
+                f"engine {self.name!r} does not take option(s) {', '.join(unknown)} (it takes: {takes})"
+            )
         out: dict[str, Any] = {}
         for key, value in opts.items():
             want = self.options[key]
@@ -72,14 +74,20 @@ def _is(value: Any, want: type) -> bool:
 
 
 ENGINE_SPECS: tuple[EngineSpec, ...] = (
-    EngineSpec("synoptic", "quicsm.inference.synoptic:infer_synoptic", {"k": int, "coarsen": bool},
-               "Synoptic (FSE'11): invariant-guided refinement, then k-Tails coarsening (k=1)"),
-    EngineSpec("ktails", "quicsm.inference.ktails:infer_ktails", {"k": int},
-               "k-Tails over the prefix tree (k=2)"),
+    EngineSpec(
+        "synoptic",
+        "quicsm.inference.synoptic:infer_synoptic",
+        {"k": int, "coarsen": bool},
+        "Synoptic (FSE'11): invariant-guided refinement, then k-Tails coarsening (k=1)",
+    ),
+    EngineSpec("ktails", "quicsm.inference.ktails:infer_ktails", {"k": int}, "k-Tails over the prefix tree (k=2)"),
     EngineSpec("dfg", "quicsm.inference.dfg:infer_dfg", {}, "directly-follows graph: one node per state"),
-    EngineSpec("synoptic-jar", "quicsm.inference.synoptic_jar:infer_synoptic_jar",
-               {"synoptic_jar": str, "java": str, "timeout": float, "coarsen": bool, "workdir": str},
-               "the original Synoptic jar, run through java"),
+    EngineSpec(
+        "synoptic-jar",
+        "quicsm.inference.synoptic_jar:infer_synoptic_jar",
+        {"synoptic_jar": str, "java": str, "timeout": float, "coarsen": bool, "workdir": str},
+        "the original Synoptic jar, run through java",
+    ),
 )
 
 ENGINES: dict[str, Callable[..., InferenceResult]] = {spec.name: spec for spec in ENGINE_SPECS}

@@ -94,9 +94,7 @@ class AnnotatedModel:
                 }
                 for n in self.nodes
             ],
-            "edges": [
-                {"src": e.src, "dst": e.dst, "count": e.count, "probability": e.probability} for e in self.edges
-            ],
+            "edges": [{"src": e.src, "dst": e.dst, "count": e.count, "probability": e.probability} for e in self.edges],
         }
 
     @classmethod
@@ -204,8 +202,17 @@ class _ModelReader:
         value = obj[key]
         kinds = kind if isinstance(kind, tuple) else (kind,)
         if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
-            names = " or ".join({int: "an integer", float: "a number", str: "a string", dict: "an object",
-                                 list: "a list", bool: "true/false"}[k] for k in kinds)
+            names = " or ".join(
+                {
+                    int: "an integer",
+                    float: "a number",
+                    str: "a string",
+                    dict: "an object",
+                    list: "a list",
+                    bool: "true/false",
+                }[k]
+                for k in kinds
+            )
             self.fail(f"{where}.{key}" if where else key, f"expected {names}, got {json.dumps(value)[:40]}")
         return value
 
@@ -229,8 +236,9 @@ class _ModelReader:
             self.fail("format", f"expected {MODEL_FORMAT!r}, got {json.dumps(fmt)} (is this a quicsm model file?)")
         version = self.count(data, "format_version", "", 1)
         if version > MODEL_FORMAT_VERSION:
-            self.fail("format_version", f"{version} is newer than this quicsm reads ({MODEL_FORMAT_VERSION}); "
-                      "upgrade quicsm")
+            self.fail(
+                "format_version", f"{version} is newer than this quicsm reads ({MODEL_FORMAT_VERSION}); upgrade quicsm"
+            )
         engine = self.field(data, "engine", "", str)
         params = self.field(data, "params", "", dict) if "params" in data else {}
         meta = self.field(data, "meta", "", dict) if "meta" in data else {}
@@ -238,13 +246,21 @@ class _ModelReader:
         edges = self.edges(self.field(data, "edges", "", list), nodes)
         total = self.count(data, "total_time_us", "")
         if sum(n.time_us for n in nodes) != total:
-            self.fail("total_time_us", f"{total} is not the sum of the nodes' time_us "
-                      f"({sum(n.time_us for n in nodes)})")
-        model = Model(engine, [Node(n.id, n.state) for n in nodes], [Edge(e.src, e.dst, e.count) for e in edges],
-                      dict(params))
+            self.fail(
+                "total_time_us", f"{total} is not the sum of the nodes' time_us ({sum(n.time_us for n in nodes)})"
+            )
+        model = Model(
+            engine, [Node(n.id, n.state) for n in nodes], [Edge(e.src, e.dst, e.count) for e in edges], dict(params)
+        )
         return AnnotatedModel(
-            model, nodes, edges, self.count(data, "traces", ""), self.count(data, "events", ""), total,
-            self.count(data, "sources", "") if "sources" in data else 0, dict(meta),
+            model,
+            nodes,
+            edges,
+            self.count(data, "traces", ""),
+            self.count(data, "events", ""),
+            total,
+            self.count(data, "sources", "") if "sources" in data else 0,
+            dict(meta),
         )
 
     def nodes(self, items: list[Any]) -> list[NodeStats]:
@@ -262,13 +278,18 @@ class _ModelReader:
             kind = Node(node_id, state).kind
             for key, expected in (("kind", kind), ("initial", kind == "initial"), ("terminal", kind == "terminal")):
                 if key in item and item[key] != expected:
-                    self.fail(f"{where}.{key}",
-                              f"is {json.dumps(item[key])} but state {state!r} makes it {json.dumps(expected)}")
+                    self.fail(
+                        f"{where}.{key}",
+                        f"is {json.dumps(item[key])} but state {state!r} makes it {json.dumps(expected)}",
+                    )
             share = self.fraction(item, "time_fraction", where)
             if kind != "state" and share:
                 self.fail(f"{where}.time_fraction", f"{state} is synthetic and takes no time, got {share}")
-            out.append(NodeStats(node_id, state, kind, self.count(item, "visits", where),
-                                 self.count(item, "time_us", where), share))
+            out.append(
+                NodeStats(
+                    node_id, state, kind, self.count(item, "visits", where), self.count(item, "time_us", where), share
+                )
+            )
         for synthetic in (INITIAL, TERMINAL):
             found = sum(1 for n in out if n.state == synthetic)
             if found != 1:
@@ -306,6 +327,7 @@ class _ModelReader:
                 self.fail("edges", f"probabilities out of node {src} ({nodes[src].state}) sum to {total:.9f}, not 1")
         for i, e in enumerate(out):
             if abs(e.probability - e.count / out_total[e.src]) > SUM_TOLERANCE:
-                self.fail(f"edges[{i}].probability",
-                          f"{e.probability} is not count/outgoing = {e.count}/{out_total[e.src]}")
+                self.fail(
+                    f"edges[{i}].probability", f"{e.probability} is not count/outgoing = {e.count}/{out_total[e.src]}"
+                )
         return out

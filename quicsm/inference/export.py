@@ -44,8 +44,9 @@ def synoptic_arguments(log_path: str, output_prefix: str, *, coarsen: bool = Tru
     return [*args, log_path]
 
 
-def synoptic_command_line(log_path: str, output_prefix: str, jar: str = "synoptic.jar", java: str = "java",
-                          *, coarsen: bool = True) -> list[str]:
+def synoptic_command_line(
+    log_path: str, output_prefix: str, jar: str = "synoptic.jar", java: str = "java", *, coarsen: bool = True
+) -> list[str]:
     return [java, "-jar", jar, *synoptic_arguments(log_path, output_prefix, coarsen=coarsen, quiet=False)]
 
 
@@ -55,8 +56,10 @@ def dump_synoptic_log(sequences: Sequence[Sequence[str]], fh: IO[str]) -> int:
     for t, seq in enumerate(sequences):
         for state in seq:
             if not state or "\n" in state or state in (INITIAL, TERMINAL):
-                raise InferenceError(f"trace {t}: state {state!r} cannot be written for Synoptic "
-                                     "(empty, multi-line, or a name Synoptic reserves)")
+                raise InferenceError(
+                    f"trace {t}: state {state!r} cannot be written for Synoptic "
+                    "(empty, multi-line, or a name Synoptic reserves)"
+                )
             fh.write(f"{t} {state}\n")
         lines += len(seq)
     return lines

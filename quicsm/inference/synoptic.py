@@ -48,7 +48,9 @@ def infer_synoptic(sequences: Sequence[Sequence[str]], k: int = DEFAULT_K, coars
     return synoptic_encoded(log, k=k, coarsen=coarsen, started=started)
 
 
-def synoptic_encoded(log: EncodedLog, k: int = DEFAULT_K, coarsen: bool = True, started: float | None = None) -> InferenceResult:
+def synoptic_encoded(
+    log: EncodedLog, k: int = DEFAULT_K, coarsen: bool = True, started: float | None = None
+) -> InferenceResult:
     if k < 0:
         raise InferenceError(f"synoptic: k must be >= 0, got {k}")
     t0 = time.perf_counter() if started is None else started
@@ -114,9 +116,16 @@ def _refine(graph: PartitionGraph, inv: InvariantSet, steps: list[dict[str, Any]
             graph.split(walk[at], moving)
             splits += 1
             if len(steps) < MAX_LOGGED_STEPS:
-                steps.append({"step": "split", "invariant": f"{inv.labels[a]} {kind} {inv.labels[b]}",
-                              "state": inv.labels[graph.ptype[walk[at]]], "moved": int(moving.sum()),
-                              "kept": int(len(moving) - moving.sum()), "walk_length": len(walk)})
+                steps.append(
+                    {
+                        "step": "split",
+                        "invariant": f"{inv.labels[a]} {kind} {inv.labels[b]}",
+                        "state": inv.labels[graph.ptype[walk[at]]],
+                        "moved": int(moving.sum()),
+                        "kept": int(len(moving) - moving.sum()),
+                        "walk_length": len(walk),
+                    }
+                )
             progressed = True
             if splits > limit:
                 raise InferenceError("synoptic: internal error, refinement does not converge")
@@ -207,9 +216,16 @@ def _merge_one(
                     failed.add((keep, q))
                     continue
                 if len(steps) < MAX_LOGGED_STEPS:
-                    steps.append({"step": "merge", "state": inv.labels[graph.ptype[keep]],
-                                  "sizes": [len(graph.members[keep]), len(graph.members[q])]})
+                    steps.append(
+                        {
+                            "step": "merge",
+                            "state": inv.labels[graph.ptype[keep]],
+                            "sizes": [len(graph.members[keep]), len(graph.members[q])],
+                        }
+                    )
                 graph.merge(keep, q)
                 return trial, trial_types
     return None
+
+
 _ = np  # numpy arrays flow through graph and result_from_nodes

@@ -25,7 +25,15 @@ from quicsm.inference.export import dump_synoptic_log, synoptic_arguments
 from quicsm.inference.model import INITIAL, TERMINAL, InferenceResult
 from quicsm.inference.packed import encode_sequences, result_from_nodes
 
-__all__ = ["ENV_JAR", "DotGraph", "find_jar", "infer_synoptic_jar", "map_traces", "parse_synoptic_dot", "read_synoptic_dot"]
+__all__ = [
+    "ENV_JAR",
+    "DotGraph",
+    "find_jar",
+    "infer_synoptic_jar",
+    "map_traces",
+    "parse_synoptic_dot",
+    "read_synoptic_dot",
+]
 
 ENV_JAR = "QUICSM_SYNOPTIC_JAR"
 DEFAULT_TIMEOUT = 3600.0
@@ -80,7 +88,9 @@ def parse_synoptic_dot(text: str, source: str = "<dot>") -> DotGraph:
     return DotGraph(labels, frozenset(edges))
 
 
-def _add_synthetic_ends(labels: dict[int, str], shapes: dict[int, str], edges: set[tuple[int, int]], source: str) -> None:
+def _add_synthetic_ends(
+    labels: dict[int, str], shapes: dict[int, str], edges: set[tuple[int, int]], source: str
+) -> None:
     """Older Synoptic releases mark first events with shape=box and last ones with shape=diamond
     instead of writing INITIAL/TERMINAL nodes; add those nodes with edges to and from the marked ones."""
     starts = sorted(n for n, sh in shapes.items() if sh == "box")
@@ -123,7 +133,9 @@ def map_traces(graph: DotGraph, sequences: Sequence[Sequence[str]]) -> tuple[lis
     return sorted(graph.labels), paths
 
 
-def _run(succ: dict[int, list[int]], labels: dict[int, str], init: int, term: int, seq: tuple[str, ...], t: int) -> list[int]:
+def _run(
+    succ: dict[int, list[int]], labels: dict[int, str], init: int, term: int, seq: tuple[str, ...], t: int
+) -> list[int]:
     if not seq:
         return [init, term]
     layers: list[set[int]] = [{init}]
@@ -166,8 +178,10 @@ def infer_synoptic_jar(
     jar = find_jar(synoptic_jar)
     java_path = shutil.which(java)
     if java_path is None:
-        raise InferenceError(f"engine synoptic-jar needs a Java runtime: {java!r} is not on PATH "
-                             "(Debian: apt-get install default-jre-headless)")
+        raise InferenceError(
+            f"engine synoptic-jar needs a Java runtime: {java!r} is not on PATH "
+            "(Debian: apt-get install default-jre-headless)"
+        )
     with tempfile.TemporaryDirectory(prefix="quicsm-synoptic-", dir=workdir) as tmp:
         log_path = os.path.join(tmp, "traces.log")
         prefix = os.path.join(tmp, "model")
@@ -181,7 +195,9 @@ def infer_synoptic_jar(
         dot = prefix + ".dot"
         if proc.returncode != 0 or not os.path.exists(dot):
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-            raise InferenceError(f"Synoptic failed (exit {proc.returncode}, no {os.path.basename(dot)}): " + " | ".join(tail))
+            raise InferenceError(
+                f"Synoptic failed (exit {proc.returncode}, no {os.path.basename(dot)}): " + " | ".join(tail)
+            )
         graph = read_synoptic_dot(dot)
     ids, paths = map_traces(graph, sequences)
     log = encode_sequences(sequences)

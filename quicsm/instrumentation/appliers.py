@@ -46,8 +46,16 @@ def _run(cmd: list[str], root: Path, diff: str) -> CheckResult:
         fh.write(diff)
         name = fh.name
     try:
-        proc = subprocess.run(cmd + [name], cwd=root, env=env, capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL, timeout=120, check=False)
+        proc = subprocess.run(
+            cmd + [name],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=120,
+            check=False,
+        )
     except FileNotFoundError as exc:
         raise PatchError(f"{cmd[0]} is not installed: {exc}") from None
     finally:

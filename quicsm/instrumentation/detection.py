@@ -110,8 +110,16 @@ class Detection:
             "dates": [ident.date_from, ident.date_to],
             "features": dict(ident.features),
             "notes": list(ident.notes),
-            "candidates": [{"set": c.patch_set.name, "algorithm": c.patch_set.algorithm, "kind": c.kind,
-                            "score": round(c.score, 3), "reason": c.reason} for c in self.candidates],
+            "candidates": [
+                {
+                    "set": c.patch_set.name,
+                    "algorithm": c.patch_set.algorithm,
+                    "kind": c.kind,
+                    "score": round(c.score, 3),
+                    "reason": c.reason,
+                }
+                for c in self.candidates
+            ],
         }
 
 
@@ -179,8 +187,9 @@ def _similarity(ps: PatchSet, located: Located) -> float:
     return hit / total if total else 0.0
 
 
-def rank_candidates(target: Target, located: Located, ident: Identity, sets: Iterable[PatchSet],
-                    applier: Applier) -> list[Candidate]:
+def rank_candidates(
+    target: Target, located: Located, ident: Identity, sets: Iterable[PatchSet], applier: Applier
+) -> list[Candidate]:
     """Score every set of this target against the tree, best first."""
     out: list[Candidate] = []
     for ps in sets:
@@ -202,22 +211,35 @@ def rank_candidates(target: Target, located: Located, ident: Identity, sets: Ite
         if forward and all(shas[rel] == sha for rel, sha in plan.pristine.items()):
             out.append(Candidate(ps, "exact", 1.0, "sha256 of every file matches the manifest"))
         elif forward:
-            out.append(Candidate(ps, "applies", 0.95 - min(gap, 3650) / 36500,
-                                 f"applies cleanly (set dated {ps.date}){era_note}"))
+            out.append(
+                Candidate(
+                    ps, "applies", 0.95 - min(gap, 3650) / 36500, f"applies cleanly (set dated {ps.date}){era_note}"
+                )
+            )
         elif applier.check(located.root, plan.diff, reverse=True).ok:
             out.append(Candidate(ps, "applied", 0.95, "already applied to this tree"))
         else:
             sim = _similarity(ps, located)
             score = 0.8 * sim + (0.05 if ps.era == ident.era else 0) + (0.05 if gap == 0 else 0)
-            out.append(Candidate(ps, "similar", score,
-                                 f"does not apply; {sim:.0%} of its context lines found (set dated {ps.date})"
-                                 f"{era_note}"))
+            out.append(
+                Candidate(
+                    ps,
+                    "similar",
+                    score,
+                    f"does not apply; {sim:.0%} of its context lines found (set dated {ps.date}){era_note}",
+                )
+            )
     out.sort(key=lambda c: (-_KIND_RANK[c.kind], -c.score, _date_gap(c.patch_set.date, ident), c.patch_set.name))
     return out
 
 
-def detect(src: str | Path, *, sets: Iterable[PatchSet] | None = None, applier: Applier | None = None,
-           target: str | None = None) -> Detection:
+def detect(
+    src: str | Path,
+    *,
+    sets: Iterable[PatchSet] | None = None,
+    applier: Applier | None = None,
+    target: str | None = None,
+) -> Detection:
     """Find the sender files under ``src``, tell the era from their content, and rank the known sets."""
     src = Path(src)
     if not src.exists():

@@ -147,8 +147,19 @@ def parse_diff(text: str, *, source: str = "<diff>") -> list[FilePatch]:
             continue
         if line.startswith("diff "):
             extended = []
-        elif line.startswith(("index ", "new file mode", "deleted file mode", "old mode", "new mode",
-                              "similarity index", "rename ", "copy ", "dissimilarity index")):
+        elif line.startswith(
+            (
+                "index ",
+                "new file mode",
+                "deleted file mode",
+                "old mode",
+                "new mode",
+                "similarity index",
+                "rename ",
+                "copy ",
+                "dissimilarity index",
+            )
+        ):
             extended.append(line)
         elif line.startswith(("GIT binary patch", "Binary files ")):
             raise PatchError(f"{source}:{i + 1}: binary patches are not supported")

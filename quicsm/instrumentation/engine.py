@@ -59,6 +59,7 @@ STATE_FILE = ".quicsm-patch.json"
 
 # ---- state record --------------------------------------------------------------------------------
 
+
 def _state_path(root: Path) -> Path:
     return root / STATE_FILE
 
@@ -107,15 +108,28 @@ def _plan_from_record(root: Path, rec: dict[str, Any]) -> Plan:
     for fp in fps:
         check_inside(root, fp.path, str(_state_path(root)))
         file_diffs[fp.path] = render_file_patch(fp)
-    return Plan(rec["set"], root, {f["set_path"]: p for p, f in files.items()}, diff, file_diffs,
-                {p: f["pristine_sha256"] for p, f in files.items()})
+    return Plan(
+        rec["set"],
+        root,
+        {f["set_path"]: p for p, f in files.items()},
+        diff,
+        file_diffs,
+        {p: f["pristine_sha256"] for p, f in files.items()},
+    )
 
 
 # ---- choosing ------------------------------------------------------------------------------------
 
-def choose(src: str | Path, *, set_name: str | None = None, algorithms: Iterable[str] = (),
-           sets: Iterable[PatchSet] | None = None, applier: Applier | None = None,
-           include_applied: bool = True) -> tuple[Detection, list[Plan], list[str]]:
+
+def choose(
+    src: str | Path,
+    *,
+    set_name: str | None = None,
+    algorithms: Iterable[str] = (),
+    sets: Iterable[PatchSet] | None = None,
+    applier: Applier | None = None,
+    include_applied: bool = True,
+) -> tuple[Detection, list[Plan], list[str]]:
     """The sets to use on ``src``: the named one, or the best usable one per algorithm present.
 
     Returns the detection, the plans and notes about algorithms for which nothing usable was found.
@@ -145,10 +159,17 @@ def choose(src: str | Path, *, set_name: str | None = None, algorithms: Iterable
                 if near is not None and cands[0].kind == "similar":
                     sc = _check_plan(plan_for(near, det.located), applier)
                     why = "; fails on " + ", ".join(
-                        f"{rel} ({msg.splitlines()[0] if msg else 'does not apply'})" for rel, msg in sc.problems.items())
-                notes.append(f"{algo}: no pinned patch set applies"
-                             + (f" (closest: {near.name}{why}; try `quicsm patch port {src} --from {near.name}`)"
-                                if near else ""))
+                        f"{rel} ({msg.splitlines()[0] if msg else 'does not apply'})"
+                        for rel, msg in sc.problems.items()
+                    )
+                notes.append(
+                    f"{algo}: no pinned patch set applies"
+                    + (
+                        f" (closest: {near.name}{why}; try `quicsm patch port {src} --from {near.name}`)"
+                        if near
+                        else ""
+                    )
+                )
             continue
         plan = plan_for(usable[0].patch_set, det.located)
         if used_files & set(plan.file_diffs):
@@ -156,12 +177,15 @@ def choose(src: str | Path, *, set_name: str | None = None, algorithms: Iterable
         used_files |= set(plan.file_diffs)
         plans.append(plan)
     if not plans:
-        raise PatchError(f"{src}: no patch set applies to this tree (era {det.identity.era}, "
-                         f"{det.identity.date_from}..{det.identity.date_to}). " + " ".join(notes))
+        raise PatchError(
+            f"{src}: no patch set applies to this tree (era {det.identity.era}, "
+            f"{det.identity.date_from}..{det.identity.date_to}). " + " ".join(notes)
+        )
     return det, plans, notes
 
 
 # ---- check / apply / revert / status ---------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class SetCheck:
@@ -192,8 +216,14 @@ def _failure(sc: SetCheck) -> PatchError:
     return PatchError(f"{sc.plan.name} does not apply to {sc.plan.root}: {lines}")
 
 
-def check(src: str | Path, *, set_name: str | None = None, algorithms: Iterable[str] = (),
-          sets: Iterable[PatchSet] | None = None, applier: Applier | None = None) -> list[SetCheck]:
+def check(
+    src: str | Path,
+    *,
+    set_name: str | None = None,
+    algorithms: Iterable[str] = (),
+    sets: Iterable[PatchSet] | None = None,
+    applier: Applier | None = None,
+) -> list[SetCheck]:
     applier = applier or default_applier()
     _, plans, _ = choose(src, set_name=set_name, algorithms=algorithms, sets=sets, applier=applier)
     return [_check_plan(p, applier) for p in plans]
@@ -233,13 +263,15 @@ def _restore(root: Path, backup: dict[str, tuple[bytes | None, int | None]]) -> 
         if sha256_file(p) != sha256_bytes(data):
             bad.append(rel)
     if bad:
-        raise PatchError(f"{root}: could not restore {', '.join(bad)} byte-identically; restore them from "
-                         f"version control")
+        raise PatchError(
+            f"{root}: could not restore {', '.join(bad)} byte-identically; restore them from version control"
+        )
     return len(backup)
 
 
-def _port_missing(src: str | Path, det: Detection, algorithms: Iterable[str], plans: list[Plan],
-                  applier: Applier, workdir: Path) -> tuple[list[Plan], list[str], list[str]]:
+def _port_missing(
+    src: str | Path, det: Detection, algorithms: Iterable[str], plans: list[Plan], applier: Applier, workdir: Path
+) -> tuple[list[Plan], list[str], list[str]]:
     """Port a set for every algorithm that has none usable (files not already covered by ``plans``)."""
     from quicsm.instrumentation.patchset import load_patch_set
     from quicsm.instrumentation.porter import port as run_port
@@ -277,9 +309,15 @@ def _port_missing(src: str | Path, det: Detection, algorithms: Iterable[str], pl
     return out, notes, already
 
 
-def apply(src: str | Path, *, set_name: str | None = None, algorithms: Iterable[str] = (),
-          sets: Iterable[PatchSet] | None = None, applier: Applier | None = None,
-          port_missing: bool = False) -> ApplyResult:
+def apply(
+    src: str | Path,
+    *,
+    set_name: str | None = None,
+    algorithms: Iterable[str] = (),
+    sets: Iterable[PatchSet] | None = None,
+    applier: Applier | None = None,
+    port_missing: bool = False,
+) -> ApplyResult:
     """Apply the chosen sets as one transaction; the tree is unchanged if anything fails.
 
     With ``port_missing``, an algorithm without a usable pinned set gets one ported on the fly (kept only
@@ -320,13 +358,25 @@ def apply(src: str | Path, *, set_name: str | None = None, algorithms: Iterable[
             files = []
             for set_path, rel in plan.paths.items():
                 before = backup[rel][0]
-                files.append({"path": rel, "set_path": set_path,
-                              "pristine_sha256": sha256_bytes(before) if before is not None else None,
-                              "patched_sha256": sha256_file(root / rel)})
+                files.append(
+                    {
+                        "path": rel,
+                        "set_path": set_path,
+                        "pristine_sha256": sha256_bytes(before) if before is not None else None,
+                        "patched_sha256": sha256_file(root / rel),
+                    }
+                )
             state["applied"] = [r for r in state["applied"] if r.get("set") != plan.name]
-            state["applied"].append({"set": plan.name, "origin": plan.patch_set.origin if plan.patch_set else "",
-                                     "applier": applier.name, "diff": plan.diff, "files": files,
-                                     "at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")})
+            state["applied"].append(
+                {
+                    "set": plan.name,
+                    "origin": plan.patch_set.origin if plan.patch_set else "",
+                    "applier": applier.name,
+                    "diff": plan.diff,
+                    "files": files,
+                    "at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+                }
+            )
         _write_state(root, state)
     except BaseException as exc:
         n = _restore(root, backup)
@@ -334,8 +384,9 @@ def apply(src: str | Path, *, set_name: str | None = None, algorithms: Iterable[
     return ApplyResult(root, tuple(p.name for p in todo), already, tuple(notes), tuple(rels))
 
 
-def _applied_plans(src: Path, set_name: str | None, sets: Iterable[PatchSet] | None,
-                   applier: Applier) -> tuple[Path, list[Plan], dict[str, Any]]:
+def _applied_plans(
+    src: Path, set_name: str | None, sets: Iterable[PatchSet] | None, applier: Applier
+) -> tuple[Path, list[Plan], dict[str, Any]]:
     """The sets currently applied to ``src``: from the apply record, else by reverse-apply checks."""
     if set_name:
         det, plans, _ = choose(src, set_name=set_name, sets=sets, applier=applier)
@@ -354,8 +405,13 @@ def _applied_plans(src: Path, set_name: str | None, sets: Iterable[PatchSet] | N
     return root, plans, state
 
 
-def revert(src: str | Path, *, set_name: str | None = None, sets: Iterable[PatchSet] | None = None,
-           applier: Applier | None = None) -> ApplyResult:
+def revert(
+    src: str | Path,
+    *,
+    set_name: str | None = None,
+    sets: Iterable[PatchSet] | None = None,
+    applier: Applier | None = None,
+) -> ApplyResult:
     """Undo applied sets and verify every file is byte-identical to its pristine sha256."""
     applier = applier or default_applier()
     root, plans, state = _applied_plans(Path(src), set_name, sets, applier)
@@ -370,9 +426,11 @@ def revert(src: str | Path, *, set_name: str | None = None, sets: Iterable[Patch
             not_applied.append(plan.name)
         else:
             sc = _check_plan(plan, applier)
-            raise PatchError(f"{plan.name} cannot be reverted: files were modified after patching ("
-                             + "; ".join(f"{k}: {v.splitlines()[0] if v else ''}" for k, v in sc.problems.items())
-                             + ")")
+            raise PatchError(
+                f"{plan.name} cannot be reverted: files were modified after patching ("
+                + "; ".join(f"{k}: {v.splitlines()[0] if v else ''}" for k, v in sc.problems.items())
+                + ")"
+            )
     if not todo:
         return ApplyResult(root, (), tuple(not_applied), (), ())
     rels = sorted({rel for p in todo for rel in p.file_diffs})
@@ -408,8 +466,13 @@ class FileStatus:
     detail: str
 
 
-def status(src: str | Path, *, set_name: str | None = None, sets: Iterable[PatchSet] | None = None,
-           applier: Applier | None = None) -> list[FileStatus]:
+def status(
+    src: str | Path,
+    *,
+    set_name: str | None = None,
+    sets: Iterable[PatchSet] | None = None,
+    applier: Applier | None = None,
+) -> list[FileStatus]:
     """Per file of the relevant sets: pristine, patched, or modified otherwise."""
     applier = applier or default_applier()
     src = Path(src)
@@ -453,6 +516,7 @@ def status(src: str | Path, *, set_name: str | None = None, sets: Iterable[Patch
             elif applier.check(root, fd, reverse=True).ok:
                 out.append(FileStatus(plan.name, rel, "patched", "patch is applied"))
             else:
-                out.append(FileStatus(plan.name, rel, "modified-otherwise",
-                                      "neither the patch nor its reverse applies"))
+                out.append(
+                    FileStatus(plan.name, rel, "modified-otherwise", "neither the patch nor its reverse applies")
+                )
     return out

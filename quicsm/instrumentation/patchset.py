@@ -42,8 +42,7 @@ _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
-_REQUIRED = ("name", "target", "algorithm", "era", "description", "upstream", "files", "states", "runtime",
-             "validated")
+_REQUIRED = ("name", "target", "algorithm", "era", "description", "upstream", "files", "states", "runtime", "validated")
 
 
 @dataclass(frozen=True)
@@ -151,10 +150,13 @@ def _validate(m: Any, diff_text: str, where: str, dir_name: str | None, target_d
     commit = up.get("commit")
     # A Go module release fetched from the module proxy is pinned by its go.sum hash instead of a commit.
     go_module = isinstance(m.get("module"), dict) and all(
-        isinstance(m["module"].get(k), str) and m["module"][k] for k in ("path", "version", "sum"))
+        isinstance(m["module"].get(k), str) and m["module"][k] for k in ("path", "version", "sum")
+    )
     if commit is None and "ported_from" not in m and not go_module:
-        raise PatchError(f"{where}: field 'upstream.commit' is required (only ported sets and Go module "
-                         f"releases with module.path/version/sum may leave it null)")
+        raise PatchError(
+            f"{where}: field 'upstream.commit' is required (only ported sets and Go module "
+            f"releases with module.path/version/sum may leave it null)"
+        )
     if commit is not None and (not isinstance(commit, str) or not _HEX40.match(commit)):
         raise PatchError(f"{where}: field 'upstream.commit' must be 40 lower-case hex digits, got {commit!r}")
     date = up.get("date")
@@ -188,8 +190,21 @@ def _validate(m: Any, diff_text: str, where: str, dir_name: str | None, target_d
     validated = _req(m, "validated", dict, where)
     _req(validated, "how", str, f"{where}: validated")
     extra = {k: v for k, v in m.items() if k not in _REQUIRED}
-    ps = PatchSet(name, target, algorithm, era, description, Upstream(repo, commit, date, path_root),
-                  tuple(files), tuple(states), runtime, validated, diff_text, where.rsplit("/", 1)[0], extra)
+    ps = PatchSet(
+        name,
+        target,
+        algorithm,
+        era,
+        description,
+        Upstream(repo, commit, date, path_root),
+        tuple(files),
+        tuple(states),
+        runtime,
+        validated,
+        diff_text,
+        where.rsplit("/", 1)[0],
+        extra,
+    )
     diff_where = f"{ps.origin}/{DIFF}"
     fps = ps.file_patches
     for fp in fps:
@@ -215,8 +230,9 @@ def _validate(m: Any, diff_text: str, where: str, dir_name: str | None, target_d
     return ps
 
 
-def _load(manifest: Traversable, diff: Traversable, where: str, dir_name: str | None,
-          target_dir: str | None) -> PatchSet:
+def _load(
+    manifest: Traversable, diff: Traversable, where: str, dir_name: str | None, target_dir: str | None
+) -> PatchSet:
     mpath = f"{where}/{MANIFEST}"
     try:
         mtext = manifest.read_text(encoding="utf-8")
@@ -306,8 +322,12 @@ def manifest_dict(ps: PatchSet) -> dict[str, Any]:
         "algorithm": ps.algorithm,
         "era": ps.era,
         "description": ps.description,
-        "upstream": {"repository": ps.upstream.repository, "commit": ps.upstream.commit,
-                     "date": ps.upstream.date, "path_root": ps.upstream.path_root},
+        "upstream": {
+            "repository": ps.upstream.repository,
+            "commit": ps.upstream.commit,
+            "date": ps.upstream.date,
+            "path_root": ps.upstream.path_root,
+        },
         "files": [{"path": f.path, "sha256": f.sha256} for f in ps.files],
         "states": list(ps.states),
         "runtime": ps.runtime,

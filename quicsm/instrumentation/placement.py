@@ -123,9 +123,21 @@ def split_edits(hunks: tuple[Hunk, ...], target: Target) -> list[Edit]:
             if closes and next_fn is None:
                 below = [x for x in after if x.strip()]
                 next_fn = target.header_name(below[0]) if below else None
-            edits.append(Edit(before, removed, added, after, k, f_here or func, tail, next_fn,
-                              _head(before, target), not removed and _file_scope(before, after, target),
-                              closes and next_fn is not None))
+            edits.append(
+                Edit(
+                    before,
+                    removed,
+                    added,
+                    after,
+                    k,
+                    f_here or func,
+                    tail,
+                    next_fn,
+                    _head(before, target),
+                    not removed and _file_scope(before, after, target),
+                    closes and next_fn is not None,
+                )
+            )
     return edits
 
 
@@ -134,7 +146,7 @@ def _tail(after: tuple[str, ...], target: Target) -> tuple[bool, str | None]:
     idx = next((i for i, x in enumerate(after) if x.strip()), None)
     if idx is None or after[idx].rstrip() != "}":
         return False, None
-    for x in after[idx + 1:]:
+    for x in after[idx + 1 :]:
         name = target.header_name(x)
         if name:
             return True, name
@@ -247,8 +259,9 @@ class _Matcher:
             got = self._hits[anchor] = exact + fuzzy
         return got
 
-    def side(self, anchors: list[str], start: int, step: int,
-             blocked: set[int]) -> tuple[list[tuple[str, float, float]], int, list[int]]:
+    def side(
+        self, anchors: list[str], start: int, step: int, blocked: set[int]
+    ) -> tuple[list[tuple[str, float, float]], int, list[int]]:
         """Match ``anchors`` (nearest first) walking from ``start`` by ``step``, skipping a few foreign lines.
 
         Lines in ``blocked`` (anchors of other hunks' changes) are foreign: one old line maps to one new
@@ -278,7 +291,7 @@ class _Matcher:
                 skipped += 1
             credit = 0.0
             if best >= MIN_LINE_SIM:
-                credit = best * (0.96 ** gap_at_best)
+                credit = best * (0.96**gap_at_best)
                 if d == 0:
                     first_gap = gap_at_best
                 j = best_k + step
@@ -287,8 +300,9 @@ class _Matcher:
         return out, first_gap, used
 
 
-def place_edits(edits: list[Edit], new_lines: list[str], target: Target) -> tuple[
-        list[tuple[Edit, int, float, str | None]], list[tuple[int, str]]]:
+def place_edits(
+    edits: list[Edit], new_lines: list[str], target: Target
+) -> tuple[list[tuple[Edit, int, float, str | None]], list[tuple[int, str]]]:
     """Find where each edit goes in ``new_lines`` (in order). Returns placements and (hunk, reason) failures."""
     m = _Matcher(new_lines)
     seen: dict[str, int] = {}
@@ -348,8 +362,9 @@ def place_edits(edits: list[Edit], new_lines: list[str], target: Target) -> tupl
             score = sum(w * c for _, w, c in parts) / total
             # anchors shared with other changes of this file (or repeated in it) cannot tell places apart:
             # what is left must match too, or a change whose home is gone lands beside a look-alike
-            own = [(w, c) for a, w, c in parts if a not in generic and len(m.index.get(a, ())) <= 1
-                   and weight(a) >= 1.0]
+            own = [
+                (w, c) for a, w, c in parts if a not in generic and len(m.index.get(a, ())) <= 1 and weight(a) >= 1.0
+            ]
             if e.tail:
                 # the change ended a function: the place must be just above a column-0 ``}``
                 k = p + len(removed)
@@ -374,11 +389,25 @@ def place_edits(edits: list[Edit], new_lines: list[str], target: Target) -> tupl
         if not scored:
             what = max((*e.removed, *e.before, *e.after, ""), key=lambda x: weight(normalize_line(x))).strip()
             if lookalikes:
-                failures.append((e.hunk, (f"only anchors shared with other changes match (near line "
-                                         f"{lookalikes[0] + 1}); the lines that set this change apart are gone")))
+                failures.append(
+                    (
+                        e.hunk,
+                        (
+                            f"only anchors shared with other changes match (near line "
+                            f"{lookalikes[0] + 1}); the lines that set this change apart are gone"
+                        ),
+                    )
+                )
             elif any(i in blocked for a, _, _ in seeds for i in m.hits(a)):
-                failures.append((e.hunk, (f"`{what}` is found only where another change is anchored; the code "
-                                         f"this change was in seems gone")))
+                failures.append(
+                    (
+                        e.hunk,
+                        (
+                            f"`{what}` is found only where another change is anchored; the code "
+                            f"this change was in seems gone"
+                        ),
+                    )
+                )
             else:
                 failures.append((e.hunk, f"no line like `{what}` found after line {floor}"))
             continue
@@ -386,14 +415,28 @@ def place_edits(edits: list[Edit], new_lines: list[str], target: Target) -> tupl
         best, p, func, anchored = scored[0]
         if best < MIN_SCORE:
             anchor = (e.removed or e.before[-1:] or e.after[:1])[0].strip()
-            failures.append((e.hunk, (f"anchors not found: best place is line {p + 1}"
-                                     f"{f' in {func}' if func else ''} with score {best:.2f} < {MIN_SCORE} "
-                                     f"(nearest anchor `{anchor}`)")))
+            failures.append(
+                (
+                    e.hunk,
+                    (
+                        f"anchors not found: best place is line {p + 1}"
+                        f"{f' in {func}' if func else ''} with score {best:.2f} < {MIN_SCORE} "
+                        f"(nearest anchor `{anchor}`)"
+                    ),
+                )
+            )
             continue
         rivals = [s for s in scored[1:] if abs(s[1] - p) > MAX_GAP + len(removed) + 1 and s[0] >= best - 0.005]
         if rivals:
-            failures.append((e.hunk, (f"ambiguous: lines {p + 1} and {rivals[0][1] + 1} fit equally well "
-                                     f"(score {best:.2f}); add context to the patch set")))
+            failures.append(
+                (
+                    e.hunk,
+                    (
+                        f"ambiguous: lines {p + 1} and {rivals[0][1] + 1} fit equally well "
+                        f"(score {best:.2f}); add context to the patch set"
+                    ),
+                )
+            )
             continue
         placed.append((e, p, min(best, 1.0), func))
         used_by_hunk.setdefault(e.hunk, []).extend(anchored)

@@ -77,7 +77,7 @@ def _reindent(lines: tuple[str, ...], old_ref: str | None, new_ref: str | None) 
     out = []
     for line in lines:
         if line.startswith(oi) and line.strip():
-            out.append(ni + line[len(oi):])
+            out.append(ni + line[len(oi) :])
         elif line.strip() and len(oi) > len(ni) and _indent(line).startswith(ni):
             out.append(ni + line.lstrip(" \t") if len(_indent(line)) <= len(oi) else line)
         else:
@@ -136,8 +136,9 @@ def _eol(text: str) -> str:
     return "\r\n" if text.count("\r\n") > text.count("\n") / 2 else "\n"
 
 
-def _build(new_text: str, placed: list[tuple[Edit, int, float, str | None]], target: Target,
-           detection: Detection) -> tuple[str, list[str]]:
+def _build(
+    new_text: str, placed: list[tuple[Edit, int, float, str | None]], target: Target, detection: Detection
+) -> tuple[str, list[str]]:
     """The placed file; also reasons for changes whose removed lines could not be rewritten."""
     eol = _eol(new_text)
     lines = new_text.splitlines()
@@ -145,21 +146,28 @@ def _build(new_text: str, placed: list[tuple[Edit, int, float, str | None]], tar
     for e, p, _, _ in sorted(placed, key=lambda x: x[1], reverse=True):
         ref_old, ref_new = _indent_refs(e, lines, p)
         added = _reindent(e.added, ref_old, ref_new)
-        if e.removed and any(normalize_line(a) != normalize_line(b) for a, b in zip(e.removed, lines[p:p + len(e.removed)])):
+        if e.removed and any(
+            normalize_line(a) != normalize_line(b) for a, b in zip(e.removed, lines[p : p + len(e.removed)])
+        ):
             if len(e.removed) != len(e.added) and len(e.removed) != 1:
-                problems.append(f"hunk {e.hunk + 1}: the lines it replaces changed upstream "
-                                f"(`{e.removed[0].strip()}`) and the change is not line-for-line")
+                problems.append(
+                    f"hunk {e.hunk + 1}: the lines it replaces changed upstream "
+                    f"(`{e.removed[0].strip()}`) and the change is not line-for-line"
+                )
                 continue
             moved: list[str | None] = [
-                _transfer(o, a, u) for o, a, u in zip(e.removed, e.added, lines[p:p + len(e.removed)])]
-            moved += list(e.added[len(e.removed):])  # one line replaced by several: carry the first, keep the rest
+                _transfer(o, a, u) for o, a, u in zip(e.removed, e.added, lines[p : p + len(e.removed)])
+            ]
+            moved += list(e.added[len(e.removed) :])  # one line replaced by several: carry the first, keep the rest
             if any(x is None for x in moved):
-                problems.append(f"hunk {e.hunk + 1}: the lines it replaces changed upstream "
-                                f"(`{e.removed[0].strip()}`) and the edit cannot be carried over")
+                problems.append(
+                    f"hunk {e.hunk + 1}: the lines it replaces changed upstream "
+                    f"(`{e.removed[0].strip()}`) and the edit cannot be carried over"
+                )
                 continue
             added = [x for x in moved if x is not None]
         added = target.adapt_added_lines(list(added), None, detection.identity)
-        lines[p:p + len(e.removed)] = added
+        lines[p : p + len(e.removed)] = added
     out = eol.join(lines)
     if new_text.endswith(("\n", "\r\n")):
         out += eol
@@ -199,8 +207,9 @@ def _verify(diff: str, pristine: dict[str, bytes], placed: dict[str, bytes], app
     return None
 
 
-def plan_port(ps: PatchSet, src: str | Path, *, applier: Applier | None = None,
-              detection: Detection | None = None) -> PortResult:
+def plan_port(
+    ps: PatchSet, src: str | Path, *, applier: Applier | None = None, detection: Detection | None = None
+) -> PortResult:
     """Place every change of ``ps`` in the tree at ``src``; nothing is written."""
     applier = applier or default_applier()
     det = detection or detect(src, sets=[ps], applier=applier, target=ps.target)
@@ -248,12 +257,22 @@ def plan_port(ps: PatchSet, src: str | Path, *, applier: Applier | None = None,
 def _git_head(root: Path) -> tuple[str | None, str | None]:
     """Commit and date of ``root`` when it is the top of a git work tree."""
     try:
-        top = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"], capture_output=True,
-                             text=True, timeout=20, check=False)
+        top = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--show-toplevel"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
+        )
         if top.returncode or Path(top.stdout.strip()).resolve() != root.resolve():
             return None, None
-        out = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%H %cs"], capture_output=True,
-                             text=True, timeout=20, check=False)
+        out = subprocess.run(
+            ["git", "-C", str(root), "log", "-1", "--format=%H %cs"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
+        )
         commit, date = out.stdout.split()
         return commit, date
     except (OSError, ValueError, subprocess.SubprocessError):
@@ -264,20 +283,31 @@ def _manifest(res: PortResult, name: str, applier: Applier, commit: str | None, 
     src = res.source
     ident = res.detection.identity
     d = manifest_dict(src)
-    d.update({
-        "name": name,
-        "era": ident.era or src.era,
-        "description": f"Ported by quicsm from {src.name}. {src.description}",
-        "upstream": {"repository": src.upstream.repository, "commit": commit, "date": date,
-                     "path_root": src.upstream.path_root},
-        "files": [{"path": rel, "sha256": sha256_bytes(data)} for rel, data in res.pristine.items()],
-        "validated": {"how": f"quicsm patch port: changes placed by anchors, regenerated diff checked with "
-                             f"{applier.name} apply --check against the source tree and shown to reproduce the "
-                             f"placed files", "date": _dt.date.today().isoformat()},
-        "ported_from": {"name": src.name, "commit": src.upstream.commit, "date": src.upstream.date},
-        "placements": [{"file": p.file, "hunk": p.hunk, "line": p.line, "score": p.score,
-                        "function": p.function} for p in res.placements],
-    })
+    d.update(
+        {
+            "name": name,
+            "era": ident.era or src.era,
+            "description": f"Ported by quicsm from {src.name}. {src.description}",
+            "upstream": {
+                "repository": src.upstream.repository,
+                "commit": commit,
+                "date": date,
+                "path_root": src.upstream.path_root,
+            },
+            "files": [{"path": rel, "sha256": sha256_bytes(data)} for rel, data in res.pristine.items()],
+            "validated": {
+                "how": f"quicsm patch port: changes placed by anchors, regenerated diff checked with "
+                f"{applier.name} apply --check against the source tree and shown to reproduce the "
+                f"placed files",
+                "date": _dt.date.today().isoformat(),
+            },
+            "ported_from": {"name": src.name, "commit": src.upstream.commit, "date": src.upstream.date},
+            "placements": [
+                {"file": p.file, "hunk": p.hunk, "line": p.line, "score": p.score, "function": p.function}
+                for p in res.placements
+            ],
+        }
+    )
     return d
 
 
@@ -306,8 +336,9 @@ def write_patch_set(out_dir: Path, manifest: dict[str, Any], diff: str, *, force
     return out_dir
 
 
-def sources_for(src: str | Path, algorithm: str, *, sets: list[PatchSet] | None = None,
-                applier: Applier | None = None) -> list[PatchSet]:
+def sources_for(
+    src: str | Path, algorithm: str, *, sets: list[PatchSet] | None = None, applier: Applier | None = None
+) -> list[PatchSet]:
     """Sets of ``algorithm`` to port from, best first (the ranking of ``detect``: exact, applies, similar)."""
     det = detect(src, sets=sets, applier=applier)
     out = [c.patch_set for c in det.candidates if c.patch_set.algorithm == algorithm and c.kind != "incomplete"]
@@ -316,8 +347,15 @@ def sources_for(src: str | Path, algorithm: str, *, sets: list[PatchSet] | None 
     return out
 
 
-def port(ps: PatchSet | list[PatchSet], src: str | Path, out_dir: str | Path | None = None, *,
-         name: str | None = None, applier: Applier | None = None, force: bool = False) -> tuple[PortResult, Path]:
+def port(
+    ps: PatchSet | list[PatchSet],
+    src: str | Path,
+    out_dir: str | Path | None = None,
+    *,
+    name: str | None = None,
+    applier: Applier | None = None,
+    force: bool = False,
+) -> tuple[PortResult, Path]:
     """Port ``ps`` to the tree at ``src`` and write the new set; raises with every reason if a change fails.
 
     Given several sets, they are tried in order and the first that ports completely is used.

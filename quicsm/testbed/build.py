@@ -72,11 +72,14 @@ class BuildResult:
     build_tags: tuple[str, ...]
 
     def to_json(self) -> dict[str, Any]:
-        return {k: (str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v)
-                for k, v in self.__dict__.items()}
+        return {
+            k: (str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v)
+            for k, v in self.__dict__.items()
+        }
 
 
 # ---- locating things ------------------------------------------------------------------------------
+
 
 def find_go() -> str:
     """The go command: on PATH, else the usual /usr/local/go install."""
@@ -84,8 +87,9 @@ def find_go() -> str:
     if go is None and os.access("/usr/local/go/bin/go", os.X_OK):
         go = "/usr/local/go/bin/go"
     if go is None:
-        raise TestbedError("Go toolchain not found: install Go (or put /usr/local/go/bin on PATH); "
-                           ".ci/install.d/quic-go.sh does both")
+        raise TestbedError(
+            "Go toolchain not found: install Go (or put /usr/local/go/bin on PATH); .ci/install.d/quic-go.sh does both"
+        )
     return go
 
 
@@ -116,6 +120,7 @@ def go_source_digest(*dirs: Path) -> str:
 
 # ---- patch sets -----------------------------------------------------------------------------------
 
+
 def available_versions() -> list[str]:
     """quic-go versions with a shipped patch set (both variants), oldest first."""
     names = {ps.name for ps in shipped_patch_sets("quic-go")}
@@ -145,11 +150,13 @@ def patch_set_for(version: str, variant: str = "reno") -> PatchSet:
             if _module(ps).get("version") != version:
                 raise TestbedError(f"{ps.origin}/manifest.json: module.version must be {version}")
             return ps
-    raise TestbedError(f"no quic-go patch set for {version} ({name}); patched versions: "
-                       f"{', '.join(available_versions()) or 'none'}")
+    raise TestbedError(
+        f"no quic-go patch set for {version} ({name}); patched versions: {', '.join(available_versions()) or 'none'}"
+    )
 
 
 # ---- running go -----------------------------------------------------------------------------------
+
 
 def _go_env(toolchain: str | None) -> dict[str, str]:
     """Environment of every go command: a pinned toolchain (never an implicit switch), no cgo, no VCS stamping
@@ -164,8 +171,15 @@ def _go_env(toolchain: str | None) -> dict[str, str]:
 
 def _run_go(args: list[str], *, cwd: Path, env: Mapping[str, str], what: str) -> str:
     try:
-        proc = subprocess.run([find_go(), *args], cwd=cwd, env=dict(env), capture_output=True, text=True,
-                              timeout=_BUILD_TIMEOUT_S, check=False)
+        proc = subprocess.run(
+            [find_go(), *args],
+            cwd=cwd,
+            env=dict(env),
+            capture_output=True,
+            text=True,
+            timeout=_BUILD_TIMEOUT_S,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         raise TestbedError(f"{what}: go {' '.join(args)} did not finish in {_BUILD_TIMEOUT_S} s") from None
     if proc.returncode != 0:
@@ -176,15 +190,23 @@ def _run_go(args: list[str], *, cwd: Path, env: Mapping[str, str], what: str) ->
 
 @functools.lru_cache(maxsize=8)
 def _go_version(toolchain: str | None) -> str:
-    out = _run_go(["env", "GOVERSION"], cwd=Path(tempfile.gettempdir()), env=_go_env(toolchain),
-                  what=f"checking the Go toolchain {toolchain or '(installed)'}")
+    out = _run_go(
+        ["env", "GOVERSION"],
+        cwd=Path(tempfile.gettempdir()),
+        env=_go_env(toolchain),
+        what=f"checking the Go toolchain {toolchain or '(installed)'}",
+    )
     return out.strip()
 
 
 def _download(version: str, env: Mapping[str, str]) -> Path:
     """The pristine module directory in the Go module cache (downloaded if needed)."""
-    out = _run_go(["mod", "download", "-json", f"{MODULE}@{version}"], cwd=Path(tempfile.gettempdir()),
-                  env={**env, "GOTOOLCHAIN": "local", "GOFLAGS": ""}, what=f"downloading {MODULE}@{version}")
+    out = _run_go(
+        ["mod", "download", "-json", f"{MODULE}@{version}"],
+        cwd=Path(tempfile.gettempdir()),
+        env={**env, "GOTOOLCHAIN": "local", "GOFLAGS": ""},
+        what=f"downloading {MODULE}@{version}",
+    )
     info = json.loads(out)
     if info.get("Error"):
         raise TestbedError(f"downloading {MODULE}@{version}: {info['Error']}")
@@ -216,11 +238,14 @@ def _go_directive(go_mod: Path) -> str:
 
 
 def _write_modfile(path: Path, module: str, go_line: str, version: str, patched: Path) -> None:
-    path.write_text(f"module {module}\n\ngo {go_line}\n\nrequire {MODULE} {version}\n\n"
-                    f"replace {MODULE} => {patched}\n", encoding="utf-8")
+    path.write_text(
+        f"module {module}\n\ngo {go_line}\n\nrequire {MODULE} {version}\n\nreplace {MODULE} => {patched}\n",
+        encoding="utf-8",
+    )
 
 
 # ---- the build ------------------------------------------------------------------------------------
+
 
 class _Lock:
     """An exclusive file lock so two processes do not build the same entry at once."""
@@ -240,8 +265,13 @@ class _Lock:
 
 def _entry_key(ps: PatchSet, sources: Path, go_version: str) -> str:
     h = hashlib.sha256()
-    for part in (ps.name, json.dumps(dict(_module(ps)), sort_keys=True), ps.diff_text,
-                 go_source_digest(*(sources / p for p in PROGRAMS)), go_version):
+    for part in (
+        ps.name,
+        json.dumps(dict(_module(ps)), sort_keys=True),
+        ps.diff_text,
+        go_source_digest(*(sources / p for p in PROGRAMS)),
+        go_version,
+    ):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
@@ -249,9 +279,16 @@ def _entry_key(ps: PatchSet, sources: Path, go_version: str) -> str:
 
 def _result(ps: PatchSet, entry: Path, meta: Mapping[str, Any], *, cached: bool, seconds: float) -> BuildResult:
     return BuildResult(
-        version=str(meta["version"]), variant=ps.algorithm, server=entry / "bin" / PROGRAMS["server"],
-        client=entry / "bin" / PROGRAMS["client"], patch_set=ps.name, patched_module=entry / "quic-go",
-        cache_dir=entry, cached=cached, seconds=seconds, go_version=str(meta["go_version"]),
+        version=str(meta["version"]),
+        variant=ps.algorithm,
+        server=entry / "bin" / PROGRAMS["server"],
+        client=entry / "bin" / PROGRAMS["client"],
+        patch_set=ps.name,
+        patched_module=entry / "quic-go",
+        cache_dir=entry,
+        cached=cached,
+        seconds=seconds,
+        go_version=str(meta["go_version"]),
         build_tags=tuple(meta["build_tags"]),
     )
 
@@ -273,13 +310,26 @@ def _build_entry(ps: PatchSet, tmp: Path, sources: Path, env: Mapping[str, str],
         if tags:
             args.append("-tags=" + ",".join(tags))
         _run_go([*args, "."], cwd=sources / prog, env=env, what=f"building {binary} against {ps.name}")
-    return {"version": version, "patch_set": ps.name, "variant": ps.algorithm, "build_tags": tags,
-            "go_version": go_version, "toolchain": mod.get("toolchain"), "module_sum": mod.get("sum"),
-            "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    return {
+        "version": version,
+        "patch_set": ps.name,
+        "variant": ps.algorithm,
+        "build_tags": tags,
+        "go_version": go_version,
+        "toolchain": mod.get("toolchain"),
+        "module_sum": mod.get("sum"),
+        "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
 
 
-def build_binaries(version: str, variant: str = "reno", out_dir: Path | str | None = None, *,
-                   cache_dir: Path | None = None, force: bool = False) -> BuildResult:
+def build_binaries(
+    version: str,
+    variant: str = "reno",
+    out_dir: Path | str | None = None,
+    *,
+    cache_dir: Path | None = None,
+    force: bool = False,
+) -> BuildResult:
     """Build (or take from the cache) ``quicsm-server`` and ``quicsm-client`` for one quic-go version.
 
     ``out_dir``, if given, receives copies of both binaries (the result points at those copies).

@@ -14,8 +14,9 @@ import select
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from quicsm.errors import TestbedError
 from quicsm.testbed.procs import ProcGroup
@@ -27,11 +28,21 @@ __all__ = ["chromium_flags", "load_page", "CdpPipe", "chromium_version"]
 def chromium_flags(origin: str, spki: str, user_data_dir: Path) -> list[str]:
     """The flags testbed-facts found to work (HTTP/3 forced for ``origin``, cert pinned by SPKI)."""
     return [
-        "--headless=new", "--no-sandbox", "--disable-gpu", "--enable-quic",
-        f"--origin-to-force-quic-on={origin}", f"--ignore-certificate-errors-spki-list={spki}",
-        "--disable-background-networking", "--no-first-run", "--disable-extensions", "--disable-sync",
-        "--disable-dev-shm-usage", "--disk-cache-size=1", "--remote-debugging-pipe",
-        f"--user-data-dir={user_data_dir}", "about:blank",
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--enable-quic",
+        f"--origin-to-force-quic-on={origin}",
+        f"--ignore-certificate-errors-spki-list={spki}",
+        "--disable-background-networking",
+        "--no-first-run",
+        "--disable-extensions",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--disk-cache-size=1",
+        "--remote-debugging-pipe",
+        f"--user-data-dir={user_data_dir}",
+        "about:blank",
     ]
 
 
@@ -76,8 +87,9 @@ class CdpPipe:
         raw, _, self.buf = self.buf.partition(b"\0")
         return json.loads(raw)
 
-    def call(self, method: str, params: dict[str, Any] | None = None, session: str | None = None,
-             timeout: float = 30.0) -> dict[str, Any]:
+    def call(
+        self, method: str, params: dict[str, Any] | None = None, session: str | None = None, timeout: float = 30.0
+    ) -> dict[str, Any]:
         mid = self.send(method, params, session)
         deadline = time.monotonic() + timeout
         while True:
@@ -114,9 +126,17 @@ def _high_fd(fd: int) -> int:
     return high
 
 
-def load_page(url: str, *, spki: str, ns: str, procs: ProcGroup, work_dir: Path,
-              preexec: Callable[[], None] | None = None, timeout_s: float = 120.0,
-              expect_bytes: int = 0) -> dict[str, Any]:
+def load_page(
+    url: str,
+    *,
+    spki: str,
+    ns: str,
+    procs: ProcGroup,
+    work_dir: Path,
+    preexec: Callable[[], None] | None = None,
+    timeout_s: float = 120.0,
+    expect_bytes: int = 0,
+) -> dict[str, Any]:
     """Load ``url`` once in a fresh profile; returns the same keys as the Go client
     (``ok``, ``plt_ms``, ``bytes``, ``objects``) plus ``protocols`` seen. A load that fetched fewer
     than ``expect_bytes`` (the browser cancelled objects) or used anything but HTTP/3 is not ok."""
@@ -129,10 +149,22 @@ def load_page(url: str, *, spki: str, ns: str, procs: ProcGroup, work_dir: Path,
     from_chrome_r, from_chrome_w = os.pipe()
     # Move the child's ends above 3 and 4, or the shell's `3<&N 4>&M` could clobber one with the other.
     to_chrome_r, from_chrome_w = _high_fd(to_chrome_r), _high_fd(from_chrome_w)
-    argv = ["bash", "-c", f'exec "$@" 3<&{to_chrome_r} 4>&{from_chrome_w} {to_chrome_r}<&- {from_chrome_w}>&-', "sh",
-            "chromium", *chromium_flags(origin, spki, profile)]
-    child = procs.start("chromium", argv, ns=ns, preexec=preexec, stdout_path=work_dir / "chromium.stdout",
-                        pass_fds=(to_chrome_r, from_chrome_w))
+    argv = [
+        "bash",
+        "-c",
+        f'exec "$@" 3<&{to_chrome_r} 4>&{from_chrome_w} {to_chrome_r}<&- {from_chrome_w}>&-',
+        "sh",
+        "chromium",
+        *chromium_flags(origin, spki, profile),
+    ]
+    child = procs.start(
+        "chromium",
+        argv,
+        ns=ns,
+        preexec=preexec,
+        stdout_path=work_dir / "chromium.stdout",
+        pass_fds=(to_chrome_r, from_chrome_w),
+    )
     os.close(to_chrome_r)
     os.close(from_chrome_w)
     cdp = CdpPipe(to_chrome_w, from_chrome_r)
@@ -152,9 +184,14 @@ def load_page(url: str, *, spki: str, ns: str, procs: ProcGroup, work_dir: Path,
             raise TestbedError(f"chromium: navigation to {url} failed: {nav['errorText']}")
         cdp.wait_event("Page.loadEventFired", timeout=timeout_s)
         wall_ms = (time.monotonic() - t0) * 1000
-        timing = cdp.call("Runtime.evaluate", {
-            "expression": "JSON.stringify(performance.getEntriesByType('navigation')[0])", "returnByValue": True,
-        }, session=session)
+        timing = cdp.call(
+            "Runtime.evaluate",
+            {
+                "expression": "JSON.stringify(performance.getEntriesByType('navigation')[0])",
+                "returnByValue": True,
+            },
+            session=session,
+        )
         nav_t = json.loads(timing.get("result", {}).get("value") or "{}")
         protocols: dict[str, int] = {}
         nbytes = 0
@@ -169,9 +206,15 @@ def load_page(url: str, *, spki: str, ns: str, procs: ProcGroup, work_dir: Path,
         plt = float(nav_t.get("loadEventEnd") or 0) - float(nav_t.get("startTime") or 0)
         complete = nbytes >= expect_bytes
         ok = nresp > 0 and set(protocols) == {"h3"} and complete
-        out: dict[str, Any] = {"ok": ok, "plt_ms": round(plt if plt > 0 else wall_ms, 3), "wall_ms": round(wall_ms, 3),
-                               "bytes": nbytes, "objects": max(0, nresp - 1), "protocols": protocols,
-                               "browser": chromium_version()}
+        out: dict[str, Any] = {
+            "ok": ok,
+            "plt_ms": round(plt if plt > 0 else wall_ms, 3),
+            "wall_ms": round(wall_ms, 3),
+            "bytes": nbytes,
+            "objects": max(0, nresp - 1),
+            "protocols": protocols,
+            "browser": chromium_version(),
+        }
         if set(protocols) != {"h3"}:
             out["error"] = f"responses over {protocols or 'nothing'}, not only h3"
         elif not complete:

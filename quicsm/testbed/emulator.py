@@ -33,7 +33,7 @@ class RateSchedule:
     seed: int = 1
 
     @classmethod
-    def parse(cls, text: str, seed: int = 1) -> "RateSchedule":
+    def parse(cls, text: str, seed: int = 1) -> RateSchedule:
         """``random:MIN:MAX[:PERIOD_S]`` with rates as in :func:`netns.parse_rate`."""
         parts = text.split(":")
         if parts[0] != "random" or len(parts) not in (3, 4):
@@ -78,14 +78,19 @@ class Emulator:
         """What the client dials: the relay's client-facing address."""
         return f"{self.topo.relay_ip}:{RELAY_PORT}"
 
-    def __enter__(self) -> "Emulator":
+    def __enter__(self) -> Emulator:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         netns.create(self.topo, self.tbf)
         try:
             self.relay = self.procs.start(
                 "relay",
-                relay_argv(self.bins.relay, listen=self.client_target, upstream=self.server_addr,
-                           cfg=self.relay_cfg, stats=self.work_dir / "relay.json"),
+                relay_argv(
+                    self.bins.relay,
+                    listen=self.client_target,
+                    upstream=self.server_addr,
+                    cfg=self.relay_cfg,
+                    stats=self.work_dir / "relay.json",
+                ),
                 ns=self.topo.ns("rly"),
             )
             self.procs.wait_ready(self.relay, timeout=10)

@@ -32,8 +32,14 @@ from quicsm.testbed.runner import RunConfig, parse_loss, parse_quota, parse_size
 
 __all__ = ["Scenario", "Matrix", "load_matrix", "config_from_mapping", "KEY_ALIASES"]
 
-KEY_ALIASES = {"rate": "rate_mbps", "rtt": "rtt_ms", "delay": "rtt_ms", "jitter": "jitter_ms", "version": "quic_go_version",
-               "timeout": "timeout_s"}
+KEY_ALIASES = {
+    "rate": "rate_mbps",
+    "rtt": "rtt_ms",
+    "delay": "rtt_ms",
+    "jitter": "jitter_ms",
+    "version": "quic_go_version",
+    "timeout": "timeout_s",
+}
 _FIELDS = {f.name for f in fields(RunConfig)}
 
 
@@ -63,7 +69,9 @@ def config_from_mapping(d: dict[str, Any], *, where: str) -> tuple[RunConfig, in
                     raise ValueError("runs must be at least 1")
                 continue
             if name not in _FIELDS:
-                raise ValueError(f"unknown key {key!r} (known: {', '.join(sorted(_FIELDS | set(KEY_ALIASES) | {'runs'}))})")
+                raise ValueError(
+                    f"unknown key {key!r} (known: {', '.join(sorted(_FIELDS | set(KEY_ALIASES) | {'runs'}))})"
+                )
             if name == "rate_mbps":
                 val = netns.parse_rate(val) / 1e6
             elif name == "size":

@@ -175,8 +175,25 @@ def set_rate(topo: Topology, tbf: TbfConfig, *, replace: bool = False) -> None:
     verb = "replace" if replace else "change"
     bn = topo.ns("bn")
     for dev in ("b1", "b0"):
-        sh(["tc", "-n", bn, "qdisc", verb, "dev", dev, "root", "tbf",
-            "rate", f"{tbf.rate_bps}bit", "burst", str(tbf.burst()), "limit", str(tbf.queue_bytes)])
+        sh(
+            [
+                "tc",
+                "-n",
+                bn,
+                "qdisc",
+                verb,
+                "dev",
+                dev,
+                "root",
+                "tbf",
+                "rate",
+                f"{tbf.rate_bps}bit",
+                "burst",
+                str(tbf.burst()),
+                "limit",
+                str(tbf.queue_bytes),
+            ]
+        )
 
 
 def list_namespaces(prefix: str = PREFIX) -> list[str]:

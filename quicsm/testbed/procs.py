@@ -9,9 +9,10 @@ import select
 import signal
 import subprocess
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from quicsm.errors import TestbedError
 from quicsm.testbed.netns import ns_argv
@@ -59,8 +60,14 @@ class ProcGroup:
             out: Any = open(stdout_path, "wb") if stdout_path else subprocess.PIPE
             try:
                 popen = subprocess.Popen(
-                    full, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
-                    preexec_fn=preexec, env={**os.environ, **(env or {})}, pass_fds=tuple(pass_fds),
+                    full,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    start_new_session=True,
+                    preexec_fn=preexec,
+                    env={**os.environ, **(env or {})},
+                    pass_fds=tuple(pass_fds),
                 )
             except OSError as exc:
                 raise TestbedError(f"{name}: cannot start {full[0]}: {exc}") from None
@@ -118,7 +125,9 @@ class ProcGroup:
             if isinstance(obj, dict):
                 last = obj
         if last is None:
-            raise TestbedError(f"{child.name} exited {child.popen.returncode} without a JSON result: {child.stderr_tail()}")
+            raise TestbedError(
+                f"{child.name} exited {child.popen.returncode} without a JSON result: {child.stderr_tail()}"
+            )
         return last
 
     def stop(self, child: Child, grace: float = 5.0) -> int | None:
@@ -140,7 +149,7 @@ class ProcGroup:
         for child in reversed(self.children):
             try:
                 self.stop(child)
-            except Exception:  # noqa: BLE001 - cleanup must go on
+            except Exception:
                 pass
 
 

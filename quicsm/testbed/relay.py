@@ -69,8 +69,14 @@ def build_relay(cache_dir: Path | None = None) -> RelayBinaries:
     if bins.relay.exists() and bins.probe.exists():
         return bins
     out.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run([go, "build", "-o", str(out) + "/", "./cmd/..."], cwd=src, capture_output=True,
-                          text=True, timeout=600, env={**os.environ, "CGO_ENABLED": "0"})
+    proc = subprocess.run(
+        [go, "build", "-o", str(out) + "/", "./cmd/..."],
+        cwd=src,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "CGO_ENABLED": "0"},
+    )
     if proc.returncode != 0:
         raise TestbedError(f"building the relay in {src} failed: {proc.stderr.strip()[-1500:]}")
     return bins
@@ -79,7 +85,25 @@ def build_relay(cache_dir: Path | None = None) -> RelayBinaries:
 def relay_argv(binary: Path, *, listen: str, upstream: str, cfg: RelayConfig, stats: Path) -> list[str]:
     d, j = f"{cfg.delay_ms}ms", f"{cfg.jitter_ms}ms"
     return [
-        str(binary), "-listen", listen, "-upstream", upstream,
-        "-delay-down", d, "-delay-up", d, "-jitter-down", j, "-jitter-up", j,
-        "-loss-down", str(cfg.loss), "-loss-up", str(cfg.loss), "-seed", str(cfg.seed), "-stats", str(stats),
+        str(binary),
+        "-listen",
+        listen,
+        "-upstream",
+        upstream,
+        "-delay-down",
+        d,
+        "-delay-up",
+        d,
+        "-jitter-down",
+        j,
+        "-jitter-up",
+        j,
+        "-loss-down",
+        str(cfg.loss),
+        "-loss-up",
+        str(cfg.loss),
+        "-seed",
+        str(cfg.seed),
+        "-stats",
+        str(stats),
     ]

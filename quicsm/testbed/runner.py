@@ -16,9 +16,10 @@ import re
 import shutil
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from quicsm import __version__
 from quicsm.errors import TestbedError
@@ -181,13 +182,13 @@ def _tool_versions() -> dict[str, str]:
         import subprocess
 
         out["go"] = subprocess.run(["go", "version"], capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, Exception):  # noqa: BLE001 - informational only
+    except (OSError, Exception):
         pass
     return out
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds")
 
 
 def _write_json(path: Path, obj: Any) -> None:
@@ -196,8 +197,15 @@ def _write_json(path: Path, obj: Any) -> None:
     os.replace(tmp, path)
 
 
-def run_once(cfg: RunConfig, bins: ServerClient, run_dir: Path, *, relay_bins: RelayBinaries | None = None,
-             index: int = 0, extra_meta: dict[str, Any] | None = None) -> RunResult:
+def run_once(
+    cfg: RunConfig,
+    bins: ServerClient,
+    run_dir: Path,
+    *,
+    relay_bins: RelayBinaries | None = None,
+    index: int = 0,
+    extra_meta: dict[str, Any] | None = None,
+) -> RunResult:
     """Run one page load and write ``server.log`` + ``meta.json`` into ``run_dir``."""
     require_root("a testbed run")
     relay_bins = relay_bins or build_relay()
@@ -218,8 +226,17 @@ def run_once(cfg: RunConfig, bins: ServerClient, run_dir: Path, *, relay_bins: R
         with emu:
             server = emu.procs.start(
                 "server",
-                [str(bins.server), "-addr", f"{emu.topo.server_ip}:{SERVER_PORT}", "-objects", str(cfg.objects),
-                 "-size", str(cfg.size), "-log", str(log_path)],
+                [
+                    str(bins.server),
+                    "-addr",
+                    f"{emu.topo.server_ip}:{SERVER_PORT}",
+                    "-objects",
+                    str(cfg.objects),
+                    "-size",
+                    str(cfg.size),
+                    "-log",
+                    str(log_path),
+                ],
                 ns=emu.topo.ns("srv"),
             )
             ready = emu.procs.wait_ready(server, timeout=20)
@@ -253,14 +270,31 @@ def run_once(cfg: RunConfig, bins: ServerClient, run_dir: Path, *, relay_bins: R
         "version": cfg.quic_go_version,
         "cc": cfg.cc,
         "labels": {**cfg.label_dict(), "run": run_dir.name, "quic_go_version": cfg.quic_go_version},
-        "params": {**asdict(cfg), "rtt_ms": cfg.rtt_ms, "one_way_delay_ms": cfg.rtt_ms / 2,
-                   "queue_bytes": cfg.queue_bytes(), "tbf_burst_bytes": tbf.burst(), "relay_seed": relay_cfg.seed},
+        "params": {
+            **asdict(cfg),
+            "rtt_ms": cfg.rtt_ms,
+            "one_way_delay_ms": cfg.rtt_ms / 2,
+            "queue_bytes": cfg.queue_bytes(),
+            "tbf_burst_bytes": tbf.burst(),
+            "relay_seed": relay_cfg.seed,
+        },
         "result": {"ok": ok, "plt_ms": plt, "client": client_out, "error": error, "client_cpu_s": cpu_used},
-        "emulator": {"ok": emulator_ok, "late_p99_us": late_p99, "namespaces": list(emu.topo.namespaces), "relay": stats, "rate_log": emu.rate_log},
+        "emulator": {
+            "ok": emulator_ok,
+            "late_p99_us": late_p99,
+            "namespaces": list(emu.topo.namespaces),
+            "relay": stats,
+            "rate_log": emu.rate_log,
+        },
         "timestamps": {"start": started, "end": _now(), "seconds": round(time.monotonic() - t0, 3)},
-        "versions": {**_tool_versions(), "server": str(bins.server), "client": str(bins.client),
-                     "relay": str(relay_bins.relay), "patch_set": getattr(bins, "patch_set", None),
-                     "server_quic_go": ready.get("quic_go")},
+        "versions": {
+            **_tool_versions(),
+            "server": str(bins.server),
+            "client": str(bins.client),
+            "relay": str(relay_bins.relay),
+            "patch_set": getattr(bins, "patch_set", None),
+            "server_quic_go": ready.get("quic_go"),
+        },
         "run_index": index,
         **(extra_meta or {}),
     }
@@ -268,21 +302,41 @@ def run_once(cfg: RunConfig, bins: ServerClient, run_dir: Path, *, relay_bins: R
     return RunResult(run_dir=run_dir, ok=ok, plt_ms=plt, emulator_ok=emulator_ok, error=error)
 
 
-def _run_client(cfg: RunConfig, bins: ServerClient, emu: Emulator, url: str, spki: str,
-                group: cpu.CpuGroup | None, run_dir: Path) -> dict[str, Any]:
+def _run_client(
+    cfg: RunConfig, bins: ServerClient, emu: Emulator, url: str, spki: str, group: cpu.CpuGroup | None, run_dir: Path
+) -> dict[str, Any]:
     preexec = group.preexec if group is not None else None
     if cfg.client == "chromium":
         from quicsm.testbed.chromium import load_page
 
-        return load_page(url, spki=spki, ns=emu.topo.ns("cli"), procs=emu.procs, work_dir=run_dir,
-                         preexec=preexec, timeout_s=cfg.timeout_s, expect_bytes=cfg.objects * cfg.size)
-    child = emu.procs.start("client", [str(bins.client), "-url", url, "-spki", spki, "-timeout", f"{int(cfg.timeout_s)}s"],
-                            ns=emu.topo.ns("cli"), preexec=preexec)
+        return load_page(
+            url,
+            spki=spki,
+            ns=emu.topo.ns("cli"),
+            procs=emu.procs,
+            work_dir=run_dir,
+            preexec=preexec,
+            timeout_s=cfg.timeout_s,
+            expect_bytes=cfg.objects * cfg.size,
+        )
+    child = emu.procs.start(
+        "client",
+        [str(bins.client), "-url", url, "-spki", spki, "-timeout", f"{int(cfg.timeout_s)}s"],
+        ns=emu.topo.ns("cli"),
+        preexec=preexec,
+    )
     return emu.procs.read_json(child, timeout=cfg.timeout_s + 15)
 
 
-def run_many(cfg: RunConfig, bins: ServerClient, out_dir: Path, *, runs: int = 1, retries: int = 1,
-             on_result: Callable[[RunResult], None] | None = None) -> list[RunResult]:
+def run_many(
+    cfg: RunConfig,
+    bins: ServerClient,
+    out_dir: Path,
+    *,
+    runs: int = 1,
+    retries: int = 1,
+    on_result: Callable[[RunResult], None] | None = None,
+) -> list[RunResult]:
     """``runs`` more runs of ``cfg`` into ``out_dir/<name>-NN`` (numbering continues after existing
     ones); a failed or emulator-late run is redone
     up to ``retries`` times. The bad attempt is kept as ``out_dir/_rejected/<name>-NN-attemptK``, out
@@ -312,8 +366,9 @@ def run_many(cfg: RunConfig, bins: ServerClient, out_dir: Path, *, runs: int = 1
 
 def _next_index(out_dir: Path, name: str) -> int:
     """Runs already in ``out_dir`` are kept: new ones continue the numbering."""
-    taken = [int(m.group(1)) for p in out_dir.glob(f"{name}-*")
-             if (m := re.fullmatch(re.escape(name) + r"-(\d+)", p.name))]
+    taken = [
+        int(m.group(1)) for p in out_dir.glob(f"{name}-*") if (m := re.fullmatch(re.escape(name) + r"-(\d+)", p.name))
+    ]
     return max(taken) + 1 if taken else 0
 
 

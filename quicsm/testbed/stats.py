@@ -4,8 +4,8 @@ and Welch's t-test between two groups of runs (the paper reports p < 0.01 as sig
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from quicsm.traces.events import StateView, Trace
 

@@ -40,8 +40,15 @@ def build_threshold_server(version: str, variant: str, threshold: int) -> build.
     entry = base.cache_dir.parent / f"{base.cache_dir.name}-pt{threshold}"
     server = entry / "bin" / build.PROGRAMS["server"]
     if server.is_file():
-        return build.BuildResult(**{**base.__dict__, "server": server, "patched_module": entry / "quic-go",
-                                    "cache_dir": entry, "cached": True})
+        return build.BuildResult(
+            **{
+                **base.__dict__,
+                "server": server,
+                "patched_module": entry / "quic-go",
+                "cache_dir": entry,
+                "cached": True,
+            }
+        )
     ps = build.patch_set_for(version, variant)
     mod = ps.extra.get("module") or {}
     toolchain = mod.get("toolchain")
@@ -54,8 +61,13 @@ def build_threshold_server(version: str, variant: str, threshold: int) -> build.
         src.write_text(raise_threshold_source(src.read_text(), threshold, where=str(src)))
         (tmp / "bin").mkdir()
         modfile = tmp / "server.patched.mod"
-        build._write_modfile(modfile, "quicsm/testbed/server", build._go_directive(patched / "go.mod"), str(mod["version"]),
-                             entry / "quic-go")
+        build._write_modfile(
+            modfile,
+            "quicsm/testbed/server",
+            build._go_directive(patched / "go.mod"),
+            str(mod["version"]),
+            entry / "quic-go",
+        )
         # The replace target is the final path: build after moving into place.
         if entry.exists():
             shutil.rmtree(entry)
@@ -64,10 +76,15 @@ def build_threshold_server(version: str, variant: str, threshold: int) -> build.
         args = ["build", "-mod=mod", f"-modfile={entry / 'server.patched.mod'}", "-trimpath", "-o", str(server)]
         if base.build_tags:
             args.append("-tags=" + ",".join(base.build_tags))
-        build._run_go([*args, "."], cwd=build.testbed_source_dir() / "server", env=env,
-                      what=f"building quicsm-server with packetThreshold={threshold}")
+        build._run_go(
+            [*args, "."],
+            cwd=build.testbed_source_dir() / "server",
+            env=env,
+            what=f"building quicsm-server with packetThreshold={threshold}",
+        )
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return build.BuildResult(**{**base.__dict__, "server": server, "patched_module": entry / "quic-go",
-                                "cache_dir": entry, "cached": False})
+    return build.BuildResult(
+        **{**base.__dict__, "server": server, "patched_module": entry / "quic-go", "cache_dir": entry, "cached": False}
+    )

@@ -7,8 +7,8 @@ connections leave memory immediately, so memory follows the number of connection
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from quicsm.traces.contract import ContractRecord
 from quicsm.traces.events import Trace, TraceEvent

@@ -52,7 +52,14 @@ class ContractRecord(NamedTuple):
 
 
 def format_line(
-    *, conn: str, t_us: int, cc: str, to: str | None = None, frm: str | None = None, ev: str | None = None, **fields: Any
+    *,
+    conn: str,
+    t_us: int,
+    cc: str,
+    to: str | None = None,
+    frm: str | None = None,
+    ev: str | None = None,
+    **fields: Any,
 ) -> str:
     """Write a contract line (without a newline). ``frm`` is the ``from`` field (a Python keyword)."""
     values: dict[str, Any] = {"v": FORMAT_VERSION, "conn": conn, "t_us": int(t_us), "cc": cc}
@@ -87,7 +94,7 @@ def _int(key: str, value: str) -> int:
         except ValueError:
             raise ContractError(f"{key}={value!r} is not a number") from None
         if f != f or f in (float("inf"), float("-inf")):
-            raise ContractError(f"{key}={value!r} is not a finite number")
+            raise ContractError(f"{key}={value!r} is not a finite number") from None
         return int(f)
 
 

@@ -7,8 +7,9 @@ metadata a comparison needs (where it came from, which stack and version, free l
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator, NamedTuple
+from typing import NamedTuple
 
 from quicsm.traces.states import split_state
 

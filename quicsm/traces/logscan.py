@@ -11,12 +11,13 @@ import gzip
 import mmap
 import os
 import zlib
-from typing import Any, BinaryIO, Callable, Iterator, Union
+from collections.abc import Callable, Iterator
+from typing import Any, BinaryIO
 
 from quicsm.traces.contract import TAG_BYTES, ContractError, ContractRecord, parse_payload
 from quicsm.traces.events import TraceEvent
-from quicsm.traces.states import canonical_state as canonical
 from quicsm.traces.report import ParseReport
+from quicsm.traces.states import canonical_state as canonical
 
 __all__ = ["scan_contract", "CHUNK"]
 
@@ -47,10 +48,15 @@ def scan_contract(
             hits += 1
             if len(item) == 14:  # parsed by the C reader (canonical field order)
                 line, conn, cc, t_us, frm, to, *nums, trigger = item
-                yield line, ContractRecord(
-                    conn,
-                    cc,
-                    TraceEvent(t_us, canonical(to), "transition", canonical(frm) if frm else None, *nums, None, trigger),
+                yield (
+                    line,
+                    ContractRecord(
+                        conn,
+                        cc,
+                        TraceEvent(
+                            t_us, canonical(to), "transition", canonical(frm) if frm else None, *nums, None, trigger
+                        ),
+                    ),
                 )
                 report.records += 1
                 continue
@@ -124,7 +130,7 @@ def _read_windows(stream: BinaryIO, path: str, report: ParseReport, lineno: Call
             del buf[:cut]
 
 
-Buffer = Union[bytes, bytearray, mmap.mmap]
+Buffer = bytes | bytearray | mmap.mmap
 
 
 def _find_tagged_py(buf: Buffer, start: int, cut: int, lineno: int) -> tuple[list[tuple[int, bytes]], int]:

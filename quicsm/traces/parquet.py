@@ -7,7 +7,8 @@ back regroups them in order without a sort.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from quicsm.errors import InputError
 from quicsm.traces.events import METRIC_FIELDS, Trace, TraceEvent
@@ -49,7 +50,9 @@ def write_parquet(traces: Iterable[Trace], path: str) -> int:
 
     def flush(writer: Any) -> None:
         if cols["t_us"]:
-            writer.write_table(pa.table({k: pa.array(v, type=schema.field(k).type) for k, v in cols.items()}, schema=schema))
+            writer.write_table(
+                pa.table({k: pa.array(v, type=schema.field(k).type) for k, v in cols.items()}, schema=schema)
+            )
             for v in cols.values():
                 v.clear()
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterable, Iterator, Sequence
 
 from quicsm.errors import InputError, NoTransitionsError
 from quicsm.traces.builder import TraceBuilder, TraceMeta
@@ -63,7 +63,9 @@ def sidecar_meta(path: str) -> TraceMeta:
     )
 
 
-def _merge(base: TraceMeta, *, labels: dict[str, str], implementation: str | None, version: str | None, cc: str | None) -> TraceMeta:
+def _merge(
+    base: TraceMeta, *, labels: dict[str, str], implementation: str | None, version: str | None, cc: str | None
+) -> TraceMeta:
     return TraceMeta(
         implementation=implementation or base.implementation,
         version=version or base.version,
@@ -72,8 +74,19 @@ def _merge(base: TraceMeta, *, labels: dict[str, str], implementation: str | Non
     )
 
 
-_INPUT_SUFFIXES = (".log", ".log.gz", ".txt", ".txt.gz", ".qlog", ".qlog.gz", ".sqlog", ".sqlog.gz",
-                   ".jsonl", ".jsonl.gz", ".parquet")
+_INPUT_SUFFIXES = (
+    ".log",
+    ".log.gz",
+    ".txt",
+    ".txt.gz",
+    ".qlog",
+    ".qlog.gz",
+    ".sqlog",
+    ".sqlog.gz",
+    ".jsonl",
+    ".jsonl.gz",
+    ".parquet",
+)
 
 
 def expand_inputs(paths: Sequence[str]) -> list[str]:
@@ -101,7 +114,10 @@ def _scopes(paths: Sequence[str]) -> dict[str, str]:
     for p in paths:
         parts = os.path.normpath(p).split(os.sep)
         depth = 1
-        while depth < len(parts) and sum(1 for q in paths if os.path.normpath(q).split(os.sep)[-depth:] == parts[-depth:]) > 1:
+        while (
+            depth < len(parts)
+            and sum(1 for q in paths if os.path.normpath(q).split(os.sep)[-depth:] == parts[-depth:]) > 1
+        ):
             depth += 1
         names[p] = "/".join(parts[-depth:])
     return names
@@ -198,7 +214,13 @@ def parse_inputs(
         traces = [
             t
             for t in iter_traces(
-                paths, labels=labels, implementation=implementation, version=version, cc=cc, report=report, on_bytes=on_bytes
+                paths,
+                labels=labels,
+                implementation=implementation,
+                version=version,
+                cc=cc,
+                report=report,
+                on_bytes=on_bytes,
             )
             if t.events
         ]

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Callable, Iterator
+from typing import Any, BinaryIO
 
 from quicsm.traces.builder import TraceMeta
 from quicsm.traces.events import Trace, TraceEvent

@@ -14,9 +14,10 @@ import os
 import stat
 import sys
 import tempfile
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator
+from typing import IO, Any
 
 from quicsm.errors import InputError
 from quicsm.traces.events import METRIC_FIELDS, Trace, TraceEvent
@@ -94,7 +95,12 @@ def event_from_json(d: dict[str, Any]) -> TraceEvent:
 
 
 def trace_to_json(t: Trace) -> dict[str, Any]:
-    return {"format": TRACE_FORMAT, "v": TRACE_FORMAT_VERSION, **t.metadata(), "events": [event_to_json(e) for e in t.events]}
+    return {
+        "format": TRACE_FORMAT,
+        "v": TRACE_FORMAT_VERSION,
+        **t.metadata(),
+        "events": [event_to_json(e) for e in t.events],
+    }
 
 
 def trace_from_json(d: dict[str, Any]) -> Trace:

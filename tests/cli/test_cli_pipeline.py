@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import synth_cubic_lines
+
 from quicsm import __version__
 from quicsm.cli.main import COMMANDS, cli
 from quicsm.traces import read_traces
@@ -106,7 +106,7 @@ def test_diagram_end_to_end(runner: CliRunner, write_log, tmp_path: Path, engine
     assert text.startswith("<?xml") and "</svg>" in text
     for n in doc["nodes"]:
         if n["kind"] == "state":
-            assert n["state"].replace("CongestionAvoidance", "Congestion") .split("Congestion")[0] in text
+            assert n["state"].replace("CongestionAvoidance", "Congestion").split("Congestion")[0] in text
     # the model accepts every input trace: each trace's path shows up as edge counts summing to #traces
     starts = sum(e["count"] for e in doc["edges"] if doc["nodes"][e["src"]]["initial"])
     assert starts == doc["traces"] == 8

@@ -10,8 +10,9 @@ from quicsm.traces.contract import format_line
 from quicsm.traces.events import Trace, TraceEvent
 
 
-def connection_plan(rng: random.Random, app_share: float, *, cycles: int = 6, total_us: int = 2_000_000,
-                    recovery: bool = True) -> list[tuple[str, int]]:
+def connection_plan(
+    rng: random.Random, app_share: float, *, cycles: int = 6, total_us: int = 2_000_000, recovery: bool = True
+) -> list[tuple[str, int]]:
     """(state, duration) stays: SlowStart, then cycles of CongestionAvoidance / ApplicationLimited.
 
     ``app_share`` of the time after slow start goes to ApplicationLimited; an optional Recovery spell
@@ -34,8 +35,14 @@ def connection_plan(rng: random.Random, app_share: float, *, cycles: int = 6, to
     return plan
 
 
-def trace_from_plan(tid: str, plan: list[tuple[str, int]], *, cc: str = "cubic", labels: dict[str, str] | None = None,
-                    rng: random.Random | None = None) -> Trace:
+def trace_from_plan(
+    tid: str,
+    plan: list[tuple[str, int]],
+    *,
+    cc: str = "cubic",
+    labels: dict[str, str] | None = None,
+    rng: random.Random | None = None,
+) -> Trace:
     rng = rng or random.Random(0)
     events = []
     t = 1_000
@@ -48,16 +55,32 @@ def trace_from_plan(tid: str, plan: list[tuple[str, int]], *, cc: str = "cubic",
         cwnd = max(2_920, int(cwnd * (0.7 if state == "Recovery" else rng.uniform(1.0, 1.6))))
         events.append(TraceEvent(t, state, prev=prev, cwnd=cwnd, inflight=int(cwnd * rng.uniform(0.3, 1.0))))
         for k in range(1, 4):
-            events.append(TraceEvent(t + dur * k // 4, state, kind="metrics", cwnd=cwnd + 1460 * k,
-                                     inflight=int(cwnd * rng.uniform(0.2, 1.0))))
+            events.append(
+                TraceEvent(
+                    t + dur * k // 4,
+                    state,
+                    kind="metrics",
+                    cwnd=cwnd + 1460 * k,
+                    inflight=int(cwnd * rng.uniform(0.2, 1.0)),
+                )
+            )
         prev = state
         t += dur
     events.append(TraceEvent(t, prev, kind="close"))
     return Trace(tid, cc, events, labels=dict(labels or {}), sources=("synthetic",))
 
 
-def make_set(name: str, n: int, app_mean: float, *, seed: int, spread: float = 0.05, cc: str = "cubic",
-             labels: dict[str, str] | None = None, recovery: bool = True) -> TraceSet:
+def make_set(
+    name: str,
+    n: int,
+    app_mean: float,
+    *,
+    seed: int,
+    spread: float = 0.05,
+    cc: str = "cubic",
+    labels: dict[str, str] | None = None,
+    recovery: bool = True,
+) -> TraceSet:
     """``n`` connections whose ApplicationLimited share (after slow start) is ~ N(app_mean, spread)."""
     rng = random.Random(seed)
     traces = []
@@ -75,13 +98,25 @@ def write_contract_log(path: Path, traces: list[Trace] | tuple[Trace, ...]) -> P
         conn = f"0x{k + 1:x}"
         for e in tr.events:
             if e.kind == "transition":
-                lines.append((e.t_us, format_line(conn=conn, t_us=e.t_us, cc=tr.cc, frm=e.prev, to=e.state,
-                                                  cwnd=e.cwnd, inflight=e.inflight)))
+                lines.append(
+                    (
+                        e.t_us,
+                        format_line(
+                            conn=conn, t_us=e.t_us, cc=tr.cc, frm=e.prev, to=e.state, cwnd=e.cwnd, inflight=e.inflight
+                        ),
+                    )
+                )
             elif e.kind == "close":
                 lines.append((e.t_us, format_line(conn=conn, t_us=e.t_us, cc=tr.cc, ev="close")))
             else:
-                lines.append((e.t_us, format_line(conn=conn, t_us=e.t_us, cc=tr.cc, ev="update", to=e.state,
-                                                  cwnd=e.cwnd, inflight=e.inflight)))
+                lines.append(
+                    (
+                        e.t_us,
+                        format_line(
+                            conn=conn, t_us=e.t_us, cc=tr.cc, ev="update", to=e.state, cwnd=e.cwnd, inflight=e.inflight
+                        ),
+                    )
+                )
     lines.sort(key=lambda x: x[0])
     path.write_text("".join(f"I1122 10:00:00.000000 1 sender.cc:1] {line}\n" for _, line in lines))
     return path

@@ -25,8 +25,12 @@ def row(c, state, pair=0):
 
 
 def test_occupancy_shares_are_the_constructed_ones() -> None:
-    plan = [("SlowStart", 100_000), ("CongestionAvoidance", 300_000), ("ApplicationLimited", 500_000),
-            ("CongestionAvoidance", 100_000)]
+    plan = [
+        ("SlowStart", 100_000),
+        ("CongestionAvoidance", 300_000),
+        ("ApplicationLimited", 500_000),
+        ("CongestionAvoidance", 100_000),
+    ]
     occ = occupancy_table([trace_from_plan("t", plan)])
     shares = dict(zip(occ.states, occ.shares[0]))
     assert shares == pytest.approx({"SlowStart": 0.1, "CongestionAvoidance": 0.4, "ApplicationLimited": 0.5})
@@ -50,7 +54,9 @@ def test_more_application_limited_in_b_is_detected() -> None:
 
 
 def test_mann_whitney_option_reports_rank_biserial() -> None:
-    c = compare([make_set("a", 10, 0.1, seed=3), make_set("b", 10, 0.6, seed=4)], CompareOptions(test="mwu", resamples=0))
+    c = compare(
+        [make_set("a", 10, 0.1, seed=3), make_set("b", 10, 0.6, seed=4)], CompareOptions(test="mwu", resamples=0)
+    )
     al = row(c, "ApplicationLimited")
     assert al.result.test == "mwu" and al.result.effect_measure == "rank_biserial"
     assert al.result.effect_size == pytest.approx(1.0) and al.significant
@@ -60,8 +66,10 @@ def test_identical_distributions_are_not_flagged_beyond_chance() -> None:
     flagged = 0
     runs = 25
     for seed in range(runs):
-        c = compare([make_set("a", 10, 0.3, seed=100 + seed, spread=0.1),
-                     make_set("b", 10, 0.3, seed=500 + seed, spread=0.1)], CompareOptions(resamples=0, models=False))
+        c = compare(
+            [make_set("a", 10, 0.3, seed=100 + seed, spread=0.1), make_set("b", 10, 0.3, seed=500 + seed, spread=0.1)],
+            CompareOptions(resamples=0, models=False),
+        )
         flagged += any(r.significant for r in c.pairs[0].states) or any(e.significant for e in c.pairs[0].edges)
     # P(>= 3 of 25 | familywise rate 0.02) < 1.5 %: a miscalibrated test fails this, a calibrated one passes
     assert flagged <= 2

@@ -32,9 +32,11 @@ def logs(tmp_path: Path) -> tuple[Path, Path]:
 
 @pytest.fixture
 def dataset(tmp_path: Path) -> Path:
-    traces = [*make_set("d", 8, 0.08, seed=1, labels={"client": "desktop"}).traces,
-              *make_set("m", 8, 0.55, seed=2, labels={"client": "mobile"}).traces,
-              *make_set("t", 8, 0.30, seed=3, labels={"client": "tablet"}).traces]
+    traces = [
+        *make_set("d", 8, 0.08, seed=1, labels={"client": "desktop"}).traces,
+        *make_set("m", 8, 0.55, seed=2, labels={"client": "mobile"}).traces,
+        *make_set("t", 8, 0.30, seed=3, labels={"client": "tablet"}).traces,
+    ]
     path = tmp_path / "all.jsonl"
     write_traces(traces, str(path))
     return path
@@ -52,9 +54,27 @@ def test_two_directories_text(runner: CliRunner, logs) -> None:
 def test_json_to_file_and_all_figures(runner: CliRunner, logs, tmp_path: Path) -> None:
     d, m = logs
     out = tmp_path / "out"
-    args = ["compare", str(d), str(m), "--name", "desktop", "--name", "throttled", "--format", "json",
-            "-o", str(out / "c.json"), "--html", str(out / "r.html"), "--heatmap", str(out / "h.svg"),
-            "--diagram", str(out / "side.dot"), "--bootstrap", "100"]
+    args = [
+        "compare",
+        str(d),
+        str(m),
+        "--name",
+        "desktop",
+        "--name",
+        "throttled",
+        "--format",
+        "json",
+        "-o",
+        str(out / "c.json"),
+        "--html",
+        str(out / "r.html"),
+        "--heatmap",
+        str(out / "h.svg"),
+        "--diagram",
+        str(out / "side.dot"),
+        "--bootstrap",
+        "100",
+    ]
     if shutil.which("dot"):
         args += ["--diff-diagram", str(out / "diff.svg")]
     res = runner.invoke(cli, args)
@@ -74,8 +94,21 @@ def test_json_to_file_and_all_figures(runner: CliRunner, logs, tmp_path: Path) -
 
 
 def test_where_vs_on_one_dataset(runner: CliRunner, dataset: Path) -> None:
-    res = runner.invoke(cli, ["compare", str(dataset), "--where", "client=desktop", "--vs", "client=mobile",
-                              "--format", "json", "--bootstrap", "0"])
+    res = runner.invoke(
+        cli,
+        [
+            "compare",
+            str(dataset),
+            "--where",
+            "client=desktop",
+            "--vs",
+            "client=mobile",
+            "--format",
+            "json",
+            "--bootstrap",
+            "0",
+        ],
+    )
     assert res.exit_code == 0, res.output
     d = json.loads(res.output)
     assert [s["name"] for s in d["sets"]] == ["client=desktop", "client=mobile"]
@@ -83,8 +116,24 @@ def test_where_vs_on_one_dataset(runner: CliRunner, dataset: Path) -> None:
 
 
 def test_by_label_n_way_with_order_and_markdown(runner: CliRunner, dataset: Path, tmp_path: Path) -> None:
-    res = runner.invoke(cli, ["compare", str(dataset), "--by", "client", "--order", "tablet", "--format", "markdown",
-                              "--heatmap", str(tmp_path / "h.svg"), "--bootstrap", "0", "-q"])
+    res = runner.invoke(
+        cli,
+        [
+            "compare",
+            str(dataset),
+            "--by",
+            "client",
+            "--order",
+            "tablet",
+            "--format",
+            "markdown",
+            "--heatmap",
+            str(tmp_path / "h.svg"),
+            "--bootstrap",
+            "0",
+            "-q",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "## client=desktop vs client=tablet: states" in res.output
     assert "## client=mobile vs client=tablet: states" in res.output
@@ -93,23 +142,45 @@ def test_by_label_n_way_with_order_and_markdown(runner: CliRunner, dataset: Path
 
 
 def test_csv_output(runner: CliRunner, dataset: Path) -> None:
-    res = runner.invoke(cli, ["compare", str(dataset), "--by", "client", "--all-pairs", "--format", "csv",
-                              "--bootstrap", "0", "--test", "mwu", "--edge-test", "z"])
+    res = runner.invoke(
+        cli,
+        [
+            "compare",
+            str(dataset),
+            "--by",
+            "client",
+            "--all-pairs",
+            "--format",
+            "csv",
+            "--bootstrap",
+            "0",
+            "--test",
+            "mwu",
+            "--edge-test",
+            "z",
+        ],
+    )
     assert res.exit_code == 0, res.output
     lines = res.output.strip().splitlines()
     assert lines[0].startswith("kind,a,b,item")
     assert {tuple(x.split(",")[1:3]) for x in lines[1:]} == {
-        ("client=desktop", "client=mobile"), ("client=desktop", "client=tablet"), ("client=mobile", "client=tablet")}
+        ("client=desktop", "client=mobile"),
+        ("client=desktop", "client=tablet"),
+        ("client=mobile", "client=tablet"),
+    }
 
 
-@pytest.mark.parametrize("args, message", [
-    (["nope.log", "other.log"], "nope.log: no such file"),
-    (["{data}"], "give two or more sets"),
-    (["{data}", "--vs", "client=mobile"], "--vs needs --where"),
-    (["{data}", "--by", "colour"], "no trace has label 'colour'"),
-    (["{data}", "--where", "client=phone", "--vs", "client=mobile"], "holds no connection"),
-    (["{data}", "--where", "client", "--vs", "client=mobile"], "is not KEY=VALUE"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["nope.log", "other.log"], "nope.log: no such file"),
+        (["{data}"], "give two or more sets"),
+        (["{data}", "--vs", "client=mobile"], "--vs needs --where"),
+        (["{data}", "--by", "colour"], "no trace has label 'colour'"),
+        (["{data}", "--where", "client=phone", "--vs", "client=mobile"], "holds no connection"),
+        (["{data}", "--where", "client", "--vs", "client=mobile"], "is not KEY=VALUE"),
+    ],
+)
 def test_errors_are_one_line(runner: CliRunner, dataset: Path, args: list[str], message: str) -> None:
     res = runner.invoke(cli, ["compare", *[a.replace("{data}", str(dataset)) for a in args]])
     assert res.exit_code != 0
@@ -133,8 +204,26 @@ def test_where_filters_every_positional_set(runner: CliRunner, logs) -> None:
 
 
 def test_n_way_diff_diagrams_one_file_per_pair(runner: CliRunner, dataset: Path, tmp_path: Path) -> None:
-    res = runner.invoke(cli, ["compare", str(dataset), "--by", "client", "--diff-diagram", str(tmp_path / "d.dot"),
-                              "--engine", "ktails", "-k", "1", "--bootstrap", "0", "--format", "json", "-q"])
+    res = runner.invoke(
+        cli,
+        [
+            "compare",
+            str(dataset),
+            "--by",
+            "client",
+            "--diff-diagram",
+            str(tmp_path / "d.dot"),
+            "--engine",
+            "ktails",
+            "-k",
+            "1",
+            "--bootstrap",
+            "0",
+            "--format",
+            "json",
+            "-q",
+        ],
+    )
     assert res.exit_code == 0, res.output
     files = sorted(p.name for p in tmp_path.glob("d.*.dot"))
     assert files == ["d.1.client_mobile-vs-client_desktop.dot", "d.2.client_tablet-vs-client_desktop.dot"]
@@ -145,7 +234,8 @@ def test_n_way_diff_diagrams_one_file_per_pair(runner: CliRunner, dataset: Path,
 def test_bad_diagram_suffix_fails_before_writing(runner: CliRunner, logs, tmp_path: Path) -> None:
     d, m = logs
     out = tmp_path / "c.json"
-    res = runner.invoke(cli, ["compare", str(d), str(m), "--format", "json", "-o", str(out),
-                              "--diagram", str(tmp_path / "s.jpg")])
+    res = runner.invoke(
+        cli, ["compare", str(d), str(m), "--format", "json", "-o", str(out), "--diagram", str(tmp_path / "s.jpg")]
+    )
     assert res.exit_code != 0 and "cannot tell the format" in res.output
     assert not out.exists()

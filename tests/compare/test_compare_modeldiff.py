@@ -9,8 +9,14 @@ from quicsm.inference import infer_sequences
 from quicsm.inference.model import INITIAL, TERMINAL, Model, model_from_paths
 from quicsm.traces.events import Trace, TraceEvent
 
-DESKTOP = [["SlowStart", "CongestionAvoidance"], ["SlowStart", "CongestionAvoidance", "Recovery", "CongestionAvoidance"]]
-MOBILE = [["SlowStart", "CongestionAvoidance", "ApplicationLimited", "CongestionAvoidance"], ["SlowStart", "ApplicationLimited"]]
+DESKTOP = [
+    ["SlowStart", "CongestionAvoidance"],
+    ["SlowStart", "CongestionAvoidance", "Recovery", "CongestionAvoidance"],
+]
+MOBILE = [
+    ["SlowStart", "CongestionAvoidance", "ApplicationLimited", "CongestionAvoidance"],
+    ["SlowStart", "ApplicationLimited"],
+]
 
 
 def dfg(seqs: list[list[str]]) -> Model:

@@ -14,8 +14,9 @@ from quicsm.compare import CompareOptions, compare, sets_from_inputs
 from quicsm.compare.calibration import calibrate
 
 FIG13 = Path(__file__).resolve().parents[2] / "traces" / "fig13"
-pytestmark = pytest.mark.skipif(not (FIG13 / "desktop").is_dir() or not (FIG13 / "mobile").is_dir(),
-                                reason="bundled traces/fig13 not present")
+pytestmark = pytest.mark.skipif(
+    not (FIG13 / "desktop").is_dir() or not (FIG13 / "mobile").is_dir(), reason="bundled traces/fig13 not present"
+)
 
 
 @pytest.fixture(scope="module")

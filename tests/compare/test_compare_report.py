@@ -16,16 +16,49 @@ from quicsm.compare.html import heatmap, pick_timelines, to_html
 from quicsm.compare.report import CSV_COLUMNS, to_csv, to_json_text, to_markdown
 from quicsm.compare.svg import timeline_svg
 
-STATE_KEYS = {"state", "mean_a", "mean_b", "difference", "p_value", "p_corrected", "significant", "test", "statistic",
-              "effect_size", "effect_measure", "n_a", "n_b", "visited_a", "visited_b", "note"}
-EDGE_KEYS = {"src", "dst", "prob_a", "prob_b", "difference", "p_value", "p_corrected", "significant", "test",
-             "count_a", "count_b", "out_a", "out_b", "only_in", "note"}
+STATE_KEYS = {
+    "state",
+    "mean_a",
+    "mean_b",
+    "difference",
+    "p_value",
+    "p_corrected",
+    "significant",
+    "test",
+    "statistic",
+    "effect_size",
+    "effect_measure",
+    "n_a",
+    "n_b",
+    "visited_a",
+    "visited_b",
+    "note",
+}
+EDGE_KEYS = {
+    "src",
+    "dst",
+    "prob_a",
+    "prob_b",
+    "difference",
+    "p_value",
+    "p_corrected",
+    "significant",
+    "test",
+    "count_a",
+    "count_b",
+    "out_a",
+    "out_b",
+    "only_in",
+    "note",
+}
 
 
 @pytest.fixture(scope="module")
 def result():
-    return compare([make_set("desktop", 10, 0.08, seed=1), make_set("mobile", 10, 0.55, seed=2, recovery=False)],
-                   CompareOptions(resamples=200))
+    return compare(
+        [make_set("desktop", 10, 0.08, seed=1), make_set("mobile", 10, 0.55, seed=2, recovery=False)],
+        CompareOptions(resamples=200),
+    )
 
 
 def _no_nan(token: str) -> None:
@@ -106,6 +139,8 @@ def test_html_report_holds_tables_and_inline_svg(result) -> None:
 
 
 def test_html_report_without_models_still_renders() -> None:
-    c = compare([make_set("a", 4, 0.1, seed=1), make_set("b", 4, 0.5, seed=2)], CompareOptions(resamples=0, models=False))
+    c = compare(
+        [make_set("a", 4, 0.1, seed=1), make_set("b", 4, 0.5, seed=2)], CompareOptions(resamples=0, models=False)
+    )
     html = to_html(c, timelines=1)
     assert 'class="heatmap"' in html and "Models side by side" not in html

@@ -44,9 +44,11 @@ def test_set_names_from_paths_are_unique(tmp_path: Path) -> None:
 
 
 def test_selectors_and_grouping() -> None:
-    pool = [*make_set("d", 3, 0.1, seed=1, labels={"client": "desktop", "rate": "50"}).traces,
-            *make_set("m", 4, 0.5, seed=2, labels={"client": "mobile", "rate": "50"}).traces,
-            *make_set("m10", 2, 0.5, seed=3, labels={"client": "mobile", "rate": "10"}).traces]
+    pool = [
+        *make_set("d", 3, 0.1, seed=1, labels={"client": "desktop", "rate": "50"}).traces,
+        *make_set("m", 4, 0.5, seed=2, labels={"client": "mobile", "rate": "50"}).traces,
+        *make_set("m10", 2, 0.5, seed=3, labels={"client": "mobile", "rate": "10"}).traces,
+    ]
     assert parse_selector("client=mobile, rate=10") == {"client": "mobile", "rate": "10"}
     with pytest.raises(InputError, match="not KEY=VALUE"):
         parse_selector("client")

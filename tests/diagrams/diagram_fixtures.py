@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from typing import Sequence
+from collections.abc import Sequence
 
 from quicsm.inference import infer_sequences
 from quicsm.inference.annotate import AnnotatedModel, annotate

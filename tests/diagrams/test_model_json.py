@@ -5,8 +5,9 @@ from __future__ import annotations
 import copy
 import gzip
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from diagram_fixtures import make_model, make_traces, model_of

@@ -58,9 +58,15 @@ def holds_on_model(model: Model, inv: Invariant) -> bool:
     g = model_graph(model)
     init, term = model.initial, model.terminal
     live = nx.descendants(g, init) & nx.ancestors(g, term)  # nodes on some INITIAL -> TERMINAL walk
-    of = lambda t: {n.id for n in model.nodes if n.state == t and n.id in live}
+
+    def of(t):
+        return {n.id for n in model.nodes if n.state == t and n.id in live}
+
     if inv.kind == "NFby":  # (nx.descendants leaves out the node itself, even on a cycle)
-        after = lambda u: set().union(*({s} | nx.descendants(g, s) for s in g.successors(u)))
+
+        def after(u):
+            return set().union(*({s} | nx.descendants(g, s) for s in g.successors(u)))
+
         return not any(of(inv.second) & after(u) for u in of(inv.first))
     if inv.kind == "AP":
         h = g.subgraph(set(g) - of(inv.first))

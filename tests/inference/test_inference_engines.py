@@ -49,13 +49,16 @@ def test_registry_lists_engines_and_refuses_unknown() -> None:
         infer_sequences(SEQS, "nope")
 
 
-@pytest.mark.parametrize(("engine", "opts", "message"), [
-    ("dfg", {"k": 1}, "does not take option"),
-    ("ktails", {"depth": 2}, "does not take option"),
-    ("ktails", {"k": "2"}, "must be an integer"),
-    ("synoptic", {"coarsen": "no"}, "must be true or false"),
-    ("synoptic", {"k": True}, "must be an integer"),
-])
+@pytest.mark.parametrize(
+    ("engine", "opts", "message"),
+    [
+        ("dfg", {"k": 1}, "does not take option"),
+        ("ktails", {"depth": 2}, "does not take option"),
+        ("ktails", {"k": "2"}, "must be an integer"),
+        ("synoptic", {"coarsen": "no"}, "must be true or false"),
+        ("synoptic", {"k": True}, "must be an integer"),
+    ],
+)
 def test_bad_options_are_refused(engine: str, opts: dict[str, object], message: str) -> None:
     with pytest.raises(InferenceError, match=message):
         infer_sequences(SEQS, engine, **opts)
@@ -146,8 +149,8 @@ def test_jar_engine_end_to_end_with_a_stand_in_java(tmp_path: Path, monkeypatch:
     fake.write_text(
         "#!/bin/sh\n"
         "prefix=''; prev=''\n"
-        "for a in \"$@\"; do [ \"$prev\" = -o ] && prefix=$a; prev=$a; done\n"
-        f"[ \"$1\" = -jar ] && [ \"$2\" = {jar} ] || exit 3\n"
+        'for a in "$@"; do [ "$prev" = -o ] && prefix=$a; prev=$a; done\n'
+        f'[ "$1" = -jar ] && [ "$2" = {jar} ] || exit 3\n'
         f"cat > \"$prefix.dot\" <<'EOF'\n{SYNOPTIC_DOT}EOF\n"
     )
     fake.chmod(0o755)
@@ -212,9 +215,11 @@ def test_infer_verb_reports_an_option_the_engine_lacks(write_log) -> None:  # ty
 
 def test_dot_reader_takes_older_synoptic_output() -> None:
     """Older releases write 'digraph {', mark first/last events by shape and end edge lists with ',]'."""
-    old = ('digraph {\n  0 [label="enter-pin",shape=box];\n  1 [label="access-granted",shape=diamond];\n'
-           '  2 [label="retry"];\n0->1 [label="0.50", weight="0.50"];\n0->2 [label="",];\n2->0 [label="",];\n'
-           '} // digraph {\n')
+    old = (
+        'digraph {\n  0 [label="enter-pin",shape=box];\n  1 [label="access-granted",shape=diamond];\n'
+        '  2 [label="retry"];\n0->1 [label="0.50", weight="0.50"];\n0->2 [label="",];\n2->0 [label="",];\n'
+        "} // digraph {\n"
+    )
     g = parse_synoptic_dot(old)
     init = next(n for n, v in g.labels.items() if v == "INITIAL")
     term = next(n for n, v in g.labels.items() if v == "TERMINAL")

@@ -12,9 +12,11 @@ TRACES = st.lists(st.lists(st.sampled_from("abcd"), max_size=8), min_size=1, max
 
 
 def test_hand_made_traces_match_definitions() -> None:
-    seqs = [["Init", "SlowStart", "CongestionAvoidance", "Recovery", "CongestionAvoidance"],
-            ["Init", "SlowStart", "Recovery", "CongestionAvoidance"],
-            ["Init", "SlowStart", "ApplicationLimited"]]
+    seqs = [
+        ["Init", "SlowStart", "CongestionAvoidance", "Recovery", "CongestionAvoidance"],
+        ["Init", "SlowStart", "Recovery", "CongestionAvoidance"],
+        ["Init", "SlowStart", "ApplicationLimited"],
+    ]
     mined = set(mine_invariants(seqs))
     assert mined == brute_invariants(seqs)
     # the facts the brute force establishes, spelled out: Init once and first, SlowStart in every trace

@@ -150,7 +150,7 @@ def insert_after(text: str, anchor: str, new_lines: list[str]) -> str:
     for i, line in enumerate(lines):
         if line.strip() == anchor:
             ind = line[: len(line) - len(line.lstrip())]
-            return "".join(lines[: i + 1] + [ind + x + "\n" for x in new_lines] + lines[i + 1:])
+            return "".join(lines[: i + 1] + [ind + x + "\n" for x in new_lines] + lines[i + 1 :])
     raise AssertionError(f"anchor {anchor!r} not in text")
 
 
@@ -159,9 +159,19 @@ def udiff(old: str, new: str, rel: str) -> str:
     return f"diff --git a/{rel} b/{rel}\n" + body
 
 
-def make_set(dest: Path, root: Path, edits: dict[str, list[tuple[str, list[str]]]], *, name: str = "test-cubic",
-             target: str = "quiche", algorithm: str = "cubic", era: str = "E", date: str = "2024-01-02",
-             diff_override: str | None = None, manifest_patch: dict | None = None) -> Path:
+def make_set(
+    dest: Path,
+    root: Path,
+    edits: dict[str, list[tuple[str, list[str]]]],
+    *,
+    name: str = "test-cubic",
+    target: str = "quiche",
+    algorithm: str = "cubic",
+    era: str = "E",
+    date: str = "2024-01-02",
+    diff_override: str | None = None,
+    manifest_patch: dict | None = None,
+) -> Path:
     """A patch set made against ``root``: ``edits`` maps relative path -> [(anchor line, lines to insert)]."""
     diff = ""
     files = []
@@ -175,9 +185,15 @@ def make_set(dest: Path, root: Path, edits: dict[str, list[tuple[str, list[str]]
     d = dest / name
     d.mkdir(parents=True)
     manifest = {
-        "name": name, "target": target, "algorithm": algorithm, "era": era, "description": "test set",
+        "name": name,
+        "target": target,
+        "algorithm": algorithm,
+        "era": era,
+        "description": "test set",
         "upstream": {"repository": "example/test", "commit": "0" * 40, "date": date, "path_root": ""},
-        "files": files, "states": ["SlowStart", "CongestionAvoidance"], "runtime": "--v=1",
+        "files": files,
+        "states": ["SlowStart", "CongestionAvoidance"],
+        "runtime": "--v=1",
         "validated": {"how": "made by the test", "date": "2026-11-22"},
     }
     manifest.update(manifest_patch or {})
@@ -190,8 +206,10 @@ def cubic_edits(paths: dict[str, str]) -> dict[str, list[tuple[str, list[str]]]]
     return {
         paths["tcp_cubic_sender_bytes.cc"]: [
             ("ExitSlowstart();", [LOG.format(ind="", cc="cubic", to="CongestionAvoidance")]),
-            ("largest_sent_at_last_cutback_ = largest_sent_packet_number_;",
-             [LOG.format(ind="", cc="cubic", to="Recovery")]),
+            (
+                "largest_sent_at_last_cutback_ = largest_sent_packet_number_;",
+                [LOG.format(ind="", cc="cubic", to="Recovery")],
+            ),
         ],
         paths["quic_sent_packet_manager.cc"]: [
             ("++consecutive_pto_count_;", [LOG.format(ind="", cc="cubic", to="ProbeTimeout")]),
@@ -203,15 +221,27 @@ def snapshot(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def one_file_set(dest: Path, rel: str, old_text: str, new_text: str, *, name: str = "one",
-                 algorithm: str = "bbr") -> Path:
+def one_file_set(
+    dest: Path, rel: str, old_text: str, new_text: str, *, name: str = "one", algorithm: str = "bbr"
+) -> Path:
     """A one-file patch set turning ``old_text`` into ``new_text`` at ``rel``; returns its directory."""
     d = dest / name
     d.mkdir(parents=True)
     (d / "changes.diff").write_text(udiff(old_text, new_text, rel))
-    (d / "manifest.json").write_text(json.dumps({
-        "name": name, "target": "quiche", "algorithm": algorithm, "era": "E", "description": "test set",
-        "upstream": {"repository": "example/test", "commit": "3" * 40, "date": "2024-01-01"},
-        "files": [{"path": rel, "sha256": hashlib.sha256(old_text.encode()).hexdigest()}],
-        "states": ["Startup"], "runtime": "--v=1", "validated": {"how": "made by the test"}}))
+    (d / "manifest.json").write_text(
+        json.dumps(
+            {
+                "name": name,
+                "target": "quiche",
+                "algorithm": algorithm,
+                "era": "E",
+                "description": "test set",
+                "upstream": {"repository": "example/test", "commit": "3" * 40, "date": "2024-01-01"},
+                "files": [{"path": rel, "sha256": hashlib.sha256(old_text.encode()).hexdigest()}],
+                "states": ["Startup"],
+                "runtime": "--v=1",
+                "validated": {"how": "made by the test"},
+            }
+        )
+    )
     return d

@@ -74,8 +74,11 @@ def test_cli_port_writes_set_and_reports_failures(tmp_path: Path) -> None:
     gone = tmp_path / "gone"
     write_tree(gone, "E")
     g = gone / paths["quic_sent_packet_manager.cc"]
-    g.write_text(g.read_text().replace("    case PTO_MODE:\n      ++consecutive_pto_count_;\n"
-                                       "      pending_timer_transmission_count_ = 1;\n", ""))
+    g.write_text(
+        g.read_text().replace(
+            "    case PTO_MODE:\n      ++consecutive_pto_count_;\n      pending_timer_transmission_count_ = 1;\n", ""
+        )
+    )
     res = r.invoke(cli, ["patch", "port", str(gone), "--from", str(d), "-o", str(tmp_path / "nope")])
     assert res.exit_code != 0 and "cannot place" in res.output
     assert not (tmp_path / "nope").exists()

@@ -14,8 +14,10 @@ from quicsm.instrumentation.patchset import load_patch_set
 from quicsm.instrumentation.targets import Target, all_targets, get_target
 
 
-@pytest.mark.parametrize("era,target", [("E", "quiche"), ("D", "quiche"), ("D-early", "quiche"),
-                                        ("C", "chromium"), ("B", "chromium"), ("A", "chromium")])
+@pytest.mark.parametrize(
+    "era,target",
+    [("E", "quiche"), ("D", "quiche"), ("D-early", "quiche"), ("C", "chromium"), ("B", "chromium"), ("A", "chromium")],
+)
 def test_checkout_era_and_target(tmp_path: Path, era: str, target: str) -> None:
     write_tree(tmp_path, era)
     det = engine.detect(tmp_path, sets=[])
@@ -60,9 +62,15 @@ def test_exact_version_found_by_sha256_and_nearest_by_date(tmp_path: Path) -> No
     paths = write_tree(root, "E")
     exact = load_patch_set(make_set(tmp_path / "s1", root, cubic_edits(paths), name="exact-one"))
     # same diff, other pristine hashes: "applies" but not exact
-    other = load_patch_set(make_set(tmp_path / "s2", root, cubic_edits(paths), name="applies-one",
-                                    manifest_patch={"files": [{"path": f.path, "sha256": "b" * 64}
-                                                              for f in exact.files]}))
+    other = load_patch_set(
+        make_set(
+            tmp_path / "s2",
+            root,
+            cubic_edits(paths),
+            name="applies-one",
+            manifest_patch={"files": [{"path": f.path, "sha256": "b" * 64} for f in exact.files]},
+        )
+    )
     det = engine.detect(root, sets=[other, exact])
     assert [(c.patch_set.name, c.kind) for c in det.candidates] == [("exact-one", "exact"), ("applies-one", "applies")]
 
@@ -71,8 +79,7 @@ def test_era_mismatch_lowers_similarity(tmp_path: Path) -> None:
     e_root, d_root = tmp_path / "e", tmp_path / "d"
     pe, pd = write_tree(e_root, "E"), write_tree(d_root, "D")
     set_e = load_patch_set(make_set(tmp_path / "se", e_root, cubic_edits(pe), name="set-e", era="E"))
-    set_d = load_patch_set(make_set(tmp_path / "sd", d_root, cubic_edits(pd), name="set-d", era="D",
-                                    date="2021-01-01"))
+    set_d = load_patch_set(make_set(tmp_path / "sd", d_root, cubic_edits(pd), name="set-d", era="D", date="2021-01-01"))
     # a tree of era E with a changed line so that neither applies: the era-E set must rank first
     rel = pe["tcp_cubic_sender_bytes.cc"]
     (e_root / rel).write_text((e_root / rel).read_text().replace("  slowstart_threshold_ = congestion_window_;\n", ""))

@@ -160,9 +160,14 @@ def test_refuses_symlinked_directory_pointing_outside(tmp_path, tree, cubic_set)
 @pytest.mark.parametrize("bad", ["../escape.cc", "/etc/passwd", "quic/../../escape.cc"])
 def test_refuses_escaping_paths_in_diff(tmp_path, tree, bad):
     root, _ = tree
-    diff = (f"diff --git a/{bad} b/{bad}\n--- a/{bad}\n+++ b/{bad}\n@@ -1,1 +1,2 @@\n x\n+y\n")
-    d = make_set(tmp_path / "sets", root, {}, diff_override=diff,
-                 manifest_patch={"files": [{"path": "quic/x.cc", "sha256": "a" * 64}]})
+    diff = f"diff --git a/{bad} b/{bad}\n--- a/{bad}\n+++ b/{bad}\n@@ -1,1 +1,2 @@\n x\n+y\n"
+    d = make_set(
+        tmp_path / "sets",
+        root,
+        {},
+        diff_override=diff,
+        manifest_patch={"files": [{"path": "quic/x.cc", "sha256": "a" * 64}]},
+    )
     with pytest.raises(PatchError, match="source root|a/ or b/ prefix"):
         load_patch_set(d)
     assert not (tmp_path / "escape.cc").exists()
@@ -249,7 +254,9 @@ def test_status_without_usable_set_reports_against_the_closest(tree, cubic_set):
 def test_apply_with_port_instruments_an_unpinned_version_and_reverts(tmp_path, tree, cubic_set):
     root, paths = tree
     p = root / paths["tcp_cubic_sender_bytes.cc"]
-    p.write_text(p.read_text().replace("  for (const LostPacket& lost", "  UpdateStats();\n  for (const LostPacket& lost"))
+    p.write_text(
+        p.read_text().replace("  for (const LostPacket& lost", "  UpdateStats();\n  for (const LostPacket& lost")
+    )
     before = snapshot(root)
     with pytest.raises(PatchError, match="no patch set applies"):
         engine.apply(root, sets=[cubic_set])

@@ -33,18 +33,21 @@ def test_good_set_loads(good: Path) -> None:
     assert find_patch_set(str(good)).name == ps.name
 
 
-@pytest.mark.parametrize("mutate,field", [
-    (lambda m: m.pop("runtime"), "'runtime'"),
-    (lambda m: m.update(algorithm="vegas"), "'algorithm'"),
-    (lambda m: m["files"][0].update(sha256="xyz"), "files\\[0\\].*'sha256'"),
-    (lambda m: m["upstream"].update(commit="abc"), "'upstream.commit'"),
-    (lambda m: m["upstream"].update(date="22/11/2026"), "'upstream.date'"),
-    (lambda m: m.update(states=[]), "'states'"),
-    (lambda m: m.update(name="other-name") or m, None),
-    (lambda m: m["files"].pop(), "does not match changes.diff.*not listed"),
-    (lambda m: m["files"].append({"path": "quiche/x.cc", "sha256": "c" * 64}), "listed but not in the diff"),
-    (lambda m: m["files"][0].update(path="../x.cc"), "leaves the source root"),
-])
+@pytest.mark.parametrize(
+    "mutate,field",
+    [
+        (lambda m: m.pop("runtime"), "'runtime'"),
+        (lambda m: m.update(algorithm="vegas"), "'algorithm'"),
+        (lambda m: m["files"][0].update(sha256="xyz"), "files\\[0\\].*'sha256'"),
+        (lambda m: m["upstream"].update(commit="abc"), "'upstream.commit'"),
+        (lambda m: m["upstream"].update(date="22/11/2026"), "'upstream.date'"),
+        (lambda m: m.update(states=[]), "'states'"),
+        (lambda m: m.update(name="other-name") or m, None),
+        (lambda m: m["files"].pop(), "does not match changes.diff.*not listed"),
+        (lambda m: m["files"].append({"path": "quiche/x.cc", "sha256": "c" * 64}), "listed but not in the diff"),
+        (lambda m: m["files"][0].update(path="../x.cc"), "leaves the source root"),
+    ],
+)
 def test_bad_manifest_names_file_and_field(good: Path, mutate, field) -> None:
     _edit(good, mutate)
     if field is None:  # a user directory may be named differently from the set
@@ -79,8 +82,10 @@ def test_unknown_set_name_suggests(tmp_path: Path) -> None:
 
 
 def test_diff_round_trip_keeps_no_newline_markers() -> None:
-    text = ("diff --git a/x.cc b/x.cc\n--- a/x.cc\n+++ b/x.cc\n@@ -1,2 +1,3 @@ void F()\n a\n-b\n"
-            "\\ No newline at end of file\n+b\n+c\n\\ No newline at end of file\n")
+    text = (
+        "diff --git a/x.cc b/x.cc\n--- a/x.cc\n+++ b/x.cc\n@@ -1,2 +1,3 @@ void F()\n a\n-b\n"
+        "\\ No newline at end of file\n+b\n+c\n\\ No newline at end of file\n"
+    )
     fps = parse_diff(text)
     assert fps[0].no_newline_old and fps[0].no_newline_new
     assert render_diff(fps) == text

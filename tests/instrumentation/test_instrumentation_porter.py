@@ -58,31 +58,40 @@ def _line_after(text: str, anchor: str) -> str:
 
 
 def test_unrelated_lines_inserted_between_anchors(tmp_path, old_set):
-    new = _new_tree(tmp_path, lambda t: t.replace(
-        "  slowstart_threshold_ = congestion_window_;\n",
-        "  slowstart_threshold_ = congestion_window_;\n  stats_->cwnd_cuts++;\n  MaybeTrace(\"loss\");\n")
-        .replace("  for (const LostPacket& lost", "  OnNewEvent();\n  for (const LostPacket& lost"))
+    new = _new_tree(
+        tmp_path,
+        lambda t: t.replace(
+            "  slowstart_threshold_ = congestion_window_;\n",
+            '  slowstart_threshold_ = congestion_window_;\n  stats_->cwnd_cuts++;\n  MaybeTrace("loss");\n',
+        ).replace("  for (const LostPacket& lost", "  OnNewEvent();\n  for (const LostPacket& lost"),
+    )
     text = _port_ok(old_set, new, tmp_path / "out")
     assert "to=Recovery" in _line_after(text, "largest_sent_at_last_cutback_ = largest_sent_packet_number_;")
     assert "to=CongestionAvoidance" in _line_after(text, "ExitSlowstart();")
 
 
 def test_renamed_signature_does_not_matter(tmp_path, old_set):
-    new = _new_tree(tmp_path, lambda t: t.replace(
-        "void TcpCubicSenderBytes::OnPacketLost(QuicPacketNumber packet_number,\n"
-        "                                       QuicByteCount prior_in_flight) {",
-        "void TcpCubicSenderBytes::OnPacketLost(QuicPacketNumber packet_number, QuicByteCount prior_in_flight,\n"
-        "                                       QuicByteCount lost_bytes) {"))
+    new = _new_tree(
+        tmp_path,
+        lambda t: t.replace(
+            "void TcpCubicSenderBytes::OnPacketLost(QuicPacketNumber packet_number,\n"
+            "                                       QuicByteCount prior_in_flight) {",
+            "void TcpCubicSenderBytes::OnPacketLost(QuicPacketNumber packet_number, QuicByteCount prior_in_flight,\n"
+            "                                       QuicByteCount lost_bytes) {",
+        ),
+    )
     text = _port_ok(old_set, new, tmp_path / "out")
     assert "to=Recovery" in _line_after(text, "largest_sent_at_last_cutback_ = largest_sent_packet_number_;")
 
 
 def test_reindented_block_gets_reindented_lines(tmp_path, old_set):
     def wrap(t: str) -> str:
-        return t.replace("  if (rtt_updated && InSlowStart() && hybrid_slow_start_.ShouldExit()) {\n"
-                         "    ExitSlowstart();\n  }\n",
-                         "  if (enabled_) {\n    if (rtt_updated && InSlowStart() &&\n"
-                         "        hybrid_slow_start_.ShouldExit()) {\n      ExitSlowstart();\n    }\n  }\n")
+        return t.replace(
+            "  if (rtt_updated && InSlowStart() && hybrid_slow_start_.ShouldExit()) {\n    ExitSlowstart();\n  }\n",
+            "  if (enabled_) {\n    if (rtt_updated && InSlowStart() &&\n"
+            "        hybrid_slow_start_.ShouldExit()) {\n      ExitSlowstart();\n    }\n  }\n",
+        )
+
     new = _new_tree(tmp_path, wrap)
     text = _port_ok(old_set, new, tmp_path / "out")
     nxt = _line_after(text, "ExitSlowstart();")
@@ -90,9 +99,14 @@ def test_reindented_block_gets_reindented_lines(tmp_path, old_set):
 
 
 def test_deleted_anchor_is_reported_and_nothing_written(tmp_path, old_set):
-    new = _new_tree(tmp_path, lambda t: t.replace(
-        "  slowstart_threshold_ = congestion_window_;\n  largest_sent_at_last_cutback_ = largest_sent_packet_number_;\n"
-        "  QUIC_DVLOG(1) << \"Incoming loss; congestion window: \" << congestion_window_;\n", "  Cut();\n"))
+    new = _new_tree(
+        tmp_path,
+        lambda t: t.replace(
+            "  slowstart_threshold_ = congestion_window_;\n  largest_sent_at_last_cutback_ = largest_sent_packet_number_;\n"
+            '  QUIC_DVLOG(1) << "Incoming loss; congestion window: " << congestion_window_;\n',
+            "  Cut();\n",
+        ),
+    )
     res = plan_port(old_set, new)
     assert not res.ok
     assert any(f.file == CUBIC and f.hunk for f in res.failures)
@@ -109,7 +123,8 @@ def test_include_lines_are_respelled_for_the_new_era(tmp_path):
     paths = write_tree(old, "D")
     edits = cubic_edits(paths)
     edits[paths["tcp_cubic_sender_bytes.cc"]].append(
-        ('#include "quic/platform/api/quic_logging.h"', ['#include "quic/platform/api/quic_flags.h"']))
+        ('#include "quic/platform/api/quic_logging.h"', ['#include "quic/platform/api/quic_flags.h"'])
+    )
     ps = load_patch_set(make_set(tmp_path / "sets", old, edits, name="d-cubic", era="D", date="2021-06-01"))
     new = tmp_path / "new"
     write_tree(new, "E")
@@ -215,8 +230,9 @@ def test_both_sites_placed_when_both_exist(tmp_path):
     ps, rel = _bbr2_set(tmp_path)
     new = tmp_path / "new"
     (new / rel).parent.mkdir(parents=True)
-    (new / rel).write_text(TWO_SITES.format(quiescence=QUIESCENCE.replace("now > last_quiescence_start_",
-                                                                          "now >= last_quiescence_start_")))
+    (new / rel).write_text(
+        TWO_SITES.format(quiescence=QUIESCENCE.replace("now > last_quiescence_start_", "now >= last_quiescence_start_"))
+    )
     res = plan_port(ps, new)
     assert res.ok, res.failures
     placed = res.placed[rel].decode()
@@ -262,7 +278,9 @@ def _write(root: Path, text: str) -> Path:
 
 def test_end_of_function_is_found_when_its_last_lines_changed(tmp_path):
     old = FUNCS.format(ctor_tail=" {}", tail="  if (is_round_start) {\n    num_loss_events_ = 0;\n  }\n")
-    new = old.replace("    num_loss_events_ = 0;\n  }\n}", "    num_loss_events_ = 0;\n  }\n  QuicsmLog(event_time);\n}")
+    new = old.replace(
+        "    num_loss_events_ = 0;\n  }\n}", "    num_loss_events_ = 0;\n  }\n  QuicsmLog(event_time);\n}"
+    )
     ps = _one_file_set(tmp_path, BBR, old, new)
     # an older version: the function ended differently, the anchors above the change are gone
     tree = _write(tmp_path / "t", FUNCS.format(ctor_tail=" {}", tail="  sampler_.RemoveObsoletePackets();\n"))
@@ -279,8 +297,10 @@ def test_definition_between_functions_stays_at_file_scope(tmp_path):
     new = old.replace("}  // namespace quic", helper + "}  // namespace quic")
     ps = _one_file_set(tmp_path, BBR, old, new)
     extra = "void BbrSender::SetStreamNotifier(Notifier* n) {\n  notifier_ = n;\n}\n\n"
-    tree = _write(tmp_path / "t", FUNCS.format(ctor_tail=" {}", tail="").replace(
-        "}  // namespace quic", extra + "}  // namespace quic"))
+    tree = _write(
+        tmp_path / "t",
+        FUNCS.format(ctor_tail=" {}", tail="").replace("}  // namespace quic", extra + "}  // namespace quic"),
+    )
     res = plan_port(ps, tree)
     assert res.ok, res.failures
     placed = res.placed[BBR].decode()
@@ -306,19 +326,30 @@ def test_cli_port_by_algorithm_falls_back_to_the_next_set(tmp_path):
     base = FUNCS.format(ctor_tail=" {}", tail="")
     with_q = base.replace("  sampler_.OnAppLimited();\n", "  sampler_.OnAppLimited();\n  MaybeQuiesce();\n")
     # set A (newer) needs MaybeQuiesce(), which the tree lacks; set B (older) does not
-    ps_a = _one_file_set(tmp_path, BBR, with_q, with_q.replace("  MaybeQuiesce();\n",
-                                                              "  MaybeQuiesce();\n  QuicsmLog(0);\n"), "set-a")
-    ps_b = _one_file_set(tmp_path, BBR, base, base.replace("  MaybeExitStartupOrDrain(event_time);\n",
-                                                           "  MaybeExitStartupOrDrain(event_time);\n"
-                                                           "  QuicsmLog(event_time);\n"), "set-b")
-    tree = _write(tmp_path / "t", base.replace("  UpdateRoundTripCounter(event_time);\n",
-                                               "  UpdateRoundTripCounter(event_time);\n  Sample();\n"))
+    ps_a = _one_file_set(
+        tmp_path, BBR, with_q, with_q.replace("  MaybeQuiesce();\n", "  MaybeQuiesce();\n  QuicsmLog(0);\n"), "set-a"
+    )
+    ps_b = _one_file_set(
+        tmp_path,
+        BBR,
+        base,
+        base.replace(
+            "  MaybeExitStartupOrDrain(event_time);\n",
+            "  MaybeExitStartupOrDrain(event_time);\n  QuicsmLog(event_time);\n",
+        ),
+        "set-b",
+    )
+    tree = _write(
+        tmp_path / "t",
+        base.replace("  UpdateRoundTripCounter(event_time);\n", "  UpdateRoundTripCounter(event_time);\n  Sample();\n"),
+    )
     out = tmp_path / "ported"
     res, written = port([ps_a, ps_b], tree, out)
     assert res.source.name == "set-b" and written == out
     assert load_patch_set(out).extra["ported_from"]["name"] == "set-b"
-    r = CliRunner().invoke(cli, ["patch", "port", str(tree), "--from", str(tmp_path / "sets/set-a"),
-                                 "-o", str(tmp_path / "x")])
+    r = CliRunner().invoke(
+        cli, ["patch", "port", str(tree), "--from", str(tmp_path / "sets/set-a"), "-o", str(tmp_path / "x")]
+    )
     assert r.exit_code != 0 and "cannot place" in r.output and not (tmp_path / "x").exists()
 
 
@@ -327,9 +358,13 @@ def test_target_check_can_veto_a_port(tmp_path, old_set, monkeypatch):
 
     new = _new_tree(tmp_path, lambda t: t)
     target = get_target("quiche")
-    monkeypatch.setattr(type(target), "check_ported",
-                        lambda self, path, text, added: ["uses `time.` but does not import it"]
-                        if path.endswith("tcp_cubic_sender_bytes.cc") else [])
+    monkeypatch.setattr(
+        type(target),
+        "check_ported",
+        lambda self, path, text, added: (
+            ["uses `time.` but does not import it"] if path.endswith("tcp_cubic_sender_bytes.cc") else []
+        ),
+    )
     res = plan_port(old_set, new)
     assert not res.ok and "does not import" in res.failures[0].reason
     with pytest.raises(PatchError):
@@ -338,15 +373,26 @@ def test_target_check_can_veto_a_port(tmp_path, old_set, monkeypatch):
 
 
 def test_porting_onto_an_already_patched_tree_is_refused(tmp_path, old_set):
-    new = _new_tree(tmp_path, lambda t: t.replace("  for (const LostPacket& lost", "  Tick();\n  for (const LostPacket& lost"))
+    new = _new_tree(
+        tmp_path, lambda t: t.replace("  for (const LostPacket& lost", "  Tick();\n  for (const LostPacket& lost")
+    )
     _, out = port(old_set, new, tmp_path / "p1")
     engine.apply(new, sets=[load_patch_set(out)], set_name=load_patch_set(out).name)
     again = plan_port(old_set, new)
     assert not again.ok and any("already" in f.reason for f in again.failures)
 
 
-FOREIGN = ["  stats_->ticks++;", "  QUIC_DVLOG(3) << \"tick\";", "  if (paused_) {", "    return;", "  }",
-           "  MaybeUpdateRtt(now);", "  // upstream comment", "", "  const bool x = IsCwndLimited(0);"]
+FOREIGN = [
+    "  stats_->ticks++;",
+    '  QUIC_DVLOG(3) << "tick";',
+    "  if (paused_) {",
+    "    return;",
+    "  }",
+    "  MaybeUpdateRtt(now);",
+    "  // upstream comment",
+    "",
+    "  const bool x = IsCwndLimited(0);",
+]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -372,7 +418,9 @@ def test_random_upstream_insertions_never_misplace(tmp_path_factory, inserts):
         assert all(f.reason for f in res.failures)
         return
     placed = res.placed[CUBIC].decode().splitlines()
-    for anchor, marker in (("ExitSlowstart();", "to=CongestionAvoidance"),
-                           ("largest_sent_at_last_cutback_ = largest_sent_packet_number_;", "to=Recovery")):
+    for anchor, marker in (
+        ("ExitSlowstart();", "to=CongestionAvoidance"),
+        ("largest_sent_at_last_cutback_ = largest_sent_packet_number_;", "to=Recovery"),
+    ):
         i = next(k for k, x in enumerate(placed) if marker in x)
-        assert placed[i - 1].strip() == anchor, (anchor, placed[i - 2:i + 1])
+        assert placed[i - 1].strip() == anchor, (anchor, placed[i - 2 : i + 1])

@@ -29,7 +29,8 @@ def test_shipped_set_is_valid_and_fits_its_target(target, name, sdir):
     known = tgt.known_names()
     assert any(f.basename in known for f in ps.files), f"{ps.origin}: no sender file of target {ps.target}"
     for fp in ps.file_patches:
-        assert not tgt.dirs or any(fp.path.startswith(d + "/") for d in tgt.dirs), \
+        assert not tgt.dirs or any(fp.path.startswith(d + "/") for d in tgt.dirs), (
             f"{ps.origin}: {fp.path} is not under any of {tgt.dirs}"
+        )
     for s in ps.states:
         assert canonical_state(s) == s, f"{ps.origin}: state {s!r} is not canonical ({canonical_state(s)!r})"

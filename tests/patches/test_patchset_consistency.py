@@ -31,11 +31,20 @@ ALLOWED_STATES: dict[str, set[str]] = {
     "bbr2": {"Init", "Startup", "Drain", "ProbeBw", "ProbeRtt"} | {f"ProbeBw.{p}" for p in BBR2_PHASES},
     "bbr3": {"Init", "Startup", "Drain", "ProbeBw", "ProbeRtt"} | {f"ProbeBw.{p}" for p in BBR2_PHASES},
 }
-ALLOWED_CC = {"cubic": {"cubic", "reno"}, "reno": {"cubic", "reno"}, "bbr": {"bbr"}, "bbr2": {"bbr2"},
-              "bbr3": {"bbr3"}}
-NUMBERS = {"conn": "0x55d0c81e2a40", "t_us": "1843392", "cwnd": "43800", "inflight": "41610",
-           "ssthresh": "43800", "pacing_bps": "12000000", "bw_bps": "10000000", "min_rtt_us": "20000",
-           "srtt_us": "25000", "cycle": "3", "v": "1"}
+ALLOWED_CC = {"cubic": {"cubic", "reno"}, "reno": {"cubic", "reno"}, "bbr": {"bbr"}, "bbr2": {"bbr2"}, "bbr3": {"bbr3"}}
+NUMBERS = {
+    "conn": "0x55d0c81e2a40",
+    "t_us": "1843392",
+    "cwnd": "43800",
+    "inflight": "41610",
+    "ssthresh": "43800",
+    "pacing_bps": "12000000",
+    "bw_bps": "10000000",
+    "min_rtt_us": "20000",
+    "srtt_us": "25000",
+    "cycle": "3",
+    "v": "1",
+}
 ENUMERATED = {"from", "to", "cc", "ev", "trigger", "recovery", None}
 _FIELD = re.compile(r"^[a-z][a-z0-9_]*=\S+$")
 _STR = r'"(?:[^"\\\n]|\\.)*"'
@@ -231,13 +240,13 @@ class Resolver:
         if call:  # a helper the patch adds: what it returns
             for f in self.funcs:
                 if f.name == name:
-                    for r in re.finditer(r"\breturn\s+([^;\n]+)", code[f.start:f.end]):
+                    for r in re.finditer(r"\breturn\s+([^;\n]+)", code[f.start : f.end]):
                         out |= self.values(r.group(1), f.start + r.start(), depth, seen)
             return out
         # definitions and assignments: X = ..., X := ..., X[] = {...}, Go struct field X: ...
         masked = self.masked
         for m in re.finditer(rf"(?<![\w.>])(?:\w+(?:->|\.))?{name}\s*(?:\[\s*\])?\s*(?::=|=(?!=))\s*", masked):
-            out |= self.values(code[m.end():_expr_end(masked, m.end())], m.start(), depth, seen)
+            out |= self.values(code[m.end() : _expr_end(masked, m.end())], m.start(), depth, seen)
         for m in re.finditer(rf"^\s*{name}:\s*([^,\n]+),", masked, re.M):
             out |= self.values(m.group(1), m.start(), depth, seen)
         # a parameter of the enclosing function: the arguments of its calls
@@ -246,10 +255,10 @@ class Resolver:
             k = f.params.index(name)
             for c in re.finditer(rf"\b{f.name}\(", masked):
                 line_start = code.rfind("\n", 0, c.start()) + 1
-                prefix = code[line_start:c.start()]
+                prefix = code[line_start : c.start()]
                 if re.search(r"(::|\bfunc\b.*|\b(void|int|bool|auto|char)\s*\**)\s*$", prefix):
                     continue
-                args = split_top(code[c.end():_matching(code, c.end() - 1) - 1], ",")
+                args = split_top(code[c.end() : _matching(code, c.end() - 1) - 1], ",")
                 if k < len(args):
                     out |= self.values(args[k], c.start(), depth, seen)
         return out
@@ -304,8 +313,11 @@ def statements(f: Added, base: int = 0) -> list[Statement]:
         start = max(text.rfind(c, 0, m.start()) for c in ";{}") + 1
         end = m.start()
         while end < len(text) and text[end] != ";":
-            end = _skip_string(text, end) if text[end] in "\"'" else (
-                _matching(text, end) if text[end] in "([{" else end + 1)
+            end = (
+                _skip_string(text, end)
+                if text[end] in "\"'"
+                else (_matching(text, end) if text[end] in "([{" else end + 1)
+            )
         chain = split_top(text[start:end], "<<")
         k = next(i for i, p in enumerate(chain) if p.startswith('"QUICSM '))
         pieces = []
@@ -323,18 +335,18 @@ def _enclosing_printf(text: str, lit_pos: int) -> str | None:
     if m is None:
         return None
     open_ = text.index("(", m.start())
-    return text[open_ + 1:_matching(text, open_) - 1]
+    return text[open_ + 1 : _matching(text, open_) - 1]
 
 
 def _printf_pieces(args_text: str) -> tuple[tuple[bool, str], ...]:
     args = split_top(args_text, ",")
     k = next(i for i, a in enumerate(args) if a.startswith('"QUICSM '))
     fmt = "".join(unquote(x) for x in _STR_RX.findall(args[k]))
-    rest = [a for a in args[k + 1:] if a]
+    rest = [a for a in args[k + 1 :] if a]
     pieces: list[tuple[bool, str]] = []
     last = 0
     for verb in _GO_VERB.finditer(fmt):
-        pieces.append((True, fmt[last:verb.start()]))
+        pieces.append((True, fmt[last : verb.start()]))
         if verb.group(0) == "%%":
             pieces.append((True, "%"))
         else:
@@ -395,8 +407,9 @@ def test_manifest_sanity(setdir: Path) -> None:
         assert not f["path"].startswith("/") and ".." not in f["path"].split("/")
     commit = m["upstream"].get("commit")
     assert commit is None or re.fullmatch(r"[0-9a-f]{40}", commit)
-    in_diff = [re.sub(r"^b/", "", line[4:].split("\t")[0].strip()) for line in diff.splitlines()
-               if line.startswith("+++ ")]
+    in_diff = [
+        re.sub(r"^b/", "", line[4:].split("\t")[0].strip()) for line in diff.splitlines() if line.startswith("+++ ")
+    ]
     assert sorted(in_diff) == sorted(f["path"] for f in m["files"])
     assert m["runtime"].strip() and m["validated"].get("how")
 
@@ -418,7 +431,7 @@ def test_log_statements_parse_to_canonical_states(setdir: Path) -> None:
             except ContractError as exc:
                 raise AssertionError(f"{st.where}: {line!r}: {exc}") from None
             assert rec is not None, f"{st.where}: {line!r} has no tag"
-            payload = line[line.index("QUICSM ") + 7:]
+            payload = line[line.index("QUICSM ") + 7 :]
             tokens = payload.split(" ")
             bad = [t for t in tokens if not _FIELD.match(t)]
             assert not bad, f"{st.where}: {line!r}: malformed fields {bad}"
@@ -444,21 +457,25 @@ def test_log_statements_parse_to_canonical_states(setdir: Path) -> None:
 
 def test_the_check_catches_a_malformed_statement() -> None:
     """A space inside a value, or a missing ``key=``, must be caught (the test is not vacuous)."""
-    bad_cpp = ('+++ b/x.cc\n@@ -1,1 +1,3 @@\n+void F::G(QuicTime now) {\n'
-               '+  QUIC_VLOG(1) << "QUICSM v=1 conn=" << this << " t_us=" << 5 << " cc=cubic from=Slow Start"\n'
-               '+               << " to=" << "Recovery";\n+}\n')
+    bad_cpp = (
+        "+++ b/x.cc\n@@ -1,1 +1,3 @@\n+void F::G(QuicTime now) {\n"
+        '+  QUIC_VLOG(1) << "QUICSM v=1 conn=" << this << " t_us=" << 5 << " cc=cubic from=Slow Start"\n'
+        '+               << " to=" << "Recovery";\n+}\n'
+    )
     files = added_code(bad_cpp)
     (st,) = statements(files[0])
     lines = render(st, Resolver(files))
-    assert any(not all(_FIELD.match(t) for t in ln[ln.index("QUICSM ") + 7:].split(" ")) for ln in lines)
-    bad_go = ('+++ b/x.go\n@@ -1,1 +1,3 @@\n+func (c *s) l(to string) {\n'
-              '+\tlog.Printf("QUICSM v=1 conn=%p t_us=%d cc=cubic to=%s %d", c, 1, to, 2)\n+}\n'
-              '+func (c *s) m() {\n+\tc.l("SlowStart")\n+}\n')
+    assert any(not all(_FIELD.match(t) for t in ln[ln.index("QUICSM ") + 7 :].split(" ")) for ln in lines)
+    bad_go = (
+        "+++ b/x.go\n@@ -1,1 +1,3 @@\n+func (c *s) l(to string) {\n"
+        '+\tlog.Printf("QUICSM v=1 conn=%p t_us=%d cc=cubic to=%s %d", c, 1, to, 2)\n+}\n'
+        '+func (c *s) m() {\n+\tc.l("SlowStart")\n+}\n'
+    )
     files = added_code(bad_go)
     (st,) = statements(files[0])
     (line,) = render(st, Resolver(files))
     assert "to=SlowStart" in line
-    assert not all(_FIELD.match(t) for t in line[line.index("QUICSM ") + 7:].split(" "))
+    assert not all(_FIELD.match(t) for t in line[line.index("QUICSM ") + 7 :].split(" "))
 
 
 def test_engine_loads_every_shipped_set() -> None:

@@ -33,8 +33,14 @@ SETS = shipped_patch_sets("quic-go")
 
 def _pristine(version: str) -> Path:
     """The module directory in the Go module cache (downloads it on a machine that lacks it)."""
-    out = subprocess.run([GO, "mod", "download", "-json", f"{build.MODULE}@{version}"], capture_output=True,
-                         text=True, cwd="/tmp", check=False, env={**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": ""})
+    out = subprocess.run(
+        [GO, "mod", "download", "-json", f"{build.MODULE}@{version}"],
+        capture_output=True,
+        text=True,
+        cwd="/tmp",
+        check=False,
+        env={**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": ""},
+    )
     if out.returncode != 0:
         pytest.skip(f"cannot download {build.MODULE}@{version}: {out.stderr.strip()[-300:]}")
     return Path(json.loads(out.stdout)["Dir"])
@@ -51,6 +57,7 @@ def _copy(version: str, tmp_path: Path) -> Path:
 
 # ---- patch sets (no build) ------------------------------------------------------------------------
 
+
 def test_versions_spread_over_the_proxy_range():
     assert len(VERSIONS) >= 3
     keys = [build._version_key(v) for v in VERSIONS]
@@ -59,8 +66,14 @@ def test_versions_spread_over_the_proxy_range():
         for var in build.VARIANTS:
             ps = build.patch_set_for(v, var)
             assert ps.algorithm == var and ps.target == "quic-go"
-            assert {"Init", "SlowStart", "CongestionAvoidance", "ApplicationLimited", "Recovery",
-                    "ProbeTimeout"} <= set(ps.states)
+            assert {
+                "Init",
+                "SlowStart",
+                "CongestionAvoidance",
+                "ApplicationLimited",
+                "Recovery",
+                "ProbeTimeout",
+            } <= set(ps.states)
 
 
 def test_unknown_version_and_variant_are_clear_errors():
@@ -90,8 +103,14 @@ def test_set_applies_to_its_pristine_module_and_reverts(ps, tmp_path):
     sender = (root / "internal/congestion/cubic_sender.go").read_text()
     handler = (root / "internal/ackhandler/sent_packet_handler.go").read_text()
     assert 'log.Printf("QUICSM v=1 conn=%p t_us=%d cc=%s' in sender
-    for state in ("SlowStart", "CongestionAvoidance", "CongestionAvoidanceMaxed", "ApplicationLimited",
-                  "Recovery", "RetransmissionTimeout"):
+    for state in (
+        "SlowStart",
+        "CongestionAvoidance",
+        "CongestionAvoidanceMaxed",
+        "ApplicationLimited",
+        "Recovery",
+        "RetransmissionTimeout",
+    ):
         assert f'"{state}"' in sender
     assert "QuicsmProbeTimeout(h.bytesInFlight, h.ptoCount)" in handler
     assert ("true, // use Reno\n" in handler) == (ps.algorithm == "reno")
@@ -113,6 +132,7 @@ def test_wrong_version_fails_cleanly_and_leaves_the_tree_alone(tmp_path):
 
 # ---- builds and real runs -------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory):
     """Oldest version (Reno, as shipped) and newest in both variants, built once (and cached).
@@ -129,8 +149,9 @@ def builds(tmp_path_factory):
     }
 
 
-def _page_load(res: build.BuildResult, tmp: Path, *, objects: int, size: int,
-               qlog: Path | None = None) -> tuple[dict, Path, subprocess.CompletedProcess]:
+def _page_load(
+    res: build.BuildResult, tmp: Path, *, objects: int, size: int, qlog: Path | None = None
+) -> tuple[dict, Path, subprocess.CompletedProcess]:
     log = tmp / "server.log"
     argv = [str(res.server), "-addr", "127.0.0.1:0", "-objects", str(objects), "-size", str(size), "-log", str(log)]
     if qlog is not None:
@@ -140,12 +161,22 @@ def _page_load(res: build.BuildResult, tmp: Path, *, objects: int, size: int,
         assert srv.stdout is not None
         ready = json.loads(srv.stdout.readline())
         assert ready["ready"] is True and ready["addr"].startswith("127.0.0.1:")
-        cli = subprocess.run([str(res.client), "-url", f"https://{ready['addr']}/", "-spki", ready["spki"],
-                              "-timeout", "60s"], capture_output=True, text=True, timeout=90, check=False)
+        cli = subprocess.run(
+            [str(res.client), "-url", f"https://{ready['addr']}/", "-spki", ready["spki"], "-timeout", "60s"],
+            capture_output=True,
+            text=True,
+            timeout=90,
+            check=False,
+        )
         client = json.loads(cli.stdout)
         assert cli.returncode == 0, (client, cli.stderr)
-        wrong = subprocess.run([str(res.client), "-url", f"https://{ready['addr']}/", "-spki", "AAAA",
-                                "-timeout", "10s"], capture_output=True, text=True, timeout=30, check=False)
+        wrong = subprocess.run(
+            [str(res.client), "-url", f"https://{ready['addr']}/", "-spki", "AAAA", "-timeout", "10s"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
     finally:
         srv.send_signal(signal.SIGTERM)
         rc = srv.wait(timeout=15)

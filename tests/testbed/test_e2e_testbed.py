@@ -38,8 +38,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("e2e")
     bins = get_stack(VERSION, "reno")  # patch + build (cached after the first time)
     base = RunConfig(rate_mbps=20, rtt_ms=20, queue="1bdp", size=3_000_000, quic_go_version=VERSION, timeout_s=60)
-    for cfg in (replace(base, name="plain"), replace(base, name="lossy", loss=0.02),
-                replace(base, name="mobile", cpu_quota=0.05, rate_mbps=50)):
+    for cfg in (
+        replace(base, name="plain"),
+        replace(base, name="lossy", loss=0.02),
+        replace(base, name="mobile", cpu_quota=0.05, rate_mbps=50),
+    ):
         results = run_many(cfg, bins, out, runs=1, retries=2)
         assert all(r.ok for r in results), [r.error for r in results]
     return out
@@ -92,8 +95,16 @@ def test_states_parse_infer_render(runs: Path, tmp_path: Path) -> None:
 def test_chromium_loads_the_page_over_http3(tmp_path: Path) -> None:
     from quicsm.testbed.stack import get_stack
 
-    cfg = RunConfig(rate_mbps=20, rtt_ms=20, objects=4, size=200_000, client="chromium", quic_go_version=VERSION,
-                    name="chromium", timeout_s=60)
+    cfg = RunConfig(
+        rate_mbps=20,
+        rtt_ms=20,
+        objects=4,
+        size=200_000,
+        client="chromium",
+        quic_go_version=VERSION,
+        name="chromium",
+        timeout_s=60,
+    )
     (res,) = run_many(cfg, get_stack(VERSION, "reno"), tmp_path, runs=1, retries=1)
     assert res.ok, res.error
     meta = json.loads((res.run_dir / "meta.json").read_text())
@@ -113,9 +124,30 @@ def test_ctrl_c_mid_run_cleans_up(tmp_path: Path) -> None:
 
     from quicsm.testbed import cpu
 
-    proc = subprocess.Popen([sys.executable, "-m", "quicsm", "testbed", "run", "--rate", "5", "--delay", "20",
-                             "--size", "50MB", "--cpu-quota", "50%", "--quic-go-version", VERSION, "--out", str(tmp_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "quicsm",
+            "testbed",
+            "run",
+            "--rate",
+            "5",
+            "--delay",
+            "20",
+            "--size",
+            "50MB",
+            "--cpu-quota",
+            "50%",
+            "--quic-go-version",
+            VERSION,
+            "--out",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:  # wait until the transfer is under way
@@ -126,11 +158,12 @@ def test_ctrl_c_mid_run_cleans_up(tmp_path: Path) -> None:
         else:
             pytest.fail("the run never started")
         # Our run's namespaces and cgroup, found from its server process (other testbeds may be running).
-        server_pid = subprocess.run(["pgrep", "-f", f"quicsm-server.*{tmp_path}"], capture_output=True,
-                                    text=True).stdout.split()[0]
+        server_pid = subprocess.run(
+            ["pgrep", "-f", f"quicsm-server.*{tmp_path}"], capture_output=True, text=True
+        ).stdout.split()[0]
         srv_ns = subprocess.run(["ip", "netns", "identify", server_pid], capture_output=True, text=True).stdout.strip()
         assert srv_ns.startswith(netns.PREFIX) and srv_ns.endswith("-srv")
-        tag = srv_ns[len(netns.PREFIX):-len("-srv")]
+        tag = srv_ns[len(netns.PREFIX) : -len("-srv")]
         ours = set(netns.Topology(tag=tag).namespaces)
         group = (cpu.V1_ROOT if cpu.cgroup_kind() == "v1" else cpu.V2_ROOT) / f"{netns.PREFIX}{tag}-client"
         assert ours <= set(netns.list_namespaces()) and group.is_dir()

@@ -30,16 +30,18 @@ def bins() -> RelayBinaries:
 
 
 def test_rate_is_the_configured_rate(bins: RelayBinaries, tmp_path: Path) -> None:
-    res, _ = probe(bins, tmp_path, rate_bps=10_000_000, relay_cfg=RelayConfig(delay_ms=5), offered_bps=13e6,
-                   size=1200, seconds=2.0)
+    res, _ = probe(
+        bins, tmp_path, rate_bps=10_000_000, relay_cfg=RelayConfig(delay_ms=5), offered_bps=13e6, size=1200, seconds=2.0
+    )
     # tbf counts 14 B of Ethernet header per 1228 B IP packet: ~9.89 Mbit/s at the IP layer.
     assert 9.3e6 < res["rate_bps"] < 10.2e6, res
     assert res["received"] < 13e6 * 2.0 / 8 / 1228  # the excess was dropped, not delivered
 
 
 def test_delay_without_jitter_keeps_order(bins: RelayBinaries, tmp_path: Path) -> None:
-    res, stats = probe(bins, tmp_path, rate_bps=100_000_000, relay_cfg=RelayConfig(delay_ms=20), offered_bps=2e6,
-                       size=200, seconds=1.5)
+    res, stats = probe(
+        bins, tmp_path, rate_bps=100_000_000, relay_cfg=RelayConfig(delay_ms=20), offered_bps=2e6, size=200, seconds=1.5
+    )
     owd = res["owd_us"]
     assert 20_000 <= owd["p50"] < 21_500, owd
     assert res["reordered"] == 0
@@ -47,8 +49,15 @@ def test_delay_without_jitter_keeps_order(bins: RelayBinaries, tmp_path: Path) -
 
 
 def test_jitter_reorders_like_netem(bins: RelayBinaries, tmp_path: Path) -> None:
-    res, stats = probe(bins, tmp_path, rate_bps=10_000_000, relay_cfg=RelayConfig(delay_ms=56, jitter_ms=10),
-                       offered_bps=9e6, size=1200, seconds=1.5)
+    res, stats = probe(
+        bins,
+        tmp_path,
+        rate_bps=10_000_000,
+        relay_cfg=RelayConfig(delay_ms=56, jitter_ms=10),
+        offered_bps=9e6,
+        size=1200,
+        seconds=1.5,
+    )
     share = res["reordered"] / res["received"]
     assert share > 0.4, res  # packets ~1 ms apart, +-10 ms each: most are overtaken
     assert res["reordered_ge3"] > 0.25 * res["received"]
@@ -59,19 +68,30 @@ def test_jitter_reorders_like_netem(bins: RelayBinaries, tmp_path: Path) -> None
 
 
 def test_loss_drops_the_configured_share(bins: RelayBinaries, tmp_path: Path) -> None:
-    res, stats = probe(bins, tmp_path, rate_bps=100_000_000, relay_cfg=RelayConfig(delay_ms=1, loss=0.2),
-                       offered_bps=4e6, size=200, seconds=1.0)
+    res, stats = probe(
+        bins,
+        tmp_path,
+        rate_bps=100_000_000,
+        relay_cfg=RelayConfig(delay_ms=1, loss=0.2),
+        offered_bps=4e6,
+        size=200,
+        seconds=1.0,
+    )
     up = stats["up"]
     assert 0.15 < up["dropped"] / up["received"] < 0.25
     assert up["sent"] - 5 <= res["received"] <= up["sent"]  # the relay also carried up to 5 end markers
 
 
 def test_teardown_after_failure_leaves_nothing(bins: RelayBinaries, tmp_path: Path) -> None:
-    emu = Emulator(tag="tfail", tbf=netns.TbfConfig(5_000_000, 20_000), relay_cfg=RelayConfig(), bins=bins, work_dir=tmp_path)
+    emu = Emulator(
+        tag="tfail", tbf=netns.TbfConfig(5_000_000, 20_000), relay_cfg=RelayConfig(), bins=bins, work_dir=tmp_path
+    )
     with pytest.raises(RuntimeError):
         with emu:
             assert set(emu.topo.namespaces) <= set(netns.list_namespaces())
-            out = subprocess.run(["tc", "-n", emu.topo.ns("bn"), "qdisc", "show", "dev", "b1"], capture_output=True, text=True)
+            out = subprocess.run(
+                ["tc", "-n", emu.topo.ns("bn"), "qdisc", "show", "dev", "b1"], capture_output=True, text=True
+            )
             assert "tbf" in out.stdout and "rate 5Mbit" in out.stdout
             relay_pid = emu.relay.popen.pid if emu.relay else -1
             raise RuntimeError("boom")
@@ -107,8 +127,9 @@ def test_cleanup_removes_leftovers_by_prefix(tmp_path: Path) -> None:
 def test_cpu_quota_limits_a_busy_loop() -> None:
     group = cpu.create_group(f"{netns.PREFIX}tquota", 0.1)
     try:
-        busy = subprocess.Popen(["python3", "-c", "import time\nt=time.time()\nwhile time.time()-t<1.5: pass"],
-                                preexec_fn=group.preexec)
+        busy = subprocess.Popen(
+            ["python3", "-c", "import time\nt=time.time()\nwhile time.time()-t<1.5: pass"], preexec_fn=group.preexec
+        )
         busy.wait(timeout=10)
         used = group.usage_s()
         assert used is not None
@@ -127,8 +148,9 @@ def test_bandwidth_schedule_changes_the_tbf_rate(bins: RelayBinaries, tmp_path: 
     with Emulator(tag="tsched", tbf=tbf, relay_cfg=RelayConfig(), bins=bins, work_dir=tmp_path, schedule=sched) as emu:
         emu.start_schedule()
         time.sleep(1.1)
-        shown = subprocess.run(["tc", "-n", emu.topo.ns("bn"), "-j", "qdisc", "show", "dev", "b1"],
-                               capture_output=True, text=True).stdout
+        shown = subprocess.run(
+            ["tc", "-n", emu.topo.ns("bn"), "-j", "qdisc", "show", "dev", "b1"], capture_output=True, text=True
+        ).stdout
     log = emu.rate_log
     assert len(log) >= 4 and len({r for _, r in log}) >= 3
     assert all(2_000_000 <= r <= 40_000_000 for _, r in log)

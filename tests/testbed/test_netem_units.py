@@ -17,8 +17,17 @@ from quicsm.testbed.relay import RelayConfig, relay_argv
 from quicsm.testbed.runner import RunConfig, labels_for, parse_loss, parse_quota, parse_size
 
 
-@pytest.mark.parametrize(("text", "bps"), [("50", 50_000_000), (5, 5_000_000), ("500kbit", 500_000), ("1.5mbit", 1_500_000),
-                                           ("100Mbit", 100_000_000), ("2e6bit", 2_000_000)])
+@pytest.mark.parametrize(
+    ("text", "bps"),
+    [
+        ("50", 50_000_000),
+        (5, 5_000_000),
+        ("500kbit", 500_000),
+        ("1.5mbit", 1_500_000),
+        ("100Mbit", 100_000_000),
+        ("2e6bit", 2_000_000),
+    ],
+)
 def test_parse_rate(text: str | int, bps: int) -> None:
     assert netns.parse_rate(text) == bps
 
@@ -58,7 +67,11 @@ def test_schedule_parse() -> None:
 def test_units_of_size_loss_quota() -> None:
     assert parse_size("10MB") == 10_000_000 and parse_size("100kb") == 100_000 and parse_size("5000") == 5000
     assert parse_loss("1%") == pytest.approx(0.01) and parse_loss("0.001") == pytest.approx(0.001)
-    assert parse_quota("10%") == pytest.approx(0.1) and parse_quota("0.2") == pytest.approx(0.2) and parse_quota("none") is None
+    assert (
+        parse_quota("10%") == pytest.approx(0.1)
+        and parse_quota("0.2") == pytest.approx(0.2)
+        and parse_quota("none") is None
+    )
     with pytest.raises(TestbedError):
         parse_size("ten")
     with pytest.raises(TestbedError):
@@ -89,9 +102,11 @@ def test_relay_argv_splits_rtt_per_direction() -> None:
 
 def test_matrix_file(tmp_path: Path) -> None:
     f = tmp_path / "m.toml"
-    f.write_text('out = "runs"\n[defaults]\nrate = "50mbit"\nrtt = 36\nsize = "10MB"\nruns = 3\n'
-                 '[[scenario]]\nname = "desktop"\n[[scenario]]\nname = "mobile"\ncpu_quota = "10%"\nruns = 12\n'
-                 '[scenario.labels]\ndevice = "motog"\n')
+    f.write_text(
+        'out = "runs"\n[defaults]\nrate = "50mbit"\nrtt = 36\nsize = "10MB"\nruns = 3\n'
+        '[[scenario]]\nname = "desktop"\n[[scenario]]\nname = "mobile"\ncpu_quota = "10%"\nruns = 12\n'
+        '[scenario.labels]\ndevice = "motog"\n'
+    )
     m = load_matrix(f)
     assert m.out == Path("runs")
     desk, mob = m.scenarios
@@ -100,14 +115,17 @@ def test_matrix_file(tmp_path: Path) -> None:
     assert mob.config.cpu_quota == pytest.approx(0.1) and mob.config.label_dict()["device"] == "motog"
 
 
-@pytest.mark.parametrize(("body", "msg"), [
-    ('[[scenario]]\nname = "a"\nrat = 5\n', "scenario 1 \\(a\\): rat: unknown key"),
-    ('[[scenario]]\nname = "a"\n[[scenario]]\nname = "a"\n', "duplicate name"),
-    ('[[scenario]]\nrate = 5\n', "scenario 1 has no name"),
-    ('[defaults]\nrate = 5\n', "at least one"),
-    ('[[scenario]]\nname = "a"\nloss = "2"\n', "loss"),
-    ('[[scenario]\n', "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    ("body", "msg"),
+    [
+        ('[[scenario]]\nname = "a"\nrat = 5\n', "scenario 1 \\(a\\): rat: unknown key"),
+        ('[[scenario]]\nname = "a"\n[[scenario]]\nname = "a"\n', "duplicate name"),
+        ("[[scenario]]\nrate = 5\n", "scenario 1 has no name"),
+        ("[defaults]\nrate = 5\n", "at least one"),
+        ('[[scenario]]\nname = "a"\nloss = "2"\n', "loss"),
+        ("[[scenario]\n", "not valid TOML"),
+    ],
+)
 def test_matrix_errors_name_file_and_scenario(tmp_path: Path, body: str, msg: str) -> None:
     f = tmp_path / "bad.toml"
     f.write_text(body)
@@ -119,10 +137,23 @@ def test_matrix_errors_name_file_and_scenario(tmp_path: Path, body: str, msg: st
 def test_labels_for_reads_meta(tmp_path: Path) -> None:
     run = tmp_path / "mobile-00"
     run.mkdir()
-    (run / "meta.json").write_text(json.dumps({"implementation": "quic-go", "version": "v0.65.0", "cc": "reno",
-                                               "labels": {"profile": "mobile", "rate_mbps": 50}}))
-    assert labels_for(run) == {"profile": "mobile", "rate_mbps": "50", "implementation": "quic-go",
-                               "version": "v0.65.0", "cc": "reno"}
+    (run / "meta.json").write_text(
+        json.dumps(
+            {
+                "implementation": "quic-go",
+                "version": "v0.65.0",
+                "cc": "reno",
+                "labels": {"profile": "mobile", "rate_mbps": 50},
+            }
+        )
+    )
+    assert labels_for(run) == {
+        "profile": "mobile",
+        "rate_mbps": "50",
+        "implementation": "quic-go",
+        "version": "v0.65.0",
+        "cc": "reno",
+    }
     with pytest.raises(TestbedError, match="no meta.json"):
         labels_for(tmp_path)
     (run / "meta.json").write_text("{broken")
@@ -132,8 +163,11 @@ def test_labels_for_reads_meta(tmp_path: Path) -> None:
 
 def test_cli_without_root_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr("os.geteuid", lambda: 1000)
-    for args in (["testbed", "run", "--out", str(tmp_path / "o"), "--runs", "1"], ["testbed", "cleanup"],
-                 ["testbed", "accuracy", "--out", str(tmp_path / "a")]):
+    for args in (
+        ["testbed", "run", "--out", str(tmp_path / "o"), "--runs", "1"],
+        ["testbed", "cleanup"],
+        ["testbed", "accuracy", "--out", str(tmp_path / "a")],
+    ):
         res = CliRunner().invoke(cli, args)
         assert res.exit_code != 0
         assert "needs root" in res.output, res.output

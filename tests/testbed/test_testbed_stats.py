@@ -20,10 +20,19 @@ def _trace(write_log, name: str, steps: list[tuple[int, str, str]], labels: dict
 
 
 def test_shares_and_entries(write_log) -> None:
-    t = _trace(write_log, "a.log", [(0, "Init", "SlowStart"), (100, "SlowStart", "ApplicationLimited"),
-                                    (400, "ApplicationLimited", "SlowStart"), (500, "SlowStart", "Recovery"),
-                                    (600, "Recovery", "CongestionAvoidance"), (700, "CongestionAvoidance", "Recovery"),
-                                    (900, "Recovery", "CongestionAvoidance")])
+    t = _trace(
+        write_log,
+        "a.log",
+        [
+            (0, "Init", "SlowStart"),
+            (100, "SlowStart", "ApplicationLimited"),
+            (400, "ApplicationLimited", "SlowStart"),
+            (500, "SlowStart", "Recovery"),
+            (600, "Recovery", "CongestionAvoidance"),
+            (700, "CongestionAvoidance", "Recovery"),
+            (900, "Recovery", "CongestionAvoidance"),
+        ],
+    )
     total = sum(v.end_us - v.start_us for v in t.visits())
     assert state_share(t, "ApplicationLimited") == pytest.approx(300 / total)
     assert state_share(t, "Recovery") == pytest.approx(300 / total)
@@ -32,8 +41,12 @@ def test_shares_and_entries(write_log) -> None:
 
 
 def test_group_by_label(write_log) -> None:
-    a = _trace(write_log, "a.log", [(0, "Init", "SlowStart"), (10, "SlowStart", "CongestionAvoidance")], {"profile": "mobile"})
-    b = _trace(write_log, "b.log", [(0, "Init", "SlowStart"), (10, "SlowStart", "CongestionAvoidance")], {"profile": "desktop"})
+    a = _trace(
+        write_log, "a.log", [(0, "Init", "SlowStart"), (10, "SlowStart", "CongestionAvoidance")], {"profile": "mobile"}
+    )
+    b = _trace(
+        write_log, "b.log", [(0, "Init", "SlowStart"), (10, "SlowStart", "CongestionAvoidance")], {"profile": "desktop"}
+    )
     groups = group_by_label([a, b], "profile")
     assert set(groups) == {"mobile", "desktop"} and groups["mobile"] == [a]
 

@@ -10,16 +10,37 @@ from quicsm.traces.states import CUBIC_STATES, canonical_state
 
 
 def test_round_trip_all_fields() -> None:
-    line = format_line(conn="0xabc", t_us=42, cc="bbr", frm="Startup", to="Drain", cwnd=1, inflight=2,
-                       ssthresh=SSTHRESH_INF, pacing_bps=3, bw_bps=4, min_rtt_us=5, srtt_us=6, recovery="Growth",
-                       trigger="full_bw", cycle=3)
+    line = format_line(
+        conn="0xabc",
+        t_us=42,
+        cc="bbr",
+        frm="Startup",
+        to="Drain",
+        cwnd=1,
+        inflight=2,
+        ssthresh=SSTHRESH_INF,
+        pacing_bps=3,
+        bw_bps=4,
+        min_rtt_us=5,
+        srtt_us=6,
+        recovery="Growth",
+        trigger="full_bw",
+        cycle=3,
+    )
     assert "ssthresh=inf" in line
     rec = parse_line("garbage prefix " + line)
     assert rec is not None
     ev = rec.event
     assert (rec.conn, rec.cc, ev.t_us, ev.prev, ev.state) == ("0xabc", "bbr", 42, "Startup", "Drain")
     assert (ev.cwnd, ev.inflight, ev.ssthresh, ev.pacing_bps, ev.bw_bps, ev.min_rtt_us, ev.srtt_us) == (
-        1, 2, SSTHRESH_INF, 3, 4, 5, 6)
+        1,
+        2,
+        SSTHRESH_INF,
+        3,
+        4,
+        5,
+        6,
+    )
     assert ev.recovery == "Growth" and ev.trigger == "full_bw"
     assert ev.extra == (("cycle", "3"),)
 
@@ -31,7 +52,9 @@ def test_fields_in_any_order_and_unknown_kept() -> None:
 
 
 def test_fast_and_general_paths_agree() -> None:
-    line = format_line(conn="c", t_us=9, cc="cubic", frm="SlowStart", to="CongestionAvoidance", cwnd=5, trigger="hystart")
+    line = format_line(
+        conn="c", t_us=9, cc="cubic", frm="SlowStart", to="CongestionAvoidance", cwnd=5, trigger="hystart"
+    )
     fast = parse_line(line)
     shuffled = "QUICSM " + " ".join(reversed(line.split()[1:]))
     general = parse_line(shuffled)
@@ -104,6 +127,13 @@ def test_c_reader_agrees_with_python_reader(conn, t, frm, to, nums, trigger, tai
     assert expected is not None
     got = (c_conn, c_cc, c_t, canonical_state(c_frm) if c_frm else None, canonical_state(c_to), tuple(c_nums), c_trig)
     ev = expected.event
-    assert got == (expected.conn, expected.cc, ev.t_us, ev.prev, ev.state,
-                   tuple(getattr(ev, k) for k in METRIC_FIELDS), ev.trigger)
+    assert got == (
+        expected.conn,
+        expected.cc,
+        ev.t_us,
+        ev.prev,
+        ev.state,
+        tuple(getattr(ev, k) for k in METRIC_FIELDS),
+        ev.trigger,
+    )
     assert ev.extra == () and ev.kind == "transition"

@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import synth_cubic_lines
+
 from quicsm.errors import InputError, NoTransitionsError, ParseError
 from quicsm.traces import parse_inputs, read_traces, write_traces
 from quicsm.traces.contract import format_line, parse_line
@@ -51,10 +51,14 @@ def test_contract_found_behind_any_prefix(write_log, prefix: str) -> None:
 
 
 def test_reused_key_splits_at_init(write_log) -> None:
-    a = [format_line(conn="0x1", t_us=t, cc="cubic", frm=f, to=s) for t, f, s in
-         [(0, "Init", "SlowStart"), (10, "SlowStart", "CongestionAvoidance")]]
-    b = [format_line(conn="0x1", t_us=t, cc="cubic", frm=f, to=s) for t, f, s in
-         [(50, "Init", "SlowStart"), (60, "SlowStart", "Recovery")]]
+    a = [
+        format_line(conn="0x1", t_us=t, cc="cubic", frm=f, to=s)
+        for t, f, s in [(0, "Init", "SlowStart"), (10, "SlowStart", "CongestionAvoidance")]
+    ]
+    b = [
+        format_line(conn="0x1", t_us=t, cc="cubic", frm=f, to=s)
+        for t, f, s in [(50, "Init", "SlowStart"), (60, "SlowStart", "Recovery")]
+    ]
     res = parse_inputs([str(write_log("r.log", a + b))])
     assert [t.id for t in res.traces] == ["r.log:0x1", "r.log:0x1#2"]
     assert res.traces[0].states() == ["Init", "SlowStart", "CongestionAvoidance"]
@@ -85,7 +89,10 @@ def test_stdin(tmp_path: Path) -> None:
     lines = synth_cubic_lines(conns=2, steps=10, seed=3)
     out = subprocess.run(
         [sys.executable, "-m", "quicsm", "parse", "-", "-o", str(tmp_path / "t.jsonl")],
-        input="\n".join(lines) + "\n", capture_output=True, text=True, check=True,
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert "2 connection trace(s)" in out.stderr
     assert len(read_traces(str(tmp_path / "t.jsonl"))) == 2
@@ -158,7 +165,7 @@ def test_directories_expand_to_their_logs(tmp_path: Path) -> None:
         run = tmp_path / f"run{i}"
         run.mkdir()
         (run / "server.log").write_text("\n".join(synth_cubic_lines(conns=1, steps=5, seed=i)) + "\n")
-        (run / "meta.json").write_text('{"labels": {"run": "%d"}}' % i)
+        (run / "meta.json").write_text(f'{{"labels": {{"run": "{i}"}}}}')
         (run / "notes.md").write_text("not an input")
     res = parse_inputs([str(tmp_path)])
     assert res.report.files == 3
@@ -169,7 +176,9 @@ def test_labels_and_sidecar_meta(tmp_path: Path) -> None:
     run = tmp_path / "run1"
     run.mkdir()
     (run / "server.log").write_text("\n".join(synth_cubic_lines(conns=1, steps=5, seed=7)) + "\n")
-    (run / "meta.json").write_text('{"implementation": "quic-go", "version": "v0.65.0", "labels": {"client": "desktop", "rate": "50mbit"}}')
+    (run / "meta.json").write_text(
+        '{"implementation": "quic-go", "version": "v0.65.0", "labels": {"client": "desktop", "rate": "50mbit"}}'
+    )
     res = parse_inputs([str(run / "server.log")], labels={"client": "mobile"})
     t = res.traces[0]
     assert (t.implementation, t.version) == ("quic-go", "v0.65.0")

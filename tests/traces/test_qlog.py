@@ -20,8 +20,13 @@ def _events(state_name: str, metric_name: str) -> list[dict]:
     for i, s in enumerate(STATES):
         data = {"new": s} if old is None else {"old": old, "new": s}
         evs.append({"time": 10.0 * (i + 1), "name": state_name, "data": data})
-        evs.append({"time": 10.0 * (i + 1) + 1, "name": metric_name,
-                    "data": {"congestion_window": 1000 * (i + 1), "bytes_in_flight": 500, "smoothed_rtt": 36.5}})
+        evs.append(
+            {
+                "time": 10.0 * (i + 1) + 1,
+                "name": metric_name,
+                "data": {"congestion_window": 1000 * (i + 1), "bytes_in_flight": 500, "smoothed_rtt": 36.5},
+            }
+        )
         old = s
     evs.append({"time": 75.25, "name": "transport:packet_received", "data": {}})
     return evs
@@ -36,8 +41,17 @@ def _events(state_name: str, metric_name: str) -> list[dict]:
     ],
 )
 def test_json_qlog_all_generations(tmp_path: Path, state_name: str, metric_name: str) -> None:
-    doc = {"qlog_version": "0.3", "title": "quic-go qlog", "traces": [
-        {"common_fields": {"ODCID": "abcd"}, "vantage_point": {"type": "server"}, "events": _events(state_name, metric_name)}]}
+    doc = {
+        "qlog_version": "0.3",
+        "title": "quic-go qlog",
+        "traces": [
+            {
+                "common_fields": {"ODCID": "abcd"},
+                "vantage_point": {"type": "server"},
+                "events": _events(state_name, metric_name),
+            }
+        ],
+    }
     p = tmp_path / "c.qlog"
     p.write_text(json.dumps(doc))
     res = parse_inputs([str(p)])
@@ -52,8 +66,12 @@ def test_json_qlog_all_generations(tmp_path: Path, state_name: str, metric_name:
 
 
 def test_sqlog_json_seq_streamed(tmp_path: Path) -> None:
-    header = {"qlog_version": "0.3", "qlog_format": "JSON-SEQ", "title": "quic-go qlog",
-              "trace": {"common_fields": {"ODCID": "ff00", "time_format": "relative"}, "vantage_point": {"type": "server"}}}
+    header = {
+        "qlog_version": "0.3",
+        "qlog_format": "JSON-SEQ",
+        "title": "quic-go qlog",
+        "trace": {"common_fields": {"ODCID": "ff00", "time_format": "relative"}, "vantage_point": {"type": "server"}},
+    }
     recs = [header, *_events("recovery:congestion_state_updated", "recovery:metrics_updated")]
     p = tmp_path / "s.sqlog"
     p.write_bytes(b"".join(b"\x1e" + json.dumps(r).encode() + b"\n" for r in recs))

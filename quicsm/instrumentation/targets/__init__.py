@@ -140,8 +140,9 @@ class Target:
         for dirpath, dirnames, filenames in os.walk(base):
             rel_dir = Path(dirpath).relative_to(base)
             depth = len(rel_dir.parts)
-            dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith(".")
-                                 and depth < self.loose_depth)
+            dirnames[:] = sorted(
+                d for d in dirnames if d not in _SKIP_DIRS and not d.startswith(".") and depth < self.loose_depth
+            )
             for fn in filenames:
                 if fn in wanted:
                     rel = (rel_dir / fn).as_posix()

@@ -26,7 +26,7 @@ ERA_DATES: dict[str, tuple[str, str]] = {
 """Era -> the dates it can cover (reference §1.1; B/C overlap because Chromium milestones overlap)."""
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
-_QUIC_PREFIX = re.compile(r'^(.*?)(?:core|platform)/')
+_QUIC_PREFIX = re.compile(r"^(.*?)(?:core|platform)/")
 
 # (feature, file name or "*" for any sender file, regex, date_from, date_to) -- reference §1.2, §3, §4
 _FEATURES: tuple[tuple[str, str, str, str, str], ...] = (
@@ -111,12 +111,25 @@ def identify_google_quic(located: Located, algorithms: tuple[str, ...], default_
     return Identity(era, algorithms, features, lo, hi, tuple(notes))
 
 
-_SENDER_NAMES = frozenset({
-    "tcp_cubic_sender_bytes.cc", "tcp_cubic_sender_base.cc", "tcp_cubic_sender_packets.cc",
-    "tcp_cubic_sender.cc", "tcp_cubic_bytes_sender.cc", "bbr_sender.cc", "bbr2_sender.cc", "bbr2_probe_bw.cc",
-    "bbr2_startup.cc", "bbr2_drain.cc", "bbr2_probe_rtt.cc", "bbr2_misc.cc", "bbr3_sender.cc",
-    "quic_sent_packet_manager.cc", "send_algorithm_interface.cc",
-})
+_SENDER_NAMES = frozenset(
+    {
+        "tcp_cubic_sender_bytes.cc",
+        "tcp_cubic_sender_base.cc",
+        "tcp_cubic_sender_packets.cc",
+        "tcp_cubic_sender.cc",
+        "tcp_cubic_bytes_sender.cc",
+        "bbr_sender.cc",
+        "bbr2_sender.cc",
+        "bbr2_probe_bw.cc",
+        "bbr2_startup.cc",
+        "bbr2_drain.cc",
+        "bbr2_probe_rtt.cc",
+        "bbr2_misc.cc",
+        "bbr3_sender.cc",
+        "quic_sent_packet_manager.cc",
+        "send_algorithm_interface.cc",
+    }
+)
 
 
 class GoogleQuicTarget(Target):
@@ -160,8 +173,9 @@ class GoogleQuicTarget(Target):
 
     def algorithms(self, located: Located) -> tuple[str, ...]:
         algos = list(super().algorithms(located))
-        if "cubic" not in algos and any(n in located.files for n in (
-                "tcp_cubic_sender_base.cc", "tcp_cubic_sender.cc", "tcp_cubic_bytes_sender.cc")):
+        if "cubic" not in algos and any(
+            n in located.files for n in ("tcp_cubic_sender_base.cc", "tcp_cubic_sender.cc", "tcp_cubic_bytes_sender.cc")
+        ):
             algos[:0] = ["cubic", "reno"]
         return tuple(algos)
 
@@ -199,10 +213,10 @@ def _respell(include: str, new_prefix: str) -> str:
     """Map a quic/quiche include path onto the new tree's prefix; leave system/other includes alone."""
     for old_common in ("quiche/common/", "net/third_party/quiche/src/common/", "common/"):
         if include.startswith(old_common) and new_prefix.endswith("quic/"):
-            return new_prefix[: -len("quic/")] + "common/" + include[len(old_common):]
+            return new_prefix[: -len("quic/")] + "common/" + include[len(old_common) :]
     pm = _QUIC_PREFIX.match(include)
     if pm and (pm.group(1).endswith("quic/") or pm.group(1) == "net/quic/"):
-        return new_prefix + include[len(pm.group(1)):]
+        return new_prefix + include[len(pm.group(1)) :]
     return include
 
 
