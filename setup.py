@@ -28,7 +28,7 @@ setup(
         "pyarrow>=12",
         "tqdm>=4.60",
     ],
-    extras_require={"test": ["pytest>=7", "hypothesis>=6"]},
+    extras_require={"test": ["pytest>=7", "hypothesis>=6", "ruff>=0.6", "mypy>=1.10"]},
     # Optional C tag finder; without a compiler the pure-Python scanner is used.
     ext_modules=[
         Extension("quicsm.traces._scan", ["quicsm/traces/_scan.c"], extra_compile_args=["-O3"], optional=True)
