@@ -27,7 +27,7 @@ from typing import Any
 from quicsm.errors import PatchError
 from quicsm.instrumentation.detection import check_inside, sha256_bytes
 
-__all__ = ["FAULT_ENV", "JOURNAL_DIR", "Change", "commit", "pending", "recover"]
+__all__ = ["FAULT_ENV", "JOURNAL_DIR", "Change", "commit", "fault_step", "pending", "recover"]
 
 JOURNAL_DIR = ".quicsm-journal"
 _JOURNAL = "journal.json"
@@ -38,7 +38,7 @@ FAULT_ENV = "QUICSM_FAULT_AFTER"
 _steps = 0
 
 
-def _step() -> None:
+def fault_step() -> None:
     """Count one step; SIGKILL ourselves when the fault-injection budget is spent."""
     global _steps
     limit = os.environ.get(FAULT_ENV)
@@ -82,7 +82,7 @@ def _replace(path: Path, data: bytes | None, mode: int) -> None:
     if data is None:
         if path.exists() or path.is_symlink():
             path.unlink()
-            _step()
+            fault_step()
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f"{_TMP}{path.name}.", dir=path.parent)
@@ -92,14 +92,14 @@ def _replace(path: Path, data: bytes | None, mode: int) -> None:
             fh.flush()
             os.fchmod(fh.fileno(), mode)
             os.fsync(fh.fileno())
-        _step()
+        fault_step()
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
     _fsync_dir(path.parent)
-    _step()
+    fault_step()
 
 
 def _state(path: Path) -> tuple[str | None, int | None]:
@@ -129,7 +129,7 @@ def commit(root: Path, changes: list[Change], op: str) -> None:
         for side, data in (("before", ch.before), ("after", ch.after)):
             if data is not None:
                 _write_blob(staging / f"{i}.{side}", data)
-                _step()
+                fault_step()
         entries.append(entry)
     doc = {
         "format": 1,
@@ -141,7 +141,7 @@ def commit(root: Path, changes: list[Change], op: str) -> None:
     _fsync_dir(staging)
     os.rename(staging, root / JOURNAL_DIR)  # the point of no return
     _fsync_dir(root)
-    _step()
+    fault_step()
     _roll_forward(root)
 
 
@@ -194,7 +194,7 @@ def _finish(root: Path, doc: dict[str, Any]) -> None:
         _clean_strays((root / e["path"]).parent)
     (jdir / _JOURNAL).unlink()
     _fsync_dir(jdir)
-    _step()
+    fault_step()
     shutil.rmtree(jdir)
     _fsync_dir(root)
 

@@ -24,6 +24,7 @@ from typing import Any
 from quicsm.errors import PatchError
 from quicsm.instrumentation.appliers import Applier, default_applier
 from quicsm.instrumentation.detection import Detection, detect, normalize_line, sha256_bytes
+from quicsm.instrumentation.journal import fault_step
 from quicsm.instrumentation.patchset import DIFF, MANIFEST, PatchSet, load_patch_set, manifest_dict
 from quicsm.instrumentation.placement import CONTEXT, Edit, place_edits, split_edits
 from quicsm.instrumentation.targets import Target
@@ -311,25 +312,63 @@ def _manifest(res: PortResult, name: str, applier: Applier, commit: str | None, 
     return d
 
 
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two directories in one atomic step (Linux ``renameat2(RENAME_EXCHANGE)``); False if unsupported."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    rc = fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange)
+    return rc == 0
+
+
+def _leftovers(out_dir: Path) -> list[Path]:
+    """Build or replaced directories a killed ``write_patch_set`` left beside ``out_dir``."""
+    prefix = f".{out_dir.name}.quicsm-"
+    try:
+        return [out_dir.parent / n for n in os.listdir(out_dir.parent) if n.startswith(prefix)]
+    except OSError:
+        return []
+
+
 def write_patch_set(out_dir: Path, manifest: dict[str, Any], diff: str, *, force: bool = False) -> Path:
-    """Write a set directory atomically: build it beside ``out_dir`` and rename it into place."""
+    """Write a set directory atomically: build it beside ``out_dir`` and swap it into place.
+
+    At every moment ``out_dir`` is the old set or the new one, complete (a replaced set is swapped out
+    by one ``renameat2`` exchange where the kernel has it); directories a killed run left beside it are
+    removed by the next write to the same place.
+    """
     out_dir = Path(out_dir)
+    for stale in _leftovers(out_dir):
+        shutil.rmtree(stale, ignore_errors=True)
     if out_dir.exists() and not force:
         raise PatchError(f"{out_dir}: already exists (choose another -o or pass --force)")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.quicsm-new-", dir=out_dir.parent))
     try:
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-        (tmp / DIFF).write_text(diff, encoding="utf-8")
+        for fname, text in ((MANIFEST, json.dumps(manifest, indent=2) + "\n"), (DIFF, diff)):
+            with open(tmp / fname, "w", encoding="utf-8") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            fault_step()
         load_patch_set(tmp)  # never write a set the loader would refuse
         if out_dir.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old.", dir=out_dir.parent))
-            os.rmdir(old)
-            os.rename(out_dir, old)
-            os.rename(tmp, out_dir)
-            shutil.rmtree(old)
+            if not _exchange(tmp, out_dir):
+                old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.quicsm-old-", dir=out_dir.parent))
+                os.rmdir(old)
+                os.rename(out_dir, old)
+                os.rename(tmp, out_dir)
+                tmp = old
+            fault_step()
+            shutil.rmtree(tmp)  # the old set now
         else:
             os.rename(tmp, out_dir)
+            fault_step()
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
