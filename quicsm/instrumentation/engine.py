@@ -132,7 +132,11 @@ def choose(
         cands = [c for c in det.candidates if c.patch_set.algorithm == algo]
         usable = [c for c in cands if c.usable and (include_applied or c.kind != "applied")]
         if not usable:
-            if algo in det.identity.algorithms and not (algo == "reno" and not cands):
+            if cands and all(c.kind == "incomplete" for c in cands):
+                # the sets cannot even be mapped onto the tree (a file missing, a path refused as a
+                # symlink): porting would not help, so say why
+                notes.append(f"{algo}: no patch set can be used ({cands[0].patch_set.name}: {cands[0].reason})")
+            elif algo in det.identity.algorithms and not (algo == "reno" and not cands):
                 near = cands[0].patch_set if cands else None
                 why = ""
                 if near is not None and cands[0].kind == "similar":
