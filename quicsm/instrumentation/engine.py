@@ -51,10 +51,12 @@ __all__ = [
     "detect",
     "normalize_line",
     "plan_for",
+    "recover",
     "revert",
     "sha256_bytes",
     "sha256_file",
     "status",
+    "tree_state",
 ]
 
 STATE_FILE = ".quicsm-patch.json"
@@ -578,3 +580,9 @@ def status(
                     FileStatus(plan.name, rel, "modified-otherwise", "neither the patch nor its reverse applies")
                 )
     return out
+
+
+def tree_state(rows: Iterable[FileStatus]) -> str:
+    """One word for the whole tree: ``pristine``, ``patched`` (every file of every set), or ``mixed``."""
+    kinds = {r.status for r in rows}
+    return kinds.pop() if len(kinds) == 1 and kinds <= {"pristine", "patched"} else "mixed"

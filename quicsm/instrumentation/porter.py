@@ -29,7 +29,19 @@ from quicsm.instrumentation.patchset import DIFF, MANIFEST, PatchSet, load_patch
 from quicsm.instrumentation.placement import CONTEXT, Edit, place_edits, split_edits
 from quicsm.instrumentation.targets import Target
 
-__all__ = ["Placement", "PortFailure", "PortResult", "plan_port", "port", "sources_for", "write_patch_set"]
+__all__ = [
+    "Placement",
+    "PortFailure",
+    "PortResult",
+    "default_name",
+    "failure_text",
+    "first_that_ports",
+    "plan_port",
+    "port",
+    "sources_for",
+    "write_patch_set",
+    "write_port",
+]
 
 
 @dataclass(frozen=True)
@@ -229,7 +241,7 @@ def plan_port(
             continue
         raw = (det.root / rel).read_bytes()
         text = raw.decode("utf-8", errors="surrogateescape")
-        edits = split_edits(fp.hunks, target)
+        edits = target.port_edits(split_edits(fp.hunks, target))
         if _already_there(edits, text):
             failures.append(PortFailure(rel, 0, "the file already holds the lines this set adds (already patched?)"))
             continue
@@ -238,6 +250,10 @@ def plan_port(
         if fails:
             continue
         new_text, problems = _build(text, placed, target, det)
+        if not problems:
+            added = [x for e, _, _, _ in placed for x in e.added]
+            set_lines = [t for h in fp.hunks for tag, t in h.lines if tag != "-"]
+            new_text, problems = target.finish_ported(det.located, rel, new_text, added, set_lines)
         if not problems:
             problems = target.check_ported(rel, new_text, [x for e, _, _, _ in placed for x in e.added])
         failures += [PortFailure(rel, 0, why) for why in problems]
@@ -400,20 +416,44 @@ def port(
     Given several sets, they are tried in order and the first that ports completely is used.
     """
     applier = applier or default_applier()
+    res = first_that_ports(ps if isinstance(ps, list) else [ps], src, applier=applier)
+    return res, write_port(res, out_dir, name=name, applier=applier, force=force)
+
+
+def failure_text(res: PortResult) -> str:
+    return "; ".join(f"{f.file}{f' hunk {f.hunk}' if f.hunk else ''}: {f.reason}" for f in res.failures)
+
+
+def first_that_ports(sets: list[PatchSet], src: str | Path, *, applier: Applier | None = None) -> PortResult:
+    """The plan of the first set in ``sets`` whose every change can be placed in ``src``; raises with all reasons."""
+    applier = applier or default_applier()
     tried: list[str] = []
-    res: PortResult | None = None
-    for one in ps if isinstance(ps, list) else [ps]:
+    for one in sets:
         res = plan_port(one, src, applier=applier)
         if res.ok:
-            break
-        reasons = "; ".join(f"{f.file}{f' hunk {f.hunk}' if f.hunk else ''}: {f.reason}" for f in res.failures)
-        tried.append(f"{one.name}: {reasons}")
-    if res is None or not res.ok:
-        raise PatchError(f"cannot port to {src}: {' | '.join(tried)}. Nothing was written.")
+            return res
+        tried.append(f"{one.name}: {failure_text(res)}")
+    raise PatchError(f"cannot port to {src}: {' | '.join(tried) or 'no set given'}. Nothing was written.")
+
+
+def default_name(res: PortResult) -> str:
+    """``<source>-port-<date of the checkout, or its commit, or a hash of the files>``."""
     commit, date = _git_head(res.detection.root)
-    if name is None:
-        tag = date or (commit[:10] if commit else sha256_bytes(b"".join(res.pristine.values()))[:10])
-        name = f"{res.source.name}-port-{tag}"
+    tag = date or (commit[:10] if commit else sha256_bytes(b"".join(res.pristine.values()))[:10])
+    return f"{res.source.name}-port-{tag}"
+
+
+def write_port(
+    res: PortResult,
+    out_dir: str | Path | None = None,
+    *,
+    name: str | None = None,
+    applier: Applier | None = None,
+    force: bool = False,
+) -> Path:
+    """Write a planned port as a set directory (default ``./<name>``)."""
+    applier = applier or default_applier()
+    commit, date = _git_head(res.detection.root)
+    name = name or default_name(res)
     out = Path(out_dir) if out_dir else Path.cwd() / name
-    written = write_patch_set(out, _manifest(res, name, applier, commit, date), res.diff, force=force)
-    return res, written
+    return write_patch_set(out, _manifest(res, name, applier, commit, date), res.diff, force=force)
