@@ -11,6 +11,7 @@ import click
 from quicsm.instrumentation.appliers import APPLIERS, Applier, default_applier, get_applier
 
 if TYPE_CHECKING:
+    from quicsm.instrumentation.engine import ApplyResult
     from quicsm.instrumentation.patchset import PatchSet
     from quicsm.instrumentation.porter import PortResult
 
@@ -45,6 +46,18 @@ def _recover(src: Path, *, err: bool = False) -> None:
 
     for note in recover(src):
         click.echo(f"recovered: {note}", err=err)
+
+
+def _report(res: ApplyResult, done: str, already: str, summary: str) -> None:
+    """What ``apply`` or ``revert`` did: each set, the skipped algorithms, then the files."""
+    for name in res.applied:
+        click.echo(f"{done} {name}")
+    for name in res.already:
+        click.echo(f"{name}: {already}")
+    for note in res.notes:
+        click.echo(f"skipped {note}")
+    if res.applied:
+        click.echo(f"{len(res.files)} files {summary}")
 
 
 @click.group()
@@ -158,14 +171,7 @@ def apply(
 
     _recover(src)
     res = run(src, set_name=set_name, algorithms=algorithms, applier=_applier(applier), port_missing=port_missing)
-    for name in res.applied:
-        click.echo(f"applied {name}")
-    for name in res.already:
-        click.echo(f"{name}: already applied")
-    for note in res.notes:
-        click.echo(f"skipped {note}")
-    if res.applied:
-        click.echo(f"{len(res.files)} files patched under {res.root}; `quicsm patch revert {src}` undoes it")
+    _report(res, "applied", "already applied", f"patched under {res.root}; `quicsm patch revert {src}` undoes it")
 
 
 @patch.command()
@@ -178,12 +184,7 @@ def revert(src: Path, set_name: str | None, applier: str | None) -> None:
 
     _recover(src)
     res = run(src, set_name=set_name, applier=_applier(applier))
-    for name in res.applied:
-        click.echo(f"reverted {name}")
-    for name in res.already:
-        click.echo(f"{name}: not applied, nothing to revert")
-    if res.applied:
-        click.echo(f"{len(res.files)} files restored under {res.root}")
+    _report(res, "reverted", "not applied, nothing to revert", f"restored under {res.root}")
 
 
 @patch.command()
@@ -228,14 +229,7 @@ def _echo_failures(res: PortResult, *, err: bool = False) -> None:
     metavar="NAME|DIR",
     help="Patch set to port (default: for each algorithm, the shipped sets of it, best match first).",
 )
-@click.option(
-    "--algorithm",
-    "-a",
-    "algorithms",
-    multiple=True,
-    type=click.Choice(["cubic", "reno", "bbr", "bbr2", "bbr3"]),
-    help="Only these algorithms (default: every one found in SRC that has shipped sets).",
-)
+@_ALGO
 @click.option(
     "-o",
     "--output",
