@@ -204,7 +204,8 @@ def quic_go_matrix(versions: list[str], build: bool) -> int:
                 res = plan_port(ps, tree, applier=applier)
                 dt = time.perf_counter() - t0
                 if not res.ok:
-                    rows.append((v, ps.name, f"refused ({res.failures[0].reason[:70]})", dt))
+                    why = f"refused ({res.failures[0].reason[:70]})"
+                    rows.append((v, ps.name, why + ("" if base else "; unchanged set does not apply"), dt))
                     continue
                 outcome = "ported"
                 if build:
@@ -234,7 +235,7 @@ def quic_go_matrix(versions: list[str], build: bool) -> int:
         f"{len(rows)} ports: {len(ported)} ported"
         + (f" ({len(built)} build)" if build else "")
         + f", {len(rows) - len(ported)} refused; baseline (unchanged set applies): "
-        f"{sum('does not apply' not in r[2] and r[2].startswith('ported') for r in rows)} of the ported"
+        f"{sum('does not apply' not in r[2] for r in rows)}/{len(rows)}"
     )
     return 0 if not build or len(built) == len(ported) else 1
 
