@@ -138,7 +138,10 @@ def check(src: Path, set_name: str | None, algorithms: tuple[str, ...], applier:
     """Say whether the chosen patch sets apply to SRC (nothing is changed)."""
     from quicsm.errors import PatchError
     from quicsm.instrumentation.engine import check as run
+    from quicsm.instrumentation.engine import pending
 
+    for note in pending(src):
+        click.echo(f"note: {note}")
     results = run(src, set_name=set_name, algorithms=algorithms, applier=_applier(applier))
     bad = []
     for sc in results:

@@ -50,6 +50,7 @@ __all__ = [
     "choose",
     "detect",
     "normalize_line",
+    "pending",
     "plan_for",
     "recover",
     "revert",
@@ -278,8 +279,8 @@ def _commit(root: Path, changes: list[Change], op: str) -> None:
         ) from None
 
 
-def recover(src: str | Path) -> list[str]:
-    """Finish a change a killed ``apply``/``revert`` left in its journal (in any possible source root)."""
+def _roots(src: str | Path) -> list[Path]:
+    """Every directory under ``src`` a target could take as its source root (where a journal would be)."""
     from quicsm.instrumentation.targets import all_targets
 
     src = Path(src)
@@ -288,12 +289,30 @@ def recover(src: str | Path) -> list[str]:
     roots = {src.resolve()}
     for t in all_targets():
         roots |= {(src / r).resolve() for r in t.roots if r}
+    return sorted(roots)
+
+
+def recover(src: str | Path) -> list[str]:
+    """Finish a change a killed ``apply``/``revert`` left in its journal (in any possible source root)."""
     notes = []
-    for root in sorted(roots):
+    for root in _roots(src):
         note = journal.recover(root)
         if note:
             notes.append(f"{root}: {note}")
     return notes
+
+
+def pending(src: str | Path) -> list[str]:
+    """Interrupted changes waiting in a journal under ``src`` (nothing is modified)."""
+    out = []
+    for root in _roots(src):
+        doc = journal.pending(root) if root.is_dir() else None
+        if doc:
+            out.append(
+                f"{root}: an interrupted `{doc.get('op')}` of {doc.get('at')} is pending; "
+                f"`quicsm patch status` (or apply/revert) completes it"
+            )
+    return out
 
 
 def _record(

@@ -14,12 +14,15 @@ journal rename, a temporary file, a replace, the journal removal): the fault-inj
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import fcntl
 import json
 import os
 import shutil
 import signal
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,12 +113,36 @@ def _state(path: Path) -> tuple[str | None, int | None]:
     return sha256_bytes(path.read_bytes()), st.st_mode & 0o7777
 
 
+@contextlib.contextmanager
+def _locked(root: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on the source root directory itself (no lock file is left in the tree),
+    so two quicsm processes never interleave their changes."""
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def commit(root: Path, changes: list[Change], op: str) -> None:
-    """Replace the files of ``changes`` under ``root`` as one crash-safe transaction."""
+    """Replace the files of ``changes`` under ``root`` as one crash-safe transaction.
+
+    Refuses (changing nothing) if a file is no longer what ``before`` says: another process or an editor
+    changed it while the new contents were being worked out.
+    """
     root = Path(root)
-    recover(root)
-    if not changes:
-        return
+    with _locked(root):
+        _recover(root)
+        for ch in changes:
+            sha, _ = _state(check_inside(root, ch.path, op))
+            if sha != (None if ch.before is None else sha256_bytes(ch.before)):
+                raise PatchError(f"{root / ch.path}: changed while the {op} was being prepared; nothing was changed")
+        if changes:
+            _commit(root, changes, op)
+
+
+def _commit(root: Path, changes: list[Change], op: str) -> None:
     staging = Path(tempfile.mkdtemp(prefix=_STAGING, dir=root))
     entries: list[dict[str, Any]] = []
     for i, ch in enumerate(changes):
@@ -215,6 +242,13 @@ def recover(root: Path) -> str | None:
     root = Path(root)
     if not root.is_dir():
         return None
+    if not any(n.startswith(JOURNAL_DIR) for n in os.listdir(root)):
+        return None
+    with _locked(root):
+        return _recover(root)
+
+
+def _recover(root: Path) -> str | None:
     note = None
     jdir = root / JOURNAL_DIR
     doc = _load(root)
