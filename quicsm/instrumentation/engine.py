@@ -1,10 +1,12 @@
 """Detect, check, apply, revert and report patch sets on a user's source tree.
 
-Guarantees (each one is tested): apply is all or nothing -- every touched file is backed up first and
-restored and verified by sha256 if anything fails; applying twice reports "already applied" (a
-reverse-apply check); revert restores the pristine bytes and verifies them against the sha256s
-recorded at apply time (``.quicsm-patch.json`` in the source root) or in the manifest; a patch path
-that would leave the source root (absolute, ``..``, through a symlink) is refused before any tool runs.
+Guarantees (each one is tested): apply is all or nothing, also under SIGKILL -- the new contents are
+worked out on a scratch copy, then swapped in through a journal written before the first change
+(:mod:`quicsm.instrumentation.journal`), which the next apply/revert/status finishes if the process
+died; file modes are kept; applying twice reports "already applied" (a reverse-apply check); revert
+restores the pristine bytes and modes and verifies them against the sha256s recorded at apply time
+(``.quicsm-patch.json`` in the source root) or in the manifest; a patch path that would leave the
+source root (absolute, ``..``, through a symlink) is refused before any tool runs.
 """
 
 from __future__ import annotations
@@ -424,10 +426,10 @@ def apply(
     todo = [sc.plan for sc in checks if sc.state == "applies"]
     already = tuple(sc.plan.name for sc in checks if sc.state == "applied")
     state = _read_state(root)
-    recorded = {r.get("set") for r in state["applied"]}
+    in_record = {r.get("set") for r in state["applied"]}
     # sets found applied but missing from the record (patched by hand, or by an older quicsm) join the
     # record, so that `status` shows their files and one `revert` undoes everything
-    adopt = [sc.plan for sc in checks if sc.state == "applied" and sc.plan.name not in recorded]
+    adopt = [sc.plan for sc in checks if sc.state == "applied" and sc.plan.name not in in_record]
     if not todo and not adopt:
         return ApplyResult(root, (), already, tuple(notes), ())
     rels = sorted({rel for p in todo for rel in p.file_diffs})
@@ -509,7 +511,8 @@ def revert(
         after = _scratch_result(root, rels, todo, applier, reverse=True)
         for plan in todo:
             for rel, want in plan.pristine.items():
-                got = sha256_bytes(after[rel]) if after[rel] is not None else None
+                data = after[rel]
+                got = sha256_bytes(data) if data is not None else None
                 if want is not None and got != want and (plan.patch_set is None or rel in _recorded(state, plan)):
                     raise PatchError(f"{rel}: after revert sha256 is {got}, the pristine file had {want}")
         names = {p.name for p in todo}

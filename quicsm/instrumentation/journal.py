@@ -62,7 +62,6 @@ class Change:
     after: bytes | None
     mode: int
     """Permission bits the file has after the change (the original ones for a patched file)."""
-    before_mode: int | None = None
 
 
 def _fsync_dir(path: Path) -> None:
@@ -149,7 +148,6 @@ def _commit(root: Path, changes: list[Change], op: str) -> None:
         entry: dict[str, Any] = {
             "path": ch.path,
             "mode": ch.mode,
-            "before_mode": ch.before_mode,
             "before_sha256": None if ch.before is None else sha256_bytes(ch.before),
             "after_sha256": None if ch.after is None else sha256_bytes(ch.after),
         }
