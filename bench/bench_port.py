@@ -10,6 +10,11 @@ algorithm (by upstream date) are materialised from `git show COMMIT:PATH` into a
 ported with `quicsm.instrumentation.porter.plan_port` (which also verifies the regenerated diff with git
 apply). Baseline, same process: applying the nearest pinned set unchanged (`git apply --check`).
 Prints success rate per algorithm, time per version, and every failure with its reason.
+
+    python bench/bench_port.py --quic-go v0.33.0,v0.56.0,v0.65.0 [--build]
+
+ports every shipped quic-go set to each module version (from the Go module cache, fetched from the Go
+proxy if missing) and, with --build, compiles internal/congestion and internal/ackhandler of the result.
 """
 
 from __future__ import annotations
@@ -173,6 +178,68 @@ def proto_quic_versions(repo: str) -> list[tuple[tuple[str, str], str]]:
     return sorted(todo, key=lambda kv: (kv[0][1], kv[1]))
 
 
+def quic_go_matrix(versions: list[str], build: bool) -> int:
+    """Port every shipped quic-go set to every module version (Go module cache); with ``build``, compile the
+    ported packages. Baseline, same process: the set applied unchanged (``git apply --check``)."""
+    import os
+    import shutil
+
+    go_mod = Path.home() / "go/pkg/mod/github.com/quic-go"
+    sets = shipped_patch_sets("quic-go")
+    applier = default_applier()
+    # the Go toolchain a version's own sets name (v0.33 does not build with Go >= 1.21)
+    toolchains = {m["version"]: m.get("toolchain") for s in sets if (m := s.extra.get("module"))}
+    rows: list[tuple[str, str, str, float]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-port-go-") as tmp:
+        for v in versions:
+            tree = Path(tmp) / f"quic-go@{v}"
+            if not (go_mod / f"quic-go@{v}").is_dir():
+                subprocess.run(["go", "mod", "download", f"github.com/quic-go/quic-go@{v}"], cwd=tmp, check=False)
+            shutil.copytree(go_mod / f"quic-go@{v}", tree)
+            subprocess.run(["chmod", "-R", "u+w", str(tree)], check=True)
+            det = detect(tree)
+            for ps in sets:
+                base = applier.check(tree, plan_for(ps, det.located).diff).ok
+                t0 = time.perf_counter()
+                res = plan_port(ps, tree, applier=applier)
+                dt = time.perf_counter() - t0
+                if not res.ok:
+                    why = f"refused ({res.failures[0].reason[:70]})"
+                    rows.append((v, ps.name, why + ("" if base else "; unchanged set does not apply"), dt))
+                    continue
+                outcome = "ported"
+                if build:
+                    work = Path(tmp) / "work"
+                    shutil.rmtree(work, ignore_errors=True)
+                    shutil.copytree(tree, work)
+                    for rel, data in res.placed.items():
+                        (work / rel).write_bytes(data)
+                    toolchain = toolchains.get(v)
+                    env = dict(os.environ, GOFLAGS="-mod=mod", **({"GOTOOLCHAIN": toolchain} if toolchain else {}))
+                    b = subprocess.run(
+                        ["go", "build", "./internal/congestion/", "./internal/ackhandler/"],
+                        cwd=work,
+                        env=env,
+                        capture_output=True,
+                        text=True,
+                        check=False,
+                    )
+                    outcome += ", builds" if b.returncode == 0 else f", BUILD FAILS: {b.stderr.strip()[-120:]}"
+                rows.append((v, ps.name, outcome + ("" if base else "; unchanged set does not apply"), dt))
+            shutil.rmtree(tree)
+    for v, name, outcome, dt in rows:
+        print(f"{v:9} {name:24} {dt:5.2f}s {outcome}")
+    ported = [r for r in rows if r[2].startswith("ported")]
+    built = [r for r in ported if "builds" in r[2]]
+    print(
+        f"{len(rows)} ports: {len(ported)} ported"
+        + (f" ({len(built)} build)" if build else "")
+        + f", {len(rows) - len(ported)} refused; baseline (unchanged set applies): "
+        f"{sum('does not apply' not in r[2] for r in rows)}/{len(rows)}"
+    )
+    return 0 if not build or len(built) == len(ported) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("git_dir", nargs="?", default=DEFAULT_GIT)
@@ -186,7 +253,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-shipped", action="store_true", help="use only --sets")
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--json", help="write every outcome here")
+    ap.add_argument("--quic-go", metavar="V1,V2,...", help="port the quic-go sets to these module versions instead")
+    ap.add_argument("--build", action="store_true", help="with --quic-go: go build the ported packages")
     args = ap.parse_args(argv)
+    if args.quic_go:
+        return quic_go_matrix(args.quic_go.split(","), args.build)
 
     target = "chromium" if args.proto_quic else "quiche"
     dirs = PROTO_QUIC_DIRS if args.proto_quic else QUICHE_DIRS

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from quicsm.instrumentation.appliers import APPLIERS, Applier, default_applier, get_applier
+
+if TYPE_CHECKING:
+    from quicsm.instrumentation.engine import ApplyResult
+    from quicsm.instrumentation.patchset import PatchSet
+    from quicsm.instrumentation.porter import PortResult
 
 __all__ = ["patch"]
 
@@ -32,6 +38,26 @@ _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON instead
 
 def _applier(name: str | None) -> Applier:
     return get_applier(name) if name else default_applier()
+
+
+def _recover(src: Path, *, err: bool = False) -> None:
+    """Finish what a killed apply/revert left in its journal, and say so."""
+    from quicsm.instrumentation.engine import recover
+
+    for note in recover(src):
+        click.echo(f"recovered: {note}", err=err)
+
+
+def _report(res: ApplyResult, done: str, already: str, summary: str) -> None:
+    """What ``apply`` or ``revert`` did: each set, the skipped algorithms, then the files."""
+    for name in res.applied:
+        click.echo(f"{done} {name}")
+    for name in res.already:
+        click.echo(f"{name}: {already}")
+    for note in res.notes:
+        click.echo(f"skipped {note}")
+    if res.applied:
+        click.echo(f"{len(res.files)} files {summary}")
 
 
 @click.group()
@@ -112,7 +138,10 @@ def check(src: Path, set_name: str | None, algorithms: tuple[str, ...], applier:
     """Say whether the chosen patch sets apply to SRC (nothing is changed)."""
     from quicsm.errors import PatchError
     from quicsm.instrumentation.engine import check as run
+    from quicsm.instrumentation.engine import pending
 
+    for note in pending(src):
+        click.echo(f"note: {note}")
     results = run(src, set_name=set_name, algorithms=algorithms, applier=_applier(applier))
     bad = []
     for sc in results:
@@ -143,15 +172,9 @@ def apply(
     """Apply the chosen patch sets to SRC, all or nothing."""
     from quicsm.instrumentation.engine import apply as run
 
+    _recover(src)
     res = run(src, set_name=set_name, algorithms=algorithms, applier=_applier(applier), port_missing=port_missing)
-    for name in res.applied:
-        click.echo(f"applied {name}")
-    for name in res.already:
-        click.echo(f"{name}: already applied")
-    for note in res.notes:
-        click.echo(f"skipped {note}")
-    if res.applied:
-        click.echo(f"{len(res.files)} files patched under {res.root}; `quicsm patch revert {src}` undoes it")
+    _report(res, "applied", "already applied", f"patched under {res.root}; `quicsm patch revert {src}` undoes it")
 
 
 @patch.command()
@@ -162,13 +185,9 @@ def revert(src: Path, set_name: str | None, applier: str | None) -> None:
     """Undo applied patch sets; files come back byte-identical (verified by sha256)."""
     from quicsm.instrumentation.engine import revert as run
 
+    _recover(src)
     res = run(src, set_name=set_name, applier=_applier(applier))
-    for name in res.applied:
-        click.echo(f"reverted {name}")
-    for name in res.already:
-        click.echo(f"{name}: not applied, nothing to revert")
-    if res.applied:
-        click.echo(f"{len(res.files)} files restored under {res.root}")
+    _report(res, "reverted", "not applied, nothing to revert", f"restored under {res.root}")
 
 
 @patch.command()
@@ -179,13 +198,30 @@ def revert(src: Path, set_name: str | None, applier: str | None) -> None:
 def status(src: Path, set_name: str | None, applier: str | None, as_json: bool) -> None:
     """Per file: pristine, patched, or modified otherwise."""
     from quicsm.instrumentation.engine import status as run
+    from quicsm.instrumentation.engine import tree_state
 
+    _recover(src, err=as_json)
     rows = run(src, set_name=set_name, applier=_applier(applier))
     if as_json:
         click.echo(json.dumps([r.__dict__ for r in rows], indent=1))
         return
     for r in rows:
         click.echo(f"{r.status:18} {r.path}  ({r.set}: {r.detail})")
+    click.echo(f"tree {tree_state(rows)}: {len(rows)} files of {', '.join(dict.fromkeys(r.set for r in rows))}")
+
+
+def _echo_placements(res: PortResult) -> None:
+    for p in res.placements:
+        click.echo(
+            f"placed {p.file} hunk {p.hunk} at line {p.line} score {p.score:.2f}"
+            + (f" in {p.function}" if p.function else "")
+        )
+
+
+def _echo_failures(res: PortResult, *, err: bool = False) -> None:
+    for f in res.failures:
+        hunk = f" hunk {f.hunk}" if f.hunk else ""
+        click.echo(f"cannot place {f.file}{hunk} (from {res.source.name}): {f.reason}", err=err)
 
 
 @patch.command()
@@ -194,12 +230,17 @@ def status(src: Path, set_name: str | None, applier: str | None, as_json: bool) 
     "--from",
     "from_set",
     metavar="NAME|DIR",
-    help="Patch set to port (default: try the sets of --algorithm, best match first).",
+    help="Patch set to port (default: for each algorithm, the shipped sets of it, best match first).",
 )
 @_ALGO
-@click.option("-o", "--output", type=click.Path(path_type=Path), help="New set directory (default ./<name>).")
-@click.option("--name", help="Name of the new set (default <from>-port-<date or hash>).")
-@click.option("--force", is_flag=True, help="Replace the output directory if it exists.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    help="New set directory (default ./<name>); with several algorithms, the directory that holds the sets.",
+)
+@click.option("--name", help="Name of the new set (default <from>-port-<date or hash>); one algorithm only.")
+@click.option("--force", is_flag=True, help="Replace an output directory that exists.")
 @click.option("--dry-run", is_flag=True, help="Place and verify, print the diff, write nothing.")
 @_APPLIER
 def port(
@@ -212,46 +253,67 @@ def port(
     dry_run: bool,
     applier: str | None,
 ) -> None:
-    """Port a patch set to the version in SRC and write it as a new set (all or nothing)."""
+    """Port patch sets to the version in SRC and write them as new sets (all or nothing).
+
+    Without --from, every algorithm of SRC (or each -a) is ported from its shipped sets, best match first;
+    nothing is written unless every one of them ports.
+    """
     from quicsm.errors import PatchError
+    from quicsm.instrumentation.detection import detect as run_detect
     from quicsm.instrumentation.patchset import find_patch_set
-    from quicsm.instrumentation.porter import plan_port, sources_for
-    from quicsm.instrumentation.porter import port as run
+    from quicsm.instrumentation.porter import default_name, plan_port, write_port
 
     app = _applier(applier)
+    jobs: list[tuple[str, list[PatchSet]]] = []
     if from_set:
-        sources = [find_patch_set(from_set)]
-    elif len(algorithms) == 1:
-        sources = sources_for(src, algorithms[0], applier=app)
+        ps = find_patch_set(from_set)
+        jobs.append((ps.algorithm, [ps]))
     else:
-        raise PatchError("say what to port: --from SET, or one --algorithm to try the shipped sets of it")
+        det = run_detect(src, applier=app)
+        wanted = list(dict.fromkeys(algorithms)) or list(det.identity.algorithms)
+        for algo in wanted:
+            sets = [c.patch_set for c in det.candidates if c.patch_set.algorithm == algo and c.kind != "incomplete"]
+            if sets:
+                jobs.append((algo, sets))
+            elif algorithms:
+                raise PatchError(f"{src}: no {algo} patch set of target {det.target.name} to port from")
+            else:
+                click.echo(f"{algo}: no {det.target.name} set of it to port from, skipped")
+        if not jobs:
+            raise PatchError(f"{src}: no patch set of target {det.target.name} to port from")
+    if name and len(jobs) > 1:
+        raise PatchError("--name names one set: give one -a or --from")
+    plans: list[tuple[PortResult, list[PortResult]]] = []
+    for _, sets in jobs:
+        tried = []
+        for ps in sets:
+            tried.append(plan_port(ps, src, applier=app))
+            if tried[-1].ok:
+                break
+        plans.append((next((r for r in tried if r.ok), tried[0]), tried))
+    failed = [algo for (algo, _), (res, _) in zip(jobs, plans, strict=True) if not res.ok]
     if dry_run:
-        res = plan_port(sources[0], src, applier=app)
-        for p in res.placements:
-            click.echo(
-                f"placed {p.file} hunk {p.hunk} at line {p.line} score {p.score:.2f}"
-                + (f" in {p.function}" if p.function else "")
-            )
-        for f in res.failures:
-            click.echo(f"cannot place {f.file}{f' hunk {f.hunk}' if f.hunk else ''}: {f.reason}")
-        click.echo(res.diff, nl=False)
-        if not res.ok:
-            raise PatchError(f"{len(res.failures)} changes of {sources[0].name} cannot be placed")
+        for res, _ in plans:
+            _echo_placements(res)
+            _echo_failures(res)
+            click.echo(res.diff, nl=False)
+        if failed:
+            raise PatchError(f"{', '.join(failed)}: some changes cannot be placed")
         return
-    try:
-        res, out = run(sources, src, output, name=name, applier=app, force=force)
-    except PatchError:
-        for ps in sources:
-            for f in plan_port(ps, src, applier=app).failures:
-                click.echo(
-                    f"cannot place {f.file}{f' hunk {f.hunk}' if f.hunk else ''} (from {ps.name}): {f.reason}", err=True
-                )
-        raise
-    for p in res.placements:
+    if failed:
+        for res, tried in plans:
+            if not res.ok:
+                for r in tried:
+                    _echo_failures(r, err=True)
+        raise PatchError(f"cannot port {', '.join(failed)} to {src}; nothing was written")
+    outs = [output if len(plans) == 1 else (output or Path.cwd()) / default_name(res) for res, _ in plans]
+    taken = [str(o) for o in outs if o is not None and o.exists()]
+    if taken and not force:
+        raise PatchError(f"{', '.join(taken)}: already exists (choose another -o or pass --force); nothing was written")
+    for (res, _), out in zip(plans, outs, strict=True):
+        written = write_port(res, out, name=name, applier=app, force=force)
+        _echo_placements(res)
         click.echo(
-            f"placed {p.file} hunk {p.hunk} at line {p.line} score {p.score:.2f}"
-            + (f" in {p.function}" if p.function else "")
+            f"wrote {written} from {res.source.name} (era {res.detection.identity.era}, "
+            f"{len(res.placements)} changes placed)"
         )
-    click.echo(
-        f"wrote {out} from {res.source.name} (era {res.detection.identity.era}, {len(res.placements)} changes placed)"
-    )

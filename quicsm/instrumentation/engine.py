@@ -1,10 +1,12 @@
 """Detect, check, apply, revert and report patch sets on a user's source tree.
 
-Guarantees (each one is tested): apply is all or nothing -- every touched file is backed up first and
-restored and verified by sha256 if anything fails; applying twice reports "already applied" (a
-reverse-apply check); revert restores the pristine bytes and verifies them against the sha256s
-recorded at apply time (``.quicsm-patch.json`` in the source root) or in the manifest; a patch path
-that would leave the source root (absolute, ``..``, through a symlink) is refused before any tool runs.
+Guarantees (each one is tested): apply is all or nothing, also under SIGKILL -- the new contents are
+worked out on a scratch copy, then swapped in through a journal written before the first change
+(:mod:`quicsm.instrumentation.journal`), which the next apply/revert/status finishes if the process
+died; file modes are kept; applying twice reports "already applied" (a reverse-apply check); revert
+restores the pristine bytes and modes and verifies them against the sha256s recorded at apply time
+(``.quicsm-patch.json`` in the source root) or in the manifest; a patch path that would leave the
+source root (absolute, ``..``, through a symlink) is refused before any tool runs.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from quicsm.errors import PatchError
+from quicsm.instrumentation import journal
 from quicsm.instrumentation.appliers import Applier, default_applier
 from quicsm.instrumentation.detection import (
     Candidate,
@@ -32,6 +35,7 @@ from quicsm.instrumentation.detection import (
     sha256_file,
 )
 from quicsm.instrumentation.diff import parse_diff, render_file_patch
+from quicsm.instrumentation.journal import Change
 from quicsm.instrumentation.patchset import PatchSet
 
 __all__ = [
@@ -48,11 +52,14 @@ __all__ = [
     "choose",
     "detect",
     "normalize_line",
+    "pending",
     "plan_for",
+    "recover",
     "revert",
     "sha256_bytes",
     "sha256_file",
     "status",
+    "tree_state",
 ]
 
 STATE_FILE = ".quicsm-patch.json"
@@ -75,29 +82,6 @@ def _read_state(root: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or not isinstance(data.get("applied"), list):
         raise PatchError(f"{p}: not a quicsm apply record (field 'applied' missing)")
     return data
-
-
-def _write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def _write_state(root: Path, state: dict[str, Any]) -> None:
-    p = _state_path(root)
-    if not state["applied"]:
-        if p.exists():
-            p.unlink()
-        return
-    _write_atomic(p, (json.dumps(state, indent=1, sort_keys=True) + "\n").encode())
 
 
 def _plan_from_record(root: Path, rec: dict[str, Any]) -> Plan:
@@ -153,7 +137,11 @@ def choose(
         cands = [c for c in det.candidates if c.patch_set.algorithm == algo]
         usable = [c for c in cands if c.usable and (include_applied or c.kind != "applied")]
         if not usable:
-            if algo in det.identity.algorithms and not (algo == "reno" and not cands):
+            if cands and all(c.kind == "incomplete" for c in cands):
+                # the sets cannot even be mapped onto the tree (a file missing, a path refused as a
+                # symlink): porting would not help, so say why
+                notes.append(f"{algo}: no patch set can be used ({cands[0].patch_set.name}: {cands[0].reason})")
+            elif algo in det.identity.algorithms and not (algo == "reno" and not cands):
                 near = cands[0].patch_set if cands else None
                 why = ""
                 if near is not None and cands[0].kind == "similar":
@@ -238,35 +226,126 @@ class ApplyResult:
     files: tuple[str, ...]
 
 
-def _backup(root: Path, rels: Iterable[str]) -> dict[str, tuple[bytes | None, int | None]]:
-    out: dict[str, tuple[bytes | None, int | None]] = {}
-    for rel in rels:
-        p = root / rel
-        try:
-            out[rel] = (p.read_bytes(), p.stat().st_mode & 0o7777)
-        except FileNotFoundError:
-            out[rel] = (None, None)
+def _mode_of(path: Path) -> int:
+    """Permission bits of an existing file; for a new one what the umask gives (as an editor would)."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def _scratch_result(
+    root: Path, rels: Iterable[str], plans: Iterable[Plan], applier: Applier, *, reverse: bool = False
+) -> dict[str, bytes | None]:
+    """What the files become when ``plans`` are applied (or reversed) in turn: worked out on a scratch copy
+    of just those files, so the tool never writes into the tree and a failure changes nothing."""
+    rels = list(rels)
+    with tempfile.TemporaryDirectory(prefix="quicsm-apply-") as tmp:
+        scratch = Path(tmp)
+        for rel in rels:
+            data = _read(root / rel)
+            if data is not None:
+                (scratch / rel).parent.mkdir(parents=True, exist_ok=True)
+                (scratch / rel).write_bytes(data)
+        for plan in plans:
+            res = applier.apply(scratch, plan.diff, reverse=reverse)
+            if not res.ok:
+                verb = "reverting" if reverse else "applying"
+                raise PatchError(f"{applier.name} failed {verb} {plan.name}: {res.output or 'no output'}")
+        return {rel: _read(scratch / rel) for rel in rels}
+
+
+def _state_change(root: Path, state: dict[str, Any]) -> Change:
+    before = _read(_state_path(root))
+    after = (json.dumps(state, indent=1, sort_keys=True) + "\n").encode() if state["applied"] else None
+    return Change(STATE_FILE, before, after, _mode_of(_state_path(root)))
+
+
+def _commit(root: Path, changes: list[Change], op: str) -> None:
+    """Swap the new files in through the journal; an I/O error half-way leaves the journal to finish it."""
+    try:
+        journal.commit(root, changes, op)
+    except OSError as exc:
+        raise PatchError(
+            f"{root}: {op} interrupted ({exc}); {journal.JOURNAL_DIR} holds the change and the next "
+            f"`quicsm patch apply`, `revert` or `status` completes it"
+        ) from None
+
+
+def _roots(src: str | Path) -> list[Path]:
+    """Every directory under ``src`` a target could take as its source root (where a journal would be)."""
+    from quicsm.instrumentation.targets import all_targets
+
+    src = Path(src)
+    if src.is_file():
+        src = src.parent
+    roots = {src.resolve()}
+    for t in all_targets():
+        roots |= {(src / r).resolve() for r in t.roots if r}
+    return sorted(roots)
+
+
+def recover(src: str | Path) -> list[str]:
+    """Finish a change a killed ``apply``/``revert`` left in its journal (in any possible source root)."""
+    notes = []
+    for root in _roots(src):
+        note = journal.recover(root)
+        if note:
+            notes.append(f"{root}: {note}")
+    return notes
+
+
+def pending(src: str | Path) -> list[str]:
+    """Interrupted changes waiting in a journal under ``src`` (nothing is modified)."""
+    out = []
+    for root in _roots(src):
+        doc = journal.pending(root) if root.is_dir() else None
+        if doc:
+            out.append(
+                f"{root}: an interrupted `{doc.get('op')}` of {doc.get('at')} is pending; "
+                f"`quicsm patch status` (or apply/revert) completes it"
+            )
     return out
 
 
-def _restore(root: Path, backup: dict[str, tuple[bytes | None, int | None]]) -> int:
-    """Put every backed-up file back and verify it by sha256; raises if a file cannot be restored."""
-    bad = []
-    for rel, (data, mode) in backup.items():
-        p = root / rel
-        if data is None:
-            if p.exists():
-                p.unlink()
-            continue
-        if sha256_file(p) != sha256_bytes(data):
-            _write_atomic(p, data, mode)
-        if sha256_file(p) != sha256_bytes(data):
-            bad.append(rel)
-    if bad:
-        raise PatchError(
-            f"{root}: could not restore {', '.join(bad)} byte-identically; restore them from version control"
+def _record(
+    plan: Plan,
+    applier: Applier,
+    pristine: dict[str, bytes | None],
+    patched: dict[str, bytes | None],
+    modes: dict[str, int],
+    **extra: Any,
+) -> dict[str, Any]:
+    files = []
+    for set_path, rel in plan.paths.items():
+        before, after = pristine[rel], patched[rel]
+        files.append(
+            {
+                "path": rel,
+                "set_path": set_path,
+                "pristine_sha256": sha256_bytes(before) if before is not None else None,
+                "patched_sha256": sha256_bytes(after) if after is not None else None,
+                "mode": modes[rel],
+            }
         )
-    return len(backup)
+    return {
+        "set": plan.name,
+        "origin": plan.patch_set.origin if plan.patch_set else "",
+        "applier": applier.name,
+        "diff": plan.diff,
+        "files": files,
+        "at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        **extra,
+    }
 
 
 def _port_missing(
@@ -324,6 +403,7 @@ def apply(
     in the apply record, which is all ``revert`` needs).
     """
     applier = applier or default_applier()
+    recover(src)
     if not port_missing or set_name:
         det, plans, notes = choose(src, set_name=set_name, algorithms=algorithms, sets=sets, applier=applier)
     else:
@@ -345,42 +425,32 @@ def apply(
             raise _failure(sc)
     todo = [sc.plan for sc in checks if sc.state == "applies"]
     already = tuple(sc.plan.name for sc in checks if sc.state == "applied")
-    if not todo:
+    state = _read_state(root)
+    in_record = {r.get("set") for r in state["applied"]}
+    # sets found applied but missing from the record (patched by hand, or by an older quicsm) join the
+    # record, so that `status` shows their files and one `revert` undoes everything
+    adopt = [sc.plan for sc in checks if sc.state == "applied" and sc.plan.name not in in_record]
+    if not todo and not adopt:
         return ApplyResult(root, (), already, tuple(notes), ())
     rels = sorted({rel for p in todo for rel in p.file_diffs})
-    backup = _backup(root, [*rels, STATE_FILE])
     try:
-        state = _read_state(root)
+        before = {rel: _read(root / rel) for rel in rels}
+        modes = {rel: _mode_of(root / rel) for rel in rels}
+        after = _scratch_result(root, rels, todo, applier)
+        for plan in adopt:
+            arels = list(plan.file_diffs)
+            now = {rel: _read(root / rel) for rel in arels}
+            orig = _scratch_result(root, arels, [plan], applier, reverse=True)
+            amodes = {rel: _mode_of(root / rel) for rel in arels}
+            state["applied"].append(_record(plan, applier, orig, now, amodes, adopted=True))
         for plan in todo:
-            res = applier.apply(root, plan.diff)
-            if not res.ok:
-                raise PatchError(f"{applier.name} failed applying {plan.name}: {res.output or 'no output'}")
-            files = []
-            for set_path, rel in plan.paths.items():
-                before = backup[rel][0]
-                files.append(
-                    {
-                        "path": rel,
-                        "set_path": set_path,
-                        "pristine_sha256": sha256_bytes(before) if before is not None else None,
-                        "patched_sha256": sha256_file(root / rel),
-                    }
-                )
             state["applied"] = [r for r in state["applied"] if r.get("set") != plan.name]
-            state["applied"].append(
-                {
-                    "set": plan.name,
-                    "origin": plan.patch_set.origin if plan.patch_set else "",
-                    "applier": applier.name,
-                    "diff": plan.diff,
-                    "files": files,
-                    "at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-                }
-            )
-        _write_state(root, state)
-    except BaseException as exc:
-        n = _restore(root, backup)
-        raise PatchError(f"{exc}; nothing was changed ({n} files restored and verified by sha256)") from exc
+            state["applied"].append(_record(plan, applier, before, after, modes))
+        changes = [Change(rel, before[rel], after[rel], modes[rel]) for rel in rels]
+        changes.append(_state_change(root, state))
+    except PatchError as exc:
+        raise PatchError(f"{exc}; nothing was changed") from None
+    _commit(root, changes, "apply")
     return ApplyResult(root, tuple(p.name for p in todo), already, tuple(notes), tuple(rels))
 
 
@@ -414,6 +484,7 @@ def revert(
 ) -> ApplyResult:
     """Undo applied sets and verify every file is byte-identical to its pristine sha256."""
     applier = applier or default_applier()
+    recover(src)
     root, plans, state = _applied_plans(Path(src), set_name, sets, applier)
     if not plans:
         raise PatchError(f"{src}: no applied patch set found (nothing to revert)")
@@ -434,22 +505,23 @@ def revert(
     if not todo:
         return ApplyResult(root, (), tuple(not_applied), (), ())
     rels = sorted({rel for p in todo for rel in p.file_diffs})
-    backup = _backup(root, [*rels, STATE_FILE])
+    modes = {f["path"]: f["mode"] for r in state["applied"] for f in r["files"] if "mode" in f}
     try:
+        before = {rel: _read(root / rel) for rel in rels}
+        after = _scratch_result(root, rels, todo, applier, reverse=True)
         for plan in todo:
-            res = applier.apply(root, plan.diff, reverse=True)
-            if not res.ok:
-                raise PatchError(f"{applier.name} failed reverting {plan.name}: {res.output or 'no output'}")
             for rel, want in plan.pristine.items():
-                got = sha256_file(root / rel)
+                data = after[rel]
+                got = sha256_bytes(data) if data is not None else None
                 if want is not None and got != want and (plan.patch_set is None or rel in _recorded(state, plan)):
                     raise PatchError(f"{rel}: after revert sha256 is {got}, the pristine file had {want}")
         names = {p.name for p in todo}
         state["applied"] = [r for r in state["applied"] if r.get("set") not in names]
-        _write_state(root, state)
-    except BaseException as exc:
-        n = _restore(root, backup)
-        raise PatchError(f"{exc}; nothing was changed ({n} files restored and verified by sha256)") from exc
+        changes = [Change(rel, before[rel], after[rel], modes.get(rel, _mode_of(root / rel))) for rel in rels]
+        changes.append(_state_change(root, state))
+    except PatchError as exc:
+        raise PatchError(f"{exc}; nothing was changed") from None
+    _commit(root, changes, "revert")
     return ApplyResult(root, tuple(p.name for p in todo), tuple(not_applied), (), tuple(rels))
 
 
@@ -476,6 +548,7 @@ def status(
     """Per file of the relevant sets: pristine, patched, or modified otherwise."""
     applier = applier or default_applier()
     src = Path(src)
+    recover(src)
     det = detect(src, sets=sets, applier=applier) if not set_name else None
     root = det.root if det else None
     if set_name:
@@ -486,6 +559,15 @@ def status(
         state = _read_state(det.root)
         if state["applied"]:
             plans = [_plan_from_record(det.root, r) for r in state["applied"]]
+            covered = {rel for p in plans for rel in p.file_diffs}
+            try:  # algorithms the record does not cover are shown too (a set patched by hand, say)
+                _, more, _ = choose(src, sets=sets, applier=applier)
+            except PatchError:
+                more = []
+            for p in more:
+                if not covered & set(p.file_diffs):
+                    plans.append(p)
+                    covered |= set(p.file_diffs)
         else:
             try:
                 _, plans, _ = choose(src, sets=sets, applier=applier)
@@ -520,3 +602,9 @@ def status(
                     FileStatus(plan.name, rel, "modified-otherwise", "neither the patch nor its reverse applies")
                 )
     return out
+
+
+def tree_state(rows: Iterable[FileStatus]) -> str:
+    """One word for the whole tree: ``pristine``, ``patched`` (every file of every set), or ``mixed``."""
+    kinds = {r.status for r in rows}
+    return kinds.pop() if len(kinds) == 1 and kinds <= {"pristine", "patched"} else "mixed"

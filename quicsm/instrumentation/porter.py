@@ -24,11 +24,24 @@ from typing import Any
 from quicsm.errors import PatchError
 from quicsm.instrumentation.appliers import Applier, default_applier
 from quicsm.instrumentation.detection import Detection, detect, normalize_line, sha256_bytes
+from quicsm.instrumentation.journal import fault_step
 from quicsm.instrumentation.patchset import DIFF, MANIFEST, PatchSet, load_patch_set, manifest_dict
 from quicsm.instrumentation.placement import CONTEXT, Edit, place_edits, split_edits
 from quicsm.instrumentation.targets import Target
 
-__all__ = ["Placement", "PortFailure", "PortResult", "plan_port", "port", "sources_for", "write_patch_set"]
+__all__ = [
+    "Placement",
+    "PortFailure",
+    "PortResult",
+    "default_name",
+    "failure_text",
+    "first_that_ports",
+    "plan_port",
+    "port",
+    "sources_for",
+    "write_patch_set",
+    "write_port",
+]
 
 
 @dataclass(frozen=True)
@@ -228,7 +241,7 @@ def plan_port(
             continue
         raw = (det.root / rel).read_bytes()
         text = raw.decode("utf-8", errors="surrogateescape")
-        edits = split_edits(fp.hunks, target)
+        edits = target.port_edits(split_edits(fp.hunks, target))
         if _already_there(edits, text):
             failures.append(PortFailure(rel, 0, "the file already holds the lines this set adds (already patched?)"))
             continue
@@ -237,6 +250,10 @@ def plan_port(
         if fails:
             continue
         new_text, problems = _build(text, placed, target, det)
+        if not problems:
+            added = [x for e, _, _, _ in placed for x in e.added]
+            set_lines = [t for h in fp.hunks for tag, t in h.lines if tag != "-"]
+            new_text, problems = target.finish_ported(det.located, rel, new_text, added, set_lines)
         if not problems:
             problems = target.check_ported(rel, new_text, [x for e, _, _, _ in placed for x in e.added])
         failures += [PortFailure(rel, 0, why) for why in problems]
@@ -311,25 +328,63 @@ def _manifest(res: PortResult, name: str, applier: Applier, commit: str | None, 
     return d
 
 
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two directories in one atomic step (Linux ``renameat2(RENAME_EXCHANGE)``); False if unsupported."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    rc = fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange)
+    return rc == 0
+
+
+def _leftovers(out_dir: Path) -> list[Path]:
+    """Build or replaced directories a killed ``write_patch_set`` left beside ``out_dir``."""
+    prefix = f".{out_dir.name}.quicsm-"
+    try:
+        return [out_dir.parent / n for n in os.listdir(out_dir.parent) if n.startswith(prefix)]
+    except OSError:
+        return []
+
+
 def write_patch_set(out_dir: Path, manifest: dict[str, Any], diff: str, *, force: bool = False) -> Path:
-    """Write a set directory atomically: build it beside ``out_dir`` and rename it into place."""
+    """Write a set directory atomically: build it beside ``out_dir`` and swap it into place.
+
+    At every moment ``out_dir`` is the old set or the new one, complete (a replaced set is swapped out
+    by one ``renameat2`` exchange where the kernel has it); directories a killed run left beside it are
+    removed by the next write to the same place.
+    """
     out_dir = Path(out_dir)
+    for stale in _leftovers(out_dir):
+        shutil.rmtree(stale, ignore_errors=True)
     if out_dir.exists() and not force:
         raise PatchError(f"{out_dir}: already exists (choose another -o or pass --force)")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.quicsm-new-", dir=out_dir.parent))
     try:
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-        (tmp / DIFF).write_text(diff, encoding="utf-8")
+        for fname, text in ((MANIFEST, json.dumps(manifest, indent=2) + "\n"), (DIFF, diff)):
+            with open(tmp / fname, "w", encoding="utf-8") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            fault_step()
         load_patch_set(tmp)  # never write a set the loader would refuse
         if out_dir.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old.", dir=out_dir.parent))
-            os.rmdir(old)
-            os.rename(out_dir, old)
-            os.rename(tmp, out_dir)
-            shutil.rmtree(old)
+            if not _exchange(tmp, out_dir):
+                old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.quicsm-old-", dir=out_dir.parent))
+                os.rmdir(old)
+                os.rename(out_dir, old)
+                os.rename(tmp, out_dir)
+                tmp = old
+            fault_step()
+            shutil.rmtree(tmp)  # the old set now
         else:
             os.rename(tmp, out_dir)
+            fault_step()
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -361,20 +416,44 @@ def port(
     Given several sets, they are tried in order and the first that ports completely is used.
     """
     applier = applier or default_applier()
+    res = first_that_ports(ps if isinstance(ps, list) else [ps], src, applier=applier)
+    return res, write_port(res, out_dir, name=name, applier=applier, force=force)
+
+
+def failure_text(res: PortResult) -> str:
+    return "; ".join(f"{f.file}{f' hunk {f.hunk}' if f.hunk else ''}: {f.reason}" for f in res.failures)
+
+
+def first_that_ports(sets: list[PatchSet], src: str | Path, *, applier: Applier | None = None) -> PortResult:
+    """The plan of the first set in ``sets`` whose every change can be placed in ``src``; raises with all reasons."""
+    applier = applier or default_applier()
     tried: list[str] = []
-    res: PortResult | None = None
-    for one in ps if isinstance(ps, list) else [ps]:
+    for one in sets:
         res = plan_port(one, src, applier=applier)
         if res.ok:
-            break
-        reasons = "; ".join(f"{f.file}{f' hunk {f.hunk}' if f.hunk else ''}: {f.reason}" for f in res.failures)
-        tried.append(f"{one.name}: {reasons}")
-    if res is None or not res.ok:
-        raise PatchError(f"cannot port to {src}: {' | '.join(tried)}. Nothing was written.")
+            return res
+        tried.append(f"{one.name}: {failure_text(res)}")
+    raise PatchError(f"cannot port to {src}: {' | '.join(tried) or 'no set given'}. Nothing was written.")
+
+
+def default_name(res: PortResult) -> str:
+    """``<source>-port-<date of the checkout, or its commit, or a hash of the files>``."""
     commit, date = _git_head(res.detection.root)
-    if name is None:
-        tag = date or (commit[:10] if commit else sha256_bytes(b"".join(res.pristine.values()))[:10])
-        name = f"{res.source.name}-port-{tag}"
+    tag = date or (commit[:10] if commit else sha256_bytes(b"".join(res.pristine.values()))[:10])
+    return f"{res.source.name}-port-{tag}"
+
+
+def write_port(
+    res: PortResult,
+    out_dir: str | Path | None = None,
+    *,
+    name: str | None = None,
+    applier: Applier | None = None,
+    force: bool = False,
+) -> Path:
+    """Write a planned port as a set directory (default ``./<name>``)."""
+    applier = applier or default_applier()
+    commit, date = _git_head(res.detection.root)
+    name = name or default_name(res)
     out = Path(out_dir) if out_dir else Path.cwd() / name
-    written = write_patch_set(out, _manifest(res, name, applier, commit, date), res.diff, force=force)
-    return res, written
+    return write_patch_set(out, _manifest(res, name, applier, commit, date), res.diff, force=force)

@@ -90,3 +90,38 @@ def test_cli_list_runs(tmp_path: Path) -> None:
     listed = json.loads(res.stdout)  # broken sets are warned about on stderr, not listed
     assert isinstance(listed, list)
     assert all({"name", "target", "algorithm", "files"} <= set(d) for d in listed)
+
+
+def test_cli_status_completes_a_killed_apply_and_names_the_tree_state(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import quicsm
+    from quicsm.instrumentation.journal import FAULT_ENV, JOURNAL_DIR
+
+    root, d, paths = _setup(tmp_path)
+    pristine = snapshot(root)
+    env = dict(os.environ, PYTHONPATH=str(Path(quicsm.__file__).resolve().parent.parent))
+    cubic = root / paths["tcp_cubic_sender_bytes.cc"]
+    for n in range(1, 40):  # the first kill point that leaves a journal and one file already patched
+        env[FAULT_ENV] = str(n)
+        proc = subprocess.run(
+            [sys.executable, "-m", "quicsm", "patch", "apply", str(root), "--set", str(d)], env=env, check=False
+        )
+        assert proc.returncode == -signal.SIGKILL
+        if (root / JOURNAL_DIR).exists() and "QUICSM" in cubic.read_text():
+            break
+        assert CliRunner().invoke(cli, ["patch", "status", str(root), "--set", str(d)]).exit_code == 0
+        CliRunner().invoke(cli, ["patch", "revert", str(root)])
+        assert snapshot(root) == pristine
+    else:
+        raise AssertionError("no kill point inside the swap phase")
+    res = CliRunner().invoke(cli, ["patch", "status", str(root), "--set", str(d)])
+    assert res.exit_code == 0, res.output
+    assert "recovered:" in res.output and "completed an interrupted `apply`" in res.output
+    assert "tree patched: 2 files of test-cubic" in res.output
+    assert not (root / JOURNAL_DIR).exists()
+    res = CliRunner().invoke(cli, ["patch", "revert", str(root)])
+    assert res.exit_code == 0 and snapshot(root) == pristine

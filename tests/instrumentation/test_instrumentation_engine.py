@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
-from instr_fixtures import cubic_edits, make_set, snapshot, write_tree
+from instr_fixtures import cubic_edits, make_set, one_file_set, snapshot, write_tree
 
 from quicsm.errors import PatchError
 from quicsm.instrumentation import engine
@@ -93,7 +94,7 @@ class FailsAfterFirstFile:
 def test_failure_half_way_is_rolled_back_and_verified(tree, cubic_set):
     root, _ = tree
     before = snapshot(root)
-    with pytest.raises(PatchError, match="simulated crash.*restored and verified"):
+    with pytest.raises(PatchError, match="simulated crash.*nothing was changed"):
         engine.apply(root, sets=[cubic_set], applier=FailsAfterFirstFile())
     assert snapshot(root) == before
 
@@ -267,4 +268,54 @@ def test_apply_with_port_instruments_an_unpinned_version_and_reverts(tmp_path, t
     again = engine.apply(root, sets=[cubic_set], port_missing=True)
     assert again.applied == () and again.already == res.applied  # never instrumented twice
     engine.revert(root, sets=[cubic_set])
+    assert snapshot(root) == before
+
+
+def test_symlink_refused_in_all_sets_mode_names_the_reason(tmp_path, tree, cubic_set):
+    root, paths = tree
+    rel = paths["tcp_cubic_sender_bytes.cc"]
+    real = root / "real_cubic.cc"
+    (root / rel).rename(real)
+    os.symlink(real, root / rel)
+    with pytest.raises(PatchError) as err:
+        engine.apply(root, sets=[cubic_set])
+    msg = str(err.value)
+    assert "symlink" in msg and "patching through symlinks is refused" in msg
+    assert "try `quicsm patch port" not in msg
+
+
+@pytest.mark.parametrize("applier", APPLIER_NAMES)
+def test_apply_and_revert_keep_file_modes(tree, cubic_set, applier):
+    root, paths = tree
+    modes = {paths["tcp_cubic_sender_bytes.cc"]: 0o664, paths["quic_sent_packet_manager.cc"]: 0o444}
+    for rel, mode in modes.items():
+        os.chmod(root / rel, mode)
+    before = snapshot(root)
+    engine.apply(root, sets=[cubic_set], applier=APPLIERS[applier])
+    assert {rel: (root / rel).stat().st_mode & 0o7777 for rel in modes} == modes
+    os.chmod(root / paths["quic_sent_packet_manager.cc"], 0o755)  # changed while patched: revert restores 444
+    engine.revert(root, sets=[cubic_set], applier=APPLIERS[applier])
+    assert snapshot(root) == before
+    assert {rel: (root / rel).stat().st_mode & 0o7777 for rel in modes} == modes
+
+
+def test_half_patched_tree_is_completed_recorded_and_reverted_whole(tmp_path, tree, cubic_set):
+    """One set patched without a record (a kill under an older quicsm, or by hand), another not."""
+    root, paths = tree
+    bbr_rel = paths["bbr_sender.cc"]
+    old = (root / bbr_rel).read_text()
+    bbr = load_patch_set(
+        one_file_set(
+            tmp_path / "sets", bbr_rel, old, old.replace("    mode_ = DRAIN;\n", "    mode_ = DRAIN;\n    X();\n")
+        )
+    )
+    before = snapshot(root)
+    assert GitApplier().apply(root, (Path(cubic_set.origin) / "changes.diff").read_text()).ok  # by hand: no record
+    res = engine.apply(root, sets=[cubic_set, bbr])
+    assert res.applied == (bbr.name,) and res.already == (cubic_set.name,)
+    record = json.loads((root / engine.STATE_FILE).read_text())
+    assert sorted(r["set"] for r in record["applied"]) == sorted([cubic_set.name, bbr.name])
+    rows = engine.status(root, sets=[cubic_set, bbr])
+    assert len(rows) == 3 and {r.status for r in rows} == {"patched"}
+    engine.revert(root, sets=[cubic_set, bbr])
     assert snapshot(root) == before

@@ -16,9 +16,12 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from quicsm.errors import PatchError
+
+if TYPE_CHECKING:
+    from quicsm.instrumentation.placement import Edit
 
 __all__ = [
     "Identity",
@@ -221,6 +224,18 @@ class Target:
     def adapt_added_lines(self, lines: list[str], old: Identity | None, new: Identity) -> list[str]:
         """Rewrite lines a patch adds when moving it to another era (include spelling, renamed types)."""
         return lines
+
+    def port_edits(self, edits: list[Edit]) -> list[Edit]:
+        """The changes of one file the porter should place by anchors; a target may keep some back and
+        make them itself in :meth:`finish_ported` (Go: the import block, rebuilt for the new file)."""
+        return edits
+
+    def finish_ported(
+        self, located: Located, path: str, text: str, added: list[str], set_lines: list[str]
+    ) -> tuple[str, list[str]]:
+        """Last touches to a ported file (``set_lines``: every context and added line the set has for it);
+        returns the text and problems that make the port fail (nothing is written then)."""
+        return text, []
 
 
 _REGISTRY: dict[str, Target] = {}

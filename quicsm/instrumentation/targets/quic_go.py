@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from quicsm.instrumentation.targets import Identity, Located, Target, register
 
-__all__ = ["ERA_DATES", "QuicGoTarget", "module_version"]
+if TYPE_CHECKING:
+    from quicsm.instrumentation.placement import Edit
+
+__all__ = ["ERA_DATES", "QuicGoTarget", "add_imports", "go_imports", "module_version"]
 
 ERA_DATES: dict[str, tuple[str, str]] = {
     "go-a": ("2020-01-01", "2023-09-10"),
@@ -41,7 +44,98 @@ _FEATURES: tuple[tuple[str, str, str], ...] = (
     ("quicsm_instrumented", "cubic_sender.go", r"\bquicsmTransition\b"),
 )
 _MODULE = re.compile(r"^module\s+github\.com/quic-go/quic-go\s*$", re.MULTILINE)
+_MODULE_PATH = "github.com/quic-go/quic-go/"
+_SPEC = re.compile(r'^\s*(?:([A-Za-z_]\w*|\.|_)\s+)?"([^"\s]+)"\s*(?://.*)?$')
+_SINGLE = re.compile(r'^import\s+(?:([A-Za-z_]\w*|\.|_)\s+)?"([^"\s]+)"')
+_STD_FALLBACK = ("errors", "fmt", "log", "math", "os", "strconv", "strings", "sync", "time")
+"""Standard packages added lines may use without the set showing their import (it was already there)."""
 _VERSION_DIR = re.compile(r"quic-go@(v\d+\.\d+\.\d+[\w.+-]*)")
+
+
+def _spec(line: str) -> tuple[str, str] | None:
+    """(name the file uses, import path) of an import spec line such as ``\tlog "example.com/x/log"``."""
+    m = _SPEC.match(line)
+    if not m:
+        return None
+    return (m.group(1) or m.group(2).rsplit("/", 1)[-1]), m.group(2)
+
+
+def _is_std(path: str) -> bool:
+    return "." not in path.split("/", 1)[0]
+
+
+def go_imports(lines: list[str]) -> tuple[dict[str, str], tuple[int, int] | None]:
+    """Imported name -> path, and the ``import (`` .. ``)`` line span of the first import block."""
+    names: dict[str, str] = {}
+    block: tuple[int, int] | None = None
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("func "):
+            break
+        if line.startswith("import ("):
+            j = i + 1
+            while j < len(lines) and lines[j].strip() != ")":
+                spec = _spec(lines[j])
+                if spec:
+                    names[spec[0]] = spec[1]
+                j += 1
+            block = block or (i, j)
+            i = j
+        else:
+            m = _SINGLE.match(line)
+            if m:
+                names[m.group(1) or m.group(2).rsplit("/", 1)[-1]] = m.group(2)
+        i += 1
+    return names, block
+
+
+def _insert_sorted(group: list[str], spec: str) -> None:
+    key = spec.strip()
+    k = 0
+    while k < len(group) and group[k].strip() < key:
+        k += 1
+    group.insert(k, spec)
+
+
+def add_imports(text: str, paths: list[str]) -> str:
+    """``text`` with the import paths added gofmt-style: standard packages in the first group (a new one
+    above the others if the first is not standard), the rest in the last group; a block is made if none."""
+    eol = "\r\n" if "\r\n" in text else "\n"
+    lines = text.splitlines()
+    _, block = go_imports(lines)
+    specs = [f'\t"{p}"' for p in paths]
+    if block is None:
+        k = next((n + 1 for n, line in enumerate(lines) if line.startswith("package ")), 0)
+        while k < len(lines) and _SINGLE.match(lines[k]):
+            k += 1
+        lines[k:k] = ["", "import (", *sorted(specs), ")"]
+    else:
+        start, end = block
+        groups: list[list[str]] = [[]]
+        for line in lines[start + 1 : end]:
+            if line.strip():
+                groups[-1].append(line)
+            elif groups[-1]:
+                groups.append([])
+        groups = [g for g in groups if g]
+        std_first = bool(groups) and all(_is_std(s[1]) for s in map(_spec, groups[0]) if s)
+        for p, spec in zip(paths, specs, strict=True):
+            if _is_std(p):
+                if not std_first:
+                    groups.insert(0, [])
+                    std_first = True
+                _insert_sorted(groups[0], spec)
+            else:
+                if not groups or (len(groups) == 1 and std_first):
+                    groups.append([])
+                _insert_sorted(groups[-1], spec)
+        body: list[str] = []
+        for g in groups:
+            body += ([""] if body else []) + g
+        lines[start + 1 : end] = body
+    out = eol.join(lines)
+    return out + eol if text.endswith(("\n", "\r\n")) else out
 
 
 def module_version(located: Located) -> str | None:
@@ -97,6 +191,57 @@ class QuicGoTarget(Target):
             features["version"] = version
         lo, hi = ERA_DATES[era]
         return Identity(era, self.algorithms(located), features, lo, hi, tuple(notes))
+
+    # ---- porter hooks ---------------------------------------------------------------------------
+    def port_edits(self, edits: list[Edit]) -> list[Edit]:
+        """Changes that only add import specs are kept back: :meth:`finish_ported` rebuilds the imports
+        for the new file, whose import block may look nothing like the old one."""
+        return [
+            e
+            for e in edits
+            if e.removed or not any(_spec(x) for x in e.added) or not all(_spec(x) or not x.strip() for x in e.added)
+        ]
+
+    def finish_ported(
+        self, located: Located, path: str, text: str, added: list[str], set_lines: list[str]
+    ) -> tuple[str, list[str]]:
+        """Import every package the added lines use that the new file lacks (each era of quic-go imports
+        other packages: v0.56+ no longer imports ``time`` in ``cubic_sender.go``); refuse a package of
+        the module that this version no longer has."""
+        if not path.endswith(".go"):
+            return text, []
+        known = dict(spec for spec in map(_spec, set_lines) if spec)
+        have, _ = go_imports(text.splitlines())
+        code = "\n".join(x for x in added if not _spec(x))
+        wanted: dict[str, str] = {}
+        for name in sorted({*known, *_STD_FALLBACK}):
+            if name in have or not re.search(rf"(?<![\w.]){re.escape(name)}\.[A-Za-z_]", code):
+                continue
+            if name not in known and re.search(rf"\b{name}\s*(?::=|=[^=])|\bvar\s+{name}\b", text):
+                continue  # a variable of that name, not the package
+            wanted[name] = known.get(name, name)
+        problems = [
+            f"the added lines use package {name} ({p}), which this version of quic-go does not have"
+            for name, p in wanted.items()
+            if p.startswith(_MODULE_PATH) and not (located.root / p[len(_MODULE_PATH) :]).is_dir()
+        ]
+        if problems or not wanted:
+            return text, problems
+        return add_imports(text, sorted(wanted.values())), []
+
+    def check_ported(self, path: str, text: str, added: list[str]) -> list[str]:
+        """A package the added lines use that the ported file still does not import fails the port."""
+        if not path.endswith(".go"):
+            return []
+        have, _ = go_imports(text.splitlines())
+        code = "\n".join(x for x in added if not _spec(x))
+        return [
+            f"the added lines use package {name}, which {path} does not import"
+            for name in _STD_FALLBACK
+            if name not in have
+            and re.search(rf"(?<![\w.]){name}\.[A-Za-z_]", code)
+            and not re.search(rf"\b{name}\s*(?::=|=[^=])|\bvar\s+{name}\b", text)
+        ]
 
 
 register(QuicGoTarget())
