@@ -17,6 +17,7 @@ setup(
             "diagrams/templates/*",
             "compare/templates/*",
             "testbed/data/*",
+            "traces/_scan.pyi",
         ]
     },
     install_requires=[
