@@ -23,6 +23,8 @@ static Py_ssize_t count_nl(const char *p, const char *q) {
     return n;
 }
 
+/* Field separators are the ASCII space, tab, CR, VT and FF, and nothing else (contract.py's docstring
+ * states the rules every reader follows); '-' means "not known". */
 /* The canonical field order (what format_line and the shipped patch sets write) is parsed here:
  *   v=1 conn=K t_us=T cc=C [from=S] to=S [cwnd=N] [inflight=N] [ssthresh=N] [pacing_bps=N] [bw_bps=N]
  *   [min_rtt_us=N] [srtt_us=N] [trigger=W] <spaces>
@@ -51,8 +53,8 @@ static PyObject *fast_record(Py_ssize_t line, const char *p, const char *e) {
     PyObject *res = NULL;
     int i;
     if (!lit(&p, e, "v=1 conn=")) return NULL;
-    a = p; b = token_end(p, e); if (b == a) return NULL; p = b;
-    f[0] = str_of(a, b);                                   /* conn */
+    a = p; b = token_end(p, e); if (b == a || (b - a == 1 && *a == '-')) return NULL; p = b;
+    f[0] = str_of(a, b);                                   /* conn ('-' = not known: the Python reader refuses it) */
     if (!f[0] || !lit(&p, e, " t_us=")) goto out;
     {
         long long v = 0; int neg = 0, nd = 0;
@@ -73,15 +75,15 @@ static PyObject *fast_record(Py_ssize_t line, const char *p, const char *e) {
         if (!f[3]) goto out;
     } else { f[3] = Py_None; Py_INCREF(Py_None); }
     if (!lit(&p, e, " to=")) goto out;
-    a = p; b = token_end(p, e); if (b == a) goto out; p = b;
-    f[4] = str_of(a, b);                                   /* to */
+    a = p; b = token_end(p, e); if (b == a || (b - a == 1 && *a == '-')) goto out; p = b;
+    f[4] = str_of(a, b);                                   /* to ('-' on a transition: the Python reader refuses it) */
     if (!f[4]) goto out;
     for (i = 0; i < 7; i++) {
         const char *save = p;
         if (p < e && *p == ' ' && (p++, lit(&p, e, INT_KEYS[i]))) {
             long long v = 0; int nd = 0;
             while (p < e && *p >= '0' && *p <= '9' && nd < 18) { v = v * 10 + (*p - '0'); p++; nd++; }
-            if (nd == 0 || (p < e && *p != ' ' && *p != '\t' && *p != '\r')) goto out;
+            if (nd == 0 || (p < e && *p != ' ' && *p != '\t' && *p != '\r' && *p != '\v' && *p != '\f')) goto out;
             f[5 + i] = PyLong_FromLongLong(v);
             if (!f[5 + i]) goto out;
         } else { p = save; f[5 + i] = Py_None; Py_INCREF(Py_None); }
@@ -92,11 +94,12 @@ static PyObject *fast_record(Py_ssize_t line, const char *p, const char *e) {
             a = p;
             while (p < e && (((*p | 32) >= 'a' && (*p | 32) <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '.' || *p == '-')) p++;
             if (p == a) goto out;
-            f[12] = str_of(a, p);
+            if (p - a == 1 && *a == '-') { f[12] = Py_None; Py_INCREF(Py_None); }  /* '-' = not known */
+            else f[12] = str_of(a, p);
             if (!f[12]) goto out;
         } else { p = save; f[12] = Py_None; Py_INCREF(Py_None); }
     }
-    while (p < e && (*p == ' ' || *p == '\t' || *p == '\r')) p++;
+    while (p < e && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\v' || *p == '\f')) p++;
     if (p != e) goto out;
     res = Py_BuildValue("(nOOOOOOOOOOOOO)", line, f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10], f[11], f[12]);
 out:

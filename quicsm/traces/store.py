@@ -10,18 +10,12 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import os
-import stat
-import sys
-import tempfile
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import IO, Any
 
 from quicsm.errors import InputError
+from quicsm.files import atomic_output, file_mode, open_binary
 from quicsm.traces.events import METRIC_FIELDS, Trace, TraceEvent
-from quicsm.traces.inputs import open_binary
 
 __all__ = [
     "TRACE_FORMAT",
@@ -40,39 +34,6 @@ __all__ = [
 TRACE_FORMAT = "quicsm-trace"
 TRACE_FORMAT_VERSION = 1
 _EVENT_OPTIONAL = ("prev", *METRIC_FIELDS, "recovery", "trigger")
-
-
-@contextmanager
-def atomic_output(path: str, binary: bool = True) -> Iterator[IO[Any]]:
-    """Yield a temp file beside ``path``; rename it over ``path`` only if the block finishes. ``-`` = stdout."""
-    if path == "-":
-        yield sys.stdout.buffer if binary else sys.stdout
-        return
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    mode = file_mode(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb" if binary else "w") as fh:
-            yield fh
-        os.chmod(tmp, mode)  # mkstemp makes 0600; give the file the mode a plain open() would
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
-def file_mode(path: str) -> int:
-    """The mode an output should get: the replaced file's, else 0666 less the umask."""
-    try:
-        return stat.S_IMODE(os.stat(path).st_mode)
-    except OSError:
-        mask = os.umask(0)
-        os.umask(mask)
-        return 0o666 & ~mask
 
 
 def event_to_json(e: TraceEvent) -> dict[str, Any]:

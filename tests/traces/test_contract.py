@@ -68,7 +68,7 @@ def test_fast_and_general_paths_agree() -> None:
         ("conn=a t_us=1 cc=cubic to=SlowStart", "no format version"),
         ("v=1 t_us=1 cc=cubic to=SlowStart", "connection key"),
         ("v=1 conn=a cc=cubic to=SlowStart", "timestamp"),
-        ("v=1 conn=a t_us=x cc=cubic to=SlowStart", "not an integer"),
+        ("v=1 conn=a t_us=x cc=cubic to=SlowStart", "not a number"),
         ("v=1 conn=a t_us=1 to=SlowStart", "congestion controller"),
         ("v=1 conn=a t_us=1 cc=cubic", "state entered"),
         ("v=1 conn=a t_us=1 cc=cubic to=A to=B", "twice"),

@@ -1,0 +1,223 @@
+"""Files in and out: opening inputs (plain, gzip, stdin) and writing outputs atomically.
+
+Gzip inputs are read with :class:`GzipReader` rather than :class:`gzip.GzipFile`: on a truncated or
+corrupt stream it first hands out every byte that decompressed cleanly (what ``zcat`` prints), and
+raises only on the next read, so a reader keeps the good part of a damaged log.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import stat
+import sys
+import tempfile
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any, BinaryIO
+
+from quicsm.errors import InputError
+
+__all__ = ["STDIN", "GzipReader", "atomic_output", "file_mode", "is_gzip", "open_binary"]
+
+STDIN = "-"
+GZIP_MAGIC = b"\x1f\x8b"
+_IN_STEP = 1 << 16
+_OUT_STEP = 1 << 20
+"""Decompressed bytes per step: bounds memory whatever the compression ratio (a gzip bomb)."""
+
+
+class GzipReader(io.BufferedIOBase):
+    """Gunzip ``raw`` (multi-member, zero padding allowed); good data first, then the error.
+
+    The error is :class:`gzip.BadGzipFile` for corrupt data and :class:`EOFError` for a truncated
+    stream, the types :mod:`gzip` raises; :attr:`error` keeps it for callers that read to the end.
+    """
+
+    def __init__(self, raw: BinaryIO, *, close_raw: bool = True) -> None:
+        self._raw = raw
+        self._close_raw = close_raw
+        self._d = zlib.decompressobj(31)
+        self._pending = b""
+        self._buf = bytearray()
+        self._in_member = False
+        self._done = False
+        self.error: Exception | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def _fail(self, exc: Exception) -> None:
+        self.error = exc
+        self._done = True
+
+    def _fill(self, want: int) -> None:
+        while len(self._buf) < want and not self._done:
+            if not self._pending:
+                try:
+                    self._pending = self._raw.read(_IN_STEP)
+                except OSError as exc:
+                    self._fail(exc)
+                    return
+                if not self._pending:
+                    if self._in_member:
+                        self._fail(EOFError("compressed file ended before the end-of-stream marker was reached"))
+                    self._done = True
+                    return
+            if not self._in_member:
+                self._pending = self._pending.lstrip(b"\x00")  # zero padding between or after members
+                if not self._pending:
+                    continue
+                self._in_member = True
+            self._step()
+
+    def _step(self) -> None:
+        data, d = self._pending, self._d
+        saved = d.copy()
+        try:
+            out = d.decompress(data, _OUT_STEP)
+        except zlib.error as exc:
+            self._salvage(saved, data)
+            self._fail(gzip.BadGzipFile(f"corrupt gzip data: {exc}"))
+            return
+        self._buf += out
+        if d.eof:
+            self._pending = d.unused_data
+            self._d = zlib.decompressobj(31)
+            self._in_member = False
+        else:
+            self._pending = d.unconsumed_tail
+
+    def _salvage(self, d: Any, data: bytes) -> None:
+        """Replay the failed step a byte at a time: keep everything before the bad byte."""
+        for i in range(len(data)):
+            try:
+                self._buf += d.decompress(data[i : i + 1])
+            except zlib.error:
+                return
+            if d.eof:
+                return
+
+    def _take(self, n: int) -> bytes:
+        if not self._buf and self.error is not None:
+            raise self.error
+        n = len(self._buf) if n < 0 else min(n, len(self._buf))
+        out = bytes(self._buf[:n])
+        del self._buf[:n]
+        return out
+
+    def read(self, size: int | None = -1) -> bytes:
+        size = -1 if size is None else size
+        self._fill(sys.maxsize if size < 0 else size)
+        return self._take(size)
+
+    def read1(self, size: int = -1) -> bytes:
+        self._fill(_OUT_STEP if size < 0 else max(1, min(size, _OUT_STEP)))
+        return self._take(size)
+
+    def peek(self, size: int = 1) -> bytes:
+        self._fill(max(1, size))
+        return bytes(self._buf)
+
+    def readinto(self, b: Any) -> int:
+        data = self.read1(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed and self._close_raw:
+            self._raw.close()
+        super().close()
+
+
+class _Borrowed(io.BufferedIOBase):
+    """A stream that closing leaves open (stdin belongs to the process, not to one reader)."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw = raw
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        return self._raw.read(-1 if size is None else size)
+
+    def read1(self, size: int = -1) -> bytes:
+        read1 = getattr(self._raw, "read1", None)
+        return read1(size) if read1 is not None else self._raw.read(size)
+
+    def readinto(self, b: Any) -> int:
+        data = self.read1(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+
+def is_gzip(path: str) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(2) == GZIP_MAGIC
+
+
+def open_binary(path: str) -> BinaryIO:
+    """Open for reading bytes; gunzip transparently (by magic bytes, not name); ``-`` is stdin.
+
+    Missing or unreadable files raise :class:`InputError`. Closing the result never closes stdin.
+    """
+    if path == STDIN:
+        raw: BinaryIO = sys.stdin.buffer
+        peek = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
+        if peek == GZIP_MAGIC:
+            return GzipReader(raw, close_raw=False)  # type: ignore[return-value]
+        return _Borrowed(raw)  # type: ignore[return-value]
+    if not os.path.exists(path):
+        raise InputError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise InputError(f"{path}: is a directory")
+    try:
+        fh = open(path, "rb")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot open ({exc.strerror})") from None
+    try:
+        magic = fh.read(2)
+        fh.seek(0)
+    except OSError as exc:
+        fh.close()
+        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    if magic == GZIP_MAGIC:
+        return GzipReader(fh)  # type: ignore[return-value]
+    return fh
+
+
+@contextmanager
+def atomic_output(path: str, binary: bool = True) -> Iterator[IO[Any]]:
+    """Yield a temp file beside ``path``; rename it over ``path`` only if the block finishes. ``-`` = stdout."""
+    if path == "-":
+        yield sys.stdout.buffer if binary else sys.stdout
+        return
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    mode = file_mode(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb" if binary else "w") as fh:
+            yield fh
+        os.chmod(tmp, mode)  # mkstemp makes 0600; give the file the mode a plain open() would
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def file_mode(path: str) -> int:
+    """The mode an output should get: the replaced file's, else 0666 less the umask."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
