@@ -46,6 +46,8 @@ class GzipReader(io.BufferedIOBase):
         self._in_member = False
         self._done = False
         self.error: Exception | None = None
+        self.error_raised = False
+        """Whether a read has raised :attr:`error` (else the caller may still need to report it)."""
 
     def readable(self) -> bool:
         return True
@@ -103,6 +105,7 @@ class GzipReader(io.BufferedIOBase):
 
     def _take(self, n: int) -> bytes:
         if not self._buf and self.error is not None:
+            self.error_raised = True
             raise self.error
         n = len(self._buf) if n < 0 else min(n, len(self._buf))
         out = bytes(self._buf[:n])

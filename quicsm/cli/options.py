@@ -9,10 +9,10 @@ from typing import Any
 
 import click
 
-from quicsm.compare.sets import trace_matches
 from quicsm.inference import ENGINES
 from quicsm.traces import ParseResult, parse_inputs, parse_label
 from quicsm.traces.events import StateView
+from quicsm.traces.select import trace_matches
 
 __all__ = ["input_options", "view_options", "engine_options", "load_inputs", "view_from", "engine_opts"]
 

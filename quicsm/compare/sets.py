@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from quicsm.errors import InputError
 from quicsm.traces import parse_inputs
 from quicsm.traces.events import Trace
-from quicsm.traces.parse import SIDECAR
-from quicsm.traces.parse import expand_inputs as expand_directories
+from quicsm.traces.parse import expand_input
+from quicsm.traces.select import Selector, label_value, parse_selector, selector_text, trace_matches
 
 __all__ = [
     "Selector",
@@ -30,10 +30,8 @@ __all__ = [
     "trace_matches",
 ]
 
-Selector = dict[str, str]
-"""``{"client": "desktop"}``: every key must match (labels, or ``cc``/``implementation``/``version``)."""
-
-_ATTRS = ("cc", "implementation", "version")
+expand_inputs = expand_input
+"""One set argument -> its files: the same expansion every verb uses (:func:`quicsm.traces.parse.expand_input`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,54 +48,6 @@ class TraceSet:
 
     def controllers(self) -> list[str]:
         return sorted({t.cc for t in self.traces if t.cc})
-
-
-def parse_selector(text: str) -> Selector:
-    """``"client=desktop,cc=cubic"`` -> ``{"client": "desktop", "cc": "cubic"}``."""
-    out: Selector = {}
-    for part in text.split(","):
-        key, eq, value = part.partition("=")
-        if not eq or not key.strip():
-            raise InputError(f"selector {text!r}: {part!r} is not KEY=VALUE")
-        out[key.strip()] = value.strip()
-    return out
-
-
-def selector_text(sel: Selector) -> str:
-    return ",".join(f"{k}={v}" for k, v in sel.items())
-
-
-def label_value(trace: Trace, key: str) -> str | None:
-    """A label's value, or the trace attribute ``cc``/``implementation``/``version``."""
-    if key in _ATTRS:
-        v = getattr(trace, key)
-        return None if v is None else str(v)
-    return trace.labels.get(key)
-
-
-def trace_matches(trace: Trace, sel: Selector) -> bool:
-    return all(label_value(trace, k) == v for k, v in sel.items())
-
-
-def _is_input_file(path: str) -> bool:
-    name = os.path.basename(path)
-    return not name.startswith(".") and name != SIDECAR and os.path.isfile(path)
-
-
-def expand_inputs(pattern: str) -> list[str]:
-    """A file, a quoted glob, or a directory (its logs, qlogs and trace files, recursively), sorted."""
-    if pattern == "-":
-        return ["-"]
-    if os.path.isdir(pattern):
-        return expand_directories([pattern])
-    if glob.has_magic(pattern):
-        found = sorted(p for p in glob.glob(pattern, recursive=True) if _is_input_file(p))
-        if not found:
-            raise InputError(f"{pattern}: no file matches")
-        return found
-    if not os.path.exists(pattern):
-        raise InputError(f"{pattern}: no such file")
-    return [pattern]
 
 
 def _default_name(pattern: str, taken: set[str]) -> str:

@@ -1,28 +1,44 @@
 """Find contract lines in logs of any prefix, fast.
 
-The scanner never splits a file into Python lines: it reads large chunks and jumps from tag to tag with
-``bytes.find`` (C speed), so noise lines cost what ``grep`` pays for them. Line numbers come from
-counting newlines between hits, also in C. Memory is one chunk, whatever the file size.
+The scanner never splits a file into Python lines: it reads large windows and jumps from tag to tag
+with ``bytes.find`` (C speed), so noise lines cost what ``grep`` pays for them. Line numbers come from
+counting newlines between hits, also in C. Memory is one window, whatever the file size.
+
+Files are read, not memory-mapped: a log truncated while it is scanned (logrotate's ``copytruncate``
+on a live server log) then just ends early, and is reported, instead of killing the process with
+SIGBUS. Results do not depend on the window size (tests/fuzz checks several).
 """
 
 from __future__ import annotations
 
-import gzip
-import mmap
 import os
 import zlib
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
-from quicsm.traces.contract import TAG_BYTES, ContractError, ContractRecord, parse_payload
-from quicsm.traces.events import TraceEvent
+from quicsm.traces.contract import TAG_BYTES, ContractError, ContractRecord, contract_event, parse_payload
 from quicsm.traces.report import ParseReport
-from quicsm.traces.states import canonical_state as canonical
 
-__all__ = ["scan_contract", "CHUNK"]
+__all__ = ["scan_contract", "CHUNK", "C_FIELDS"]
 
 CHUNK = 1 << 22
 _TAG_LEN = len(TAG_BYTES)
+C_FIELDS = (
+    "conn",
+    "cc",
+    "t_us",
+    "prev",
+    "state",
+    "cwnd",
+    "inflight",
+    "ssthresh",
+    "pacing_bps",
+    "bw_bps",
+    "min_rtt_us",
+    "srtt_us",
+    "trigger",
+)
+"""Names of the fields ``_scan.scan`` returns after the line number, in order."""
 
 
 def scan_contract(
@@ -30,34 +46,29 @@ def scan_contract(
     path: str,
     report: ParseReport,
     on_bytes: Callable[[int], None] | None = None,
+    *,
+    chunk: int | None = None,
 ) -> Iterator[tuple[int, ContractRecord]]:
-    """Yield ``(line_number, record)`` for every contract line; count and report malformed ones."""
+    """Yield ``(line_number, record)`` for every contract line; count and report malformed ones.
+
+    ``on_bytes`` is called after each window with its size (progress bars; tests truncate files there).
+    """
     lineno = 1  # line number at the start of the next window
     nul_seen = False
     hits = 0
-    windows = _mapped_windows(stream) if _mappable(stream) else _read_windows(stream, path, report, lambda: lineno)
-    for buf, start, cut in windows:
-        size = cut - start
-        if on_bytes is not None:
-            on_bytes(size)
-        report.bytes += size
-        if not nul_seen and hits == 0 and buf.find(b"\x00", start, min(cut, start + (1 << 16))) >= 0:
+    size_at_start = _regular_size(stream)
+    read = 0
+    for buf, cut in _read_windows(stream, path, report, lambda: lineno, chunk or CHUNK):  # noqa: B023 - reads the current line
+        read += cut
+        report.bytes += cut
+        if not nul_seen and hits == 0 and buf.find(b"\x00", 0, min(cut, 1 << 16)) >= 0:
             nul_seen = True  # binary sniffing looks at the head of each window only, until a hit
-        hits_here, lineno = _find_tagged(buf, start, cut, lineno)
+        hits_here, lineno = _find_tagged(buf, 0, cut, lineno)
         for item in hits_here:
             hits += 1
             if len(item) == 14:  # parsed by the C reader (canonical field order)
-                line, conn, cc, t_us, frm, to, *nums, trigger = item
-                yield (
-                    line,
-                    ContractRecord(
-                        conn,
-                        cc,
-                        TraceEvent(
-                            t_us, canonical(to), "transition", canonical(frm) if frm else None, *nums, None, trigger
-                        ),
-                    ),
-                )
+                line, conn, cc, *fields = item
+                yield line, ContractRecord(conn, cc, contract_event(**dict(zip(C_FIELDS[2:], fields))))
                 report.records += 1
                 continue
             line, raw = item
@@ -71,73 +82,67 @@ def scan_contract(
                 continue
             report.records += 1
             yield line, rec
-        if cut > start and buf[cut - 1] != 10:
+        if cut and buf[cut - 1] != 10:
             lineno += 1  # a last line without its newline still counts
+        if on_bytes is not None:
+            on_bytes(cut)
     report.lines += lineno - 1
+    if size_at_start is not None and read < size_at_start:
+        report.problem(
+            path,
+            lineno,
+            f"file shrank while being read ({read} of {size_at_start} bytes; rotated with copytruncate?)",
+            "file shrank while being read",
+        )
     if nul_seen and hits == 0:
         report.problem(path, 1, "binary data and no contract line: not a quicsm log?", "binary input")
 
 
-Window = tuple["Buffer", int, int]
-
-
-def _mappable(stream: BinaryIO) -> bool:
-    """A plain regular file (not gzip, not a pipe) is scanned through mmap, without copying it."""
-    if isinstance(stream, gzip.GzipFile):
-        return False
+def _regular_size(stream: BinaryIO) -> int | None:
+    """The size of a plain regular file read from its start, else None (gzip, pipes, stdin)."""
     try:
         st = os.fstat(stream.fileno())
+        at = stream.tell()
     except (AttributeError, OSError, ValueError):
-        return False
-    return st.st_size > 0 and (st.st_mode & 0o170000) == 0o100000 and stream.tell() == 0
+        return None
+    return st.st_size if (st.st_mode & 0o170000) == 0o100000 and at == 0 else None
 
 
-def _mapped_windows(stream: BinaryIO) -> Iterator[Window]:
-    with mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        size = len(mm)
-        start = 0
-        while start < size:
-            end = min(start + CHUNK, size)
-            if end < size:
-                cut = mm.rfind(b"\n", start, end) + 1
-                if cut <= start:  # one line longer than a window: take it whole
-                    nl = mm.find(b"\n", end)
-                    cut = size if nl < 0 else nl + 1
-            else:
-                cut = size
-            yield mm, start, cut
-            # Drop the scanned pages from this process (they stay in the page cache), so RSS stays flat.
-            lo, hi = start - start % mmap.PAGESIZE, cut - cut % mmap.PAGESIZE
-            if hi > lo and hasattr(mm, "madvise"):
-                mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
-            start = cut
+def _read_windows(
+    stream: BinaryIO, path: str, report: ParseReport, lineno: Callable[[], int], chunk: int
+) -> Iterator[tuple[bytearray, int]]:
+    """Windows of complete lines, about ``chunk`` bytes each: ``(buffer, end)``; the last may lack a newline.
 
-
-def _read_windows(stream: BinaryIO, path: str, report: ParseReport, lineno: Callable[[], int]) -> Iterator[Window]:
-    """Complete lines from a stream (gzip, stdin) in windows of about CHUNK bytes; the end may lack a newline."""
+    A line longer than a window is read whole (memory follows the longest line).
+    """
     buf = bytearray()
     done = False
+    scanned = 0  # bytes of buf already searched for a newline
     while not done:
-        block, error = _read_chunk(stream)
+        block, error = _read_chunk(stream, chunk)
         if error is not None:
             where = lineno() + buf.count(b"\n") + block.count(b"\n")
             report.problem(path, where, f"truncated or corrupt input ({error})", "truncated input")
         done = not block or error is not None
         buf += block
-        cut = len(buf) if done else buf.rfind(b"\n") + 1
+        if done:
+            cut = len(buf)
+        else:
+            cut = buf.rfind(b"\n", scanned) + 1
+            scanned = len(buf) if not cut else 0
         if cut:
-            yield buf, 0, cut
+            yield buf, cut
             del buf[:cut]
+            scanned = 0
 
 
-Buffer = bytes | bytearray | mmap.mmap
+Buffer = bytes | bytearray
 
 
 def _find_tagged_py(buf: Buffer, start: int, cut: int, lineno: int) -> tuple[list[tuple[int, bytes]], int]:
     """Lines in ``buf[start:cut]`` holding the tag, as (line number, text after the tag); and the end line number."""
     out: list[tuple[int, bytes]] = []
-    find = buf.find
-    count = buf.count if not isinstance(buf, mmap.mmap) else (lambda sub, a, b: buf[a:b].count(sub))
+    find, count = buf.find, buf.count
     pos = line_at = start
     while True:
         hit = find(TAG_BYTES, pos, cut)
@@ -166,22 +171,17 @@ except ImportError:  # pragma: no cover - depends on the install
     _find_tagged = _find_tagged_py
 
 
-def _read_chunk(stream: BinaryIO) -> tuple[bytes, Exception | None]:
-    """Read up to CHUNK bytes; on a truncated/corrupt stream return what was readable and the error.
+def _read_chunk(stream: BinaryIO, chunk: int) -> tuple[bytes, Exception | None]:
+    """Read up to ``chunk`` bytes; on a truncated/corrupt stream return what was readable and the error.
 
-    Compressed streams are read in small steps (``read1``) so a truncated gzip keeps all its good data.
+    Reads in steps (``read1``), so the good data a gzip reader hands out before its error is kept.
     """
-    read1 = getattr(stream, "read1", None)
-    if read1 is None or not isinstance(stream, gzip.GzipFile):
-        try:
-            return stream.read(CHUNK), None
-        except (EOFError, zlib.error, OSError) as exc:
-            return b"", exc
+    read1 = getattr(stream, "read1", None) or stream.read
     parts: list[bytes] = []
     size = 0
-    while size < CHUNK:
+    while size < chunk:
         try:
-            part = read1(CHUNK - size)
+            part = read1(chunk - size)
         except (EOFError, zlib.error, OSError) as exc:
             return b"".join(parts), exc
         if not part:

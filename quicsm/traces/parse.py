@@ -6,24 +6,52 @@ Each input may have a sidecar ``meta.json`` in its directory (the testbed writes
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import sys
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from quicsm.errors import InputError, NoTransitionsError
+from quicsm.errors import InputError, NoTransitionsError, QuicsmError
+from quicsm.files import STDIN, GzipReader, open_binary
 from quicsm.traces.builder import TraceBuilder, TraceMeta
 from quicsm.traces.events import Trace
-from quicsm.traces.inputs import STDIN, input_kind, open_binary
+from quicsm.traces.inputs import input_kind
 from quicsm.traces.logscan import scan_contract
 from quicsm.traces.qlog import read_qlog, read_sqlog
 from quicsm.traces.report import ParseReport
 from quicsm.traces.store import iter_trace_file
 
-__all__ = ["ParseResult", "iter_traces", "parse_inputs", "sidecar_meta", "parse_label", "expand_inputs"]
+__all__ = [
+    "ParseResult",
+    "iter_traces",
+    "parse_inputs",
+    "sidecar_meta",
+    "parse_label",
+    "expand_input",
+    "expand_inputs",
+    "READER_ERRORS",
+]
 
 SIDECAR = "meta.json"
+_SIDECAR_MAX = 1 << 20
+
+READER_ERRORS: tuple[type[BaseException], ...] = (
+    ValueError,
+    TypeError,
+    KeyError,
+    IndexError,
+    AttributeError,
+    RecursionError,
+    OverflowError,
+    EOFError,
+    OSError,
+    zlib.error,
+)
+"""What a reader bug on bad input raises. :func:`iter_traces` turns these into a one-line InputError marked
+``unexpected`` (the fuzz harness counts those as crashes: the reader should have said why itself)."""
 
 
 @dataclass(slots=True)
@@ -48,17 +76,26 @@ def sidecar_meta(path: str) -> TraceMeta:
     if not os.path.isfile(side):
         return TraceMeta()
     try:
-        with open(side, encoding="utf-8") as fh:
-            d = json.load(fh)
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(f"{side}: unreadable sidecar metadata ({exc})") from None
+        with open(side, "rb") as fh:
+            raw = fh.read(_SIDECAR_MAX + 1)
+        if len(raw) > _SIDECAR_MAX:
+            raise ValueError(f"larger than {_SIDECAR_MAX} bytes")
+        d = json.loads(raw.decode("utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, huge ints
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+        raise InputError(f"{side}: unreadable sidecar metadata ({reason[:200]})") from None
     if not isinstance(d, dict):
         raise InputError(f"{side}: sidecar metadata must be a JSON object")
+    for key in ("implementation", "version", "cc"):
+        if d.get(key) is not None and not isinstance(d[key], str):
+            raise InputError(f"{side}: sidecar metadata {key!r} must be a string")
     labels = d.get("labels") or {}
+    if not isinstance(labels, dict) or not all(isinstance(v, (str, int, float, bool)) for v in labels.values()):
+        raise InputError(f"{side}: sidecar metadata 'labels' must map names to strings")
     return TraceMeta(
         implementation=d.get("implementation"),
         version=d.get("version"),
-        labels={str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {},
+        labels={str(k): str(v) for k, v in labels.items()},
         cc=d.get("cc"),
     )
 
@@ -74,7 +111,7 @@ def _merge(
     )
 
 
-_INPUT_SUFFIXES = (
+INPUT_SUFFIXES = (
     ".log",
     ".log.gz",
     ".txt",
@@ -87,24 +124,44 @@ _INPUT_SUFFIXES = (
     ".jsonl.gz",
     ".parquet",
 )
+"""What a directory contributes (a glob takes every file it matches but hidden ones and ``meta.json``)."""
 
 
-def expand_inputs(paths: Sequence[str]) -> list[str]:
-    """Directories become the log, qlog and trace files below them (sorted); files stay as given."""
-    out: list[str] = []
-    for p in paths:
-        if p != STDIN and os.path.isdir(p):
-            found = sorted(
-                os.path.join(root, f)
-                for root, _, files in os.walk(p)
-                for f in files
-                if f.lower().endswith(_INPUT_SUFFIXES)
-            )
-            if not found:
-                raise InputError(f"{p}: directory holds no log, qlog or trace files ({', '.join(_INPUT_SUFFIXES)})")
-            out.extend(found)
-        else:
-            out.append(p)
+def _is_input_file(path: str) -> bool:
+    name = os.path.basename(path)
+    return not name.startswith(".") and name != SIDECAR and os.path.isfile(path)
+
+
+def expand_input(arg: str) -> list[str]:
+    """One argument of any verb: ``-``, a file, a quoted glob, or a directory (its inputs, recursively); sorted."""
+    if arg == STDIN:
+        return [STDIN]
+    if os.path.isdir(arg):
+        found = sorted(
+            os.path.join(root, f)
+            for root, _, files in os.walk(arg)
+            for f in files
+            if f.lower().endswith(INPUT_SUFFIXES) and _is_input_file(os.path.join(root, f))
+        )
+        if not found:
+            raise InputError(f"{arg}: directory holds no log, qlog or trace files ({', '.join(INPUT_SUFFIXES)})")
+        return found
+    if not os.path.exists(arg) and glob.has_magic(arg):
+        matched = sorted(glob.glob(arg, recursive=True))
+        found = [q for p in matched for q in (expand_input(p) if os.path.isdir(p) else [p]) if _is_input_file(q)]
+        if not found:
+            raise InputError(f"{arg}: no file matches")
+        return found
+    if not os.path.exists(arg):
+        raise InputError(f"{arg}: no such file")
+    return [arg]
+
+
+def expand_inputs(args: Sequence[str]) -> list[str]:
+    """Every argument through :func:`expand_input`, in order; stdin at most once (it can be read only once)."""
+    out = [p for a in args for p in expand_input(a)]
+    if out.count(STDIN) > 1:
+        raise InputError("- (stdin) is given more than once; it can be read only once")
     return out
 
 
@@ -138,34 +195,50 @@ def iter_traces(
     if not paths:
         raise InputError("no input files given")
     paths = expand_inputs(paths)
-    for p in paths:
-        if p != STDIN and not os.path.exists(p):
-            raise InputError(f"{p}: no such file")
     scopes = _scopes(list(paths))
     labels = labels or {}
     for path in paths:
         meta = _merge(sidecar_meta(path), labels=labels, implementation=implementation, version=version, cc=cc)
-        kind = input_kind(path)
         report.files += 1
-        if kind.startswith("traces-"):
-            for t in iter_trace_file(path):
-                report.traces += 1
-                report.records += len(t.events)
-                yield _relabel(t, meta)
-            continue
-        with open_binary(path) as fh:
-            if kind == "qlog":
-                yield from read_qlog(fh, path, meta, report)
-            elif kind == "sqlog":
-                yield from read_sqlog(fh, path, meta, report, on_bytes)
-            else:
-                builder = TraceBuilder(path, scopes[path], meta, report)
-                feed = builder.feed
-                for lineno, rec in scan_contract(fh, path, report, on_bytes):
-                    finished = feed(lineno, rec)
-                    if finished:
-                        yield from finished
-                yield from builder.finish()
+        try:
+            yield from _read_one(path, input_kind(path), scopes[path], meta, report, on_bytes)
+        except QuicsmError:
+            raise
+        except READER_ERRORS as exc:
+            err = InputError(f"{path}: cannot read ({type(exc).__name__}: {str(exc)[:200]})")
+            err.unexpected = True  # type: ignore[attr-defined]
+            raise err from exc
+
+
+def _read_one(
+    path: str,
+    kind: str,
+    scope: str,
+    meta: TraceMeta,
+    report: ParseReport,
+    on_bytes: Callable[[int], None] | None,
+) -> Iterator[Trace]:
+    if kind.startswith("traces-"):
+        for t in iter_trace_file(path):
+            report.traces += 1
+            report.records += len(t.events)
+            yield _relabel(t, meta)
+        return
+    with open_binary(path) as fh:
+        if kind == "qlog":
+            yield from read_qlog(fh, path, meta, report)
+        elif kind == "sqlog":
+            yield from read_sqlog(fh, path, meta, report, on_bytes)
+        else:
+            builder = TraceBuilder(path, scope, meta, report)
+            feed = builder.feed
+            for lineno, rec in scan_contract(fh, path, report, on_bytes):
+                finished = feed(lineno, rec)
+                if finished:
+                    yield from finished
+            yield from builder.finish()
+        if isinstance(fh, GzipReader) and fh.error is not None and not fh.error_raised:
+            report.problem(path, 0, f"truncated or corrupt input ({fh.error})", "truncated input")
 
 
 def _relabel(t: Trace, meta: TraceMeta) -> Trace:
