@@ -92,6 +92,16 @@ def _row(cols: dict[str, list[Any]], tid: str, meta: str, e: TraceEvent | None) 
 
 
 def read_parquet(path: str) -> Iterator[Trace]:
+    """Traces back from :func:`write_parquet`'s file; InputError (one line) for a damaged or foreign file."""
+    try:
+        yield from _read_parquet(path)
+    except InputError:
+        raise
+    except Exception as exc:  # pyarrow's errors, and wrong shapes/types in rows or trace_meta
+        raise InputError(f"{path}: bad Parquet trace file ({type(exc).__name__}: {str(exc)[:200]})") from None
+
+
+def _read_parquet(path: str) -> Iterator[Trace]:
     import pyarrow.parquet as pq
 
     try:

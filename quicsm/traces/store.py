@@ -8,14 +8,14 @@ holds more than the connections open at a time.
 from __future__ import annotations
 
 import gzip
-import io
 import json
+import zlib
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
 from quicsm.errors import InputError
 from quicsm.files import atomic_output, file_mode, open_binary
-from quicsm.traces.events import METRIC_FIELDS, Trace, TraceEvent
+from quicsm.traces.events import EVENT_KINDS, METRIC_FIELDS, Trace, TraceEvent
 
 __all__ = [
     "TRACE_FORMAT",
@@ -49,10 +49,52 @@ def event_to_json(e: TraceEvent) -> dict[str, Any]:
     return d
 
 
+_INT_MIN, _INT_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _int(d: dict[str, Any], key: str, low: int) -> int | None:
+    v = d.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= _INT_MAX:
+        raise ValueError(f"{key} must be an integer from {low} to 2^63-1, not {str(v)[:40]}")
+    return v
+
+
+def _text(d: dict[str, Any], key: str, *, required: bool = False) -> str | None:
+    v = d.get(key)
+    if v is None and not required:
+        return None
+    if not isinstance(v, str):
+        raise ValueError(f"{key} must be a string, not {type(v).__name__}")
+    return v
+
+
 def event_from_json(d: dict[str, Any]) -> TraceEvent:
-    extra = tuple((str(k), str(v)) for k, v in d.get("extra", ()))
-    opt = {k: d[k] for k in _EVENT_OPTIONAL if k in d}
-    return TraceEvent(t_us=int(d["t_us"]), state=str(d["state"]), kind=d.get("kind", "transition"), extra=extra, **opt)
+    """One event of a trace file; ValueError (saying which field) on a wrong type or range."""
+    if not isinstance(d, dict):
+        raise ValueError(f"an event must be an object, not {type(d).__name__}")
+    kind = d.get("kind", "transition")
+    if kind not in EVENT_KINDS:
+        raise ValueError(f"unknown event kind {str(kind)[:40]!r}")
+    extra = d.get("extra", ())
+    if not isinstance(extra, (list, tuple)) or not all(
+        isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in extra
+    ):
+        raise ValueError("extra must be a list of [key, value] strings")
+    t_us = _int(d, "t_us", _INT_MIN)
+    if t_us is None:
+        raise ValueError("event without t_us")
+    return TraceEvent(
+        t_us=t_us,
+        state=_text(d, "state", required=True) or "",
+        kind=kind,
+        prev=_text(d, "prev"),
+        recovery=_text(d, "recovery"),
+        trigger=_text(d, "trigger"),
+        extra=tuple((k, v) for k, v in extra),
+        **{k: _int(d, k, 0) for k in METRIC_FIELDS},
+    )
 
 
 def trace_to_json(t: Trace) -> dict[str, Any]:
@@ -65,15 +107,25 @@ def trace_to_json(t: Trace) -> dict[str, Any]:
 
 
 def trace_from_json(d: dict[str, Any]) -> Trace:
+    """One line of a trace file; ValueError (saying which field) on a wrong shape."""
+    events = d.get("events")
+    if not isinstance(events, list):
+        raise ValueError("events must be a list")
+    sources = d.get("sources", ())
+    if not isinstance(sources, list | tuple) or not all(isinstance(x, str) for x in sources):
+        raise ValueError("sources must be a list of strings")
+    labels = d.get("labels") or {}
+    if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+        raise ValueError("labels must map names to strings")
     return Trace(
-        id=str(d["id"]),
-        cc=str(d["cc"]),
-        events=[event_from_json(e) for e in d["events"]],
-        key=str(d.get("key", "")),
-        implementation=d.get("implementation"),
-        version=d.get("version"),
-        sources=tuple(d.get("sources", ())),
-        labels={str(k): str(v) for k, v in (d.get("labels") or {}).items()},
+        id=_text(d, "id", required=True) or "",
+        cc=_text(d, "cc", required=True) or "",
+        events=[event_from_json(e) for e in events],
+        key=_text(d, "key") or "",
+        implementation=_text(d, "implementation"),
+        version=_text(d, "version"),
+        sources=tuple(sources),
+        labels=dict(labels),
     )
 
 
@@ -101,25 +153,36 @@ def write_traces(traces: Iterable[Trace], path: str) -> int:
 
 
 def iter_trace_file(path: str) -> Iterator[Trace]:
-    """Stream traces back from a file :func:`write_traces` wrote."""
+    """Stream traces back from a file :func:`write_traces` wrote; InputError naming the line otherwise."""
     if _is_parquet(path):
         from quicsm.traces.parquet import read_parquet
 
         yield from read_parquet(path)
         return
     with open_binary(path) as fh:
-        for n, line in enumerate(io.TextIOWrapper(fh, encoding="utf-8"), 1):
-            if not line.strip():
+        n = 0
+        while True:
+            n += 1
+            try:
+                raw = fh.readline()
+            except (OSError, EOFError, zlib.error) as exc:
+                raise InputError(f"{path}:{n}: truncated or corrupt file ({exc})") from None
+            if not raw:
+                return
+            if not raw.strip():
                 continue
             try:
-                d = json.loads(line)
-                if d.get("format") != TRACE_FORMAT:
+                d = json.loads(raw.decode("utf-8"))
+                if not isinstance(d, dict) or d.get("format") != TRACE_FORMAT:
                     raise ValueError(f"not a {TRACE_FORMAT} record")
                 if d.get("v") != TRACE_FORMAT_VERSION:
-                    raise ValueError(f"trace format v={d.get('v')} is not supported")
-                yield trace_from_json(d)
-            except (ValueError, KeyError, TypeError) as exc:
-                raise InputError(f"{path}:{n}: bad trace record ({exc})") from None
+                    raise ValueError(f"trace format v={str(d.get('v'))[:20]} is not supported")
+                trace = trace_from_json(d)
+            except RecursionError:
+                raise InputError(f"{path}:{n}: bad trace record (JSON nested too deeply)") from None
+            except ValueError as exc:  # also JSONDecodeError, UnicodeDecodeError, 4301-digit integers
+                raise InputError(f"{path}:{n}: bad trace record ({str(exc)[:200]})") from None
+            yield trace
 
 
 def read_traces(path: str) -> list[Trace]:
