@@ -7,6 +7,7 @@ Each input may have a sidecar ``meta.json`` in its directory (the testbed writes
 from __future__ import annotations
 
 import glob
+import gzip
 import json
 import os
 import sys
@@ -204,6 +205,8 @@ def iter_traces(
             yield from _read_one(path, input_kind(path), scopes[path], meta, report, on_bytes)
         except QuicsmError:
             raise
+        except (EOFError, gzip.BadGzipFile, zlib.error) as exc:  # a reader that does not count them itself
+            raise InputError(f"{path}: truncated or corrupt gzip data ({str(exc)[:200]})") from None
         except READER_ERRORS as exc:
             err = InputError(f"{path}: cannot read ({type(exc).__name__}: {str(exc)[:200]})")
             err.unexpected = True  # type: ignore[attr-defined]

@@ -1,0 +1,148 @@
+"""What the fuzzer feeds: one :class:`Target` per reader, all through the public parse API.
+
+Add a reader by appending a Target to :data:`TARGETS`: a seed kind, how to build an input from a seed
+(mutate, maybe gzip) and a function that runs it. A run is fine if it returns or raises a
+:class:`~quicsm.errors.QuicsmError` that is not marked ``unexpected``; anything else is a crash.
+A target may also return a disagreement (a string) instead of None.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from quicsm.traces import iter_traces, logscan
+from quicsm.traces.contract import ContractError, parse_payload
+from quicsm.traces.report import ParseReport
+from tests.fuzz.mutate import Seeds, gzip_variant, mutate
+
+WINDOWS = (logscan.CHUNK, 4096, 97, 8)
+"""Scan window sizes the agreement target compares (the last ones are shorter than most lines)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    name: str
+    seed_kind: str
+    run: Callable[[bytes, Path], str | None]
+    """Runs one input in a scratch directory; returns a disagreement, or None."""
+    gzip: bool = False
+    weight: int = 1
+
+    def make(self, rng: random.Random, seeds: Seeds) -> bytes:
+        data = mutate(seeds.pick(rng, self.seed_kind), rng, seeds, self.seed_kind)
+        return gzip_variant(data, rng) if self.gzip else data
+
+
+def _parse_file(name: str) -> Callable[[bytes, Path], str | None]:
+    def run(data: bytes, scratch: Path) -> None:
+        path = scratch / name
+        path.write_bytes(data)
+        for _ in iter_traces([str(path)], report=ParseReport(keep=3)):
+            pass
+        return None
+
+    return run
+
+
+def _run_meta(data: bytes, scratch: Path) -> None:
+    side = scratch / "m"
+    side.mkdir(exist_ok=True)
+    (side / "meta.json").write_bytes(data)
+    log = side / "s.log"
+    if not log.exists():
+        log.write_bytes(b"QUICSM v=1 conn=a t_us=1 cc=cubic from=Init to=SlowStart\n")
+    for _ in iter_traces([str(log)]):
+        pass
+    return None
+
+
+def _run_line(data: bytes, scratch: Path) -> None:
+    try:
+        parse_payload(data.decode("utf-8", "replace"))
+    except ContractError:
+        pass
+    return None
+
+
+def scan(data: bytes, *, use_c: bool, chunk: int) -> tuple[object, ...]:
+    """Everything the text-log scanner reports for ``data``: records, line count, every problem."""
+    finder = logscan._find_tagged_c if use_c else logscan._find_tagged_py
+    saved = logscan._find_tagged
+    logscan._find_tagged = finder
+    try:
+        report = ParseReport(keep=1 << 30)
+        records = list(logscan.scan_contract(io.BytesIO(data), "x", report, chunk=chunk))
+    finally:
+        logscan._find_tagged = saved
+    return records, report.lines, [str(i) for i in report.issues]
+
+
+def _run_agreement(data: bytes, scratch: Path) -> str | None:
+    expected = scan(data, use_c=False, chunk=logscan.CHUNK)
+    for use_c in (True, False) if HAVE_C else (False,):
+        for chunk in WINDOWS:
+            if (use_c, chunk) == (False, logscan.CHUNK):
+                continue
+            got = scan(data, use_c=use_c, chunk=chunk)
+            if got != expected:
+                return f"{'C' if use_c else 'Python'} scanner with a {chunk}-byte window differs from Python's"
+    return None
+
+
+def _run_cli(data: bytes, scratch: Path) -> str | None:
+    """The CLI on stdin: an error is one line and a non-zero exit, never a traceback."""
+    from click.testing import CliRunner
+
+    from quicsm.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["parse", "-", "-q", "-o", os.devnull], input=data)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    if result.exit_code != 0:
+        lines = [ln for ln in result.output.splitlines() if ln.strip()]
+        if len(lines) != 1 or not lines[0].startswith("Error: "):
+            return f"CLI error is not one 'Error:' line: {result.output[:200]!r}"
+    return None
+
+
+def _run_parquet(data: bytes, scratch: Path) -> None:
+    return _parse_file("t.parquet")(data, scratch)
+
+
+HAVE_C = logscan._find_tagged is logscan._find_tagged_c
+
+TARGETS: list[Target] = [
+    Target("log", "log", _parse_file("s.log"), weight=4),
+    Target("log.gz", "log", _parse_file("s.log.gz"), gzip=True, weight=2),
+    Target("contract-line", "line", _run_line, weight=4),
+    Target("c-python-agreement", "log", _run_agreement, weight=3),
+    Target("traces-jsonl", "jsonl", _parse_file("t.jsonl"), weight=2),
+    Target("traces-jsonl.gz", "jsonl", _parse_file("t.jsonl.gz"), gzip=True),
+    Target("meta.json", "meta", _run_meta, weight=2),
+    Target("qlog", "qlog", _parse_file("s.qlog"), weight=2),
+    Target("qlog.gz", "qlog", _parse_file("s.qlog.gz"), gzip=True),
+    Target("sqlog", "sqlog", _parse_file("s.sqlog"), weight=2),
+    Target("sqlog.gz", "sqlog", _parse_file("s.sqlog.gz"), gzip=True),
+    Target("cli-stdin", "log", _run_cli),
+]
+"""Every reader the fuzzer covers; ``weight`` is its share of the inputs."""
+
+
+def parquet_seed(scratch: Path, jsonl: bytes) -> bytes:
+    """A small Parquet trace file (for an optional target: pyarrow is slow to fuzz in-process)."""
+    from quicsm.traces import write_traces
+    from quicsm.traces.store import iter_trace_file
+
+    src = scratch / "seed.jsonl"
+    src.write_bytes(jsonl)
+    out = scratch / "seed.parquet"
+    write_traces(list(iter_trace_file(str(src))), str(out))
+    return out.read_bytes()
+
+
+PARQUET = Target("traces-parquet", "parquet", _run_parquet)
