@@ -109,8 +109,8 @@ _opt_int = st.none() | st.integers(0, 10**15)
     frm=st.none() | st.sampled_from(["Init", "SlowStart", "-", "PROBE_BW", "weird.state"]),
     to=st.sampled_from(["SlowStart", "Recovery", "ProbeBw.Up", "slow_start", "x"]),
     nums=st.tuples(*[_opt_int] * 7),
-    trigger=st.none() | st.sampled_from(["ack", "loss", "full_bw", "spurious_loss", "a.b-c"]),
-    tail=st.sampled_from(["", " ", "\r", " extra=1", " ev=update"]),
+    trigger=st.none() | st.sampled_from(["ack", "loss", "full_bw", "spurious_loss", "a.b-c", "-"]),
+    tail=st.sampled_from(["", " ", "\r", "\v", " extra=1", " ev=update", "\u00a0cwnd=5", "\x1c", "\u3000"]),
 )
 def test_c_reader_agrees_with_python_reader(conn, t, frm, to, nums, trigger, tail) -> None:
     """The optional C reader of the canonical order must give exactly what parse_payload gives."""
@@ -119,7 +119,10 @@ def test_c_reader_agrees_with_python_reader(conn, t, frm, to, nums, trigger, tai
 
     line = format_line(conn=conn, t_us=t, cc="cubic", frm=frm, to=to, trigger=trigger, **dict(zip(METRIC_FIELDS, nums)))
     line += tail
-    expected = parse_line(line)
+    try:
+        expected = parse_line(line)
+    except ContractError:  # e.g. conn=-: the C reader must hand it back
+        expected = None
     (item,), _ = scan_mod.scan(line.encode(), 0, len(line.encode()), b"QUICSM ", 1, True)
     if len(item) == 2:  # handed back: the Python reader decides
         return

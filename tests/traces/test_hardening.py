@@ -1,0 +1,267 @@
+"""Bad input in every reader this package owns: a counted problem or a one-line InputError, never a crash."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import random
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import synth_cubic_lines
+
+from quicsm.errors import InputError
+from quicsm.files import GzipReader
+from quicsm.traces import iter_traces, logscan, parse_inputs, write_traces
+from quicsm.traces.contract import ContractError, format_line, parse_payload
+from quicsm.traces.events import SSTHRESH_INF
+from quicsm.traces.parse import expand_inputs, sidecar_meta
+from quicsm.traces.report import ParseReport
+
+CANON = "v=1 conn=a t_us=5 cc=cubic from=SlowStart to=CongestionAvoidance cwnd=5"
+
+
+# --- the contract: separators, '-', numbers -------------------------------------------------------
+
+
+@pytest.mark.parametrize("sep", ["\u00a0", "\u0085", "\u2000", "\u200a", "\u3000", "\x1c", "\x1f", "\u2028"])
+def test_only_ascii_separators_split_fields(sep: str) -> None:
+    rec = parse_payload(f"v=1 conn=a t_us=5 cc=cubic to=SlowStart{sep}cwnd=5")
+    assert rec.event.state == f"SlowStart{sep}cwnd=5" and rec.event.cwnd is None
+    shuffled = parse_payload(f"cc=cubic t_us=5 to=SlowStart{sep}cwnd=5 conn=a v=1")
+    assert shuffled == rec
+
+
+@pytest.mark.parametrize("sep", ["\t", "\r", "\v", "\f", "  "])
+def test_ascii_separators_split_fields(sep: str) -> None:
+    rec = parse_payload(f"v=1{sep}conn=a t_us=5 cc=cubic to=SlowStart{sep}cwnd=5{sep}")
+    assert (rec.event.state, rec.event.cwnd) == ("SlowStart", 5)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        "v=1 conn=- t_us=5 cc=cubic to=SlowStart",
+        "v=1 conn=a t_us=5 cc=cubic to=-",
+        "to=- v=1 conn=a t_us=5 cc=cubic",
+        "conn=- v=1 t_us=5 cc=cubic to=SlowStart",
+    ],
+)
+def test_dash_in_required_fields_is_refused_in_any_order(payload: str) -> None:
+    with pytest.raises(ContractError):
+        parse_payload(payload)
+
+
+def test_dash_means_unknown_for_optional_fields() -> None:
+    for payload in (CANON + " trigger=-", "trigger=- " + CANON):
+        ev = parse_payload(payload).event
+        assert ev.trigger is None and ev.cwnd == 5
+    assert parse_payload("v=1 conn=a t_us=5 cc=cubic from=- to=A").event.prev is None
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("inf", SSTHRESH_INF),
+        ("Infinity", SSTHRESH_INF),
+        ("18446744073709551615", SSTHRESH_INF),
+        ("9223372036854775807", SSTHRESH_INF),
+        ("1.5e3", 1500),
+        ("12", 12),
+    ],
+)
+def test_ssthresh_unbounded_spellings(value: str, expected: int) -> None:
+    assert parse_payload(f"{CANON} ssthresh={value}").event.ssthresh == expected
+
+
+@pytest.mark.parametrize(
+    "field, value, reason",
+    [
+        ("cwnd", "18446744073709551615", "out of range"),
+        ("cwnd", "-1", "out of range"),
+        ("cwnd", "Infinity", "not a number"),
+        ("cwnd", "NaN", "not a number"),
+        ("cwnd", "1e999", "not a finite number"),
+        ("cwnd", "1" * 4301, "not a number"),
+        ("cwnd", "\u0661\u0662", "not a number"),
+        ("cwnd", "1_000", "not a number"),
+        ("t_us", "9223372036854775808", "out of range"),
+        ("t_us", "1" * 4301, "not a number"),
+    ],
+)
+def test_numbers_out_of_range_are_refused(field: str, value: str, reason: str) -> None:
+    payload = f"v=1 conn=a cc=cubic to=A t_us=1 {field}={value}".replace(" t_us=1 t_us=", " t_us=")
+    with pytest.raises(ContractError, match=reason):
+        parse_payload(payload)
+
+
+def test_format_line_replaces_every_separator() -> None:
+    line = format_line(conn="a\tb c", t_us=1, cc="cubic", to="X\vY")
+    assert parse_payload(line.removeprefix("QUICSM ")).conn == "a_b_c"
+
+
+# --- the text-log scanner: windows, truncation, gzip -----------------------------------------------
+
+
+def _scan(data: bytes, chunk: int) -> tuple[list[object], int, list[str]]:
+    report = ParseReport(keep=1000)
+    recs = list(logscan.scan_contract(io.BytesIO(data), "x", report, chunk=chunk))
+    return recs, report.lines, [str(i) for i in report.issues]
+
+
+def test_results_do_not_depend_on_the_window_size() -> None:
+    rng = random.Random(5)
+    lines = synth_cubic_lines(conns=3, steps=40, seed=9)
+    lines += ["QUICSM v=1 conn=z t_us=x cc=cubic to=A", "noise", "", "QUICSM \xff"]
+    rng.shuffle(lines)
+    data = "\n".join(lines).encode("utf-8", "surrogateescape")
+    expected = _scan(data, 1 << 22)
+    assert len(expected[0]) > 100 and expected[2]
+    for chunk in (1, 7, 64, 1000):
+        assert _scan(data, chunk) == expected
+
+
+def test_log_truncated_while_read_ends_early_and_says_so(tmp_path: Path) -> None:
+    """What logrotate's copytruncate does to a live log: no SIGBUS, the lines read are kept."""
+    lines = synth_cubic_lines(conns=4, steps=200, seed=2)
+    log = tmp_path / "live.log"
+    log.write_text("\n".join(lines) + "\n")
+    report = ParseReport(keep=100)
+    calls = []
+
+    def truncate_after_first_window(n: int) -> None:
+        if not calls:
+            with open(log, "r+b") as fh:
+                fh.truncate(0)
+        calls.append(n)
+
+    with open(log, "rb") as fh:
+        recs = list(logscan.scan_contract(fh, str(log), report, truncate_after_first_window, chunk=4096))
+    assert 0 < len(recs) < len(lines)
+    assert calls[0] <= 4096 + 200
+    assert report.issue_counts["file shrank while being read"] == 1
+
+
+def test_flipped_bit_in_gzip_keeps_what_decompressed(tmp_path: Path) -> None:
+    lines = synth_cubic_lines(conns=3, steps=300, seed=4)
+    raw = ("\n".join(lines) + "\n").encode()
+    clean = gzip.compress(raw, mtime=0)
+    for at in range(len(clean) // 4, len(clean), 31):  # the first flip that breaks the stream midway
+        z = bytearray(clean)
+        z[at] ^= 0x10
+        good = _zcat(bytes(z))  # what zcat prints before its error
+        if len(raw) // 4 < len(good) < len(raw):
+            break
+    else:
+        pytest.fail("no bit flip broke the stream")
+    gz = tmp_path / "flip.log.gz"
+    gz.write_bytes(bytes(z))
+    res = parse_inputs([str(gz)])
+    plain = tmp_path / "zcat.log"
+    plain.write_bytes(good[: good.rfind(b"\n") + 1])  # zcat's complete lines
+    reference = parse_inputs([str(plain)])
+    assert res.report.records >= reference.report.records > 100
+    assert res.report.issue_counts["truncated input"] == 1
+
+
+def _zcat(data: bytes) -> bytes:
+    """What ``zcat`` prints before its error (the reference the issue compares with)."""
+    return subprocess.run(["gzip", "-dc"], input=data, capture_output=True).stdout
+
+
+def test_gzip_reader_gives_data_then_the_error() -> None:
+    raw = "".join(f"line {i}\n" for i in range(20000)).encode()
+    z = gzip.compress(raw, mtime=0)
+    r = GzipReader(io.BytesIO(z[:-30]))
+    data = r.read()
+    assert raw.startswith(data) and len(data) > len(raw) // 2
+    with pytest.raises(EOFError):
+        r.read()
+    multi = gzip.compress(b"a\n", mtime=0) + b"\x00" * 5 + gzip.compress(b"b\n", mtime=0)
+    assert GzipReader(io.BytesIO(multi)).read() == b"a\nb\n"
+
+
+# --- inputs: stdin, sidecar metadata, trace files ----------------------------------------------------
+
+
+def test_stdin_twice_is_refused() -> None:
+    with pytest.raises(InputError, match="more than once"):
+        expand_inputs(["-", "-"])
+
+
+def test_globs_and_directories_expand_the_same_for_every_caller(tmp_path: Path) -> None:
+    for name in ("a.log", "b.log", ".hidden.log", "meta.json"):
+        (tmp_path / name).write_text(format_line(conn="c", t_us=1, cc="cubic", to="A") + "\n")
+    assert [Path(p).name for p in expand_inputs([str(tmp_path / "*")])] == ["a.log", "b.log"]
+    assert expand_inputs([str(tmp_path)]) == expand_inputs([str(tmp_path / "*.log")])
+    with pytest.raises(InputError, match="no file matches"):
+        expand_inputs([str(tmp_path / "*.qlog")])
+
+
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        (b"[" * 100_000, "unreadable"),
+        (b"\xff\xfe{}", "unreadable"),
+        (b'{"labels": {"a": ' + b"1" * 4301 + b"}}", "unreadable"),
+        (b'{"implementation": 5}', "must be a string"),
+        (b'{"labels": [1, 2]}', "labels"),
+        (b'{"labels": {"a": {"b": 1}}}', "labels"),
+        (b"[]", "JSON object"),
+    ],
+)
+def test_bad_sidecar_metadata_is_one_line(tmp_path: Path, content: bytes, reason: str) -> None:
+    (tmp_path / "meta.json").write_bytes(content)
+    with pytest.raises(InputError, match=reason) as exc:
+        sidecar_meta(str(tmp_path / "server.log"))
+    assert "\n" not in str(exc.value)
+
+
+def _trace_line(**change: object) -> bytes:
+    d: dict[str, object] = {
+        "format": "quicsm-trace",
+        "v": 1,
+        "id": "s:a",
+        "cc": "cubic",
+        "events": [{"t_us": 1, "state": "SlowStart"}],
+    }
+    d.update(change)
+    return json.dumps(d).encode() + b"\n"
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        _trace_line(events=[{"t_us": 1e999, "state": "A"}]),
+        _trace_line(events=[{"t_us": 1, "state": 5}]),
+        _trace_line(events=[{"t_us": 1, "state": "A", "cwnd": 2**64}]),
+        _trace_line(events=[{"t_us": 1, "state": "A", "kind": "explode"}]),
+        _trace_line(events=[{"t_us": True, "state": "A"}]),
+        _trace_line(events=[[1, 2]]),
+        _trace_line(events={"a": 1}),
+        _trace_line(labels={"a": [1]}),
+        _trace_line(id=None),
+        b"[1, 2]\n",
+        b"[" * 100_000 + b"\n",
+        b'{"format": "quicsm-trace", "v": ' + b"1" * 4301 + b"}\n",
+        _trace_line()[:-5] + b"\xff\xfe\n",
+        gzip.compress(_trace_line() * 50)[:-20],
+    ],
+)
+def test_bad_trace_files_are_one_line_errors(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(InputError) as exc:
+        list(iter_traces([str(path)]))
+    assert str(path) in str(exc.value) and "\n" not in str(exc.value)
+    assert not getattr(exc.value, "unexpected", False)
+
+
+def test_good_trace_file_still_reads(tmp_path: Path, write_log) -> None:
+    log = write_log("s.log", synth_cubic_lines(conns=2, steps=5, seed=1))
+    traces = parse_inputs([str(log)]).traces
+    out = tmp_path / "t.jsonl.gz"
+    write_traces(traces, str(out))
+    assert [t.events for t in iter_traces([str(out)])] == [t.events for t in traces]
