@@ -139,16 +139,29 @@ class GzipReader(io.BufferedIOBase):
 class _Borrowed(io.BufferedIOBase):
     """A stream that closing leaves open (stdin belongs to the process, not to one reader)."""
 
-    def __init__(self, raw: BinaryIO) -> None:
+    def __init__(self, raw: BinaryIO, head: bytes = b"") -> None:
         self._raw = raw
+        self._head = head
+        """Bytes already read from ``raw`` (to sniff gzip), served first."""
 
     def readable(self) -> bool:
         return True
 
+    def _from_head(self, size: int) -> bytes:
+        n = len(self._head) if size < 0 else min(size, len(self._head))
+        out, self._head = self._head[:n], self._head[n:]
+        return out
+
     def read(self, size: int | None = -1) -> bytes:
-        return self._raw.read(-1 if size is None else size)
+        size = -1 if size is None else size
+        if self._head:
+            out = self._from_head(size)
+            return out + self._raw.read(-1 if size < 0 else size - len(out))
+        return self._raw.read(size)
 
     def read1(self, size: int = -1) -> bytes:
+        if self._head:
+            return self._from_head(size)
         read1 = getattr(self._raw, "read1", None)
         return read1(size) if read1 is not None else self._raw.read(size)
 
@@ -170,10 +183,13 @@ def open_binary(path: str) -> BinaryIO:
     """
     if path == STDIN:
         raw: BinaryIO = sys.stdin.buffer
-        peek = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
-        if peek == GZIP_MAGIC:
-            return GzipReader(raw, close_raw=False)  # type: ignore[return-value]
-        return _Borrowed(raw)  # type: ignore[return-value]
+        head = raw.read(2)
+        if len(head) == 1:
+            head += raw.read(1)
+        stream = _Borrowed(raw, head)
+        if head == GZIP_MAGIC:
+            return GzipReader(stream, close_raw=False)  # type: ignore[arg-type, return-value]
+        return stream  # type: ignore[return-value]
     if not os.path.exists(path):
         raise InputError(f"{path}: no such file")
     if os.path.isdir(path):

@@ -61,6 +61,13 @@ def _build_sets(
         raise click.UsageError(
             "give two or more sets (files, quoted globs or directories), or one dataset with --where/--vs or --by"
         )
+    if len(inputs) > 2 and not names and all(os.path.isdir(p) for p in inputs):
+        # Most likely an unquoted glob the shell expanded: say what was made of it.
+        click.echo(
+            f"note: {len(inputs)} sets, one per directory ({', '.join(inputs[:3])}, ...); to compare groups of runs, "
+            "quote the globs (compare 'runs/a-*' 'runs/b-*') or give --name for each set",
+            err=True,
+        )
     return sets_from_inputs(inputs, names=list(names) or None, where=combined_where or None)
 
 
