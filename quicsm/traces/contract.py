@@ -193,9 +193,8 @@ def parse_payload(payload: str) -> ContractRecord:
         f = m.groupdict()
         conn, cc = f.pop("conn"), f.pop("cc")
         if conn != "-" and f["state"] != "-":
-            return ContractRecord(
-                conn, cc, contract_event(**{k: v if v is None or k in _TEXT else int(v) for k, v in f.items()})
-            )
+            fields: dict[str, Any] = {k: v if v is None or k in _TEXT else int(v) for k, v in f.items()}
+            return ContractRecord(conn, cc, contract_event(**fields))
     return _parse_general(payload)
 
 

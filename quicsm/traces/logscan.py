@@ -160,7 +160,7 @@ def _find_tagged_py(buf: Buffer, start: int, cut: int, lineno: int) -> tuple[lis
 
 def _find_tagged_c(buf: Buffer, start: int, cut: int, lineno: int) -> tuple[list[tuple[Any, ...]], int]:
     """Same, and lines in the canonical field order come back already split into fields."""
-    return _cscan(buf, start, cut, TAG_BYTES, lineno, True)  # type: ignore[no-any-return]
+    return _cscan(buf, start, cut, TAG_BYTES, lineno, True)
 
 
 try:  # the optional C build of the same loop (setup.py builds it when a compiler is present)

@@ -141,7 +141,7 @@ def write_traces(traces: Iterable[Trace], path: str) -> int:
         return write_parquet(traces, path)
     n = 0
     with atomic_output(path) as raw:
-        fh: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) if path.endswith(".gz") else raw
+        fh: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) if path.endswith(".gz") else raw  # type: ignore[assignment]
         for t in traces:
             fh.write(json.dumps(trace_to_json(t), separators=(",", ":")).encode())
             fh.write(b"\n")
