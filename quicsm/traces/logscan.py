@@ -67,8 +67,21 @@ def scan_contract(
         for item in hits_here:
             hits += 1
             if len(item) == 14:  # parsed by the C reader (canonical field order)
-                line, conn, cc, *fields = item
-                yield line, ContractRecord(conn, cc, contract_event(**dict(zip(C_FIELDS[2:], fields))))
+                line, conn, cc, t_us, prev, state, cwnd, inflight, ssthresh, pacing, bw, min_rtt, srtt, trigger = item
+                event = contract_event(
+                    t_us=t_us,
+                    state=state,
+                    prev=prev,
+                    cwnd=cwnd,
+                    inflight=inflight,
+                    ssthresh=ssthresh,
+                    pacing_bps=pacing,
+                    bw_bps=bw,
+                    min_rtt_us=min_rtt,
+                    srtt_us=srtt,
+                    trigger=trigger,
+                )
+                yield line, ContractRecord(conn, cc, event)
                 report.records += 1
                 continue
             line, raw = item
