@@ -19,9 +19,11 @@ from typing import Any, BinaryIO
 from quicsm.traces.contract import TAG_BYTES, ContractError, ContractRecord, contract_event, parse_payload
 from quicsm.traces.report import ParseReport
 
-__all__ = ["scan_contract", "CHUNK", "C_FIELDS"]
+__all__ = ["scan_contract", "CHUNK", "C_FIELDS", "MAX_LINE"]
 
 CHUNK = 1 << 22
+MAX_LINE = 1 << 24
+"""Longer lines are skipped and reported (memory stays bounded on a file without newlines)."""
 _TAG_LEN = len(TAG_BYTES)
 C_FIELDS = (
     "conn",
@@ -58,7 +60,9 @@ def scan_contract(
     hits = 0
     size_at_start = _regular_size(stream)
     read = 0
-    for buf, cut in _read_windows(stream, path, report, lambda: lineno, chunk or CHUNK):  # noqa: B023 - reads the current line
+    skipped = [0]
+    windows = _read_windows(stream, path, report, lambda: lineno, min(chunk or CHUNK, MAX_LINE), skipped)
+    for buf, cut in windows:
         read += cut
         report.bytes += cut
         if not nul_seen and hits == 0 and buf.find(b"\x00", 0, min(cut, 1 << 16)) >= 0:
@@ -100,6 +104,8 @@ def scan_contract(
         if on_bytes is not None:
             on_bytes(cut)
     report.lines += lineno - 1
+    read += skipped[0]
+    report.bytes += skipped[0]
     if size_at_start is not None and read < size_at_start:
         report.problem(
             path,
@@ -122,14 +128,22 @@ def _regular_size(stream: BinaryIO) -> int | None:
 
 
 def _read_windows(
-    stream: BinaryIO, path: str, report: ParseReport, lineno: Callable[[], int], chunk: int
+    stream: BinaryIO,
+    path: str,
+    report: ParseReport,
+    lineno: Callable[[], int],
+    chunk: int,
+    skipped: list[int],
 ) -> Iterator[tuple[bytearray, int]]:
     """Windows of complete lines, about ``chunk`` bytes each: ``(buffer, end)``; the last may lack a newline.
 
-    A line longer than a window is read whole (memory follows the longest line).
+    A line longer than a window is read whole, up to :data:`MAX_LINE` bytes; a longer one is skipped
+    (reported, its newline kept so line numbers stay right, its bytes added to ``skipped[0]``), so
+    memory stays bounded whatever the input.
     """
     buf = bytearray()
     done = False
+    skipping = False  # inside an overlong line, dropping bytes until its newline
     scanned = 0  # bytes of buf already searched for a newline
     while not done:
         block, error = _read_chunk(stream, chunk)
@@ -137,7 +151,32 @@ def _read_windows(
             where = lineno() + buf.count(b"\n") + block.count(b"\n")
             report.problem(path, where, f"truncated or corrupt input ({error})", "truncated input")
         done = not block or error is not None
+        if skipping:
+            nl = block.find(b"\n")
+            skipped[0] += len(block) if nl < 0 else nl
+            if nl < 0 and not done:
+                continue
+            if nl < 0:  # the file ends inside the line: a stand-in newline counts it (not its byte)
+                block, skipped[0] = b"\n", skipped[0] - 1
+            else:
+                block = block[nl:]  # the newline ends the skipped line (counted once)
+            skipping = False
         buf += block
+        first = buf.find(b"\n", 0, MAX_LINE + 1)
+        if first < 0 and len(buf) > MAX_LINE:
+            report.problem(path, lineno(), f"line longer than {MAX_LINE} bytes skipped", "overlong line")
+            nl = buf.find(b"\n")
+            skipped[0] += len(buf) if nl < 0 else nl
+            if nl < 0:
+                buf.clear()
+                scanned = 0
+                if not done:
+                    skipping = True
+                    continue
+                buf += b"\n"
+                skipped[0] -= 1
+            else:
+                del buf[:nl]
         if done:
             cut = len(buf)
         else:

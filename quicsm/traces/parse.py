@@ -160,7 +160,9 @@ def expand_input(arg: str) -> list[str]:
 
 def expand_inputs(args: Sequence[str]) -> list[str]:
     """Every argument through :func:`expand_input`, in order; stdin at most once (it can be read only once)."""
-    out = [p for a in args for p in expand_input(a)]
+    if isinstance(args, str | bytes) or not all(isinstance(a, str | os.PathLike) for a in args):
+        raise InputError(f"inputs must be a list of paths, not {str(args)[:80]!r}")
+    out = [p for a in args for p in expand_input(os.fspath(a))]
     if out.count(STDIN) > 1:
         raise InputError("- (stdin) is given more than once; it can be read only once")
     return out

@@ -265,3 +265,27 @@ def test_good_trace_file_still_reads(tmp_path: Path, write_log) -> None:
     out = tmp_path / "t.jsonl.gz"
     write_traces(traces, str(out))
     assert [t.events for t in iter_traces([str(out)])] == [t.events for t in traces]
+
+
+@pytest.mark.parametrize("newline_at_end", [True, False])
+def test_overlong_lines_are_skipped_with_bounded_memory(monkeypatch: pytest.MonkeyPatch, newline_at_end: bool) -> None:
+    monkeypatch.setattr(logscan, "MAX_LINE", 64)
+    good = format_line(conn="a", t_us=1, cc="cubic", frm="Init", to="SlowStart")
+    long = good + " pad=" + "x" * 200
+    data = "\n".join([good, long, "noise", good.replace("t_us=1", "t_us=2"), long]).encode()
+    data += b"\n" if newline_at_end else b""
+    results = []
+    for chunk in (1, 5, 16, 63, 64, 1000):
+        report = ParseReport(keep=100)
+        recs = list(logscan.scan_contract(io.BytesIO(data), "x", report, chunk=chunk))
+        results.append(([line for line, _ in recs], report.lines, report.bytes, [str(i) for i in report.issues]))
+    assert all(r == results[0] for r in results)
+    lines, nlines, nbytes, issues = results[0]
+    assert lines == [1, 4] and nlines == 5 and nbytes == len(data)
+    assert issues == ["x:2: line longer than 64 bytes skipped", "x:5: line longer than 64 bytes skipped"]
+
+
+@pytest.mark.parametrize("bad", ["server.log", [None], [1, 2], [b"x.log"]])
+def test_inputs_list_of_wrong_types_is_an_input_error(bad: object) -> None:
+    with pytest.raises(InputError, match="list of paths"):
+        list(iter_traces(bad))  # type: ignore[arg-type]
