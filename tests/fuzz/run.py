@@ -23,7 +23,7 @@ from types import FrameType
 
 from quicsm.errors import QuicsmError
 from tests.fuzz.mutate import load_seeds
-from tests.fuzz.targets import HAVE_C, PARQUET, TARGETS, Target, parquet_seed
+from tests.fuzz.targets import HAVE_C, TARGETS, Target, parquet_seed
 
 HANG_SECONDS = 10
 
@@ -145,14 +145,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=None, help="stop after this long")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--target", action="append", help="only these targets (repeatable); see targets.py")
-    ap.add_argument("--parquet", action="store_true", help="also fuzz the Parquet reader (slow)")
     ap.add_argument("--save", type=Path, help="write one example input per crash kind here")
     args = ap.parse_args(argv)
     if args.inputs is None and args.seconds is None:
         args.inputs = 10_000
     targets = [t for t in TARGETS if not args.target or t.name in args.target]
-    if args.parquet:
-        targets.append(PARQUET)
     start = time.monotonic()
     results = fuzz(inputs=args.inputs, seconds=args.seconds, seed=args.seed, targets=targets, progress=True)
     elapsed = time.monotonic() - start

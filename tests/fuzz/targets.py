@@ -128,13 +128,14 @@ TARGETS: list[Target] = [
     Target("qlog.gz", "qlog", _parse_file("s.qlog.gz"), gzip=True),
     Target("sqlog", "sqlog", _parse_file("s.sqlog"), weight=2),
     Target("sqlog.gz", "sqlog", _parse_file("s.sqlog.gz"), gzip=True),
+    Target("traces-parquet", "parquet", _run_parquet),
     Target("cli-stdin", "log", _run_cli),
 ]
 """Every reader the fuzzer covers; ``weight`` is its share of the inputs."""
 
 
 def parquet_seed(scratch: Path, jsonl: bytes) -> bytes:
-    """A small Parquet trace file (for an optional target: pyarrow is slow to fuzz in-process)."""
+    """A small Parquet trace file, the seed of the Parquet target."""
     from quicsm.traces import write_traces
     from quicsm.traces.store import iter_trace_file
 
@@ -143,6 +144,3 @@ def parquet_seed(scratch: Path, jsonl: bytes) -> bytes:
     out = scratch / "seed.parquet"
     write_traces(list(iter_trace_file(str(src))), str(out))
     return out.read_bytes()
-
-
-PARQUET = Target("traces-parquet", "parquet", _run_parquet)
