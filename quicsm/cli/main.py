@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import zlib
 from typing import Any
 
 import click
@@ -46,6 +47,9 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except QuicsmError as exc:
             raise click.ClickException(str(exc)) from exc
+        except (EOFError, zlib.error) as exc:  # a gzip input cut short, read outside the parse stage
+            # (click would print a bare "Aborted!" for EOFError)
+            raise click.ClickException(f"truncated or corrupt compressed input ({exc})") from exc
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
