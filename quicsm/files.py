@@ -28,6 +28,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 _IN_STEP = 1 << 16
 _OUT_STEP = 1 << 20
 """Decompressed bytes per step: bounds memory whatever the compression ratio (a gzip bomb)."""
+_ZERO_WINDOW = bytes(32768)
 
 
 class GzipReader(io.BufferedIOBase):
@@ -35,15 +36,21 @@ class GzipReader(io.BufferedIOBase):
 
     The error is :class:`gzip.BadGzipFile` for corrupt data and :class:`EOFError` for a truncated
     stream, the types :mod:`gzip` raises; :attr:`error` keeps it for callers that read to the end.
+
+    Like ``zcat``, a back-reference before the start of the data (what a flipped bit often makes)
+    reads zeros instead of stopping there: the members are inflated as raw deflate over a window of
+    zeros, and the header, CRC and length are checked here.
     """
 
     def __init__(self, raw: BinaryIO, *, close_raw: bool = True) -> None:
         self._raw = raw
         self._close_raw = close_raw
-        self._d = zlib.decompressobj(31)
+        self._d: Any = None
+        self._state = "header"  # header -> body -> trailer -> header (next member) ...
+        self._crc = 0
+        self._size = 0
         self._pending = b""
         self._buf = bytearray()
-        self._in_member = False
         self._done = False
         self.error: Exception | None = None
         self.error_raised = False
@@ -58,23 +65,58 @@ class GzipReader(io.BufferedIOBase):
 
     def _fill(self, want: int) -> None:
         while len(self._buf) < want and not self._done:
-            if not self._pending:
-                try:
-                    self._pending = self._raw.read(_IN_STEP)
-                except OSError as exc:
-                    self._fail(exc)
-                    return
-                if not self._pending:
-                    if self._in_member:
-                        self._fail(EOFError("compressed file ended before the end-of-stream marker was reached"))
-                    self._done = True
-                    return
-            if not self._in_member:
-                self._pending = self._pending.lstrip(b"\x00")  # zero padding between or after members
-                if not self._pending:
-                    continue
-                self._in_member = True
-            self._step()
+            progressed = False
+            if self._state == "header":
+                progressed = self._header()
+            elif self._state == "body" and self._pending:
+                self._step()
+                progressed = True
+            elif self._state == "trailer":
+                progressed = self._trailer()
+            if progressed or self._done:
+                continue
+            try:
+                data = self._raw.read(_IN_STEP)
+            except OSError as exc:
+                self._fail(exc)
+                return
+            if not data:
+                if self._state != "header" or self._pending:
+                    self._fail(EOFError("compressed file ended before the end-of-stream marker was reached"))
+                self._done = True
+                return
+            self._pending += data
+
+    def _header(self) -> bool:
+        """Parse a member header from the pending bytes; False if more bytes are needed."""
+        p = self._pending = self._pending.lstrip(b"\x00")  # zero padding between or after members
+        if len(p) < 10:
+            if p and not GZIP_MAGIC.startswith(p[:2]):
+                self._fail(gzip.BadGzipFile(f"not gzip data after byte {self._size} (trailing garbage?)"))
+            return False
+        if p[:2] != GZIP_MAGIC or p[2] != 8:
+            self._fail(gzip.BadGzipFile("not gzip data (bad magic or compression method)"))
+            return True
+        flags, at = p[3], 10
+        if flags & 4:  # FEXTRA
+            if len(p) < at + 2:
+                return False
+            at += 2 + int.from_bytes(p[at : at + 2], "little")
+        for bit in (8, 16):  # FNAME, FCOMMENT: zero-terminated
+            if flags & bit:
+                end = p.find(b"\x00", at)
+                if end < 0:
+                    return False
+                at = end + 1
+        if flags & 2:  # FHCRC
+            at += 2
+        if len(p) < at:
+            return False
+        self._pending = p[at:]
+        self._d = zlib.decompressobj(-15, zdict=_ZERO_WINDOW)
+        self._crc = self._size = 0
+        self._state = "body"
+        return True
 
     def _step(self) -> None:
         data, d = self._pending, self._d
@@ -85,19 +127,36 @@ class GzipReader(io.BufferedIOBase):
             self._salvage(saved, data)
             self._fail(gzip.BadGzipFile(f"corrupt gzip data: {exc}"))
             return
-        self._buf += out
+        self._emit(out)
         if d.eof:
             self._pending = d.unused_data
-            self._d = zlib.decompressobj(31)
-            self._in_member = False
+            self._state = "trailer"
         else:
             self._pending = d.unconsumed_tail
+
+    def _emit(self, out: bytes) -> None:
+        self._buf += out
+        self._crc = zlib.crc32(out, self._crc)
+        self._size += len(out)
+
+    def _trailer(self) -> bool:
+        p = self._pending
+        if len(p) < 8:
+            return False
+        crc, size = int.from_bytes(p[:4], "little"), int.from_bytes(p[4:8], "little")
+        if crc != self._crc:
+            self._fail(gzip.BadGzipFile("CRC check failed (the data above it may be damaged)"))
+        elif size != self._size & 0xFFFFFFFF:
+            self._fail(gzip.BadGzipFile("length check failed (the data above it may be damaged)"))
+        self._pending = p[8:]
+        self._state = "header"
+        return True
 
     def _salvage(self, d: Any, data: bytes) -> None:
         """Replay the failed step a byte at a time: keep everything before the bad byte."""
         for i in range(len(data)):
             try:
-                self._buf += d.decompress(data[i : i + 1])
+                self._emit(d.decompress(data[i : i + 1]))
             except zlib.error:
                 return
             if d.eof:

@@ -289,3 +289,25 @@ def test_overlong_lines_are_skipped_with_bounded_memory(monkeypatch: pytest.Monk
 def test_inputs_list_of_wrong_types_is_an_input_error(bad: object) -> None:
     with pytest.raises(InputError, match="list of paths"):
         list(iter_traces(bad))  # type: ignore[arg-type]
+
+
+def test_real_logs_with_a_flipped_bit_keep_what_zcat_keeps(tmp_path: Path) -> None:
+    """Every bit flip, in real testbed logs, leaves at least the records zcat's output holds."""
+    root = Path(__file__).resolve().parents[2] / "traces"
+    logs = sorted(root.rglob("server.log.gz"))[::40][:3]
+    assert logs, "the repository's traces/ directory holds real logs"
+    rng = random.Random(11)
+    total = 0
+    for log in logs:
+        data = log.read_bytes()
+        for _ in range(6):
+            z = bytearray(data)
+            z[rng.randrange(20, len(z) - 8)] ^= 1 << rng.randrange(8)
+            good = _zcat(bytes(z))
+            (tmp_path / "zcat.log").write_bytes(good[: good.rfind(b"\n") + 1])
+            (tmp_path / "flip.log.gz").write_bytes(bytes(z))
+            ref = parse_inputs([str(tmp_path / "zcat.log")], require_transitions=False).report.records
+            got = parse_inputs([str(tmp_path / "flip.log.gz")], require_transitions=False).report.records
+            assert got >= ref, (log, "quicsm kept fewer records than zcat's output holds")
+            total += got
+    assert total > 100
