@@ -38,6 +38,8 @@ class Results:
     crashes: Counter[str] = field(default_factory=Counter)
     disagreements: Counter[str] = field(default_factory=Counter)
     examples: dict[str, bytes] = field(default_factory=dict)
+    stopped: bool = False
+    """Interrupted (SIGINT/SIGTERM) before the budget was spent."""
 
     @property
     def total(self) -> int:
@@ -48,6 +50,8 @@ class Results:
 
     def summary(self) -> str:
         out = [f"inputs tried: {self.total}  (C scanner {'present' if HAVE_C else 'ABSENT'})"]
+        if self.stopped:
+            out[0] += "  [stopped early]"
         out += [f"  {n:>9}  {name}" for name, n in sorted(self.tried.items())]
         out.append(f"crashes: {sum(self.crashes.values())} of {len(self.crashes)} distinct kind(s)")
         out += [f"  {n:>9}  {kind}" for kind, n in self.crashes.most_common()]
@@ -116,16 +120,23 @@ def fuzz(
     old = signal.signal(signal.SIGALRM, on_alarm)
     deadline = time.monotonic() + seconds if seconds else None
     last = time.monotonic()
+    old_term = signal.getsignal(signal.SIGTERM)
     with tempfile.TemporaryDirectory(prefix="quicsm-fuzz-") as d:
         scratch = Path(d)
         if any(t.seed_kind == "parquet" for t in chosen):
             seeds.by_kind["parquet"] = [parquet_seed(scratch, seeds.by_kind["jsonl"][0])]
         try:
+            old_term = signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop early: print the figures
             while inputs is None or results.total < inputs:
                 if deadline is not None and time.monotonic() > deadline:
                     break
                 target = rng.choice(pool)
-                run_one(target, target.make(rng, seeds), scratch, results)
+                try:
+                    run_one(target, target.make(rng, seeds), scratch, results)
+                except KeyboardInterrupt:
+                    results.tried[target.name] -= 1  # the interrupted input does not count
+                    results.stopped = True
+                    break
                 if progress and time.monotonic() - last > 30:
                     last = time.monotonic()
                     print(
@@ -136,6 +147,7 @@ def fuzz(
                     )
         finally:
             signal.signal(signal.SIGALRM, old)
+            signal.signal(signal.SIGTERM, old_term)
     return results
 
 
