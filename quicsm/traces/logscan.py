@@ -22,6 +22,8 @@ from quicsm.traces.report import ParseReport
 __all__ = ["scan_contract", "CHUNK", "C_FIELDS", "MAX_LINE"]
 
 CHUNK = 1 << 22
+_SNIFF = 1 << 16
+"""A NUL byte in the first this-many bytes, and no contract line anywhere, means binary input."""
 MAX_LINE = 1 << 24
 """Longer lines are skipped and reported (memory stays bounded on a file without newlines)."""
 _TAG_LEN = len(TAG_BYTES)
@@ -63,10 +65,10 @@ def scan_contract(
     skipped = [0]
     windows = _read_windows(stream, path, report, lambda: lineno, min(chunk or CHUNK, MAX_LINE), skipped)
     for buf, cut in windows:
+        if not nul_seen and read < _SNIFF and buf.find(b"\x00", 0, min(cut, _SNIFF - read)) >= 0:
+            nul_seen = True  # binary sniffing looks at the head of the file only
         read += cut
         report.bytes += cut
-        if not nul_seen and hits == 0 and buf.find(b"\x00", 0, min(cut, 1 << 16)) >= 0:
-            nul_seen = True  # binary sniffing looks at the head of each window only, until a hit
         hits_here, lineno = _find_tagged(buf, 0, cut, lineno)
         for item in hits_here:
             hits += 1
