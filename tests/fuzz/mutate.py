@@ -11,7 +11,7 @@ from pathlib import Path
 from quicsm.traces.contract import format_line
 
 ROOT = Path(__file__).resolve().parents[2]
-MAX_INPUT = 1 << 15
+MAX_INPUT = 1 << 13
 """Inputs are cut to this size: many small inputs find more than few large ones."""
 
 TOKENS: tuple[bytes, ...] = (

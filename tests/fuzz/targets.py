@@ -82,7 +82,12 @@ def scan(data: bytes, *, use_c: bool, chunk: int) -> tuple[object, ...]:
     return records, report.lines, [str(i) for i in report.issues]
 
 
+AGREEMENT_INPUT = 1 << 12
+"""The agreement target scans 8 times, with windows down to 8 bytes: it takes the head of each input."""
+
+
 def _run_agreement(data: bytes, scratch: Path) -> str | None:
+    data = data[:AGREEMENT_INPUT]
     expected = scan(data, use_c=False, chunk=logscan.CHUNK)
     for use_c in (True, False) if HAVE_C else (False,):
         for chunk in WINDOWS:
