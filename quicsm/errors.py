@@ -25,6 +25,10 @@ class QuicsmError(Exception):
 class InputError(QuicsmError):
     """An input file is missing, unreadable or of an unknown kind."""
 
+    unexpected: bool = False
+    """Set when a reader failed in a way it did not foresee (an exception turned into this message at the
+    last moment): the user still gets one line, and tests/fuzz counts it as a bug in that reader."""
+
 
 class ParseError(QuicsmError):
     """A malformed record, raised only in strict mode (otherwise it is counted and reported)."""

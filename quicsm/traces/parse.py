@@ -211,7 +211,7 @@ def iter_traces(
             raise InputError(f"{path}: truncated or corrupt gzip data ({str(exc)[:200]})") from None
         except READER_ERRORS as exc:
             err = InputError(f"{path}: cannot read ({type(exc).__name__}: {str(exc)[:200]})")
-            err.unexpected = True  # type: ignore[attr-defined]
+            err.unexpected = True
             raise err from exc
 
 
