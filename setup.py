@@ -1,6 +1,27 @@
 """Installs the ``quicsm`` package and its console script (patch sets and templates ship as data)."""
 
+import shutil
+from pathlib import Path
+
 from setuptools import Extension, find_packages, setup
+from setuptools.command.build_py import build_py
+
+TESTBED_DIRS = ("server", "client", "relay", "quiche-server")  # = quicsm.testbed.sources.PROGRAM_DIRS
+
+
+class BuildPyWithTestbed(build_py):
+    """Also copy the testbed's Go/Rust sources into the package (quicsm/testbed/_src) so an installed
+    quicsm can build them; build outputs (Rust target/) are left out."""
+
+    def run(self) -> None:
+        super().run()
+        src = Path(__file__).resolve().parent / "testbed"
+        dest = Path(self.build_lib) / "quicsm" / "testbed" / "_src"
+        for name in TESTBED_DIRS:
+            if (src / name).is_dir():
+                shutil.rmtree(dest / name, ignore_errors=True)
+                shutil.copytree(src / name, dest / name, ignore=shutil.ignore_patterns("target", "*.patched.*"))
+
 
 setup(
     name="quicsm",
@@ -34,5 +55,6 @@ setup(
     ext_modules=[
         Extension("quicsm.traces._scan", ["quicsm/traces/_scan.c"], extra_compile_args=["-O3"], optional=True)
     ],
+    cmdclass={"build_py": BuildPyWithTestbed},
     entry_points={"console_scripts": ["quicsm=quicsm.cli.main:main"]},
 )

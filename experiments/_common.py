@@ -10,10 +10,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from quicsm.compare.stats import welch
 from quicsm.testbed.runner import read_meta
 from quicsm.traces import Trace, parse_inputs
 
-__all__ = ["load_runs", "fmt_p", "fmt_ms", "table", "git_rev"]
+__all__ = ["load_runs", "fmt_p", "fmt_ms", "mean_sd", "table", "git_rev", "welch_p"]
 
 
 def load_runs(out: Path, prefix: str = "") -> list[tuple[Trace, dict[str, Any]]]:
@@ -34,8 +37,21 @@ def load_runs(out: Path, prefix: str = "") -> list[tuple[Trace, dict[str, Any]]]
     return pairs
 
 
-def fmt_p(p: float) -> str:
-    if math.isnan(p):
+def mean_sd(xs: Sequence[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (NaN for no values, 0 for one)."""
+    a = np.asarray(xs, dtype=float)
+    if a.size == 0:
+        return math.nan, math.nan
+    return float(a.mean()), float(a.std(ddof=1)) if a.size > 1 else 0.0
+
+
+def welch_p(b: Sequence[float], a: Sequence[float]) -> float | None:
+    """p of Welch's test (quicsm.compare's, as ``quicsm compare`` runs it) of ``b`` against ``a``."""
+    return welch(np.asarray(a, dtype=float), np.asarray(b, dtype=float)).p_value
+
+
+def fmt_p(p: float | None) -> str:
+    if p is None or math.isnan(p):
         return "n/a"
     return f"{p:.1e}" if p < 0.001 else f"{p:.3f}"
 

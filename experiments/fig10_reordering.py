@@ -18,13 +18,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import fmt_p, git_rev, load_runs, table
+from _common import fmt_p, git_rev, load_runs, mean_sd, table, welch_p
 
+from quicsm.compare.occupancy import state_entries, state_share
 from quicsm.errors import TestbedError
 from quicsm.testbed import build
 from quicsm.testbed.runner import RunConfig, run_many
 from quicsm.testbed.stack import get_stack
-from quicsm.testbed.stats import mean_sd, state_entries, state_share, welch
 from quicsm.testbed.threshold import THRESHOLD_FILE
 
 HERE = Path(__file__).resolve().parent
@@ -120,7 +120,7 @@ def followup(out: Path) -> str:
             base = (e, s, p)
             ps = ["—", "—", "—"]
         else:
-            ps = [fmt_p(welch(e, base[0]).p), fmt_p(welch(s, base[1]).p), fmt_p(welch(p, base[2]).p)]
+            ps = [fmt_p(welch_p(e, base[0])), fmt_p(welch_p(s, base[1])), fmt_p(welch_p(p, base[2]))]
         thr = pairs[0][1]["labels"].get("packet_threshold", "default") if pairs else "?"
         rows.append([name, thr, len(pairs), _ms(e, ".1f"), _ms(s, ".3f"), f"{mean_sd(p)[0]:.0f}", *ps])
     return """
@@ -168,13 +168,13 @@ def analyse(
                 f"{len(a)}/{len(b)}",
                 _ms(ea, ".1f"),
                 _ms(eb, ".1f"),
-                fmt_p(welch(eb, ea).p),
+                fmt_p(welch_p(eb, ea)),
                 _ms(sa, ".3f"),
                 _ms(sb, ".3f"),
-                fmt_p(welch(sb, sa).p),
+                fmt_p(welch_p(sb, sa)),
                 f"{mean_sd(pa)[0]:.0f}",
                 f"{mean_sd(pb)[0]:.0f}",
-                fmt_p(welch(pb, pa).p),
+                fmt_p(welch_p(pb, pa)),
             ]
         )
     trows = []
@@ -195,9 +195,9 @@ def analyse(
                     _ms(e, ".1f"),
                     _ms(s, ".3f"),
                     f"{mean_sd(p)[0]:.0f}",
-                    fmt_p(welch(e, eb).p),
-                    fmt_p(welch(s, sb).p),
-                    fmt_p(welch(p, pb).p),
+                    fmt_p(welch_p(e, eb)),
+                    fmt_p(welch_p(s, sb)),
+                    fmt_p(welch_p(p, pb)),
                 ]
             )
     skip = "".join(f"- {v}: not run ({msg})\n" for v, msg in skipped.items())

@@ -16,10 +16,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import fmt_p, git_rev, load_runs, table
+from _common import fmt_p, git_rev, load_runs, mean_sd, table, welch_p
 
+from quicsm.compare.occupancy import state_entries, state_share
 from quicsm.testbed.matrix import load_matrix
-from quicsm.testbed.stats import mean_sd, state_entries, state_share, welch
 
 HERE = Path(__file__).resolve().parent
 
@@ -50,8 +50,8 @@ def main() -> None:
         plts = [meta["result"]["plt_ms"] for _, meta in pairs]
         cpu = [meta["result"]["client_cpu_s"] or 0.0 for _, meta in pairs]
         ms, sds = mean_sd(shares)
-        w = welch(shares, base_shares)
-        wp = welch(plts, [meta["result"]["plt_ms"] for _, meta in groups[base]])
+        w = welch_p(shares, base_shares)
+        wp = welch_p(plts, [meta["result"]["plt_ms"] for _, meta in groups[base]])
         rows.append(
             [
                 sc.config.name,
@@ -62,8 +62,8 @@ def main() -> None:
                 f"{mean_sd(entries)[0]:.1f}",
                 f"{mean_sd(plts)[0]:.0f}",
                 f"{mean_sd(cpu)[0]:.2f}" if any(cpu) else "-",
-                "—" if sc.config.name == base else fmt_p(w.p),
-                "—" if sc.config.name == base else fmt_p(wp.p),
+                "—" if sc.config.name == base else fmt_p(w),
+                "—" if sc.config.name == base else fmt_p(wp),
             ]
         )
     per_run = []

@@ -15,7 +15,16 @@ import numpy as np
 from quicsm.compare.stats import SAMPLE_TESTS, TestResult, bootstrap_mean_ci
 from quicsm.traces.events import StateView, Trace
 
-__all__ = ["OccupancyTable", "StateSummary", "occupancy_table", "summarise", "test_states"]
+__all__ = [
+    "OccupancyTable",
+    "StateSummary",
+    "occupancy_table",
+    "state_entries",
+    "state_share",
+    "state_time_us",
+    "summarise",
+    "test_states",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +59,23 @@ class OccupancyTable:
         return OccupancyTable(
             self.states, self.shares[rows], self.time_us[rows], tuple(self.trace_ids[i] for i in rows), ()
         )
+
+
+def state_time_us(trace: Trace, state: str, view: StateView = StateView()) -> int:
+    """Microseconds one connection spent in ``state``."""
+    return sum(v.duration_us for v in trace.visits(view) if v.state == state)
+
+
+def state_share(trace: Trace, state: str, view: StateView = StateView()) -> float:
+    """Share of one connection's lifetime (first event to its end) spent in ``state``; 0 when no time passed."""
+    visits = trace.visits(view)
+    total = sum(v.duration_us for v in visits)
+    return sum(v.duration_us for v in visits if v.state == state) / total if total > 0 else 0.0
+
+
+def state_entries(trace: Trace, state: str, view: StateView = StateView()) -> int:
+    """How often one connection entered ``state`` (e.g. recovery episodes)."""
+    return sum(1 for v in trace.visits(view) if v.state == state)
 
 
 def occupancy_table(traces: Sequence[Trace], view: StateView = StateView()) -> OccupancyTable:

@@ -31,6 +31,7 @@ from typing import Any, Self
 
 from quicsm.errors import PatchError, TestbedError
 from quicsm.instrumentation.patchset import PatchSet, shipped_patch_sets
+from quicsm.testbed.sources import testbed_root
 
 __all__ = [
     "MODULE",
@@ -94,11 +95,11 @@ def find_go() -> str:
 
 
 def testbed_source_dir() -> Path:
-    """``testbed/`` of the source tree (the Go modules sit beside the Python package)."""
-    here = Path(__file__).resolve().parents[2] / "testbed"
+    """``testbed/`` of the source tree, or the copy an installed quicsm ships (:mod:`quicsm.testbed.sources`)."""
+    here = testbed_root()
     for prog in PROGRAMS:
         if not (here / prog / "go.mod").is_file():
-            raise TestbedError(f"{here / prog}/go.mod not found: building the testbed needs a quicsm source checkout")
+            raise TestbedError(f"{here / prog}/go.mod not found: the testbed sources are incomplete")
     return here
 
 

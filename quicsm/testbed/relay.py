@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from quicsm.errors import TestbedError
+from quicsm.testbed.sources import testbed_root
 
 __all__ = ["RelayConfig", "RelayBinaries", "relay_source_dir", "build_relay", "relay_argv"]
 
@@ -41,11 +42,8 @@ class RelayBinaries:
 
 
 def relay_source_dir() -> Path:
-    """``testbed/relay`` of the source tree (the Go module sits beside the Python package)."""
-    here = Path(__file__).resolve().parents[2] / "testbed" / "relay"
-    if not (here / "go.mod").exists():
-        raise TestbedError(f"relay sources not found at {here}: run from a quicsm source checkout")
-    return here
+    """``testbed/relay`` of the source tree, or of the copy an installed quicsm ships."""
+    return testbed_root("relay/go.mod") / "relay"
 
 
 def _source_digest(src: Path) -> str:

@@ -1,7 +1,7 @@
 """Every log statement a shipped patch set adds must print a line the contract parser reads back.
 
 No upstream code is needed: the statements are taken from each set's ``changes.diff`` (C++ ``<<`` chains,
-Go ``Printf`` format strings), their expressions replaced by plausible values (numbers for the metric
+Go ``Printf`` format strings, Rust ``eprintln!``-style ``{}`` format strings), their expressions replaced by plausible values (numbers for the metric
 fields; for state-like fields every string the expression can take, found by following local
 definitions, assignments, parameters and call sites in the code the patch adds). Each rendered line
 goes through :func:`quicsm.traces.contract.parse_line`; the states it names must be canonical for the
@@ -28,7 +28,9 @@ ALLOWED_STATES: dict[str, set[str]] = {
     "cubic": set(CUBIC_STATES),
     "reno": set(CUBIC_STATES),
     "bbr": set(BBR_STATES) | {"ProbeBw.Up", "ProbeBw.Down", "ProbeBw.Cruise"},
-    "bbr2": {"Init", "Startup", "Drain", "ProbeBw", "ProbeRtt"} | {f"ProbeBw.{p}" for p in BBR2_PHASES},
+    # ApplicationLimited: Cloudflare quiche's gcongestion BBR2 prints it while its bandwidth sample is app-limited
+    "bbr2": {"Init", "Startup", "Drain", "ProbeBw", "ProbeRtt", "ApplicationLimited"}
+    | {f"ProbeBw.{p}" for p in BBR2_PHASES},
     "bbr3": {"Init", "Startup", "Drain", "ProbeBw", "ProbeRtt"} | {f"ProbeBw.{p}" for p in BBR2_PHASES},
 }
 ALLOWED_CC = {"cubic": {"cubic", "reno"}, "reno": {"cubic", "reno"}, "bbr": {"bbr"}, "bbr2": {"bbr2"}, "bbr3": {"bbr3"}}
@@ -50,6 +52,7 @@ _FIELD = re.compile(r"^[a-z][a-z0-9_]*=\S+$")
 _STR = r'"(?:[^"\\\n]|\\.)*"'
 _STR_RX = re.compile(_STR)
 _GO_VERB = re.compile(r"%(?:%|[-+# 0]*\d*(?:\.\d+)?[vTtbcdoOqxXUeEfFgGsp])")
+_RUST_ARG = re.compile(r"\{\{|\}\}|\{[\w:#?.]*\}")
 
 
 # ---------------------------------------------------------------- reading the diff
@@ -247,8 +250,8 @@ class Resolver:
         masked = self.masked
         for m in re.finditer(rf"(?<![\w.>])(?:\w+(?:->|\.))?{name}\s*(?:\[\s*\])?\s*(?::=|=(?!=))\s*", masked):
             out |= self.values(code[m.end() : _expr_end(masked, m.end())], m.start(), depth, seen)
-        for m in re.finditer(rf"^\s*{name}:\s*([^,\n]+),", masked, re.M):
-            out |= self.values(m.group(1), m.start(), depth, seen)
+        for m in re.finditer(rf"^\s*{name}:\s*([^,\n]+),", masked, re.M):  # (Rust struct literals too)
+            out |= self.values(code[m.start(1) : m.end(1)], m.start(), depth, seen)
         # a parameter of the enclosing function: the arguments of its calls
         f = self.func_at(pos)
         if f is not None and name in f.params:
@@ -308,7 +311,7 @@ def statements(f: Added, base: int = 0) -> list[Statement]:
         where = f"{f.path} (diff line {f.diff_line(m.start())})"
         call = _enclosing_printf(text, m.start())
         if call is not None:
-            out.append(Statement(where, base + m.start(), _printf_pieces(call)))
+            out.append(Statement(where, base + m.start(), _printf_pieces(*call)))
             continue
         start = max(text.rfind(c, 0, m.start()) for c in ";{}") + 1
         end = m.start()
@@ -329,26 +332,27 @@ def statements(f: Added, base: int = 0) -> list[Statement]:
     return out
 
 
-def _enclosing_printf(text: str, lit_pos: int) -> str | None:
-    """The argument list of ``...Printf(`` / ``...f(`` whose format argument starts at ``lit_pos``."""
-    m = re.search(r"\b\w*f\(\s*(?:[\w.]+\s*,\s*)?$", text[:lit_pos])
+def _enclosing_printf(text: str, lit_pos: int) -> tuple[str, bool] | None:
+    """The argument list of ``...Printf(`` / ``...f(`` (or a Rust macro ``eprintln!(``) whose format argument
+    starts at ``lit_pos``, and whether it is a Rust macro."""
+    m = re.search(r"\b\w*(f|!)\(\s*(?:[\w.]+\s*,\s*)?$", text[:lit_pos])
     if m is None:
         return None
     open_ = text.index("(", m.start())
-    return text[open_ + 1 : _matching(text, open_) - 1]
+    return text[open_ + 1 : _matching(text, open_) - 1], m.group(1) == "!"
 
 
-def _printf_pieces(args_text: str) -> tuple[tuple[bool, str], ...]:
+def _printf_pieces(args_text: str, rust: bool = False) -> tuple[tuple[bool, str], ...]:
     args = split_top(args_text, ",")
     k = next(i for i, a in enumerate(args) if a.startswith('"QUICSM '))
     fmt = "".join(unquote(x) for x in _STR_RX.findall(args[k]))
     rest = [a for a in args[k + 1 :] if a]
     pieces: list[tuple[bool, str]] = []
     last = 0
-    for verb in _GO_VERB.finditer(fmt):
+    for verb in (_RUST_ARG if rust else _GO_VERB).finditer(fmt):
         pieces.append((True, fmt[last : verb.start()]))
-        if verb.group(0) == "%%":
-            pieces.append((True, "%"))
+        if verb.group(0) in ("%%", "{{", "}}"):
+            pieces.append((True, verb.group(0)[0]))
         else:
             if not rest:
                 raise AssertionError(f"format {fmt!r} has more verbs than arguments")

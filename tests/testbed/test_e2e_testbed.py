@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from quicsm.compare.occupancy import state_entries, state_share
 from quicsm.inference import infer
 from quicsm.inference.annotate import annotate
 from quicsm.testbed import netns
 from quicsm.testbed.runner import RunConfig, labels_for, run_many
-from quicsm.testbed.stats import state_entries, state_share
 from quicsm.traces import StateView, parse_inputs
 
 pytestmark = [

@@ -1,13 +1,13 @@
-"""Experiment figures: state shares and entries from traces, Welch's test, the threshold rewrite."""
+"""Experiment figures: per-connection state shares and entries (quicsm.compare.occupancy), the threshold rewrite.
+
+Welch's test is quicsm.compare.stats.welch, tested in tests/compare."""
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
+from quicsm.compare.occupancy import occupancy_table, state_entries, state_share, state_time_us
 from quicsm.errors import TestbedError
-from quicsm.testbed.stats import group_by_label, mean_sd, state_entries, state_share, welch
 from quicsm.testbed.threshold import raise_threshold_source
 from quicsm.traces import parse_inputs
 from quicsm.traces.contract import format_line
@@ -38,30 +38,9 @@ def test_shares_and_entries(write_log) -> None:
     assert state_share(t, "Recovery") == pytest.approx(300 / total)
     assert state_entries(t, "Recovery") == 2 and state_entries(t, "SlowStart") == 2
     assert state_share(t, "RetransmissionTimeout") == 0.0
-
-
-def test_group_by_label(write_log) -> None:
-    a = _trace(
-        write_log, "a.log", [(0, "Init", "SlowStart"), (10, "SlowStart", "CongestionAvoidance")], {"profile": "mobile"}
-    )
-    b = _trace(
-        write_log, "b.log", [(0, "Init", "SlowStart"), (10, "SlowStart", "CongestionAvoidance")], {"profile": "desktop"}
-    )
-    groups = group_by_label([a, b], "profile")
-    assert set(groups) == {"mobile", "desktop"} and groups["mobile"] == [a]
-
-
-def test_welch() -> None:
-    low = [0.08, 0.1, 0.12, 0.09, 0.11, 0.1]
-    high = [0.5, 0.6, 0.55, 0.62, 0.48, 0.58]
-    w = welch(high, low)
-    assert w.significant() and w.t > 0 and w.p < 1e-5
-    same = welch(low, list(reversed(low)))
-    assert not same.significant() and same.p > 0.9
-    assert math.isnan(welch([1.0], low).p)
-    assert welch([1.0, 1.0], [1.0, 1.0]).p == 1.0
-    m, sd = mean_sd([1.0, 2.0, 3.0])
-    assert m == 2.0 and sd == pytest.approx(1.0)
+    assert state_time_us(t, "Recovery") == 300
+    table = occupancy_table([t])  # the per-connection helper agrees with the set table quicsm compare uses
+    assert table.column("ApplicationLimited")[0] == pytest.approx(state_share(t, "ApplicationLimited"))
 
 
 SRC = """const (

@@ -1,0 +1,88 @@
+"""Cloudflare quiche: the Rust crate ``quiche`` (a copy of its crate root, e.g. the crates.io registry source).
+
+Not to be confused with the ``quiche`` target (Google's C++ QUICHE inside Chromium). Since 0.24.0 its
+``src/recovery/gcongestion/`` holds a Rust port of Chromium's BBRv2 sender next to the older
+``src/recovery/congestion/`` (Reno, Cubic). Eras follow the layout:
+
+* ``cfq-a``: ``gcongestion/bandwidth.rs`` (0.24.x, from 2025-04);
+* ``cfq-b``: ``Bandwidth`` moved up to ``src/recovery/bandwidth.rs`` (0.26 onwards).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import ClassVar
+
+from quicsm.instrumentation.targets import Identity, Located, Target, register
+
+__all__ = ["ERA_DATES", "CloudflareQuicheTarget", "crate_version"]
+
+ERA_DATES: dict[str, tuple[str, str]] = {
+    "cfq-a": ("2025-04-03", "2025-12-31"),
+    "cfq-b": ("2025-06-01", "9999-12-31"),
+}
+_VERSION = re.compile(r'^version\s*=\s*"([^"]+)"', re.MULTILINE)
+_NAME = re.compile(r'^name\s*=\s*"quiche"\s*$', re.MULTILINE)
+
+
+def crate_version(located: Located) -> str | None:
+    """The ``version`` of the crate's Cargo.toml, when the tree is a quiche crate root."""
+    try:
+        text = (located.root / "Cargo.toml").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    m = _VERSION.search(text)
+    return m.group(1) if m and _NAME.search(text) else None
+
+
+class CloudflareQuicheTarget(Target):
+    name: ClassVar[str] = "cloudflare-quiche"
+    description: ClassVar[str] = "Cloudflare quiche crate root (src/recovery/gcongestion, src/recovery/congestion)"
+    eras: ClassVar[tuple[str, ...]] = ("cfq-a", "cfq-b")
+    algorithm_files: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "bbr2": ("bbr2.rs", "mode.rs", "probe_bw.rs"),
+        "reno": ("reno.rs", "recovery.rs"),
+        "cubic": ("cubic.rs", "recovery.rs"),
+    }
+    classes: ClassVar[Mapping[str, str]] = {
+        "bbr2.rs": "BBRv2",
+        "mode.rs": "Mode",
+        "probe_bw.rs": "ProbeBW",
+        "reno.rs": "Reno",
+        "cubic.rs": "Cubic",
+    }
+    roots: ClassVar[tuple[str, ...]] = ("", "quiche")
+    dirs: ClassVar[tuple[str, ...]] = (
+        "src/recovery/gcongestion",
+        "src/recovery/gcongestion/bbr2",
+        "src/recovery/congestion",
+    )
+    extensions: ClassVar[tuple[str, ...]] = (".rs",)
+
+    def identify(self, located: Located) -> Identity:
+        """Era from where ``Bandwidth`` lives (see the module docstring); the crate version as evidence."""
+        features: dict[str, str] = {}
+        notes: list[str] = []
+        if "bbr2.rs" in located.files:
+            features["gcongestion"] = located.files["bbr2.rs"]
+        if (located.root / "src/recovery/gcongestion/bandwidth.rs").is_file():
+            era = "cfq-a"
+            features["bandwidth"] = "src/recovery/gcongestion/bandwidth.rs"
+        elif (located.root / "src/recovery/bandwidth.rs").is_file():
+            era = "cfq-b"
+            features["bandwidth"] = "src/recovery/bandwidth.rs"
+        else:
+            era = self.eras[-1]
+            notes.append("no bandwidth.rs found; era guessed as the newest")
+        bbr2 = located.read("bbr2.rs") or ""
+        if "quicsm_log" in bbr2:
+            features["quicsm_instrumented"] = "bbr2.rs: quicsm_log"
+        version = crate_version(located)
+        if version:
+            features["version"] = version
+        lo, hi = ERA_DATES[era]
+        return Identity(era, self.algorithms(located), features, lo, hi, tuple(notes))
+
+
+register(CloudflareQuicheTarget())

@@ -1,0 +1,30 @@
+"""Building the quiche server: missing tools give a one-line error saying what to install; patch sets
+are looked up by version and controller. (The build itself: tests/testbed/test_quiche_e2e.py, not yet.)"""
+
+from __future__ import annotations
+
+import pytest
+
+from quicsm.errors import TestbedError
+from quicsm.testbed import quiche_build
+
+
+def test_missing_cargo_says_what_to_install(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(TestbedError, match="cargo not found: install Rust") as exc:
+        quiche_build.find_cargo()
+    assert "\n" not in str(exc.value)
+
+
+def test_missing_libclang_says_what_to_install(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("LIBCLANG_PATH", str(tmp_path))
+    monkeypatch.setattr(quiche_build.glob, "glob", lambda pattern: [])
+    with pytest.raises(TestbedError, match="apt-get install -y libclang-dev"):
+        quiche_build.find_libclang()
+
+
+def test_patch_set_lookup() -> None:
+    assert quiche_build.quiche_patch_set("0.30.0", "bbr2").name == "cloudflare-quiche-0.30.0-bbr2"
+    with pytest.raises(TestbedError, match="cloudflare-quiche-0.24.0-bbr2"):
+        quiche_build.quiche_patch_set("0.23.0", "bbr2")
