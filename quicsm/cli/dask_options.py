@@ -8,14 +8,17 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from quicsm.fleet.summary import Summary
-from quicsm.traces.events import StateView
+from quicsm.traces.events import StateView, Trace
 
-__all__ = ["dask_option", "load_summary"]
+if TYPE_CHECKING:
+    from quicsm.traces.parse import ParseResult
+
+__all__ = ["dask_option", "load_summary", "load_dask_inputs", "dask_loader"]
 
 F = Callable[..., Any]
 
@@ -51,6 +54,7 @@ def load_summary(kw: dict[str, Any], view: StateView) -> Summary:
         dask=kw.pop("dask", None),
         progress=bool(progress),
     )
+    _close()
     if where and not summary.traces:
         raise click.ClickException(f"no trace matches --where {' '.join(f'{k}={v}' for k, v in where.items())}")
     if not quiet:
@@ -61,3 +65,53 @@ def load_summary(kw: dict[str, Any], view: StateView) -> Summary:
             f"warning: traces mix congestion controllers ({', '.join(ccs)}); use --where cc=NAME to pick one", err=True
         )
     return summary
+
+
+def load_dask_inputs(kw: dict[str, Any], dask: str) -> ParseResult:
+    """:func:`quicsm.cli.options.load_inputs` with one Dask task per input file (same traces, same order)."""
+    from quicsm.fleet.run import parse_files
+
+    progress = kw.pop("progress")
+    if progress is None:
+        progress = sys.stderr.isatty() and not os.environ.get("CI")
+    quiet = kw.pop("quiet")
+    where = kw.pop("where")
+    result = parse_files(
+        list(kw.pop("inputs")),
+        dask=dask,
+        labels=kw.pop("labels"),
+        implementation=kw.pop("implementation"),
+        version=kw.pop("impl_version"),
+        cc=kw.pop("cc"),
+        strict=kw.pop("strict"),
+        progress=bool(progress),
+    )
+    _close()
+    if where:
+        from quicsm.compare.sets import trace_matches
+
+        result.traces = [t for t in result.traces if trace_matches(t, where)]
+        if not result.traces:
+            raise click.ClickException(f"no trace matches --where {' '.join(f'{k}={v}' for k, v in where.items())}")
+    if not quiet:
+        click.echo(result.report.summary(), err=True)
+    return result
+
+
+def dask_loader(dask: str) -> Callable[[list[str]], list[Trace]]:
+    """A ``compare`` set loader (``paths -> traces``) that parses each file as a Dask task."""
+    from quicsm.fleet.run import parse_files
+
+    def load(paths: list[str], labels: dict[str, str] | None = None) -> list[Trace]:
+        return parse_files(paths, dask=dask, labels=labels or None).traces
+
+    return load
+
+
+def _close() -> None:
+    """Shut down a LocalCluster as soon as the files are reduced (it holds worker processes)."""
+    import sys as _sys
+
+    cluster = _sys.modules.get("quicsm.fleet.cluster")
+    if cluster is not None:
+        cluster.close_clients()

@@ -6,13 +6,14 @@ Progress (files done of files submitted) goes to stderr, so ``-o -`` output on s
 
 from __future__ import annotations
 
+import atexit
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from quicsm.errors import InputError
 
-__all__ = ["parse_scheduler", "run_tasks"]
+__all__ = ["parse_scheduler", "run_tasks", "close_clients"]
 
 
 def parse_scheduler(spec: str) -> tuple[str, int | None]:
@@ -31,22 +32,9 @@ def parse_scheduler(spec: str) -> tuple[str, int | None]:
 
 def run_tasks(spec: str, fn: Callable[[Any], Any], items: Sequence[Any], *, progress: bool = False) -> list[Any]:
     """``fn`` over ``items`` on the cluster; results in the order of ``items``."""
-    try:
-        from distributed import Client, LocalCluster, as_completed
-    except ImportError:
-        raise InputError("--dask needs dask.distributed: pip install 'quicsm[fleet]'") from None
-    where, n = parse_scheduler(spec)
-    cluster = None
-    if where == "local":
-        cluster = LocalCluster(
-            n_workers=n or 2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
-        )
-        client = Client(cluster)
-    else:
-        try:
-            client = Client(where, timeout="10s")
-        except OSError as exc:
-            raise InputError(f"--dask {spec}: cannot reach the scheduler ({exc})") from None
+    client = _client(spec)
+    from distributed import as_completed
+
     try:
         workers = len(client.scheduler_info().get("workers", {}))
         if progress:
@@ -60,7 +48,44 @@ def run_tasks(spec: str, fn: Callable[[Any], Any], items: Sequence[Any], *, prog
         if progress:
             print(file=sys.stderr)
         return list(client.gather(futures))
-    finally:
+    except OSError as exc:
+        raise InputError(f"--dask {spec}: lost the cluster ({exc})") from None
+
+
+_CLIENTS: dict[str, Any] = {}
+
+
+def _client(spec: str) -> Any:
+    """One client per scheduler spec and process (compare loads several sets), closed at exit."""
+    if spec in _CLIENTS:
+        return _CLIENTS[spec]
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise InputError("--dask needs dask.distributed: pip install 'quicsm[fleet]'") from None
+    where, n = parse_scheduler(spec)
+    if where == "local":
+        cluster = LocalCluster(
+            n_workers=n or 2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
+        )
+        client = Client(cluster)
+        client._quicsm_cluster = cluster
+    else:
+        try:
+            client = Client(where, timeout="10s")
+        except OSError as exc:
+            raise InputError(f"--dask {spec}: cannot reach the scheduler ({exc})") from None
+    if not _CLIENTS:
+        atexit.register(close_clients)
+    _CLIENTS[spec] = client
+    return client
+
+
+def close_clients() -> None:
+    """Close every client (and LocalCluster) this process opened."""
+    while _CLIENTS:
+        _, client = _CLIENTS.popitem()
+        cluster = getattr(client, "_quicsm_cluster", None)
         client.close()
         if cluster is not None:
             cluster.close()

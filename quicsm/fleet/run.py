@@ -9,14 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from quicsm.errors import InputError, NoTransitionsError, ParseError, QuicsmError
 from quicsm.fleet.sources import expand_sources, is_url, open_url
-from quicsm.fleet.summary import Summary
+from quicsm.fleet.summary import Summary, merge_reports
 from quicsm.traces.events import StateView, Trace
 from quicsm.traces.report import ParseReport
 
-__all__ = ["FileTask", "summarize_file", "summarize_inputs", "iter_file_traces"]
+if TYPE_CHECKING:
+    from quicsm.traces.parse import ParseResult
+
+__all__ = ["FileTask", "summarize_file", "summarize_inputs", "iter_file_traces", "parse_file", "parse_files"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +55,12 @@ class Failure:
 
 
 def iter_file_traces(task: FileTask, report: ParseReport) -> Iterator[Trace]:
-    """The traces of one input: local files through :func:`quicsm.traces.iter_traces`, URLs streamed by fsspec."""
-    if not is_url(task.path):
+    """The traces of one input, with trace ids scoped as :func:`quicsm.traces.iter_traces` scopes them in a
+    multi-file run: logs (local or fsspec URLs, streamed) here, qlogs and trace files through ``iter_traces``."""
+    from quicsm.traces.inputs import input_kind
+
+    kind = input_kind(task.path.split("?", 1)[0])
+    if not is_url(task.path) and kind != "log":
         from quicsm.traces.parse import iter_traces
 
         yield from iter_traces(
@@ -65,16 +73,22 @@ def iter_file_traces(task: FileTask, report: ParseReport) -> Iterator[Trace]:
         )
         return
     from quicsm.traces.builder import TraceBuilder, TraceMeta
-    from quicsm.traces.inputs import input_kind
+    from quicsm.traces.inputs import open_binary
     from quicsm.traces.logscan import scan_contract
+    from quicsm.traces.parse import sidecar_meta
     from quicsm.traces.qlog import read_qlog, read_sqlog
 
-    meta = TraceMeta(implementation=task.implementation, version=task.version, labels=dict(task.labels), cc=task.cc)
-    kind = input_kind(task.path.split("?", 1)[0])
+    side = TraceMeta() if is_url(task.path) else sidecar_meta(task.path)
+    meta = TraceMeta(
+        implementation=task.implementation or side.implementation,
+        version=task.version or side.version,
+        labels={**side.labels, **task.labels},
+        cc=task.cc or side.cc,
+    )
     if kind.startswith("traces-"):
         raise InputError(f"{task.path}: trace files are read from local paths only; download it first")
     report.files += 1
-    with open_url(task.path) as fh:
+    with open_url(task.path) if is_url(task.path) else open_binary(task.path) as fh:
         if kind == "qlog":
             yield from read_qlog(fh, task.path, meta, report)
         elif kind == "sqlog":
@@ -165,3 +179,52 @@ def summarize_inputs(
             "are these logs from an instrumented server (lines with 'QUICSM v=1 ...', see docs/log-format.md) or qlogs?"
         )
     return total
+
+
+def parse_file(task: FileTask) -> tuple[list[Trace], ParseReport] | Failure:
+    """One Dask task of ``parse``/``compare``: a file's non-empty traces and its report, or why it failed."""
+    report = ParseReport(strict=task.strict)
+    try:
+        return [t for t in iter_file_traces(task, report) if t.events], report
+    except ParseError as exc:
+        return Failure("ParseError", str(exc), exc.path, exc.line, exc.reason)
+    except QuicsmError as exc:
+        return Failure(type(exc).__name__, str(exc))
+    except (OSError, EOFError) as exc:
+        return Failure("InputError", f"{task.path}: cannot read ({exc})")
+
+
+def parse_files(
+    paths: Sequence[str],
+    *,
+    dask: str,
+    labels: dict[str, str] | None = None,
+    implementation: str | None = None,
+    version: str | None = None,
+    cc: str | None = None,
+    strict: bool = False,
+    progress: bool = False,
+) -> ParseResult:
+    """:func:`quicsm.traces.parse_inputs` with one Dask task per file; the same traces in the same order."""
+    from quicsm.fleet.cluster import run_tasks
+    from quicsm.traces.parse import ParseResult
+
+    if not paths:
+        raise InputError("no input files given")
+    files = expand_sources(list(paths))
+    scopes = _scopes(files)
+    tasks = [
+        FileTask(p, scopes[p], StateView(), dict(labels or {}), implementation, version, cc, strict) for p in files
+    ]
+    report = ParseReport(strict=strict)
+    traces: list[Trace] = []
+    for r in run_tasks(dask, parse_file, tasks, progress=progress):
+        if isinstance(r, Failure):
+            r.raise_()
+        assert not isinstance(r, Failure)
+        traces.extend(r[0])
+        merge_reports(report, r[1])
+    if not any(any(True for _ in t.transitions()) for t in traces):
+        detail = f" ({report.total_issues} malformed record(s), first: {report.issues[0]})" if report.issues else ""
+        raise NoTransitionsError(f"no state transitions found in {', '.join(paths)}{detail}")
+    return ParseResult(traces, report)

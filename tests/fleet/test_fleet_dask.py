@@ -84,3 +84,37 @@ def test_dask_truncated_gzip_is_reported_by_file(fleet_dir: Path, tmp_path: Path
 def test_bad_scheduler_spec(fleet_dir: Path) -> None:
     code, out = _run(["infer", str(fleet_dir), "--dask", "local:zero"])
     assert code != 0 and "worker count" in out
+
+
+def test_dask_parse_writes_the_same_traces(tmp_path: Path, scheduler: str) -> None:
+    from conftest import fleet_lines
+
+    for d in ("a", "b"):  # same file names in two directories: ids must be scoped as in a local run
+        (tmp_path / d).mkdir()
+        for i in range(2):
+            (tmp_path / d / f"s{i}.log").write_text("".join(line + "\n" for line in fleet_lines(20, i + ord(d))))
+    dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    code, out = _run(["parse", *dirs, "-o", str(tmp_path / "local.jsonl"), "-q"])
+    assert code == 0, out
+    code, out = _run(["parse", *dirs, "-o", str(tmp_path / "dask.jsonl"), "-q", "--dask", scheduler])
+    assert code == 0, out
+    local = (tmp_path / "local.jsonl").read_bytes()
+    assert local == (tmp_path / "dask.jsonl").read_bytes()
+    assert b'"id":"a/s0.log:' in local and b'"id":"b/s0.log:' in local
+
+
+def test_dask_compare_json_is_identical(tmp_path: Path, scheduler: str) -> None:
+    from conftest import fleet_lines
+
+    for d, seed in (("a", 1), ("b", 50)):
+        (tmp_path / d).mkdir()
+        for i in range(3):
+            (tmp_path / d / f"s{i}.log").write_text("".join(line + "\n" for line in fleet_lines(30, seed + i)))
+    sets = [str(tmp_path / "a"), str(tmp_path / "b")]
+    local, remote = tmp_path / "local.json", tmp_path / "dask.json"
+    code, out = _run(["compare", *sets, "--format", "json", "-o", str(local), "-q"])
+    assert code == 0, out
+    code, out = _run(["compare", *sets, "--format", "json", "-o", str(remote), "-q", "--dask", scheduler])
+    assert code == 0, out
+    assert json.loads(local.read_text())  # a real report, not an empty file
+    assert local.read_bytes() == remote.read_bytes()
