@@ -50,7 +50,19 @@ setup(
         "pyarrow>=12",
         "tqdm>=4.60",
     ],
-    extras_require={"test": ["pytest>=7", "hypothesis>=6", "ruff>=0.6", "mypy>=1.10"]},
+    extras_require={
+        "fleet": ["dask[distributed]>=2024.1", "fsspec>=2024.1", "s3fs>=2024.1"],
+        "test": [
+            "pytest>=7",
+            "hypothesis>=6",
+            "ruff>=0.6",
+            "mypy>=1.10",
+            "dask[distributed]>=2024.1",
+            "fsspec>=2024.1",
+            "s3fs>=2024.1",
+            "moto[server]>=5",
+        ],
+    },
     # Optional C tag finder; without a compiler the pure-Python scanner is used.
     ext_modules=[
         Extension("quicsm.traces._scan", ["quicsm/traces/_scan.c"], extra_compile_args=["-O3"], optional=True)

@@ -10,13 +10,16 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from quicsm.inference import infer
-from quicsm.inference.annotate import AnnotatedModel, annotate
+from quicsm.inference import infer, infer_sequences
+from quicsm.inference.annotate import AnnotatedModel, annotate, annotate_counts
 from quicsm.traces.events import StateView, Trace
 
-__all__ = ["learn", "describe_traces"]
+if TYPE_CHECKING:
+    from quicsm.fleet.summary import Summary
+
+__all__ = ["learn", "learn_summary", "describe_traces"]
 
 
 def describe_traces(traces: Sequence[Trace]) -> dict[str, Any]:
@@ -48,3 +51,24 @@ def learn(
     meta = describe_traces(traces)
     meta["inference_seconds"] = round(time.perf_counter() - started, 3)
     return annotate(result, traces, view, meta=meta, stays_per_trace=stays)
+
+
+def learn_summary(summary: Summary, engine: str = "synoptic", **opts: Any) -> AnnotatedModel:
+    """:func:`learn` from a :class:`~quicsm.fleet.summary.Summary`: the engine sees each distinct sequence
+    once (in order of first appearance), counts and stay times weight the annotation."""
+    started = time.perf_counter()
+    keys = list(summary.sequences)
+    res = infer_sequences([list(k) for k in keys], engine, **opts)
+    res.model.params.setdefault("phases", summary.view.phases)
+    res.model.params.setdefault("recovery", summary.view.recovery)
+    meta = summary.describe()
+    meta["inference_seconds"] = round(time.perf_counter() - started, 3)
+    stats = [summary.sequences[k] for k in keys]
+    return annotate_counts(
+        res,
+        [s.count for s in stats],
+        [s.durations_us for s in stats],
+        summary.events,
+        len(summary.sources),
+        meta=meta,
+    )

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from quicsm.cli.dask_options import dask_loader, dask_option
 from quicsm.compare import CompareOptions
 from quicsm.compare import compare as run_compare
 from quicsm.compare.sets import (
@@ -41,13 +42,15 @@ def _build_sets(
     vs: list[dict[str, str]],
     by: str | None,
     order: str | None,
+    dask: str | None = None,
 ) -> list[TraceSet]:
+    load = dask_loader(dask) if dask else None  # fleet path: one Dask task per file
     combined_where = {k: v for sel in where for k, v in sel.items()}
     if vs and by:
         raise click.UsageError("use either --vs (sets by selectors) or --by (one set per label value), not both")
     if vs or by:
         paths = [p for pat in inputs for p in expand_inputs(pat)]
-        pool = parse_inputs(paths).traces
+        pool = load(paths) if load else parse_inputs(paths).traces
         if by:
             if combined_where:
                 pool = [t for t in pool if trace_matches(t, combined_where)]
@@ -68,7 +71,7 @@ def _build_sets(
             "quote the globs (compare 'runs/a-*' 'runs/b-*') or give --name for each set",
             err=True,
         )
-    return sets_from_inputs(inputs, names=list(names) or None, where=combined_where or None)
+    return sets_from_inputs(inputs, names=list(names) or None, where=combined_where or None, load=load)
 
 
 def _write(path: str, data: str | bytes) -> None:
@@ -189,6 +192,7 @@ def _pair_path(path: str, k: int, a: str, b: str, many: bool) -> str:
     help="cwnd/bytes-in-flight timelines per set in the HTML report.",
 )
 @click.option("-q", "--quiet", is_flag=True, help="No warnings or summaries on stderr.")
+@dask_option
 def compare(
     inputs: tuple[str, ...],
     names: tuple[str, ...],
@@ -206,6 +210,7 @@ def compare(
     quiet: bool,
     phases: bool,
     recovery_states: bool,
+    dask: str | None,
     **kw: Any,
 ) -> None:
     """Compare the state machines of two or more trace sets, with statistics.
@@ -227,7 +232,11 @@ def compare(
             from quicsm.diagrams.render import output_format
 
             output_format(path)  # a bad suffix fails now, before anything is computed or written
-    sets = _build_sets(inputs, names, where, vs, by, order)
+    sets = _build_sets(inputs, names, where, vs, by, order, dask)
+    if dask:
+        from quicsm.fleet.cluster import close_clients
+
+        close_clients()
     options = CompareOptions(view=StateView(phases=phases, recovery=recovery_states), **kw)
     result = run_compare(sets, options)
     if not quiet and (fmt != "text" or output != "-"):

@@ -6,15 +6,17 @@ from typing import Any
 
 import click
 
-from quicsm.cli.options import engine_options, engine_opts, input_options, load_inputs, view_from, view_options
+from quicsm.cli.dask_options import dask_option, load_summary
+from quicsm.cli.options import engine_options, engine_opts, input_options, view_from, view_options
 from quicsm.cli.render_cmd import check_stdout, diagram_options, dot_options_from
 from quicsm.diagrams import output_format, write_diagram
 from quicsm.inference.annotate import save_model
-from quicsm.pipeline import learn
+from quicsm.pipeline import learn_summary
 
 
 @click.command()
 @input_options
+@dask_option
 @engine_options
 @view_options
 @diagram_options
@@ -42,10 +44,10 @@ def diagram(output: str, json_path: str | None, fmt: str | None, **kw: Any) -> N
     options = dot_options_from(kw)
     fmt = output_format(output, fmt)
     check_stdout(output, fmt)
-    parsed = load_inputs(kw)
     view = view_from(kw)
+    summary = load_summary(kw, view)  # fleet path: per-file summaries (optionally on Dask), merged
     engine, opts = engine_opts(kw)
-    am = learn(parsed.traces, engine, view, **opts)
+    am = learn_summary(summary, engine, **opts)
     if json_path:
         save_model(am, json_path)
     write_diagram(am, output, fmt, options)

@@ -6,9 +6,10 @@ from typing import Any
 
 import click
 
-from quicsm.cli.options import engine_options, engine_opts, input_options, load_inputs, view_from, view_options
+from quicsm.cli.dask_options import dask_option, load_summary
+from quicsm.cli.options import engine_options, engine_opts, input_options, view_from, view_options
 from quicsm.inference.annotate import AnnotatedModel, save_model
-from quicsm.pipeline import learn
+from quicsm.pipeline import learn_summary
 from quicsm.traces.store import atomic_output
 
 
@@ -45,6 +46,7 @@ def write_model(am: AnnotatedModel, path: str, fmt: str) -> None:
 
 @click.command()
 @input_options
+@dask_option
 @engine_options
 @view_options
 @click.option(
@@ -66,10 +68,10 @@ def infer(output: str, fmt: str | None, **kw: Any) -> None:
     Example:
       quicsm infer traces.parquet --engine synoptic -o model.json
     """
-    parsed = load_inputs(kw)
     view = view_from(kw)
+    summary = load_summary(kw, view)  # fleet path: per-file summaries (optionally on Dask), merged
     engine, opts = engine_opts(kw)
-    am = learn(parsed.traces, engine, view, **opts)
+    am = learn_summary(summary, engine, **opts)
     if fmt is None:
         fmt = "text" if output == "-" and click.get_text_stream("stdout").isatty() else "json"
     write_model(am, output, fmt)

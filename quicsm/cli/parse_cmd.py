@@ -7,12 +7,14 @@ from typing import Any
 
 import click
 
+from quicsm.cli.dask_options import dask_option, load_dask_inputs
 from quicsm.cli.options import input_options, load_inputs
 from quicsm.traces import write_traces
 
 
 @click.command()
 @input_options
+@dask_option
 @click.option(
     "-o",
     "--output",
@@ -29,7 +31,8 @@ def parse(output: str, report_path: str | None, **kw: Any) -> None:
     Example:
       quicsm parse server1.log server2.log.gz --label client=mobile -o mobile.parquet
     """
-    result = load_inputs(kw)
+    dask = kw.pop("dask")
+    result = load_dask_inputs(kw, dask) if dask else load_inputs(kw)
     n = write_traces(result.traces, output)
     if report_path:
         from quicsm.traces.store import atomic_output

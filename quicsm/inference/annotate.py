@@ -331,3 +331,50 @@ class _ModelReader:
                     f"edges[{i}].probability", f"{e.probability} is not count/outgoing = {e.count}/{out_total[e.src]}"
                 )
         return out
+
+
+def annotate_counts(
+    result: InferenceResult,
+    counts: Sequence[int],
+    durations_us: Sequence[Sequence[int]],
+    events: int,
+    sources: int,
+    meta: dict[str, Any] | None = None,
+) -> AnnotatedModel:
+    """:func:`annotate` for distinct sequences: ``result.paths[i]`` was taken ``counts[i]`` times, with
+    ``durations_us[i][j]`` the total stay at its j-th state. Gives the same model as annotating every trace."""
+    model = result.model
+    if len(result.paths) != len(counts) or len(counts) != len(durations_us):
+        raise InferenceError(f"model has {len(result.paths)} paths for {len(counts)} distinct sequences")
+    visits: Counter[int] = Counter()
+    time_us: Counter[int] = Counter()
+    edge_counts: Counter[tuple[int, int]] = Counter()
+    for path, n, stays in zip(result.paths, counts, durations_us):
+        path = list(path)
+        inner = path[1:-1]
+        if len(inner) != len(stays):
+            raise InferenceError(f"model path has {len(inner)} steps for {len(stays)} states")
+        for node_id, d in zip(inner, stays):
+            visits[node_id] += n
+            time_us[node_id] += d
+        visits[path[0]] += n
+        visits[path[-1]] += n
+        for step in zip(path, path[1:]):
+            edge_counts[step] += n
+    total = sum(time_us.values())
+    nodes = [
+        NodeStats(
+            n.id,
+            n.state,
+            n.kind,
+            visits[n.id],
+            time_us[n.id],
+            (time_us[n.id] / total) if total else (0.0 if n.kind != "state" else _zero_time_share(visits, n.id, model)),
+        )
+        for n in model.nodes
+    ]
+    out_total: Counter[int] = Counter()
+    for (s, _), c in edge_counts.items():
+        out_total[s] += c
+    edges = [EdgeStats(s, d, c, c / out_total[s]) for (s, d), c in sorted(edge_counts.items())]
+    return AnnotatedModel(model, nodes, edges, sum(counts), events, total, sources, dict(meta or {}))

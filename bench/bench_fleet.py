@@ -1,0 +1,96 @@
+"""Fleet benchmark: many log files, end to end through the CLI, local versus ``--dask local:N``.
+
+Writes ``--files`` synthetic Chromium-format logs of ``--mb`` MB each (one contract line in ten, as
+bench_parse.py) under a temporary directory, then times, in one run and against the same files:
+
+* ``grep -c QUICSM`` over all files (the baseline; ratios are throughput relative to it),
+* ``quicsm parse DIR -o x.parquet`` and ``quicsm infer x.parquet`` (reading the store back),
+* ``quicsm diagram DIR`` in one process, and with ``--dask local:N``,
+
+each ``--repeat`` times (best kept), with the child's peak RSS and the load average. Example:
+
+    python3 bench/bench_fleet.py --files 100 --mb 100 --workers 2   # 10 GB; needs disk and time
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from bench_parse import make_log
+
+
+def run(cmd: list[str]) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MB, the largest of the process tree the child waited for)."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - started
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{err}")
+    return wall, usage.ru_maxrss / 1024
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--files", type=int, default=20)
+    ap.add_argument("--mb", type=float, default=5.0, help="size of each file in MB")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--dir", help="keep/reuse the logs here (default: a temporary directory, removed)")
+    args = ap.parse_args()
+    work = args.dir or tempfile.mkdtemp(prefix="quicsm-fleet-")
+    logs = os.path.join(work, "logs")
+    os.makedirs(logs, exist_ok=True)
+    paths = [os.path.join(logs, f"server{i:03d}.log") for i in range(args.files)]
+    for i, p in enumerate(paths):
+        if not os.path.exists(p):
+            make_log(p, args.mb, 9, seed=i)
+    size = sum(os.path.getsize(p) for p in paths)
+    store = os.path.join(work, "x.parquet")
+    q = [sys.executable, "-m", "quicsm"]
+    cases = {
+        "grep -c QUICSM": ["grep", "-c", "QUICSM", *paths],
+        "quicsm parse -o x.parquet": [*q, "parse", logs, "-o", store, "-q"],
+        "quicsm infer x.parquet": [*q, "infer", store, "-o", os.devnull, "-q"],
+        "quicsm diagram": [*q, "diagram", logs, "-o", os.path.join(work, "d.dot"), "-q"],
+        f"quicsm diagram --dask local:{args.workers}": [
+            *q,
+            "diagram",
+            logs,
+            "-o",
+            os.path.join(work, "d2.dot"),
+            "-q",
+            "--dask",
+            f"local:{args.workers}",
+        ],
+    }
+    best: dict[str, tuple[float, float]] = {}
+    for _ in range(args.repeat):
+        for name, cmd in cases.items():
+            wall, rss = run(cmd)
+            if name not in best or wall < best[name][0]:
+                best[name] = (wall, max(rss, best.get(name, (0, 0))[1]))
+    base = best["grep -c QUICSM"][0]
+    print(f"{args.files} files, {size / 1e6:.0f} MB; best of {args.repeat}; load average {os.getloadavg()}")
+    print(f"{'case':<34} {'seconds':>8} {'MB/s':>8} {'vs grep':>8} {'peak RSS MB':>12}")
+    for name, (wall, rss) in best.items():
+        print(f"{name:<34} {wall:>8.2f} {size / 1e6 / wall:>8.1f} {base / wall:>8.3f} {rss:>12.0f}")
+    local, dask = best["quicsm diagram"][0], best[f"quicsm diagram --dask local:{args.workers}"][0]
+    print(
+        f"dask speed-up over one process: {local / dask:.2f}x; store read-back vs raw parse: "
+        f"{best['quicsm parse -o x.parquet'][0] / best['quicsm infer x.parquet'][0]:.2f}x"
+    )
+    if not args.dir:
+        shutil.rmtree(work)
+
+
+if __name__ == "__main__":
+    main()

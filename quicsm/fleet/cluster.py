@@ -1,0 +1,91 @@
+"""Dask: ``local[:N]`` starts a LocalCluster of N worker processes; anything else is a scheduler address
+(``tcp://host:8786``) of a cluster started with ``dask scheduler`` / ``dask worker``.
+
+Progress (files done of files submitted) goes to stderr, so ``-o -`` output on stdout stays clean.
+"""
+
+from __future__ import annotations
+
+import atexit
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from quicsm.errors import InputError
+
+__all__ = ["parse_scheduler", "run_tasks", "close_clients"]
+
+
+def parse_scheduler(spec: str) -> tuple[str, int | None]:
+    """``local`` / ``local:4`` -> ("local", N or None); an address -> (address, None)."""
+    if spec == "local" or spec.startswith("local:"):
+        _, _, n = spec.partition(":")
+        if not n:
+            return "local", None
+        if not n.isdigit() or int(n) < 1:
+            raise InputError(f"--dask {spec}: worker count must be a positive integer (local:4)")
+        return "local", int(n)
+    if "://" not in spec and ":" not in spec:
+        raise InputError(f"--dask {spec}: expected local[:N] or a scheduler address such as tcp://host:8786")
+    return spec, None
+
+
+def run_tasks(spec: str, fn: Callable[[Any], Any], items: Sequence[Any], *, progress: bool = False) -> list[Any]:
+    """``fn`` over ``items`` on the cluster; results in the order of ``items``."""
+    client = _client(spec)
+    from distributed import as_completed
+
+    try:
+        workers = len(client.scheduler_info().get("workers", {}))
+        if progress:
+            print(f"dask: {len(items)} file(s) on {workers} worker(s) at {client.scheduler.address}", file=sys.stderr)
+        futures = client.map(fn, list(items), pure=False)
+        done = 0
+        for _ in as_completed(futures):
+            done += 1
+            if progress:
+                print(f"\rdask: {done}/{len(futures)} files reduced", end="", file=sys.stderr, flush=True)
+        if progress:
+            print(file=sys.stderr)
+        return list(client.gather(futures))
+    except OSError as exc:
+        raise InputError(f"--dask {spec}: lost the cluster ({exc})") from None
+
+
+_CLIENTS: dict[str, Any] = {}
+
+
+def _client(spec: str) -> Any:
+    """One client per scheduler spec and process (compare loads several sets), closed at exit."""
+    if spec in _CLIENTS:
+        return _CLIENTS[spec]
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise InputError("--dask needs dask.distributed: pip install 'quicsm[fleet]'") from None
+    where, n = parse_scheduler(spec)
+    if where == "local":
+        cluster = LocalCluster(
+            n_workers=n or 2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
+        )
+        client = Client(cluster)
+        client._quicsm_cluster = cluster
+    else:
+        try:
+            client = Client(where, timeout="10s")
+        except OSError as exc:
+            raise InputError(f"--dask {spec}: cannot reach the scheduler ({exc})") from None
+    if not _CLIENTS:
+        atexit.register(close_clients)
+    _CLIENTS[spec] = client
+    return client
+
+
+def close_clients() -> None:
+    """Close every client (and LocalCluster) this process opened."""
+    while _CLIENTS:
+        _, client = _CLIENTS.popitem()
+        cluster = getattr(client, "_quicsm_cluster", None)
+        client.close()
+        if cluster is not None:
+            cluster.close()

@@ -1,0 +1,230 @@
+"""Reduce every input file to a :class:`Summary` (here or as one Dask task per file) and merge them in input order.
+
+Connection keys are scoped to a file, so files are independent tasks. A worker that fails on a file
+(unreadable, ``--strict`` and a malformed line) returns the error instead of raising, so the run stops
+naming that file and line; nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from quicsm.errors import InputError, NoTransitionsError, ParseError, QuicsmError
+from quicsm.fleet.sources import expand_sources, is_url, open_url
+from quicsm.fleet.summary import Summary, merge_reports
+from quicsm.traces.events import StateView, Trace
+from quicsm.traces.report import ParseReport
+
+if TYPE_CHECKING:
+    from quicsm.traces.parse import ParseResult
+
+__all__ = ["FileTask", "summarize_file", "summarize_inputs", "iter_file_traces", "parse_file", "parse_files"]
+
+
+@dataclass(frozen=True, slots=True)
+class FileTask:
+    """Everything a worker needs to reduce one file (picklable)."""
+
+    path: str
+    scope: str
+    view: StateView = StateView()
+    labels: dict[str, str] = field(default_factory=dict)
+    implementation: str | None = None
+    version: str | None = None
+    cc: str | None = None
+    strict: bool = False
+    where: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A file's error, carried back from a worker as text (exceptions with custom arguments do not unpickle)."""
+
+    kind: str
+    message: str
+    path: str = ""
+    line: int = 0
+    reason: str = ""
+
+    def raise_(self) -> None:
+        if self.kind == "ParseError":
+            raise ParseError(self.path, self.line, self.reason)
+        raise InputError(self.message)
+
+
+def iter_file_traces(task: FileTask, report: ParseReport) -> Iterator[Trace]:
+    """The traces of one input, with trace ids scoped as :func:`quicsm.traces.iter_traces` scopes them in a
+    multi-file run: logs (local or fsspec URLs, streamed) here, qlogs and trace files through ``iter_traces``."""
+    from quicsm.traces.inputs import input_kind
+
+    kind = input_kind(task.path.split("?", 1)[0])
+    if not is_url(task.path) and kind != "log":
+        from quicsm.traces.parse import iter_traces
+
+        yield from iter_traces(
+            [task.path],
+            labels=task.labels,
+            implementation=task.implementation,
+            version=task.version,
+            cc=task.cc,
+            report=report,
+        )
+        return
+    from quicsm.traces.builder import TraceBuilder, TraceMeta
+    from quicsm.traces.inputs import open_binary
+    from quicsm.traces.logscan import scan_contract
+    from quicsm.traces.parse import sidecar_meta
+    from quicsm.traces.qlog import read_qlog, read_sqlog
+
+    side = TraceMeta() if is_url(task.path) else sidecar_meta(task.path)
+    meta = TraceMeta(
+        implementation=task.implementation or side.implementation,
+        version=task.version or side.version,
+        labels={**side.labels, **task.labels},
+        cc=task.cc or side.cc,
+    )
+    if kind.startswith("traces-"):
+        raise InputError(f"{task.path}: trace files are read from local paths only; download it first")
+    report.files += 1
+    with open_url(task.path) if is_url(task.path) else open_binary(task.path) as fh:
+        if kind == "qlog":
+            yield from read_qlog(fh, task.path, meta, report)
+        elif kind == "sqlog":
+            yield from read_sqlog(fh, task.path, meta, report, None)
+        else:
+            builder = TraceBuilder(task.path, task.scope, meta, report)
+            for lineno, rec in scan_contract(fh, task.path, report, None):
+                finished = builder.feed(lineno, rec)
+                if finished:
+                    yield from finished
+            yield from builder.finish()
+
+
+def summarize_file(task: FileTask) -> Summary | Failure:
+    """One Dask task: a file's traces reduced to a summary, or the reason it failed."""
+    report = ParseReport(strict=task.strict)
+    s = Summary(view=task.view, report=report)
+    matches = None
+    if task.where:
+        from quicsm.compare.sets import trace_matches
+
+        matches = trace_matches
+    try:
+        for t in iter_file_traces(task, report):
+            if not t.events:
+                continue
+            if matches is None or matches(t, task.where):
+                s.add(t)
+            elif not s.transitions:  # as parse_inputs: transitions are looked for before --where
+                s.transitions = any(True for _ in t.transitions())
+    except ParseError as exc:
+        return Failure("ParseError", str(exc), exc.path, exc.line, exc.reason)
+    except QuicsmError as exc:
+        return Failure(type(exc).__name__, str(exc))
+    except OSError as exc:  # truncated gzip, I/O errors: name the file
+        return Failure("InputError", f"{task.path}: cannot read ({exc})")
+    except EOFError as exc:
+        return Failure("InputError", f"{task.path}: truncated ({exc})")
+    return s
+
+
+def _scopes(paths: list[str]) -> dict[str, str]:
+    from quicsm.traces.parse import _scopes as local_scopes
+
+    return local_scopes(paths)
+
+
+def summarize_inputs(
+    paths: Sequence[str],
+    *,
+    view: StateView = StateView(),
+    labels: dict[str, str] | None = None,
+    implementation: str | None = None,
+    version: str | None = None,
+    cc: str | None = None,
+    strict: bool = False,
+    where: dict[str, str] | None = None,
+    dask: str | None = None,
+    progress: bool = False,
+    require_transitions: bool = True,
+) -> Summary:
+    """All inputs reduced and merged in input order; ``dask`` is ``local[:N]`` or a scheduler address."""
+    if not paths:
+        raise InputError("no input files given")
+    files = expand_sources(list(paths))
+    scopes = _scopes(files)
+    tasks = [
+        FileTask(p, scopes[p], view, dict(labels or {}), implementation, version, cc, strict, dict(where or {}))
+        for p in files
+    ]
+    if dask:
+        from quicsm.fleet.cluster import run_tasks
+
+        results = run_tasks(dask, summarize_file, tasks, progress=progress)
+    else:
+        results = [summarize_file(t) for t in tasks]
+    total = Summary(view=view, report=ParseReport(strict=strict))
+    for r in results:
+        if isinstance(r, Failure):
+            r.raise_()
+        assert isinstance(r, Summary)
+        total.merge(r)
+    if require_transitions and not total.transitions:
+        rep = total.report
+        detail = f" ({rep.total_issues} malformed record(s), first: {rep.issues[0]})" if rep.issues else ""
+        raise NoTransitionsError(
+            f"no state transitions found in {', '.join(paths)}{detail}; "
+            "are these logs from an instrumented server (lines with 'QUICSM v=1 ...', see docs/log-format.md) or qlogs?"
+        )
+    return total
+
+
+def parse_file(task: FileTask) -> tuple[list[Trace], ParseReport] | Failure:
+    """One Dask task of ``parse``/``compare``: a file's non-empty traces and its report, or why it failed."""
+    report = ParseReport(strict=task.strict)
+    try:
+        return [t for t in iter_file_traces(task, report) if t.events], report
+    except ParseError as exc:
+        return Failure("ParseError", str(exc), exc.path, exc.line, exc.reason)
+    except QuicsmError as exc:
+        return Failure(type(exc).__name__, str(exc))
+    except (OSError, EOFError) as exc:
+        return Failure("InputError", f"{task.path}: cannot read ({exc})")
+
+
+def parse_files(
+    paths: Sequence[str],
+    *,
+    dask: str,
+    labels: dict[str, str] | None = None,
+    implementation: str | None = None,
+    version: str | None = None,
+    cc: str | None = None,
+    strict: bool = False,
+    progress: bool = False,
+) -> ParseResult:
+    """:func:`quicsm.traces.parse_inputs` with one Dask task per file; the same traces in the same order."""
+    from quicsm.fleet.cluster import run_tasks
+    from quicsm.traces.parse import ParseResult
+
+    if not paths:
+        raise InputError("no input files given")
+    files = expand_sources(list(paths))
+    scopes = _scopes(files)
+    tasks = [
+        FileTask(p, scopes[p], StateView(), dict(labels or {}), implementation, version, cc, strict) for p in files
+    ]
+    report = ParseReport(strict=strict)
+    traces: list[Trace] = []
+    for r in run_tasks(dask, parse_file, tasks, progress=progress):
+        if isinstance(r, Failure):
+            r.raise_()
+        assert not isinstance(r, Failure)
+        traces.extend(r[0])
+        merge_reports(report, r[1])
+    if not any(any(True for _ in t.transitions()) for t in traces):
+        detail = f" ({report.total_issues} malformed record(s), first: {report.issues[0]})" if report.issues else ""
+        raise NoTransitionsError(f"no state transitions found in {', '.join(paths)}{detail}")
+    return ParseResult(traces, report)

@@ -1,0 +1,88 @@
+"""``s3://`` inputs against a real S3 endpoint (moto's server on 127.0.0.1), read by s3fs as in production."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from quicsm.cli.main import cli
+
+pytest.importorskip("s3fs")
+moto_server = pytest.importorskip("moto.server")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def s3_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    port = _free_port()
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    url = f"http://127.0.0.1:{port}"
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": url,
+        "FSSPEC_S3_ENDPOINT_URL": url,
+    }.items():
+        monkeypatch.setenv(key, value)
+    import s3fs
+
+    s3fs.S3FileSystem.clear_instance_cache()  # a cached filesystem would still point at an earlier port
+    try:
+        yield url
+    finally:
+        server.stop()
+        s3fs.S3FileSystem.clear_instance_cache()
+
+
+def _upload(url: str, fleet_dir: Path) -> None:
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=url)
+    s3.create_bucket(Bucket="logs")
+    for p in sorted(fleet_dir.iterdir()):
+        s3.put_object(Bucket="logs", Key=f"fleet/{p.name}", Body=p.read_bytes())
+
+
+def _model(path: Path) -> dict:
+    d = json.loads(path.read_text())
+    d["meta"].pop("inference_seconds")
+    return d
+
+
+def test_s3_glob_equals_local_directory(s3_endpoint: str, fleet_dir: Path, tmp_path: Path) -> None:
+    _upload(s3_endpoint, fleet_dir)
+    local, remote = tmp_path / "local.json", tmp_path / "s3.json"
+    res = CliRunner().invoke(cli, ["infer", str(fleet_dir), "-o", str(local), "-q"])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(cli, ["infer", "s3://logs/fleet/server*", "-o", str(remote)])
+    assert res.exit_code == 0, res.output
+    assert "read 6 file(s)" in res.output
+    a, b = _model(local), _model(remote)
+    assert a["traces"] == b["traces"] == 240
+    assert a == b
+
+
+def test_s3_missing_and_corrupt_objects(s3_endpoint: str, fleet_dir: Path, tmp_path: Path) -> None:
+    _upload(s3_endpoint, fleet_dir)
+    res = CliRunner().invoke(cli, ["infer", "s3://logs/fleet/nope.log", "-o", str(tmp_path / "m.json")])
+    assert res.exit_code != 0 and "s3://logs/fleet/nope.log" in res.output and "Traceback" not in res.output
+    import boto3
+
+    body = gzip.compress(b"QUICSM v=1 conn=0x1 t_us=1 cc=cubic to=SlowStart\n" * 3000)[:400]
+    boto3.client("s3", endpoint_url=s3_endpoint).put_object(Bucket="logs", Key="fleet/cut.log.gz", Body=body)
+    out = tmp_path / "strict.json"
+    res = CliRunner().invoke(cli, ["infer", "s3://logs/fleet/*.log.gz", "--strict", "-o", str(out)])
+    assert res.exit_code != 0 and "s3://logs/fleet/cut.log.gz:" in res.output and not out.exists()

@@ -1,0 +1,46 @@
+"""The summary path gives the same annotated model as annotating every trace, for every engine and view."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from quicsm.fleet import summarize_inputs
+from quicsm.fleet.summary import Summary
+from quicsm.pipeline import learn, learn_summary
+from quicsm.traces import parse_inputs
+from quicsm.traces.events import StateView
+
+
+def _model(am: object) -> dict:
+    d = am.to_json()  # type: ignore[attr-defined]
+    d["meta"].pop("inference_seconds")
+    return d
+
+
+@pytest.mark.parametrize("engine", ["synoptic", "ktails", "dfg"])
+@pytest.mark.parametrize("view", [StateView(), StateView(phases=False)])
+def test_summary_model_equals_per_trace_model(fleet_dir: Path, engine: str, view: StateView) -> None:
+    traces = parse_inputs([str(fleet_dir)]).traces
+    summary = summarize_inputs([str(fleet_dir)], view=view)
+    assert summary.traces == len(traces) == 240
+    assert len(summary.sequences) < summary.traces / 4  # bounded by distinct behaviour
+    assert _model(learn_summary(summary, engine)) == _model(learn(traces, engine, view))
+
+
+def test_merge_order_and_reports(fleet_dir: Path, tmp_path: Path) -> None:
+    bad = fleet_dir / "server9.log"
+    bad.write_text("QUICSM v=1 conn=0x1 t_us=oops cc=cubic to=SlowStart\n")
+    s = summarize_inputs([str(fleet_dir)])
+    assert s.report.files == 7 and s.report.total_issues == 1
+    assert str(s.report.issues[0]).startswith(f"{bad}:1: ")
+    files = sorted(str(p) for p in fleet_dir.iterdir())
+    halves = [summarize_inputs(files[i::7], require_transitions=False) for i in range(7)]
+    merged = Summary()
+    for h in halves:
+        merged.merge(h)
+    assert list(merged.sequences) == list(s.sequences)
+    assert {k: (v.count, v.durations_us) for k, v in merged.sequences.items()} == {
+        k: (v.count, v.durations_us) for k, v in s.sequences.items()
+    }
