@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from fleet_fixtures import make_fleet_dir
 
 from quicsm.cli.main import cli
+
+fleet_dir = pytest.fixture(name="fleet_dir")(make_fleet_dir)
 
 pytest.importorskip("distributed")
 
@@ -87,7 +90,7 @@ def test_bad_scheduler_spec(fleet_dir: Path) -> None:
 
 
 def test_dask_parse_writes_the_same_traces(tmp_path: Path, scheduler: str) -> None:
-    from conftest import fleet_lines
+    from fleet_fixtures import fleet_lines
 
     for d in ("a", "b"):  # same file names in two directories: ids must be scoped as in a local run
         (tmp_path / d).mkdir()
@@ -104,7 +107,7 @@ def test_dask_parse_writes_the_same_traces(tmp_path: Path, scheduler: str) -> No
 
 
 def test_dask_compare_json_is_identical(tmp_path: Path, scheduler: str) -> None:
-    from conftest import fleet_lines
+    from fleet_fixtures import fleet_lines
 
     for d, seed in (("a", 1), ("b", 50)):
         (tmp_path / d).mkdir()

@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from fleet_fixtures import make_fleet_dir
 
 from quicsm.cli.main import cli
+
+fleet_dir = pytest.fixture(name="fleet_dir")(make_fleet_dir)
 
 pytest.importorskip("s3fs")
 moto_server = pytest.importorskip("moto.server")

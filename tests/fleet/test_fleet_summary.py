@@ -5,12 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fleet_fixtures import make_fleet_dir
 
 from quicsm.fleet import summarize_inputs
 from quicsm.fleet.summary import Summary
 from quicsm.pipeline import learn, learn_summary
 from quicsm.traces import parse_inputs
 from quicsm.traces.events import StateView
+
+fleet_dir = pytest.fixture(name="fleet_dir")(make_fleet_dir)
 
 
 def _model(am: object) -> dict:

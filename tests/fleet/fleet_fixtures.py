@@ -1,12 +1,13 @@
-"""Fleet logs for the tests: many files of many short connections, so state sequences repeat."""
+"""Fleet logs for the tests: many files of many short connections, so state sequences repeat.
+
+Not a conftest.py: tests elsewhere import the root conftest by name, and a second one would shadow it.
+"""
 
 from __future__ import annotations
 
 import gzip
 import random
 from pathlib import Path
-
-import pytest
 
 from quicsm.traces.contract import format_line
 
@@ -51,8 +52,7 @@ def fleet_lines(conns: int, seed: int, max_steps: int = 4) -> list[str]:
     return lines
 
 
-@pytest.fixture
-def fleet_dir(tmp_path: Path) -> Path:
+def make_fleet_dir(tmp_path: Path) -> Path:
     """Six logs (two gzipped) in one directory."""
     d = tmp_path / "fleet"
     d.mkdir()
