@@ -27,7 +27,7 @@ OPEN: dict[str, str] = {
 def test_fuzz_every_reader_for_a_fixed_budget() -> None:
     results = fuzz(seconds=BUDGET_S, seed=int(os.environ.get("QUICSM_FUZZ_SEED", "7")))
     print(results.summary())
-    assert results.total > 1000, "the harness ran too few inputs to mean anything"
+    assert results.total > 300, "the harness ran too few inputs to mean anything"
     assert set(results.tried) == {t.name for t in TARGETS}, "every target ran"
     assert not results.disagreements, results.summary()
     new = {k: n for k, n in results.crashes.items() if k.split(":")[0] not in OPEN}
