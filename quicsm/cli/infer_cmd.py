@@ -8,6 +8,7 @@ import click
 
 from quicsm.cli.options import engine_options, engine_opts, input_options, load_inputs, view_from, view_options
 from quicsm.inference.annotate import AnnotatedModel, save_model
+from quicsm.inference.graphs import write_graphml
 from quicsm.pipeline import learn
 from quicsm.traces.store import atomic_output
 
@@ -39,6 +40,9 @@ def write_model(am: AnnotatedModel, path: str, fmt: str) -> None:
     if fmt == "json":
         save_model(am, path)
         return
+    if fmt == "graphml":
+        write_graphml(am, path)
+        return
     with atomic_output(path, binary=False) as fh:
         fh.write(model_table(am) + "\n")
 
@@ -53,9 +57,10 @@ def write_model(am: AnnotatedModel, path: str, fmt: str) -> None:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["json", "text"]),
+    type=click.Choice(["json", "graphml", "text"]),
     default=None,
-    help="json (docs/model-format.md) or a text table; default: json for files, text on a terminal.",
+    help="json (docs/model-format.md), graphml, or a text table; default: graphml for *.graphml, "
+    "json for other files, text on a terminal.",
 )
 def infer(output: str, fmt: str | None, **kw: Any) -> None:
     """Infer the congestion controller's state machine and annotate it.
@@ -70,6 +75,8 @@ def infer(output: str, fmt: str | None, **kw: Any) -> None:
     view = view_from(kw)
     engine, opts = engine_opts(kw)
     am = learn(parsed.traces, engine, view, **opts)
+    if fmt is None and output.endswith(".graphml"):
+        fmt = "graphml"
     if fmt is None:
         fmt = "text" if output == "-" and click.get_text_stream("stdout").isatty() else "json"
     write_model(am, output, fmt)
