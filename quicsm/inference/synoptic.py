@@ -212,12 +212,14 @@ def _split_satisfies(graph: PartitionGraph, part: int, keep: np.ndarray, kind: s
 def _multi_split(graph: PartitionGraph, part: int, masks: list[np.ndarray]) -> None:
     """Split ``part`` into the common refinement of the chosen splits (Synoptic's PartitionMultiSplit).
 
-    Classes are ordered by (stays in split 1, stays in split 2, ...), staying first; the first class
-    keeps the partition's id, the others become new partitions in that order.
+    The classes come in Synoptic's order: the first split gives [stays, rest]; each further split
+    ``X`` turns the list ``L`` into ``[s - X for s in L] + [s & X for s in L]`` (empty ones dropped).
+    The first class keeps the partition's id, the others become new partitions in that order, which
+    is the order coarsening later tries them in.
     """
-    key = np.zeros(len(masks[0]), dtype=np.int64)
-    for mask in masks:
-        key = (key << 1) | (~mask).astype(np.int64)
+    key = (~masks[0]).astype(np.int64)
+    for bit, mask in enumerate(masks[1:], start=1):
+        key |= mask.astype(np.int64) << bit
     classes = np.unique(key)
     for cls in classes[1:].tolist():
         graph.split(part, key == cls)
