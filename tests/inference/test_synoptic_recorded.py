@@ -86,3 +86,21 @@ def test_comparison_tells_different_models_apart() -> None:
     a, b = synoptic_models("fig10-all")[0], synoptic_models("fig13-mobile")[0]
     assert same_language(a, a) and isomorphic(a, a)
     assert not same_language(a, b) and not isomorphic(a, b)
+
+
+def test_jar_engine_reads_a_real_synoptic_json_export(tmp_path: Path) -> None:
+    """The ``synoptic-jar`` reader on Synoptic's real ``-j`` output (fig13-mobile, seed 1; README)."""
+    from quicsm.inference.packed import encode_sequences, result_from_nodes
+    from quicsm.inference.synoptic_jar import event_nodes, read_synoptic_json
+
+    path = tmp_path / "model.json"
+    with gzip.open(RECORDED.parent / "fig13-mobile.s1.json.gz", "rt", encoding="utf-8") as fh:
+        path.write_text(fh.read())
+    seqs = recorded()["fig13-mobile"]["sequences"]
+    model = read_synoptic_json(str(path))
+    nodes = event_nodes(model, seqs, str(path))
+    _, offsets = encode_sequences(seqs).framed()
+    res = result_from_nodes("synoptic-jar", model.labels, nodes, offsets, {})
+    seed1 = synoptic_models("fig13-mobile")[0]
+    assert isomorphic(res.model, seed1)
+    assert len(res.model.nodes) == len(seed1.labels) > len(set(seed1.labels.values()))
