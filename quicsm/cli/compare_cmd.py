@@ -144,11 +144,17 @@ def _pair_path(path: str, k: int, a: str, b: str, many: bool) -> str:
 )
 @click.option(
     "--engine",
-    default="dfg",
+    default="synoptic",
     show_default=True,
-    help="Engine of the per-set models (model differences, diagrams): dfg, synoptic, ktails.",
+    help="Engine of the per-set models (model differences, diagrams): synoptic (as `diagram`), ktails, dfg.",
 )
-@click.option("-k", "k", type=click.IntRange(0, 50), default=None, help="Tail length for ktails / synoptic coarsening.")
+@click.option(
+    "-k",
+    "k",
+    type=click.IntRange(1, 50),
+    default=None,
+    help="k of k-Tails as in Synoptic (k=1: same state). Defaults: synoptic coarsening 1, ktails 2.",
+)
 @click.option("--phases/--no-phases", default=True, show_default=True, help="Keep PROBE_BW phases as separate states.")
 @click.option("--recovery-states", is_flag=True, help="Make BBR's recovery sub-state part of the state.")
 @click.option("--all-pairs", is_flag=True, help="N-way: test every pair instead of every set against the first.")

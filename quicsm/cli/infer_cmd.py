@@ -9,6 +9,7 @@ import click
 from quicsm.cli.dask_options import dask_option, load_summary
 from quicsm.cli.options import engine_options, engine_opts, input_options, view_from, view_options
 from quicsm.inference.annotate import AnnotatedModel, save_model
+from quicsm.inference.graphs import write_graphml
 from quicsm.pipeline import learn_summary
 from quicsm.traces.store import atomic_output
 
@@ -40,6 +41,9 @@ def write_model(am: AnnotatedModel, path: str, fmt: str) -> None:
     if fmt == "json":
         save_model(am, path)
         return
+    if fmt == "graphml":
+        write_graphml(am, path)
+        return
     with atomic_output(path, binary=False) as fh:
         fh.write(model_table(am) + "\n")
 
@@ -55,9 +59,10 @@ def write_model(am: AnnotatedModel, path: str, fmt: str) -> None:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["json", "text"]),
+    type=click.Choice(["json", "graphml", "text"]),
     default=None,
-    help="json (docs/model-format.md) or a text table; default: json for files, text on a terminal.",
+    help="json (docs/model-format.md), graphml, or a text table; default: graphml for *.graphml, "
+    "json for other files, text on a terminal.",
 )
 def infer(output: str, fmt: str | None, **kw: Any) -> None:
     """Infer the congestion controller's state machine and annotate it.
@@ -72,6 +77,8 @@ def infer(output: str, fmt: str | None, **kw: Any) -> None:
     summary = load_summary(kw, view)  # fleet path: per-file summaries (optionally on Dask), merged
     engine, opts = engine_opts(kw)
     am = learn_summary(summary, engine, **opts)
+    if fmt is None and output.endswith(".graphml"):
+        fmt = "graphml"
     if fmt is None:
         fmt = "text" if output == "-" and click.get_text_stream("stdout").isatty() else "json"
     write_model(am, output, fmt)

@@ -121,7 +121,24 @@ def engine_options(f: F) -> F:
         help="Original Synoptic jar for --engine synoptic-jar (or $QUICSM_SYNOPTIC_JAR).",
     )(f)
     f = click.option(
-        "-k", "k", type=click.IntRange(0, 50), default=None, help="Tail length for ktails / synoptic coarsening."
+        "--synoptic-seed",
+        type=int,
+        default=None,
+        help="Synoptic's --randomSeed for --engine synoptic-jar (default 1; recorded in the model).",
+    )(f)
+    f = click.option(
+        "--java",
+        "java",
+        default=None,
+        help="Java runtime for --engine synoptic-jar (default: java on PATH; Synoptic's HEAD needs Java < 17).",
+    )(f)
+    f = click.option(
+        "-k",
+        "k",
+        type=click.IntRange(1, 50),
+        default=None,
+        help="k of k-Tails, as in Synoptic: the length of the k-strings compared, the node itself included "
+        "(k=1: same state; k=2: same state and same next states). Defaults: synoptic coarsening 1, ktails 2.",
     )(f)
     f = click.option(
         "--engine", default="synoptic", show_default=True, type=click.Choice(sorted(ENGINES)), help="Inference engine."
@@ -134,8 +151,14 @@ def engine_opts(kw: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     opts: dict[str, Any] = {}
     k = kw.pop("k")
     jar = kw.pop("synoptic_jar")
+    seed = kw.pop("synoptic_seed")
+    java = kw.pop("java")
     if k is not None:
         opts["k"] = k
-    if engine == "synoptic-jar" and jar:
-        opts["synoptic_jar"] = jar
+    if engine == "synoptic-jar":
+        for key, value in (("synoptic_jar", jar), ("seed", seed), ("java", java)):
+            if value is not None:
+                opts[key] = value
+    elif seed is not None or java is not None:
+        raise click.UsageError("--synoptic-seed and --java apply to --engine synoptic-jar only")
     return engine, opts

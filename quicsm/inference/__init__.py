@@ -77,15 +77,20 @@ ENGINE_SPECS: tuple[EngineSpec, ...] = (
     EngineSpec(
         "synoptic",
         "quicsm.inference.synoptic:infer_synoptic",
-        {"k": int, "coarsen": bool},
+        {"k": int, "coarsen": bool, "refine": str},
         "Synoptic (FSE'11): invariant-guided refinement, then k-Tails coarsening (k=1)",
     ),
-    EngineSpec("ktails", "quicsm.inference.ktails:infer_ktails", {"k": int}, "k-Tails over the prefix tree (k=2)"),
+    EngineSpec(
+        "ktails",
+        "quicsm.inference.ktails:infer_ktails",
+        {"k": int},
+        "k-Tails over the prefix tree (Synoptic's k, default 2)",
+    ),
     EngineSpec("dfg", "quicsm.inference.dfg:infer_dfg", {}, "directly-follows graph: one node per state"),
     EngineSpec(
         "synoptic-jar",
         "quicsm.inference.synoptic_jar:infer_synoptic_jar",
-        {"synoptic_jar": str, "java": str, "timeout": float, "coarsen": bool, "workdir": str},
+        {"synoptic_jar": str, "java": str, "timeout": float, "coarsen": bool, "workdir": str, "seed": int},
         "the original Synoptic jar, run through java",
     ),
 )

@@ -106,6 +106,12 @@ class AnnotatedModel:
         """
         return _ModelReader(source).read(data)
 
+    def to_networkx(self) -> Any:
+        """The model as a networkx ``DiGraph`` with the documented fields as attributes (:mod:`.graphs`)."""
+        from quicsm.inference.graphs import to_networkx
+
+        return to_networkx(self)
+
 
 def annotate(
     result: InferenceResult,

@@ -112,7 +112,9 @@ def violated(edges: Edges, ptype: np.ndarray, inv: InvariantSet) -> list[tuple[s
 
 
 def _step(kind: str, a: int, b: int, state: int, typ: int) -> int:
-    """Automaton of ``a kind b`` reading a node of type ``typ``; returns the next state, 2 = violated."""
+    """Automaton of ``a kind b`` reading a node of type ``typ``; returns the next state, 2 = violated (kept)."""
+    if state == 2:
+        return 2
     if kind == "AFby":  # 1: an a is waiting for its b
         if typ == b:
             return 0
@@ -130,10 +132,11 @@ def _step(kind: str, a: int, b: int, state: int, typ: int) -> int:
 def counterexample(
     succ: Sequence[Sequence[int]], ptype: Sequence[int], kind: str, a: int, b: int, initial: int, terminal_type: int
 ) -> list[int] | None:
-    """Shortest walk from node ``initial`` that breaks ``a kind b`` (nodes in order), or None.
+    """Shortest walk from node ``initial`` to a TERMINAL node that breaks ``a kind b`` (nodes in order), or None.
 
-    For AFby the walk ends at a TERMINAL node with an ``a`` still waiting; for NFby/AP it ends at the
-    node that breaks the invariant. ``a`` may be the INITIAL type (``INITIAL AFby x``).
+    As in Synoptic's model checker, every counterexample runs on to TERMINAL: for AFby it ends there with
+    an ``a`` still waiting; for NFby/AP the violation happens on the way and the walk is the shortest
+    whole walk containing one. ``a`` may be the INITIAL type (``INITIAL AFby x``).
     """
     start_state = _step(kind, a, b, 0, ptype[initial])
     start = (initial, start_state)
@@ -142,7 +145,7 @@ def counterexample(
     end: tuple[int, int] | None = None
     while queue:
         node, state = queue.popleft()
-        if state == 2 or (kind == "AFby" and state == 1 and ptype[node] == terminal_type):
+        if ptype[node] == terminal_type and (state == 2 or (kind == "AFby" and state == 1)):
             end = (node, state)
             break
         for nxt in succ[node]:

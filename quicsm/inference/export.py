@@ -5,7 +5,10 @@ trace number into a ``trace`` field and the state into ``TYPE``, and ``-m '\\k<t
 to its trace (Synoptic's partition mapping), so traces need not be contiguous or separated. Lines are
 in time order within a trace (Synoptic's implicit LOGTIME ordering). Option names follow Synoptic's
 ``SynopticOptions``: ``-r`` (regExps), ``-m`` (partitionRegExp), ``-o`` (outputPathPrefix; the final
-model is written to ``<prefix>.dot``), ``--noCoarsening``, ``-q`` (logLvlQuiet).
+model is written to ``<prefix>.dot``), ``--randomSeed`` (always given: Synoptic shuffles counterexamples
+and candidate splits, so without a seed two runs may draw different models), ``-j`` (outputJSON: the
+model with every event's partition, ``<prefix>.json``), ``--noModelOutput``, ``--noCoarsening``,
+``-q`` (logLvlQuiet).
 """
 
 from __future__ import annotations
@@ -32,11 +35,26 @@ __all__ = [
 EVENT_REGEX = r"^(?<trace>\d+) (?<TYPE>.+)$"
 PARTITION_MAPPING = r"\k<trace>"
 EXPORT_FORMATS: tuple[str, ...] = ("synoptic",)
+DEFAULT_SEED = 1
+"""Synoptic's ``--randomSeed`` when none is asked for: runs repeat exactly."""
 
 
-def synoptic_arguments(log_path: str, output_prefix: str, *, coarsen: bool = True, quiet: bool = True) -> list[str]:
-    """Synoptic's own arguments (after ``java -jar synoptic.jar``) to learn a model from our log."""
-    args = ["-r", EVENT_REGEX, "-m", PARTITION_MAPPING, "-o", output_prefix]
+def synoptic_arguments(
+    log_path: str,
+    output_prefix: str,
+    *,
+    coarsen: bool = True,
+    quiet: bool = True,
+    seed: int = DEFAULT_SEED,
+    json_only: bool = False,
+) -> list[str]:
+    """Synoptic's own arguments (after ``java -jar synoptic.jar``) to learn a model from our log.
+
+    ``json_only`` asks for the JSON model alone (what the ``synoptic-jar`` engine reads) instead of DOT.
+    """
+    args = ["-r", EVENT_REGEX, "-m", PARTITION_MAPPING, "-o", output_prefix, f"--randomSeed={seed}"]
+    if json_only:
+        args += ["-j", "--noModelOutput"]
     if not coarsen:
         args.append("--noCoarsening")
     if quiet:

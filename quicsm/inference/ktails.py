@@ -3,7 +3,9 @@
 The prefix tree has one node per distinct trace prefix, labelled with the prefix's last state (the
 tree's root is INITIAL; every trace ends in a TERMINAL leaf). Two tree nodes are merged when their
 k-futures are equal: the same state and the same set of label strings of length <= k that can follow
-it. ``k = 0`` gives one node per state (the directly-follows graph); larger k keeps more history.
+it. ``k`` counts as in Synoptic (``KTails.kEquals``): the k-strings include the node itself, so
+``k = 1`` compares states only (one node per state, the directly-follows graph), ``k = 2`` also the
+set of next states, and so on; the default is Synoptic's k-Tails default, 2.
 
 Scale: identical traces are collapsed first; the tree is built level by level with numpy (a prefix
 shared by one trace only gets its whole remaining suffix numbered at once); k-futures are compared
@@ -28,6 +30,7 @@ from quicsm.inference.packed import EncodedLog, encode_sequences, result_from_no
 __all__ = ["DEFAULT_K", "infer_ktails", "ktails_encoded", "prefix_tree"]
 
 DEFAULT_K = 2
+"""Synoptic's ``KTailsOptions.kTailsK`` default: same state and same set of next states."""
 _SEED = 0x5EED_CAFE
 
 
@@ -37,13 +40,13 @@ def infer_ktails(sequences: Sequence[Sequence[str]], k: int = DEFAULT_K) -> Infe
 
 
 def ktails_encoded(log: EncodedLog, k: int = DEFAULT_K, started: float | None = None) -> InferenceResult:
-    if k < 0:
-        raise InferenceError(f"ktails: k must be >= 0, got {k}")
+    if k < 1:
+        raise InferenceError(f"ktails: k must be >= 1 (k = 1 merges nodes of one state), got {k}")
     t0 = time.perf_counter() if started is None else started
     framed, foff = log.framed()
     rep, uniq_codes, uniq_off = _dedupe(framed, foff)
     parent, label, node_of_event = prefix_tree(uniq_codes, uniq_off)
-    cls = _ktail_classes(parent, label, k)
+    cls = _ktail_classes(parent, label, k - 1)
     labels_by_class = np.zeros(int(cls.max()) + 1, dtype=np.int64)
     labels_by_class[cls] = label
     names = log.labels
@@ -141,13 +144,13 @@ def prefix_tree(codes: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.
     return parent, label, node
 
 
-def _ktail_classes(parent: np.ndarray, label: np.ndarray, k: int) -> np.ndarray:
-    """Class id of every tree node: equal ids <=> equal label and equal k-future."""
+def _ktail_classes(parent: np.ndarray, label: np.ndarray, depth: int) -> np.ndarray:
+    """Class id of every tree node: equal ids <=> equal label and equal ``depth``-future (strings after it)."""
     rng = np.random.default_rng(_SEED)
     sig = label.astype(np.int64)  # k = 0: the state alone
     has_parent = parent >= 0
     kids, dads = np.nonzero(has_parent)[0], parent[has_parent]
-    for _ in range(k):
+    for _ in range(depth):
         n_sig = int(sig.max()) + 1
         r1 = rng.integers(1, 2**63, size=n_sig, dtype=np.uint64)
         r2 = rng.integers(1, 2**63, size=n_sig, dtype=np.uint64)

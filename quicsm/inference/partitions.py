@@ -76,6 +76,18 @@ class PartitionGraph:
         self._count(steps, +1)
         return q
 
+    def unsplit(self, p: int, q: int) -> None:
+        """Undo the latest :meth:`split` of ``p``, which created ``q`` (the last partition)."""
+        assert q == len(self.members) - 1, "only the latest split can be undone"
+        moved = self.members[q]
+        steps = self._touching(moved)
+        self._count(steps, -1)
+        self.part[moved] = p
+        self.members[p] = np.sort(np.concatenate([self.members[p], moved]))
+        self.members.pop()
+        self.ptype.pop()
+        self._count(steps, +1)
+
     def merge(self, p: int, q: int) -> None:
         """Put q's events into p; q stays as an empty slot (ids of other partitions do not move)."""
         moved = self.members[q]

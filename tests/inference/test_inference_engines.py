@@ -1,7 +1,8 @@
-"""Engine registry and options; Synoptic jar engine: command line, DOT reading, mapping; export verb."""
+"""Engine registry and options; Synoptic jar engine: command line, JSON model reading, Java 17; export verb."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -21,26 +22,12 @@ from quicsm.inference.export import (
     synoptic_arguments,
     write_synoptic_log,
 )
-from quicsm.inference.synoptic_jar import ENV_JAR, map_traces, parse_synoptic_dot
+from quicsm.inference.synoptic_jar import ENV_JAR, JAVA17_FAILURE, event_nodes, read_synoptic_json
 
 SEQS = [["Init", "SlowStart", "CongestionAvoidance"], ["Init", "SlowStart", "Recovery", "CongestionAvoidance"]]
 
-# What Synoptic's DotExportFormatter writes for a model of SEQS (node and edge lines in its format).
-SYNOPTIC_DOT = """digraph G {
-  0 [label="CongestionAvoidance"];
-  1 [label="INITIAL",shape=box];
-  2 [label="Init"];
-  3 [label="Recovery"];
-  4 [label="SlowStart"];
-  5 [label="TERMINAL",shape=diamond];
-0->5 [label="P: 1.00"];
-1->2 [label="P: 1.00"];
-2->4 [label="P: 1.00"];
-3->0 [label="P: 1.00"];
-4->0 [label="P: 0.50"];
-4->3 [label="P: 0.50"];
-}
-"""
+# What Synoptic (ModelInference/synoptic HEAD, --randomSeed=1 -j) wrote for SEQS, invariants left out.
+SYNOPTIC_JSON = '{"log": [{"traceID": 0, "events": [{"eventIndex": 0, "eventType": "Init", "logLine": 1, "timestamp": 1}, {"eventIndex": 1, "eventType": "SlowStart", "logLine": 2, "timestamp": 2}, {"eventIndex": 2, "eventType": "CongestionAvoidance", "logLine": 3, "timestamp": 3}]}, {"traceID": 1, "events": [{"eventIndex": 0, "eventType": "Init", "logLine": 4, "timestamp": 4}, {"eventIndex": 1, "eventType": "SlowStart", "logLine": 5, "timestamp": 5}, {"eventIndex": 2, "eventType": "Recovery", "logLine": 6, "timestamp": 6}, {"eventIndex": 3, "eventType": "CongestionAvoidance", "logLine": 7, "timestamp": 7}]}], "partitions": [{"eventType": "Init", "events": [{"traceID": 0, "eventIndex": 0}, {"traceID": 1, "eventIndex": 0}]}, {"eventType": "SlowStart", "events": [{"traceID": 0, "eventIndex": 1}, {"traceID": 1, "eventIndex": 1}]}, {"eventType": "CongestionAvoidance", "events": [{"traceID": 0, "eventIndex": 2}, {"traceID": 1, "eventIndex": 3}]}, {"eventType": "Recovery", "events": [{"traceID": 1, "eventIndex": 2}]}]}'
 
 
 def test_registry_lists_engines_and_refuses_unknown() -> None:
@@ -119,52 +106,80 @@ def test_reserved_names_cannot_be_exported() -> None:
         dump_synoptic_log([["a"], ["TERMINAL"]], io.StringIO())
 
 
-def test_dot_reader_and_trace_mapping() -> None:
-    g = parse_synoptic_dot(SYNOPTIC_DOT)
-    assert g.labels[1] == "INITIAL" and g.labels[5] == "TERMINAL"
-    assert (4, 3) in g.edges and len(g.edges) == 6
-    ids, paths = map_traces(g, SEQS)
-    assert ids == [0, 1, 2, 3, 4, 5]
-    assert paths == [[1, 2, 4, 0, 5], [1, 2, 4, 3, 0, 5]]
-    with pytest.raises(InferenceError, match="does not accept trace 0"):
-        map_traces(g, [["Init", "Recovery"]])
+def test_json_reader_uses_synoptics_own_event_map(tmp_path: Path) -> None:
+    path = tmp_path / "model.json"
+    path.write_text(SYNOPTIC_JSON)
+    model = read_synoptic_json(str(path))
+    assert model.labels == ["INITIAL", "Init", "SlowStart", "CongestionAvoidance", "Recovery", "TERMINAL"]
+    assert event_nodes(model, SEQS, "m").tolist() == [0, 1, 2, 3, 5, 0, 1, 2, 4, 3, 5]
+    with pytest.raises(InferenceError, match="does not place trace 1 event 2"):
+        event_nodes(model, [SEQS[0], ["Init", "SlowStart", "Init", "CongestionAvoidance"]], "m")
 
 
-def test_dot_reader_errors_name_the_line() -> None:
-    with pytest.raises(InferenceError, match="not a Graphviz digraph"):
-        parse_synoptic_dot("hello")
-    with pytest.raises(InferenceError, match=r"m.dot:3: unexpected line"):
-        parse_synoptic_dot('digraph G {\n  0 [label="INITIAL"];\n  what is this\n}', "m.dot")
-    with pytest.raises(InferenceError, match="exactly one TERMINAL"):
-        parse_synoptic_dot('digraph G {\n  0 [label="INITIAL",shape=box];\n}')
-    with pytest.raises(InferenceError, match="no label line"):
-        parse_synoptic_dot('digraph G {\n  0 [label="INITIAL"];\n  1 [label="TERMINAL"];\n0->7 [];\n}')
+def test_json_reader_errors_name_the_file_and_field(tmp_path: Path) -> None:
+    bad = tmp_path / "m.json"
+    for text, match in (
+        ("[1", "not JSON"),
+        ("[]", "no list field 'log'"),
+        (
+            '{"log": [{"traceID": 0, "events": [{"eventIndex": 0}]}]}',
+            r"log\[0\]\.events\[0\] has no int field 'logLine'",
+        ),
+        (
+            '{"log": [], "partitions": [{"eventType": "a", "events": [{"traceID": 0, "eventIndex": 0}]}]}',
+            "names an event",
+        ),
+    ):
+        bad.write_text(text)
+        with pytest.raises(InferenceError, match=match):
+            read_synoptic_json(str(bad))
 
 
-def test_jar_engine_end_to_end_with_a_stand_in_java(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A script in place of java checks the arguments it gets and writes Synoptic's DOT to <prefix>.dot."""
+def _stand_in_java(tmp_path: Path, body: str) -> tuple[Path, Path]:
     jar = tmp_path / "synoptic.jar"
     jar.write_bytes(b"PK")
     fake = tmp_path / "fakejava"
     fake.write_text(
         "#!/bin/sh\n"
-        "prefix=''; prev=''\n"
-        'for a in "$@"; do [ "$prev" = -o ] && prefix=$a; prev=$a; done\n'
-        f'[ "$1" = -jar ] && [ "$2" = {jar} ] || exit 3\n'
-        f"cat > \"$prefix.dot\" <<'EOF'\n{SYNOPTIC_DOT}EOF\n"
+        "prefix=''; prev=''; seed=''\n"
+        'for a in "$@"; do [ "$prev" = -o ] && prefix=$a; case $a in --randomSeed=*) seed=${a#*=};; esac; prev=$a; done\n'
+        f'[ "$1" = -jar ] && [ "$2" = {jar} ] || exit 3\n' + body
     )
     fake.chmod(0o755)
+    return jar, fake
+
+
+def test_jar_engine_end_to_end_with_a_stand_in_java(tmp_path: Path) -> None:
+    """A script in place of java checks its arguments and writes Synoptic's JSON to <prefix>.json."""
+    jar, fake = _stand_in_java(
+        tmp_path, f"echo $seed > {tmp_path}/seed\ncat > \"$prefix.json\" <<'EOF'\n{SYNOPTIC_JSON}\nEOF\n"
+    )
     res = infer_sequences(SEQS, "synoptic-jar", synoptic_jar=str(jar), java=str(fake))
     check_paths(res.model, res.paths, SEQS)
     assert res.model.engine == "synoptic-jar" and len(res.model.nodes) == 6
-    assert "-m" in res.details["command"]
+    assert res.model.params["seed"] == 1 and (tmp_path / "seed").read_text().strip() == "1"
+    assert "-j" in res.details["command"] and "--randomSeed=1" in res.details["command"]
+    res = infer_sequences(SEQS, "synoptic-jar", synoptic_jar=str(jar), java=str(fake), seed=7)
+    assert res.model.params["seed"] == 7 and (tmp_path / "seed").read_text().strip() == "7"
+
+
+def test_jar_engine_says_which_java_when_java17_breaks_synoptic(tmp_path: Path) -> None:
+    jar, fake = _stand_in_java(
+        tmp_path,
+        f"echo 'java.lang.ClassCastException: class java.util.regex.Matcher${JAVA17_FAILURE} ...' >&2\nexit 1\n",
+    )
+    with pytest.raises(InferenceError, match="Java 17 and newer break its NamedMatcher.toMatchResult"):
+        infer_sequences(SEQS, "synoptic-jar", synoptic_jar=str(jar), java=str(fake))
 
 
 @pytest.mark.skipif(not os.environ.get(ENV_JAR) or not shutil.which("java"), reason=f"needs java and ${ENV_JAR}")
 def test_real_synoptic_jar() -> None:
+    """With a real jar configured: Synoptic's model of a small log, mapped by its own event map, repeats by seed."""
     seqs = SEQS * 3 + [["Init", "SlowStart", "Recovery", "CongestionAvoidance", "Recovery"]]
-    res = infer_sequences(seqs, "synoptic-jar")
-    check_paths(res.model, res.paths, seqs)
+    first = infer_sequences(seqs, "synoptic-jar")
+    check_paths(first.model, first.paths, seqs)
+    again = infer_sequences(seqs, "synoptic-jar")
+    assert first.model.nodes == again.model.nodes and first.paths == again.paths
 
 
 def test_export_verb_writes_synoptic_log_and_prints_command(tmp_path: Path, write_log) -> None:  # type: ignore[no-untyped-def]
@@ -189,8 +204,6 @@ def test_export_verb_writes_synoptic_log_and_prints_command(tmp_path: Path, writ
 
 @pytest.mark.parametrize("engine", ["synoptic", "ktails", "dfg"])
 def test_infer_verb_runs_each_engine(tmp_path: Path, write_log, engine: str) -> None:  # type: ignore[no-untyped-def]
-    import json
-
     from conftest import synth_cubic_lines
 
     log = write_log("server.log", synth_cubic_lines(6, 15, seed=9))
@@ -211,18 +224,3 @@ def test_infer_verb_reports_an_option_the_engine_lacks(write_log) -> None:  # ty
     log = write_log("server.log", synth_cubic_lines(2, 5))
     r = CliRunner().invoke(cli, ["infer", str(log), "--engine", "dfg", "-k", "2", "-q"])
     assert r.exit_code != 0 and "does not take option(s) k" in r.output
-
-
-def test_dot_reader_takes_older_synoptic_output() -> None:
-    """Older releases write 'digraph {', mark first/last events by shape and end edge lists with ',]'."""
-    old = (
-        'digraph {\n  0 [label="enter-pin",shape=box];\n  1 [label="access-granted",shape=diamond];\n'
-        '  2 [label="retry"];\n0->1 [label="0.50", weight="0.50"];\n0->2 [label="",];\n2->0 [label="",];\n'
-        "} // digraph {\n"
-    )
-    g = parse_synoptic_dot(old)
-    init = next(n for n, v in g.labels.items() if v == "INITIAL")
-    term = next(n for n, v in g.labels.items() if v == "TERMINAL")
-    assert (init, 0) in g.edges and (1, term) in g.edges and len(g.edges) == 5
-    _, paths = map_traces(g, [["enter-pin", "retry", "enter-pin", "access-granted"]])
-    assert paths == [[init, 0, 2, 0, 1, term]]

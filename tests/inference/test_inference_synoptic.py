@@ -69,18 +69,19 @@ def test_refinement_splits_what_the_dfg_merges() -> None:
     key = Invariant("NFby", "ApplicationLimited", "CongestionAvoidanceMaxed")
     assert key in mined and not holds_on_model(dfg.model, key)
     assert all(holds_on_model(syn.model, i) for i in mined)
-    assert syn.details["refinement_splits"] > 0
+    assert syn.details["refinement_splits"] > 0 and syn.details["refinement_rounds"] > 0
     assert len(syn.model.nodes) > len(dfg.model.nodes)
     check_paths(syn.model, syn.paths, seqs)
-    # once a connection has shown its kind, it runs through CongestionAvoidance nodes of its own
-    after: dict[str, set[int]] = {"ApplicationLimited": set(), "CongestionAvoidanceMaxed": set()}
-    for path, seq in zip(syn.paths, seqs):
-        for kind in after:
-            if kind in seq:
-                first = seq.index(kind)
-                after[kind] |= {path[i + 1] for i, s in enumerate(seq) if s == "CongestionAvoidance" and i > first}
-    assert after["ApplicationLimited"] and after["CongestionAvoidanceMaxed"]
-    assert not after["ApplicationLimited"] & after["CongestionAvoidanceMaxed"]
+    # the model keeps the two kinds apart: a connection that mixes them is not a walk of it (the DFG allows it)
+    mixed = [
+        "Init",
+        "SlowStart",
+        "CongestionAvoidance",
+        "ApplicationLimited",
+        "CongestionAvoidance",
+        "CongestionAvoidanceMaxed",
+    ]
+    assert dfg.model.accepts(mixed) and not syn.model.accepts(mixed)
 
 
 def test_details_report_the_run() -> None:
@@ -117,12 +118,12 @@ def test_annotated_probabilities_sum_to_one(seqs: list[list[str]]) -> None:
 def test_negative_k_is_refused() -> None:
     from quicsm.errors import InferenceError
 
-    with pytest.raises(InferenceError, match="k must be >= 0"):
+    with pytest.raises(InferenceError, match="k must be >= 1"):
         infer_sequences([["a"]], "synoptic", k=-1)
 
 
 @settings(max_examples=150, deadline=None)
-@given(TRACES, st.integers(0, 2))
+@given(TRACES, st.integers(1, 3))
 def test_checker_agrees_with_brute_force_on_coarser_models(seqs: list[list[str]], k: int) -> None:
     """The matrix checker (which decides every merge) against networkx on models that do break invariants."""
     import numpy as np
