@@ -17,7 +17,7 @@ from quicsm.traces.builder import TraceBuilder, TraceMeta
 from quicsm.traces.events import Trace
 from quicsm.traces.inputs import STDIN, input_kind, open_binary
 from quicsm.traces.logscan import scan_contract
-from quicsm.traces.qlog import read_qlog, read_sqlog
+from quicsm.traces.qlog import read_ndjson, read_qlog, read_sqlog
 from quicsm.traces.report import ParseReport
 from quicsm.traces.store import iter_trace_file
 
@@ -85,6 +85,8 @@ _INPUT_SUFFIXES = (
     ".sqlog.gz",
     ".jsonl",
     ".jsonl.gz",
+    ".json",
+    ".json.gz",
     ".parquet",
 )
 
@@ -98,7 +100,7 @@ def expand_inputs(paths: Sequence[str]) -> list[str]:
                 os.path.join(root, f)
                 for root, _, files in os.walk(p)
                 for f in files
-                if f.lower().endswith(_INPUT_SUFFIXES)
+                if f.lower().endswith(_INPUT_SUFFIXES) and f != SIDECAR
             )
             if not found:
                 raise InputError(f"{p}: directory holds no log, qlog or trace files ({', '.join(_INPUT_SUFFIXES)})")
@@ -158,6 +160,8 @@ def iter_traces(
                 yield from read_qlog(fh, path, meta, report)
             elif kind == "sqlog":
                 yield from read_sqlog(fh, path, meta, report, on_bytes)
+            elif kind == "ndjson":
+                yield from read_ndjson(fh, path, meta, report, on_bytes)
             else:
                 builder = TraceBuilder(path, scopes[path], meta, report)
                 feed = builder.feed
