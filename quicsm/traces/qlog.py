@@ -107,7 +107,9 @@ Locate = Callable[[], tuple[int, str]]
 """Where an event is, asked only when there is a problem: (file line, "JSON-SEQ record 12" or the like)."""
 
 
-def _metrics(st: _TraceState, data: dict[str, Any], t: int, state: str, path: str, at: Locate, report: ParseReport) -> TraceEvent:
+def _metrics(
+    st: _TraceState, data: dict[str, Any], t: int, state: str, path: str, at: Locate, report: ParseReport
+) -> TraceEvent:
     values: dict[str, int | None] = {}
     rtt_scale = st.time_scale
     spec = (

@@ -90,4 +90,3 @@ def time_value(v: Any) -> float:
 def _show(v: Any) -> str:
     text = repr(v)
     return text if len(text) <= 40 else text[:37] + "..."
-

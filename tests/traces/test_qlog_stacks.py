@@ -69,7 +69,9 @@ def _events(path: Path) -> tuple[list[dict[str, Any]], float]:
     for ev in trace["events"]:
         if fields:
             rec = dict(zip(fields, ev))
-            out.append({"name": f"{rec['category']}:{rec['event']}", "time": float(rec["relative_time"]), "data": rec["data"]})
+            out.append(
+                {"name": f"{rec['category']}:{rec['event']}", "time": float(rec["relative_time"]), "data": rec["data"]}
+            )
         else:
             out.append({"name": ev["name"], "time": float(ev["time"]), "data": ev.get("data")})
     return out, scale
