@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from quicsm.cli.main import cli
 from quicsm.errors import NoTransitionsError
 from quicsm.traces import parse_inputs
 
@@ -142,12 +144,21 @@ def test_changes_only_start_in_the_state_left() -> None:
 
 
 def test_quic_go_ndjson_era_is_read_with_its_version() -> None:
-    (path,) = (DATA / "quic-go-v0.43.1").glob("*_server.qlog.gz")
-    res = parse_inputs([str(path)])
-    (t,) = res.traces
-    assert (t.implementation, t.version, t.cc) == ("quic-go", "v0.43.1", "reno")
+    res = parse_inputs([str(DATA / "quic-go-v0.43.1")])  # a directory run: no file may go missing
+    assert len(res.traces) == res.report.files == 2
     assert not res.report.issues and not res.report.skipped_files
-    assert {"SlowStart", "Recovery", "CongestionAvoidance"} <= set(t.states())
+    for t in res.traces:
+        assert (t.implementation, t.version, t.cc) == ("quic-go", "v0.43.1", "reno")
+        assert {"SlowStart", "Recovery", "CongestionAvoidance"} <= set(t.states())
+
+
+def test_compare_across_stacks_says_controllers_differ(tmp_path: Path) -> None:
+    sets = [str(DATA / d) for d in ("quic-go-v0.43.1", "neqo-newreno", "neqo-cubic")]
+    r = CliRunner().invoke(cli, ["compare", *sets, "-o", str(tmp_path / "cmp")])
+    assert r.exit_code == 0, r.output
+    assert "different congestion controllers" in r.output
+    assert "quic-go-v0.43.1: reno" in r.output and "neqo-cubic: cubic" in r.output
+    assert (tmp_path / "cmp").stat().st_size > 0
 
 
 def test_picoquic_rtts_stay_in_microseconds() -> None:
