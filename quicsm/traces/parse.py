@@ -85,8 +85,6 @@ _INPUT_SUFFIXES = (
     ".sqlog.gz",
     ".jsonl",
     ".jsonl.gz",
-    ".json",
-    ".json.gz",
     ".parquet",
 )
 
@@ -100,7 +98,7 @@ def expand_inputs(paths: Sequence[str]) -> list[str]:
                 os.path.join(root, f)
                 for root, _, files in os.walk(p)
                 for f in files
-                if f.lower().endswith(_INPUT_SUFFIXES) and f != SIDECAR
+                if f.lower().endswith(_INPUT_SUFFIXES)
             )
             if not found:
                 raise InputError(f"{p}: directory holds no log, qlog or trace files ({', '.join(_INPUT_SUFFIXES)})")

@@ -75,6 +75,8 @@ class _TraceState:
     initial: str | None = None
     """State before the first change, for changes-only loggers (neqo's and picoquic's ``old``)."""
     cc_hint: str | None = None
+    current: str | None = None
+    """State after the last transition read (None before the first)."""
 
     def t_us(self, raw: Any) -> int:
         t = time_value(raw)
@@ -151,8 +153,8 @@ def _handle(st: _TraceState, name: str, data: Any, time: Any, path: str, at: Loc
         line, where = at()
         report.problem(path, line, f"{where}: {name} event: {exc}", "malformed qlog event")
         return
-    transitions = any(e.kind == "transition" for e in st.events)
-    current = next((e.state for e in reversed(st.events) if e.kind == "transition"), "")
+    transitions = st.current is not None
+    current = st.current or ""
     if role == "metrics":
         report.records += 1
         st.events.append(_metrics(st, data, t, current, path, at, report))
@@ -162,7 +164,7 @@ def _handle(st: _TraceState, name: str, data: Any, time: Any, path: str, at: Loc
         if new is not None and new != current:
             report.records += 1
             st.events.append(TraceEvent(t_us=t, state=new, prev=current or INIT, recovery=_recovery(data)))
-            current = new
+            current = st.current = new
         report.records += 1
         st.events.append(_metrics(st, data, t, current, path, at, report)._replace(recovery=_recovery(data)))
         return
@@ -181,6 +183,7 @@ def _handle(st: _TraceState, name: str, data: Any, time: Any, path: str, at: Loc
             old = INIT
     trigger = data.get("trigger")
     report.records += 1
+    st.current = new
     st.events.append(
         TraceEvent(t_us=t, state=new, prev=old, trigger=str(trigger)[:200] if isinstance(trigger, str) else None)
     )
