@@ -61,9 +61,11 @@ def sniff_bytes(head: bytes, fallback: str = "log") -> str:
         return "qlog"
     if nl and rest.lstrip().startswith(b"{") and _QLOG_KEYS.search(first):
         return "ndjson"  # a header line, then one event object per line
+    if b"QUICSM " in head:
+        return "log"  # log lines that happen to start with a JSON object
     if _QLOG_KEYS.search(head):
         return "qlog"
-    return fallback if fallback != "log" else "qlog"
+    return fallback
 
 
 def _head(path: str) -> bytes:
