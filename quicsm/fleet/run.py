@@ -57,12 +57,15 @@ class Failure:
 def iter_file_traces(task: FileTask, report: ParseReport) -> Iterator[Trace]:
     """The traces of one input, with trace ids scoped as :func:`quicsm.traces.iter_traces` scopes them in a
     multi-file run: logs (local or fsspec URLs, streamed) here, qlogs and trace files through ``iter_traces``."""
+    from quicsm.files import open_binary
+    from quicsm.traces.builder import TraceMeta
     from quicsm.traces.inputs import input_kind
+    from quicsm.traces.parse import iter_traces, read_input, sidecar_meta
+    from quicsm.traces.sniff import kind_by_name
 
-    kind = input_kind(task.path.split("?", 1)[0])
-    if not is_url(task.path) and kind != "log":
-        from quicsm.traces.parse import iter_traces
-
+    url = is_url(task.path)
+    kind = kind_by_name(task.path.split("?", 1)[0]) if url else input_kind(task.path)
+    if not url and kind != "log":
         yield from iter_traces(
             [task.path],
             labels=task.labels,
@@ -72,13 +75,7 @@ def iter_file_traces(task: FileTask, report: ParseReport) -> Iterator[Trace]:
             report=report,
         )
         return
-    from quicsm.traces.builder import TraceBuilder, TraceMeta
-    from quicsm.traces.inputs import open_binary
-    from quicsm.traces.logscan import scan_contract
-    from quicsm.traces.parse import sidecar_meta
-    from quicsm.traces.qlog import read_qlog, read_sqlog
-
-    side = TraceMeta() if is_url(task.path) else sidecar_meta(task.path)
+    side = TraceMeta() if url else sidecar_meta(task.path)
     meta = TraceMeta(
         implementation=task.implementation or side.implementation,
         version=task.version or side.version,
@@ -88,18 +85,7 @@ def iter_file_traces(task: FileTask, report: ParseReport) -> Iterator[Trace]:
     if kind.startswith("traces-"):
         raise InputError(f"{task.path}: trace files are read from local paths only; download it first")
     report.files += 1
-    with open_url(task.path) if is_url(task.path) else open_binary(task.path) as fh:
-        if kind == "qlog":
-            yield from read_qlog(fh, task.path, meta, report)
-        elif kind == "sqlog":
-            yield from read_sqlog(fh, task.path, meta, report, None)
-        else:
-            builder = TraceBuilder(task.path, task.scope, meta, report)
-            for lineno, rec in scan_contract(fh, task.path, report, None):
-                finished = builder.feed(lineno, rec)
-                if finished:
-                    yield from finished
-            yield from builder.finish()
+    yield from read_input(task.path, kind, task.scope, meta, report, opener=open_url if url else open_binary)
 
 
 def summarize_file(task: FileTask) -> Summary | Failure:

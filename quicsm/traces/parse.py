@@ -14,6 +14,7 @@ import sys
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from typing import BinaryIO
 
 from quicsm.errors import InputError, NoTransitionsError, QuicsmError
 from quicsm.files import STDIN, GzipReader, open_binary
@@ -21,7 +22,7 @@ from quicsm.traces.builder import TraceBuilder, TraceMeta
 from quicsm.traces.events import Trace
 from quicsm.traces.inputs import input_kind
 from quicsm.traces.logscan import scan_contract
-from quicsm.traces.qlog import read_qlog, read_sqlog
+from quicsm.traces.qlog import read_ndjson, read_qlog, read_sqlog
 from quicsm.traces.report import ParseReport
 from quicsm.traces.store import iter_trace_file
 
@@ -204,7 +205,7 @@ def iter_traces(
         meta = _merge(sidecar_meta(path), labels=labels, implementation=implementation, version=version, cc=cc)
         report.files += 1
         try:
-            yield from _read_one(path, input_kind(path), scopes[path], meta, report, on_bytes)
+            yield from read_input(path, input_kind(path), scopes[path], meta, report, on_bytes)
         except QuicsmError:
             raise
         except (EOFError, gzip.BadGzipFile, zlib.error) as exc:  # a reader that does not count them itself
@@ -215,25 +216,29 @@ def iter_traces(
             raise err from exc
 
 
-def _read_one(
+def read_input(
     path: str,
     kind: str,
     scope: str,
     meta: TraceMeta,
     report: ParseReport,
-    on_bytes: Callable[[int], None] | None,
+    on_bytes: Callable[[int], None] | None = None,
+    opener: Callable[[str], BinaryIO] = open_binary,
 ) -> Iterator[Trace]:
+    """The traces of one input of a known kind; ``opener`` gives its bytes (local files, or fsspec URLs)."""
     if kind.startswith("traces-"):
         for t in iter_trace_file(path):
             report.traces += 1
             report.records += len(t.events)
             yield _relabel(t, meta)
         return
-    with open_binary(path) as fh:
+    with opener(path) as fh:
         if kind == "qlog":
             yield from read_qlog(fh, path, meta, report)
         elif kind == "sqlog":
             yield from read_sqlog(fh, path, meta, report, on_bytes)
+        elif kind == "ndjson":
+            yield from read_ndjson(fh, path, meta, report, on_bytes)
         else:
             builder = TraceBuilder(path, scope, meta, report)
             feed = builder.feed

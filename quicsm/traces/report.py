@@ -33,6 +33,10 @@ class ParseReport:
     traces: int = 0
     issues: list[Issue] = field(default_factory=list)
     issue_counts: Counter[str] = field(default_factory=Counter)
+    skipped_files: list[str] = field(default_factory=list)
+    """Inputs that gave nothing (not a format quicsm reads, or unreadable): a problem, not a silence."""
+    unknown_states: Counter[str] = field(default_factory=Counter)
+    """State names no map knows, kept verbatim in the traces."""
 
     def problem(self, path: str, line: int, reason: str, kind: str | None = None) -> None:
         """Record a skipped record; ``kind`` groups totals (defaults to the reason's first words)."""
@@ -41,6 +45,14 @@ class ParseReport:
         self.issue_counts[kind or reason.split(" (")[0]] += 1
         if len(self.issues) < self.keep:
             self.issues.append(Issue(path, line, reason))
+
+    def skipped_file(self, path: str, reason: str) -> None:
+        """An input that yielded nothing; counted, and an error under ``strict``."""
+        self.skipped_files.append(path)
+        self.problem(path, 1, f"file skipped: {reason}", "skipped file")
+
+    def unknown_state(self, name: str) -> None:
+        self.unknown_states[name[:100]] += 1
 
     @property
     def total_issues(self) -> int:
@@ -52,6 +64,11 @@ class ParseReport:
             f"read {self.files} file(s), {mb:.1f} MB, {self.lines} lines: "
             f"{self.records} records in {self.traces} connection trace(s)"
         ]
+        if self.skipped_files:
+            lines.append(f"skipped {len(self.skipped_files)} file(s): {', '.join(self.skipped_files[: self.keep])}")
+        if self.unknown_states:
+            names = ", ".join(f"{n} ({c})" for n, c in self.unknown_states.most_common(self.keep))
+            lines.append(f"unknown state names kept as written: {names}")
         if self.total_issues:
             lines.append(f"skipped {self.total_issues} problem record(s):")
             lines.extend(f"  {n:>8}  {kind}" for kind, n in self.issue_counts.most_common())
@@ -68,5 +85,7 @@ class ParseReport:
             "traces": self.traces,
             "issues_total": self.total_issues,
             "issue_counts": dict(self.issue_counts),
+            "skipped_files": list(self.skipped_files),
+            "unknown_states": dict(self.unknown_states),
             "issues": [{"path": i.path, "line": i.line, "reason": i.reason} for i in self.issues],
         }

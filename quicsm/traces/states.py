@@ -9,6 +9,9 @@ from __future__ import annotations
 import re
 
 __all__ = [
+    "INIT",
+    "is_known_state",
+    "numeric_state",
     "CUBIC_STATES",
     "BBR_STATES",
     "BBR2_PHASES",
@@ -58,7 +61,8 @@ for _s in CUBIC_STATES + BBR_STATES:
     _alias(_s)
 _alias("Init", "initial", "init_state", "start")
 # quic-go, Cloudflare quiche, neqo (qlog strings), mvfst (Cubic state enum)
-_alias("SlowStart", "slow_start", "hystart", "SLOW_START")
+# quiche's HyStart++ logs its conservative phase as its own state; it is still slow start
+_alias("SlowStart", "slow_start", "hystart", "SLOW_START", "conservative_slow_start", "css")
 _alias("CongestionAvoidance", "congestion_avoidance", "steady", "avoidance")
 _alias("CongestionAvoidanceMaxed", "congestion_avoidance_maxed", "max_cwnd", "cwnd_maxed")
 _alias("ApplicationLimited", "application_limited", "app_limited", "applimited")
@@ -89,6 +93,33 @@ for _p in BBR2_PHASES:
         f"probe_bw_{_p}",
         f"ProbeBw{_p}",
     )
+
+# picoquic logs its controllers' numeric alg_state (cc_common.h, newreno.c, cubic.c, bbr.c).
+_PICOQUIC_NUMERIC: dict[str, tuple[str, ...]] = {
+    "reno": ("SlowStart", "CongestionAvoidance"),
+    "cubic": ("SlowStart", "Recovery", "CongestionAvoidance"),
+    "bbr": ("Startup", "Drain", "ProbeBw", "ProbeRtt"),
+}
+_PICOQUIC_NUMERIC["newreno"] = _PICOQUIC_NUMERIC["reno"]
+_PICOQUIC_NUMERIC["bbr2"] = _PICOQUIC_NUMERIC["bbr"]
+_PICOQUIC_NUMERIC["bbr3"] = _PICOQUIC_NUMERIC["bbr"]
+
+
+def numeric_state(value: str, cc: str | None) -> str | None:
+    """A picoquic numeric ``cc_state`` under controller ``cc`` (NewReno, picoquic's default, if unknown)."""
+    table = _PICOQUIC_NUMERIC.get((cc or "reno").lower())
+    if table is None or not value.isdigit() or int(value) >= len(table):
+        return None
+    return table[int(value)]
+
+
+_KNOWN = frozenset(CUBIC_STATES + BBR_STATES)
+
+
+def is_known_state(name: str) -> bool:
+    """Whether a canonical name is one quicsm knows (unknown ones are kept verbatim and listed)."""
+    return split_state(name)[0] in _KNOWN
+
 
 FAMILIES: dict[str, str] = {
     "Init": "init",

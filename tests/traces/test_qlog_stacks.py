@@ -1,0 +1,184 @@
+"""Real qlogs from other stacks, held against an independent reading of the same files.
+
+The independent reading below walks the JSON by hand (no quicsm code): per connection, the sequence
+of congestion states and each state's share of the time, with the conventions docs/log-format.md
+states: the first state is entered from Init; for changes-only loggers (an ``old`` on the first
+change) the state left held since the trace's first event; the last state lasts until the trace's
+last event of any kind.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from quicsm.cli.main import cli
+from quicsm.errors import NoTransitionsError
+from quicsm.traces import parse_inputs
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "qlog"
+SHARED = next(
+    (p for p in (ROOT.parent / "shared", ROOT.parent.parent / "shared") if (p / "reference").is_dir()),
+    ROOT.parent / "shared",
+)
+SAMPLES = SHARED / "reference" / "qlog-samples"
+
+NAMES = {
+    "slow_start": "SlowStart",
+    "conservative_slow_start": "SlowStart",
+    "congestion_avoidance": "CongestionAvoidance",
+    "application_limited": "ApplicationLimited",
+    "recovery": "Recovery",
+    "persistent_congestion": "RetransmissionTimeout",
+    "bbr_startup": "Startup",
+    "bbr_drain": "Drain",
+    "bbr_probe_bw_up": "ProbeBw.Up",
+    "bbr_probe_bw_down": "ProbeBw.Down",
+    "bbr_probe_bw_cruise": "ProbeBw.Cruise",
+    "bbr_probe_bw_refill": "ProbeBw.Refill",
+    "bbr_probe_rtt": "ProbeRtt",
+    "0": "SlowStart",  # picoquic NewReno alg_state
+    "1": "CongestionAvoidance",
+}
+
+
+def _open(path: Path) -> bytes:
+    raw = path.read_bytes()
+    return gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+
+
+def _events(path: Path) -> tuple[list[dict[str, Any]], float]:
+    """Events as {name, time, data}, and the file's time scale to microseconds."""
+    raw = _open(path)
+    text = raw.lstrip()
+    if text.startswith(b"\x1e") or b"\n{" in text[:4096] and b'"traces"' not in text[:4096]:
+        recs = [json.loads(r) for r in raw.replace(b"\x1e", b"\n").split(b"\n") if r.strip()]
+        header, evs = recs[0], recs[1:]
+        scale = 1.0 if json.dumps(header).find('"time_units": "us"') >= 0 else 1000.0
+        return [{"name": e["name"], "time": float(e["time"]), "data": e.get("data")} for e in evs], scale
+    doc = json.loads(raw)
+    (trace,) = doc["traces"]
+    scale = 1.0 if trace.get("configuration", {}).get("time_units") == "us" else 1000.0
+    fields = trace.get("event_fields")
+    out = []
+    for ev in trace["events"]:
+        if fields:
+            rec = dict(zip(fields, ev))
+            out.append(
+                {"name": f"{rec['category']}:{rec['event']}", "time": float(rec["relative_time"]), "data": rec["data"]}
+            )
+        else:
+            out.append({"name": ev["name"], "time": float(ev["time"]), "data": ev.get("data")})
+    return out, scale
+
+
+def independent_reading(path: Path) -> tuple[list[str], dict[str, float]]:
+    evs, scale = _events(path)
+    changes = [e for e in evs if e["name"].endswith("congestion_state_updated")]
+    assert changes, path
+    start = changes[0]["time"]
+    seq = ["Init"]
+    stays: list[tuple[str, float]] = []
+    first = changes[0]["data"]
+    if "old" in first:
+        start = min(e["time"] for e in evs)
+        seq.append(NAMES[str(first["old"])])
+        stays.append((seq[-1], start))
+    for c in changes:
+        state = NAMES[str(c["data"]["new"])]
+        if state != seq[-1]:
+            seq.append(state)
+            stays.append((state, c["time"]))
+    end = max(e["time"] for e in evs)
+    total = (end - start) * scale
+    shares: dict[str, float] = defaultdict(float)
+    for (state, since), nxt in zip(stays, [*(s for _, s in stays[1:]), end]):
+        shares[state] += (nxt - since) * scale / total
+    return seq, dict(shares)
+
+
+def quicsm_reading(path: Path) -> tuple[list[str], dict[str, float]]:
+    (t,) = parse_inputs([str(path)]).traces
+    visits = t.visits()
+    total = sum(v.duration_us for v in visits)
+    shares: dict[str, float] = defaultdict(float)
+    for v in visits:
+        shares[v.state] += v.duration_us / total
+    return t.states(), {k: v for k, v in shares.items() if k != "Init"}
+
+
+def _files() -> list[Path]:
+    found = sorted(p for p in DATA.rglob("*") if p.is_file() and p.name not in ("meta.json", "README.md"))
+    return found + [SAMPLES / "picoquic" / "qlog_trace_ref.qlog", SAMPLES / "picoquic" / "qlog_trace_ecn_ref.qlog"]
+
+
+@pytest.mark.parametrize("path", _files(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_quicsm_matches_an_independent_reading(path: Path) -> None:
+    assert path.is_file(), f"{path} missing (../shared beside the clone holds the picoquic samples)"
+    seq, shares = independent_reading(path)
+    got_seq, got_shares = quicsm_reading(path)
+    assert got_seq == seq
+    assert set(got_shares) == set(shares)
+    for state, share in shares.items():
+        assert got_shares[state] == pytest.approx(share, abs=0.01), state
+    assert len(seq) >= 3 and sum(shares.values()) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_changes_only_start_in_the_state_left() -> None:
+    """neqo logs only changes: slow start holds from the first event to the first change, not 0 s."""
+    path = DATA / "neqo-cubic" / "neqo-cubic.sqlog.gz"
+    (t,) = parse_inputs([str(path)]).traces
+    slow = t.visits()[1]
+    assert (slow.state, slow.start_us, slow.end_us) == ("SlowStart", 500, 82_000)  # first event .. first change
+    metrics = [e for e in t.events if e.kind == "metrics"]
+    first_change = next(e.t_us for e in t.transitions() if e.state == "Recovery")
+    assert all(m.state == "SlowStart" for m in metrics if m.t_us < first_change)
+    assert (t.implementation, t.cc) == ("neqo", "cubic")
+
+
+def test_quic_go_ndjson_era_is_read_with_its_version() -> None:
+    res = parse_inputs([str(DATA / "quic-go-v0.43.1")])  # a directory run: no file may go missing
+    assert len(res.traces) == res.report.files == 2
+    assert not res.report.issues and not res.report.skipped_files
+    for t in res.traces:
+        assert (t.implementation, t.version, t.cc) == ("quic-go", "v0.43.1", "reno")
+        assert {"SlowStart", "Recovery", "CongestionAvoidance"} <= set(t.states())
+
+
+def test_compare_across_stacks_says_controllers_differ(tmp_path: Path) -> None:
+    sets = [str(DATA / d) for d in ("quic-go-v0.43.1", "neqo-newreno", "neqo-cubic")]
+    r = CliRunner().invoke(cli, ["compare", *sets, "-o", str(tmp_path / "cmp")])
+    assert r.exit_code == 0, r.output
+    assert "different congestion controllers" in r.output
+    assert "quic-go-v0.43.1: reno" in r.output and "neqo-cubic: cubic" in r.output
+    assert (tmp_path / "cmp").stat().st_size > 0
+
+
+def test_picoquic_rtts_stay_in_microseconds() -> None:
+    (t,) = parse_inputs([str(SAMPLES / "picoquic" / "qlog_trace_ref.qlog")]).traces
+    srtts = [e.srtt_us for e in t.events if e.kind == "metrics" and e.srtt_us]
+    assert srtts and all(10_000 < s < 100_000 for s in srtts)  # 21 ms, not 21 s
+
+
+def test_names_do_not_pick_the_reader(tmp_path: Path) -> None:
+    """picoquic's qlogs are .txt upstream; a renamed .json qlog is still a qlog."""
+    src = (SAMPLES / "picoquic" / "qlog_trace_ref.qlog").read_bytes()
+    for name in ("qlog_trace_ref.txt", "trace.json"):
+        (tmp_path / name).write_bytes(src)
+        (t,) = parse_inputs([str(tmp_path / name)]).traces
+        assert t.states() == ["Init", "SlowStart", "CongestionAvoidance"]
+
+
+def test_aioquic_without_state_events_is_refused_cleanly() -> None:
+    path = SAMPLES / "aioquic" / "server-success.qlog"
+    with pytest.raises(NoTransitionsError):
+        parse_inputs([str(path)])
+    res = parse_inputs([str(path)], require_transitions=False)
+    assert res.traces == [] and res.report.records > 0
