@@ -21,6 +21,7 @@ from click.testing import CliRunner
 from quicsm.cli.main import cli
 from quicsm.errors import NoTransitionsError
 from quicsm.traces import parse_inputs
+from quicsm.traces.events import SSTHRESH_INF
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "qlog"
@@ -182,3 +183,23 @@ def test_aioquic_without_state_events_is_refused_cleanly() -> None:
         parse_inputs([str(path)])
     res = parse_inputs([str(path)], require_transitions=False)
     assert res.traces == [] and res.report.records > 0
+
+
+def test_quiche_unbounded_ssthresh_and_hystart_states() -> None:
+    """quiche logs ssthresh as 2^64-1 and HyStart++'s conservative phase as its own state."""
+    path = DATA / "quiche-0.30.0-cubic-hystart" / "cubic-hystart.sqlog.gz"
+    assert b'"ssthresh":18446744073709551615' in _open(path)
+    assert b'"new":"conservative_slow_start"' in _open(path)
+    res = parse_inputs([str(path)])
+    (t,) = res.traces
+    assert (t.implementation, t.version, t.cc) == ("quiche", "0.30.0", "cubic")
+    assert SSTHRESH_INF in {e.ssthresh for e in t.events if e.kind == "metrics"}
+    assert set(t.states()) == {"Init", "SlowStart", "Recovery", "CongestionAvoidance"}
+    assert not res.report.unknown_states and not res.report.issues
+
+
+def test_compare_quiche_cubic_with_neqo_cubic_and_quic_go(tmp_path: Path) -> None:
+    sets = [str(DATA / d) for d in ("quiche-0.30.0-cubic", "neqo-cubic", "quic-go-v0.43.1")]
+    r = CliRunner().invoke(cli, ["compare", *sets, "-o", str(tmp_path / "cmp")])
+    assert r.exit_code == 0, r.output
+    assert "quiche-0.30.0-cubic: cubic; neqo-cubic: cubic; quic-go-v0.43.1: reno" in r.output
