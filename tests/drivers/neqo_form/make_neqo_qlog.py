@@ -37,13 +37,19 @@ def records(cc: str, rtts: int) -> list[dict]:
 
     def change(new: str, at: float) -> None:
         nonlocal state
-        out.append({"time": round(at, 3), "name": "recovery:congestion_state_updated", "data": {"old": state, "new": new}})
+        out.append(
+            {"time": round(at, 3), "name": "recovery:congestion_state_updated", "data": {"old": state, "new": new}}
+        )
         state = new
 
     for i in range(rtts):
         t = i * RTT_MS
         out.append({"time": round(t + 0.5, 3), "name": "transport:packet_sent", "data": {"raw": {"length": MSS}}})
-        metrics = {"congestion_window": int(cwnd), "bytes_in_flight": int(min(cwnd, BDP + QUEUE)), "smoothed_rtt": RTT_MS}
+        metrics = {
+            "congestion_window": int(cwnd),
+            "bytes_in_flight": int(min(cwnd, BDP + QUEUE)),
+            "smoothed_rtt": RTT_MS,
+        }
         if ssthresh is not None:
             metrics["ssthresh"] = int(ssthresh)
         out.append({"time": round(t + 1.0, 3), "name": "recovery:metrics_updated", "data": metrics})
