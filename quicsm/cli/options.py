@@ -121,6 +121,13 @@ def engine_options(f: F) -> F:
         help="Original Synoptic jar for --engine synoptic-jar (or $QUICSM_SYNOPTIC_JAR).",
     )(f)
     f = click.option(
+        "--refine",
+        type=click.Choice(["stitch", "consistent"]),
+        default=None,
+        help="Refinement of --engine synoptic: stitch (Synoptic's split selection, default) or consistent "
+        "(split by invariant-automaton state: faster, further from Synoptic's models). See docs/inference.md.",
+    )(f)
+    f = click.option(
         "--synoptic-seed",
         type=int,
         default=None,
@@ -153,8 +160,13 @@ def engine_opts(kw: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     jar = kw.pop("synoptic_jar")
     seed = kw.pop("synoptic_seed")
     java = kw.pop("java")
+    refine = kw.pop("refine")
     if k is not None:
         opts["k"] = k
+    if refine is not None:
+        if engine != "synoptic":
+            raise click.UsageError("--refine applies to --engine synoptic only")
+        opts["refine"] = refine
     if engine == "synoptic-jar":
         for key, value in (("synoptic_jar", jar), ("seed", seed), ("java", java)):
             if value is not None:
