@@ -69,7 +69,7 @@ def _client(spec: str) -> Any:
             n_workers=n or 2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
         )
         client = Client(cluster)
-        client._quicsm_cluster = cluster
+        client._quicsm_cluster = cluster  # type: ignore[attr-defined]  # closed with the client
     else:
         try:
             client = Client(where, timeout="10s")

@@ -8,7 +8,7 @@ by the URL's filesystem. Local paths keep every behaviour of :mod:`quicsm.traces
 from __future__ import annotations
 
 import gzip
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from quicsm.errors import InputError
 
@@ -21,7 +21,7 @@ def is_url(path: str) -> bool:
     return "://" in path and not path.startswith("file://")
 
 
-def _fsspec():  # type: ignore[no-untyped-def]
+def _fsspec() -> Any:
     try:
         import fsspec
     except ImportError:
@@ -66,4 +66,4 @@ def open_url(url: str) -> BinaryIO:
     fh.seek(0)
     if head == _GZIP_MAGIC:
         return gzip.GzipFile(fileobj=fh, mode="rb")  # type: ignore[return-value]
-    return fh  # type: ignore[no-any-return]
+    return fh

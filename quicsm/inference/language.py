@@ -94,7 +94,7 @@ def minimal_dfa(a: Automaton) -> MinimalDFA:
     # renumber blocks so that the start is 0, the rest in BFS order by letter (a canonical form)
     order: dict[int, int] = {block[0]: 0}
     queue = [0]
-    rep = {}
+    rep: dict[int, int] = {}
     for s in range(n):
         rep.setdefault(block[s], s)
     while queue:
