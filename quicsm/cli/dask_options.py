@@ -5,8 +5,6 @@ Kept apart from :mod:`quicsm.cli.options` so the fleet path stays one obvious sw
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -35,66 +33,32 @@ def dask_option(f: F) -> F:
 
 def load_summary(kw: dict[str, Any], view: StateView) -> Summary:
     """The parse stage of :func:`quicsm.cli.options.load_inputs`, reduced to a :class:`Summary` per file and merged."""
+    from quicsm.cli.options import echo_parse_summary, no_trace_matches, pop_parse_options
     from quicsm.fleet.run import summarize_inputs
 
-    progress = kw.pop("progress")
-    if progress is None:
-        progress = sys.stderr.isatty() and not os.environ.get("CI")
-    quiet = kw.pop("quiet")
-    where = kw.pop("where")
-    summary = summarize_inputs(
-        list(kw.pop("inputs")),
-        view=view,
-        labels=kw.pop("labels"),
-        implementation=kw.pop("implementation"),
-        version=kw.pop("impl_version"),
-        cc=kw.pop("cc"),
-        strict=kw.pop("strict"),
-        where=where,
-        dask=kw.pop("dask", None),
-        progress=bool(progress),
-    )
+    parse_kw, quiet, where = pop_parse_options(kw)
+    summary = summarize_inputs(list(kw.pop("inputs")), view=view, where=where, dask=kw.pop("dask", None), **parse_kw)
     _close()
     if where and not summary.traces:
-        raise click.ClickException(f"no trace matches --where {' '.join(f'{k}={v}' for k, v in where.items())}")
-    if not quiet:
-        click.echo(summary.report.summary(), err=True)
-    ccs = sorted(summary.ccs)
-    if len(ccs) > 1 and not quiet:
-        click.echo(
-            f"warning: traces mix congestion controllers ({', '.join(ccs)}); use --where cc=NAME to pick one", err=True
-        )
+        raise no_trace_matches(where)
+    echo_parse_summary(summary.report.summary(), set(summary.ccs), quiet)
     return summary
 
 
 def load_dask_inputs(kw: dict[str, Any], dask: str) -> ParseResult:
     """:func:`quicsm.cli.options.load_inputs` with one Dask task per input file (same traces, same order)."""
+    from quicsm.cli.options import echo_parse_summary, no_trace_matches, pop_parse_options
     from quicsm.fleet.run import parse_files
+    from quicsm.traces.select import trace_matches
 
-    progress = kw.pop("progress")
-    if progress is None:
-        progress = sys.stderr.isatty() and not os.environ.get("CI")
-    quiet = kw.pop("quiet")
-    where = kw.pop("where")
-    result = parse_files(
-        list(kw.pop("inputs")),
-        dask=dask,
-        labels=kw.pop("labels"),
-        implementation=kw.pop("implementation"),
-        version=kw.pop("impl_version"),
-        cc=kw.pop("cc"),
-        strict=kw.pop("strict"),
-        progress=bool(progress),
-    )
+    parse_kw, quiet, where = pop_parse_options(kw)
+    result = parse_files(list(kw.pop("inputs")), dask=dask, **parse_kw)
     _close()
     if where:
-        from quicsm.compare.sets import trace_matches
-
         result.traces = [t for t in result.traces if trace_matches(t, where)]
         if not result.traces:
-            raise click.ClickException(f"no trace matches --where {' '.join(f'{k}={v}' for k, v in where.items())}")
-    if not quiet:
-        click.echo(result.report.summary(), err=True)
+            raise no_trace_matches(where)
+    echo_parse_summary(result.report.summary(), set(), quiet)
     return result
 
 

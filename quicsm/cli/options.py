@@ -14,7 +14,17 @@ from quicsm.traces import ParseResult, parse_inputs, parse_label
 from quicsm.traces.events import StateView
 from quicsm.traces.select import trace_matches
 
-__all__ = ["input_options", "view_options", "engine_options", "load_inputs", "view_from", "engine_opts"]
+__all__ = [
+    "echo_parse_summary",
+    "engine_options",
+    "engine_opts",
+    "input_options",
+    "load_inputs",
+    "no_trace_matches",
+    "pop_parse_options",
+    "view_from",
+    "view_options",
+]
 
 F = Callable[..., Any]
 
@@ -64,33 +74,49 @@ def input_options(f: F) -> F:
     return f
 
 
-def load_inputs(kw: dict[str, Any]) -> ParseResult:
-    """Run the parse stage with the options of :func:`input_options` (popping them from ``kw``)."""
+def pop_parse_options(kw: dict[str, Any]) -> tuple[dict[str, Any], bool, dict[str, str] | None]:
+    """The options of :func:`input_options`, popped from ``kw``: (parse keywords, quiet, --where)."""
     progress = kw.pop("progress")
     if progress is None:
         progress = sys.stderr.isatty() and not os.environ.get("CI")
     quiet = kw.pop("quiet")
     where = kw.pop("where")
-    result = parse_inputs(
-        list(kw.pop("inputs")),
-        labels=kw.pop("labels"),
-        implementation=kw.pop("implementation"),
-        version=kw.pop("impl_version"),
-        cc=kw.pop("cc"),
-        strict=kw.pop("strict"),
-        progress=progress,
-    )
+    parse_kw = {
+        "labels": kw.pop("labels"),
+        "implementation": kw.pop("implementation"),
+        "version": kw.pop("impl_version"),
+        "cc": kw.pop("cc"),
+        "strict": kw.pop("strict"),
+        "progress": bool(progress),
+    }
+    return parse_kw, quiet, where
+
+
+def no_trace_matches(where: dict[str, str]) -> click.ClickException:
+    return click.ClickException(f"no trace matches --where {' '.join(f'{k}={v}' for k, v in where.items())}")
+
+
+def echo_parse_summary(summary: str, ccs: set[str], quiet: bool) -> None:
+    """The parse report on stderr, and a warning when the traces mix congestion controllers."""
+    if quiet:
+        return
+    click.echo(summary, err=True)
+    if len(ccs) > 1:
+        click.echo(
+            f"warning: traces mix congestion controllers ({', '.join(sorted(ccs))}); use --where cc=NAME to pick one",
+            err=True,
+        )
+
+
+def load_inputs(kw: dict[str, Any]) -> ParseResult:
+    """Run the parse stage with the options of :func:`input_options` (popping them from ``kw``)."""
+    parse_kw, quiet, where = pop_parse_options(kw)
+    result = parse_inputs(list(kw.pop("inputs")), **parse_kw)
     if where:
         result.traces = [t for t in result.traces if trace_matches(t, where)]
         if not result.traces:
-            raise click.ClickException(f"no trace matches --where {' '.join(f'{k}={v}' for k, v in where.items())}")
-    if not quiet:
-        click.echo(result.report.summary(), err=True)
-    ccs = sorted({t.cc for t in result.traces})
-    if len(ccs) > 1 and not quiet:
-        click.echo(
-            f"warning: traces mix congestion controllers ({', '.join(ccs)}); use --where cc=NAME to pick one", err=True
-        )
+            raise no_trace_matches(where)
+    echo_parse_summary(result.report.summary(), {t.cc for t in result.traces}, quiet)
     return result
 
 
