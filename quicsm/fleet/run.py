@@ -7,17 +7,19 @@ naming that file and line; nothing is dropped silently.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
-from quicsm.errors import InputError, NoTransitionsError, ParseError, QuicsmError
+from quicsm.errors import InputError, ParseError, QuicsmError
 from quicsm.fleet.sources import expand_sources, is_url, open_url
 from quicsm.fleet.summary import Summary, merge_reports
 from quicsm.traces.events import StateView, Trace
 from quicsm.traces.report import ParseReport
 
 if TYPE_CHECKING:
+    from quicsm.traces.builder import TraceMeta
+    from quicsm.traces.columnar import TraceColumns
     from quicsm.traces.parse import ParseResult
 
 __all__ = ["FileTask", "summarize_file", "summarize_inputs", "iter_file_traces", "parse_file", "parse_files"]
@@ -57,15 +59,10 @@ class Failure:
 def iter_file_traces(task: FileTask, report: ParseReport) -> Iterator[Trace]:
     """The traces of one input, with trace ids scoped as :func:`quicsm.traces.iter_traces` scopes them in a
     multi-file run: logs (local or fsspec URLs, streamed) here, qlogs and trace files through ``iter_traces``."""
-    from quicsm.files import open_binary
-    from quicsm.traces.builder import TraceMeta
-    from quicsm.traces.inputs import input_kind
-    from quicsm.traces.parse import iter_traces, read_input, sidecar_meta
-    from quicsm.traces.sniff import kind_by_name
+    from quicsm.traces.parse import iter_traces, read_input
 
-    url = is_url(task.path)
-    kind = kind_by_name(task.path.split("?", 1)[0]) if url else input_kind(task.path)
-    if not url and kind != "log":
+    kind, meta, opener = _file_source(task)
+    if opener is None:
         yield from iter_traces(
             [task.path],
             labels=task.labels,
@@ -75,6 +72,22 @@ def iter_file_traces(task: FileTask, report: ParseReport) -> Iterator[Trace]:
             report=report,
         )
         return
+    report.files += 1
+    yield from read_input(task.path, kind, task.scope, meta, report, opener=opener)
+
+
+def _file_source(task: FileTask) -> tuple[str, TraceMeta, Callable[[str], BinaryIO] | None]:
+    """The input's kind, its metadata, and how to open it (None: a local non-log input, read by iter_traces)."""
+    from quicsm.files import open_binary
+    from quicsm.traces.builder import TraceMeta
+    from quicsm.traces.inputs import input_kind
+    from quicsm.traces.parse import sidecar_meta
+    from quicsm.traces.sniff import kind_by_name
+
+    url = is_url(task.path)
+    kind = kind_by_name(task.path.split("?", 1)[0]) if url else input_kind(task.path)
+    if not url and kind != "log":
+        return kind, TraceMeta(), None
     side = TraceMeta() if url else sidecar_meta(task.path)
     meta = TraceMeta(
         implementation=task.implementation or side.implementation,
@@ -84,8 +97,7 @@ def iter_file_traces(task: FileTask, report: ParseReport) -> Iterator[Trace]:
     )
     if kind.startswith("traces-"):
         raise InputError(f"{task.path}: trace files are read from local paths only; download it first")
-    report.files += 1
-    yield from read_input(task.path, kind, task.scope, meta, report, opener=open_url if url else open_binary)
+    return kind, meta, open_url if url else open_binary
 
 
 def summarize_file(task: FileTask) -> Summary | Failure:
@@ -94,10 +106,14 @@ def summarize_file(task: FileTask) -> Summary | Failure:
     s = Summary(view=task.view, report=report)
     matches = None
     if task.where:
-        from quicsm.compare.sets import trace_matches
+        from quicsm.traces.select import trace_matches
 
         matches = trace_matches
     try:
+        columns = _columnar_source(task, report)
+        if columns is not None:
+            _summarize_columns(columns, s, task)
+            return s
         for t in iter_file_traces(task, report):
             if not t.events:
                 continue
@@ -114,6 +130,31 @@ def summarize_file(task: FileTask) -> Summary | Failure:
     except EOFError as exc:
         return Failure("InputError", f"{task.path}: truncated ({exc})")
     return s
+
+
+def _columnar_source(task: FileTask, report: ParseReport) -> Iterator[TraceColumns] | None:
+    """A text log's trace batches as columns (no object per event), when the columnar path can read it."""
+    from quicsm.traces.parse import columnar_ok, read_log_columnar
+
+    kind, meta, opener = _file_source(task)
+    if kind != "log" or opener is None or not columnar_ok(report):
+        return None
+    report.files += 1
+    return read_log_columnar(task.path, task.scope, meta, report, opener=opener)
+
+
+def _summarize_columns(batches: Iterator[TraceColumns], s: Summary, task: FileTask) -> None:
+    from quicsm.traces.columnar import stay_sequences
+    from quicsm.traces.select import trace_matches
+
+    for tc in batches:
+        stays = stay_sequences(tc, task.view)
+        for i in range(len(tc)):
+            shell = tc.shell(i)
+            if not task.where or trace_matches(shell, task.where):
+                s.add_sequence(shell, stays.states[i], stays.durations_us[i], stays.events[i], stays.has_transition[i])
+            elif stays.has_transition[i]:  # as parse_inputs: transitions are looked for before --where
+                s.transitions = True
 
 
 def _scopes(paths: list[str]) -> dict[str, str]:
@@ -158,12 +199,9 @@ def summarize_inputs(
         assert isinstance(r, Summary)
         total.merge(r)
     if require_transitions and not total.transitions:
-        rep = total.report
-        detail = f" ({rep.total_issues} malformed record(s), first: {rep.issues[0]})" if rep.issues else ""
-        raise NoTransitionsError(
-            f"no state transitions found in {', '.join(paths)}{detail}; "
-            "are these logs from an instrumented server (lines with 'QUICSM v=1 ...', see docs/log-format.md) or qlogs?"
-        )
+        from quicsm.traces.parse import no_transitions
+
+        raise no_transitions(paths, total.report)
     return total
 
 
@@ -211,6 +249,7 @@ def parse_files(
         traces.extend(r[0])
         merge_reports(report, r[1])
     if not any(any(True for _ in t.transitions()) for t in traces):
-        detail = f" ({report.total_issues} malformed record(s), first: {report.issues[0]})" if report.issues else ""
-        raise NoTransitionsError(f"no state transitions found in {', '.join(paths)}{detail}")
+        from quicsm.traces.parse import no_transitions
+
+        raise no_transitions(paths, report)
     return ParseResult(traces, report)

@@ -61,13 +61,21 @@ class Summary:
 
     def add(self, trace: Trace) -> None:
         stays = trace.visits(self.view)
-        key = tuple(v.state for v in stays)
+        has_transition = any(True for _ in trace.transitions())
+        self.add_sequence(
+            trace, tuple(v.state for v in stays), [v.duration_us for v in stays], len(trace.events), has_transition
+        )
+
+    def add_sequence(
+        self, trace: Trace, key: tuple[str, ...], durations: list[int], events: int, has_transition: bool
+    ) -> None:
+        """Add one trace already reduced to its stays; ``trace`` gives the metadata (its events are not read)."""
         stats = self.sequences.get(key)
         if stats is None:
             stats = self.sequences[key] = SequenceStats()
-        stats.add([v.duration_us for v in stays], len(trace.events))
+        stats.add(durations, events)
         self.traces += 1
-        if not self.transitions and any(True for _ in trace.transitions()):
+        if has_transition:
             self.transitions = True
         for src in trace.sources:
             if src not in self.sources:

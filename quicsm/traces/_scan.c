@@ -23,6 +23,31 @@ static Py_ssize_t count_nl(const char *p, const char *q) {
     return n;
 }
 
+/* The next occurrence of the tag: memchr (vectorised in libc) for its first byte, then a compare. Log noise
+ * rarely holds the tag's first byte ('Q'), so this runs at memory speed, well ahead of memmem. */
+static const char *find_tag(const char *p, const char *stop, const char *t, size_t tl) {
+    if (tl == 0) return p;
+    while ((size_t)(stop - p) >= tl) {
+        const char *q = memchr(p, t[0], (size_t)(stop - p) - tl + 1);
+        if (!q) return NULL;
+        if (memcmp(q + 1, t + 1, tl - 1) == 0) return q;
+        p = q + 1;
+    }
+    return NULL;
+}
+
+/* The next tagged line from pos: where the tag and the line's end are, with lineno advanced to it. */
+static int next_line(const char *pos, const char *stop, const char *t, size_t tl, const char **hit, const char **eol,
+                     Py_ssize_t *lineno, const char **line_at) {
+    *hit = find_tag(pos, stop, t, tl);
+    if (!*hit) return 0;
+    *eol = memchr(*hit, '\n', (size_t)(stop - *hit));
+    if (!*eol) *eol = stop;
+    *lineno += count_nl(*line_at, *hit);
+    *line_at = *hit;
+    return 1;
+}
+
 /* Field separators are the ASCII space, tab, CR, VT and FF, and nothing else (contract.py's docstring
  * states the rules every reader follows); '-' means "not known". */
 /* The canonical field order (what format_line and the shipped patch sets write) is parsed here:
@@ -47,63 +72,87 @@ static const char *token_end(const char *p, const char *e) {
 
 static PyObject *str_of(const char *a, const char *b) { return PyUnicode_DecodeUTF8(a, b - a, "strict"); }
 
-static PyObject *fast_record(Py_ssize_t line, const char *p, const char *e) {
+/* One canonical line's fields: spans into the buffer (NULL = absent or '-') and numbers (has = present). */
+typedef struct {
+    const char *conn_a, *conn_b, *cc_a, *cc_b, *from_a, *from_b, *to_a, *to_b, *trig_a, *trig_b;
+    long long t_us, m[7];
+    int has_m[7];
+} Fields;
+
+/* 1 if [p, e) is a line in the canonical order (see above), with its fields in *f; 0 otherwise. */
+static int parse_canonical(const char *p, const char *e, Fields *f) {
     const char *a, *b;
-    PyObject *f[15] = {0};
-    PyObject *res = NULL;
     int i;
-    if (!lit(&p, e, "v=1 conn=")) return NULL;
-    a = p; b = token_end(p, e); if (b == a || (b - a == 1 && *a == '-')) return NULL; p = b;
-    f[0] = str_of(a, b);                                   /* conn ('-' = not known: the Python reader refuses it) */
-    if (!f[0] || !lit(&p, e, " t_us=")) goto out;
+    memset(f, 0, sizeof *f);
+    if (!lit(&p, e, "v=1 conn=")) return 0;
+    a = p; b = token_end(p, e); if (b == a || (b - a == 1 && *a == '-')) return 0; p = b;
+    f->conn_a = a; f->conn_b = b;                          /* conn ('-' = not known: the Python reader refuses it) */
+    if (!lit(&p, e, " t_us=")) return 0;
     {
         long long v = 0; int neg = 0, nd = 0;
         if (p < e && *p == '-') { neg = 1; p++; }
         while (p < e && *p >= '0' && *p <= '9' && nd < 18) { v = v * 10 + (*p - '0'); p++; nd++; }
-        if (nd == 0 || (p < e && *p >= '0' && *p <= '9')) goto out;
-        f[2] = PyLong_FromLongLong(neg ? -v : v);          /* t_us */
+        if (nd == 0 || (p < e && *p >= '0' && *p <= '9')) return 0;
+        f->t_us = neg ? -v : v;
     }
-    if (!f[2] || !lit(&p, e, " cc=")) goto out;
+    if (!lit(&p, e, " cc=")) return 0;
     a = p; while (p < e && ((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9'))) p++;
-    if (p == a) goto out;
-    f[1] = str_of(a, p);                                   /* cc */
-    if (!f[1]) goto out;
+    if (p == a) return 0;
+    f->cc_a = a; f->cc_b = p;
     if (lit(&p, e, " from=")) {
-        a = p; b = token_end(p, e); if (b == a) goto out; p = b;
-        if (b - a == 1 && *a == '-') { f[3] = Py_None; Py_INCREF(Py_None); }
-        else f[3] = str_of(a, b);
-        if (!f[3]) goto out;
-    } else { f[3] = Py_None; Py_INCREF(Py_None); }
-    if (!lit(&p, e, " to=")) goto out;
-    a = p; b = token_end(p, e); if (b == a || (b - a == 1 && *a == '-')) goto out; p = b;
-    f[4] = str_of(a, b);                                   /* to ('-' on a transition: the Python reader refuses it) */
-    if (!f[4]) goto out;
+        a = p; b = token_end(p, e); if (b == a) return 0; p = b;
+        if (!(b - a == 1 && *a == '-')) { f->from_a = a; f->from_b = b; }
+    }
+    if (!lit(&p, e, " to=")) return 0;
+    a = p; b = token_end(p, e); if (b == a || (b - a == 1 && *a == '-')) return 0; p = b;
+    f->to_a = a; f->to_b = b;                              /* to ('-' on a transition: the Python reader refuses it) */
     for (i = 0; i < 7; i++) {
         const char *save = p;
         if (p < e && *p == ' ' && (p++, lit(&p, e, INT_KEYS[i]))) {
             long long v = 0; int nd = 0;
             while (p < e && *p >= '0' && *p <= '9' && nd < 18) { v = v * 10 + (*p - '0'); p++; nd++; }
-            if (nd == 0 || (p < e && *p != ' ' && *p != '\t' && *p != '\r' && *p != '\v' && *p != '\f')) goto out;
-            f[5 + i] = PyLong_FromLongLong(v);
-            if (!f[5 + i]) goto out;
-        } else { p = save; f[5 + i] = Py_None; Py_INCREF(Py_None); }
+            if (nd == 0 || (p < e && *p != ' ' && *p != '\t' && *p != '\r' && *p != '\v' && *p != '\f')) return 0;
+            f->m[i] = v; f->has_m[i] = 1;
+        } else p = save;
     }
     {
         const char *save = p;
         if (p < e && *p == ' ' && (p++, lit(&p, e, "trigger="))) {
             a = p;
             while (p < e && (((*p | 32) >= 'a' && (*p | 32) <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '.' || *p == '-')) p++;
-            if (p == a) goto out;
-            if (p - a == 1 && *a == '-') { f[12] = Py_None; Py_INCREF(Py_None); }  /* '-' = not known */
-            else f[12] = str_of(a, p);
-            if (!f[12]) goto out;
-        } else { p = save; f[12] = Py_None; Py_INCREF(Py_None); }
+            if (p == a) return 0;
+            if (!(p - a == 1 && *a == '-')) { f->trig_a = a; f->trig_b = p; }  /* '-' = not known */
+        } else p = save;
     }
     while (p < e && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\v' || *p == '\f')) p++;
-    if (p != e) goto out;
-    res = Py_BuildValue("(nOOOOOOOOOOOOO)", line, f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10], f[11], f[12]);
+    return p == e;
+}
+
+static PyObject *opt_str(const char *a, const char *b) {
+    if (!a) { Py_INCREF(Py_None); return Py_None; }
+    return str_of(a, b);
+}
+
+static PyObject *fast_record(Py_ssize_t line, const char *p, const char *e) {
+    Fields f;
+    PyObject *o[13] = {0};
+    PyObject *res = NULL;
+    int i;
+    if (!parse_canonical(p, e, &f)) return NULL;
+    o[0] = str_of(f.conn_a, f.conn_b);
+    o[1] = str_of(f.cc_a, f.cc_b);
+    o[2] = PyLong_FromLongLong(f.t_us);
+    o[3] = opt_str(f.from_a, f.from_b);
+    o[4] = str_of(f.to_a, f.to_b);
+    for (i = 0; i < 7; i++) {
+        if (f.has_m[i]) o[5 + i] = PyLong_FromLongLong(f.m[i]);
+        else { Py_INCREF(Py_None); o[5 + i] = Py_None; }
+    }
+    o[12] = opt_str(f.trig_a, f.trig_b);
+    for (i = 0; i < 13; i++) if (!o[i]) goto out;
+    res = Py_BuildValue("(nOOOOOOOOOOOOO)", line, o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7], o[8], o[9], o[10], o[11], o[12]);
 out:
-    for (i = 0; i < 15; i++) Py_XDECREF(f[i]);
+    for (i = 0; i < 13; i++) Py_XDECREF(o[i]);
     if (!res) PyErr_Clear();
     return res;
 }
@@ -122,12 +171,8 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     PyObject *hits = PyList_New(0);
     if (!hits) goto fail;
     while (pos < stop) {
-        const char *hit = memmem(pos, (size_t)(stop - pos), t, tl);
-        if (!hit) break;
-        const char *eol = memchr(hit, '\n', (size_t)(stop - hit));
-        if (!eol) eol = stop;
-        lineno += count_nl(line_at, hit);
-        line_at = hit;
+        const char *hit, *eol;
+        if (!next_line(pos, stop, t, tl, &hit, &eol, &lineno, &line_at)) break;
         PyObject *item = parse_fields ? fast_record(lineno, hit + tl, eol) : NULL;
         if (!item) item = Py_BuildValue("(ny#)", lineno, hit + tl, (Py_ssize_t)(eol - hit - (Py_ssize_t)tl));
         if (!item || PyList_Append(hits, item) < 0) { Py_XDECREF(item); goto fail; }
@@ -146,8 +191,123 @@ fail:
     return NULL;
 }
 
+/* ---- Columnar scan: canonical lines straight into int columns, strings interned once per file ---- */
+
+typedef struct { char *data; size_t len, cap; } Col;
+
+static int col_put(Col *c, const void *v, size_t n) {
+    if (c->len + n > c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 1 << 16;
+        while (cap < c->len + n) cap *= 2;
+        char *d = PyMem_Realloc(c->data, cap);
+        if (!d) { PyErr_NoMemory(); return -1; }
+        c->data = d; c->cap = cap;
+    }
+    memcpy(c->data + c->len, v, n);
+    c->len += n;
+    return 0;
+}
+
+/* Id of the string [a, b) in (table: bytes -> int, names: list of str), added when new; -1 for a NULL
+ * span; -2 (no exception set) when the bytes are not UTF-8, which sends the line to the Python reader. */
+typedef struct { const char *a; Py_ssize_t n; int id; } Memo;
+
+static int intern(PyObject *table, PyObject *names, const char *a, const char *b, Memo *memo) {
+    if (!a) return -1;
+    Py_ssize_t n = b - a;
+    if (memo->a && memo->n == n && memcmp(memo->a, a, (size_t)n) == 0) { memo->a = a; return memo->id; }
+    PyObject *key = PyBytes_FromStringAndSize(a, n);
+    if (!key) return -3;
+    PyObject *hit = PyDict_GetItemWithError(table, key);
+    int id;
+    if (hit) id = (int)PyLong_AsLong(hit);
+    else if (PyErr_Occurred()) { Py_DECREF(key); return -3; }
+    else {
+        PyObject *text = PyUnicode_DecodeUTF8(a, n, "strict");
+        if (!text) { PyErr_Clear(); Py_DECREF(key); return -2; }
+        id = (int)PyList_GET_SIZE(names);
+        PyObject *num = PyLong_FromLong(id);
+        int bad = !num || PyList_Append(names, text) < 0 || PyDict_SetItem(table, key, num) < 0;
+        Py_XDECREF(num); Py_DECREF(text);
+        if (bad) { Py_DECREF(key); return -3; }
+    }
+    Py_DECREF(key);
+    memo->a = a; memo->n = n; memo->id = id;
+    return id;
+}
+
+enum { C_LINE, C_CONN, C_CC, C_T, C_PREV, C_STATE, C_METRICS, C_TRIGGER, N_COLS };
+
+static PyObject *scan_columns(PyObject *self, PyObject *args) {
+    Py_buffer buf, tag;
+    Py_ssize_t start, end, lineno;
+    PyObject *table, *names;
+    if (!PyArg_ParseTuple(args, "y*nny*nO!O!", &buf, &start, &end, &tag, &lineno, &PyDict_Type, &table, &PyList_Type, &names))
+        return NULL;
+    if (end < 0 || end > buf.len) end = buf.len;
+    if (start < 0) start = 0;
+    if (start > end) start = end;
+    const char *base = (const char *)buf.buf, *stop = base + end, *pos = base + start, *line_at = pos;
+    const char *t = (const char *)tag.buf;
+    size_t tl = (size_t)tag.len;
+    Col cols[N_COLS] = {{0}};
+    Memo memo[5] = {{0}};
+    long long rows = 0;
+    PyObject *fallback = PyList_New(0), *res = NULL;
+    if (!fallback) goto done;
+    while (pos < stop) {
+        const char *hit, *eol;
+        if (!next_line(pos, stop, t, tl, &hit, &eol, &lineno, &line_at)) break;
+        Fields f;
+        int ids[5] = {-1, -1, -1, -1, -1}, ok = parse_canonical(hit + tl, eol, &f), i;
+        if (ok) {
+            const char *spans[5][2] = {{f.conn_a, f.conn_b}, {f.cc_a, f.cc_b}, {f.from_a, f.from_b}, {f.to_a, f.to_b}, {f.trig_a, f.trig_b}};
+            for (i = 0; i < 5 && ok; i++) {
+                ids[i] = intern(table, names, spans[i][0], spans[i][1], &memo[i]);
+                if (ids[i] == -3) goto done;
+                if (ids[i] == -2) ok = 0;
+            }
+        }
+        long long ln = (long long)lineno, ms[7];
+        if (!ok) {  /* the Python reader parses it (or reports it) and fills this row */
+            PyObject *item = Py_BuildValue("(Lny#)", rows, lineno, hit + tl, (Py_ssize_t)(eol - hit - (Py_ssize_t)tl));
+            if (!item || PyList_Append(fallback, item) < 0) { Py_XDECREF(item); goto done; }
+            Py_DECREF(item);
+            for (i = 0; i < 5; i++) ids[i] = -1;
+            f.t_us = 0;
+            for (i = 0; i < 7; i++) f.has_m[i] = 0;
+        }
+        for (i = 0; i < 7; i++) ms[i] = f.has_m[i] ? f.m[i] : (long long)(-0x7fffffffffffffffLL - 1);
+        if (col_put(&cols[C_LINE], &ln, 8) || col_put(&cols[C_CONN], &ids[0], 4) || col_put(&cols[C_CC], &ids[1], 4) ||
+            col_put(&cols[C_T], &f.t_us, 8) || col_put(&cols[C_PREV], &ids[2], 4) || col_put(&cols[C_STATE], &ids[3], 4) ||
+            col_put(&cols[C_METRICS], ms, sizeof ms) || col_put(&cols[C_TRIGGER], &ids[4], 4))
+            goto done;
+        rows++;
+        pos = eol;
+    }
+    lineno += count_nl(line_at, stop);
+    {
+        PyObject *out = PyTuple_New(N_COLS);
+        if (!out) goto done;
+        for (int i = 0; i < N_COLS; i++) {
+            PyObject *b = PyBytes_FromStringAndSize(cols[i].data ? cols[i].data : "", (Py_ssize_t)cols[i].len);
+            if (!b) { Py_DECREF(out); goto done; }
+            PyTuple_SET_ITEM(out, i, b);
+        }
+        res = Py_BuildValue("(NOn)", out, fallback, lineno);
+    }
+done:
+    for (int i = 0; i < N_COLS; i++) PyMem_Free(cols[i].data);
+    Py_XDECREF(fallback);
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&tag);
+    return res;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS, "scan(buffer, start, end, tag, lineno, parse=False) -> ([(line, payload) or parsed tuple], lineno_at_end)"},
+    {"scan_columns", scan_columns, METH_VARARGS,
+     "scan_columns(buffer, start, end, tag, lineno, table, names) -> (8 column bytes, [(row, line, payload)], lineno_at_end)"},
     {NULL, NULL, 0, NULL},
 };
 

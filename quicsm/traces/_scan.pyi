@@ -11,3 +11,11 @@ def scan(
     """Lines of ``buffer[start:end]`` holding ``tag``: ``(line, payload)``, or the 14-field parsed tuple
     ``(line, conn, cc, t_us, from, to, cwnd, inflight, ssthresh, pacing_bps, bw_bps, min_rtt_us, srtt_us,
     trigger)`` when ``parse`` is true and the line is in the canonical order; and the line number at ``end``."""
+
+def scan_columns(
+    buffer: Buffer, start: int, end: int, tag: bytes, lineno: int, table: dict[bytes, int], names: list[str], /
+) -> tuple[tuple[bytes, ...], list[tuple[int, int, bytes]], int]:
+    """Canonical lines of ``buffer[start:end]`` as 8 raw columns (line, conn, cc, t_us, prev, to: int64/int32;
+    metrics: 7 int64 per row, INT64_MIN when absent; trigger), strings as ids interned in ``table``/``names``;
+    other lines as ``(row, line, payload)`` for the Python reader (their rows are placeholders); and the line
+    number at ``end``."""

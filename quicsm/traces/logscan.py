@@ -14,12 +14,13 @@ from __future__ import annotations
 import os
 import zlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from quicsm.traces.contract import TAG_BYTES, ContractError, ContractRecord, contract_event, parse_payload
 from quicsm.traces.report import ParseReport
 
-__all__ = ["scan_contract", "CHUNK", "C_FIELDS", "MAX_LINE"]
+__all__ = ["scan_contract", "scan_windows", "ScanState", "CHUNK", "C_FIELDS", "MAX_LINE"]
 
 CHUNK = 1 << 22
 _SNIFF = 1 << 16
@@ -45,6 +46,58 @@ C_FIELDS = (
 """Names of the fields ``_scan.scan`` returns after the line number, in order."""
 
 
+@dataclass(slots=True)
+class ScanState:
+    """Where a scan is: the line number at the start of the next window, and contract lines seen."""
+
+    lineno: int = 1
+    hits: int = 0
+
+
+def scan_windows(
+    stream: BinaryIO,
+    path: str,
+    report: ParseReport,
+    on_bytes: Callable[[int], None] | None,
+    st: ScanState,
+    *,
+    chunk: int | None = None,
+) -> Iterator[tuple[bytearray, int]]:
+    """Windows of whole lines ``(buffer, end)`` with the bookkeeping every scanner shares.
+
+    The caller scans ``buffer[:end]`` from line ``st.lineno``, then sets ``st.lineno`` to the line number
+    at ``end`` and adds the contract lines it saw to ``st.hits``. Bytes, lines, a file cut while read
+    and binary input are counted and reported here.
+    """
+    nul_seen = False
+    size_at_start = _regular_size(stream)
+    read = 0
+    skipped = [0]
+    windows = _read_windows(stream, path, report, lambda: st.lineno, min(chunk or CHUNK, MAX_LINE), skipped)
+    for buf, cut in windows:
+        if not nul_seen and read < _SNIFF and buf.find(b"\x00", 0, min(cut, _SNIFF - read)) >= 0:
+            nul_seen = True  # binary sniffing looks at the head of the file only
+        read += cut
+        report.bytes += cut
+        yield buf, cut
+        if cut and buf[cut - 1] != 10:
+            st.lineno += 1  # a last line without its newline still counts
+        if on_bytes is not None:
+            on_bytes(cut)
+    report.lines += st.lineno - 1
+    read += skipped[0]
+    report.bytes += skipped[0]
+    if size_at_start is not None and read < size_at_start:
+        report.problem(
+            path,
+            st.lineno,
+            f"file shrank while being read ({read} of {size_at_start} bytes; rotated with copytruncate?)",
+            "file shrank while being read",
+        )
+    if nul_seen and st.hits == 0:
+        report.problem(path, 1, "binary data and no contract line: not a quicsm log?", "binary input")
+
+
 def scan_contract(
     stream: BinaryIO,
     path: str,
@@ -57,21 +110,11 @@ def scan_contract(
 
     ``on_bytes`` is called after each window with its size (progress bars; tests truncate files there).
     """
-    lineno = 1  # line number at the start of the next window
-    nul_seen = False
-    hits = 0
-    size_at_start = _regular_size(stream)
-    read = 0
-    skipped = [0]
-    windows = _read_windows(stream, path, report, lambda: lineno, min(chunk or CHUNK, MAX_LINE), skipped)
-    for buf, cut in windows:
-        if not nul_seen and read < _SNIFF and buf.find(b"\x00", 0, min(cut, _SNIFF - read)) >= 0:
-            nul_seen = True  # binary sniffing looks at the head of the file only
-        read += cut
-        report.bytes += cut
-        hits_here, lineno = _find_tagged(buf, 0, cut, lineno)
+    st = ScanState()
+    for buf, cut in scan_windows(stream, path, report, on_bytes, st, chunk=chunk):
+        hits_here, st.lineno = _find_tagged(buf, 0, cut, st.lineno)
+        st.hits += len(hits_here)
         for item in hits_here:
-            hits += 1
             if len(item) == 14:  # parsed by the C reader (canonical field order)
                 line, conn, cc, t_us, prev, state, cwnd, inflight, ssthresh, pacing, bw, min_rtt, srtt, trigger = item
                 event = contract_event(
@@ -101,22 +144,6 @@ def scan_contract(
                 continue
             report.records += 1
             yield line, rec
-        if cut and buf[cut - 1] != 10:
-            lineno += 1  # a last line without its newline still counts
-        if on_bytes is not None:
-            on_bytes(cut)
-    report.lines += lineno - 1
-    read += skipped[0]
-    report.bytes += skipped[0]
-    if size_at_start is not None and read < size_at_start:
-        report.problem(
-            path,
-            lineno,
-            f"file shrank while being read ({read} of {size_at_start} bytes; rotated with copytruncate?)",
-            "file shrank while being read",
-        )
-    if nul_seen and hits == 0:
-        report.problem(path, 1, "binary data and no contract line: not a quicsm log?", "binary input")
 
 
 def _regular_size(stream: BinaryIO) -> int | None:

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quicsm.errors import InputError
 from quicsm.traces.events import METRIC_FIELDS, Trace, TraceEvent
 from quicsm.traces.store import atomic_output
+
+if TYPE_CHECKING:
+    from quicsm.traces.columnar import TraceColumns
 
 __all__ = ["write_parquet", "read_parquet", "SCHEMA"]
 
@@ -40,34 +43,108 @@ def _schema() -> Any:
 SCHEMA = _schema
 
 
-def write_parquet(traces: Iterable[Trace], path: str) -> int:
-    import pyarrow as pa
+def write_parquet(traces: Iterable[Trace | TraceColumns], path: str) -> int:
+    """Write traces, or columnar trace batches (:class:`~quicsm.traces.columnar.TraceColumns`), atomically."""
     import pyarrow.parquet as pq
 
     schema = _schema()
-    cols: dict[str, list[Any]] = {f.name: [] for f in schema}
-    n = 0
+    with atomic_output(path) as fh, pq.ParquetWriter(fh, schema, compression="zstd") as writer:
+        out = _Writer(writer, schema)
+        for item in traces:
+            if isinstance(item, Trace):
+                out.add(item)
+            else:
+                out.add_columns(item)
+        out.flush()
+    return out.n
 
-    def flush(writer: Any) -> None:
-        if cols["t_us"]:
-            writer.write_table(
-                pa.table({k: pa.array(v, type=schema.field(k).type) for k, v in cols.items()}, schema=schema)
-            )
-            for v in cols.values():
+
+class _Writer:
+    """Rows of trace objects gathered into row groups; columnar batches written as they come."""
+
+    def __init__(self, writer: Any, schema: Any) -> None:
+        self.writer = writer
+        self.schema = schema
+        self.cols: dict[str, list[Any]] = {f.name: [] for f in self.schema}
+        self.n = 0
+
+    def add(self, t: Trace) -> None:
+        self.n += 1
+        meta = _meta_json(t.metadata())
+        if not t.events:  # keep empty traces: one placeholder row of kind "none"
+            _row(self.cols, t.id, meta, None)
+        for e in t.events:
+            _row(self.cols, t.id, meta, e)
+        if len(self.cols["t_us"]) >= _ROWS_PER_GROUP:
+            self.flush()
+
+    def flush(self) -> None:
+        import pyarrow as pa
+
+        if self.cols["t_us"]:
+            schema = self.schema
+            table = pa.table({k: pa.array(v, type=schema.field(k).type) for k, v in self.cols.items()}, schema=schema)
+            self.writer.write_table(table)
+            for v in self.cols.values():
                 v.clear()
 
-    with atomic_output(path) as fh, pq.ParquetWriter(fh, schema, compression="zstd") as writer:
-        for t in traces:
-            n += 1
-            meta = json.dumps(t.metadata(), sort_keys=True, separators=(",", ":"))
-            if not t.events:  # keep empty traces: one placeholder row of kind "none"
-                _row(cols, t.id, meta, None)
-            for e in t.events:
-                _row(cols, t.id, meta, e)
-            if len(cols["t_us"]) >= _ROWS_PER_GROUP:
-                flush(writer)
-        flush(writer)
-    return n
+    def add_columns(self, tc: TraceColumns) -> None:
+        self.flush()
+        if len(tc):
+            self.writer.write_table(_columns_table(tc, self.schema), row_group_size=_ROWS_PER_GROUP)
+        self.n += len(tc)
+
+
+def _meta_json(meta: dict[str, object]) -> str:
+    return json.dumps(meta, sort_keys=True, separators=(",", ":"))
+
+
+def _columns_table(tc: TraceColumns, schema: Any) -> Any:
+    """One batch of traces as an Arrow table of the store's schema, built from the columns (no row objects)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from quicsm.traces.columnar import NULL
+    from quicsm.traces.events import EVENT_KINDS
+
+    ev = tc.events
+    rows = tc.order
+    trace_of = np.repeat(np.arange(len(tc), dtype=np.int32), np.diff(tc.offsets))
+    names = np.array(ev.names + [""], dtype=object)
+
+    def interned(ids: np.ndarray, field: str) -> Any:
+        """Ids into the string table (-1: null) as a dictionary array holding only the strings used."""
+        used, idx = np.unique(ids, return_inverse=True)
+        index_type = schema.field(field).type.index_type
+        values = pa.array(names[np.maximum(used, 0)].tolist(), pa.string())
+        indices = pa.array(idx.reshape(-1).astype(index_type.to_pandas_dtype()), index_type, mask=ids < 0)
+        return pa.DictionaryArray.from_arrays(indices, values)
+
+    def strings(values: list[str], field: str) -> Any:
+        index_type = schema.field(field).type.index_type
+        return pa.DictionaryArray.from_arrays(pa.array(trace_of, pa.int32()).cast(index_type), pa.array(values))
+
+    metrics = ev.metrics[rows]
+    extra: list[str | None] = [None] * len(rows)
+    if ev.extra:
+        at = {r: i for i, r in enumerate(rows.tolist())}
+        for r, fields in ev.extra.items():
+            if r in at:
+                extra[at[r]] = json.dumps([list(p) for p in fields], separators=(",", ":"))
+    kinds = pa.DictionaryArray.from_arrays(pa.array(ev.kind[rows], pa.int8()), pa.array(list(EVENT_KINDS)))
+    arrays = {
+        "trace": strings(tc.ids, "trace"),
+        "trace_meta": strings([_meta_json(tc.metadata(i)) for i in range(len(tc))], "trace_meta"),
+        "t_us": pa.array(ev.t_us[rows], pa.int64()),
+        "state": interned(tc.state[rows], "state"),
+        "kind": kinds,
+        "prev": interned(ev.prev[rows], "prev"),
+        **{k: pa.array(metrics[:, j], pa.int64(), mask=metrics[:, j] == NULL) for j, k in enumerate(METRIC_FIELDS)},
+        "recovery": interned(ev.recovery[rows], "recovery"),
+        "trigger": interned(ev.trigger[rows], "trigger"),
+        "extra": pa.array(extra, pa.string()),
+    }
+    return pa.table(arrays, schema=schema)
 
 
 def _row(cols: dict[str, list[Any]], tid: str, meta: str, e: TraceEvent | None) -> None:

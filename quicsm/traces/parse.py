@@ -13,8 +13,9 @@ import os
 import sys
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from quicsm.errors import InputError, NoTransitionsError, QuicsmError
 from quicsm.files import STDIN, GzipReader, open_binary
@@ -26,9 +27,13 @@ from quicsm.traces.qlog import read_ndjson, read_qlog, read_sqlog
 from quicsm.traces.report import ParseReport
 from quicsm.traces.store import iter_trace_file
 
+if TYPE_CHECKING:
+    from quicsm.traces.columnar import TraceColumns
+
 __all__ = [
     "ParseResult",
     "iter_traces",
+    "iter_trace_batches",
     "parse_inputs",
     "sidecar_meta",
     "parse_label",
@@ -195,6 +200,32 @@ def iter_traces(
     on_bytes: Callable[[int], None] | None = None,
 ) -> Iterator[Trace]:
     """Stream traces from inputs; memory follows the connections open at once, not the input size."""
+    for item in _iter_inputs(paths, labels, implementation, version, cc, report, on_bytes, columns=False):
+        assert isinstance(item, Trace)
+        yield item
+
+
+def iter_trace_batches(paths: Sequence[str], **kw: Any) -> Iterator[Trace | TraceColumns]:
+    """:func:`iter_traces` (same keywords), with text logs as columnar batches (no object per event) where
+    :func:`columnar_ok`; the same traces in the same order."""
+    keys = ("labels", "implementation", "version", "cc", "report", "on_bytes")
+    unknown = set(kw) - set(keys)
+    if unknown:
+        raise TypeError(f"iter_trace_batches: unexpected keyword(s) {', '.join(sorted(unknown))}")
+    yield from _iter_inputs(paths, *(kw.get(k) for k in keys), columns=True)
+
+
+def _iter_inputs(
+    paths: Sequence[str],
+    labels: dict[str, str] | None,
+    implementation: str | None,
+    version: str | None,
+    cc: str | None,
+    report: ParseReport | None,
+    on_bytes: Callable[[int], None] | None,
+    *,
+    columns: bool,
+) -> Iterator[Trace | TraceColumns]:
     report = report if report is not None else ParseReport()
     if not paths:
         raise InputError("no input files given")
@@ -204,8 +235,12 @@ def iter_traces(
     for path in paths:
         meta = _merge(sidecar_meta(path), labels=labels, implementation=implementation, version=version, cc=cc)
         report.files += 1
+        kind = input_kind(path)
         try:
-            yield from read_input(path, input_kind(path), scopes[path], meta, report, on_bytes)
+            if columns and kind == "log" and columnar_ok(report):
+                yield from read_log_columnar(path, scopes[path], meta, report, on_bytes)
+            else:
+                yield from read_input(path, kind, scopes[path], meta, report, on_bytes)
         except QuicsmError:
             raise
         except (EOFError, gzip.BadGzipFile, zlib.error) as exc:  # a reader that does not count them itself
@@ -232,7 +267,7 @@ def read_input(
             report.records += len(t.events)
             yield _relabel(t, meta)
         return
-    with opener(path) as fh:
+    with _opened(path, opener, report) as fh:
         if kind == "qlog":
             yield from read_qlog(fh, path, meta, report)
         elif kind == "sqlog":
@@ -247,8 +282,39 @@ def read_input(
                 if finished:
                     yield from finished
             yield from builder.finish()
+
+
+def columnar_ok(report: ParseReport) -> bool:
+    """Whether a text log can be read as columns (:func:`read_log_columnar`): the C scanner is built, and
+    not ``--strict``, where the object path reads it so the first error is the first problem in the file.
+    Verbs that want trace objects use the object path: it is as fast for them and needs no NumPy."""
+    from quicsm.traces.columnar import available
+
+    return available() and not report.strict
+
+
+@contextmanager
+def _opened(path: str, opener: Callable[[str], BinaryIO], report: ParseReport) -> Iterator[BinaryIO]:
+    """The input's bytes; a gzip stream that broke without the reader noticing is reported at the end."""
+    with opener(path) as fh:
+        yield fh
         if isinstance(fh, GzipReader) and fh.error is not None and not fh.error_raised:
             report.problem(path, 0, f"truncated or corrupt input ({fh.error})", "truncated input")
+
+
+def read_log_columnar(
+    path: str,
+    scope: str,
+    meta: TraceMeta,
+    report: ParseReport,
+    on_bytes: Callable[[int], None] | None = None,
+    opener: Callable[[str], BinaryIO] = open_binary,
+) -> Iterator[TraceColumns]:
+    """One text log's traces as column batches (:mod:`quicsm.traces.columnar`); needs :func:`columnar_ok`."""
+    from quicsm.traces.columnar import iter_trace_columns
+
+    with _opened(path, opener, report) as fh:
+        yield from iter_trace_columns(fh, path, scope, meta, report, on_bytes)
 
 
 def _relabel(t: Trace, meta: TraceMeta) -> Trace:
@@ -286,14 +352,7 @@ def parse_inputs(
     Raises :class:`NoTransitionsError` if nothing usable was found (unless ``require_transitions=False``).
     """
     report = ParseReport(strict=strict)
-    bar = None
-    on_bytes = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=_input_bytes(paths), unit="B", unit_scale=True, desc="parse", file=sys.stderr, leave=False)
-        on_bytes = bar.update
-    try:
+    with progress_bar(paths, progress) as on_bytes:
         traces = [
             t
             for t in iter_traces(
@@ -307,13 +366,29 @@ def parse_inputs(
             )
             if t.events
         ]
-    finally:
-        if bar is not None:
-            bar.close()
     if require_transitions and not any(any(True for _ in t.transitions()) for t in traces):
-        detail = f" ({report.total_issues} malformed record(s), first: {report.issues[0]})" if report.issues else ""
-        raise NoTransitionsError(
-            f"no state transitions found in {', '.join(paths)}{detail}; "
-            "are these logs from an instrumented server (lines with 'QUICSM v=1 ...', see docs/log-format.md) or qlogs?"
-        )
+        raise no_transitions(paths, report)
     return ParseResult(traces, report)
+
+
+@contextmanager
+def progress_bar(paths: Sequence[str], progress: bool) -> Iterator[Callable[[int], None] | None]:
+    """A byte progress bar on stderr over the inputs (tqdm), as the reader's ``on_bytes``; None without one."""
+    if not progress:
+        yield None
+        return
+    from tqdm import tqdm
+
+    bar = tqdm(total=_input_bytes(paths), unit="B", unit_scale=True, desc="parse", file=sys.stderr, leave=False)
+    try:
+        yield bar.update
+    finally:
+        bar.close()
+
+
+def no_transitions(paths: Sequence[str], report: ParseReport) -> NoTransitionsError:
+    detail = f" ({report.total_issues} malformed record(s), first: {report.issues[0]})" if report.issues else ""
+    return NoTransitionsError(
+        f"no state transitions found in {', '.join(paths)}{detail}; "
+        "are these logs from an instrumented server (lines with 'QUICSM v=1 ...', see docs/log-format.md) or qlogs?"
+    )

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from quicsm.traces import iter_traces, logscan
+from quicsm.traces import columnar, iter_traces, logscan
+from quicsm.traces.builder import TraceBuilder, TraceMeta
 from quicsm.traces.contract import ContractError, parse_payload
 from quicsm.traces.report import ParseReport
 from tests.fuzz.mutate import Seeds, gzip_variant, mutate
@@ -99,6 +100,32 @@ def _run_agreement(data: bytes, scratch: Path) -> str | None:
     return None
 
 
+def _object_traces(data: bytes) -> tuple[object, ...]:
+    """The object path (scanner, then TraceBuilder): traces and the whole report."""
+    report = ParseReport(keep=1 << 30)
+    builder = TraceBuilder("x", "s", TraceMeta(), report)
+    out = []
+    for line, rec in logscan.scan_contract(io.BytesIO(data), "x", report):
+        out += builder.feed(line, rec)
+    out += builder.finish()
+    return out, report.to_json()
+
+
+def _run_columnar(data: bytes, scratch: Path) -> str | None:
+    """The columnar path gives the object path's traces, counts and problems, whatever the batch size."""
+    if not columnar.available():
+        return None
+    data = data[:AGREEMENT_INPUT]
+    expected = _object_traces(data)
+    for batch_rows in (1, 3, columnar.BATCH_ROWS):
+        report = ParseReport(keep=1 << 30)
+        batches = columnar.iter_trace_columns(io.BytesIO(data), "x", "s", TraceMeta(), report, batch_rows=batch_rows)
+        got = [t for batch in batches for t in batch.traces()], report.to_json()
+        if got != expected:
+            return f"columnar path with batches of {batch_rows} records differs from the object path"
+    return None
+
+
 def _run_cli(data: bytes, scratch: Path) -> str | None:
     """The CLI on stdin: an error is one line and a non-zero exit, never a traceback."""
     from click.testing import CliRunner
@@ -126,6 +153,7 @@ TARGETS: list[Target] = [
     Target("log.gz", "log", _parse_file("s.log.gz"), gzip=True, weight=2),
     Target("contract-line", "line", _run_line, weight=4),
     Target("c-python-agreement", "log", _run_agreement, weight=3),
+    Target("columnar-agreement", "log", _run_columnar, weight=3),
     Target("traces-jsonl", "jsonl", _parse_file("t.jsonl"), weight=2),
     Target("traces-jsonl.gz", "jsonl", _parse_file("t.jsonl.gz"), gzip=True),
     Target("meta.json", "meta", _run_meta, weight=2),

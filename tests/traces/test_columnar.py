@@ -1,0 +1,176 @@
+"""The columnar path (C scanner -> NumPy columns -> traces cut by array operations) against the object path.
+
+The object path (scan_contract + TraceBuilder) is the reference: for every bundled real log and for a
+crafted one with every rule the builder has, the columnar path must give the same traces (ids, order,
+events) and the same report, whatever the batch size; and the summaries inference learns from must match.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from quicsm.files import open_binary
+from quicsm.fleet.run import FileTask, summarize_file
+from quicsm.fleet.summary import summarize_traces
+from quicsm.traces import columnar
+from quicsm.traces.builder import TraceBuilder, TraceMeta
+from quicsm.traces.contract import format_line
+from quicsm.traces.events import StateView
+from quicsm.traces.inputs import input_kind
+from quicsm.traces.logscan import scan_contract
+from quicsm.traces.report import ParseReport
+
+ROOT = Path(__file__).resolve().parents[2]
+LOGS = sorted(
+    str(p)
+    for base in (ROOT / "traces", ROOT / "tests" / "data")
+    for p in base.rglob("*.log*")
+    if input_kind(str(p)) == "log"
+)
+META = TraceMeta(implementation="quic-go", version="v1", labels={"client": "desktop"})
+VIEWS = (StateView(), StateView(phases=False), StateView(recovery=True))
+
+pytestmark = pytest.mark.skipif(not columnar.available(), reason="needs the C extension quicsm.traces._scan")
+
+
+def object_path(data: bytes) -> tuple[list, dict]:
+    report = ParseReport(keep=1 << 20)
+    builder = TraceBuilder("x.log", "s", META, report)
+    out = []
+    for line, rec in scan_contract(io.BytesIO(data), "x.log", report):
+        out += builder.feed(line, rec)
+    out += builder.finish()
+    return out, report.to_json()
+
+
+def columnar_path(data: bytes, batch_rows: int, chunk: int | None = None) -> tuple[list, dict]:
+    report = ParseReport(keep=1 << 20)
+    batches = columnar.iter_trace_columns(
+        io.BytesIO(data), "x.log", "s", META, report, batch_rows=batch_rows, chunk=chunk
+    )
+    return [t for b in batches for t in b.traces()], report.to_json()
+
+
+def crafted() -> bytes:
+    """Every builder rule: reused keys (from=Init restarts), ev=close, updates and metrics without a state,
+    timestamps going backwards, a phase, BBR recovery, unknown fields, malformed and non-UTF-8 lines, noise."""
+    lines = [
+        "[1122/143015.1:INFO:x.cc(1)] noise line",
+        format_line(conn="a", t_us=10, cc="cubic", frm="Init", to="SlowStart", cwnd=10),
+        format_line(conn="b", t_us=5, cc="bbr", frm="Init", to="Startup", trigger="ack"),
+        "QUICSM v=1 conn=a t_us=12 cc=cubic ev=update cwnd=20",
+        format_line(conn="a", t_us=30, cc="cubic", frm="SlowStart", to="Recovery"),
+        "QUICSM v=1 conn=b t_us=4 cc=bbr from=Startup to=ProbeBw.Up recovery=Conservation",
+        "QUICSM v=1 conn=a t_us=25 cc=cubic ev=metrics srtt_us=900",
+        "QUICSM v=1 conn=a t_us=oops cc=cubic to=SlowStart",
+        "QUICSM v=1 conn=b cc=bbr t_us=40 to=Drain from=ProbeBw.Up weird=1",
+        "QUICSM v=1 conn=a t_us=40 cc=cubic ev=close",
+        format_line(conn="a", t_us=50, cc="cubic", to="SlowStart"),
+        format_line(conn="a", t_us=60, cc="cubic", frm="Init", to="SlowStart"),
+        "QUICSM v=1 conn=c t_us=1 cc=reno ev=update",
+        "QUICSM v=1 conn=\xff t_us=1 cc=reno to=SlowStart",
+        format_line(conn="b", t_us=70, cc="bbr", frm="Drain", to="ProbeRtt", cwnd=4, ssthresh=2**63 - 1),
+        format_line(conn="a", t_us=55, cc="cubic", frm="SlowStart", to="CongestionAvoidance"),
+        format_line(conn="b", t_us=71, cc="bbr", frm="Init", to="Startup"),
+    ]
+    return ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape").replace(b"\xc3\xbf", b"\xff")
+
+
+@pytest.mark.parametrize("batch_rows", [1, 2, 5, columnar.BATCH_ROWS])
+def test_crafted_log_gives_the_object_paths_traces_and_report(batch_rows: int) -> None:
+    data = crafted()
+    expected = object_path(data)
+    traces, report = expected
+    assert len(traces) >= 6 and report["issues_total"] >= 4  # the log exercises restarts, closes, problems
+    assert any("#2" in t.id for t in traces) and any(e.kind == "close" for t in traces for e in t.events)
+    assert columnar_path(data, batch_rows) == expected
+    assert columnar_path(data, batch_rows, chunk=64) == expected
+
+
+@pytest.mark.parametrize("path", LOGS, ids=lambda p: Path(p).relative_to(ROOT).as_posix())
+def test_bundled_logs_give_the_object_paths_traces(path: str) -> None:
+    with open_binary(path) as fh:
+        data = fh.read()
+    expected = object_path(data)
+    for batch_rows in (7, columnar.BATCH_ROWS):
+        assert columnar_path(data, batch_rows) == expected
+
+
+def test_bundled_logs_are_many_and_real() -> None:
+    assert len(LOGS) >= 50
+    assert sum(len(object_path(open_binary(p).read())[0]) for p in LOGS[:20]) >= 20
+
+
+@pytest.mark.parametrize("view", VIEWS, ids=str)
+def test_stays_from_columns_equal_trace_visits(view: StateView) -> None:
+    for data in [crafted()] + [open_binary(p).read() for p in LOGS[::5]]:
+        traces, _ = object_path(data)
+        report = ParseReport()
+        for tc in columnar.iter_trace_columns(io.BytesIO(data), "x.log", "s", META, report, batch_rows=3):
+            stays = columnar.stay_sequences(tc, view)
+            objs = list(tc.traces())
+            assert stays.states == [tuple(v.state for v in t.visits(view)) for t in objs]
+            assert stays.durations_us == [[v.duration_us for v in t.visits(view)] for t in objs]
+            assert stays.events == [len(t.events) for t in objs]
+        assert traces  # the comparison ran on something
+
+
+def test_file_summary_from_columns_equals_the_object_summary(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_bytes(crafted() + open_binary(LOGS[0]).read())
+    traces, _ = object_path(log.read_bytes())
+    for view in VIEWS:
+        got = summarize_file(FileTask(str(log), "s", view, dict(META.labels), META.implementation, META.version))
+        assert not hasattr(got, "raise_"), got
+        want = summarize_traces([t for t in traces if t.events], view)
+        assert list(got.sequences) == list(want.sequences)  # same sequences, first-appearance order
+        assert {k: (v.count, v.durations_us, v.events) for k, v in got.sequences.items()} == {
+            k: (v.count, v.durations_us, v.events) for k, v in want.sequences.items()
+        }
+        assert got.traces == want.traces and got.transitions and got.ccs == want.ccs
+
+
+def _cli(args: list[str]) -> tuple[int, str]:
+    from click.testing import CliRunner
+
+    from quicsm.cli.main import cli
+
+    result = CliRunner().invoke(cli, args)
+    return result.exit_code, result.output
+
+
+def test_parse_to_parquet_streams_columns_and_reads_back_the_object_paths_traces(tmp_path: Path) -> None:
+    from quicsm.traces.store import read_traces
+
+    logs = [str(tmp_path / "a.log"), LOGS[0], LOGS[-1]]
+    Path(logs[0]).write_bytes(crafted())
+    code, out = _cli(["parse", *logs, "-q", "--label", "client=desktop", "-o", str(tmp_path / "x.parquet")])
+    assert code == 0, out
+    code, out = _cli(["parse", *logs, "-q", "--label", "client=desktop", "-o", str(tmp_path / "x.jsonl")])
+    assert code == 0, out
+    columns, objects = read_traces(str(tmp_path / "x.parquet")), read_traces(str(tmp_path / "x.jsonl"))
+    assert len(columns) > 5 and columns == objects
+    assert {t.labels["client"] for t in columns} == {"desktop"}
+
+
+def test_parse_to_parquet_where_and_errors_leave_no_half_file(tmp_path: Path) -> None:
+    from quicsm.traces.store import read_traces
+
+    log = tmp_path / "a.log"
+    log.write_bytes(crafted())
+    out = tmp_path / "x.parquet"
+    assert _cli(["parse", str(log), "-q", "--where", "cc=bbr", "-o", str(out)])[0] == 0
+    kept = read_traces(str(out))
+    assert kept and {t.cc for t in kept} == {"bbr"}
+    out.unlink()
+    code, text = _cli(["parse", str(log), "-q", "--where", "cc=nope", "-o", str(out)])
+    assert code != 0 and "no trace matches" in text and not out.exists()
+    noise = tmp_path / "noise.log"
+    noise.write_text("just noise\nQUICSM v=1 broken\n")
+    code, text = _cli(["parse", str(noise), "-q", "-o", str(out)])
+    assert code != 0 and "no state transitions" in text and not out.exists()
+    code, text = _cli(["parse", str(log), "--strict", "-o", str(out)])  # first problem in line order
+    assert code != 0 and ":6: timestamp goes backwards" in text and not out.exists()
