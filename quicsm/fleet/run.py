@@ -137,10 +137,34 @@ def _columnar_source(task: FileTask, report: ParseReport) -> Iterator[TraceColum
     from quicsm.traces.parse import columnar_ok, read_log_columnar
 
     kind, meta, opener = _file_source(task)
+    if kind == "traces-parquet" and columnar_ok(report):
+        report.files += 1
+        return _stored_columns(task, report)
     if kind != "log" or opener is None or not columnar_ok(report):
         return None
     report.files += 1
     return read_log_columnar(task.path, task.scope, meta, report, opener=opener)
+
+
+def _stored_columns(task: FileTask, report: ParseReport) -> Iterator[TraceColumns]:
+    """A Parquet store's batches, with the command line's labels and overrides applied as for trace files."""
+    from quicsm.traces.parquet import read_parquet_columns
+    from quicsm.traces.parse import merge_meta, relabel, sidecar_meta
+
+    meta = merge_meta(
+        sidecar_meta(task.path),
+        labels=task.labels,
+        implementation=task.implementation,
+        version=task.version,
+        cc=task.cc,
+    )
+    for tc in read_parquet_columns(task.path):
+        assert tc.shells is not None
+        tc.shells = [relabel(t, meta) for t in tc.shells]
+        tc.ccs = [t.cc for t in tc.shells]
+        report.traces += len(tc)
+        report.records += int(tc.offsets[-1])
+        yield tc
 
 
 def _summarize_columns(batches: Iterator[TraceColumns], s: Summary, task: FileTask) -> None:

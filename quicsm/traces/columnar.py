@@ -356,13 +356,14 @@ class TraceColumns:
     def labels(self, view: StateView) -> tuple[np.ndarray, list[str]]:
         """Per row, the id of the state label ``view`` gives it (into the returned names)."""
         ev = self.events
-        pairs = np.stack([self.state, ev.recovery]).T if view.recovery else self.state[:, None]
-        uniq, inv = np.unique(pairs, axis=0, return_inverse=True)
+        width = len(ev.names) + 1
+        key = self.state.astype(np.int64) * width + ((ev.recovery.astype(np.int64) + 1) if view.recovery else 0)
+        uniq, inv = np.unique(key, return_inverse=True)
         names: list[str] = []
-        for row in uniq.tolist():
-            s = ev.names[row[0]] if row[0] >= 0 else ""
-            r = ev.names[row[1]] if view.recovery and row[1] >= 0 else None
-            names.append(view.label(TraceEvent(0, s, recovery=r)))
+        for k in uniq.tolist():
+            s, r = divmod(k, width)
+            rec = ev.names[r - 1] if view.recovery and r > 0 else None
+            names.append(view.label(TraceEvent(0, ev.names[s] if s >= 0 else "", recovery=rec)))
         return inv.reshape(-1).astype(np.int64), names
 
 

@@ -223,3 +223,143 @@ def _read_parquet(path: str) -> Iterator[Trace]:
             )
     if cur is not None:
         yield cur
+
+
+def read_parquet_columns(path: str) -> Iterator[TraceColumns]:
+    """The store read back as column batches (one per row group; a trace split across groups is joined),
+    without a Python object per event: what summaries and inference read. Empty traces are left out,
+    as :func:`quicsm.traces.parse_inputs` leaves them out. InputError (one line) for a damaged file."""
+    try:
+        yield from _read_parquet_columns(path)
+    except InputError:
+        raise
+    except Exception as exc:  # pyarrow's errors, and wrong shapes/types in rows or trace_meta
+        raise InputError(f"{path}: bad Parquet trace file ({type(exc).__name__}: {str(exc)[:200]})") from None
+
+
+def _read_parquet_columns(path: str) -> Iterator[TraceColumns]:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path)
+    except Exception as exc:  # pyarrow raises several types for a bad file
+        raise InputError(f"{path}: not a readable Parquet file ({exc})") from None
+    if b"quicsm" not in (pf.schema_arrow.metadata or {}):
+        raise InputError(f"{path}: Parquet file was not written by quicsm (no quicsm schema metadata)")
+    groups = pf.num_row_groups
+    carry: Any = None  # rows of the previous group's last trace, which may go on in this group
+    for g in range(groups):
+        table = pf.read_row_group(g)
+        if carry is not None:
+            table = pa.concat_tables([carry, table]).unify_dictionaries().combine_chunks()
+        carry = None
+        if g + 1 < groups and table.num_rows:
+            trace = table.column("trace").combine_chunks()
+            idx = _ints(trace.indices, -1)
+            other = np.flatnonzero(idx != idx[-1])
+            last = int(other[-1]) + 1 if len(other) else 0
+            carry, table = table.slice(last), table.slice(0, last)
+        if table.num_rows:
+            yield _table_columns(table, path)
+
+
+def _table_columns(table: Any, path: str) -> TraceColumns:
+    import numpy as np
+
+    from quicsm.traces.builder import TraceMeta
+    from quicsm.traces.columnar import NULL, EventColumns, TraceColumns
+    from quicsm.traces.events import EVENT_KINDS
+
+    n = table.num_rows
+    cols = {name: table.column(name).combine_chunks() for name in table.column_names}
+    names: list[str] = []
+    index: dict[str, int] = {}
+
+    def ids(field: str) -> np.ndarray:
+        """A dictionary column as ids into ``names`` (-1 for null)."""
+        arr = cols[field]
+        values = [index.setdefault(v, len(index)) for v in arr.dictionary.to_pylist()]
+        names.extend(list(index)[len(names) :])
+        return np.asarray(values + [-1], np.int32)[_ints(arr.indices, len(values))]
+
+    kind_names = cols["kind"].dictionary.to_pylist()
+    kind_map = np.asarray([EVENT_KINDS.index(k) if k in EVENT_KINDS else -1 for k in kind_names] + [-1], np.int8)
+    kind = kind_map[_ints(cols["kind"].indices, len(kind_names))]
+    if (kind < 0).any() and not set(kind_names) <= {*EVENT_KINDS, "none"}:
+        raise InputError(f"{path}: bad Parquet trace file (unknown event kind in {kind_names})")
+    trace_idx = _ints(cols["trace"].indices, -1)
+    starts = np.flatnonzero(np.r_[True, trace_idx[1:] != trace_idx[:-1]]) if n else np.zeros(0, np.int64)
+    meta_col = cols["trace_meta"]
+    meta_text = meta_col.dictionary.to_pylist()
+    meta_idx = _ints(meta_col.indices, 0)
+    shells = [_shell(json.loads(meta_text[i])) for i in meta_idx[starts].tolist()]
+    real = kind >= 0  # "none" rows stand for empty traces: left out
+    counts = np.add.reduceat(real.astype(np.int64), starts) if n else np.zeros(0, np.int64)
+    keep_trace = counts > 0
+    offsets = np.zeros(int(keep_trace.sum()) + 1, np.int64)
+    np.cumsum(counts[keep_trace], out=offsets[1:])
+    metrics = np.stack([_ints(cols[k], NULL) for k in METRIC_FIELDS], axis=1) if n else np.zeros((0, 7), np.int64)
+    extra: dict[int, tuple[tuple[str, str], ...]] = {}
+    if cols["extra"].null_count < n:
+        for r, text in enumerate(cols["extra"].to_pylist()):
+            if text:
+                extra[r] = tuple((k, v) for k, v in json.loads(text))
+    zeros = np.zeros(n, np.int32)
+    state = ids("state")
+    ev = EventColumns(
+        line=np.zeros(n, np.int64),
+        conn=zeros,
+        cc=zeros,
+        t_us=_ints(cols["t_us"], 0),
+        prev=ids("prev"),
+        state=state,
+        kind=np.maximum(kind, 0),
+        metrics=metrics,
+        trigger=ids("trigger"),
+        recovery=ids("recovery"),
+        names=names,
+        extra=extra,
+    )
+    kept = [s for s, k in zip(shells, keep_trace.tolist()) if k]
+    return TraceColumns(
+        ev,
+        np.flatnonzero(real),
+        offsets,
+        [t.id for t in kept],
+        [t.key for t in kept],
+        [t.cc for t in kept],
+        state,
+        TraceMeta(),
+        path,
+        kept,
+    )
+
+
+def _ints(arr: Any, fill: int) -> Any:
+    """An Arrow integer array as int64 NumPy values, ``fill`` where null (no float round trip)."""
+    import numpy as np
+
+    bufs = arr.buffers()
+    start, n = arr.offset, len(arr)
+    if bufs[1] is None or n == 0:
+        return np.full(n, fill, np.int64)
+    values = np.frombuffer(bufs[1], arr.type.to_pandas_dtype(), count=start + n)[start:].astype(np.int64)
+    if arr.null_count:
+        bits = np.unpackbits(np.frombuffer(bufs[0], np.uint8), bitorder="little")[start : start + n]
+        values[bits == 0] = fill
+    return values
+
+
+def _shell(m: dict[str, Any]) -> Trace:
+    return Trace(
+        id=m["id"],
+        cc=m["cc"],
+        events=[],
+        key=m.get("key", ""),
+        implementation=m.get("implementation"),
+        version=m.get("version"),
+        sources=tuple(m.get("sources", ())),
+        labels=dict(m.get("labels") or {}),
+    )

@@ -107,7 +107,7 @@ def sidecar_meta(path: str) -> TraceMeta:
     )
 
 
-def _merge(
+def merge_meta(
     base: TraceMeta, *, labels: dict[str, str], implementation: str | None, version: str | None, cc: str | None
 ) -> TraceMeta:
     return TraceMeta(
@@ -233,7 +233,7 @@ def _iter_inputs(
     scopes = _scopes(list(paths))
     labels = labels or {}
     for path in paths:
-        meta = _merge(sidecar_meta(path), labels=labels, implementation=implementation, version=version, cc=cc)
+        meta = merge_meta(sidecar_meta(path), labels=labels, implementation=implementation, version=version, cc=cc)
         report.files += 1
         kind = input_kind(path)
         try:
@@ -265,7 +265,7 @@ def read_input(
         for t in iter_trace_file(path):
             report.traces += 1
             report.records += len(t.events)
-            yield _relabel(t, meta)
+            yield relabel(t, meta)
         return
     with _opened(path, opener, report) as fh:
         if kind == "qlog":
@@ -317,7 +317,7 @@ def read_log_columnar(
         yield from iter_trace_columns(fh, path, scope, meta, report, on_bytes)
 
 
-def _relabel(t: Trace, meta: TraceMeta) -> Trace:
+def relabel(t: Trace, meta: TraceMeta) -> Trace:
     if not (meta.labels or meta.implementation or meta.version or meta.cc):
         return t
     return replace(

@@ -174,3 +174,34 @@ def test_parse_to_parquet_where_and_errors_leave_no_half_file(tmp_path: Path) ->
     assert code != 0 and "no state transitions" in text and not out.exists()
     code, text = _cli(["parse", str(log), "--strict", "-o", str(out)])  # first problem in line order
     assert code != 0 and ":6: timestamp goes backwards" in text and not out.exists()
+
+
+def test_parquet_store_read_as_columns_equals_the_object_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from quicsm.traces import parquet
+    from quicsm.traces.events import Trace
+
+    traces, _ = object_path(crafted() + open_binary(LOGS[0]).read())
+    assert any(e.extra for t in traces for e in t.events) and any(e.recovery for t in traces for e in t.events)
+    monkeypatch.setattr(parquet, "_ROWS_PER_GROUP", 5)  # traces split across row groups
+    store = str(tmp_path / "x.parquet")
+    parquet.write_parquet([*traces, Trace(id="empty", cc="cubic", events=[])], store)
+    got = [t for tc in parquet.read_parquet_columns(store) for t in tc.traces()]
+    assert got == [t for t in parquet.read_parquet(store) if t.events] == traces
+
+
+def test_summary_of_a_store_equals_the_summary_of_its_log(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_bytes(crafted() + open_binary(LOGS[0]).read())
+    store = tmp_path / "x.parquet"
+    assert _cli(["parse", str(log), "-q", "-o", str(store)])[0] == 0
+    for view in VIEWS:
+        a = summarize_file(FileTask(str(log), "x.log", view, {"client": "mobile"}))
+        b = summarize_file(FileTask(str(store), "x.parquet", view, {"client": "mobile"}))
+        assert not hasattr(a, "raise_") and not hasattr(b, "raise_")
+        assert list(a.sequences) == list(b.sequences) and a.traces == b.traces > 5
+        assert [(s.count, s.durations_us, s.events) for s in a.sequences.values()] == [
+            (s.count, s.durations_us, s.events) for s in b.sequences.values()
+        ]
+        assert a.describe() == b.describe() and b.describe()["labels"] == {"client": "mobile"}
