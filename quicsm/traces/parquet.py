@@ -170,15 +170,19 @@ def _row(cols: dict[str, list[Any]], tid: str, meta: str, e: TraceEvent | None) 
 
 def read_parquet(path: str) -> Iterator[Trace]:
     """Traces back from :func:`write_parquet`'s file; InputError (one line) for a damaged or foreign file."""
+    yield from _one_line_errors(path, _read_parquet(path))
+
+
+def _one_line_errors(path: str, items: Iterator[Any]) -> Iterator[Any]:
     try:
-        yield from _read_parquet(path)
+        yield from items
     except InputError:
         raise
     except Exception as exc:  # pyarrow's errors, and wrong shapes/types in rows or trace_meta
         raise InputError(f"{path}: bad Parquet trace file ({type(exc).__name__}: {str(exc)[:200]})") from None
 
 
-def _read_parquet(path: str) -> Iterator[Trace]:
+def _open_store(path: str) -> Any:
     import pyarrow.parquet as pq
 
     try:
@@ -187,6 +191,11 @@ def _read_parquet(path: str) -> Iterator[Trace]:
         raise InputError(f"{path}: not a readable Parquet file ({exc})") from None
     if b"quicsm" not in (pf.schema_arrow.metadata or {}):
         raise InputError(f"{path}: Parquet file was not written by quicsm (no quicsm schema metadata)")
+    return pf
+
+
+def _read_parquet(path: str) -> Iterator[Trace]:
+    pf = _open_store(path)
     cur: Trace | None = None
     for g in range(pf.num_row_groups):
         rows = pf.read_row_group(g).to_pydict()
@@ -195,17 +204,7 @@ def _read_parquet(path: str) -> Iterator[Trace]:
             if cur is None or cur.id != tid:
                 if cur is not None:
                     yield cur
-                m = json.loads(rows["trace_meta"][i])
-                cur = Trace(
-                    id=m["id"],
-                    cc=m["cc"],
-                    events=[],
-                    key=m.get("key", ""),
-                    implementation=m.get("implementation"),
-                    version=m.get("version"),
-                    sources=tuple(m.get("sources", ())),
-                    labels=dict(m.get("labels") or {}),
-                )
+                cur = _shell(json.loads(rows["trace_meta"][i]))
             if rows["kind"][i] == "none":
                 continue
             extra = rows["extra"][i]
@@ -229,25 +228,14 @@ def read_parquet_columns(path: str) -> Iterator[TraceColumns]:
     """The store read back as column batches (one per row group; a trace split across groups is joined),
     without a Python object per event: what summaries and inference read. Empty traces are left out,
     as :func:`quicsm.traces.parse_inputs` leaves them out. InputError (one line) for a damaged file."""
-    try:
-        yield from _read_parquet_columns(path)
-    except InputError:
-        raise
-    except Exception as exc:  # pyarrow's errors, and wrong shapes/types in rows or trace_meta
-        raise InputError(f"{path}: bad Parquet trace file ({type(exc).__name__}: {str(exc)[:200]})") from None
+    yield from _one_line_errors(path, _read_parquet_columns(path))
 
 
 def _read_parquet_columns(path: str) -> Iterator[TraceColumns]:
     import numpy as np
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    try:
-        pf = pq.ParquetFile(path)
-    except Exception as exc:  # pyarrow raises several types for a bad file
-        raise InputError(f"{path}: not a readable Parquet file ({exc})") from None
-    if b"quicsm" not in (pf.schema_arrow.metadata or {}):
-        raise InputError(f"{path}: Parquet file was not written by quicsm (no quicsm schema metadata)")
+    pf = _open_store(path)
     groups = pf.num_row_groups
     carry: Any = None  # rows of the previous group's last trace, which may go on in this group
     for g in range(groups):
