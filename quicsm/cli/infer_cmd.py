@@ -9,7 +9,6 @@ import click
 from quicsm.cli.dask_options import dask_option, load_summary
 from quicsm.cli.options import engine_options, engine_opts, input_options, view_from, view_options
 from quicsm.inference.annotate import AnnotatedModel, save_model
-from quicsm.inference.graphs import write_graphml
 from quicsm.pipeline import learn_summary
 from quicsm.traces.store import atomic_output
 
@@ -42,6 +41,8 @@ def write_model(am: AnnotatedModel, path: str, fmt: str) -> None:
         save_model(am, path)
         return
     if fmt == "graphml":
+        from quicsm.inference.graphs import write_graphml  # networkx only when asked for
+
         write_graphml(am, path)
         return
     with atomic_output(path, binary=False) as fh:

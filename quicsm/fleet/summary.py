@@ -58,6 +58,7 @@ class Summary:
     """Labels shared by every trace (None before the first trace)."""
     ccs: set[str] = field(default_factory=set)
     report: ParseReport = field(default_factory=ParseReport)
+    _last_meta: tuple[object, ...] | None = field(default=None, repr=False, compare=False)
 
     def add(self, trace: Trace) -> None:
         stays = trace.visits(self.view)
@@ -77,6 +78,10 @@ class Summary:
         self.traces += 1
         if has_transition:
             self.transitions = True
+        seen = (trace.sources, trace.cc, trace.implementation, trace.version, tuple(trace.labels.items()))
+        if seen == self._last_meta:  # traces of one file mostly share their metadata
+            return
+        self._last_meta = seen
         for src in trace.sources:
             if src not in self.sources:
                 self.sources.append(src)

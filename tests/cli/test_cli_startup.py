@@ -55,3 +55,20 @@ def test_probe_sees_heavy_imports(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text(format_line(conn="a", t_us=1, cc="cubic", frm="Init", to="SlowStart") + "\n")
     assert "pyarrow" in _heavy_modules(["parse", str(log), "-q", "-o", str(tmp_path / "t.parquet")])
+
+
+def test_infer_and_diagram_import_only_what_they_use(tmp_path: Path) -> None:
+    """infer/diagram read columns (numpy) but need neither scipy nor networkx; pyarrow only for a store."""
+    log = tmp_path / "server.log"
+    log.write_text(
+        format_line(conn="a", t_us=1, cc="cubic", frm="Init", to="SlowStart")
+        + "\n"
+        + format_line(conn="a", t_us=9, cc="cubic", frm="SlowStart", to="Recovery")
+        + "\n"
+    )
+    model = tmp_path / "m.json"
+    used = _heavy_modules(["infer", str(log), "-q", "-o", str(model)])
+    assert json.loads(model.read_text())["nodes"]  # the inference did run
+    assert not {m.split(".")[0] for m in used} & {"scipy", "networkx", "pyarrow"}
+    graphml = _heavy_modules(["infer", str(log), "-q", "-o", str(tmp_path / "m.graphml")])
+    assert "networkx" in graphml  # asked for: loaded
