@@ -25,7 +25,6 @@ import time
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_parse import make_log
 
-
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 """Children cache their bytecode as an installed quicsm does (best-of-N keeps the warm runs)."""
 
