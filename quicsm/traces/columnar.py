@@ -127,7 +127,7 @@ class _Columns:
         return hit
 
 
-BATCH_ROWS = 1 << 20
+BATCH_ROWS = 1 << 18
 """Records per batch: memory holds one batch and the open connections' records, whatever the file size."""
 
 
