@@ -166,55 +166,65 @@ def _read_windows(
 ) -> Iterator[tuple[bytearray, int]]:
     """Windows of complete lines, about ``chunk`` bytes each: ``(buffer, end)``; the last may lack a newline.
 
-    A line longer than a window is read whole, up to :data:`MAX_LINE` bytes; a longer one is skipped
-    (reported, its newline kept so line numbers stay right, its bytes added to ``skipped[0]``), so
-    memory stays bounded whatever the input.
+    The buffer is one bytearray reused from window to window (read into, never reallocated once it is
+    big enough: fresh 4 MiB blocks per window cost as much as scanning them); only ``buffer[:end]``
+    is the window. A line longer than a window is read whole, up to :data:`MAX_LINE` bytes; a longer
+    one is skipped (reported, its newline kept so line numbers stay right, its bytes added to
+    ``skipped[0]``), so memory stays bounded whatever the input.
     """
-    buf = bytearray()
+    buf = bytearray(chunk)
+    end = 0  # valid bytes at the front of buf
     done = False
     skipping = False  # inside an overlong line, dropping bytes until its newline
     scanned = 0  # bytes of buf already searched for a newline
     while not done:
-        block, error = _read_chunk(stream, chunk)
+        if len(buf) < end + chunk:
+            buf.extend(bytes(end + chunk - len(buf)))
+        got, error = _read_into(stream, buf, end, chunk)
         if error is not None:
-            where = lineno() + buf.count(b"\n") + block.count(b"\n")
+            where = lineno() + buf.count(b"\n", 0, end + got)
             report.problem(path, where, f"truncated or corrupt input ({error})", "truncated input")
-        done = not block or error is not None
-        if skipping:
-            nl = block.find(b"\n")
-            skipped[0] += len(block) if nl < 0 else nl
+        done = not got or error is not None
+        if skipping:  # end == 0 here: the overlong line's bytes were dropped
+            nl = buf.find(b"\n", 0, got)
+            skipped[0] += got if nl < 0 else nl
             if nl < 0 and not done:
                 continue
             if nl < 0:  # the file ends inside the line: a stand-in newline counts it (not its byte)
-                block, skipped[0] = b"\n", skipped[0] - 1
-            else:
-                block = block[nl:]  # the newline ends the skipped line (counted once)
+                buf[0] = 10
+                end = 1
+                skipped[0] -= 1
+            else:  # the newline ends the skipped line (counted once)
+                end = got - nl
+                buf[0:end] = buf[nl:got]
             skipping = False
-        buf += block
-        first = buf.find(b"\n", 0, MAX_LINE + 1)
-        if first < 0 and len(buf) > MAX_LINE:
+        else:
+            end += got
+        if end > MAX_LINE and buf.find(b"\n", 0, MAX_LINE + 1) < 0:
             report.problem(path, lineno(), f"line longer than {MAX_LINE} bytes skipped", "overlong line")
-            nl = buf.find(b"\n")
-            skipped[0] += len(buf) if nl < 0 else nl
+            nl = buf.find(b"\n", 0, end)
+            skipped[0] += end if nl < 0 else nl
             if nl < 0:
-                buf.clear()
-                scanned = 0
+                end = scanned = 0
                 if not done:
                     skipping = True
                     continue
-                buf += b"\n"
+                buf[0] = 10
+                end = 1
                 skipped[0] -= 1
             else:
-                del buf[:nl]
+                buf[0 : end - nl] = buf[nl:end]
+                end -= nl
         if done:
-            cut = len(buf)
+            cut = end
         else:
-            cut = buf.rfind(b"\n", scanned) + 1
-            scanned = len(buf) if not cut else 0
+            cut = buf.rfind(b"\n", scanned, end) + 1
+            scanned = end if not cut else 0
         if cut:
             yield buf, cut
-            del buf[:cut]
-            scanned = 0
+            rest = end - cut
+            buf[0:rest] = buf[cut:end]
+            end, scanned = rest, 0
 
 
 Buffer = bytes | bytearray
@@ -252,21 +262,23 @@ except ImportError:  # pragma: no cover - depends on the install
     _find_tagged = _find_tagged_py
 
 
-def _read_chunk(stream: BinaryIO, chunk: int) -> tuple[bytes, Exception | None]:
-    """Read up to ``chunk`` bytes; on a truncated/corrupt stream return what was readable and the error.
-
-    Reads in steps (``read1``), so the good data a gzip reader hands out before its error is kept.
-    """
-    read1 = getattr(stream, "read1", None) or stream.read
-    parts: list[bytes] = []
-    size = 0
-    while size < chunk:
-        try:
-            part = read1(chunk - size)
-        except (EOFError, zlib.error, OSError) as exc:
-            return b"".join(parts), exc
-        if not part:
-            break
-        parts.append(part)
-        size += len(part)
-    return b"".join(parts), None
+def _read_into(stream: BinaryIO, buf: bytearray, at: int, chunk: int) -> tuple[int, Exception | None]:
+    """Read up to ``chunk`` bytes into ``buf[at:]``; on a truncated/corrupt stream keep what was readable
+    and return the error. Reads in steps, so the good data a gzip reader hands out before its error is kept."""
+    readinto = getattr(stream, "readinto", None)
+    got = 0
+    with memoryview(buf) as view:
+        while got < chunk:
+            try:
+                if readinto is not None:
+                    n = readinto(view[at + got : at + chunk])
+                else:
+                    part = (getattr(stream, "read1", None) or stream.read)(chunk - got)
+                    n = len(part)
+                    view[at + got : at + got + n] = part
+            except (EOFError, zlib.error, OSError) as exc:
+                return got, exc
+            if not n:
+                break
+            got += n
+    return got, None
