@@ -138,7 +138,11 @@ def build_quiche_server(version: str, cc: str = "bbr2", *, cache_dir: Path | Non
             manifest.write_text(
                 re.sub(r'^quiche = "[^"]*"', f'quiche = "={version}"', manifest.read_text(), flags=re.M)
             )
-            env = {**os.environ, "CARGO_TARGET_DIR": str(root / "cargo-target" / f"quiche-{version}")}
+            env = {
+                **os.environ,
+                "CARGO_TARGET_DIR": str(root / "cargo-target" / f"quiche-{version}"),
+                "QUICSM_QUICHE_VERSION": version,  # the server reports it in its ready line
+            }
             _run(
                 [cargo, "build", "--release", "--config", f'patch.crates-io.quiche.path="{patched}"'],
                 server,
