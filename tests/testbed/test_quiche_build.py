@@ -26,5 +26,8 @@ def test_missing_libclang_says_what_to_install(monkeypatch, tmp_path) -> None:
 
 def test_patch_set_lookup() -> None:
     assert quiche_build.quiche_patch_set("0.30.0", "bbr2").name == "cloudflare-quiche-0.30.0-bbr2"
+    cubic, reno = quiche_build.quiche_patch_set("0.30.0", "cubic"), quiche_build.quiche_patch_set("0.30.0", "reno")
+    assert (cubic.algorithm, reno.algorithm) == ("cubic", "reno")
+    assert cubic.diff_text == reno.diff_text  # one change to src/recovery/congestion serves both
     with pytest.raises(TestbedError, match="cloudflare-quiche-0.24.0-bbr2"):
         quiche_build.quiche_patch_set("0.23.0", "bbr2")
