@@ -69,6 +69,10 @@ def test_bbr2_phases_parse_infer_render(run: Path, tmp_path: Path) -> None:
     assert (trace.implementation, trace.version, trace.cc) == ("cloudflare-quiche", VERSION, "bbr2")
     states = trace.states()
     assert states[:2] == ["Init", "Startup"]
+    # The server drops a connection the client closed, so its ev=close line marks the end of the page load
+    # and the last state's time counts (within the handshake and the client's close of the page load time).
+    plt_us = json.loads((run / "meta.json").read_text())["result"]["plt_ms"] * 1000
+    assert 0.8 * plt_us < trace.duration_us < plt_us + 200_000
     seen = set(states)
     assert "Drain" in seen, states
     probe_bw = {s for s in seen if s.startswith("ProbeBw.")}

@@ -191,6 +191,20 @@ fn flush_datagrams(c: &mut Client, socket: &UdpSocket, out: &mut [u8]) {
     }
 }
 
+static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_stop(_: libc::c_int) {
+    STOP.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// SIGTERM/SIGINT end the server between two loop turns (ppoll returns early on a signal).
+fn stop_on_signals() {
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe { libc::signal(sig, on_stop as extern "C" fn(libc::c_int) as libc::sighandler_t) };
+    }
+}
+
 /// Sleep until the socket is readable or `timeout` has passed. ppoll takes nanoseconds on a high-resolution
 /// timer; SO_RCVTIMEO (set_read_timeout) is rounded up to scheduler ticks (4-10 ms), far coarser than the
 /// gaps between paced datagrams (0.2 ms at 50 Mbit/s), and held every paced sender to about 100 packets/s.
@@ -218,6 +232,7 @@ fn main() {
     if let Some(path) = &args.log {
         redirect_stderr(path);
     }
+    stop_on_signals();
     let socket = UdpSocket::bind(&args.addr).unwrap_or_else(|e| usage_error(&format!("bind {}: {e}", args.addr)));
     let local = socket.local_addr().expect("local address");
     socket.set_nonblocking(true).expect("non-blocking socket");
@@ -269,6 +284,10 @@ fn main() {
             .min()
             .unwrap_or(Duration::from_millis(100));
         wait_readable(&socket, timeout);
+        if STOP.load(std::sync::atomic::Ordering::Relaxed) {
+            clients.clear(); // the controllers' ev=close lines, then exit like the Go server on SIGTERM
+            std::process::exit(0);
+        }
         loop {
             match socket.recv_from(&mut buf) {
                 Ok((len, from)) => handle_datagram(
@@ -294,7 +313,9 @@ fn main() {
             serve(c, &index, &body, args.objects);
             flush_datagrams(c, &socket, &mut out);
         }
-        clients.retain(|_, c| !c.conn.is_closed());
+        // A connection the peer closed is dropped at once (no draining period to wait out): dropping it
+        // drops its congestion controller, which prints the connection's ev=close line now.
+        clients.retain(|_, c| !c.conn.is_closed() && !c.conn.is_draining());
         aliases.retain(|_, scid| clients.contains_key(scid));
     }
 }
