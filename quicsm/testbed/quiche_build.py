@@ -47,7 +47,26 @@ def find_cargo() -> str:
         raise TestbedError(
             "cargo not found: install Rust >= 1.88 (rustup, or .ci/install.d/quiche.sh) to build the quiche server"
         )
+    _check_toolchain(found)
     return found
+
+
+MIN_RUST = (1, 88)
+"""quiche 0.30's rust-version; Debian 12's own rustc (1.63) is older."""
+
+
+def _check_toolchain(cargo: str) -> None:
+    """A one-line error when cargo is older than quiche needs (cargo and rustc ship together)."""
+    try:
+        out = subprocess.run([cargo, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise TestbedError(f"{cargo} --version failed ({exc}): reinstall Rust >= 1.88") from None
+    m = re.search(r"\b(\d+)\.(\d+)\.\d+", out)
+    if m and (int(m.group(1)), int(m.group(2))) < MIN_RUST:
+        raise TestbedError(
+            f"{cargo} is {m.group(0)}, quiche needs Rust >= {MIN_RUST[0]}.{MIN_RUST[1]}: "
+            "install rustc-web and cargo-web (Debian 12) or use rustup (.ci/install.d/quiche.sh)"
+        )
 
 
 def find_libclang() -> str:

@@ -17,6 +17,18 @@ def test_missing_cargo_says_what_to_install(monkeypatch, tmp_path) -> None:
     assert "\n" not in str(exc.value)
 
 
+def test_old_rust_says_what_to_install(monkeypatch, tmp_path) -> None:
+    cargo = tmp_path / "cargo"
+    cargo.write_text("#!/bin/sh\necho 'cargo 1.65.0'\n")
+    cargo.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(TestbedError, match=r"cargo is 1.65.0, quiche needs Rust >= 1.88: install rustc-web") as exc:
+        quiche_build.find_cargo()
+    assert "\n" not in str(exc.value)
+    cargo.write_text("#!/bin/sh\necho 'cargo 1.96.0 (f2d3ce0bd 2026-03-21)'\n")
+    assert quiche_build.find_cargo() == str(cargo)
+
+
 def test_missing_libclang_says_what_to_install(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("LIBCLANG_PATH", str(tmp_path))
     monkeypatch.setattr(quiche_build.glob, "glob", lambda pattern: [])
