@@ -141,7 +141,15 @@ def build_quiche_server(version: str, cc: str = "bbr2", *, cache_dir: Path | Non
     with _Lock(root / f".{entry.name}.lock"):
         if binary.is_file():
             return QuicheServer(binary, version, ps.name, True)
-        with tempfile.TemporaryDirectory(prefix="quicsm-quiche-", dir=root) as tmp:
+        # One cargo target directory per crate version keeps BoringSSL between patch sets, but quiche's
+        # artifacts have no hash in their names (it is also a staticlib and cdylib): a build for another
+        # patch set overwrites libquiche.rlib while the first one's fingerprint still looks fresh. So builds
+        # of one version take turns, and the patched copy is touched to make cargo recompile quiche.
+        target_dir = root / "cargo-target" / f"quiche-{version}"
+        with (
+            _Lock(root / f".cargo-target-quiche-{version}.lock"),
+            tempfile.TemporaryDirectory(prefix="quicsm-quiche-", dir=root) as tmp,
+        ):
             work = Path(tmp)
             patched = root / "quiche-src" / f"quiche-{version}-{set_sha}"
             if not patched.is_dir():
@@ -151,6 +159,7 @@ def build_quiche_server(version: str, cc: str = "bbr2", *, cache_dir: Path | Non
                 _apply_patch(ps, staging)
                 patched.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(staging, patched)
+            os.utime(patched / "src" / "lib.rs")
             server = work / "server"
             shutil.copytree(server_src, server, ignore=shutil.ignore_patterns("target", "Cargo.lock"))
             manifest = server / "Cargo.toml"
@@ -159,7 +168,7 @@ def build_quiche_server(version: str, cc: str = "bbr2", *, cache_dir: Path | Non
             )
             env = {
                 **os.environ,
-                "CARGO_TARGET_DIR": str(root / "cargo-target" / f"quiche-{version}"),
+                "CARGO_TARGET_DIR": str(target_dir),
                 "QUICSM_QUICHE_VERSION": version,  # the server reports it in its ready line
             }
             _run(
@@ -169,5 +178,5 @@ def build_quiche_server(version: str, cc: str = "bbr2", *, cache_dir: Path | Non
                 env,
             )
             entry.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(Path(env["CARGO_TARGET_DIR"]) / "release" / BINARY, binary)
+            shutil.copy2(target_dir / "release" / BINARY, binary)
     return QuicheServer(binary, version, ps.name, False)

@@ -3,6 +3,9 @@ are looked up by version and controller. (The build itself: tests/testbed/test_q
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from quicsm.errors import TestbedError
@@ -43,3 +46,34 @@ def test_patch_set_lookup() -> None:
     assert cubic.diff_text == reno.diff_text  # one change to src/recovery/congestion serves both
     with pytest.raises(TestbedError, match="cloudflare-quiche-0.24.0-bbr2"):
         quiche_build.quiche_patch_set("0.23.0", "bbr2")
+
+
+def test_build_makes_cargo_recompile_the_patched_crate(monkeypatch, tmp_path) -> None:
+    """quiche's libquiche.rlib has no hash in its name, so after a build for another patch set of the same
+    version the file on disk is that set's; a cache miss must touch the patched copy so cargo recompiles it."""
+    import hashlib
+
+    monkeypatch.setattr(quiche_build, "find_cargo", lambda: "cargo")
+    monkeypatch.setattr(quiche_build, "find_libclang", lambda: "libclang.so")
+    monkeypatch.setattr(quiche_build.shutil, "which", lambda name: "/usr/bin/" + name)
+    ps = quiche_build.quiche_patch_set("0.30.0", "cubic")
+    sha = hashlib.sha256(ps.diff_text.encode()).hexdigest()[:12]
+    lib_rs = tmp_path / "quiche-src" / f"quiche-0.30.0-{sha}" / "src" / "lib.rs"
+    lib_rs.parent.mkdir(parents=True)
+    lib_rs.write_text("// patched copy\n")
+    os.utime(lib_rs, (0, 0))
+    seen: list[float] = []
+
+    def fake_run(argv, cwd, what, env=None):  # type: ignore[no-untyped-def]
+        assert f'patch.crates-io.quiche.path="{lib_rs.parent.parent}"' in argv
+        seen.append(lib_rs.stat().st_mtime)
+        out = Path(env["CARGO_TARGET_DIR"]) / "release" / quiche_build.BINARY
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("binary")
+
+    monkeypatch.setattr(quiche_build, "_run", fake_run)
+    first = quiche_build.build_quiche_server("0.30.0", "cubic", cache_dir=tmp_path)
+    assert not first.cached and first.binary.read_text() == "binary"
+    assert seen and seen[0] > 0  # touched before cargo ran
+    again = quiche_build.build_quiche_server("0.30.0", "cubic", cache_dir=tmp_path)
+    assert again.cached and len(seen) == 1  # a cache hit runs no cargo
