@@ -1,12 +1,13 @@
-"""BBR2 vs Cubic on Cloudflare quiche under 1 % loss and under the Fig. 10 reordering jitter.
+"""BBR2 vs Cubic on Cloudflare quiche: each controller's impaired runs against its own clean runs.
 
-    sudo python3 experiments/bbr2_loss_reordering.py             # run the scenarios, bundle, compare
-    python3 experiments/bbr2_loss_reordering.py --analyse-only   # bundle + compare existing runs
+    sudo python3 experiments/bbr2_vs_cubic.py loss-reordering   # 1 % loss, Fig. 10 reordering jitter
+    sudo python3 experiments/bbr2_vs_cubic.py fig11             # Fig. 11 varying bandwidth
+    python3 experiments/bbr2_vs_cubic.py fig11 --analyse-only   # bundle + compare existing runs
 
-Each controller's impaired runs are compared with its own clean runs on the same path (`quicsm compare`,
-Welch per state, Holm-corrected): the two controllers have different states, so what they share is the
-page load time. Good runs are bundled into traces/quiche-bbr2-vs-cubic/<scenario>/. Writes
-experiments/bbr2_loss_reordering.md.
+The comparisons are `quicsm compare`'s (Welch per state, Holm-corrected): the two controllers have
+different states, so what they share is the page load time. Good runs are bundled into
+traces/quiche-bbr2-vs-cubic/<scenario>/ (loss-reordering) or traces/quiche-bbr2-fig11/<scenario>/
+(fig11). Writes experiments/bbr2_<study>.md (plus experiments/bbr2_<study>.notes.md if present).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -27,18 +29,50 @@ from bundle_traces import bundle
 from quicsm.testbed.matrix import load_matrix
 
 HERE = Path(__file__).resolve().parent
-TRACES = HERE.parent / "traces" / "quiche-bbr2-vs-cubic"
-PAIRS = (  # (controller, condition, clean scenario, impaired scenario)
-    ("bbr2", "1 % loss", "bbr2-clean50", "bbr2-loss"),
-    ("cubic", "1 % loss", "cubic-clean50", "cubic-loss"),
-    ("bbr2", "±10 ms jitter", "bbr2-clean10", "bbr2-jitter"),
-    ("cubic", "±10 ms jitter", "cubic-clean10", "cubic-jitter"),
-)
 
 
-def _compare(a: str, b: str) -> dict:  # type: ignore[type-arg]
+@dataclass(frozen=True)
+class Study:
+    title: str
+    scenarios: str
+    traces: str
+    setup: str
+    pairs: tuple[tuple[str, str, str, str], ...]
+    """(controller, condition, clean scenario, impaired scenario)"""
+
+
+STUDIES = {
+    "loss-reordering": Study(
+        "BBR2 vs Cubic on Cloudflare quiche: 1 % loss and reordering jitter",
+        "bbr2_loss_reordering.toml",
+        "quiche-bbr2-vs-cubic",
+        "Loss: 50 Mbit/s, 36 ms RTT, 2 MB object, 1 % random loss per packet and direction (relay).\nJitter: the "
+        "Fig. 10 path (10 Mbit/s, 112 ms RTT, 1 MB object) with ±10 ms uniform jitter per packet, which reorders\n"
+        "like netem.",
+        (
+            ("bbr2", "1 % loss", "bbr2-clean50", "bbr2-loss"),
+            ("cubic", "1 % loss", "cubic-clean50", "cubic-loss"),
+            ("bbr2", "±10 ms jitter", "bbr2-clean10", "bbr2-jitter"),
+            ("cubic", "±10 ms jitter", "cubic-clean10", "cubic-jitter"),
+        ),
+    ),
+    "fig11": Study(
+        "BBR2 vs Cubic on Cloudflare quiche: Fig. 11 varying bandwidth",
+        "bbr2_fig11.toml",
+        "quiche-bbr2-fig11",
+        "100 ms RTT, one 10 MB object; a fixed 50 Mbit/s bottleneck against a new random rate between 10 and\n"
+        "100 Mbit/s every second (tc tbf changed in place, the queue kept).",
+        (
+            ("bbr2", "varying rate", "bbr2-fixed", "bbr2-varying"),
+            ("cubic", "varying rate", "cubic-fixed", "cubic-varying"),
+        ),
+    ),
+}
+
+
+def _compare(traces: Path, a: str, b: str) -> dict:  # type: ignore[type-arg]
     out = subprocess.run(
-        [sys.executable, "-m", "quicsm", "compare", str(TRACES / a), str(TRACES / b), "--format", "json"],
+        [sys.executable, "-m", "quicsm", "compare", str(traces / a), str(traces / b), "--format", "json"],
         check=True,
         capture_output=True,
         text=True,
@@ -49,11 +83,14 @@ def _compare(a: str, b: str) -> dict:  # type: ignore[type-arg]
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scenarios", default=str(HERE / "bbr2_loss_reordering.toml"))
+    ap.add_argument("study", choices=sorted(STUDIES))
     ap.add_argument("--out", default=None, help="run directory (default: the scenario file's out)")
     ap.add_argument("--analyse-only", action="store_true")
-    ap.add_argument("--report", default=str(HERE / "bbr2_loss_reordering.md"))
     args = ap.parse_args()
+    study = STUDIES[args.study]
+    args.scenarios = str(HERE / study.scenarios)
+    report = HERE / ("bbr2_" + args.study.replace("-", "_") + ".md")
+    traces = HERE.parent / "traces" / study.traces
     m = load_matrix(Path(args.scenarios))
     out = Path(args.out) if args.out else m.out
     assert out is not None
@@ -64,12 +101,12 @@ def main() -> None:
         )
     names = [sc.config.name for sc in m.scenarios]
     for n in names:
-        shutil.rmtree(TRACES / n, ignore_errors=True)
-    bundle(out, TRACES, {n: n for n in names}, None)
+        shutil.rmtree(traces / n, ignore_errors=True)
+    bundle(out, traces, {n: n for n in names}, None)
     runs = {n: load_runs(out, n + "-") for n in names}
     plt = {n: [meta["result"]["plt_ms"] for _, meta in runs[n]] for n in names}
     rows, shifts = [], []
-    for cc, cond, clean, bad in PAIRS:
+    for cc, cond, clean, bad in study.pairs:
         (mc, sc), (mb, sb) = mean_sd(plt[clean]), mean_sd(plt[bad])
         rows.append(
             [
@@ -82,7 +119,7 @@ def main() -> None:
                 fmt_p(welch_p(plt[bad], plt[clean])),
             ]
         )
-        c = _compare(clean, bad)
+        c = _compare(traces, clean, bad)
         for s in sorted(c["states"], key=lambda s: -abs(s["difference"])):
             if s["significant"]:
                 shifts.append(
@@ -97,18 +134,17 @@ def main() -> None:
                     ]
                 )
     text = (
-        f"""# BBR2 vs Cubic on Cloudflare quiche: 1 % loss and reordering jitter
+        f"""# {study.title}
 
 Cloudflare quiche 0.30.0 HTTP/3 server (`testbed/quiche-server`) with the `cloudflare-quiche-0.30.0-bbr2`
-and `-cubic` patch sets, Go HTTP/3 client, 1-BDP drop-tail queue. Loss: 50 Mbit/s, 36 ms RTT, 2 MB object,
-1 % random loss per packet and direction (relay). Jitter: the Fig. 10 path (10 Mbit/s, 112 ms RTT, 1 MB
-object) with ±10 ms uniform jitter per packet, which reorders like netem. Each impaired set is compared
-with the same controller's clean runs on the same path. Page load p: Welch's t-test; states:
+and `-cubic` patch sets, Go HTTP/3 client, 1-BDP drop-tail queue.
+{study.setup}
+Each impaired set is compared with the same controller's clean runs on the same path. Page load p: Welch's t-test; states:
 `quicsm compare <clean> <impaired>` (Welch per state on per-connection time shares, Holm-corrected),
 significant shifts only (p < 0.01). Runs whose relay sent 1 % of packets more than 2 ms late were redone.
 
-Generated {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC by `experiments/bbr2_loss_reordering.py`
-(scenarios: `experiments/bbr2_loss_reordering.toml`, repo {git_rev()}); traces in `traces/quiche-bbr2-vs-cubic/`.
+Generated {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC by `experiments/bbr2_vs_cubic.py {args.study}`
+(scenarios: `experiments/{study.scenarios}`, repo {git_rev()}); traces in `traces/{study.traces}/`.
 
 """
         + table(
@@ -117,10 +153,10 @@ Generated {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC by `experiments/bbr2_loss
         + "\nTime share per state, clean -> impaired (significant shifts):\n\n"
         + table(["controller", "impairment", "state", "clean", "impaired", "difference", "p (Holm)"], shifts)
     )
-    notes = HERE / "bbr2_loss_reordering.notes.md"
+    notes = report.with_suffix(".notes.md")
     if notes.is_file():
         text += "\n" + notes.read_text()
-    Path(args.report).write_text(text)
+    report.write_text(text)
     print(text)
 
 
