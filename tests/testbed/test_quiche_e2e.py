@@ -102,3 +102,18 @@ def test_chromium_fetches_from_quiche_over_http3(bins, tmp_path: Path) -> None: 
     assert client["protocols"] == {"h3": 4} and client["bytes"] >= 3 * 300_000
     (trace,) = parse_inputs([str(res.run_dir / "server.log")]).traces
     assert trace.states()[:2] == ["Init", "Startup"] and trace.labels["client"] == "chromium"
+
+
+def test_cubic_built_after_bbr2_prints_its_own_states(bins, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Another patch set of the same crate version in the same cargo target directory: the binary must
+    carry that set (quiche's rlib has no hash in its name), and Cubic's states show under 1 % loss."""
+    from quicsm.testbed.stack import stack_for
+
+    cfg = replace(BASE, cc="cubic", size=2_000_000, loss=0.01, name="cubic", timeout_s=60)
+    cubic = stack_for(cfg)
+    assert cubic.patch_set == f"cloudflare-quiche-{VERSION}-cubic" and cubic.server != bins.server
+    (res,) = run_many(cfg, cubic, tmp_path, retries=2)
+    assert res.ok, res.error
+    (trace,) = parse_inputs([str(res.run_dir / "server.log")]).traces
+    assert trace.cc == "cubic" and trace.states()[:2] == ["Init", "SlowStart"]
+    assert {"CongestionAvoidance", "Recovery"} <= set(trace.states())
