@@ -31,6 +31,7 @@ CI_REQUIRED_COMMANDS = {
     "go": "Go (.ci/install.d/quic-go.sh)",
     "chromium": "Debian's chromium (.ci/install.d/testbed.sh)",
     "tc": "iproute2 (.ci/install.d/testbed.sh)",
+    "cargo": "Rust >= 1.88 for the quiche server (.ci/install.d/quiche.sh)",
 }
 
 

@@ -1,4 +1,4 @@
-"""``quicsm testbed``: run instrumented quic-go through the emulated network; emulator report; cleanup."""
+"""``quicsm testbed``: run instrumented quic-go or quiche through the emulated network; emulator report; cleanup."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def _echo_result(res: Any) -> None:
 def _run_scenarios(items: list[tuple[Any, int]], out: Path, retries: int) -> None:
     from quicsm.testbed import netns
     from quicsm.testbed.runner import run_many
-    from quicsm.testbed.stack import get_stack
+    from quicsm.testbed.stack import stack_for
     from quicsm.testbed.system import require_root
 
     require_root("quicsm testbed")
@@ -43,7 +43,7 @@ def _run_scenarios(items: list[tuple[Any, int]], out: Path, retries: int) -> Non
     failed = total = 0
     try:
         for cfg, runs in items:
-            bins = get_stack(cfg.quic_go_version, cfg.cc, cfg.packet_threshold)
+            bins = stack_for(cfg)
             results = run_many(cfg, bins, out, runs=runs, retries=retries, on_result=_echo_result)
             total += len(results)
             failed += sum(not r.ok for r in results)
@@ -63,7 +63,7 @@ def _run_scenarios(items: list[tuple[Any, int]], out: Path, retries: int) -> Non
 
 @click.group()
 def testbed() -> None:
-    """Run instrumented quic-go servers through an emulated network (needs root).
+    """Run instrumented quic-go or Cloudflare quiche servers through an emulated network (needs root).
 
     \b
     Topology: server ns -- tbf (rate, queue) -- relay ns (delay, jitter, loss) -- client ns.
@@ -95,7 +95,21 @@ def testbed() -> None:
 @click.option("--size", default="10MB", show_default=True, help="Bytes per object (10MB, 100KB, 5000).")
 @click.option("--runs", default=1, show_default=True, type=int)
 @click.option("--quic-go-version", default="v0.65.0", show_default=True)
-@click.option("--cc", type=click.Choice(["reno", "cubic"]), default="reno", show_default=True)
+@click.option(
+    "--stack",
+    type=click.Choice(["quic-go", "quiche"]),
+    default="quic-go",
+    show_default=True,
+    help="Server: instrumented quic-go, or Cloudflare quiche (testbed/quiche-server; needs Rust and libclang).",
+)
+@click.option("--quiche-version", default="0.30.0", show_default=True, help="Crate version with --stack quiche.")
+@click.option(
+    "--cc",
+    type=click.Choice(["reno", "cubic", "bbr2"]),
+    default="reno",
+    show_default=True,
+    help="Congestion controller (bbr2 only with --stack quiche).",
+)
 @click.option(
     "--packet-threshold",
     default=None,
@@ -123,6 +137,8 @@ def run(
     size: str,
     runs: int,
     quic_go_version: str,
+    stack: str,
+    quiche_version: str,
     cc: str,
     packet_threshold: int | None,
     name: str,
@@ -156,6 +172,8 @@ def run(
         objects=objects,
         size=parse_size(size),
         quic_go_version=quic_go_version,
+        stack=stack,
+        quiche_version=quiche_version,
         cc=cc,
         packet_threshold=packet_threshold,
         schedule=schedule,
@@ -183,12 +201,13 @@ def matrix(file: str, out: str | None, retries: int, dry_run: bool) -> None:
     if target is None:
         raise TestbedError(f"{file}: no `out` in the file and no --out given")
     for sc in m.scenarios:
+        c = sc.config
+        server = f"quiche {c.quiche_version}" if c.stack == "quiche" else f"quic-go {c.quic_go_version}"
         click.echo(
-            f"{sc.config.name}: {sc.runs} run(s), {sc.config.rate_mbps:g} Mbit/s, {sc.config.rtt_ms:g} ms RTT, "
-            f"jitter {sc.config.jitter_ms:g} ms, quota {sc.config.cpu_quota or 'none'}, "
-            f"quic-go {sc.config.quic_go_version} {sc.config.cc}"
-            + (f", schedule {sc.config.schedule}" if sc.config.schedule else "")
-            + (f", packet threshold {sc.config.packet_threshold}" if sc.config.packet_threshold else ""),
+            f"{c.name}: {sc.runs} run(s), {c.rate_mbps:g} Mbit/s, {c.rtt_ms:g} ms RTT, "
+            f"jitter {c.jitter_ms:g} ms, quota {c.cpu_quota or 'none'}, {server} {c.cc}"
+            + (f", schedule {c.schedule}" if c.schedule else "")
+            + (f", packet threshold {c.packet_threshold}" if c.packet_threshold else ""),
             err=True,
         )
     if dry_run:

@@ -38,6 +38,7 @@ KEY_ALIASES = {
     "delay": "rtt_ms",
     "jitter": "jitter_ms",
     "version": "quic_go_version",
+    "quiche": "quiche_version",
     "timeout": "timeout_s",
 }
 _FIELDS = {f.name for f in fields(RunConfig)}

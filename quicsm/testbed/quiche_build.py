@@ -47,7 +47,26 @@ def find_cargo() -> str:
         raise TestbedError(
             "cargo not found: install Rust >= 1.88 (rustup, or .ci/install.d/quiche.sh) to build the quiche server"
         )
+    _check_toolchain(found)
     return found
+
+
+MIN_RUST = (1, 88)
+"""quiche 0.30's rust-version; Debian 12's own rustc (1.63) is older."""
+
+
+def _check_toolchain(cargo: str) -> None:
+    """A one-line error when cargo is older than quiche needs (cargo and rustc ship together)."""
+    try:
+        out = subprocess.run([cargo, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise TestbedError(f"{cargo} --version failed ({exc}): reinstall Rust >= 1.88") from None
+    m = re.search(r"\b(\d+)\.(\d+)\.\d+", out)
+    if m and (int(m.group(1)), int(m.group(2))) < MIN_RUST:
+        raise TestbedError(
+            f"{cargo} is {m.group(0)}, quiche needs Rust >= {MIN_RUST[0]}.{MIN_RUST[1]}: "
+            "install rustc-web and cargo-web (Debian 12) or use rustup (.ci/install.d/quiche.sh)"
+        )
 
 
 def find_libclang() -> str:
@@ -122,7 +141,15 @@ def build_quiche_server(version: str, cc: str = "bbr2", *, cache_dir: Path | Non
     with _Lock(root / f".{entry.name}.lock"):
         if binary.is_file():
             return QuicheServer(binary, version, ps.name, True)
-        with tempfile.TemporaryDirectory(prefix="quicsm-quiche-", dir=root) as tmp:
+        # One cargo target directory per crate version keeps BoringSSL between patch sets, but quiche's
+        # artifacts have no hash in their names (it is also a staticlib and cdylib): a build for another
+        # patch set overwrites libquiche.rlib while the first one's fingerprint still looks fresh. So builds
+        # of one version take turns, and the patched copy is touched to make cargo recompile quiche.
+        target_dir = root / "cargo-target" / f"quiche-{version}"
+        with (
+            _Lock(root / f".cargo-target-quiche-{version}.lock"),
+            tempfile.TemporaryDirectory(prefix="quicsm-quiche-", dir=root) as tmp,
+        ):
             work = Path(tmp)
             patched = root / "quiche-src" / f"quiche-{version}-{set_sha}"
             if not patched.is_dir():
@@ -132,13 +159,18 @@ def build_quiche_server(version: str, cc: str = "bbr2", *, cache_dir: Path | Non
                 _apply_patch(ps, staging)
                 patched.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(staging, patched)
+            os.utime(patched / "src" / "lib.rs")
             server = work / "server"
             shutil.copytree(server_src, server, ignore=shutil.ignore_patterns("target", "Cargo.lock"))
             manifest = server / "Cargo.toml"
             manifest.write_text(
                 re.sub(r'^quiche = "[^"]*"', f'quiche = "={version}"', manifest.read_text(), flags=re.M)
             )
-            env = {**os.environ, "CARGO_TARGET_DIR": str(root / "cargo-target" / f"quiche-{version}")}
+            env = {
+                **os.environ,
+                "CARGO_TARGET_DIR": str(target_dir),
+                "QUICSM_QUICHE_VERSION": version,  # the server reports it in its ready line
+            }
             _run(
                 [cargo, "build", "--release", "--config", f'patch.crates-io.quiche.path="{patched}"'],
                 server,
@@ -146,5 +178,5 @@ def build_quiche_server(version: str, cc: str = "bbr2", *, cache_dir: Path | Non
                 env,
             )
             entry.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(Path(env["CARGO_TARGET_DIR"]) / "release" / BINARY, binary)
+            shutil.copy2(target_dir / "release" / BINARY, binary)
     return QuicheServer(binary, version, ps.name, False)

@@ -30,6 +30,7 @@ from quicsm.testbed.system import require_root
 
 __all__ = [
     "CLIENTS",
+    "STACKS",
     "RunConfig",
     "RunResult",
     "ServerClient",
@@ -45,6 +46,8 @@ __all__ = [
 ]
 
 CLIENTS = ("go", "chromium")
+STACKS = {"quic-go": ("reno", "cubic"), "quiche": ("reno", "cubic", "bbr2")}
+"""Server stacks and the congestion controllers each can run (quiche: Cloudflare quiche from crates.io)."""
 REJECTED = "_rejected"
 LATE_P99_LIMIT_US = 2000
 """A run whose relay sent 1 % of packets later than this is flagged ``emulator_ok: false``."""
@@ -88,12 +91,20 @@ class RunConfig:
     name: str = "run"
     labels: tuple[tuple[str, str], ...] = ()
     """Extra labels for the traces (e.g. ``(("profile", "mobile"),)``)."""
+    stack: str = "quic-go"
+    """Server stack: ``quic-go`` or ``quiche`` (Cloudflare quiche, testbed/quiche-server)."""
+    quiche_version: str = "0.30.0"
+    """Crate version of quiche when ``stack`` is ``quiche``."""
 
     def __post_init__(self) -> None:
         if self.client not in CLIENTS:
             raise TestbedError(f"client {self.client!r}: choose one of {', '.join(CLIENTS)}")
-        if self.cc not in ("reno", "cubic"):
-            raise TestbedError(f"cc {self.cc!r}: choose reno or cubic")
+        if self.stack not in STACKS:
+            raise TestbedError(f"stack {self.stack!r}: choose one of {', '.join(STACKS)}")
+        if self.cc not in STACKS[self.stack]:
+            raise TestbedError(f"cc {self.cc!r} on {self.stack}: choose {' or '.join(STACKS[self.stack])}")
+        if self.stack != "quic-go" and self.packet_threshold is not None:
+            raise TestbedError("packet threshold: only the quic-go server can be rebuilt with one")
         if self.rate_mbps <= 0 or self.rtt_ms < 0 or self.objects < 1 or self.size < 1:
             raise TestbedError("rate must be positive, rtt non-negative, objects and size at least 1")
         if self.cpu_quota is not None and not 0 < self.cpu_quota <= (os.cpu_count() or 1):
@@ -129,8 +140,17 @@ class RunConfig:
             "schedule": self.schedule or "fixed",
             "packet_threshold": str(self.packet_threshold) if self.packet_threshold else "default",
         }
+        if self.stack != "quic-go":  # quic-go runs keep the labels they always had
+            out.update(stack=self.stack, quiche_version=self.quiche_version)
         out.update(dict(self.labels))
         return out
+
+    @property
+    def implementation(self) -> tuple[str, str]:
+        """(implementation, version) as ``quicsm parse`` reads them from meta.json."""
+        if self.stack == "quiche":
+            return "cloudflare-quiche", self.quiche_version
+        return "quic-go", self.quic_go_version
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,17 +246,7 @@ def run_once(
         with emu:
             server = emu.procs.start(
                 "server",
-                [
-                    str(bins.server),
-                    "-addr",
-                    f"{emu.topo.server_ip}:{SERVER_PORT}",
-                    "-objects",
-                    str(cfg.objects),
-                    "-size",
-                    str(cfg.size),
-                    "-log",
-                    str(log_path),
-                ],
+                _server_argv(cfg, bins, f"{emu.topo.server_ip}:{SERVER_PORT}", log_path),
                 ns=emu.topo.ns("srv"),
             )
             ready = emu.procs.wait_ready(server, timeout=20)
@@ -265,11 +275,13 @@ def run_once(
     late_p99 = max(stats.get(d, {}).get("late_us", {}).get("p99", 0) for d in ("down", "up")) if stats else None
     emulator_ok = late_p99 is not None and late_p99 <= LATE_P99_LIMIT_US
     plt = client_out.get("plt_ms")
+    impl, impl_version = cfg.implementation
+    version_label = {"quic_go_version": cfg.quic_go_version} if cfg.stack == "quic-go" else {}
     meta = {
-        "implementation": "quic-go",
-        "version": cfg.quic_go_version,
+        "implementation": impl,
+        "version": impl_version,
         "cc": cfg.cc,
-        "labels": {**cfg.label_dict(), "run": run_dir.name, "quic_go_version": cfg.quic_go_version},
+        "labels": {**cfg.label_dict(), "run": run_dir.name, **version_label},
         "params": {
             **asdict(cfg),
             "rtt_ms": cfg.rtt_ms,
@@ -294,12 +306,22 @@ def run_once(
             "relay": str(relay_bins.relay),
             "patch_set": getattr(bins, "patch_set", None),
             "server_quic_go": ready.get("quic_go"),
+            **({"server_quiche": ready.get("quiche")} if cfg.stack == "quiche" else {}),
         },
         "run_index": index,
         **(extra_meta or {}),
     }
     _write_json(run_dir / "meta.json", meta)
     return RunResult(run_dir=run_dir, ok=ok, plt_ms=plt, emulator_ok=emulator_ok, error=error)
+
+
+def _server_argv(cfg: RunConfig, bins: ServerClient, addr: str, log_path: Path) -> list[str]:
+    """The server's command line; the quiche server takes the Go server's flags plus ``-cc``."""
+    argv = [str(bins.server), "-addr", addr, "-objects", str(cfg.objects), "-size", str(cfg.size)]
+    argv += ["-log", str(log_path)]
+    if cfg.stack == "quiche":
+        argv += ["-cc", cfg.cc]
+    return argv
 
 
 def _run_client(

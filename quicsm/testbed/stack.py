@@ -1,14 +1,36 @@
-"""The instrumented quic-go server and Go client for a version and congestion controller, built
-once per (version, cc) by the patch engine's ``quicsm.testbed.build`` and cached."""
+"""The instrumented server and the Go client for a run: quic-go built once per (version, cc) by
+``quicsm.testbed.build``, or Cloudflare quiche built once per (crate version, cc) by
+``quicsm.testbed.quiche_build``; both cached."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from quicsm.errors import TestbedError
-from quicsm.testbed.runner import ServerClient
+from quicsm.testbed.runner import RunConfig, ServerClient
 
-__all__ = ["get_stack"]
+__all__ = ["QuicheStack", "get_stack", "stack_for"]
+
+
+@dataclass(frozen=True)
+class QuicheStack:
+    """The patched quiche server with the Go client (built from the run's quic-go version) beside it."""
+
+    server: Path
+    client: Path
+    patch_set: str
+
+
+def stack_for(cfg: RunConfig) -> ServerClient:
+    """Server and client binaries for a run's stack, version and congestion controller."""
+    if cfg.stack != "quiche":
+        return get_stack(cfg.quic_go_version, cfg.cc, cfg.packet_threshold)
+    from quicsm.testbed.quiche_build import build_quiche_server
+
+    server = build_quiche_server(cfg.quiche_version, cfg.cc)
+    client = get_stack(cfg.quic_go_version, "reno").client  # the client carries no instrumentation
+    return QuicheStack(server=server.binary, client=client, patch_set=server.patch_set)
 
 
 def get_stack(version: str, cc: str, packet_threshold: int | None = None) -> ServerClient:

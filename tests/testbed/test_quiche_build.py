@@ -3,6 +3,9 @@ are looked up by version and controller. (The build itself: tests/testbed/test_q
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from quicsm.errors import TestbedError
@@ -17,6 +20,18 @@ def test_missing_cargo_says_what_to_install(monkeypatch, tmp_path) -> None:
     assert "\n" not in str(exc.value)
 
 
+def test_old_rust_says_what_to_install(monkeypatch, tmp_path) -> None:
+    cargo = tmp_path / "cargo"
+    cargo.write_text("#!/bin/sh\necho 'cargo 1.65.0'\n")
+    cargo.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(TestbedError, match=r"cargo is 1.65.0, quiche needs Rust >= 1.88: install rustc-web") as exc:
+        quiche_build.find_cargo()
+    assert "\n" not in str(exc.value)
+    cargo.write_text("#!/bin/sh\necho 'cargo 1.96.0 (f2d3ce0bd 2026-03-21)'\n")
+    assert quiche_build.find_cargo() == str(cargo)
+
+
 def test_missing_libclang_says_what_to_install(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("LIBCLANG_PATH", str(tmp_path))
     monkeypatch.setattr(quiche_build.glob, "glob", lambda pattern: [])
@@ -26,5 +41,39 @@ def test_missing_libclang_says_what_to_install(monkeypatch, tmp_path) -> None:
 
 def test_patch_set_lookup() -> None:
     assert quiche_build.quiche_patch_set("0.30.0", "bbr2").name == "cloudflare-quiche-0.30.0-bbr2"
+    cubic, reno = quiche_build.quiche_patch_set("0.30.0", "cubic"), quiche_build.quiche_patch_set("0.30.0", "reno")
+    assert (cubic.algorithm, reno.algorithm) == ("cubic", "reno")
+    assert cubic.diff_text == reno.diff_text  # one change to src/recovery/congestion serves both
     with pytest.raises(TestbedError, match="cloudflare-quiche-0.24.0-bbr2"):
         quiche_build.quiche_patch_set("0.23.0", "bbr2")
+
+
+def test_build_makes_cargo_recompile_the_patched_crate(monkeypatch, tmp_path) -> None:
+    """quiche's libquiche.rlib has no hash in its name, so after a build for another patch set of the same
+    version the file on disk is that set's; a cache miss must touch the patched copy so cargo recompiles it."""
+    import hashlib
+
+    monkeypatch.setattr(quiche_build, "find_cargo", lambda: "cargo")
+    monkeypatch.setattr(quiche_build, "find_libclang", lambda: "libclang.so")
+    monkeypatch.setattr(quiche_build.shutil, "which", lambda name: "/usr/bin/" + name)
+    ps = quiche_build.quiche_patch_set("0.30.0", "cubic")
+    sha = hashlib.sha256(ps.diff_text.encode()).hexdigest()[:12]
+    lib_rs = tmp_path / "quiche-src" / f"quiche-0.30.0-{sha}" / "src" / "lib.rs"
+    lib_rs.parent.mkdir(parents=True)
+    lib_rs.write_text("// patched copy\n")
+    os.utime(lib_rs, (0, 0))
+    seen: list[float] = []
+
+    def fake_run(argv, cwd, what, env=None):  # type: ignore[no-untyped-def]
+        assert f'patch.crates-io.quiche.path="{lib_rs.parent.parent}"' in argv
+        seen.append(lib_rs.stat().st_mtime)
+        out = Path(env["CARGO_TARGET_DIR"]) / "release" / quiche_build.BINARY
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("binary")
+
+    monkeypatch.setattr(quiche_build, "_run", fake_run)
+    first = quiche_build.build_quiche_server("0.30.0", "cubic", cache_dir=tmp_path)
+    assert not first.cached and first.binary.read_text() == "binary"
+    assert seen and seen[0] > 0  # touched before cargo ran
+    again = quiche_build.build_quiche_server("0.30.0", "cubic", cache_dir=tmp_path)
+    assert again.cached and len(seen) == 1  # a cache hit runs no cargo

@@ -19,6 +19,7 @@ struct Args {
     objects: usize,
     size: usize,
     cc: String,
+    log: Option<String>,
 }
 
 fn usage_error(msg: &str) -> ! {
@@ -32,6 +33,7 @@ fn parse_args() -> Args {
         objects: 1,
         size: 10000,
         cc: "cubic".into(),
+        log: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -41,7 +43,8 @@ fn parse_args() -> Args {
             "objects" => a.objects = value().parse().unwrap_or_else(|_| usage_error("--objects: not a number")),
             "size" => a.size = value().parse().unwrap_or_else(|_| usage_error("--size: not a number")),
             "cc" => a.cc = value(),
-            _ => usage_error(&format!("unknown flag {flag} (known: --addr --objects --size --cc)")),
+            "log" => a.log = Some(value()),
+            _ => usage_error(&format!("unknown flag {flag} (known: --addr --objects --size --cc --log)")),
         }
     }
     a
@@ -107,18 +110,29 @@ fn object_body(size: usize) -> Vec<u8> {
     b
 }
 
+/// A response in progress: headers until quiche takes them, then the body from `off` on.
+struct Response {
+    headers: Option<Vec<quiche::h3::Header>>,
+    body: std::rc::Rc<Vec<u8>>,
+    off: usize,
+}
+
 struct Client {
     conn: quiche::Connection,
     h3: Option<quiche::h3::Connection>,
-    /// Stream -> (body, bytes already written).
-    pending: HashMap<u64, (std::rc::Rc<Vec<u8>>, usize)>,
+    /// Responses not fully written yet, by stream.
+    pending: HashMap<u64, Response>,
+    /// A datagram quiche's pacer releases later than now + PACING_SLACK: (release time, bytes, destination).
+    held: Option<(Instant, Vec<u8>, SocketAddr)>,
 }
+
+/// Datagrams due within this are sent at once (a small burst, like a kernel fq quantum); later ones wait.
+const PACING_SLACK: Duration = Duration::from_micros(500);
 
 fn respond(client: &mut Client, stream: u64, path: &str, index: &std::rc::Rc<Vec<u8>>, body: &std::rc::Rc<Vec<u8>>, objects: usize) {
     let (status, ctype, data) = if path == "/" {
         ("200", "text/html; charset=utf-8", index.clone())
-    } else if let Some(i) = path.strip_prefix("/obj/").and_then(|s| s.parse::<usize>().ok()).filter(|i| *i < objects) {
-        let _ = i;
+    } else if path.strip_prefix("/obj/").and_then(|s| s.parse::<usize>().ok()).is_some_and(|i| i < objects) {
         ("200", "application/javascript", body.clone())
     } else {
         ("404", "text/plain", std::rc::Rc::new(b"not found\n".to_vec()))
@@ -130,34 +144,98 @@ fn respond(client: &mut Client, stream: u64, path: &str, index: &std::rc::Rc<Vec
         quiche::h3::Header::new(b"cache-control", b"no-store"),
         quiche::h3::Header::new(b"content-length", len.as_bytes()),
     ];
-    let h3 = client.h3.as_mut().expect("h3 connection");
-    if h3.send_response(&mut client.conn, stream, &headers, false).is_err() {
-        return;
-    }
-    client.pending.insert(stream, (data, 0));
-    flush_body(client, stream);
+    client.pending.insert(stream, Response { headers: Some(headers), body: data, off: 0 });
+    flush_response(client, stream);
 }
 
-fn flush_body(client: &mut Client, stream: u64) {
-    let Some((data, off)) = client.pending.get_mut(&stream) else { return };
+/// Write as much of a pending response as flow control and congestion control let through now.
+fn flush_response(client: &mut Client, stream: u64) {
+    let Some(r) = client.pending.get_mut(&stream) else { return };
     let h3 = client.h3.as_mut().expect("h3 connection");
-    while *off < data.len() {
-        match h3.send_body(&mut client.conn, stream, &data[*off..], true) {
-            Ok(n) => *off += n,
-            Err(_) => return,
+    if let Some(headers) = &r.headers {
+        match h3.send_response(&mut client.conn, stream, headers, false) {
+            Ok(()) => r.headers = None,
+            Err(quiche::h3::Error::StreamBlocked | quiche::h3::Error::Done) => return,
+            Err(_) => {
+                client.pending.remove(&stream);
+                return;
+            }
         }
-        if *off < data.len() {
-            return; // the stream is blocked; continue when it becomes writable
+    }
+    while r.off < r.body.len() {
+        match h3.send_body(&mut client.conn, stream, &r.body[r.off..], true) {
+            Ok(n) if n > 0 => r.off += n,
+            Ok(_) | Err(quiche::h3::Error::Done) => return, // blocked: retried on the next pass
+            Err(_) => break,
         }
     }
     client.pending.remove(&stream);
 }
 
+/// Send a client's datagrams, holding one back while quiche's pacer says it is not due yet.
+fn flush_datagrams(c: &mut Client, socket: &UdpSocket, out: &mut [u8]) {
+    let now = Instant::now();
+    if let Some((at, pkt, to)) = c.held.take() {
+        if at > now + PACING_SLACK {
+            c.held = Some((at, pkt, to));
+            return;
+        }
+        let _ = socket.send_to(&pkt, to);
+    }
+    while let Ok((n, info)) = c.conn.send(out) {
+        if info.at > now + PACING_SLACK {
+            c.held = Some((info.at, out[..n].to_vec(), info.to));
+            return;
+        }
+        let _ = socket.send_to(&out[..n], info.to);
+    }
+}
+
+static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_stop(_: libc::c_int) {
+    STOP.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// SIGTERM/SIGINT end the server between two loop turns (ppoll returns early on a signal).
+fn stop_on_signals() {
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe { libc::signal(sig, on_stop as extern "C" fn(libc::c_int) as libc::sighandler_t) };
+    }
+}
+
+/// Sleep until the socket is readable or `timeout` has passed. ppoll takes nanoseconds on a high-resolution
+/// timer; SO_RCVTIMEO (set_read_timeout) is rounded up to scheduler ticks (4-10 ms), far coarser than the
+/// gaps between paced datagrams (0.2 ms at 50 Mbit/s), and held every paced sender to about 100 packets/s.
+fn wait_readable(socket: &UdpSocket, timeout: Duration) {
+    use std::os::fd::AsRawFd;
+    let mut fds = libc::pollfd { fd: socket.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    let ts = libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos() as libc::c_long };
+    // SAFETY: one valid pollfd and a valid timespec; no signal mask change.
+    unsafe { libc::ppoll(&mut fds, 1, &ts, std::ptr::null()) };
+}
+
+/// Point stderr (where the patched quiche prints the quicsm lines) at `path`, like the Go server's -log.
+fn redirect_stderr(path: &str) {
+    use std::os::fd::AsRawFd;
+    let file = std::fs::File::create(path).unwrap_or_else(|e| usage_error(&format!("--log {path}: {e}")));
+    // SAFETY: dup2 on two valid descriptors; fd 2 then refers to the log file for the process's lifetime.
+    if unsafe { libc::dup2(file.as_raw_fd(), 2) } < 0 {
+        usage_error(&format!("--log {path}: dup2 failed"));
+    }
+}
+
 fn main() {
     let args = parse_args();
     let cc = cc_name(&args.cc);
+    if let Some(path) = &args.log {
+        redirect_stderr(path);
+    }
+    stop_on_signals();
     let socket = UdpSocket::bind(&args.addr).unwrap_or_else(|e| usage_error(&format!("bind {}: {e}", args.addr)));
     let local = socket.local_addr().expect("local address");
+    socket.set_nonblocking(true).expect("non-blocking socket");
     let dir = std::env::temp_dir().join(format!("quicsm-quiche-server-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let (cert, key, spki) = self_signed(&dir);
@@ -177,53 +255,88 @@ fn main() {
     config.set_initial_max_streams_bidi(1000);
     config.set_initial_max_streams_uni(100);
     config.set_disable_active_migration(true);
+    config.enable_pacing(true);
     config.set_cc_algorithm_name(cc).expect("congestion controller");
     let h3_config = quiche::h3::Config::new().expect("h3 config");
 
     println!(
-        "{{\"ready\":true,\"addr\":\"{local}\",\"spki\":\"{spki}\",\"stack\":\"quiche\",\"cc\":\"{}\",\"objects\":{},\"size\":{}}}",
-        args.cc, args.objects, args.size
+        "{{\"ready\":true,\"addr\":\"{local}\",\"spki\":\"{spki}\",\"stack\":\"quiche\",\"quiche\":\"{}\",\"cc\":\"{}\",\"objects\":{},\"size\":{}}}",
+        quiche_version(),
+        args.cc,
+        args.objects,
+        args.size
     );
     eprintln!("quicsm-quiche-server: listening addr={local} cc={} objects={} size={}", args.cc, args.objects, args.size);
 
     let index = std::rc::Rc::new(page(args.objects, args.size));
     let body = std::rc::Rc::new(object_body(args.size));
     let mut clients: HashMap<quiche::ConnectionId<'static>, Client> = HashMap::new();
+    let mut aliases: HashMap<quiche::ConnectionId<'static>, quiche::ConnectionId<'static>> = HashMap::new();
     let mut buf = [0u8; 65535];
     let mut out = [0u8; MAX_DATAGRAM];
 
     loop {
-        let timeout = clients.values().filter_map(|c| c.conn.timeout()).min().unwrap_or(Duration::from_millis(100));
-        socket.set_read_timeout(Some(timeout.max(Duration::from_micros(50)))).expect("read timeout");
-        let deadline = Instant::now() + timeout;
-        match socket.recv_from(&mut buf) {
-            Ok((len, from)) => handle_datagram(&mut buf[..len], from, local, &socket, &mut config, &h3_config, &mut clients, &mut out),
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
-            Err(e) => usage_error(&format!("recv: {e}")),
+        let now = Instant::now();
+        let timeout = clients
+            .values()
+            .flat_map(|c| [c.conn.timeout(), c.held.as_ref().map(|h| h.0.saturating_duration_since(now))])
+            .flatten()
+            .min()
+            .unwrap_or(Duration::from_millis(100));
+        wait_readable(&socket, timeout);
+        if STOP.load(std::sync::atomic::Ordering::Relaxed) {
+            clients.clear(); // the controllers' ev=close lines, then exit like the Go server on SIGTERM
+            std::process::exit(0);
         }
-        if Instant::now() >= deadline {
-            for c in clients.values_mut() {
-                c.conn.on_timeout();
+        loop {
+            match socket.recv_from(&mut buf) {
+                Ok((len, from)) => handle_datagram(
+                    &mut buf[..len],
+                    from,
+                    local,
+                    &socket,
+                    &mut config,
+                    &h3_config,
+                    &mut clients,
+                    &mut aliases,
+                    &mut out,
+                ),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => usage_error(&format!("recv: {e}")),
             }
         }
         for c in clients.values_mut() {
-            serve(c, &index, &body, args.objects);
-            while let Ok((n, info)) = c.conn.send(&mut out) {
-                let _ = socket.send_to(&out[..n], info.to);
+            if c.conn.timeout() == Some(Duration::ZERO) {
+                c.conn.on_timeout();
             }
+            serve(c, &index, &body, args.objects);
+            flush_datagrams(c, &socket, &mut out);
         }
-        clients.retain(|_, c| !c.conn.is_closed());
+        // A connection the peer closed is dropped at once (no draining period to wait out): dropping it
+        // drops its congestion controller, which prints the connection's ev=close line now.
+        clients.retain(|_, c| !c.conn.is_closed() && !c.conn.is_draining());
+        aliases.retain(|_, scid| clients.contains_key(scid));
     }
+}
+
+/// The quiche version this binary was built against (the build pins it; Cargo.lock records it).
+fn quiche_version() -> &'static str {
+    option_env!("QUICSM_QUICHE_VERSION").unwrap_or("unknown")
 }
 
 #[allow(clippy::too_many_arguments)]
 fn handle_datagram(
     pkt: &mut [u8], from: SocketAddr, local: SocketAddr, socket: &UdpSocket, config: &mut quiche::Config,
-    h3_config: &quiche::h3::Config, clients: &mut HashMap<quiche::ConnectionId<'static>, Client>, out: &mut [u8],
+    h3_config: &quiche::h3::Config, clients: &mut HashMap<quiche::ConnectionId<'static>, Client>,
+    aliases: &mut HashMap<quiche::ConnectionId<'static>, quiche::ConnectionId<'static>>, out: &mut [u8],
 ) {
     let Ok(hdr) = quiche::Header::from_slice(pkt, quiche::MAX_CONN_ID_LEN) else { return };
     let key = if clients.contains_key(&hdr.dcid) {
         hdr.dcid.clone().into_owned()
+    } else if let Some(scid) = aliases.get(&hdr.dcid) {
+        // A repeated Initial still addressed to the client's original destination ID.
+        scid.clone()
     } else {
         if hdr.ty != quiche::Type::Initial {
             return;
@@ -238,7 +351,8 @@ fn handle_datagram(
         ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut id).expect("random connection id");
         let scid = quiche::ConnectionId::from_vec(id.to_vec());
         let Ok(conn) = quiche::accept(&scid, None, local, from, config) else { return };
-        clients.insert(scid.clone(), Client { conn, h3: None, pending: HashMap::new() });
+        clients.insert(scid.clone(), Client { conn, h3: None, pending: HashMap::new(), held: None });
+        aliases.insert(hdr.dcid.clone().into_owned(), scid.clone());
         scid
     };
     let client = clients.get_mut(&key).expect("client");
@@ -252,9 +366,10 @@ fn serve(c: &mut Client, index: &std::rc::Rc<Vec<u8>>, body: &std::rc::Rc<Vec<u8
     if c.h3.is_none() {
         return;
     }
-    let writable: Vec<u64> = c.conn.writable().collect();
-    for s in writable {
-        flush_body(c, s);
+    // Every pending response gets another try (there are few; this needs no writable-stream bookkeeping).
+    let pending: Vec<u64> = c.pending.keys().copied().collect();
+    for s in pending {
+        flush_response(c, s);
     }
     loop {
         let ev = c.h3.as_mut().expect("h3").poll(&mut c.conn);
