@@ -360,11 +360,16 @@ class TraceColumns:
         key = self.state.astype(np.int64) * width + ((ev.recovery.astype(np.int64) + 1) if view.recovery else 0)
         uniq, inv = np.unique(key, return_inverse=True)
         names: list[str] = []
-        for k in uniq.tolist():
+        index: dict[str, int] = {}
+        ids = np.empty(len(uniq), np.int64)
+        for j, k in enumerate(uniq.tolist()):
             s, r = divmod(k, width)
             rec = ev.names[r - 1] if view.recovery and r > 0 else None
-            names.append(view.label(TraceEvent(0, ev.names[s] if s >= 0 else "", recovery=rec)))
-        return inv.reshape(-1).astype(np.int64), names
+            label = view.label(TraceEvent(0, ev.names[s] if s >= 0 else "", recovery=rec))
+            ids[j] = index.setdefault(label, len(index))  # states that look alike in this view share an id
+            if ids[j] == len(names):
+                names.append(label)
+        return ids[inv.reshape(-1)], names
 
 
 class TraceCutter:
