@@ -48,7 +48,11 @@ def write_parquet(traces: Iterable[Trace | TraceColumns], path: str) -> int:
     import pyarrow.parquet as pq
 
     schema = _schema()
-    with atomic_output(path) as fh, pq.ParquetWriter(fh, schema, compression="zstd") as writer:
+    # Dictionary pages only for the dictionary columns (numbers rarely repeat: trying costs time and
+    # space), statistics only for time: half the encoding time, a smaller file.
+    dictionary = [f.name for f in schema if str(f.type).startswith("dictionary")]
+    options = {"use_dictionary": dictionary, "write_statistics": ["t_us"]}
+    with atomic_output(path) as fh, pq.ParquetWriter(fh, schema, compression="zstd", **options) as writer:
         out = _Writer(writer, schema)
         for item in traces:
             if isinstance(item, Trace):
