@@ -6,6 +6,7 @@ import glob
 import math
 import os
 import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -77,3 +78,27 @@ def git_rev() -> str:
         ).stdout.strip()
     except OSError:
         return "unknown"
+
+
+def matrix_runs(scenarios: str, out: str | None, analyse_only: bool, retries: int | None = None) -> tuple[Any, Path]:
+    """The scenario file and its run directory; unless only analysing, the runs made first with
+    ``quicsm testbed matrix`` (``retries`` passed on when given)."""
+    from quicsm.testbed.matrix import load_matrix
+
+    m = load_matrix(Path(scenarios))
+    where = Path(out) if out else m.out
+    assert where is not None
+    if not analyse_only:
+        cmd = [sys.executable, "-m", "quicsm", "testbed", "matrix", scenarios, "--out", str(where)]
+        if retries is not None:
+            cmd += ["--retries", str(retries)]
+        subprocess.run(cmd, check=True)
+    return m, where
+
+
+def write_report(report: Path, text: str, notes: Path) -> None:
+    """Write (and print) the report, with the hand-written notes appended when there are any."""
+    if notes.is_file():
+        text += "\n" + notes.read_text()
+    report.write_text(text)
+    print(text)

@@ -23,10 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import fmt_p, git_rev, load_runs, mean_sd, table, welch_p
+from _common import fmt_p, git_rev, load_runs, matrix_runs, mean_sd, table, welch_p, write_report
 from bundle_traces import bundle
-
-from quicsm.testbed.matrix import load_matrix
 
 HERE = Path(__file__).resolve().parent
 
@@ -91,14 +89,7 @@ def main() -> None:
     args.scenarios = str(HERE / study.scenarios)
     report = HERE / ("bbr2_" + args.study.replace("-", "_") + ".md")
     traces = HERE.parent / "traces" / study.traces
-    m = load_matrix(Path(args.scenarios))
-    out = Path(args.out) if args.out else m.out
-    assert out is not None
-    if not args.analyse_only:
-        subprocess.run(
-            [sys.executable, "-m", "quicsm", "testbed", "matrix", args.scenarios, "--out", str(out), "--retries", "2"],
-            check=True,
-        )
+    m, out = matrix_runs(args.scenarios, args.out, args.analyse_only, retries=2)
     names = [sc.config.name for sc in m.scenarios]
     for n in names:
         shutil.rmtree(traces / n, ignore_errors=True)
@@ -153,11 +144,7 @@ Generated {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC by `experiments/bbr2_vs_c
         + "\nTime share per state, clean -> impaired (significant shifts):\n\n"
         + table(["controller", "impairment", "state", "clean", "impaired", "difference", "p (Holm)"], shifts)
     )
-    notes = report.with_suffix(".notes.md")
-    if notes.is_file():
-        text += "\n" + notes.read_text()
-    report.write_text(text)
-    print(text)
+    write_report(report, text, report.with_suffix(".notes.md"))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import fmt_p, git_rev, load_runs, mean_sd, table, welch_p
+from _common import fmt_p, git_rev, load_runs, mean_sd, table, welch_p, write_report
 
 from quicsm.compare.occupancy import state_entries, state_share
 from quicsm.errors import TestbedError
@@ -256,11 +256,7 @@ p against the default threshold 3 on the same jittered path.
         )
     if followup_out is not None:
         text += followup(followup_out)
-    notes = HERE / "fig10_reordering.notes.md"
-    if notes.is_file():
-        text += "\n" + notes.read_text()
-    report.write_text(text)
-    print(text)
+    write_report(report, text, HERE / "fig10_reordering.notes.md")
 
 
 if __name__ == "__main__":

@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import fmt_p, git_rev, load_runs, mean_sd, table, welch_p
+from _common import fmt_p, git_rev, load_runs, matrix_runs, mean_sd, table, welch_p, write_report
 
 from quicsm.compare.occupancy import state_entries, state_share
-from quicsm.testbed.matrix import load_matrix
 
 HERE = Path(__file__).resolve().parent
 
@@ -31,13 +29,7 @@ def main() -> None:
     ap.add_argument("--analyse-only", action="store_true")
     ap.add_argument("--report", default=str(HERE / "fig13_app_limited.md"))
     args = ap.parse_args()
-    m = load_matrix(Path(args.scenarios))
-    out = Path(args.out) if args.out else m.out
-    assert out is not None
-    if not args.analyse_only:
-        subprocess.run(
-            [sys.executable, "-m", "quicsm", "testbed", "matrix", args.scenarios, "--out", str(out)], check=True
-        )
+    m, out = matrix_runs(args.scenarios, args.out, args.analyse_only)
     names = [sc.config.name for sc in m.scenarios]
     groups = {n: load_runs(out, n + "-") for n in names}
     base = names[0]
@@ -115,11 +107,7 @@ Per run:
 """
         + table(["run", "AppLimited", "SlowStart", "CongAvoid", "Recovery", "PLT ms"], per_run)
     )
-    notes = HERE / "fig13_app_limited.notes.md"
-    if notes.is_file():
-        text += "\n" + notes.read_text()
-    Path(args.report).write_text(text)
-    print(text)
+    write_report(Path(args.report), text, HERE / "fig13_app_limited.notes.md")
 
 
 if __name__ == "__main__":

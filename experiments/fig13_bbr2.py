@@ -21,10 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import fmt_p, git_rev, load_runs, mean_sd, table, welch_p
+from _common import fmt_p, git_rev, load_runs, matrix_runs, mean_sd, table, welch_p, write_report
 from bundle_traces import bundle
-
-from quicsm.testbed.matrix import load_matrix
 
 HERE = Path(__file__).resolve().parent
 TRACES = HERE.parent / "traces" / "quiche-fig13-bbr2"
@@ -51,14 +49,7 @@ def main() -> None:
     ap.add_argument("--analyse-only", action="store_true")
     ap.add_argument("--report", default=str(HERE / "fig13_bbr2.md"))
     args = ap.parse_args()
-    m = load_matrix(Path(args.scenarios))
-    out = Path(args.out) if args.out else m.out
-    assert out is not None
-    if not args.analyse_only:
-        subprocess.run(
-            [sys.executable, "-m", "quicsm", "testbed", "matrix", args.scenarios, "--out", str(out), "--retries", "2"],
-            check=True,
-        )
+    m, out = matrix_runs(args.scenarios, args.out, args.analyse_only, retries=2)
     names = [sc.config.name for sc in m.scenarios]
     shutil.rmtree(TRACES / "desktop", ignore_errors=True)
     shutil.rmtree(TRACES / "mobile", ignore_errors=True)
@@ -125,11 +116,7 @@ Generated {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC by `experiments/fig13_bbr
         )
         + "\nDiagrams: `fig13_bbr2_desktop.svg`, `fig13_bbr2_mobile.svg` (`quicsm diagram` of each set).\n"
     )
-    notes = HERE / "fig13_bbr2.notes.md"
-    if notes.is_file():
-        text += "\n" + notes.read_text()
-    Path(args.report).write_text(text)
-    print(text)
+    write_report(Path(args.report), text, HERE / "fig13_bbr2.notes.md")
 
 
 if __name__ == "__main__":
