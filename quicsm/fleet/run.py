@@ -16,6 +16,7 @@ from quicsm.fleet.sources import expand_sources, is_url, open_url
 from quicsm.fleet.summary import Summary, merge_reports
 from quicsm.traces.events import StateView, Trace
 from quicsm.traces.report import ParseReport
+from quicsm.traces.select import trace_matches
 
 if TYPE_CHECKING:
     from quicsm.traces.builder import TraceMeta
@@ -104,11 +105,6 @@ def summarize_file(task: FileTask) -> Summary | Failure:
     """One Dask task: a file's traces reduced to a summary, or the reason it failed."""
     report = ParseReport(strict=task.strict)
     s = Summary(view=task.view, report=report)
-    matches = None
-    if task.where:
-        from quicsm.traces.select import trace_matches
-
-        matches = trace_matches
     try:
         columns = _columnar_source(task, report)
         if columns is not None:
@@ -117,7 +113,7 @@ def summarize_file(task: FileTask) -> Summary | Failure:
         for t in iter_file_traces(task, report):
             if not t.events:
                 continue
-            if matches is None or matches(t, task.where):
+            if not task.where or trace_matches(t, task.where):
                 s.add(t)
             elif not s.transitions:  # as parse_inputs: transitions are looked for before --where
                 s.transitions = any(True for _ in t.transitions())
@@ -169,7 +165,6 @@ def _stored_columns(task: FileTask, report: ParseReport) -> Iterator[TraceColumn
 
 def _summarize_columns(batches: Iterator[TraceColumns], s: Summary, task: FileTask) -> None:
     from quicsm.traces.columnar import stay_sequences
-    from quicsm.traces.select import trace_matches
 
     for tc in batches:
         stays = stay_sequences(tc, task.view)

@@ -141,6 +141,15 @@ def annotate(
         events += len(trace.events)
         visits[path[0]] += 1
         visits[path[-1]] += 1
+    nodes, edges, total = _stats(model, visits, time_us, result.edge_counts())
+    files = {f for t in traces for f in t.sources}
+    return AnnotatedModel(model, nodes, edges, len(traces), events, total, len(files), dict(meta or {}))
+
+
+def _stats(
+    model: Model, visits: Counter[int], time_us: Counter[int], edge_counts: Counter[tuple[int, int]]
+) -> tuple[list[NodeStats], list[EdgeStats], int]:
+    """Node and edge statistics from the visit, time and step counts (both ways of annotating end here)."""
     total = sum(time_us.values())
     nodes = [
         NodeStats(
@@ -153,13 +162,11 @@ def annotate(
         )
         for n in model.nodes
     ]
-    counts = result.edge_counts()
     out_total: Counter[int] = Counter()
-    for (s, _), c in counts.items():
+    for (s, _), c in edge_counts.items():
         out_total[s] += c
-    edges = [EdgeStats(s, d, c, c / out_total[s]) for (s, d), c in sorted(counts.items())]
-    files = {f for t in traces for f in t.sources}
-    return AnnotatedModel(model, nodes, edges, len(traces), events, total, len(files), dict(meta or {}))
+    edges = [EdgeStats(s, d, c, c / out_total[s]) for (s, d), c in sorted(edge_counts.items())]
+    return nodes, edges, total
 
 
 def _zero_time_share(visits: Counter[int], node_id: int, model: Model) -> float:
@@ -390,20 +397,5 @@ def annotate_counts(
     if len(result.paths) != len(counts) or len(counts) != len(durations_us):
         raise InferenceError(f"model has {len(result.paths)} paths for {len(counts)} distinct sequences")
     visits, time_us, edge_counts = _count_paths(result.paths, counts, durations_us, len(model.nodes))
-    total = sum(time_us.values())
-    nodes = [
-        NodeStats(
-            n.id,
-            n.state,
-            n.kind,
-            visits[n.id],
-            time_us[n.id],
-            (time_us[n.id] / total) if total else (0.0 if n.kind != "state" else _zero_time_share(visits, n.id, model)),
-        )
-        for n in model.nodes
-    ]
-    out_total: Counter[int] = Counter()
-    for (s, _), c in edge_counts.items():
-        out_total[s] += c
-    edges = [EdgeStats(s, d, c, c / out_total[s]) for (s, d), c in sorted(edge_counts.items())]
+    nodes, edges, total = _stats(model, visits, time_us, edge_counts)
     return AnnotatedModel(model, nodes, edges, sum(counts), events, total, sources, dict(meta or {}))

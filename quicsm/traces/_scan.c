@@ -36,6 +36,13 @@ static const char *find_tag(const char *p, const char *stop, const char *t, size
     return NULL;
 }
 
+/* [start, end) inside a buffer of len bytes (end < 0: to the end). */
+static void clamp_window(Py_ssize_t len, Py_ssize_t *start, Py_ssize_t *end) {
+    if (*end < 0 || *end > len) *end = len;
+    if (*start < 0) *start = 0;
+    if (*start > *end) *start = *end;
+}
+
 /* The next tagged line from pos: where the tag and the line's end are, with lineno advanced to it. */
 static int next_line(const char *pos, const char *stop, const char *t, size_t tl, const char **hit, const char **eol,
                      Py_ssize_t *lineno, const char **line_at) {
@@ -162,9 +169,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     Py_ssize_t start, end, lineno;
     int parse_fields = 0;
     if (!PyArg_ParseTuple(args, "y*nny*n|p", &buf, &start, &end, &tag, &lineno, &parse_fields)) return NULL;
-    if (end < 0 || end > buf.len) end = buf.len;
-    if (start < 0) start = 0;
-    if (start > end) start = end;
+    clamp_window(buf.len, &start, &end);
     const char *base = (const char *)buf.buf, *stop = base + end, *pos = base + start, *line_at = pos;
     const char *t = (const char *)tag.buf;
     size_t tl = (size_t)tag.len;
@@ -244,9 +249,7 @@ static PyObject *scan_columns(PyObject *self, PyObject *args) {
     PyObject *table, *names;
     if (!PyArg_ParseTuple(args, "y*nny*nO!O!", &buf, &start, &end, &tag, &lineno, &PyDict_Type, &table, &PyList_Type, &names))
         return NULL;
-    if (end < 0 || end > buf.len) end = buf.len;
-    if (start < 0) start = 0;
-    if (start > end) start = end;
+    clamp_window(buf.len, &start, &end);
     const char *base = (const char *)buf.buf, *stop = base + end, *pos = base + start, *line_at = pos;
     const char *t = (const char *)tag.buf;
     size_t tl = (size_t)tag.len;
