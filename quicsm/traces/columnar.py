@@ -31,8 +31,6 @@ __all__ = [
     "TraceCutter",
     "iter_log_columns",
     "iter_trace_columns",
-    "read_log_columns",
-    "cut_traces",
     "stay_sequences",
     "available",
 ]
@@ -170,18 +168,6 @@ def iter_log_columns(
     yield _finish(acc, report)
 
 
-def read_log_columns(stream: BinaryIO, path: str, report: ParseReport, **kw: Any) -> EventColumns:
-    """All records of one text log as one batch (tests and small files)."""
-    return _concat(list(iter_log_columns(stream, path, report, batch_rows=1 << 62, **kw)))
-
-
-def _concat(batches: list[EventColumns]) -> EventColumns:
-    out = batches[0]
-    for b in batches[1:]:
-        out = out.then(b)
-    return out
-
-
 def _parse_fallback(
     acc: _Columns, cols: list[np.ndarray], fallback: list[tuple[int, int, bytes]], path: str, report: ParseReport
 ) -> None:
@@ -238,9 +224,17 @@ def _finish(acc: _Columns, report: ParseReport) -> EventColumns:
     prev = np.where(prev >= 0, canon[np.maximum(prev, 0)], -1).astype(np.int32)
     extra = acc.extra
     arrays: dict[str, Any] = dict(
-        line=line, conn=conn, cc=cc, t_us=t_us, prev=prev, state=state, kind=kind, metrics=metrics, trigger=trigger
+        line=line,
+        conn=conn,
+        cc=cc,
+        t_us=t_us,
+        prev=prev,
+        state=state,
+        kind=kind,
+        metrics=metrics,
+        trigger=trigger,
+        recovery=recovery,
     )
-    arrays["recovery"] = recovery
     if acc.dropped:
         keep = np.ones(len(line), bool)
         keep[acc.dropped] = False
@@ -541,11 +535,6 @@ def iter_trace_columns(
     rest = cutter.finish()
     if rest is not None:
         yield rest
-
-
-def cut_traces(ev: EventColumns, path: str, scope: str, meta: TraceMeta, report: ParseReport) -> TraceColumns:
-    """All traces of one file's records at once (one batch)."""
-    return TraceCutter(path, scope, meta, report)._cut(ev, 0, final=True)
 
 
 def _intern_name(ev: EventColumns, text: str) -> int:
