@@ -154,7 +154,7 @@ def _stored_columns(task: FileTask, report: ParseReport) -> Iterator[TraceColumn
         version=task.version,
         cc=task.cc,
     )
-    for tc in read_parquet_columns(task.path):
+    for tc in read_parquet_columns(task.path, metrics=False):
         assert tc.shells is not None
         tc.shells = [relabel(t, meta) for t in tc.shells]
         tc.ccs = [t.cc for t in tc.shells]
@@ -168,6 +168,19 @@ def _summarize_columns(batches: Iterator[TraceColumns], s: Summary, task: FileTa
 
     for tc in batches:
         stays = stay_sequences(tc, task.view)
+        if not task.where:  # every trace counts: metadata once per shell, or per cc of a log's batch
+            for key, durations, events, has_transition in zip(
+                stays.states, stays.durations_us, stays.events, stays.has_transition
+            ):
+                s.count_sequence(key, durations, events, has_transition)
+            if tc.shells is not None:
+                for shell in tc.shells:
+                    s.note_metadata(shell)
+            else:
+                first = {cc: i for i, cc in reversed(list(enumerate(tc.ccs)))}
+                for i in sorted(first.values()):
+                    s.note_metadata(tc.shell(i))
+            continue
         for i in range(len(tc)):
             shell = tc.shell(i)
             if not task.where or trace_matches(shell, task.where):
@@ -211,12 +224,17 @@ def summarize_inputs(
         results = run_tasks(dask, summarize_file, tasks, progress=progress)
     else:
         results = [summarize_file(t) for t in tasks]
-    total = Summary(view=view, report=ParseReport(strict=strict))
+    total: Summary | None = None
     for r in results:
         if isinstance(r, Failure):
             r.raise_()
         assert isinstance(r, Summary)
-        total.merge(r)
+        if total is None:  # the first input's summary is the start of the total (no copy)
+            total = r
+        else:
+            total.merge(r)
+    if total is None:
+        total = Summary(view=view, report=ParseReport(strict=strict))
     if require_transitions and not total.transitions:
         from quicsm.traces.parse import no_transitions
 

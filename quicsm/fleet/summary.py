@@ -26,8 +26,9 @@ class SequenceStats:
     events: int = 0
 
     def add(self, durations: list[int], events: int) -> None:
+        """Count one more occurrence; a first ``durations`` list is kept, not copied."""
         if not self.durations_us:
-            self.durations_us = list(durations)
+            self.durations_us = durations
         else:
             self.durations_us = [a + b for a, b in zip(self.durations_us, durations)]
         self.count += 1
@@ -71,6 +72,12 @@ class Summary:
         self, trace: Trace, key: tuple[str, ...], durations: list[int], events: int, has_transition: bool
     ) -> None:
         """Add one trace already reduced to its stays; ``trace`` gives the metadata (its events are not read)."""
+        self.count_sequence(key, durations, events, has_transition)
+        self.note_metadata(trace)
+
+    def count_sequence(self, key: tuple[str, ...], durations: list[int], events: int, has_transition: bool) -> None:
+        """The sequence half of :meth:`add_sequence`: callers that know a batch's traces share metadata
+        note it once (:meth:`note_metadata`) instead of building a trace shell per trace."""
         stats = self.sequences.get(key)
         if stats is None:
             stats = self.sequences[key] = SequenceStats()
@@ -78,6 +85,9 @@ class Summary:
         self.traces += 1
         if has_transition:
             self.transitions = True
+
+    def note_metadata(self, trace: Trace) -> None:
+        """Sources, cc, implementation, version and common labels of a trace counted in this summary."""
         seen = (trace.sources, trace.cc, trace.implementation, trace.version, tuple(trace.labels.items()))
         if seen == self._last_meta:  # traces of one file mostly share their metadata
             return

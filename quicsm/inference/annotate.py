@@ -10,6 +10,7 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, NoReturn
 
 from quicsm.errors import InferenceError, InputError
@@ -353,10 +354,15 @@ def _count_paths(
     array sums (exact int64): one pass over the steps whatever the number of connections."""
     import numpy as np
 
-    flat = np.fromiter((node for path in paths for node in path), np.int64)
-    lengths = np.fromiter((len(path) for path in paths), np.int64, len(paths))
-    stays = np.fromiter((d for row in durations_us for d in row), np.int64)
-    stay_lengths = np.fromiter((len(row) for row in durations_us), np.int64, len(durations_us))
+    from quicsm.inference.packed import PackedPaths
+
+    if isinstance(paths, PackedPaths):  # what the engines return: already one array
+        flat, lengths = paths.nodes.astype(np.int64), np.diff(paths.offsets)
+    else:
+        lengths = np.fromiter(map(len, paths), np.int64, len(paths))
+        flat = np.fromiter(chain.from_iterable(paths), np.int64, int(lengths.sum()))
+    stay_lengths = np.fromiter(map(len, durations_us), np.int64, len(durations_us))
+    stays = np.fromiter(chain.from_iterable(durations_us), np.int64, int(stay_lengths.sum()))
     bad = np.flatnonzero(stay_lengths != lengths - 2)
     if len(bad):
         i = int(bad[0])
@@ -373,9 +379,15 @@ def _count_paths(
     step = np.ones(len(flat), bool)
     step[starts + lengths - 1] = False  # a step from every position but a path's last
     pairs = flat[step] * size + flat[np.roll(step, 1)]
-    uniq, where = np.unique(pairs, return_inverse=True)
-    per_edge = np.zeros(len(uniq), np.int64)
-    np.add.at(per_edge, where.reshape(-1), n[step])
+    if size * size <= 1 << 22:  # a dense node x node table: no sort
+        dense = np.zeros(size * size, np.int64)
+        np.add.at(dense, pairs, n[step])
+        uniq = np.flatnonzero(dense)
+        per_edge = dense[uniq]
+    else:
+        uniq, where = np.unique(pairs, return_inverse=True)
+        per_edge = np.zeros(len(uniq), np.int64)
+        np.add.at(per_edge, where.reshape(-1), n[step])
     return (
         Counter({i: int(v) for i, v in enumerate(visits.tolist()) if v}),
         Counter({i: int(v) for i, v in enumerate(time_us.tolist()) if v}),

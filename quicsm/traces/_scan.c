@@ -9,10 +9,26 @@
 #define _GNU_SOURCE
 #include <Python.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
-/* Newlines in [p, q): a branch-free loop the compiler vectorises (-O3), several GB/s. */
+/* Newlines in [p, q). With SSE2 (every x86-64): 16 byte compares at once, summed in byte lanes for up to
+ * 255 blocks; elsewhere a branch-free loop the compiler vectorises (-O3). Several GB/s either way. */
 static Py_ssize_t count_nl(const char *p, const char *q) {
     Py_ssize_t n = 0;
+#ifdef __SSE2__
+    const __m128i nl = _mm_set1_epi8('\n'), zero = _mm_setzero_si128();
+    while (q - p >= 16) {
+        Py_ssize_t blocks = (q - p) / 16;
+        if (blocks > 255) blocks = 255;
+        __m128i acc = zero;
+        for (Py_ssize_t i = 0; i < blocks; i++, p += 16)
+            acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)p), nl));
+        __m128i sums = _mm_sad_epu8(acc, zero);
+        n += _mm_cvtsi128_si32(sums) + _mm_extract_epi16(sums, 4);
+    }
+#endif
     while (p < q) {
         size_t len = (size_t)(q - p), block = len < 4096 ? len : 4096;
         unsigned int c = 0;
@@ -214,13 +230,26 @@ static int col_put(Col *c, const void *v, size_t n) {
 }
 
 /* Id of the string [a, b) in (table: bytes -> int, names: list of str), added when new; -1 for a NULL
- * span; -2 (no exception set) when the bytes are not UTF-8, which sends the line to the Python reader. */
-typedef struct { const char *a; Py_ssize_t n; int id; } Memo;
+ * span; -2 (no exception set) when the bytes are not UTF-8, which sends the line to the Python reader.
+ * Ids found in the file's dict are kept for this call in an open-addressing table of spans into the
+ * buffer, so a repeated string (connection keys interleave: a last-value memo misses) costs a hash and
+ * a compare, not a bytes object and a dict lookup. */
+typedef struct { const char *a; Py_ssize_t n; int id; } Slot;
+enum { SEEN_SLOTS = 1 << 13, SEEN_MAX = SEEN_SLOTS / 4 * 3 };
+typedef struct { Slot *slot; int used; } Seen;
 
-static int intern(PyObject *table, PyObject *names, const char *a, const char *b, Memo *memo) {
+static size_t span_hash(const char *a, Py_ssize_t n) {
+    size_t h = 1469598103934665603ULL;  /* FNV-1a */
+    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (unsigned char)a[i]) * 1099511628211ULL;
+    return h;
+}
+
+static int intern(PyObject *table, PyObject *names, const char *a, const char *b, Seen *seen) {
     if (!a) return -1;
     Py_ssize_t n = b - a;
-    if (memo->a && memo->n == n && memcmp(memo->a, a, (size_t)n) == 0) { memo->a = a; return memo->id; }
+    size_t at = span_hash(a, n) & (SEEN_SLOTS - 1);
+    for (Slot *s = &seen->slot[at]; s->a; at = (at + 1) & (SEEN_SLOTS - 1), s = &seen->slot[at])
+        if (s->n == n && memcmp(s->a, a, (size_t)n) == 0) return s->id;
     PyObject *key = PyBytes_FromStringAndSize(a, n);
     if (!key) return -3;
     PyObject *hit = PyDict_GetItemWithError(table, key);
@@ -237,7 +266,10 @@ static int intern(PyObject *table, PyObject *names, const char *a, const char *b
         if (bad) { Py_DECREF(key); return -3; }
     }
     Py_DECREF(key);
-    memo->a = a; memo->n = n; memo->id = id;
+    if (seen->used < SEEN_MAX) {
+        seen->slot[at].a = a; seen->slot[at].n = n; seen->slot[at].id = id;
+        seen->used++;
+    }
     return id;
 }
 
@@ -254,9 +286,10 @@ static PyObject *scan_columns(PyObject *self, PyObject *args) {
     const char *t = (const char *)tag.buf;
     size_t tl = (size_t)tag.len;
     Col cols[N_COLS] = {{0}};
-    Memo memo[5] = {{0}};
+    Seen seen = {PyMem_Calloc(SEEN_SLOTS, sizeof(Slot)), 0};
     long long rows = 0;
     PyObject *fallback = PyList_New(0), *res = NULL;
+    if (!seen.slot) { PyErr_NoMemory(); goto done; }
     if (!fallback) goto done;
     while (pos < stop) {
         const char *hit, *eol;
@@ -266,7 +299,7 @@ static PyObject *scan_columns(PyObject *self, PyObject *args) {
         if (ok) {
             const char *spans[5][2] = {{f.conn_a, f.conn_b}, {f.cc_a, f.cc_b}, {f.from_a, f.from_b}, {f.to_a, f.to_b}, {f.trig_a, f.trig_b}};
             for (i = 0; i < 5 && ok; i++) {
-                ids[i] = intern(table, names, spans[i][0], spans[i][1], &memo[i]);
+                ids[i] = intern(table, names, spans[i][0], spans[i][1], &seen);
                 if (ids[i] == -3) goto done;
                 if (ids[i] == -2) ok = 0;
             }
@@ -301,6 +334,7 @@ static PyObject *scan_columns(PyObject *self, PyObject *args) {
     }
 done:
     for (int i = 0; i < N_COLS; i++) PyMem_Free(cols[i].data);
+    PyMem_Free(seen.slot);
     Py_XDECREF(fallback);
     PyBuffer_Release(&buf);
     PyBuffer_Release(&tag);

@@ -117,36 +117,47 @@ def _columns_table(tc: TraceColumns, schema: Any) -> Any:
     names = np.array(ev.names + [""], dtype=object)
 
     def interned(ids: np.ndarray, field: str) -> Any:
-        """Ids into the string table (-1: null) as a dictionary array holding only the strings used."""
-        used, idx = np.unique(ids, return_inverse=True)
+        """Ids into the string table (-1: null) as a dictionary array holding only the strings used
+        (the table also holds every connection key); a remap by table position, no sort."""
         index_type = schema.field(field).type.index_type
-        values = pa.array(names[np.maximum(used, 0)].tolist(), pa.string())
-        indices = pa.array(idx.reshape(-1).astype(index_type.to_pandas_dtype()), index_type, mask=ids < 0)
+        null = ids < 0
+        used = np.flatnonzero(np.bincount(ids[~null], minlength=len(ev.names))) if len(ids) else ids[:0]
+        remap = np.zeros(len(ev.names) + 1, index_type.to_pandas_dtype())
+        remap[used] = np.arange(len(used))
+        values = pa.array(names[used].tolist(), pa.string())
+        indices = pa.array(remap[ids], index_type, mask=null if null.any() else None)
         return pa.DictionaryArray.from_arrays(indices, values)
 
-    def strings(values: list[str], field: str) -> Any:
-        index_type = schema.field(field).type.index_type
-        return pa.DictionaryArray.from_arrays(pa.array(trace_of, pa.int32()).cast(index_type), pa.array(values))
+    def strings(values: list[str]) -> Any:
+        """One string per trace, repeated over its rows (trace and trace_meta are int32-indexed)."""
+        return pa.DictionaryArray.from_arrays(pa.array(trace_of, pa.int32()), pa.array(values, pa.string()))
 
-    metrics = ev.metrics[rows]
-    extra: list[str | None] = [None] * len(rows)
+    def numbers(values: np.ndarray) -> Any:
+        missing = values == NULL
+        return pa.array(values, pa.int64(), mask=missing if missing.any() else None)
+
+    metrics = np.ascontiguousarray(ev.metrics[rows].T)  # one contiguous row per metric
     if ev.extra:
+        extra: list[str | None] = [None] * len(rows)
         at = {r: i for i, r in enumerate(rows.tolist())}
         for r, fields in ev.extra.items():
             if r in at:
                 extra[at[r]] = json.dumps([list(p) for p in fields], separators=(",", ":"))
+        extras = pa.array(extra, pa.string())
+    else:
+        extras = pa.nulls(len(rows), pa.string())
     kinds = pa.DictionaryArray.from_arrays(pa.array(ev.kind[rows], pa.int8()), pa.array(list(EVENT_KINDS)))
     arrays = {
-        "trace": strings(tc.ids, "trace"),
-        "trace_meta": strings([_meta_json(tc.metadata(i)) for i in range(len(tc))], "trace_meta"),
+        "trace": strings(tc.ids),
+        "trace_meta": strings([_meta_json(tc.metadata(i)) for i in range(len(tc))]),
         "t_us": pa.array(ev.t_us[rows], pa.int64()),
         "state": interned(tc.state[rows], "state"),
         "kind": kinds,
         "prev": interned(ev.prev[rows], "prev"),
-        **{k: pa.array(metrics[:, j], pa.int64(), mask=metrics[:, j] == NULL) for j, k in enumerate(METRIC_FIELDS)},
+        **{k: numbers(metrics[j]) for j, k in enumerate(METRIC_FIELDS)},
         "recovery": interned(ev.recovery[rows], "recovery"),
         "trigger": interned(ev.trigger[rows], "trigger"),
-        "extra": pa.array(extra, pa.string()),
+        "extra": extras,
     }
     return pa.table(arrays, schema=schema)
 
@@ -228,14 +239,20 @@ def _read_parquet(path: str) -> Iterator[Trace]:
         yield cur
 
 
-def read_parquet_columns(path: str) -> Iterator[TraceColumns]:
+SUMMARY_COLUMNS = ("trace", "trace_meta", "t_us", "state", "kind", "prev", "recovery")
+"""What state sequences and stays are made of; metrics, triggers and extras are not read for them."""
+
+
+def read_parquet_columns(path: str, *, metrics: bool = True) -> Iterator[TraceColumns]:
     """The store read back as column batches (one per row group; a trace split across groups is joined),
     without a Python object per event: what summaries and inference read. Empty traces are left out,
-    as :func:`quicsm.traces.parse_inputs` leaves them out. InputError (one line) for a damaged file."""
-    yield from _one_line_errors(path, _read_parquet_columns(path))
+    as :func:`quicsm.traces.parse_inputs` leaves them out. ``metrics=False`` reads only
+    :data:`SUMMARY_COLUMNS` (metrics come back unknown, no triggers or extras): enough for summaries,
+    and the rest of the file is never decompressed. InputError (one line) for a damaged file."""
+    yield from _one_line_errors(path, _read_parquet_columns(path, None if metrics else list(SUMMARY_COLUMNS)))
 
 
-def _read_parquet_columns(path: str) -> Iterator[TraceColumns]:
+def _read_parquet_columns(path: str, columns: list[str] | None) -> Iterator[TraceColumns]:
     import numpy as np
     import pyarrow as pa
 
@@ -243,7 +260,7 @@ def _read_parquet_columns(path: str) -> Iterator[TraceColumns]:
     groups = pf.num_row_groups
     carry: Any = None  # rows of the previous group's last trace, which may go on in this group
     for g in range(groups):
-        table = pf.read_row_group(g)
+        table = pf.read_row_group(g, columns=columns)
         if carry is not None:
             table = pa.concat_tables([carry, table]).unify_dictionaries().combine_chunks()
         carry = None
@@ -286,15 +303,22 @@ def _table_columns(table: Any, path: str) -> TraceColumns:
     meta_col = cols["trace_meta"]
     meta_text = meta_col.dictionary.to_pylist()
     meta_idx = _ints(meta_col.indices, 0)
-    shells = [_shell(json.loads(meta_text[i])) for i in meta_idx[starts].tolist()]
+    picked = [meta_text[i] for i in meta_idx[starts].tolist()]
+    metas = json.loads("[" + ",".join(picked) + "]") if picked else []  # one decode call for the batch
+    if len(metas) != len(picked):  # a text holding a comma-joined list: decode one by one (and fail there)
+        metas = [json.loads(m) for m in picked]
+    shells = [_shell(m) for m in metas]
     real = kind >= 0  # "none" rows stand for empty traces: left out
     counts = np.add.reduceat(real.astype(np.int64), starts) if n else np.zeros(0, np.int64)
     keep_trace = counts > 0
     offsets = np.zeros(int(keep_trace.sum()) + 1, np.int64)
     np.cumsum(counts[keep_trace], out=offsets[1:])
-    metrics = np.stack([_ints(cols[k], NULL) for k in METRIC_FIELDS], axis=1) if n else np.zeros((0, 7), np.int64)
+    if n and all(k in cols for k in METRIC_FIELDS):
+        metrics = np.stack([_ints(cols[k], NULL) for k in METRIC_FIELDS], axis=1)
+    else:  # not read (summaries): one read-only "unknown" broadcast over the rows
+        metrics = np.broadcast_to(np.int64(NULL), (n, len(METRIC_FIELDS)))
     extra: dict[int, tuple[tuple[str, str], ...]] = {}
-    if cols["extra"].null_count < n:
+    if "extra" in cols and cols["extra"].null_count < n:
         for r, text in enumerate(cols["extra"].to_pylist()):
             if text:
                 extra[r] = tuple((k, v) for k, v in json.loads(text))
@@ -309,7 +333,7 @@ def _table_columns(table: Any, path: str) -> TraceColumns:
         state=state,
         kind=np.maximum(kind, 0),
         metrics=metrics,
-        trigger=ids("trigger"),
+        trigger=ids("trigger") if "trigger" in cols else np.full(n, -1, np.int32),
         recovery=ids("recovery"),
         names=names,
         extra=extra,

@@ -205,3 +205,39 @@ def test_summary_of_a_store_equals_the_summary_of_its_log(tmp_path: Path) -> Non
             (s.count, s.durations_us, s.events) for s in b.sequences.values()
         ]
         assert a.describe() == b.describe() and b.describe()["labels"] == {"client": "mobile"}
+
+
+def test_store_read_for_summaries_skips_metrics_but_keeps_the_sequences(tmp_path: Path) -> None:
+    from quicsm.traces import parquet
+
+    traces, _ = object_path(crafted() + open_binary(LOGS[0]).read())
+    store = str(tmp_path / "x.parquet")
+    parquet.write_parquet(traces, store)
+    full = [t for tc in parquet.read_parquet_columns(store) for t in tc.traces()]
+    lean = [t for tc in parquet.read_parquet_columns(store, metrics=False) for t in tc.traces()]
+    assert full == traces
+    assert [(t.id, t.visits()) for t in lean] == [(t.id, t.visits()) for t in traces]
+    assert all(e.cwnd is None and e.trigger is None and not e.extra for t in lean for e in t.events)
+    assert any(e.cwnd is not None for t in full for e in t.events)
+
+
+def test_store_with_a_forged_trace_meta_is_refused_not_misaligned(tmp_path: Path) -> None:
+    """Trace metadata is decoded in one call per batch; a text holding two objects must not shift it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from quicsm.errors import InputError
+    from quicsm.traces import parquet
+
+    traces, _ = object_path(crafted())
+    store = str(tmp_path / "x.parquet")
+    parquet.write_parquet(traces, store)
+    table = pq.read_table(store)
+    meta = table.column("trace_meta").combine_chunks()
+    texts = meta.dictionary.to_pylist()
+    texts[0] = texts[0] + "," + texts[0]
+    forged = pa.DictionaryArray.from_arrays(meta.indices, pa.array(texts))
+    table = table.set_column(table.schema.get_field_index("trace_meta"), table.schema.field("trace_meta"), forged)
+    pq.write_table(table, store)
+    with pytest.raises(InputError, match="bad Parquet trace file"):
+        list(parquet.read_parquet_columns(store))
