@@ -56,19 +56,20 @@ def learn(
 def learn_summary(summary: Summary, engine: str = "synoptic", **opts: Any) -> AnnotatedModel:
     """:func:`learn` from a :class:`~quicsm.fleet.summary.Summary`: the engine sees each distinct sequence
     once (in order of first appearance), counts and stay times weight the annotation."""
+    from quicsm.inference.packed import EncodedLog, PackedPaths
+
     started = time.perf_counter()
-    keys = list(summary.sequences)
-    res = infer_sequences([list(k) for k in keys], engine, **opts)
+    seqs = summary.packed()
+    res = infer_sequences(EncodedLog.from_codes(summary.names, seqs.codes, seqs.offsets), engine, **opts)
     res.model.params.setdefault("phases", summary.view.phases)
     res.model.params.setdefault("recovery", summary.view.recovery)
     meta = summary.describe()
     meta["inference_seconds"] = round(time.perf_counter() - started, 3)
-    stats = [summary.sequences[k] for k in keys]
     return annotate_counts(
         res,
-        [s.count for s in stats],
-        [s.durations_us for s in stats],
-        summary.events,
+        seqs.counts.tolist(),
+        PackedPaths(seqs.durations_us, seqs.offsets),
+        int(seqs.events.sum()),
         len(summary.sources),
         meta=meta,
     )

@@ -164,29 +164,30 @@ def _stored_columns(task: FileTask, report: ParseReport) -> Iterator[TraceColumn
 
 
 def _summarize_columns(batches: Iterator[TraceColumns], s: Summary, task: FileTask) -> None:
-    from quicsm.traces.columnar import stay_sequences
+    """Each batch's stays go into the summary as arrays; Python work per trace only for ``--where``
+    (selectors read trace metadata) and per metadata change."""
+    import numpy as np
+
+    from quicsm.traces.columnar import stay_arrays
 
     for tc in batches:
-        stays = stay_sequences(tc, task.view)
-        if not task.where:  # every trace counts: metadata once per shell, or per cc of a log's batch
-            for key, durations, events, has_transition in zip(
-                stays.states, stays.durations_us, stays.events, stays.has_transition
-            ):
-                s.count_sequence(key, durations, events, has_transition)
-            if tc.shells is not None:
-                for shell in tc.shells:
-                    s.note_metadata(shell)
-            else:
-                first = {cc: i for i, cc in reversed(list(enumerate(tc.ccs)))}
-                for i in sorted(first.values()):
-                    s.note_metadata(tc.shell(i))
+        stays = stay_arrays(tc, task.view)
+        if task.where:
+            shells = [tc.shell(i) for i in range(len(tc))]
+            keep = np.fromiter((trace_matches(t, task.where) for t in shells), bool, len(shells))
+            # as parse_inputs: transitions are looked for before --where
+            s.add_packed(stays.names, stays.seqs.take(keep), bool(stays.has_transition.any()))
+            for shell in (t for t, k in zip(shells, keep.tolist()) if k):
+                s.note_metadata(shell)
             continue
-        for i in range(len(tc)):
-            shell = tc.shell(i)
-            if not task.where or trace_matches(shell, task.where):
-                s.add_sequence(shell, stays.states[i], stays.durations_us[i], stays.events[i], stays.has_transition[i])
-            elif stays.has_transition[i]:  # as parse_inputs: transitions are looked for before --where
-                s.transitions = True
+        s.add_packed(stays.names, stays.seqs, bool(stays.has_transition.any()))
+        if tc.shells is not None:
+            for shell in tc.shells:
+                s.note_metadata(shell)
+        else:  # a log's batch: traces differ only in cc
+            first = {cc: i for i, cc in reversed(list(enumerate(tc.ccs)))}
+            for i in sorted(first.values()):
+                s.note_metadata(tc.shell(i))
 
 
 def _scopes(paths: list[str]) -> dict[str, str]:

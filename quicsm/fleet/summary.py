@@ -7,11 +7,17 @@ time shares and edge probabilities of the annotated model.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from quicsm.traces.events import StateView, Trace
 from quicsm.traces.report import ParseReport
+
+if TYPE_CHECKING:  # NumPy is imported when sequences are first packed (``parse --help`` stays light)
+    import numpy as np
+
+    from quicsm.traces.distinct import PackedSequences
 
 __all__ = ["SequenceStats", "Summary", "summarize_traces", "merge_reports"]
 
@@ -25,30 +31,18 @@ class SequenceStats:
     """Sum over the occurrences of the stay at position i."""
     events: int = 0
 
-    def add(self, durations: list[int], events: int) -> None:
-        """Count one more occurrence; a first ``durations`` list is kept, not copied."""
-        if not self.durations_us:
-            self.durations_us = durations
-        else:
-            self.durations_us = [a + b for a, b in zip(self.durations_us, durations)]
-        self.count += 1
-        self.events += events
-
-    def merge(self, other: SequenceStats) -> None:
-        if not self.durations_us:
-            self.durations_us = list(other.durations_us)
-        else:
-            self.durations_us = [a + b for a, b in zip(self.durations_us, other.durations_us)]
-        self.count += other.count
-        self.events += other.events
-
 
 @dataclass(slots=True)
 class Summary:
-    """Mergeable reduction of traces; sequence order is first appearance, so merging in input order is stable."""
+    """Mergeable reduction of traces; sequence order is first appearance, so merging in input order is stable.
+
+    Sequences live as arrays (:class:`~quicsm.traces.distinct.PackedSequences` over the label table
+    :attr:`names`): batches from the columnar path are appended whole, single traces are buffered, and
+    everything is folded into distinct sequences when read (:meth:`packed`), so neither a fleet's
+    connections nor a Dask transfer cost a Python object per sequence.
+    """
 
     view: StateView = field(default_factory=StateView)
-    sequences: dict[tuple[str, ...], SequenceStats] = field(default_factory=dict)
     traces: int = 0
     transitions: bool = False
     sources: list[str] = field(default_factory=list)
@@ -59,6 +53,15 @@ class Summary:
     """Labels shared by every trace (None before the first trace)."""
     ccs: set[str] = field(default_factory=set)
     report: ParseReport = field(default_factory=ParseReport)
+    names: list[str] = field(default_factory=list)
+    """Label table of the sequences' codes."""
+    _index: dict[str, int] = field(default_factory=dict, repr=False)
+    _done: PackedSequences | None = field(default=None, repr=False)
+    _parts: list[PackedSequences] = field(default_factory=list, repr=False)
+    _buf: tuple[list[int], list[int], list[int], list[int]] = field(
+        default_factory=lambda: ([], [], [], []), repr=False
+    )
+    """Single traces not yet packed: codes, lengths, stays, events."""
     _last_meta: tuple[object, ...] | None = field(default=None, repr=False, compare=False)
 
     def add(self, trace: Trace) -> None:
@@ -75,16 +78,24 @@ class Summary:
         self.count_sequence(key, durations, events, has_transition)
         self.note_metadata(trace)
 
-    def count_sequence(self, key: tuple[str, ...], durations: list[int], events: int, has_transition: bool) -> None:
-        """The sequence half of :meth:`add_sequence`: callers that know a batch's traces share metadata
-        note it once (:meth:`note_metadata`) instead of building a trace shell per trace."""
-        stats = self.sequences.get(key)
-        if stats is None:
-            stats = self.sequences[key] = SequenceStats()
-        stats.add(durations, events)
+    def count_sequence(self, key: Sequence[str], durations: list[int], events: int, has_transition: bool) -> None:
+        """The sequence half of :meth:`add_sequence` (metadata is noted apart, see :meth:`note_metadata`)."""
+        codes, lengths, stays, counts = self._buf
+        codes.extend(self._code(s) for s in key)
+        lengths.append(len(key))
+        stays.extend(durations)
+        counts.append(events)
         self.traces += 1
         if has_transition:
             self.transitions = True
+
+    def add_packed(self, names: list[str], seqs: PackedSequences, has_transition: bool) -> None:
+        """Add a batch of traces (one per sequence of ``seqs``, codes into ``names``) in one step."""
+        if has_transition:
+            self.transitions = True
+        if len(seqs):
+            self._parts.append(seqs.relabel(self._remap(names)))
+            self.traces += int(seqs.counts.sum())
 
     def note_metadata(self, trace: Trace) -> None:
         """Sources, cc, implementation, version and common labels of a trace counted in this summary."""
@@ -102,6 +113,59 @@ class Summary:
         self.ccs.add(trace.cc)
         self._labels(dict(trace.labels))
 
+    def _code(self, name: str) -> int:
+        code = self._index.get(name)
+        if code is None:
+            code = self._index[name] = len(self.names)
+            self.names.append(name)
+        return code
+
+    def _remap(self, names: list[str]) -> np.ndarray:
+        import numpy as np
+
+        return np.asarray([self._code(n) for n in names], np.int64)
+
+    def packed(self) -> PackedSequences:
+        """The distinct sequences (first-appearance order), folding in whatever was added since."""
+        import numpy as np
+
+        from quicsm.traces.distinct import PackedSequences, distinct
+
+        if self._done is None:
+            self._done = PackedSequences.empty()
+        codes, lengths, stays, events = self._buf
+        if lengths:
+            offsets = np.zeros(len(lengths) + 1, np.int64)
+            np.cumsum(lengths, out=offsets[1:])
+            n = len(lengths)
+            self._parts.append(
+                PackedSequences(
+                    np.asarray(codes, np.int64),
+                    offsets,
+                    np.ones(n, np.int64),
+                    np.asarray(events, np.int64),
+                    np.asarray(stays, np.int64),
+                )
+            )
+            self._buf = ([], [], [], [])
+        if self._parts:
+            self._done = distinct(PackedSequences.concat([self._done, *self._parts]))
+            self._parts = []
+        return self._done
+
+    @property
+    def sequences(self) -> dict[tuple[str, ...], SequenceStats]:
+        """The distinct sequences as a dictionary (a copy: for reading and tests, not the hot path)."""
+        p = self.packed()
+        bounds = p.offsets.tolist()
+        codes, stays = p.codes.tolist(), p.durations_us.tolist()
+        return {
+            tuple(self.names[c] for c in codes[bounds[i] : bounds[i + 1]]): SequenceStats(
+                count, stays[bounds[i] : bounds[i + 1]], events
+            )
+            for i, (count, events) in enumerate(zip(p.counts.tolist(), p.events.tolist()))
+        }
+
     def _labels(self, labels: dict[str, str] | None) -> None:
         if labels is None:
             return
@@ -112,16 +176,13 @@ class Summary:
 
     @property
     def events(self) -> int:
-        return sum(s.events for s in self.sequences.values())
+        return int(self.packed().events.sum())
 
     def merge(self, other: Summary) -> None:
         """Add ``other`` (a later input) to this summary."""
-        for key, stats in other.sequences.items():
-            mine = self.sequences.get(key)
-            if mine is None:
-                self.sequences[key] = SequenceStats(stats.count, list(stats.durations_us), stats.events)
-            else:
-                mine.merge(stats)
+        theirs = other.packed()
+        if len(theirs):
+            self._parts.append(theirs.relabel(self._remap(other.names)))
         self.traces += other.traces
         self.transitions = self.transitions or other.transitions
         for src in other.sources:

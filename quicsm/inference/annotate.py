@@ -361,8 +361,11 @@ def _count_paths(
     else:
         lengths = np.fromiter(map(len, paths), np.int64, len(paths))
         flat = np.fromiter(chain.from_iterable(paths), np.int64, int(lengths.sum()))
-    stay_lengths = np.fromiter(map(len, durations_us), np.int64, len(durations_us))
-    stays = np.fromiter(chain.from_iterable(durations_us), np.int64, int(stay_lengths.sum()))
+    if isinstance(durations_us, PackedPaths):  # a summary's stays, packed the same way
+        stays, stay_lengths = durations_us.nodes.astype(np.int64), np.diff(durations_us.offsets)
+    else:
+        stay_lengths = np.fromiter(map(len, durations_us), np.int64, len(durations_us))
+        stays = np.fromiter(chain.from_iterable(durations_us), np.int64, int(stay_lengths.sum()))
     bad = np.flatnonzero(stay_lengths != lengths - 2)
     if len(bad):
         i = int(bad[0])
@@ -404,7 +407,8 @@ def annotate_counts(
     meta: dict[str, Any] | None = None,
 ) -> AnnotatedModel:
     """:func:`annotate` for distinct sequences: ``result.paths[i]`` was taken ``counts[i]`` times, with
-    ``durations_us[i][j]`` the total stay at its j-th state. Gives the same model as annotating every trace."""
+    ``durations_us[i][j]`` the total stay at its j-th state (lists, or packed rows in a
+    :class:`~quicsm.inference.packed.PackedPaths`). Gives the same model as annotating every trace."""
     model = result.model
     if len(result.paths) != len(counts) or len(counts) != len(durations_us):
         raise InferenceError(f"model has {len(result.paths)} paths for {len(counts)} distinct sequences")

@@ -22,8 +22,8 @@ from quicsm.inference.model import INITIAL, TERMINAL, Edge, InferenceResult, Mod
 __all__ = ["EncodedLog", "PackedPaths", "canonical_order", "count_pairs", "encode_sequences", "result_from_nodes"]
 
 
-@dataclass(frozen=True, slots=True)
-class EncodedLog:
+@dataclass(frozen=True, slots=True, eq=False)
+class EncodedLog(Sequence[list[str]]):
     """State sequences as arrays: ``names[codes[i]]`` is event ``i``; trace ``t`` is ``codes[offsets[t]:offsets[t+1]]``.
 
     ``initial`` (= ``len(names)``) and ``terminal`` (= ``len(names) + 1``) are the codes of the synthetic
@@ -74,9 +74,44 @@ class EncodedLog:
     def sequence(self, t: int) -> list[str]:
         return [self.names[c] for c in self.codes[self.offsets[t] : self.offsets[t + 1]].tolist()]
 
+    # Also a sequence of state sequences, so an encoded log goes wherever lists of names go (the engines
+    # take it as it is: :func:`encode_sequences` hands it back).
+    def __len__(self) -> int:
+        return self.traces
+
+    @overload
+    def __getitem__(self, t: int) -> list[str]: ...
+    @overload
+    def __getitem__(self, t: slice) -> list[list[str]]: ...
+    def __getitem__(self, t: int | slice) -> list[str] | list[list[str]]:
+        if isinstance(t, slice):
+            return [self[i] for i in range(*t.indices(self.traces))]
+        if not -self.traces <= t < self.traces:
+            raise IndexError(t)
+        return self.sequence(t % self.traces)
+
+    def __iter__(self) -> Iterator[list[str]]:
+        names = self.names
+        bounds = self.offsets.tolist()
+        codes = self.codes.tolist()
+        for a, b in pairwise(bounds):
+            yield [names[c] for c in codes[a:b]]
+
+    @classmethod
+    def from_codes(cls, table: Sequence[str], codes: np.ndarray, offsets: np.ndarray) -> EncodedLog:
+        """The log whose trace ``t`` is ``[table[c] for c in codes[offsets[t]:offsets[t+1]]]``, encoded as
+        :func:`encode_sequences` would encode those lists (codes follow the sorted names used)."""
+        present = np.bincount(codes, minlength=len(table)) if len(codes) else np.zeros(len(table), np.int64)
+        used = sorted(np.flatnonzero(present).tolist(), key=table.__getitem__)
+        remap = np.zeros(len(table), np.int32)
+        remap[used] = np.arange(len(used), dtype=np.int32)
+        return cls(tuple(table[i] for i in used), remap[codes], np.asarray(offsets, np.int64))
+
 
 def encode_sequences(sequences: Sequence[Sequence[str]]) -> EncodedLog:
     """Encode state sequences; codes follow the sorted state names, so the same input gives the same codes."""
+    if isinstance(sequences, EncodedLog):
+        return sequences
     names = sorted(set(chain.from_iterable(sequences)))
     index = {s: i for i, s in enumerate(names)}
     lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))

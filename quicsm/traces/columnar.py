@@ -20,6 +20,7 @@ import numpy as np
 
 from quicsm.traces.builder import TraceMeta
 from quicsm.traces.contract import TAG_BYTES, ContractError, parse_payload
+from quicsm.traces.distinct import PackedSequences
 from quicsm.traces.events import EVENT_KINDS, METRIC_FIELDS, StateView, Trace, TraceEvent
 from quicsm.traces.logscan import ScanState, scan_windows
 from quicsm.traces.report import ParseReport
@@ -554,8 +555,31 @@ class StaySequences:
     has_transition: list[bool]
 
 
+@dataclass(slots=True)
+class StayArrays:
+    """:class:`StaySequences` as arrays: one sequence per trace (count 1), codes into ``names``."""
+
+    names: list[str]
+    seqs: PackedSequences
+    has_transition: np.ndarray
+
+
 def stay_sequences(tc: TraceColumns, view: StateView) -> StaySequences:
     """What :meth:`~quicsm.traces.events.Trace.visits` gives for every trace, computed on the columns."""
+    a = stay_arrays(tc, view)
+    labs = [a.names[i] for i in a.seqs.codes.tolist()]
+    dur = a.seqs.durations_us.tolist()
+    bounds = a.seqs.offsets.tolist()
+    return StaySequences(
+        [tuple(labs[bounds[i] : bounds[i + 1]]) for i in range(len(tc))],
+        [dur[bounds[i] : bounds[i + 1]] for i in range(len(tc))],
+        a.seqs.events.tolist(),
+        a.has_transition.tolist(),
+    )
+
+
+def stay_arrays(tc: TraceColumns, view: StateView) -> StayArrays:
+    """The stays of every trace, without a Python object per trace."""
     ev = tc.events
     ntr = len(tc)
     rows = tc.order
@@ -594,15 +618,9 @@ def stay_sequences(tc: TraceColumns, view: StateView) -> StaySequences:
     stop = np.empty(len(lab), np.int64)
     stop[:-1] = tp[1:]
     stop[last] = np.maximum(end_us[trp[last]], tp[last])
-    dur = (stop - tp).tolist()
-    labs = [names[i] for i in lab.tolist()]
-    bounds = np.searchsorted(trp, np.arange(ntr + 1)).tolist()
-    return StaySequences(
-        [tuple(labs[bounds[i] : bounds[i + 1]]) for i in range(ntr)],
-        [dur[bounds[i] : bounds[i + 1]] for i in range(ntr)],
-        lengths.tolist(),
-        has_tr.tolist(),
-    )
+    bounds = np.searchsorted(trp, np.arange(ntr + 1)).astype(np.int64)
+    seqs = PackedSequences(lab.astype(np.int64), bounds, np.ones(ntr, np.int64), lengths.astype(np.int64), stop - tp)
+    return StayArrays(names, seqs, has_tr)
 
 
 def _prev_labels(tc: TraceColumns, view: StateView, rows: np.ndarray, names: list[str]) -> np.ndarray:

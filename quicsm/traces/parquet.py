@@ -95,7 +95,8 @@ class _Writer:
     def add_columns(self, tc: TraceColumns) -> None:
         self.flush()
         if len(tc):
-            self.writer.write_table(_columns_table(tc, self.schema), row_group_size=_ROWS_PER_GROUP)
+            table = _columns_table(tc, self.schema)  # a batch holds whole traces: one row group, none split
+            self.writer.write_table(table, row_group_size=max(_ROWS_PER_GROUP, table.num_rows))
         self.n += len(tc)
 
 
@@ -258,20 +259,24 @@ def _read_parquet_columns(path: str, columns: list[str] | None) -> Iterator[Trac
 
     pf = _open_store(path)
     groups = pf.num_row_groups
-    carry: Any = None  # rows of the previous group's last trace, which may go on in this group
+    table: Any = pf.read_row_group(0, columns=columns) if groups else None
     for g in range(groups):
-        table = pf.read_row_group(g, columns=columns)
-        if carry is not None:
-            table = pa.concat_tables([carry, table]).unify_dictionaries().combine_chunks()
-        carry = None
-        if g + 1 < groups and table.num_rows:
-            trace = table.column("trace").combine_chunks()
-            idx = _ints(trace.indices, -1)
+        later = pf.read_row_group(g + 1, columns=columns) if g + 1 < groups else None
+        if later is not None and table.num_rows and later.num_rows and _trace_at(table, -1) == _trace_at(later, 0):
+            # the group's last trace goes on in the next one (stores written row by row, or by other
+            # tools): its rows move there. quicsm's columnar writer ends groups at trace boundaries.
+            idx = _ints(table.column("trace").combine_chunks().indices, -1)
             other = np.flatnonzero(idx != idx[-1])
             last = int(other[-1]) + 1 if len(other) else 0
-            carry, table = table.slice(last), table.slice(0, last)
+            later = pa.concat_tables([table.slice(last), later]).unify_dictionaries().combine_chunks()
+            table = table.slice(0, last)
         if table.num_rows:
             yield _table_columns(table, path)
+        table = later
+
+
+def _trace_at(table: Any, row: int) -> Any:
+    return table.column("trace")[row].as_py()
 
 
 def _table_columns(table: Any, path: str) -> TraceColumns:

@@ -241,3 +241,20 @@ def test_store_with_a_forged_trace_meta_is_refused_not_misaligned(tmp_path: Path
     pq.write_table(table, store)
     with pytest.raises(InputError, match="bad Parquet trace file"):
         list(parquet.read_parquet_columns(store))
+
+
+@pytest.mark.parametrize("group_rows", [1, 3, 7])
+def test_store_whose_row_groups_split_traces_reads_back_whole_traces(tmp_path: Path, group_rows: int) -> None:
+    """quicsm ends row groups at trace boundaries; stores rewritten by other tools may not."""
+    import pyarrow.parquet as pq
+
+    from quicsm.traces import parquet
+
+    traces, _ = object_path(crafted() + open_binary(LOGS[0]).read())
+    store = str(tmp_path / "x.parquet")
+    parquet.write_parquet(traces, store)
+    pq.write_table(pq.read_table(store), store, row_group_size=group_rows)
+    assert pq.ParquetFile(store).num_row_groups > 1
+    assert [t for tc in parquet.read_parquet_columns(store) for t in tc.traces()] == traces
+    lean = [t for tc in parquet.read_parquet_columns(store, metrics=False) for t in tc.traces()]
+    assert [t.visits() for t in lean] == [t.visits() for t in traces]
