@@ -139,7 +139,8 @@ class Summary:
             np.cumsum(lengths, out=offsets[1:])
             n = len(lengths)
             self._parts.append(
-                PackedSequences(
+                PackedSequences.build(
+                    self.names,
                     np.asarray(codes, np.int64),
                     offsets,
                     np.ones(n, np.int64),

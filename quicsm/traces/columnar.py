@@ -619,7 +619,7 @@ def stay_arrays(tc: TraceColumns, view: StateView) -> StayArrays:
     stop[:-1] = tp[1:]
     stop[last] = np.maximum(end_us[trp[last]], tp[last])
     bounds = np.searchsorted(trp, np.arange(ntr + 1)).astype(np.int64)
-    seqs = PackedSequences(lab.astype(np.int64), bounds, np.ones(ntr, np.int64), lengths.astype(np.int64), stop - tp)
+    seqs = PackedSequences.build(names, lab, bounds, np.ones(ntr, np.int64), lengths, stop - tp)
     return StayArrays(names, seqs, has_tr)
 
 

@@ -1,40 +1,76 @@
 """Distinct state sequences as arrays: one flat code array, no Python object per sequence or trace.
 
 A summary of a fleet holds each distinct sequence once with its count, its event count and the summed
-stay time at each position. Batches of traces are appended as arrays and folded into distinct ones by
-hashing every sequence twice (64-bit polynomial hashes, vectorised) and then checking each sequence
-against its group's first member code by code, so the grouping is exact: a hash collision sends that
-fold to a dictionary instead (never silently merged). First appearance order is kept, which makes
-merging inputs in order give the same summary as reading them as one.
+stay time at each position. Sequences carry two 64-bit hashes made when they are packed (from their
+labels' names, so relabelling into another summary's table keeps them). Folding groups sequences by
+length and hashes, then checks every repeat against its group's first member code by code, so the
+grouping is exact: a hash collision sends that fold to a dictionary instead (never silently merged).
+Work and memory beyond the hashes are in proportion to the repeats, not to all positions. First
+appearance order is kept, which makes merging inputs in order give the same summary as reading them
+as one.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["PackedSequences", "distinct"]
+__all__ = ["PackedSequences", "distinct", "label_hashes"]
 
 _BASES = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F))
-"""Odd 64-bit multipliers of the two hashes (arithmetic wraps modulo 2^64)."""
+"""Odd 64-bit multipliers of the two position-weighted sums (arithmetic wraps modulo 2^64)."""
+
+
+def label_hashes(names: Sequence[str]) -> np.ndarray:
+    """Two 64-bit values per label, the same in every process (Python's str hash is salted per run)."""
+    out = np.zeros((len(names), 2), np.uint64)
+    for i, name in enumerate(names):
+        digest = hashlib.blake2b(name.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        out[i] = np.frombuffer(digest, np.uint64)
+    return out
 
 
 @dataclass(slots=True)
 class PackedSequences:
     """Sequences ``codes[offsets[i]:offsets[i+1]]`` (ids into a label table) with per-sequence
-    ``counts`` and ``events`` and per-position summed stays ``durations_us`` (aligned with ``codes``)."""
+    ``counts``, ``events`` and ``hashes`` (n x 2) and per-position summed stays ``durations_us``."""
 
     codes: np.ndarray
     offsets: np.ndarray
     counts: np.ndarray
     events: np.ndarray
     durations_us: np.ndarray
+    hashes: np.ndarray
+
+    @classmethod
+    def build(
+        cls,
+        names: Sequence[str],
+        codes: np.ndarray,
+        offsets: np.ndarray,
+        counts: np.ndarray,
+        events: np.ndarray,
+        durations_us: np.ndarray,
+    ) -> PackedSequences:
+        """Packed sequences over the label table ``names``, hashed."""
+        codes = np.asarray(codes, np.int64)
+        offsets = np.asarray(offsets, np.int64)
+        return cls(
+            codes,
+            offsets,
+            np.asarray(counts, np.int64),
+            np.asarray(events, np.int64),
+            np.asarray(durations_us, np.int64),
+            _sequence_hashes(label_hashes(names), codes, offsets),
+        )
 
     @classmethod
     def empty(cls) -> PackedSequences:
         z = np.zeros(0, np.int64)
-        return cls(z, np.zeros(1, np.int64), z, z, z)
+        return cls(z, np.zeros(1, np.int64), z, z, z, np.zeros((0, 2), np.uint64))
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -43,8 +79,10 @@ class PackedSequences:
         return np.diff(self.offsets)
 
     def relabel(self, remap: np.ndarray) -> PackedSequences:
-        """The same sequences with codes mapped through ``remap`` (another summary's label table)."""
-        return PackedSequences(remap[self.codes], self.offsets, self.counts, self.events, self.durations_us)
+        """The same sequences with codes mapped through ``remap`` (to another table of the same names)."""
+        return PackedSequences(
+            remap[self.codes], self.offsets, self.counts, self.events, self.durations_us, self.hashes
+        )
 
     def take(self, keep: np.ndarray) -> PackedSequences:
         """The sequences where ``keep`` (one bool per sequence) holds."""
@@ -52,10 +90,18 @@ class PackedSequences:
         rows = np.repeat(keep, lengths)
         offsets = np.zeros(int(keep.sum()) + 1, np.int64)
         np.cumsum(lengths[keep], out=offsets[1:])
-        return PackedSequences(self.codes[rows], offsets, self.counts[keep], self.events[keep], self.durations_us[rows])
+        return PackedSequences(
+            self.codes[rows],
+            offsets,
+            self.counts[keep],
+            self.events[keep],
+            self.durations_us[rows],
+            self.hashes[keep],
+        )
 
     @staticmethod
     def concat(parts: list[PackedSequences]) -> PackedSequences:
+        parts = [p for p in parts if len(p)] or parts[:1]
         if len(parts) == 1:
             return parts[0]
         sizes = np.cumsum([0] + [len(p.codes) for p in parts[:-1]])
@@ -65,91 +111,74 @@ class PackedSequences:
             np.concatenate([p.counts for p in parts]),
             np.concatenate([p.events for p in parts]),
             np.concatenate([p.durations_us for p in parts]),
+            np.concatenate([p.hashes for p in parts]),
         )
 
 
-def _hashes(p: PackedSequences, seq_of: np.ndarray, pos: np.ndarray) -> list[np.ndarray]:
-    lengths = p.lengths()
+def _sequence_hashes(per_label: np.ndarray, codes: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Per sequence, for each of the two label values: sum over positions of value * base^(position+1)."""
+    lengths = np.diff(offsets)
+    out = np.zeros((len(lengths), 2), np.uint64)
     nonempty = lengths > 0
-    starts = p.offsets[:-1][nonempty]
-    value = p.codes.astype(np.uint64) + np.uint64(1)
-    out = []
-    longest = int(lengths.max()) if len(lengths) else 0
-    for base in _BASES:
-        powers = np.cumprod(np.full(max(longest, 1), base, np.uint64))
-        h = np.zeros(len(p), np.uint64)
-        if len(starts):
-            h[nonempty] = np.add.reduceat(value * powers[pos], starts)
-        out.append(h)
+    if not len(codes):
+        return out
+    pos = np.arange(len(codes)) - np.repeat(offsets[:-1], lengths)
+    starts = offsets[:-1][nonempty]
+    for j, base in enumerate(_BASES):
+        powers = np.cumprod(np.full(int(lengths.max()), base, np.uint64))
+        out[nonempty, j] = np.add.reduceat(per_label[codes, j] * powers[pos], starts)
     return out
 
 
 def distinct(p: PackedSequences) -> PackedSequences:
     """Each distinct sequence once, in order of first appearance; counts, events and stays summed."""
     n = len(p)
-    if n == 0:
+    if n < 2:
         return p
     lengths = p.lengths()
-    seq_of = np.repeat(np.arange(n), lengths)
-    pos = np.arange(len(p.codes)) - p.offsets[seq_of]
-    h1, h2 = _hashes(p, seq_of, pos)
-    order = np.lexsort((h2, h1, lengths))  # stable: a group's first member comes first
+    h = p.hashes
+    order = np.lexsort((h[:, 1], h[:, 0], lengths))  # stable: a group's first member comes first
+    ls, h0, h1 = lengths[order], h[order, 0], h[order, 1]
     new = np.ones(n, bool)
-    new[1:] = (lengths[order][1:] != lengths[order][:-1]) | (h1[order][1:] != h1[order][:-1])
-    new[1:] |= h2[order][1:] != h2[order][:-1]
-    group_sorted = np.cumsum(new) - 1
-    first = order[new]  # per group (hash order): its first member
+    new[1:] = (ls[1:] != ls[:-1]) | (h0[1:] != h0[:-1]) | (h1[1:] != h1[:-1])
+    first = order[new]  # per group (in hash order): its first member
     rank = np.empty(len(first), np.int64)
     rank[np.argsort(first, kind="stable")] = np.arange(len(first))  # groups in first-appearance order
     group = np.empty(n, np.int64)
-    group[order] = rank[group_sorted]
-    reps = np.sort(first)
-    rep_of = reps[group]
-    if not np.array_equal(p.codes[p.offsets[rep_of][seq_of] + pos], p.codes):
+    group[order] = rank[np.cumsum(new) - 1]
+    keep = np.zeros(n, bool)
+    keep[first] = True
+    if keep.all():
+        return p
+    out = p.take(keep)
+    dup = np.flatnonzero(~keep)
+    dup_len = lengths[dup]
+    dup_seq = np.repeat(np.arange(len(dup)), dup_len)
+    pos = np.arange(int(dup_len.sum())) - np.repeat(np.cumsum(dup_len) - dup_len, dup_len)
+    src = p.offsets[dup][dup_seq] + pos
+    dst = out.offsets[group[dup]][dup_seq] + pos
+    if not np.array_equal(p.codes[src], out.codes[dst]):
         return _distinct_by_dict(p)  # a hash collision: exact grouping the slow way
-    d_lengths = lengths[reps]
-    d_offsets = np.zeros(len(reps) + 1, np.int64)
-    np.cumsum(d_lengths, out=d_offsets[1:])
-    rep_seq_of = np.repeat(reps, d_lengths)
-    d_pos = np.arange(int(d_offsets[-1])) - np.repeat(d_offsets[:-1], d_lengths)
-    codes = p.codes[p.offsets[rep_seq_of] + d_pos]
-    counts = np.zeros(len(reps), np.int64)
-    np.add.at(counts, group, p.counts)
-    events = np.zeros(len(reps), np.int64)
-    np.add.at(events, group, p.events)
-    durations = np.zeros(len(codes), np.int64)
-    np.add.at(durations, d_offsets[group][seq_of] + pos, p.durations_us)
-    return PackedSequences(codes, d_offsets, counts, events, durations)
+    np.add.at(out.counts, group[dup], p.counts[dup])
+    np.add.at(out.events, group[dup], p.events[dup])
+    np.add.at(out.durations_us, dst, p.durations_us[src])
+    return out
 
 
 def _distinct_by_dict(p: PackedSequences) -> PackedSequences:
-    index: dict[tuple[int, ...], int] = {}
-    keys: list[tuple[int, ...]] = []
-    counts: list[int] = []
-    events: list[int] = []
-    durations: list[list[int]] = []
+    first: dict[tuple[int, ...], int] = {}
     bounds = p.offsets.tolist()
-    codes, stays = p.codes.tolist(), p.durations_us.tolist()
-    for i, (c, e) in enumerate(zip(p.counts.tolist(), p.events.tolist())):
-        key = tuple(codes[bounds[i] : bounds[i + 1]])
-        stay = stays[bounds[i] : bounds[i + 1]]
-        at = index.get(key)
-        if at is None:
-            index[key] = len(keys)
-            keys.append(key)
-            counts.append(c)
-            events.append(e)
-            durations.append(stay)
-        else:
-            counts[at] += c
-            events[at] += e
-            durations[at] = [a + b for a, b in zip(durations[at], stay)]
-    offsets = np.zeros(len(keys) + 1, np.int64)
-    np.cumsum([len(k) for k in keys], out=offsets[1:])
-    return PackedSequences(
-        np.asarray([c for k in keys for c in k], np.int64),
-        offsets,
-        np.asarray(counts, np.int64),
-        np.asarray(events, np.int64),
-        np.asarray([d for row in durations for d in row], np.int64),
-    )
+    codes = p.codes.tolist()
+    group = np.empty(len(p), np.int64)
+    for i in range(len(p)):
+        group[i] = first.setdefault(tuple(codes[bounds[i] : bounds[i + 1]]), len(first))
+    keep = np.zeros(len(p), bool)
+    keep[np.unique(group, return_index=True)[1]] = True
+    out = p.take(keep)
+    lengths = p.lengths()
+    for i in np.flatnonzero(~keep).tolist():
+        g = int(group[i])
+        out.counts[g] += p.counts[i]
+        out.events[g] += p.events[i]
+        out.durations_us[out.offsets[g] : out.offsets[g] + lengths[i]] += p.durations_us[bounds[i] : bounds[i + 1]]
+    return out

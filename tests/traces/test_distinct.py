@@ -15,7 +15,8 @@ def _pack(rows: list[list[int]], rng: random.Random) -> PackedSequences:
     offsets = np.zeros(len(rows) + 1, np.int64)
     np.cumsum([len(r) for r in rows], out=offsets[1:])
     codes = np.asarray([c for r in rows for c in r], np.int64)
-    return PackedSequences(
+    return PackedSequences.build(
+        ["A", "B", "C"],
         codes,
         offsets,
         np.asarray([rng.randint(1, 5) for _ in rows], np.int64),
