@@ -150,8 +150,10 @@ class Summary:
             )
             self._buf = ([], [], [], [])
         if self._parts:
-            self._done = distinct(PackedSequences.concat([self._done, *self._parts]))
-            self._parts = []
+            parts = [self._done, *self._parts]  # the only references: concat frees each part once copied
+            self._parts, self._done = [], None
+            self._done = distinct(PackedSequences.concat(parts))
+        assert self._done is not None
         return self._done
 
     @property

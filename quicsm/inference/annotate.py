@@ -357,12 +357,12 @@ def _count_paths(
     from quicsm.inference.packed import PackedPaths
 
     if isinstance(paths, PackedPaths):  # what the engines return: already one array
-        flat, lengths = paths.nodes.astype(np.int64), np.diff(paths.offsets)
+        flat, lengths = paths.nodes, np.diff(paths.offsets)
     else:
         lengths = np.fromiter(map(len, paths), np.int64, len(paths))
         flat = np.fromiter(chain.from_iterable(paths), np.int64, int(lengths.sum()))
     if isinstance(durations_us, PackedPaths):  # a summary's stays, packed the same way
-        stays, stay_lengths = durations_us.nodes.astype(np.int64), np.diff(durations_us.offsets)
+        stays, stay_lengths = durations_us.nodes, np.diff(durations_us.offsets)
     else:
         stay_lengths = np.fromiter(map(len, durations_us), np.int64, len(durations_us))
         stays = np.fromiter(chain.from_iterable(durations_us), np.int64, int(stay_lengths.sum()))
@@ -370,32 +370,51 @@ def _count_paths(
     if len(bad):
         i = int(bad[0])
         raise InferenceError(f"model path has {int(lengths[i]) - 2} steps for {int(stay_lengths[i])} states")
-    n = np.repeat(np.asarray(counts, np.int64), lengths)
+    counts_arr = np.asarray(counts, np.int64)
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    stay_starts = starts - 2 * np.arange(len(lengths))  # stays have two entries fewer per path
     visits = np.zeros(size, np.int64)
-    np.add.at(visits, flat, n)
-    starts = np.cumsum(lengths) - lengths
-    inner = np.ones(len(flat), bool)
-    inner[starts] = False
-    inner[starts + lengths - 1] = False
     time_us = np.zeros(size, np.int64)
-    np.add.at(time_us, flat[inner], stays)
-    step = np.ones(len(flat), bool)
-    step[starts + lengths - 1] = False  # a step from every position but a path's last
-    pairs = flat[step] * size + flat[np.roll(step, 1)]
-    if size * size <= 1 << 22:  # a dense node x node table: no sort
-        dense = np.zeros(size * size, np.int64)
-        np.add.at(dense, pairs, n[step])
-        uniq = np.flatnonzero(dense)
-        per_edge = dense[uniq]
-    else:
-        uniq, where = np.unique(pairs, return_inverse=True)
-        per_edge = np.zeros(len(uniq), np.int64)
-        np.add.at(per_edge, where.reshape(-1), n[step])
+    dense = np.zeros(size * size, np.int64) if size * size <= _DENSE_CELLS else None  # node x node: no sort
+    sparse: Counter[int] = Counter()
+    a = 0
+    while a < len(lengths):  # bounded temporaries: about _STEPS_PER_CHUNK steps at a time
+        b = max(a + 1, int(np.searchsorted(ends, starts[a] + _STEPS_PER_CHUNK, side="right")))
+        f = flat[starts[a] : ends[b - 1]].astype(np.int64)
+        ln = lengths[a:b]
+        first = starts[a:b] - starts[a]
+        last = first + ln - 1
+        n = np.repeat(counts_arr[a:b], ln)
+        np.add.at(visits, f, n)
+        inner = np.ones(len(f), bool)
+        inner[first] = False
+        inner[last] = False
+        np.add.at(time_us, f[inner], stays[stay_starts[a] : stay_starts[b - 1] + ln[-1] - 2])
+        step = np.ones(len(f), bool)
+        step[last] = False  # a step from every position but a path's last
+        pairs = f[step] * size + f[np.roll(step, 1)]
+        if dense is not None:
+            np.add.at(dense, pairs, n[step])
+        else:
+            uniq, where = np.unique(pairs, return_inverse=True)
+            per = np.zeros(len(uniq), np.int64)
+            np.add.at(per, where.reshape(-1), n[step])
+            sparse.update(dict(zip(uniq.tolist(), per.tolist())))
+        a = b
+    if dense is not None:
+        keys = np.flatnonzero(dense)
+        sparse = Counter(dict(zip(keys.tolist(), dense[keys].tolist())))
     return (
         Counter({i: int(v) for i, v in enumerate(visits.tolist()) if v}),
         Counter({i: int(v) for i, v in enumerate(time_us.tolist()) if v}),
-        Counter({(int(k) // size, int(k) % size): int(c) for k, c in zip(uniq.tolist(), per_edge.tolist())}),
+        Counter({(k // size, k % size): c for k, c in sorted(sparse.items())}),
     )
+
+
+_STEPS_PER_CHUNK = 1 << 20
+_DENSE_CELLS = 1 << 22
+"""Edge counts go to a node x node table up to this many cells (no sort), beyond it through np.unique."""
 
 
 def annotate_counts(

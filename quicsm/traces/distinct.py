@@ -35,7 +35,7 @@ def label_hashes(names: Sequence[str]) -> np.ndarray:
 
 @dataclass(slots=True)
 class PackedSequences:
-    """Sequences ``codes[offsets[i]:offsets[i+1]]`` (ids into a label table) with per-sequence
+    """Sequences ``codes[offsets[i]:offsets[i+1]]`` (int32 ids into a label table) with per-sequence
     ``counts``, ``events`` and ``hashes`` (n x 2) and per-position summed stays ``durations_us``."""
 
     codes: np.ndarray
@@ -56,7 +56,7 @@ class PackedSequences:
         durations_us: np.ndarray,
     ) -> PackedSequences:
         """Packed sequences over the label table ``names``, hashed."""
-        codes = np.asarray(codes, np.int64)
+        codes = np.asarray(codes, np.int32)
         offsets = np.asarray(offsets, np.int64)
         return cls(
             codes,
@@ -70,7 +70,7 @@ class PackedSequences:
     @classmethod
     def empty(cls) -> PackedSequences:
         z = np.zeros(0, np.int64)
-        return cls(z, np.zeros(1, np.int64), z, z, z, np.zeros((0, 2), np.uint64))
+        return cls(np.zeros(0, np.int32), np.zeros(1, np.int64), z, z, z, np.zeros((0, 2), np.uint64))
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -81,7 +81,7 @@ class PackedSequences:
     def relabel(self, remap: np.ndarray) -> PackedSequences:
         """The same sequences with codes mapped through ``remap`` (to another table of the same names)."""
         return PackedSequences(
-            remap[self.codes], self.offsets, self.counts, self.events, self.durations_us, self.hashes
+            remap.astype(np.int32)[self.codes], self.offsets, self.counts, self.events, self.durations_us, self.hashes
         )
 
     def take(self, keep: np.ndarray) -> PackedSequences:
@@ -101,18 +101,33 @@ class PackedSequences:
 
     @staticmethod
     def concat(parts: list[PackedSequences]) -> PackedSequences:
-        parts = [p for p in parts if len(p)] or parts[:1]
+        """All ``parts`` in order, as one. Empties ``parts`` as it copies them, so a part's memory is
+        given back as soon as it is in the result (a fleet's summary is folded from a hundred parts)."""
+        parts[:] = [p for p in parts if len(p)] or parts[:1]
         if len(parts) == 1:
-            return parts[0]
-        sizes = np.cumsum([0] + [len(p.codes) for p in parts[:-1]])
-        return PackedSequences(
-            np.concatenate([p.codes for p in parts]),
-            np.concatenate([parts[0].offsets[:1]] + [p.offsets[1:] + s for p, s in zip(parts, sizes)]),
-            np.concatenate([p.counts for p in parts]),
-            np.concatenate([p.events for p in parts]),
-            np.concatenate([p.durations_us for p in parts]),
-            np.concatenate([p.hashes for p in parts]),
+            return parts.pop()
+        n = sum(len(p) for p in parts)
+        k = sum(len(p.codes) for p in parts)
+        out = PackedSequences(
+            np.empty(k, np.int32),
+            np.zeros(n + 1, np.int64),
+            np.empty(n, np.int64),
+            np.empty(n, np.int64),
+            np.empty(k, np.int64),
+            np.empty((n, 2), np.uint64),
         )
+        i = j = 0
+        while parts:
+            p = parts.pop(0)
+            m, c = len(p), len(p.codes)
+            out.codes[j : j + c] = p.codes
+            out.offsets[i + 1 : i + m + 1] = p.offsets[1:] - p.offsets[0] + j
+            out.counts[i : i + m] = p.counts
+            out.events[i : i + m] = p.events
+            out.durations_us[j : j + c] = p.durations_us
+            out.hashes[i : i + m] = p.hashes
+            i, j = i + m, j + c
+        return out
 
 
 def _sequence_hashes(per_label: np.ndarray, codes: np.ndarray, offsets: np.ndarray) -> np.ndarray:

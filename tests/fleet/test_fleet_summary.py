@@ -47,3 +47,19 @@ def test_merge_order_and_reports(fleet_dir: Path, tmp_path: Path) -> None:
     assert {k: (v.count, v.durations_us) for k, v in merged.sequences.items()} == {
         k: (v.count, v.durations_us) for k, v in s.sequences.items()
     }
+
+
+@pytest.mark.parametrize("chunk, dense", [(1, True), (7, False), (1000, False)])
+def test_annotation_in_chunks_equals_annotation_at_once(
+    fleet_dir: Path, monkeypatch: pytest.MonkeyPatch, chunk: int, dense: bool
+) -> None:
+    """Annotation sums over distinct paths a bounded number of steps at a time; the split must not show."""
+    from quicsm.inference import annotate
+
+    summary = summarize_inputs([str(fleet_dir)])
+    whole = _model(learn_summary(summary, "ktails"))
+    monkeypatch.setattr(annotate, "_STEPS_PER_CHUNK", chunk)
+    if not dense:
+        monkeypatch.setattr(annotate, "_DENSE_CELLS", 0)
+    assert _model(learn_summary(summary, "ktails")) == whole
+    assert whole["edges"] and whole["nodes"]
