@@ -235,3 +235,17 @@ def test_combined_splits_come_in_synoptics_order() -> None:
     want = [members[first & second], members[first & ~second], members[~first & second], members[~first & ~second]]
     got = [g.members[p]] + g.members[-3:]
     assert [x.tolist() for x in got] == [w.tolist() for w in want]
+
+
+def test_arbitrary_split_takes_the_smallest_piece_then_the_most_proposed() -> None:
+    import numpy as np
+
+    from quicsm.inference.synoptic import _arbitrary_split
+
+    big = (3, np.array([1, 1, 0, 0], dtype=bool))  # sides 2 / 2
+    small_once = (4, np.array([1, 0, 0, 0, 0], dtype=bool))  # sides 1 / 4
+    small_twice = (5, np.array([1, 1, 1, 0], dtype=bool))  # sides 3 / 1, proposed twice
+    part, keep = _arbitrary_split([big, small_once, small_twice, (5, small_twice[1].copy())])
+    assert part == 5 and keep.tolist() == [True, True, True, False]
+    part, keep = _arbitrary_split([big, small_once])
+    assert part == 4
