@@ -19,7 +19,7 @@ import numpy as np
 
 from quicsm.inference.invariants import KINDS, InvariantSet
 
-__all__ = ["Edges", "counterexample", "violated", "violations", "walk_states"]
+__all__ = ["Edges", "counterexample", "synoptic_counterexample", "violated", "violations", "walk_states"]
 
 Edges = tuple[np.ndarray, np.ndarray] | np.ndarray
 """A graph's edges: (src, dst) node-id arrays, or a dense boolean adjacency matrix."""
@@ -161,6 +161,115 @@ def counterexample(
         walk.append(cur[0])
         cur = parent[cur]
     return walk[::-1]
+
+
+History = tuple[int, int, "History | None"] | None
+"""Synoptic's ``HistoryNode``: (walk length, node, history before it), or None when the state is unreached."""
+
+
+def _prefer(old: History, new: History) -> History:
+    """Synoptic's ``preferShorter(old, new)``: the shorter history, ``new`` on a tie."""
+    if new is None:
+        return old
+    if old is None:
+        return new
+    return old if old[0] < new[0] else new
+
+
+def _extend(node: int, h: History) -> History:
+    return None if h is None else (h[0] + 1, node, h)
+
+
+def _tracing_step(kind: str, a: int, b: int, hist: list[History], node: int, typ: int) -> list[History]:
+    """Synoptic's ``TracingStateSet.transition`` of the ``a kind b`` automaton entering ``node``.
+
+    States: AFby [a waiting, no a waiting]; NFby [no a yet, a seen, violated]; AP [neither yet,
+    a first, b first (violated)]. Each holds the shortest history known to reach it, or None.
+    """
+    if kind == "AFby":
+        was_a, was_b = hist
+        if typ == a:
+            was_a, was_b = _prefer(was_b, was_a), None
+        elif typ == b:
+            was_a, was_b = None, _prefer(was_a, was_b)
+        return [_extend(node, was_a), _extend(node, was_b)]
+    if kind == "NFby":
+        none, seen, bad = hist
+        if typ == b:
+            bad, seen = _prefer(seen, bad), None
+        if typ == a:
+            seen, none = _prefer(none, seen), None
+        return [_extend(node, none), _extend(node, seen), _extend(node, bad)]
+    neither, first_a, first_b = hist
+    if typ == a:
+        first_a, neither = _prefer(neither, first_a), None
+    elif typ == b:
+        first_b, neither = _prefer(neither, first_b), None
+    return [_extend(node, neither), _extend(node, first_a), _extend(node, first_b)]
+
+
+def synoptic_counterexample(
+    succ: Sequence[Sequence[int]], ptype: Sequence[int], kind: str, a: int, b: int, initial: int, terminal_type: int
+) -> list[int] | None:
+    """The counterexample walk Synoptic's model checker reports for ``a kind b``, or None if it holds.
+
+    Synoptic's ``FsmModelChecker.getCounterExample``: a worklist from INITIAL propagates, per node, the
+    shortest history reaching each automaton state (a tie keeps the newer one) and stops as soon as
+    TERMINAL is reached in the failing state; the walk is then cut after the violation (NFby: the
+    first ``b`` after the first ``a``; AP: the first ``b``), as its ``shorten`` does. ``succ`` must
+    list successors in Synoptic's order (:meth:`PartitionGraph.ordered_successors`): among equally
+    short walks that order decides which one is found, and with it which partitions are split.
+    """
+    width = 2 if kind == "AFby" else 3
+    fail = 0 if kind == "AFby" else 2
+    start: History = (1, initial, None)
+    typ = ptype[initial]
+    if kind == "AFby":
+        init: list[History] = [start, None] if typ == a else [None, start]
+    elif kind == "NFby":
+        init = [None, start, None] if typ == a else [start, None, None]
+    else:
+        init = [None, start, None] if typ == a else [None, None, start] if typ == b else [start, None, None]
+    states: dict[int, list[History]] = {initial: init}
+    work = deque([initial])
+    queued = {initial}
+    found: History = None
+    while work and found is None:
+        node = work.popleft()
+        queued.discard(node)
+        current = states[node]
+        for target in succ[node]:
+            old = states.setdefault(target, [None] * width)
+            update = _tracing_step(kind, a, b, current, target, ptype[target])
+            grows = any(o is None and u is not None for o, u in zip(old, update))
+            for i in range(width):
+                old[i] = _prefer(old[i], update[i])
+            if old[fail] is not None and ptype[target] == terminal_type:
+                found = old[fail]
+                break
+            if grows and target not in queued:
+                work.append(target)
+                queued.add(target)
+    if found is None:
+        return None
+    walk: list[int] = []
+    h: History = found
+    while h is not None:
+        walk.append(h[1])
+        h = h[2]
+    walk.reverse()
+    if kind == "AFby":
+        return walk
+    seen_a = False
+    for at, node in enumerate(walk):
+        typ = ptype[node]
+        if kind == "NFby" and typ == a and not seen_a:
+            seen_a = True
+        elif typ == b and (seen_a if kind == "NFby" else True):
+            return walk[: at + 1]
+        elif kind == "AP" and typ == a:
+            break
+    raise AssertionError(f"synoptic_counterexample: walk without a violation of {kind}({a}, {b})")
 
 
 def walk_states(kind: str, a: int, b: int, types: Sequence[int]) -> list[int]:

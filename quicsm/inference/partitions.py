@@ -32,6 +32,11 @@ class PartitionGraph:
         self.edges: Counter[tuple[int, int]] = Counter()
         self._positions: dict[int, np.ndarray] = {}
         self._starts: np.ndarray | None = None
+        # per edge (p, q), the first event of p (in log order) that steps into q: Synoptic's successor
+        # order (see ordered_successors); recomputed lazily for partitions changed since the last call
+        self._first: dict[tuple[int, int], int] = {}
+        self._dirty: set[int] = set(range(len(self.members)))
+        self._frames: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
         steps = np.nonzero(self.has_succ[: n - 1])[0] if n else np.zeros(0, dtype=np.int64)
         self._count(steps, +1)
 
@@ -67,6 +72,8 @@ class PartitionGraph:
         moved, kept = members[moving], members[~moving]
         assert len(moved) and len(kept), "a split must leave both sides non-empty"
         q = len(self.members)
+        self._frames.clear()
+        self._dirty.update((p, q))
         steps = self._touching(moved)
         self._count(steps, -1)
         self.part[moved] = q
@@ -76,20 +83,10 @@ class PartitionGraph:
         self._count(steps, +1)
         return q
 
-    def unsplit(self, p: int, q: int) -> None:
-        """Undo the latest :meth:`split` of ``p``, which created ``q`` (the last partition)."""
-        assert q == len(self.members) - 1, "only the latest split can be undone"
-        moved = self.members[q]
-        steps = self._touching(moved)
-        self._count(steps, -1)
-        self.part[moved] = p
-        self.members[p] = np.sort(np.concatenate([self.members[p], moved]))
-        self.members.pop()
-        self.ptype.pop()
-        self._count(steps, +1)
-
     def merge(self, p: int, q: int) -> None:
         """Put q's events into p; q stays as an empty slot (ids of other partitions do not move)."""
+        self._dirty.update((p, q))
+        self._frames.clear()
         moved = self.members[q]
         steps = self._touching(moved)
         self._count(steps, -1)
@@ -111,6 +108,87 @@ class PartitionGraph:
         for s, d in sorted(self.edges):
             out[s].append(d)
         return out
+
+    def _split_frame(self, p: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The steps touching ``p``'s events, independent of how ``p`` is split (cached until the graph changes).
+
+        (at, dst, inner, inner_next, came, came_src): ``at`` the positions of p's events with a
+        successor and ``dst`` its partition; ``inner`` marks those whose successor is in p too, at
+        position ``inner_next``; ``came`` the positions of p's events entered from outside p, from
+        partition ``came_src``.
+        """
+        hit = self._frames.get(p)
+        if hit is None:
+            members = self.members[p]
+            at = np.flatnonzero(self.has_succ[members])
+            nxt = members[at] + 1
+            dst = self.part[nxt].astype(np.int64)
+            inner = dst == p
+            inner_next = np.searchsorted(members, nxt[inner])
+            before = np.zeros(len(members), dtype=bool)
+            before[1:] = members[1:] - 1 == members[:-1]
+            came = np.flatnonzero(self.has_pred[members] & ~before)
+            came_src = self.part[members[came] - 1].astype(np.int64)
+            hit = self._frames[p] = (at, dst, inner, inner_next, came, came_src)
+        return hit
+
+    def successors_if_split(self, p: int, moving: np.ndarray) -> list[list[int]]:
+        """:meth:`successors` as they would be after ``split(p, moving)`` (new partition: ``size``),
+        computed from the steps touching ``p`` without changing the graph."""
+        at, dst, inner, inner_next, came, came_src = self._split_frame(p)
+        q = len(self.members)
+        width = q + 1
+        side = np.where(moving, q, p)
+        dst = dst.copy()
+        dst[inner] = side[inner_next]
+        keys = np.concatenate([side[at] * width + dst, came_src * width + side[came]])
+        if width * width <= 4 * len(keys) + 4096:
+            pairs = np.flatnonzero(np.bincount(keys, minlength=width * width))
+        else:
+            pairs = np.unique(keys)
+        out: list[list[int]] = [[] for _ in range(width)]
+        for s, d in self.edges:
+            if s != p and d != p:
+                out[s].append(d)
+        for key in pairs.tolist():
+            out[key // width].append(key % width)
+        for lst in out:
+            lst.sort()
+        return out
+
+    def ordered_successors(self) -> list[list[int]]:
+        """Successors of each partition in Synoptic's order (``Partition.getAllSuccessors``): by the
+        first event of the partition, in log order, that steps into them.
+
+        Synoptic keeps a partition's events in log order while it refines (splits keep the order) and
+        lists successors as its events reach them; its model checker explores them in that order,
+        which decides between equally short counterexamples.
+        """
+        part = self.part
+        succ: dict[int, list[int]] = {}
+        pred: dict[int, list[int]] = {}
+        for s, d in self.edges:
+            succ.setdefault(s, []).append(d)
+            pred.setdefault(d, []).append(s)
+        for d in self._dirty:
+            if d >= len(self.members) or self.ptype[d] < 0:
+                continue
+            members = self.members[d]  # sorted: the first match below is the first event in log order
+            if d in succ:  # edges d -> s
+                out = members[self.has_succ[members]]
+                nxt = part[out + 1]
+                for s in succ[d]:
+                    self._first[(d, s)] = int(out[np.argmax(nxt == s)])
+            if d in pred:  # edges r -> d
+                into = members[self.has_pred[members]] - 1
+                prev = part[into]
+                for r in pred[d]:
+                    self._first[(r, d)] = int(into[np.argmax(prev == r)])
+        self._dirty.clear()
+        out_lists: list[list[int]] = [[] for _ in range(self.size)]
+        for s, d in sorted(self.edges, key=self._first.__getitem__):
+            out_lists[s].append(d)
+        return out_lists
 
     def types_array(self) -> np.ndarray:
         return np.asarray(self.ptype, dtype=np.int64)

@@ -10,7 +10,8 @@
    the state their own trace prefix leaves the automaton in. Such a partition always exists (a walk
    whose partitions all agree would be a trace breaking an invariant mined from the traces), both
    sides are non-empty, and sides stay consistent, so refinement ends after few splits with every
-   invariant holding.
+   invariant holding. That is ``refine="consistent"``; the default ``stitch`` chooses its splits as
+   Synoptic does (:func:`_refine_stitch`) and draws Synoptic's models.
 4. Coarsen: merge partitions of one type whose k-step futures match (k-Tails, k=1 by default) when
    the merged graph still satisfies every invariant.
 
@@ -28,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from quicsm.errors import InferenceError
-from quicsm.inference.checker import counterexample, violated, walk_states
+from quicsm.inference.checker import counterexample, synoptic_counterexample, violated, walk_states
 from quicsm.inference.invariants import InvariantSet, mine_encoded
 from quicsm.inference.model import InferenceResult
 from quicsm.inference.packed import EncodedLog, encode_sequences, result_from_nodes
@@ -39,11 +40,17 @@ __all__ = ["DEFAULT_K", "infer_synoptic", "synoptic_encoded"]
 DEFAULT_K = 1
 """Synoptic's default coarsening (``mergePartitions(pGraph, invs, 1)``): k = 1 merges partitions of one type."""
 REFINEMENTS = ("consistent", "stitch")
-"""``stitch`` (default): Synoptic's split selection (below), the models Synoptic draws (280 of 305
-recorded inputs language-equal). ``consistent``: split the first partition of a counterexample whose
-events disagree with it, by automaton state: fewer rounds, further from Synoptic (252 of 305).
-Unloaded, 10^6 / 10^7 bench events: stitch 1.5 s / 20 s, consistent 0.6 s / 4.2 s."""
+"""``stitch`` (default): Synoptic's split selection (below), the models Synoptic draws (301 of 305
+recorded inputs language-equal to Synoptic's model for some seed, all 5 bundled ones isomorphic).
+``consistent``: split the first partition of a counterexample whose events disagree with it, by
+automaton state: fewer rounds, further from Synoptic (252 of 305). 10^6 / 10^7 bench events:
+stitch 1.4 s / 15 s, consistent 0.6 s / 4.2 s."""
 DEFAULT_REFINE = "stitch"
+ARBITRARY_ROUNDS = 16
+"""Refinement rounds without an invariant-satisfying split that make Synoptic's arbitrary split
+(:func:`_arbitrary_split`); later ones make the consistent split. Language-equal recorded inputs
+with 8 / 12 / 16 / 32 such rounds: 299 / 300 / 301 / 301; unbounded, a 1,000-event bench log
+needs ~900 rounds (with Synoptic's pick or ours), so the bound keeps refinement fast."""
 MAX_LOGGED_STEPS = 1000
 """Refinement splits and coarsening merges listed in ``details["steps"]`` (all are counted)."""
 
@@ -153,21 +160,27 @@ def _refine_consistent(graph: PartitionGraph, inv: InvariantSet, steps: list[dic
 def _refine_stitch(graph: PartitionGraph, inv: InvariantSet, steps: list[dict[str, Any]]) -> int:
     """Split partitions along counterexamples until every mined invariant holds; returns the rounds.
 
-    One round is Synoptic's ``performSplits``: a shortest counterexample per violated invariant, the
-    candidate splits at its stitch, and for each invariant the first candidate that makes it hold on
-    the whole graph. All such splits of a round are applied together (splits of one partition
-    combined into their common refinement); a round that found none applies the first candidate of
-    the first counterexample, as Synoptic's arbitrary split.
+    One round is Synoptic's ``performSplits``: per violated invariant the counterexample Synoptic's
+    model checker reports (:func:`~quicsm.inference.checker.synoptic_counterexample`, successors in
+    Synoptic's order), the candidate splits at its stitch, and for each invariant the first candidate
+    that makes it hold on the whole graph. All such splits of a round are applied together (splits of
+    one partition combined into their common refinement, :func:`_multi_split`).
+
+    A round that finds none makes an arbitrary split, as Synoptic does, for the first
+    :data:`ARBITRARY_ROUNDS` such rounds (:func:`_arbitrary_split`); coarsening later merges most of
+    them back. After that, the consistent split of the first counterexample (:func:`_split_for`),
+    which always converges quickly: unbounded arbitrary splits need hundreds of rounds on a
+    1,000-event bench log.
 
     Where Synoptic shuffles with its random seed, the order here is fixed: counterexamples in the
     order of :meth:`InvariantSet.coded` (kind, then type codes), and candidates outgoing-first for
     the 1st, 3rd, 5th ... counterexample of the whole refinement and incoming-first for the others.
     Alternating stands in for the shuffle: a fixed outgoing-first order always peels the same side
-    when no split satisfies an invariant and needs many more rounds than Synoptic does (on the
-    bundled Fig. 13 desktop traces 130 rounds and a 139-node refined graph, against Synoptic's 6-13
-    rounds and 16-27 nodes over seeds 1-5; alternating gives 6 rounds and 16 nodes).
+    and needs many more rounds than Synoptic does. Synoptic's own pre-shuffle order cannot be
+    reproduced: it comes from its miner's ``HashSet`` of trace paths (identity hash codes).
     """
     rounds = 0
+    arbitrary = 0
     agreed: set[tuple[str, int, int, int, int]] = set()  # (invariant, partition, state) known consistent
     turn = 0  # counterexamples seen so far: which kind of candidate goes first alternates with it
     limit = len(graph.part)  # each round adds a non-empty partition: never more than there are events
@@ -175,11 +188,12 @@ def _refine_stitch(graph: PartitionGraph, inv: InvariantSet, steps: list[dict[st
         bad = violated(graph.edge_arrays(), graph.types_array(), inv)
         if not bad:
             return rounds
-        succ = graph.successors()
+        succ = graph.ordered_successors()
         chosen: dict[int, list[np.ndarray]] = {}
         first: tuple[list[int], tuple[str, int, int]] | None = None
+        proposed: list[tuple[int, np.ndarray]] = []  # every candidate of the round, for an arbitrary split
         for kind, a, b in bad:
-            walk = counterexample(succ, graph.ptype, kind, a, b, graph.initial(), graph.terminal_type)
+            walk = synoptic_counterexample(succ, graph.ptype, kind, a, b, graph.initial(), graph.terminal_type)
             if walk is None:  # cannot happen: the graph does not change within a round
                 continue
             candidates = _stitch_splits(graph, walk)
@@ -188,6 +202,7 @@ def _refine_stitch(graph: PartitionGraph, inv: InvariantSet, steps: list[dict[st
             turn += 1
             if first is None:
                 first = walk, (kind, a, b)
+            proposed.extend(candidates)
             for part, keep in candidates:
                 if _split_satisfies(graph, part, keep, kind, a, b):
                     chosen.setdefault(part, []).append(keep)
@@ -204,16 +219,52 @@ def _refine_stitch(graph: PartitionGraph, inv: InvariantSet, steps: list[dict[st
                             }
                         )
                     break
-        if not chosen:  # Synoptic: one arbitrary candidate; ours: the consistent split of the first walk
-            if first is None:
-                raise InferenceError("synoptic: internal error, violated invariants without a counterexample")
+        if first is None:
+            raise InferenceError("synoptic: internal error, violated invariants without a counterexample")
+        if chosen:
+            for part, masks in chosen.items():
+                _multi_split(graph, part, masks)
+        elif arbitrary < ARBITRARY_ROUNDS and proposed:  # Synoptic: one arbitrary candidate
+            part, keep = _arbitrary_split(proposed)
+            graph.split(part, keep)  # Synoptic's PartitionSplit: the split events form the new partition
+            arbitrary += 1
+            if len(steps) < MAX_LOGGED_STEPS:
+                steps.append(
+                    {
+                        "step": "split",
+                        "round": rounds + 1,
+                        "arbitrary": True,
+                        "state": inv.labels[graph.ptype[part]],
+                        "kept": int(len(keep) - keep.sum()),
+                        "moved": int(keep.sum()),
+                    }
+                )
+        else:  # ours: the consistent split of the first walk
             at, disagree = _split_for(graph, first[0], *first[1], agreed)
-            chosen = {first[0][at]: [~disagree]}
-        for part, masks in chosen.items():
-            _multi_split(graph, part, masks)
+            graph.split(first[0][at], disagree)
         rounds += 1
         if rounds > limit:
             raise InferenceError("synoptic: internal error, refinement does not converge")
+
+
+def _arbitrary_split(proposed: list[tuple[int, np.ndarray]]) -> tuple[int, np.ndarray]:
+    """The split a round without an invariant-satisfying one makes: of all candidates of the round,
+    the one whose smaller side is smallest, on a tie the one the most counterexamples proposed, then
+    the first proposed.
+
+    Synoptic takes the first candidate of its (shuffled) first counterexample. Any fixed stand-in
+    for that random pick sends refinement elsewhere on some logs; peeling the smallest piece off
+    changes the graph least, and coarsening merges it back when it was not needed. Language-equal
+    recorded inputs (test_synoptic_recorded.py, 16 rounds) by rule: first candidate of the first
+    counterexample 293, smallest side 296, most proposed 298, most proposed then smallest 300, this
+    one 301; all but the first and the most proposed draw one of Synoptic's fig10-all models.
+    """
+    votes: dict[tuple[int, bytes], list[Any]] = {}
+    for part, keep in proposed:
+        entry = votes.setdefault((part, keep.tobytes()), [0, part, keep])
+        entry[0] += 1
+    _, part, keep = min(votes.values(), key=lambda v: (min(int(v[2].sum()), len(v[2]) - int(v[2].sum())), -v[0]))
+    return part, keep
 
 
 def _split_for(
@@ -284,27 +335,26 @@ def _stitch_splits(graph: PartitionGraph, walk: list[int]) -> list[tuple[int, np
 
 def _split_satisfies(graph: PartitionGraph, part: int, keep: np.ndarray, kind: str, a: int, b: int) -> bool:
     """Would splitting ``part`` by ``keep`` make ``a kind b`` hold on the whole graph? (graph unchanged)"""
-    q = graph.split(part, ~keep)
-    try:
-        walk = counterexample(graph.successors(), graph.ptype, kind, a, b, graph.initial(), graph.terminal_type)
-    finally:
-        graph.unsplit(part, q)
-    return walk is None
+    succ = graph.successors_if_split(part, ~keep)
+    ptype = [*graph.ptype, graph.ptype[part]]
+    return counterexample(succ, ptype, kind, a, b, graph.initial(), graph.terminal_type) is None
 
 
 def _multi_split(graph: PartitionGraph, part: int, masks: list[np.ndarray]) -> None:
     """Split ``part`` into the common refinement of the chosen splits (Synoptic's PartitionMultiSplit).
 
-    The classes come in Synoptic's order: the first split gives [stays, rest]; each further split
-    ``X`` turns the list ``L`` into ``[s - X for s in L] + [s & X for s in L]`` (empty ones dropped).
-    The first class keeps the partition's id, the others become new partitions in that order, which
-    is the order coarsening later tries them in.
+    The classes come in Synoptic's order (``PartitionMultiSplit.incorporate(PartitionMultiSplit)``):
+    the first split gives [stays, rest]; each further split ``X`` turns the list ``L`` into
+    ``[s & X, s - X for s in L]`` (empty ones dropped), i.e. the classes sorted by (in split 1, in
+    split 2, ...) with "in" first. The first class keeps the partition's id, the others become new
+    partitions in that order, which is the order coarsening later tries them in.
     """
-    key = (~masks[0]).astype(np.int64)
-    for bit, mask in enumerate(masks[1:], start=1):
-        key |= mask.astype(np.int64) << bit
-    classes = np.unique(key)
-    for cls in classes[1:].tolist():
+    outside = ~np.array(masks)  # one row per split, False where an event is in it
+    order = np.lexsort(outside[::-1])  # by the first split, then the second, ...
+    starts = np.any(outside[:, order[1:]] != outside[:, order[:-1]], axis=0)
+    key = np.empty(len(order), dtype=np.int64)
+    key[order] = np.concatenate([[0], np.cumsum(starts)])
+    for cls in range(1, int(key.max()) + 1):
         graph.split(part, key == cls)
         key = key[key != cls]
 

@@ -142,3 +142,110 @@ def test_checker_agrees_with_brute_force_on_coarser_models(seqs: list[list[str]]
     got = {f"{inv.labels[a]} {kind} {inv.labels[b]}" for kind, a, b in violated(adj, ptype, inv)}
     want = {f"{i.first} {i.kind} {i.second}" for i in brute_invariants(seqs) if not holds_on_model(model, i)}
     assert got == want
+
+
+@settings(max_examples=150, deadline=None)
+@given(TRACES, st.integers(1, 3))
+def test_synoptic_counterexample_finds_a_violation_exactly_when_one_exists(seqs: list[list[str]], k: int) -> None:
+    """Synoptic's worklist checker against the breadth-first one: same verdict, and a real violating walk."""
+    from quicsm.inference.checker import _step, counterexample, synoptic_counterexample
+    from quicsm.inference.invariants import KINDS, mine_encoded
+    from quicsm.inference.packed import encode_sequences
+
+    inv = mine_encoded(encode_sequences(seqs))
+    model = infer_sequences(seqs, "ktails", k=k).model
+    code = {name: i for i, name in enumerate(inv.labels)}
+    ptype = [code[n.state] for n in model.nodes]
+    succ: list[list[int]] = [[] for _ in model.nodes]
+    for e in model.edges:
+        succ[e.src].append(e.dst)
+    initial = next(n.id for n in model.nodes if n.kind == "initial")
+    terminal = len(inv.labels) - 1
+    size = len(inv.labels)
+    for kind in KINDS:
+        for a in range(size):
+            for b in range(size):
+                if (a == b and kind != "NFby") or b >= size - 2 or a == terminal or (a == size - 2 and kind != "AFby"):
+                    continue  # never mined: x AFby x, x AP x, anything about INITIAL/TERMINAL but INITIAL AFby x
+                walk = synoptic_counterexample(succ, ptype, kind, a, b, initial, terminal)
+                assert (walk is None) == (counterexample(succ, ptype, kind, a, b, initial, terminal) is None)
+                if walk is None:
+                    continue
+                assert walk[0] == initial and all(v in succ[u] for u, v in zip(walk, walk[1:]))
+                states = [0]
+                for node in walk:
+                    states.append(_step(kind, a, b, states[-1], ptype[node]))
+                if kind == "AFby":
+                    assert ptype[walk[-1]] == terminal and states[-1] == 1
+                else:  # cut right after the violation
+                    assert states[-1] == 2 and states[-2] != 2
+
+
+@settings(max_examples=60, deadline=None)
+@given(TRACES, st.randoms(use_true_random=False))
+def test_ordered_successors_follow_the_first_event_after_splits(seqs: list[list[str]], rnd: random.Random) -> None:
+    """Synoptic's successor order (first event of the partition, in log order, stepping there), kept
+    up to date lazily through splits and merges; a trial split's successors."""
+    import numpy as np
+
+    from quicsm.inference.packed import encode_sequences
+    from quicsm.inference.partitions import PartitionGraph
+
+    g = PartitionGraph(encode_sequences(seqs))
+
+    def brute() -> list[list[int]]:
+        out: list[list[int]] = [[] for _ in range(g.size)]
+        for i in range(len(g.part) - 1):
+            if g.has_succ[i] and g.part[i + 1] not in out[g.part[i]]:
+                out[g.part[i]].append(int(g.part[i + 1]))
+        return out
+
+    assert g.ordered_successors() == brute()
+    for _ in range(6):
+        live = [p for p in range(g.size) if g.ptype[p] >= 0 and len(g.members[p]) > 1]
+        if not live:
+            break
+        p = rnd.choice(live)
+        moving = np.array([rnd.random() < 0.5 for _ in g.members[p]])
+        if moving.all() or not moving.any():
+            moving[0] = not moving[0]
+        trial = g.successors_if_split(p, moving)
+        q = g.split(p, moving)
+        assert trial == g.successors()
+        if rnd.random() < 0.2:
+            g.merge(p, q)
+        assert g.ordered_successors() == brute()
+
+
+def test_combined_splits_come_in_synoptics_order() -> None:
+    """PartitionMultiSplit.incorporate: [s & X, s - X for s in L]; the first class keeps the id."""
+    import numpy as np
+
+    from quicsm.inference.packed import encode_sequences
+    from quicsm.inference.partitions import PartitionGraph
+    from quicsm.inference.synoptic import _multi_split
+
+    g = PartitionGraph(encode_sequences([["a"] * 8]))
+    p = g.ptype.index(0)
+    members = g.members[p].copy()
+    first = np.array([1, 1, 1, 1, 0, 0, 0, 0], dtype=bool)
+    second = np.array([1, 1, 0, 0, 1, 1, 0, 0], dtype=bool)
+    _multi_split(g, p, [first, second])
+    # L = [first, rest] -> [first & second, first - second, rest & second, rest - second]
+    want = [members[first & second], members[first & ~second], members[~first & second], members[~first & ~second]]
+    got = [g.members[p]] + g.members[-3:]
+    assert [x.tolist() for x in got] == [w.tolist() for w in want]
+
+
+def test_arbitrary_split_takes_the_smallest_piece_then_the_most_proposed() -> None:
+    import numpy as np
+
+    from quicsm.inference.synoptic import _arbitrary_split
+
+    big = (3, np.array([1, 1, 0, 0], dtype=bool))  # sides 2 / 2
+    small_once = (4, np.array([1, 0, 0, 0, 0], dtype=bool))  # sides 1 / 4
+    small_twice = (5, np.array([1, 1, 1, 0], dtype=bool))  # sides 3 / 1, proposed twice
+    part, keep = _arbitrary_split([big, small_once, small_twice, (5, small_twice[1].copy())])
+    assert part == 5 and keep.tolist() == [True, True, True, False]
+    part, keep = _arbitrary_split([big, small_once])
+    assert part == 4
