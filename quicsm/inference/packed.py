@@ -189,13 +189,16 @@ def count_pairs(src: np.ndarray, dst: np.ndarray, width: int) -> tuple[np.ndarra
     A bincount over ``width**2`` cells when that table is small (no sort of millions of keys), else
     a sort-based unique.
     """
-    keys = src.astype(np.int64) * width + dst
-    if width * width <= max(1 << 16, 4 * len(keys)):
-        table = np.bincount(keys, minlength=width * width)
+    if width * width <= max(1 << 16, 4 * len(src)):
+        table = np.zeros(width * width, np.int64)
+        for a in range(0, len(src), 1 << 21):  # bounded temporaries on 10^7-step logs
+            table += np.bincount(
+                src[a : a + (1 << 21)].astype(np.int64) * width + dst[a : a + (1 << 21)], minlength=width * width
+            )
         uniq = np.flatnonzero(table)
         cnt = table[uniq]
     else:
-        uniq, cnt = np.unique(keys, return_counts=True)
+        uniq, cnt = np.unique(src.astype(np.int64) * width + dst, return_counts=True)
     return uniq // width, uniq % width, cnt
 
 
@@ -230,7 +233,7 @@ def result_from_nodes(
     seen = np.bincount(nodes, minlength=len(labels)) > 0
     used = np.flatnonzero(seen)
     first_at = np.full(len(labels), len(nodes), dtype=np.int64)
-    np.minimum.at(first_at, nodes, np.arange(len(nodes), dtype=np.int64))
+    np.minimum.at(first_at, nodes, np.arange(len(nodes), dtype=np.int32 if len(nodes) < 2**31 else np.int64))
     new_of = canonical_order([labels[u] for u in used.tolist()], first_at[used].tolist())
     lookup = np.full(len(labels), -1, dtype=np.int64)
     lookup[used] = new_of

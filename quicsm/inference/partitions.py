@@ -18,6 +18,10 @@ from quicsm.inference.packed import EncodedLog, count_pairs
 __all__ = ["PartitionGraph"]
 
 
+_CHUNK = 1 << 21
+"""Events per pass when the initial edges are counted (bounded temporaries on 10^7-event logs)."""
+
+
 class PartitionGraph:
     def __init__(self, log: EncodedLog) -> None:
         self.types, self.offsets = log.framed()
@@ -27,7 +31,8 @@ class PartitionGraph:
         self.has_succ = self.types != self.terminal_type
         self.has_pred = self.types != self.initial_type
         self.part = self.types.astype(np.int32)  # one partition per event type to start with
-        self.members: list[np.ndarray] = [np.flatnonzero(self.part == p) for p in range(log.terminal + 1)]
+        index = np.int32 if n < 2**31 else np.int64  # event positions: half the memory of int64
+        self.members: list[np.ndarray] = [np.flatnonzero(self.part == p).astype(index) for p in range(log.terminal + 1)]
         self.ptype: list[int] = list(range(log.terminal + 1))
         self.edges: Counter[tuple[int, int]] = Counter()
         self._positions: dict[int, np.ndarray] = {}
@@ -37,8 +42,10 @@ class PartitionGraph:
         self._first: dict[tuple[int, int], int] = {}
         self._dirty: set[int] = set(range(len(self.members)))
         self._frames: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
-        steps = np.nonzero(self.has_succ[: n - 1])[0] if n else np.zeros(0, dtype=np.int64)
-        self._count(steps, +1)
+        for a in range(0, n - 1, _CHUNK):  # every step i -> i + 1 out of a non-TERMINAL event, by mask
+            b = min(a + _CHUNK, n - 1)
+            mask = self.has_succ[a:b]
+            self._add_pairs(self.part[a:b][mask], self.part[a + 1 : b + 1][mask], +1)
 
     @property
     def size(self) -> int:
@@ -49,9 +56,11 @@ class PartitionGraph:
 
     def _count(self, steps: np.ndarray, sign: int) -> None:
         """Add (or remove) the edges taken by the steps ``i -> i + 1`` to the edge counts."""
-        if len(steps) == 0:
-            return
-        src, dst, cnt = count_pairs(self.part[steps], self.part[steps + 1], len(self.members) + 1)
+        if len(steps):
+            self._add_pairs(self.part[steps], self.part[steps + 1], sign)
+
+    def _add_pairs(self, src_parts: np.ndarray, dst_parts: np.ndarray, sign: int) -> None:
+        src, dst, cnt = count_pairs(src_parts, dst_parts, len(self.members) + 1)
         for edge, c in zip(zip(src.tolist(), dst.tolist()), cnt.tolist()):
             self.edges[edge] += sign * c
             if self.edges[edge] == 0:

@@ -377,9 +377,10 @@ def _k_strings(succ: list[list[int]], ptype: list[int], k: int) -> list[frozense
 
 def _first_seen_order(log: EncodedLog) -> dict[int, int]:
     """Rank of each type by its first occurrence in the log: the order of Synoptic's initial partitions."""
-    _, first = np.unique(log.codes, return_index=True)
-    types = np.unique(log.codes)
-    return {int(t): rank for rank, t in enumerate(types[np.argsort(first, kind="stable")].tolist())}
+    codes = log.codes
+    present = np.flatnonzero(np.bincount(codes, minlength=len(log.names))) if len(codes) else np.zeros(0, np.int64)
+    first = {int(t): int(np.argmax(codes == t)) for t in present.tolist()}  # a pass per type, no sort
+    return {t: rank for rank, t in enumerate(sorted(first, key=first.__getitem__))}
 
 
 def _coarsen(

@@ -273,6 +273,7 @@ def _read_parquet_columns(path: str, columns: list[str] | None) -> Iterator[Trac
         if table.num_rows:
             yield _table_columns(table, path)
         table = later
+        pa.default_memory_pool().release_unused()  # the allocator keeps freed groups otherwise (RSS)
 
 
 def _trace_at(table: Any, row: int) -> Any:
