@@ -232,8 +232,9 @@ def result_from_nodes(
     nodes = np.asarray(nodes)
     seen = np.bincount(nodes, minlength=len(labels)) > 0
     used = np.flatnonzero(seen)
-    first_at = np.full(len(labels), len(nodes), dtype=np.int64)
-    np.minimum.at(first_at, nodes, np.arange(len(nodes), dtype=np.int32 if len(nodes) < 2**31 else np.int64))
+    index = np.int32 if len(nodes) < 2**31 else np.int64  # one dtype on both sides: ufunc.at's fast path
+    first_at = np.full(len(labels), len(nodes), dtype=index)
+    np.minimum.at(first_at, nodes, np.arange(len(nodes), dtype=index))
     new_of = canonical_order([labels[u] for u in used.tolist()], first_at[used].tolist())
     lookup = np.full(len(labels), -1, dtype=np.int64)
     lookup[used] = new_of

@@ -589,7 +589,7 @@ def stay_arrays(tc: TraceColumns, view: StateView) -> StayArrays:
     t = ev.t_us[rows]
     end_us = np.maximum.reduceat(t, tc.offsets[:-1]) if ntr else np.zeros(0, np.int64)
     has_tr = np.zeros(ntr, bool)
-    np.logical_or.at(has_tr, tr_of, kind == 0)
+    has_tr[tr_of[kind == 0]] = True
     label_of, names = tc.labels(view)
     pos = np.flatnonzero(kind <= 1)  # transitions and updates make stays
     lab = label_of[rows[pos]]
