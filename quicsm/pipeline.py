@@ -19,7 +19,7 @@ from quicsm.traces.events import StateView, Trace
 if TYPE_CHECKING:
     from quicsm.fleet.summary import Summary
 
-__all__ = ["learn", "learn_summary", "describe_traces"]
+__all__ = ["learn", "learn_stays", "learn_summary", "describe_traces"]
 
 
 def describe_traces(traces: Sequence[Trace]) -> dict[str, Any]:
@@ -51,6 +51,25 @@ def learn(
     meta = describe_traces(traces)
     meta["inference_seconds"] = round(time.perf_counter() - started, 3)
     return annotate(result, traces, view, meta=meta, stays_per_trace=stays)
+
+
+def learn_stays(
+    traces: Sequence[Trace],
+    sequences: Sequence[Sequence[str]],
+    durations_us: Sequence[Sequence[int]],
+    events: int,
+    engine: str = "synoptic",
+    view: StateView = StateView(),
+    **opts: Any,
+) -> AnnotatedModel:
+    """:func:`learn` from each trace's states and stays (``traces`` give only metadata: their events may
+    be empty), and the number of events in all: the same model."""
+    started = time.perf_counter()
+    result = infer(traces, engine, view, sequences=sequences, **opts)
+    meta = describe_traces(traces)
+    meta["inference_seconds"] = round(time.perf_counter() - started, 3)
+    files = len({f for t in traces for f in t.sources})
+    return annotate_counts(result, [1] * len(traces), durations_us, events, files, meta=meta)
 
 
 def learn_summary(summary: Summary, engine: str = "synoptic", **opts: Any) -> AnnotatedModel:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from functools import partial
 from typing import Any
 
 import click
@@ -11,8 +12,10 @@ from quicsm.cli.dask_options import dask_loader, dask_option
 from quicsm.compare import CompareOptions
 from quicsm.compare import compare as run_compare
 from quicsm.compare.sets import (
+    Pool,
     TraceSet,
     expand_inputs,
+    load_pool,
     parse_selector,
     sets_by_label,
     sets_from_inputs,
@@ -22,10 +25,13 @@ from quicsm.compare.sets import (
 from quicsm.compare.stats import CORRECTIONS, EDGE_TESTS, SAMPLE_TESTS
 from quicsm.errors import InputError
 from quicsm.traces import parse_inputs
-from quicsm.traces.events import StateView
+from quicsm.traces.events import StateView, Trace
 from quicsm.traces.store import atomic_output
 
 __all__ = ["compare"]
+
+ROWS = True
+"""Read the sets as connection rows (columns where possible); tests turn it off for the object path."""
 
 
 def _selector(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[dict[str, str]]:
@@ -43,8 +49,16 @@ def _build_sets(
     by: str | None,
     order: str | None,
     dask: str | None = None,
+    view: StateView | None = None,
+    metrics: bool = False,
 ) -> list[TraceSet]:
-    load = dask_loader(dask) if dask else None  # fleet path: one Dask task per file
+    """The sets to compare. With ``view``, every input is read once as connection rows for that view
+    (:func:`load_pool`: columns for text logs and Parquet stores); without, as trace objects."""
+    load: Any
+    if view is not None:
+        load = partial(load_pool, view=view, metrics=metrics, dask=dask)
+    else:
+        load = dask_loader(dask) if dask else None  # fleet path: one Dask task per file
     combined_where = {k: v for sel in where for k, v in sel.items()}
     if vs and by:
         raise click.UsageError("use either --vs (sets by selectors) or --by (one set per label value), not both")
@@ -53,7 +67,7 @@ def _build_sets(
         pool = load(paths) if load else parse_inputs(paths).traces
         if by:
             if combined_where:
-                pool = [t for t in pool if trace_matches(t, combined_where)]
+                pool = _where(pool, combined_where)
             return sets_by_label(pool, by, order=order.split(",") if order else None)
         if not combined_where:
             raise click.UsageError(
@@ -72,6 +86,12 @@ def _build_sets(
             err=True,
         )
     return sets_from_inputs(inputs, names=list(names) or None, where=combined_where or None, load=load)
+
+
+def _where(pool: Pool | list[Trace], sel: dict[str, str]) -> Pool | list[Trace]:
+    if isinstance(pool, Pool):
+        return pool.subset(r for r in pool.rows if trace_matches(r.trace, sel))
+    return [t for t in pool if trace_matches(t, sel)]
 
 
 def _write(path: str, data: str | bytes) -> None:
@@ -238,12 +258,15 @@ def compare(
             from quicsm.diagrams.render import output_format
 
             output_format(path)  # a bad suffix fails now, before anything is computed or written
-    sets = _build_sets(inputs, names, where, vs, by, order, dask)
+    view = StateView(phases=phases, recovery=recovery_states)
+    sets = _build_sets(
+        inputs, names, where, vs, by, order, dask, view if ROWS else None, metrics=bool(html_path and timelines)
+    )
     if dask:
         from quicsm.fleet.cluster import close_clients
 
         close_clients()
-    options = CompareOptions(view=StateView(phases=phases, recovery=recovery_states), **kw)
+    options = CompareOptions(view=view, **kw)
     result = run_compare(sets, options)
     if not quiet and (fmt != "text" or output != "-"):
         for w in result.warnings:

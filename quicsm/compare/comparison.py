@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
+from typing import Any
 
 import numpy as np
 
@@ -18,10 +19,11 @@ from quicsm.compare.modeldiff import ModelDiff, diff_models
 from quicsm.compare.occupancy import OccupancyTable, StateSummary, occupancy_table, summarise, test_states
 from quicsm.compare.sets import TraceSet
 from quicsm.compare.stats import CORRECTIONS, EDGE_TESTS, MIN_SAMPLE, SAMPLE_TESTS, TestResult, correct
+from quicsm.compare.stays import Connection
 from quicsm.compare.transitions import Edge2, EdgeTable, edge_counts, edge_table, test_edge
 from quicsm.errors import InferenceError, InputError
 from quicsm.inference.annotate import AnnotatedModel
-from quicsm.pipeline import learn
+from quicsm.pipeline import learn_stays
 from quicsm.traces.events import StateView
 
 __all__ = [
@@ -32,6 +34,7 @@ __all__ = [
     "SetInfo",
     "StateRow",
     "compare",
+    "learn_connections",
     "pairs_for",
     "test_pairs",
 ]
@@ -306,6 +309,19 @@ def test_pairs(
 test_pairs.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
 
 
+def learn_connections(rows: Sequence[Connection], engine: str, view: StateView, **opts: Any) -> AnnotatedModel:
+    """:func:`quicsm.pipeline.learn` from connection rows (the same model as from their traces)."""
+    return learn_stays(
+        [r.trace for r in rows],
+        [r.states for r in rows],
+        [r.durations_us for r in rows],
+        sum(r.events for r in rows),
+        engine,
+        view,
+        **opts,
+    )
+
+
 def compare(sets: Sequence[TraceSet], options: CompareOptions = CompareOptions()) -> Comparison:
     """Compare ``sets`` (two or more): the whole analysis of ``quicsm compare``."""
     options.check()
@@ -318,7 +334,8 @@ def compare(sets: Sequence[TraceSet], options: CompareOptions = CompareOptions()
         if not s.traces:
             raise InputError(f"set {s.name} ({s.origin or 'no origin'}) holds no connection; nothing to compare")
     view = options.view
-    occ = {s.name: occupancy_table(s.traces, view) for s in sets}
+    rows = {s.name: s.connections(view) for s in sets}
+    occ = {s.name: occupancy_table(rows[s.name], view) for s in sets}
     infos = [_set_info(s, occ[s.name]) for s in sets]
     warnings = _set_warnings(infos)
     states = tuple(sorted({st for o in occ.values() for st in o.states}))
@@ -336,7 +353,7 @@ def compare(sets: Sequence[TraceSet], options: CompareOptions = CompareOptions()
         missing = [n for n in names if occ[n].visited(st) == 0]
         if missing and len(missing) < len(names):
             warnings.append(f"state {st} never visited in set(s) {', '.join(missing)} (share 0 there)")
-    edges = {s.name: edge_table(s.traces, view) for s in sets}
+    edges = {s.name: edge_table(rows[s.name], view) for s in sets}
     pairs, untested = test_pairs(occ, edges, states, pairs_for(len(sets), options.all_pairs), names, options)
     if untested:
         warnings.append(f"{untested} state test(s) could not be run; see the notes column")
@@ -346,7 +363,7 @@ def compare(sets: Sequence[TraceSet], options: CompareOptions = CompareOptions()
         opts = {} if options.k is None else {"k": options.k}
         for s in sets:
             try:
-                models[s.name] = learn(list(s.traces), options.engine, view, **opts)
+                models[s.name] = learn_connections(rows[s.name], options.engine, view, **opts)
             except InferenceError as exc:
                 warnings.append(
                     f"set {s.name}: no {options.engine} model ({exc}); no model difference or diagram for it"
@@ -354,13 +371,11 @@ def compare(sets: Sequence[TraceSet], options: CompareOptions = CompareOptions()
         for k, p in enumerate(pairs):
             if p.a not in models or p.b not in models:
                 continue
-            ta = next(s.traces for s in sets if s.name == p.a)
-            tb = next(s.traces for s in sets if s.name == p.b)
             md = diff_models(
                 models[p.a].model,
                 models[p.b].model,
                 names=(p.a, p.b),
-                traces=(ta, tb),
+                traces=(rows[p.a], rows[p.b]),
                 view=view,
                 limit=options.witnesses,
             )

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import re
 
-from quicsm.compare.comparison import Comparison, PairComparison
+from quicsm.compare.comparison import Comparison, PairComparison, learn_connections
 from quicsm.diagrams.dot import DotOptions, render_side_by_side, to_dot
 from quicsm.diagrams.overlay import Delta, EdgeKey, NodeKey, Overlay
 from quicsm.diagrams.render import run_dot
 from quicsm.errors import RenderError
 from quicsm.inference.annotate import AnnotatedModel
-from quicsm.pipeline import learn
 
 __all__ = ["diff_dot", "diff_overlay", "inline_svg", "side_by_side_dot", "svg_of"]
 
@@ -55,8 +54,8 @@ def diff_overlay(pair: PairComparison) -> Overlay:
 
 def _union_model(c: Comparison, pair: PairComparison) -> AnnotatedModel:
     ts = {s.name: s for s in c.trace_sets}
-    traces = list(ts[pair.a].traces) + list(ts[pair.b].traces)
-    return learn(traces, "dfg", c.options.view)
+    view = c.options.view
+    return learn_connections([*ts[pair.a].connections(view), *ts[pair.b].connections(view)], "dfg", view)
 
 
 def diff_dot(c: Comparison, pair: PairComparison, options: DotOptions | None = None) -> str:

@@ -18,12 +18,13 @@ from quicsm.compare.comparison import Comparison
 from quicsm.compare.figures import diff_dot, side_by_side_dot, svg_of
 from quicsm.compare.report import fmt_p, model_lines
 from quicsm.compare.report import to_json as comparison_json
+from quicsm.compare.sets import TraceSet
 from quicsm.compare.stats import EDGE_TESTS
 from quicsm.compare.svg import heatmap_svg, timeline_svg
 from quicsm.errors import QuicsmError
-from quicsm.traces.events import Trace
+from quicsm.traces.events import StateView, Trace
 
-__all__ = ["heatmap", "pick_timelines", "to_html"]
+__all__ = ["heatmap", "pick_timelines", "timeline_traces", "to_html"]
 
 
 @lru_cache(maxsize=1)
@@ -45,22 +46,36 @@ def _dir(x: float | None, sig: bool) -> str:
 
 def pick_timelines(traces: Sequence[Trace], count: int) -> list[Trace]:
     """``count`` connections with cwnd samples, spread over the range of durations (median first)."""
-    usable = sorted(
-        (t for t in traces if any(e.cwnd is not None for e in t.events)), key=lambda t: (t.duration_us, t.id)
-    )
-    if count <= 0 or not usable:
+    return [traces[i] for i in _spread([(t.duration_us, t.id) for t in traces], [_has_cwnd(t) for t in traces], count)]
+
+
+def _has_cwnd(t: Trace) -> bool:
+    return any(e.cwnd is not None for e in t.events)
+
+
+def _spread(keys: Sequence[tuple[int, str]], usable: Sequence[bool], count: int) -> list[int]:
+    """Indices of ``count`` usable items spread over the order of ``keys`` (median first)."""
+    order = sorted((i for i, ok in enumerate(usable) if ok), key=lambda i: keys[i])
+    if count <= 0 or not order:
         return []
-    if len(usable) <= count:
-        return usable
+    if len(order) <= count:
+        return order
     quantiles = [0.5] + [i / (count - 1) for i in range(count)] if count > 1 else [0.5]
-    picked: list[Trace] = []
+    picked: list[int] = []
     for q in quantiles:
-        t = usable[min(len(usable) - 1, round(q * (len(usable) - 1)))]
-        if t not in picked:
-            picked.append(t)
+        i = order[min(len(order) - 1, round(q * (len(order) - 1)))]
+        if i not in picked:
+            picked.append(i)
         if len(picked) == count:
             break
     return picked
+
+
+def timeline_traces(ts: TraceSet, view: StateView, count: int) -> list[Trace]:
+    """:func:`pick_timelines` of a set, from its connection rows; only the picked ones' events are read."""
+    rows = ts.connections(view)
+    picked = _spread([(r.duration_us, r.id) for r in rows], [r.has_cwnd for r in rows], count)
+    return ts.with_events([rows[i] for i in picked])
 
 
 def heatmap(c: Comparison) -> str:
@@ -146,7 +161,7 @@ def to_html(c: Comparison, *, timelines: int = 3, diagrams: bool = True) -> str:
     lines = []
     for ts in c.trace_sets:
         svgs = [
-            Markup(timeline_svg(t, o.view, title=f"{ts.name}: {t.id}")) for t in pick_timelines(ts.traces, timelines)
+            Markup(timeline_svg(t, o.view, title=f"{ts.name}: {t.id}")) for t in timeline_traces(ts, o.view, timelines)
         ]
         lines.append({"set": ts.name, "svgs": svgs})
     options = {

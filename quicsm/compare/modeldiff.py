@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from quicsm.compare.stays import Connection, connections
 from quicsm.inference.model import INITIAL, Model
 from quicsm.traces.events import StateView, Trace
 
@@ -130,13 +131,13 @@ def behavioural_diff(a: Model, b: Model, *, limit: int = 3, max_states: int = 20
     return found, False
 
 
-def _rejected(model: Model, traces: Sequence[Trace], view: StateView) -> dict[str, Any]:
-    bad = [t for t in traces if not model.accepts(t.states(view))]
+def _rejected(model: Model, traces: Sequence[Trace | Connection], view: StateView) -> dict[str, Any]:
+    bad = [t for t in connections(traces, view) if not model.accepts(list(t.states))]
     return {
         "count": len(bad),
         "of": len(traces),
         "example": bad[0].id if bad else None,
-        "example_states": bad[0].states(view)[:40] if bad else None,
+        "example_states": list(bad[0].states[:40]) if bad else None,
     }
 
 
@@ -145,11 +146,13 @@ def diff_models(
     b: Model,
     *,
     names: tuple[str, str] = ("A", "B"),
-    traces: tuple[Sequence[Trace], Sequence[Trace]] | None = None,
+    traces: tuple[Sequence[Trace | Connection], Sequence[Trace | Connection]] | None = None,
     view: StateView = StateView(),
     limit: int = 3,
 ) -> ModelDiff:
-    """Structural and behavioural difference of two models (learned with the same engine)."""
+    """Structural and behavioural difference of two models (learned with the same engine); ``traces``
+    (objects, or their :class:`~quicsm.compare.stays.Connection` rows for ``view``) add which
+    connections of one set the other model rejects."""
     s_a, s_b, e_a, e_b = structural_diff(a, b)
     ab, cut_ab = behavioural_diff(a, b, limit=limit)
     ba, cut_ba = behavioural_diff(b, a, limit=limit)

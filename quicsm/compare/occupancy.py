@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from quicsm.compare.stats import SAMPLE_TESTS, TestResult, bootstrap_mean_ci
+from quicsm.compare.stays import Connection, connections
 from quicsm.traces.events import StateView, Trace
 
 __all__ = [
@@ -78,15 +79,16 @@ def state_entries(trace: Trace, state: str, view: StateView = StateView()) -> in
     return sum(1 for v in trace.visits(view) if v.state == state)
 
 
-def occupancy_table(traces: Sequence[Trace], view: StateView = StateView()) -> OccupancyTable:
+def occupancy_table(traces: Sequence[Trace | Connection], view: StateView = StateView()) -> OccupancyTable:
+    """One row per connection (traces, or their :class:`~quicsm.compare.stays.Connection` rows for ``view``)."""
     per: list[dict[str, int]] = []
     ids: list[str] = []
     dropped: list[str] = []
     names: set[str] = set()
-    for t in traces:
+    for t in connections(traces, view):
         acc: dict[str, int] = {}
-        for v in t.visits(view):
-            acc[v.state] = acc.get(v.state, 0) + v.duration_us
+        for state, us in zip(t.states, t.durations_us):
+            acc[state] = acc.get(state, 0) + us
         if sum(acc.values()) <= 0:
             dropped.append(t.id)
             continue

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
 from quicsm.errors import InputError, ParseError, QuicsmError
 from quicsm.fleet.sources import expand_sources, is_url, open_url
@@ -19,11 +19,24 @@ from quicsm.traces.report import ParseReport
 from quicsm.traces.select import trace_matches
 
 if TYPE_CHECKING:
+    from quicsm.compare.stays import Connection
     from quicsm.traces.builder import TraceMeta
     from quicsm.traces.columnar import TraceColumns
     from quicsm.traces.parse import ParseResult
 
-__all__ = ["FileTask", "summarize_file", "summarize_inputs", "iter_file_traces", "parse_file", "parse_files"]
+__all__ = [
+    "FileTask",
+    "connections_file",
+    "connections_files",
+    "file_traces",
+    "summarize_file",
+    "summarize_inputs",
+    "iter_file_traces",
+    "parse_file",
+    "parse_files",
+]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,24 +141,24 @@ def summarize_file(task: FileTask) -> Summary | Failure:
     return s
 
 
-def _columnar_source(task: FileTask, report: ParseReport) -> Iterator[TraceColumns] | None:
-    """A text log's trace batches as columns (no object per event), when the columnar path can read it."""
+def _columnar_source(task: FileTask, report: ParseReport, *, metrics: bool = False) -> Iterator[TraceColumns] | None:
+    """A text log's or Parquet store's trace batches as columns (no object per event), when the columnar
+    path can read it; ``metrics``: a store's metric columns too (logs always have them)."""
     from quicsm.traces.parse import columnar_ok, read_log_columnar
 
     kind, meta, opener = _file_source(task)
     if kind == "traces-parquet" and columnar_ok(report):
         report.files += 1
-        return _stored_columns(task, report)
+        return _stored_columns(task, report, metrics)
     if kind != "log" or opener is None or not columnar_ok(report):
         return None
     report.files += 1
     return read_log_columnar(task.path, task.scope, meta, report, opener=opener)
 
 
-def _stored_columns(task: FileTask, report: ParseReport) -> Iterator[TraceColumns]:
+def _stored_columns(task: FileTask, report: ParseReport, metrics: bool = False) -> Iterator[TraceColumns]:
     """A Parquet store's batches, with the command line's labels and overrides applied as for trace files."""
-    from quicsm.traces.parquet import read_parquet_columns
-    from quicsm.traces.parse import merge_meta, relabel, sidecar_meta
+    from quicsm.traces.parse import merge_meta, read_store_columnar, sidecar_meta
 
     meta = merge_meta(
         sidecar_meta(task.path),
@@ -154,13 +167,7 @@ def _stored_columns(task: FileTask, report: ParseReport) -> Iterator[TraceColumn
         version=task.version,
         cc=task.cc,
     )
-    for tc in read_parquet_columns(task.path, metrics=False):
-        assert tc.shells is not None
-        tc.shells = [relabel(t, meta) for t in tc.shells]
-        tc.ccs = [t.cc for t in tc.shells]
-        report.traces += len(tc)
-        report.records += int(tc.offsets[-1])
-        yield tc
+    return read_store_columnar(task.path, meta, report, metrics=metrics)
 
 
 def _summarize_columns(batches: Iterator[TraceColumns], s: Summary, task: FileTask) -> None:
@@ -243,17 +250,77 @@ def summarize_inputs(
     return total
 
 
-def parse_file(task: FileTask) -> tuple[list[Trace], ParseReport] | Failure:
-    """One Dask task of ``parse``/``compare``: a file's non-empty traces and its report, or why it failed."""
-    report = ParseReport(strict=task.strict)
+def _attempt(path: str, work: Callable[[], T]) -> T | Failure:
+    """``work()`` on the file ``path``, or the reason it failed as a :class:`Failure` (what a Dask task returns)."""
     try:
-        return [t for t in iter_file_traces(task, report) if t.events], report
+        return work()
     except ParseError as exc:
         return Failure("ParseError", str(exc), exc.path, exc.line, exc.reason)
     except QuicsmError as exc:
         return Failure(type(exc).__name__, str(exc))
     except (OSError, EOFError) as exc:
-        return Failure("InputError", f"{task.path}: cannot read ({exc})")
+        return Failure("InputError", f"{path}: cannot read ({exc})")
+
+
+def parse_file(task: FileTask) -> tuple[list[Trace], ParseReport] | Failure:
+    """One Dask task of ``parse``: a file's non-empty traces and its report, or why it failed."""
+    report = ParseReport(strict=task.strict)
+    return _attempt(task.path, lambda: ([t for t in iter_file_traces(task, report) if t.events], report))
+
+
+def connections_file(task: FileTask, metrics: bool = False) -> tuple[list[Connection], ParseReport] | Failure:
+    """One Dask task of ``compare``: a file's connections as rows (:mod:`quicsm.compare.stays`) for
+    ``task.view``, from columns where the columnar path reads the file, and its report."""
+    from quicsm.compare.stays import column_connections, connection
+
+    report = ParseReport(strict=task.strict)
+
+    def work() -> tuple[list[Connection], ParseReport]:
+        columns = _columnar_source(task, report, metrics=metrics)
+        if columns is not None:
+            return [r for tc in columns for r in column_connections(tc, task.view)], report
+        rows = [connection(t, task.view, keep_events=False) for t in iter_file_traces(task, report) if t.events]
+        return rows, report
+
+    return _attempt(task.path, work)
+
+
+def connections_files(
+    paths: Sequence[str], *, dask: str, view: StateView, metrics: bool = False, progress: bool = False
+) -> tuple[list[Connection], ParseReport]:
+    """:func:`connections_file` over every input, one Dask task per file; rows in input order."""
+    from functools import partial
+
+    from quicsm.fleet.cluster import run_tasks
+
+    if not paths:
+        raise InputError("no input files given")
+    files = expand_sources(list(paths))
+    scopes = _scopes(files)
+    tasks = [FileTask(p, scopes[p], view) for p in files]
+    report = ParseReport()
+    rows: list[Connection] = []
+    for r in run_tasks(dask, partial(connections_file, metrics=metrics), tasks, progress=progress):
+        if isinstance(r, Failure):
+            r.raise_()
+        assert not isinstance(r, Failure)
+        rows.extend(r[0])
+        merge_reports(report, r[1])
+    return rows, report
+
+
+def file_traces(task: FileTask, ids: set[str]) -> Iterator[Trace]:
+    """The traces of one input whose id is in ``ids``, with their events; only those become objects
+    where the columnar path reads the file."""
+    report = ParseReport(strict=task.strict)
+    columns = _columnar_source(task, report, metrics=True)
+    if columns is None:
+        yield from (t for t in iter_file_traces(task, report) if t.id in ids)
+        return
+    for tc in columns:
+        keep = [i in ids for i in tc.ids]
+        if any(keep):
+            yield from tc.select(keep).traces()
 
 
 def parse_files(

@@ -205,14 +205,17 @@ def iter_traces(
         yield item
 
 
-def iter_trace_batches(paths: Sequence[str], **kw: Any) -> Iterator[Trace | TraceColumns]:
+def iter_trace_batches(
+    paths: Sequence[str], *, stores: bool = False, metrics: bool = True, **kw: Any
+) -> Iterator[Trace | TraceColumns]:
     """:func:`iter_traces` (same keywords), with text logs as columnar batches (no object per event) where
-    :func:`columnar_ok`; the same traces in the same order."""
+    :func:`columnar_ok`; the same traces in the same order. ``stores``: Parquet stores too, as
+    :func:`read_store_columnar` reads them (``metrics`` as there)."""
     keys = ("labels", "implementation", "version", "cc", "report", "on_bytes")
     unknown = set(kw) - set(keys)
     if unknown:
         raise TypeError(f"iter_trace_batches: unexpected keyword(s) {', '.join(sorted(unknown))}")
-    yield from _iter_inputs(paths, *(kw.get(k) for k in keys), columns=True)
+    yield from _iter_inputs(paths, *(kw.get(k) for k in keys), columns=True, stores=stores, metrics=metrics)
 
 
 def _iter_inputs(
@@ -225,6 +228,8 @@ def _iter_inputs(
     on_bytes: Callable[[int], None] | None,
     *,
     columns: bool,
+    stores: bool = False,
+    metrics: bool = True,
 ) -> Iterator[Trace | TraceColumns]:
     report = report if report is not None else ParseReport()
     if not paths:
@@ -239,6 +244,8 @@ def _iter_inputs(
         try:
             if columns and kind == "log" and columnar_ok(report):
                 yield from read_log_columnar(path, scopes[path], meta, report, on_bytes)
+            elif columns and stores and kind == "traces-parquet" and columnar_ok(report):
+                yield from read_store_columnar(path, meta, report, metrics=metrics)
             else:
                 yield from read_input(path, kind, scopes[path], meta, report, on_bytes)
         except QuicsmError:
@@ -315,6 +322,22 @@ def read_log_columnar(
 
     with _opened(path, opener, report) as fh:
         yield from iter_trace_columns(fh, path, scope, meta, report, on_bytes)
+
+
+def read_store_columnar(
+    path: str, meta: TraceMeta, report: ParseReport, *, metrics: bool = False
+) -> Iterator[TraceColumns]:
+    """A Parquet store's batches with ``meta`` (sidecar, command line) applied to every trace as
+    :func:`read_input` applies it; ``metrics=False`` reads only what stays need."""
+    from quicsm.traces.parquet import read_parquet_columns
+
+    for tc in read_parquet_columns(path, metrics=metrics):
+        assert tc.shells is not None
+        tc.shells = [relabel(t, meta) for t in tc.shells]
+        tc.ccs = [t.cc for t in tc.shells]
+        report.traces += len(tc)
+        report.records += int(tc.offsets[-1])
+        yield tc
 
 
 def relabel(t: Trace, meta: TraceMeta) -> Trace:

@@ -1,0 +1,108 @@
+"""Connections as ``compare`` uses them: metadata and stays, no events.
+
+Every table of a comparison (occupancy, edges, models, the traces a model rejects) reads one row per
+connection: its folded state sequence with the stay in each state, as :meth:`Trace.visits` gives it.
+:func:`connection` computes that row from a :class:`Trace` (the object path, and the one place the
+functions that take traces go through); :func:`column_connections` from the columns of a text log or
+a Parquet store, without a Python object per event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from quicsm.traces.events import StateView, Trace
+
+if TYPE_CHECKING:
+    from quicsm.traces.columnar import TraceColumns
+
+__all__ = ["Connection", "column_connections", "connection", "connections", "shell"]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Connection:
+    """One connection: ``trace`` carries its metadata (its events only where it was read as an object),
+    ``states``/``durations_us`` are its ``visits(view)``, ``events`` its number of events."""
+
+    trace: Trace
+    states: tuple[str, ...]
+    durations_us: tuple[int, ...]
+    events: int
+    duration_us: int
+    """First event to its end (:attr:`Trace.duration_us`)."""
+    has_cwnd: bool
+    """Some event carries a cwnd sample (what the HTML report's timelines draw)."""
+    has_transition: bool
+
+    @property
+    def id(self) -> str:
+        return self.trace.id
+
+
+def shell(t: Trace) -> Trace:
+    """``t`` without its events."""
+    return Trace(t.id, t.cc, [], t.key, t.implementation, t.version, t.sources, dict(t.labels))
+
+
+def connection(trace: Trace, view: StateView = StateView(), *, keep_events: bool = True) -> Connection:
+    """The row of one trace object."""
+    visits = trace.visits(view)
+    return Connection(
+        trace if keep_events else shell(trace),
+        tuple(v.state for v in visits),
+        tuple(v.duration_us for v in visits),
+        len(trace.events),
+        trace.duration_us,
+        any(e.cwnd is not None for e in trace.events),
+        any(e.kind == "transition" for e in trace.events),
+    )
+
+
+def connections(items: Iterable[Trace | Connection], view: StateView = StateView()) -> list[Connection]:
+    """Rows of traces (computed) or rows already (kept): what the public table functions accept."""
+    return [x if isinstance(x, Connection) else connection(x, view) for x in items]
+
+
+def column_connections(tc: TraceColumns, view: StateView, shells: Sequence[Trace] | None = None) -> list[Connection]:
+    """The rows of one batch of columns (a row per trace, none per event)."""
+    import numpy as np
+
+    from quicsm.traces.columnar import NULL, stay_arrays
+    from quicsm.traces.events import METRIC_FIELDS
+
+    stays = stay_arrays(tc, view)
+    seqs = stays.seqs
+    names = stays.names
+    labels = [names[c] for c in seqs.codes.tolist()]
+    durations = seqs.durations_us.tolist()
+    bounds = seqs.offsets.tolist()
+    ntr = len(tc)
+    t = tc.events.t_us[tc.order]
+    starts = tc.offsets[:-1]
+    if ntr:
+        begin = t[starts]
+        end = np.maximum.reduceat(t, starts)
+        cwnd = tc.events.metrics[tc.order, METRIC_FIELDS.index("cwnd")] != NULL
+        has_cwnd = np.logical_or.reduceat(cwnd, starts) if len(cwnd) else np.zeros(ntr, bool)
+    else:
+        begin = end = np.zeros(0, np.int64)
+        has_cwnd = np.zeros(0, bool)
+    span = (end - begin).tolist()
+    cw = has_cwnd.tolist()
+    events = seqs.events.tolist()
+    trans = stays.has_transition.tolist()
+    metas = shells if shells is not None else [tc.shell(i) for i in range(ntr)]
+    return [
+        Connection(
+            metas[i],
+            tuple(labels[bounds[i] : bounds[i + 1]]),
+            tuple(durations[bounds[i] : bounds[i + 1]]),
+            events[i],
+            span[i],
+            cw[i],
+            trans[i],
+        )
+        for i in range(ntr)
+    ]
