@@ -44,7 +44,7 @@ REFINEMENTS = ("consistent", "stitch")
 recorded inputs language-equal to Synoptic's model for some seed, all 5 bundled ones isomorphic).
 ``consistent``: split the first partition of a counterexample whose events disagree with it, by
 automaton state: fewer rounds, further from Synoptic (252 of 305). 10^6 / 10^7 bench events:
-stitch 1.4 s / 15 s, consistent 0.6 s / 4.2 s."""
+stitch 1.3 s / 13 s, consistent 0.6 s / 4.2 s."""
 DEFAULT_REFINE = "stitch"
 ARBITRARY_ROUNDS = 16
 """Refinement rounds without an invariant-satisfying split that make Synoptic's arbitrary split
