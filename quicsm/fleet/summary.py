@@ -67,24 +67,16 @@ class Summary:
     def add(self, trace: Trace) -> None:
         stays = trace.visits(self.view)
         has_transition = any(True for _ in trace.transitions())
-        self.add_sequence(
-            trace, tuple(v.state for v in stays), [v.duration_us for v in stays], len(trace.events), has_transition
-        )
-
-    def add_sequence(
-        self, trace: Trace, key: tuple[str, ...], durations: list[int], events: int, has_transition: bool
-    ) -> None:
-        """Add one trace already reduced to its stays; ``trace`` gives the metadata (its events are not read)."""
-        self.count_sequence(key, durations, events, has_transition)
+        self.count_sequence([v.state for v in stays], [v.duration_us for v in stays], len(trace.events), has_transition)
         self.note_metadata(trace)
 
     def count_sequence(self, key: Sequence[str], durations: list[int], events: int, has_transition: bool) -> None:
-        """The sequence half of :meth:`add_sequence` (metadata is noted apart, see :meth:`note_metadata`)."""
-        codes, lengths, stays, counts = self._buf
+        """One trace already reduced to its stays (its metadata is noted apart: :meth:`note_metadata`)."""
+        codes, lengths, stays, event_counts = self._buf
         codes.extend(self._code(s) for s in key)
         lengths.append(len(key))
         stays.extend(durations)
-        counts.append(events)
+        event_counts.append(events)
         self.traces += 1
         if has_transition:
             self.transitions = True
