@@ -223,7 +223,9 @@ def _parse_general(payload: str) -> ContractRecord:
     if version != FORMAT_VERSION:
         if version is None:
             raise ContractError("no format version (v=)")
-        raise ContractError(f"format version v={version} is not supported (this quicsm reads v={FORMAT_VERSION})")
+        raise ContractError(
+            f"format version v={version[:40]!r} is not supported (this quicsm reads v={FORMAT_VERSION})"
+        )
     conn = get("conn")
     if not conn or conn == "-":
         raise ContractError("no connection key (conn=)")

@@ -311,3 +311,13 @@ def test_real_logs_with_a_flipped_bit_keep_what_zcat_keeps(tmp_path: Path) -> No
             assert got >= ref, (log, "quicsm kept fewer records than zcat's output holds")
             total += got
     assert total > 100
+
+
+@pytest.mark.parametrize("version", ["\x1c", "\x85", "2\u2028x", "v" * 100])
+def test_unsupported_version_is_quoted_in_one_line(version: str) -> None:
+    """Found by the fuzzer: a control character of the input (here a line boundary for str.splitlines)
+    went raw into the message, so the CLI's error took two lines."""
+    with pytest.raises(ContractError) as info:
+        parse_payload(f"v={version} conn=a t_us=1 cc=cubic to=SlowStart")
+    text = str(info.value)
+    assert len(text.splitlines()) == 1 and "is not supported" in text and len(text) < 120
