@@ -57,7 +57,7 @@ def _int(d: dict[str, Any], key: str, low: int) -> int | None:
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= _INT_MAX:
-        raise ValueError(f"{key} must be an integer from {low} to 2^63-1, not {str(v)[:40]}")
+        raise ValueError(f"{key} must be an integer from {low} to 2^63-1, not {v!r:.40}")
     return v
 
 
@@ -176,7 +176,7 @@ def iter_trace_file(path: str) -> Iterator[Trace]:
                 if not isinstance(d, dict) or d.get("format") != TRACE_FORMAT:
                     raise ValueError(f"not a {TRACE_FORMAT} record")
                 if d.get("v") != TRACE_FORMAT_VERSION:
-                    raise ValueError(f"trace format v={str(d.get('v'))[:20]} is not supported")
+                    raise ValueError(f"trace format v={d.get('v')!r:.20} is not supported")
                 trace = trace_from_json(d)
             except RecursionError:
                 raise InputError(f"{path}:{n}: bad trace record (JSON nested too deeply)") from None

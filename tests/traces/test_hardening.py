@@ -321,3 +321,22 @@ def test_unsupported_version_is_quoted_in_one_line(version: str) -> None:
         parse_payload(f"v={version} conn=a t_us=1 cc=cubic to=SlowStart")
     text = str(info.value)
     assert len(text.splitlines()) == 1 and "is not supported" in text and len(text) < 120
+
+
+@pytest.mark.parametrize("field, value", [("v", "1\x1c"), ("t_us", "1\n2")])
+def test_trace_file_errors_quote_values_in_one_line(tmp_path: Path, field: str, value: str) -> None:
+    """Values from a trace file go into messages quoted: a control character must not break the line."""
+    from quicsm.traces.events import Trace, TraceEvent
+
+    path = tmp_path / "t.jsonl"
+    write_traces([Trace(id="a", cc="cubic", events=[TraceEvent(1, "SlowStart", prev="Init")])], str(path))
+    record = json.loads(path.read_text().splitlines()[-1])
+    if field == "v":
+        record["v"] = value
+    else:
+        record["events"][0]["t_us"] = value
+    path.write_text(json.dumps(record) + "\n")
+    with pytest.raises(InputError) as info:
+        list(iter_traces([str(path)]))
+    text = str(info.value)
+    assert len(text.splitlines()) == 1 and text.startswith(f"{path}:1: ") and repr(value)[:10] in text
