@@ -69,7 +69,7 @@ def _client(spec: str) -> Any:
 
         with dask.config.set({"distributed.nanny.pre-spawn-environ": worker_environ()}):
             cluster = LocalCluster(
-                n_workers=n or 2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
+                n_workers=n or 2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=40
             )
         client = Client(cluster)
         client._quicsm_cluster = cluster  # type: ignore[attr-defined]  # closed with the client

@@ -36,7 +36,7 @@ def scheduler(_workers_import_this_tree: None) -> Iterator[str]:
     """An existing two-worker cluster, reached by address as a real one would be (started once: workers are slow)."""
     from distributed import LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None, silence_logs=40) as cluster:
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0", silence_logs=40) as cluster:
         yield cluster.scheduler_address
 
 
