@@ -258,3 +258,26 @@ def test_store_whose_row_groups_split_traces_reads_back_whole_traces(tmp_path: P
     assert [t for tc in parquet.read_parquet_columns(store) for t in tc.traces()] == traces
     lean = [t for tc in parquet.read_parquet_columns(store, metrics=False) for t in tc.traces()]
     assert [t.visits() for t in lean] == [t.visits() for t in traces]
+
+
+@pytest.mark.parametrize("where", [{"cc": "bbr"}, {"cc": "cubic"}, {"cc": "nope"}, {"client": "desktop"}])
+def test_file_summary_with_a_selector_equals_the_object_summary(tmp_path: Path, where: dict[str, str]) -> None:
+    """--where on the columnar path: the kept traces' sequences and metadata, transitions from all."""
+    from quicsm.traces.select import trace_matches
+
+    log = tmp_path / "x.log"
+    log.write_bytes(crafted() + open_binary(LOGS[0]).read())
+    traces, _ = object_path(log.read_bytes())
+    store = tmp_path / "x.parquet"
+    assert _cli(["parse", str(log), "-q", "-o", str(store)])[0] == 0
+    for path in (log, store):
+        task = FileTask(str(path), "s", StateView(), dict(META.labels), META.implementation, META.version, where=where)
+        got = summarize_file(task)
+        assert not hasattr(got, "raise_"), got
+        kept = [t for t in traces if t.events and trace_matches(t, where)]
+        want = summarize_traces(kept)
+        assert [(k, v.count, v.durations_us, v.events) for k, v in got.sequences.items()] == [
+            (k, v.count, v.durations_us, v.events) for k, v in want.sequences.items()
+        ]
+        assert got.traces == len(kept) and got.transitions  # transitions are looked for before --where
+        assert got.ccs == want.ccs and (not kept or got.describe()["cc"] == want.describe()["cc"])
