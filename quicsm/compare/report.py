@@ -314,7 +314,7 @@ def _render(c: Comparison, markdown: bool) -> str:
 
 
 def model_lines(m: dict[str, Any], h: Callable[[str], str]) -> list[str]:
-    out = [h(f"{m['b']} vs {m['a']}: models ({m['engine']}, {m['nodes']['a']} vs {m['nodes']['b']} nodes)")]
+    out = [h(f"{m['b']} vs {m['a']}: models ({m['engine']}, {m['nodes']['b']} vs {m['nodes']['a']} nodes)")]
     for key, label in (
         ("states_only_in_a", f"states only in {m['a']}"),
         ("states_only_in_b", f"states only in {m['b']}"),

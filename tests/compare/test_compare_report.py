@@ -144,3 +144,26 @@ def test_html_report_without_models_still_renders() -> None:
     )
     html = to_html(c, timelines=1)
     assert 'class="heatmap"' in html and "Models side by side" not in html
+
+
+def test_model_heading_lists_node_counts_in_the_heading_order() -> None:
+    """'b vs a: models (engine, n_b vs n_a nodes)': the counts follow the names (they were swapped)."""
+    from quicsm.compare.report import model_lines
+
+    m = {
+        "a": "desktop",
+        "b": "mobile",
+        "engine": "synoptic",
+        "nodes": {"a": 11, "b": 9},
+        "states_only_in_a": [],
+        "states_only_in_b": [],
+        "edges_only_in_a": [],
+        "edges_only_in_b": [],
+        "accepted_by_a_not_b": [],
+        "accepted_by_b_not_a": [],
+        "traces_rejected": {},
+        "identical_language": False,
+        "notes": [],
+    }
+    head = model_lines(m, lambda s: s)[0]
+    assert head == "mobile vs desktop: models (synoptic, 9 vs 11 nodes)"
