@@ -132,7 +132,15 @@ def behavioural_diff(a: Model, b: Model, *, limit: int = 3, max_states: int = 20
 
 
 def _rejected(model: Model, traces: Sequence[Trace | Connection], view: StateView) -> dict[str, Any]:
-    bad = [t for t in connections(traces, view) if not model.accepts(list(t.states))]
+    verdict: dict[tuple[str, ...], bool] = {}  # connections repeat their sequences: decide each once
+    bad = []
+    for t in connections(traces, view):
+        key = tuple(t.states)
+        ok = verdict.get(key)
+        if ok is None:
+            ok = verdict[key] = model.accepts(key)
+        if not ok:
+            bad.append(t)
     return {
         "count": len(bad),
         "of": len(traces),

@@ -66,9 +66,10 @@ class Model:
     def accepts(self, states: Sequence[str]) -> bool:
         """True if some path INITIAL -> nodes labelled ``states`` -> TERMINAL exists (NFA semantics)."""
         succ = self.successors()
+        label = [n.state for n in self.nodes]
         current = {self.initial}
         for s in states:
-            current = {d for c in current for d in succ[c] if self.nodes[d].state == s}
+            current = {d for c in current for d in succ[c] if label[d] == s}
             if not current:
                 return False
         return any(self.terminal in succ[c] for c in current)
