@@ -26,6 +26,7 @@ from quicsm.compare.stats import CORRECTIONS, EDGE_TESTS, SAMPLE_TESTS
 from quicsm.errors import InputError
 from quicsm.traces import parse_inputs
 from quicsm.traces.events import StateView, Trace
+from quicsm.traces.report import ParseReport
 from quicsm.traces.store import atomic_output
 
 __all__ = ["compare"]
@@ -51,12 +52,13 @@ def _build_sets(
     dask: str | None = None,
     view: StateView | None = None,
     metrics: bool = False,
+    strict: bool = False,
 ) -> list[TraceSet]:
     """The sets to compare. With ``view``, every input is read once as connection rows for that view
     (:func:`load_pool`: columns for text logs and Parquet stores); without, as trace objects."""
     load: Any
     if view is not None:
-        load = partial(load_pool, view=view, metrics=metrics, dask=dask)
+        load = partial(load_pool, view=view, metrics=metrics, dask=dask, strict=strict)
     else:
         load = dask_loader(dask) if dask else None  # fleet path: one Dask task per file
     combined_where = {k: v for sel in where for k, v in sel.items()}
@@ -86,6 +88,19 @@ def _build_sets(
             err=True,
         )
     return sets_from_inputs(inputs, names=list(names) or None, where=combined_where or None, load=load)
+
+
+def _echo_skipped(sets: list[TraceSet]) -> None:
+    """Problem records and files skipped while reading each input, as the other verbs report them."""
+    by_report: dict[int, tuple[ParseReport, list[str]]] = {}
+    for s in sets:
+        report = s.pool.report if s.pool is not None else None
+        if report is not None and (report.total_issues or report.skipped_files):
+            by_report.setdefault(id(report), (report, []))[1].append(s.name)
+    for report, names in by_report.values():  # sets split from one dataset (--vs, --by) share a report
+        click.echo(f"warning: reading the input(s) of set(s) {', '.join(names)}:", err=True)
+        for line in report.summary().splitlines()[1:]:  # the problems, not the "read N files" line
+            click.echo(f"  {line}", err=True)
 
 
 def _where(pool: Pool | list[Trace], sel: dict[str, str]) -> Pool | list[Trace]:
@@ -217,6 +232,9 @@ def _pair_path(path: str, k: int, a: str, b: str, many: bool) -> str:
     show_default=True,
     help="cwnd/bytes-in-flight timelines per set in the HTML report.",
 )
+@click.option(
+    "--strict", is_flag=True, help="Stop at the first malformed record (FILE:LINE: reason) instead of skipping it."
+)
 @click.option("-q", "--quiet", is_flag=True, help="No warnings or summaries on stderr.")
 @dask_option
 def compare(
@@ -234,6 +252,7 @@ def compare(
     heatmap_path: str | None,
     timelines: int,
     quiet: bool,
+    strict: bool,
     phases: bool,
     recovery_states: bool,
     dask: str | None,
@@ -260,8 +279,19 @@ def compare(
             output_format(path)  # a bad suffix fails now, before anything is computed or written
     view = StateView(phases=phases, recovery=recovery_states)
     sets = _build_sets(
-        inputs, names, where, vs, by, order, dask, view if ROWS else None, metrics=bool(html_path and timelines)
+        inputs,
+        names,
+        where,
+        vs,
+        by,
+        order,
+        dask,
+        view if ROWS else None,
+        metrics=bool(html_path and timelines),
+        strict=strict,
     )
+    if not quiet:
+        _echo_skipped(sets)
     if dask:
         from quicsm.fleet.cluster import close_clients
 

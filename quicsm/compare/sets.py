@@ -16,6 +16,7 @@ from quicsm.errors import InputError
 from quicsm.traces import parse_inputs
 from quicsm.traces.events import StateView, Trace
 from quicsm.traces.parse import expand_input
+from quicsm.traces.report import ParseReport
 from quicsm.traces.select import Selector, label_value, parse_selector, selector_text, trace_matches
 
 __all__ = [
@@ -49,6 +50,8 @@ class Pool:
     rows: tuple[Connection, ...]
     view: StateView
     fetch: Fetch | None = None
+    report: ParseReport | None = None
+    """What reading the inputs met (problem records skipped, files skipped), for the CLI to show."""
 
     @property
     def traces(self) -> list[Trace]:
@@ -56,7 +59,7 @@ class Pool:
         return [r.trace for r in self.rows]
 
     def subset(self, rows: Iterable[Connection]) -> Pool:
-        return Pool(tuple(rows), self.view, self.fetch)
+        return Pool(tuple(rows), self.view, self.fetch, self.report)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,26 +123,28 @@ def _load(paths: list[str], labels: Selector | None = None) -> list[Trace]:
     return parse_inputs(paths, labels=labels or None).traces
 
 
-def load_pool(paths: Sequence[str], view: StateView, *, metrics: bool = False, dask: str | None = None) -> Pool:
+def load_pool(
+    paths: Sequence[str], view: StateView, *, metrics: bool = False, dask: str | None = None, strict: bool = False
+) -> Pool:
     """The connections of ``paths`` as rows for ``view``: text logs and Parquet stores from columns (no
     object per event), other inputs as trace objects, in the order :func:`parse_inputs` gives them;
     the same error when no input has a transition. ``metrics``: read a store's metrics too (to know which
-    connections have cwnd samples). ``dask``: one task per file, the workers return rows, not traces."""
+    connections have cwnd samples). ``dask``: one task per file, the workers return rows, not traces.
+    ``strict``: the first problem record is an error (``file:line: reason``), as for the other verbs."""
     from quicsm.traces.parse import _scopes, iter_trace_batches, no_transitions
     from quicsm.traces.parse import expand_inputs as expand_all
-    from quicsm.traces.report import ParseReport
 
     if dask:
         from quicsm.fleet.run import connections_files
         from quicsm.fleet.sources import expand_sources
 
         files = expand_sources(list(paths)) if paths else []
-        rows, report = connections_files(list(paths), dask=dask, view=view, metrics=metrics)
+        rows, report = connections_files(list(paths), dask=dask, view=view, metrics=metrics, strict=strict)
     else:
         from quicsm.compare.stays import column_connections
 
         files = expand_all(list(paths)) if paths else []
-        report = ParseReport()
+        report = ParseReport(strict=strict)
         rows = []
         for item in iter_trace_batches(list(paths), stores=True, metrics=metrics, report=report):
             if isinstance(item, Trace):
@@ -150,7 +155,7 @@ def load_pool(paths: Sequence[str], view: StateView, *, metrics: bool = False, d
     if not any(r.has_transition for r in rows):
         raise no_transitions(list(paths), report)
     scopes = _scopes(files)
-    return Pool(tuple(rows), view, lambda chosen: _read_back(chosen, files, scopes))
+    return Pool(tuple(rows), view, lambda chosen: _read_back(chosen, files, scopes), report)
 
 
 def _read_back(chosen: Sequence[Connection], files: Sequence[str], scopes: dict[str, str]) -> list[Trace]:

@@ -286,7 +286,13 @@ def connections_file(task: FileTask, metrics: bool = False) -> tuple[list[Connec
 
 
 def connections_files(
-    paths: Sequence[str], *, dask: str, view: StateView, metrics: bool = False, progress: bool = False
+    paths: Sequence[str],
+    *,
+    dask: str,
+    view: StateView,
+    metrics: bool = False,
+    progress: bool = False,
+    strict: bool = False,
 ) -> tuple[list[Connection], ParseReport]:
     """:func:`connections_file` over every input, one Dask task per file; rows in input order."""
     from functools import partial
@@ -297,8 +303,8 @@ def connections_files(
         raise InputError("no input files given")
     files = expand_sources(list(paths))
     scopes = _scopes(files)
-    tasks = [FileTask(p, scopes[p], view) for p in files]
-    report = ParseReport()
+    tasks = [FileTask(p, scopes[p], view, strict=strict) for p in files]
+    report = ParseReport(strict=strict)
     rows: list[Connection] = []
     for r in run_tasks(dask, partial(connections_file, metrics=metrics), tasks, progress=progress):
         if isinstance(r, Failure):

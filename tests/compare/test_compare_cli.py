@@ -239,3 +239,22 @@ def test_bad_diagram_suffix_fails_before_writing(runner: CliRunner, logs, tmp_pa
     )
     assert res.exit_code != 0 and "cannot tell the format" in res.output
     assert not out.exists()
+
+
+def test_skipped_records_are_reported_and_strict_stops_at_the_first(runner: CliRunner, logs, tmp_path: Path) -> None:
+    """compare read problem records without a word; now it says what it skipped, and --strict stops."""
+    d, m = logs
+    text = (d / "server.log").read_text().splitlines()
+    (d / "server.log").write_text(
+        "\n".join([text[0], "QUICSM v=1 conn=0x1 t_us=oops cc=cubic to=SlowStart", *text[1:]]) + "\n"
+    )
+    out = tmp_path / "r.json"
+    res = runner.invoke(cli, ["compare", str(d), str(m), "--format", "json", "-o", str(out), "--bootstrap", "50"])
+    assert res.exit_code == 0, res.output
+    assert f"{d / 'server.log'}:2: " in res.output and "skipped 1 problem record(s)" in res.output
+    assert "set(s) desktop" in res.output and json.loads(out.read_text())["sets"]
+    quiet = runner.invoke(cli, ["compare", str(d), str(m), "--format", "json", "-o", str(out), "-q"])
+    assert quiet.exit_code == 0 and "problem record" not in quiet.output
+    out.unlink()
+    res = runner.invoke(cli, ["compare", str(d), str(m), "--format", "json", "-o", str(out), "--strict"])
+    assert res.exit_code != 0 and f"{d / 'server.log'}:2: " in res.output and not out.exists()

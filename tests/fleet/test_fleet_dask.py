@@ -121,6 +121,13 @@ def test_dask_compare_json_is_identical(tmp_path: Path, scheduler: str) -> None:
     assert code == 0, out
     assert json.loads(local.read_text())  # a real report, not an empty file
     assert local.read_bytes() == remote.read_bytes()
+    bad = tmp_path / "a" / "s1.log"  # a corrupt file: reported by name and line on workers too
+    bad.write_text(bad.read_text() + "QUICSM v=1 conn=0x9 t_us=oops cc=cubic to=SlowStart\n")
+    code, out = _run(["compare", *sets, "--format", "json", "-o", str(remote), "--dask", scheduler])
+    assert code == 0 and f"{bad}:" in out and "skipped 1 problem record(s)" in out, out
+    remote.unlink()
+    code, out = _run(["compare", *sets, "--format", "json", "-o", str(remote), "-q", "--strict", "--dask", scheduler])
+    assert code != 0 and f"{bad}:" in out and not remote.exists(), out
 
 
 def test_local_cluster_workers_keep_glibc_mmap_threshold() -> None:
