@@ -25,7 +25,7 @@ import numpy as np
 
 from quicsm.errors import InferenceError
 from quicsm.inference.model import InferenceResult
-from quicsm.inference.packed import EncodedLog, encode_sequences, result_from_nodes
+from quicsm.inference.packed import EncodedLog, encode_sequences, first_positions, result_from_nodes
 
 __all__ = ["DEFAULT_K", "infer_ktails", "ktails_encoded", "prefix_tree"]
 
@@ -173,9 +173,7 @@ def _intern(label: np.ndarray, h1: np.ndarray, h2: np.ndarray) -> np.ndarray:
     """
     key = h1 ^ (label.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
     _, ids = dense_ids(key)
-    first = np.full(int(ids.max()) + 1 if len(ids) else 0, len(ids), dtype=np.int64)
-    np.minimum.at(first, ids, np.arange(len(ids), dtype=np.int64))
-    rep = first[ids]
+    rep = first_positions(ids, int(ids.max()) + 1 if len(ids) else 0)[ids]
     if np.array_equal(h2[rep], h2) and np.array_equal(label[rep], label):
         return ids
     order = np.lexsort((h2, h1, label))

@@ -183,6 +183,19 @@ class PackedPaths(Sequence[list[int]]):
         return count_pairs(nodes[:-1][step], nodes[1:][step], int(nodes.max()) + 1)
 
 
+def first_positions(values: np.ndarray, size: int) -> np.ndarray:
+    """Per value ``0..size-1``, where it first occurs in ``values`` (``len(values)`` where it never does).
+    One dtype on both sides of ``minimum.at`` takes its fast path (20x on 10^7 values)."""
+    index = np.int32 if len(values) < 2**31 else np.int64
+    first = np.full(size, len(values), dtype=index)
+    np.minimum.at(first, values, np.arange(len(values), dtype=index))
+    return first
+
+
+CHUNK = 1 << 21
+"""Values per pass where a whole-log count would otherwise make temporaries of the log's size."""
+
+
 def count_pairs(src: np.ndarray, dst: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Distinct (src, dst) pairs of small non-negative ints, sorted, with their counts.
 
@@ -191,9 +204,9 @@ def count_pairs(src: np.ndarray, dst: np.ndarray, width: int) -> tuple[np.ndarra
     """
     if width * width <= max(1 << 16, 4 * len(src)):
         table = np.zeros(width * width, np.int64)
-        for a in range(0, len(src), 1 << 21):  # bounded temporaries on 10^7-step logs
+        for a in range(0, len(src), CHUNK):  # bounded temporaries on 10^7-step logs
             table += np.bincount(
-                src[a : a + (1 << 21)].astype(np.int64) * width + dst[a : a + (1 << 21)], minlength=width * width
+                src[a : a + CHUNK].astype(np.int64) * width + dst[a : a + CHUNK], minlength=width * width
             )
         uniq = np.flatnonzero(table)
         cnt = table[uniq]
@@ -232,9 +245,7 @@ def result_from_nodes(
     nodes = np.asarray(nodes)
     seen = np.bincount(nodes, minlength=len(labels)) > 0
     used = np.flatnonzero(seen)
-    index = np.int32 if len(nodes) < 2**31 else np.int64  # one dtype on both sides: ufunc.at's fast path
-    first_at = np.full(len(labels), len(nodes), dtype=index)
-    np.minimum.at(first_at, nodes, np.arange(len(nodes), dtype=index))
+    first_at = first_positions(nodes, len(labels))
     new_of = canonical_order([labels[u] for u in used.tolist()], first_at[used].tolist())
     lookup = np.full(len(labels), -1, dtype=np.int64)
     lookup[used] = new_of

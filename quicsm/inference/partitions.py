@@ -13,13 +13,9 @@ from collections import Counter
 
 import numpy as np
 
-from quicsm.inference.packed import EncodedLog, count_pairs
+from quicsm.inference.packed import CHUNK, EncodedLog, count_pairs
 
 __all__ = ["PartitionGraph"]
-
-
-_CHUNK = 1 << 21
-"""Events per pass when the initial edges are counted (bounded temporaries on 10^7-event logs)."""
 
 
 class PartitionGraph:
@@ -42,8 +38,8 @@ class PartitionGraph:
         self._first: dict[tuple[int, int], int] = {}
         self._dirty: set[int] = set(range(len(self.members)))
         self._frames: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
-        for a in range(0, n - 1, _CHUNK):  # every step i -> i + 1 out of a non-TERMINAL event, by mask
-            b = min(a + _CHUNK, n - 1)
+        for a in range(0, n - 1, CHUNK):  # every step i -> i + 1 out of a non-TERMINAL event, by mask
+            b = min(a + CHUNK, n - 1)
             mask = self.has_succ[a:b]
             self._add_pairs(self.part[a:b][mask], self.part[a + 1 : b + 1][mask], +1)
 

@@ -32,7 +32,7 @@ from quicsm.errors import InferenceError
 from quicsm.inference.checker import counterexample, synoptic_counterexample, violated, walk_states
 from quicsm.inference.invariants import InvariantSet, mine_encoded
 from quicsm.inference.model import InferenceResult
-from quicsm.inference.packed import EncodedLog, encode_sequences, result_from_nodes
+from quicsm.inference.packed import EncodedLog, encode_sequences, first_positions, result_from_nodes
 from quicsm.inference.partitions import PartitionGraph
 
 __all__ = ["DEFAULT_K", "infer_synoptic", "synoptic_encoded"]
@@ -377,10 +377,9 @@ def _k_strings(succ: list[list[int]], ptype: list[int], k: int) -> list[frozense
 
 def _first_seen_order(log: EncodedLog) -> dict[int, int]:
     """Rank of each type by its first occurrence in the log: the order of Synoptic's initial partitions."""
-    codes = log.codes
-    present = np.flatnonzero(np.bincount(codes, minlength=len(log.names))) if len(codes) else np.zeros(0, np.int64)
-    first = {int(t): int(np.argmax(codes == t)) for t in present.tolist()}  # a pass per type, no sort
-    return {t: rank for rank, t in enumerate(sorted(first, key=first.__getitem__))}
+    first = first_positions(log.codes, len(log.names))
+    present = np.flatnonzero(first < len(log.codes))
+    return {int(t): rank for rank, t in enumerate(present[np.argsort(first[present], kind="stable")].tolist())}
 
 
 def _coarsen(
