@@ -69,15 +69,10 @@ def column_connections(tc: TraceColumns, view: StateView, shells: Sequence[Trace
     """The rows of one batch of columns (a row per trace, none per event)."""
     import numpy as np
 
-    from quicsm.traces.columnar import NULL, stay_arrays
+    from quicsm.traces.columnar import NULL, stay_sequences
     from quicsm.traces.events import METRIC_FIELDS
 
-    stays = stay_arrays(tc, view)
-    seqs = stays.seqs
-    names = stays.names
-    labels = [names[c] for c in seqs.codes.tolist()]
-    durations = seqs.durations_us.tolist()
-    bounds = seqs.offsets.tolist()
+    stays = stay_sequences(tc, view)
     ntr = len(tc)
     t = tc.events.t_us[tc.order]
     starts = tc.offsets[:-1]
@@ -91,18 +86,16 @@ def column_connections(tc: TraceColumns, view: StateView, shells: Sequence[Trace
         has_cwnd = np.zeros(0, bool)
     span = (end - begin).tolist()
     cw = has_cwnd.tolist()
-    events = seqs.events.tolist()
-    trans = stays.has_transition.tolist()
     metas = shells if shells is not None else [tc.shell(i) for i in range(ntr)]
     return [
         Connection(
             metas[i],
-            tuple(labels[bounds[i] : bounds[i + 1]]),
-            tuple(durations[bounds[i] : bounds[i + 1]]),
-            events[i],
+            stays.states[i],
+            tuple(stays.durations_us[i]),
+            stays.events[i],
             span[i],
             cw[i],
-            trans[i],
+            stays.has_transition[i],
         )
         for i in range(ntr)
     ]
