@@ -14,9 +14,7 @@ from typing import TYPE_CHECKING
 from quicsm.traces.events import StateView, Trace
 from quicsm.traces.report import ParseReport
 
-if TYPE_CHECKING:  # NumPy is imported when sequences are first packed (``parse --help`` stays light)
-    import numpy as np
-
+if TYPE_CHECKING:  # imported (with NumPy) when sequences are first packed: ``parse --help`` stays light
     from quicsm.traces.distinct import PackedSequences
 
 __all__ = ["SequenceStats", "Summary", "summarize_traces", "merge_reports"]
@@ -85,9 +83,8 @@ class Summary:
         """Add a batch of traces (one per sequence of ``seqs``, codes into ``names``) in one step."""
         if has_transition:
             self.transitions = True
-        if len(seqs):
-            self._parts.append(seqs.relabel(self._remap(names)))
-            self.traces += int(seqs.counts.sum())
+        self.traces += int(seqs.counts.sum())
+        self._append(names, seqs)
 
     def note_metadata(self, trace: Trace) -> None:
         """Sources, cc, implementation, version and common labels of a trace counted in this summary."""
@@ -112,10 +109,12 @@ class Summary:
             self.names.append(name)
         return code
 
-    def _remap(self, names: list[str]) -> np.ndarray:
+    def _append(self, names: list[str], seqs: PackedSequences) -> None:
+        """Queue ``seqs`` (codes into ``names``) for the next fold, recoded into this summary's table."""
         import numpy as np
 
-        return np.asarray([self._code(n) for n in names], np.int64)
+        if len(seqs):
+            self._parts.append(seqs.relabel(np.asarray([self._code(n) for n in names], np.int64)))
 
     def packed(self) -> PackedSequences:
         """The distinct sequences (first-appearance order), folding in whatever was added since."""
@@ -175,9 +174,7 @@ class Summary:
 
     def merge(self, other: Summary) -> None:
         """Add ``other`` (a later input) to this summary."""
-        theirs = other.packed()
-        if len(theirs):
-            self._parts.append(theirs.relabel(self._remap(other.names)))
+        self._append(other.names, other.packed())
         self.traces += other.traces
         self.transitions = self.transitions or other.transitions
         for src in other.sources:
