@@ -104,18 +104,47 @@ def _meta_json(meta: dict[str, object]) -> str:
     return json.dumps(meta, sort_keys=True, separators=(",", ":"))
 
 
+def _metas_json(tc: TraceColumns) -> list[str]:
+    """Every trace's :func:`_meta_json` (spliced when it can be, see :func:`_spliced_metas`)."""
+    return _spliced_metas(tc) or [_meta_json(tc.metadata(i)) for i in range(len(tc))]
+
+
+def _spliced_metas(tc: TraceColumns) -> list[str] | None:
+    """Traces parsed from one file differ only in id, key and cc: the rest is encoded once and the three
+    are spliced in. None (encode each) for traces read back from a store, or when the first trace's
+    splice differs from its full encoding in any way."""
+    if tc.shells is not None or not len(tc):
+        return None
+    from json.encoder import encode_basestring_ascii as text
+
+    m = tc.metadata(0)
+    rest = {k: _meta_json({k: v})[1:-1] for k, v in m.items() if k not in ("cc", "id", "key")}
+    if set(rest) != {"implementation", "labels", "sources", "version"}:
+        return None
+    middle = f',{rest["implementation"]},"key":'
+    tail = f",{rest['labels']},{rest['sources']},{rest['version']}}}"
+    try:
+        made = [
+            '{"cc":' + text(c) + ',"id":' + text(i) + middle + text(k) + tail
+            for c, i, k in zip(tc.ccs, tc.ids, tc.keys)
+        ]
+    except TypeError:  # a value that is not a string
+        return None
+    return made if made[0] == _meta_json(m) else None
+
+
 def _columns_table(tc: TraceColumns, schema: Any) -> Any:
     """One batch of traces as an Arrow table of the store's schema, built from the columns (no row objects)."""
     import numpy as np
     import pyarrow as pa
 
+    from quicsm.traces import arrow_arrays as arr
     from quicsm.traces.columnar import NULL
     from quicsm.traces.events import EVENT_KINDS
 
     ev = tc.events
     rows = tc.order
     trace_of = np.repeat(np.arange(len(tc), dtype=np.int32), np.diff(tc.offsets))
-    names = np.array(ev.names + [""], dtype=object)
 
     def interned(ids: np.ndarray, field: str) -> Any:
         """Ids into the string table (-1: null) as a dictionary array holding only the strings used
@@ -123,21 +152,11 @@ def _columns_table(tc: TraceColumns, schema: Any) -> Any:
         index_type = schema.field(field).type.index_type
         null = ids < 0
         used = np.flatnonzero(np.bincount(ids[~null], minlength=len(ev.names))) if len(ids) else ids[:0]
-        remap = np.zeros(len(ev.names) + 1, index_type.to_pandas_dtype())
+        remap = np.zeros(len(ev.names) + 1, np.int64)
         remap[used] = np.arange(len(used))
-        values = pa.array(names[used].tolist(), pa.string())
-        indices = pa.array(remap[ids], index_type, mask=null if null.any() else None)
-        return pa.DictionaryArray.from_arrays(indices, values)
+        return arr.dictionary(remap[ids], index_type, [ev.names[i] for i in used.tolist()], null)
 
-    def strings(values: list[str]) -> Any:
-        """One string per trace, repeated over its rows (trace and trace_meta are int32-indexed)."""
-        return pa.DictionaryArray.from_arrays(pa.array(trace_of, pa.int32()), pa.array(values, pa.string()))
-
-    def numbers(values: np.ndarray) -> Any:
-        missing = values == NULL
-        return pa.array(values, pa.int64(), mask=missing if missing.any() else None)
-
-    metrics = np.ascontiguousarray(ev.metrics[rows].T)  # one contiguous row per metric
+    metrics = np.take(ev.metrics.T, rows, axis=1)  # one contiguous row per metric
     if ev.extra:
         extra: list[str | None] = [None] * len(rows)
         at = {r: i for i, r in enumerate(rows.tolist())}
@@ -147,15 +166,14 @@ def _columns_table(tc: TraceColumns, schema: Any) -> Any:
         extras = pa.array(extra, pa.string())
     else:
         extras = pa.nulls(len(rows), pa.string())
-    kinds = pa.DictionaryArray.from_arrays(pa.array(ev.kind[rows], pa.int8()), pa.array(list(EVENT_KINDS)))
     arrays = {
-        "trace": strings(tc.ids),
-        "trace_meta": strings([_meta_json(tc.metadata(i)) for i in range(len(tc))]),
-        "t_us": pa.array(ev.t_us[rows], pa.int64()),
+        "trace": arr.dictionary(trace_of, pa.int32(), tc.ids),
+        "trace_meta": arr.dictionary(trace_of, pa.int32(), _metas_json(tc)),
+        "t_us": arr.ints(ev.t_us[rows], pa.int64()),
         "state": interned(tc.state[rows], "state"),
-        "kind": kinds,
+        "kind": arr.dictionary(ev.kind[rows], pa.int8(), list(EVENT_KINDS)),
         "prev": interned(ev.prev[rows], "prev"),
-        **{k: numbers(metrics[j]) for j, k in enumerate(METRIC_FIELDS)},
+        **{k: arr.ints(metrics[j], pa.int64(), metrics[j] == NULL) for j, k in enumerate(METRIC_FIELDS)},
         "recovery": interned(ev.recovery[rows], "recovery"),
         "trigger": interned(ev.trigger[rows], "trigger"),
         "extra": extras,

@@ -281,3 +281,47 @@ def test_file_summary_with_a_selector_equals_the_object_summary(tmp_path: Path, 
         ]
         assert got.traces == len(kept) and got.transitions  # transitions are looked for before --where
         assert got.ccs == want.ccs and (not kept or got.describe()["cc"] == want.describe()["cc"])
+
+
+def test_columnar_store_holds_the_object_writers_metadata_text(tmp_path: Path) -> None:
+    """The columnar writer splices id, key and cc into metadata encoded once per batch: the text stored
+    must be exactly what encoding each trace gives (quotes, backslashes, non-ASCII, % in values)."""
+    import pyarrow.parquet as pq
+
+    from quicsm.traces import parquet
+
+    meta = TraceMeta(implementation='quic"go %s', version="v%d\\1", labels={"client": "bür\u00f6", "z": "1"})
+    odd = ['k"1', "k\\2", "caf\u00e9", "\u2603%s", "plain"]
+    data = (
+        crafted()
+        + "".join(
+            format_line(conn=k, t_us=i + 1, cc="cubic", frm="Init", to="SlowStart") + "\n" for i, k in enumerate(odd)
+        ).encode()
+    )
+    report = ParseReport()
+    batches = list(columnar.iter_trace_columns(io.BytesIO(data), "d\u00e9/x.log", "s\u00e9", meta, report))
+    assert sum(len(b) for b in batches) > len(odd)
+    traces = [t for b in batches for t in b.traces()]
+    parquet.write_parquet(batches, str(tmp_path / "columns.parquet"))
+    parquet.write_parquet(traces, str(tmp_path / "objects.parquet"))
+    got = pq.read_table(tmp_path / "columns.parquet").column("trace_meta").to_pylist()
+    want = pq.read_table(tmp_path / "objects.parquet").column("trace_meta").to_pylist()
+    assert got == want and any('k\\"1' in m for m in got) and any("\\u2603%s" in m for m in got)
+    assert parquet._spliced_metas(batches[0]) is not None  # the fast path was the one checked
+
+
+def test_arrow_arrays_equal_what_pyarrow_builds_from_python_values() -> None:
+    import numpy as np
+    import pyarrow as pa
+
+    from quicsm.traces import arrow_arrays
+
+    values = np.array([5, -1, 2**62, 0, 7], np.int64)
+    mask = np.array([False, True, False, False, True])
+    built = arrow_arrays.ints(values, pa.int64(), mask)
+    assert built.equals(pa.array([5, None, 2**62, 0, None], pa.int64())) and built.null_count == 2
+    assert arrow_arrays.ints(values[[0, 1, 3]], pa.int8()).equals(pa.array([5, -1, 0], pa.int8()))
+    texts = ["", "a", "caf\u00e9", "\u2603" * 3, 'q"\\']
+    assert arrow_arrays.strings(texts).equals(pa.array(texts, pa.string()))
+    d = arrow_arrays.dictionary(np.array([4, 0, 2, 2]), pa.int32(), texts, np.array([False, False, True, False]))
+    assert d.to_pylist() == ['q"\\', "", None, "caf\u00e9"] and d.type == pa.dictionary(pa.int32(), pa.string())
