@@ -188,13 +188,8 @@ def _summarize_columns(batches: Iterator[TraceColumns], s: Summary, task: FileTa
                 s.note_metadata(shell)
             continue
         s.add_packed(stays.names, stays.seqs, bool(stays.has_transition.any()))
-        if tc.shells is not None:
-            for shell in tc.shells:
-                s.note_metadata(shell)
-        else:  # a log's batch: traces differ only in cc
-            first = {cc: i for i, cc in reversed(list(enumerate(tc.ccs)))}
-            for i in sorted(first.values()):
-                s.note_metadata(tc.shell(i))
+        for shell in tc.distinct_shells():
+            s.note_metadata(shell)
 
 
 def _scopes(paths: list[str]) -> dict[str, str]:

@@ -29,6 +29,7 @@ from quicsm.traces.states import canonical_state
 __all__ = [
     "EventColumns",
     "TraceColumns",
+    "SharedMeta",
     "TraceCutter",
     "iter_log_columns",
     "iter_trace_columns",
@@ -247,6 +248,16 @@ def _finish(acc: _Columns, report: ParseReport) -> EventColumns:
 
 
 @dataclass(slots=True)
+class SharedMeta:
+    """Trace metadata read back from a store, kept once per distinct value: a store's traces share their
+    implementation, version, sources and labels (batches of one file), so trace ``i`` is its own id, key
+    and cc over ``templates[of[i]]`` (whose id, key and cc are not used)."""
+
+    templates: list[Trace]
+    of: list[int]
+
+
+@dataclass(slots=True)
 class TraceColumns:
     """Traces cut from one input's columns: ``order`` lists the rows trace by trace, in output order;
     trace ``i`` is ``order[offsets[i]:offsets[i + 1]]``, its events in time order."""
@@ -261,8 +272,8 @@ class TraceColumns:
     """Per row: the state with the builder's filling (update/metrics/close rows keep the last state)."""
     meta: TraceMeta
     path: str
-    shells: list[Trace] | None = None
-    """Per-trace metadata when the traces of one batch differ in it (read back from a trace store)."""
+    stored: SharedMeta | None = None
+    """Per-trace metadata when the traces of one batch may differ in it (read back from a trace store)."""
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -325,14 +336,16 @@ class TraceColumns:
             self.state,
             self.meta,
             self.path,
-            [self.shells[i] for i in pick] if self.shells is not None else None,
+            SharedMeta(self.stored.templates, [self.stored.of[i] for i in pick]) if self.stored is not None else None,
         )
 
     def shell(self, i: int) -> Trace:
         """Trace ``i`` without its events: metadata for selectors and summaries."""
-        if self.shells is not None:
-            s = self.shells[i]
-            return Trace(s.id, s.cc, [], s.key, s.implementation, s.version, s.sources, dict(s.labels))
+        if self.stored is not None:
+            t = self.stored.templates[self.stored.of[i]]
+            return Trace(
+                self.ids[i], self.ccs[i], [], self.keys[i], t.implementation, t.version, t.sources, dict(t.labels)
+            )
         m = self.meta
         return Trace(
             id=self.ids[i],
@@ -344,6 +357,15 @@ class TraceColumns:
             sources=(self.path,),
             labels=dict(m.labels),
         )
+
+    def distinct_shells(self) -> list[Trace]:
+        """The shell of the first trace of each distinct metadata but id and key (in trace order): what a
+        summary notes of the batch, without a Python object per trace."""
+        of = self.stored.of if self.stored is not None else [0] * len(self)
+        first: dict[tuple[int, str], int] = {}
+        for i, pair in enumerate(zip(of, self.ccs)):
+            first.setdefault(pair, i)
+        return [self.shell(i) for i in first.values()]
 
     def metadata(self, i: int) -> dict[str, object]:
         return self.shell(i).metadata()

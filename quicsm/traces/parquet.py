@@ -15,7 +15,7 @@ from quicsm.traces.events import METRIC_FIELDS, Trace, TraceEvent
 from quicsm.traces.store import atomic_output
 
 if TYPE_CHECKING:
-    from quicsm.traces.columnar import TraceColumns
+    from quicsm.traces.columnar import SharedMeta, TraceColumns
 
 __all__ = ["write_parquet", "read_parquet", "SCHEMA"]
 
@@ -113,7 +113,7 @@ def _spliced_metas(tc: TraceColumns) -> list[str] | None:
     """Traces parsed from one file differ only in id, key and cc: the rest is encoded once and the three
     are spliced in. None (encode each) for traces read back from a store, or when the first trace's
     splice differs from its full encoding in any way."""
-    if tc.shells is not None or not len(tc):
+    if tc.stored is not None or not len(tc):
         return None
     from json.encoder import encode_basestring_ascii as text
 
@@ -302,7 +302,7 @@ def _table_columns(table: Any, path: str) -> TraceColumns:
     import numpy as np
 
     from quicsm.traces.builder import TraceMeta
-    from quicsm.traces.columnar import NULL, EventColumns, TraceColumns
+    from quicsm.traces.columnar import NULL, EventColumns, SharedMeta, TraceColumns
     from quicsm.traces.events import EVENT_KINDS
 
     n = table.num_rows
@@ -328,10 +328,7 @@ def _table_columns(table: Any, path: str) -> TraceColumns:
     meta_text = meta_col.dictionary.to_pylist()
     meta_idx = _ints(meta_col.indices, 0)
     picked = [meta_text[i] for i in meta_idx[starts].tolist()]
-    metas = json.loads("[" + ",".join(picked) + "]") if picked else []  # one decode call for the batch
-    if len(metas) != len(picked):  # a text holding a comma-joined list: decode one by one (and fail there)
-        metas = [json.loads(m) for m in picked]
-    shells = [_shell(m) for m in metas]
+    ids_keys_ccs, stored = _stored_meta(picked)
     real = kind >= 0  # "none" rows stand for empty traces: left out
     counts = np.add.reduceat(real.astype(np.int64), starts) if n else np.zeros(0, np.int64)
     keep_trace = counts > 0
@@ -362,19 +359,78 @@ def _table_columns(table: Any, path: str) -> TraceColumns:
         names=names,
         extra=extra,
     )
-    kept = [s for s, k in zip(shells, keep_trace.tolist()) if k]
+    kept = np.flatnonzero(keep_trace).tolist()
+    tid, key, tcc = ([part[i] for i in kept] for part in ids_keys_ccs)
     return TraceColumns(
         ev,
         np.flatnonzero(real),
         offsets,
-        [t.id for t in kept],
-        [t.key for t in kept],
-        [t.cc for t in kept],
+        tid,
+        key,
+        tcc,
         state,
         TraceMeta(),
         path,
-        kept,
+        SharedMeta(stored.templates, [stored.of[i] for i in kept]),
     )
+
+
+_SHARED_KEYS = {"implementation", "labels", "sources", "version"}
+
+
+def _stored_meta(texts: list[str]) -> tuple[tuple[list[str], list[str], list[str]], SharedMeta]:
+    """Per trace its id, key and cc, and its metadata shared with others (decoded once per distinct text).
+
+    The writer's layout, ``{"cc":S,"id":S,"implementation":V,"key":S,...}``, is split at its first four
+    ``,"``: that pair never occurs raw inside a JSON string, so once cc, id and key are checked to be
+    single strings and the implementation member to be whole, the cuts are the top-level ones, and
+    decoding the parts gives what decoding the whole text gives. Texts in any other layout (other tools,
+    other key orders) are decoded whole, trace by trace."""
+    split = _split_metas(texts) if texts else None
+    if split is not None:
+        return split
+    from quicsm.traces.columnar import SharedMeta
+
+    metas = json.loads("[" + ",".join(texts) + "]") if texts else []  # one decode call for the batch
+    if len(metas) != len(texts):  # a text holding a comma-joined list: decode one by one (and fail there)
+        metas = [json.loads(m) for m in texts]
+    shells = [_shell(m) for m in metas]
+    owned = ([t.id for t in shells], [t.key for t in shells], [t.cc for t in shells])
+    return owned, SharedMeta(shells, list(range(len(shells))))
+
+
+def _split_metas(texts: list[str]) -> tuple[tuple[list[str], list[str], list[str]], SharedMeta] | None:
+    from quicsm.traces.columnar import SharedMeta
+
+    owned: list[str] = []
+    shared: dict[str, int] = {}
+    heads: set[str] = set()
+    marks: set[str] = set()
+    of = []
+    for t in texts:
+        p = t.split(',"', 4)  # {"cc":S | id":S | implementation":V | key":S | the shared rest
+        if len(p) < 4:
+            return None
+        last = len(p) == 4  # the key is the last member
+        marks.add(p[0][:6] + p[1][:4] + p[3][:5] + t[-1])
+        owned += (p[0][6:], p[1][4:], p[3][5:-1] if last else p[3][5:])
+        heads.add(p[2])
+        of.append(shared.setdefault(p[2] + "}" if last else f'{p[2]},"{p[4]}', len(shared)))
+    if marks != {'{"cc":id":key":}'}:
+        return None
+    try:
+        strings = json.loads("[" + ",".join(owned) + "]")
+        if len(strings) != len(owned) or not all(type(x) is str for x in strings):
+            return None
+        if not all(json.loads('{"' + h + "}").keys() == {"implementation"} for h in heads):
+            return None  # the implementation member is not whole: a later cut may be inside it
+        common = [json.loads('{"' + text) for text in shared]
+    except ValueError:
+        return None  # decoded whole, where the error is reported
+    if not all(c.keys() <= _SHARED_KEYS for c in common):
+        return None
+    templates = [_shell({"id": "", "cc": "", **c}) for c in common]
+    return (strings[1::3], strings[2::3], strings[0::3]), SharedMeta(templates, of)
 
 
 def _ints(arr: Any, fill: int) -> Any:

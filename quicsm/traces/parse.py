@@ -332,9 +332,10 @@ def read_store_columnar(
     from quicsm.traces.parquet import read_parquet_columns
 
     for tc in read_parquet_columns(path, metrics=metrics):
-        assert tc.shells is not None
-        tc.shells = [relabel(t, meta) for t in tc.shells]
-        tc.ccs = [t.cc for t in tc.shells]
+        assert tc.stored is not None
+        tc.stored.templates = [relabel(t, meta) for t in tc.stored.templates]
+        if meta.cc:
+            tc.ccs = [meta.cc] * len(tc)
         report.traces += len(tc)
         report.records += int(tc.offsets[-1])
         yield tc

@@ -156,8 +156,27 @@ def load_seeds() -> Seeds:
             "jsonl": jsonl,
             "meta": metas or [b'{"implementation": "x", "labels": {"a": "b"}}'],
             "line": lines,
+            "storemeta": [_store_metas(logs[:2])],
         }
     )
+
+
+def _store_metas(logs: list[bytes]) -> bytes:
+    """Per-trace metadata texts as the Parquet writer stores them (one per line), odd values included."""
+    import tempfile
+
+    from quicsm.traces import iter_traces
+    from quicsm.traces.parquet import _meta_json
+
+    texts = []
+    with tempfile.TemporaryDirectory() as d:
+        for i, log in enumerate(logs):
+            src = Path(d) / f"s{i}.log"
+            src.write_bytes(log)
+            texts += [_meta_json(t.metadata()) for t in list(iter_traces([str(src)]))[:10]]
+    odd = {"id": 'q"\\\u2603', "key": 'caf\u00e9,"', "cc": "bbr", "implementation": "x", "version": None}
+    texts.append(_meta_json({**odd, "sources": ["a", 'b",'], "labels": {"k": "v", "id": "x"}}))
+    return "\n".join(texts).encode()
 
 
 def _trace_file(log: bytes) -> bytes:

@@ -142,6 +142,30 @@ def _run_cli(data: bytes, scratch: Path) -> str | None:
     return None
 
 
+def _run_store_meta(data: bytes, scratch: Path) -> str | None:
+    """The store reader's split of per-trace metadata against decoding each text whole: the same values,
+    or both refuse (the reader turns any exception into one InputError line)."""
+    import json
+
+    from quicsm.traces.parquet import _shell, _stored_meta
+
+    texts = data.decode("utf-8", "replace").split("\n")
+    want: object
+    got: object
+    try:
+        whole = [_shell(json.loads(t)) for t in texts]
+        want = [(t.id, t.key, t.cc, t.implementation, t.version, t.sources, t.labels) for t in whole]
+    except Exception:  # any refusal counts as one
+        want = "refused"
+    try:
+        (ids, keys, ccs), shared = _stored_meta(texts)
+        tpl = [shared.templates[j] for j in shared.of]
+        got = [(i, k, c, t.implementation, t.version, t.sources, t.labels) for i, k, c, t in zip(ids, keys, ccs, tpl)]
+    except Exception:
+        got = "refused"
+    return None if got == want else f"store metadata split {str(got)[:150]} != whole decoding {str(want)[:150]}"
+
+
 def _run_parquet(data: bytes, scratch: Path) -> None:
     return _parse_file("t.parquet")(data, scratch)
 
@@ -162,6 +186,7 @@ TARGETS: list[Target] = [
     Target("sqlog", "sqlog", _parse_file("s.sqlog"), weight=2),
     Target("sqlog.gz", "sqlog", _parse_file("s.sqlog.gz"), gzip=True),
     Target("traces-parquet", "parquet", _run_parquet),
+    Target("store-meta", "storemeta", _run_store_meta, weight=2),
     Target("cli-stdin", "log", _run_cli),
 ]
 """Every reader the fuzzer covers; ``weight`` is its share of the inputs."""
