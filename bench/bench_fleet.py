@@ -41,6 +41,23 @@ def run(cmd: list[str]) -> tuple[float, float]:
     return wall, usage.ru_maxrss / 1024
 
 
+def read_stage(logs: str, store: str, repeat: int) -> tuple[float, float]:
+    """Seconds to reduce the raw logs, and the store, to the summary inference reads (best of ``repeat``,
+    both in one child process after its imports): where the store's advantage shows, start-up aside."""
+    code = (
+        "import sys, time\n"
+        "from quicsm.fleet.run import summarize_inputs\n"
+        "def once(p):\n"
+        "    t = time.perf_counter(); summarize_inputs([p]); return time.perf_counter() - t\n"
+        "print(*(min(once(p) for _ in range(int(sys.argv[1]))) for p in sys.argv[2:]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(repeat), logs, store], capture_output=True, text=True, env=ENV, check=True
+    )
+    raw, stored = map(float, out.stdout.split())
+    return raw, stored
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--files", type=int, default=20)
@@ -92,6 +109,11 @@ def main() -> None:
     print(
         "store read-back vs raw log (infer): "
         f"{best['quicsm infer LOGS'][0] / best['quicsm infer x.parquet'][0]:.2f}x faster"
+    )
+    raw, stored = read_stage(logs, store, args.repeat)
+    print(
+        f"reading stage alone (input -> summary, in one process, start-up excluded): raw logs {raw:.2f} s, "
+        f"store {stored:.2f} s: {raw / stored:.2f}x faster"
     )
     if args.workers:
         local, dask = best["quicsm diagram"][0], best[f"quicsm diagram --dask local:{args.workers}"][0]

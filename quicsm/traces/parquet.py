@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 from quicsm.errors import InputError
 from quicsm.traces.events import METRIC_FIELDS, Trace, TraceEvent
 from quicsm.traces.store import atomic_output
+from quicsm.traces.store_meta import shell, stored_meta
 
 if TYPE_CHECKING:
-    from quicsm.traces.columnar import SharedMeta, TraceColumns
+    from quicsm.traces.columnar import TraceColumns
 
 __all__ = ["write_parquet", "read_parquet", "SCHEMA"]
 
@@ -238,7 +239,7 @@ def _read_parquet(path: str) -> Iterator[Trace]:
             if cur is None or cur.id != tid:
                 if cur is not None:
                     yield cur
-                cur = _shell(json.loads(rows["trace_meta"][i]))
+                cur = shell(json.loads(rows["trace_meta"][i]))
             if rows["kind"][i] == "none":
                 continue
             extra = rows["extra"][i]
@@ -325,10 +326,7 @@ def _table_columns(table: Any, path: str) -> TraceColumns:
     trace_idx = _ints(cols["trace"].indices, -1)
     starts = np.flatnonzero(np.r_[True, trace_idx[1:] != trace_idx[:-1]]) if n else np.zeros(0, np.int64)
     meta_col = cols["trace_meta"]
-    meta_text = meta_col.dictionary.to_pylist()
-    meta_idx = _ints(meta_col.indices, 0)
-    picked = [meta_text[i] for i in meta_idx[starts].tolist()]
-    ids_keys_ccs, stored = _stored_meta(picked)
+    ids_keys_ccs, stored = stored_meta(meta_col.dictionary, _ints(meta_col.indices, 0)[starts])
     real = kind >= 0  # "none" rows stand for empty traces: left out
     counts = np.add.reduceat(real.astype(np.int64), starts) if n else np.zeros(0, np.int64)
     keep_trace = counts > 0
@@ -375,64 +373,6 @@ def _table_columns(table: Any, path: str) -> TraceColumns:
     )
 
 
-_SHARED_KEYS = {"implementation", "labels", "sources", "version"}
-
-
-def _stored_meta(texts: list[str]) -> tuple[tuple[list[str], list[str], list[str]], SharedMeta]:
-    """Per trace its id, key and cc, and its metadata shared with others (decoded once per distinct text).
-
-    The writer's layout, ``{"cc":S,"id":S,"implementation":V,"key":S,...}``, is split at its first four
-    ``,"``: that pair never occurs raw inside a JSON string, so once cc, id and key are checked to be
-    single strings and the implementation member to be whole, the cuts are the top-level ones, and
-    decoding the parts gives what decoding the whole text gives. Texts in any other layout (other tools,
-    other key orders) are decoded whole, trace by trace."""
-    split = _split_metas(texts) if texts else None
-    if split is not None:
-        return split
-    from quicsm.traces.columnar import SharedMeta
-
-    metas = json.loads("[" + ",".join(texts) + "]") if texts else []  # one decode call for the batch
-    if len(metas) != len(texts):  # a text holding a comma-joined list: decode one by one (and fail there)
-        metas = [json.loads(m) for m in texts]
-    shells = [_shell(m) for m in metas]
-    owned = ([t.id for t in shells], [t.key for t in shells], [t.cc for t in shells])
-    return owned, SharedMeta(shells, list(range(len(shells))))
-
-
-def _split_metas(texts: list[str]) -> tuple[tuple[list[str], list[str], list[str]], SharedMeta] | None:
-    from quicsm.traces.columnar import SharedMeta
-
-    owned: list[str] = []
-    shared: dict[str, int] = {}
-    heads: set[str] = set()
-    marks: set[str] = set()
-    of = []
-    for t in texts:
-        p = t.split(',"', 4)  # {"cc":S | id":S | implementation":V | key":S | the shared rest
-        if len(p) < 4:
-            return None
-        last = len(p) == 4  # the key is the last member
-        marks.add(p[0][:6] + p[1][:4] + p[3][:5] + t[-1])
-        owned += (p[0][6:], p[1][4:], p[3][5:-1] if last else p[3][5:])
-        heads.add(p[2])
-        of.append(shared.setdefault(p[2] + "}" if last else f'{p[2]},"{p[4]}', len(shared)))
-    if marks != {'{"cc":id":key":}'}:
-        return None
-    try:
-        strings = json.loads("[" + ",".join(owned) + "]")
-        if len(strings) != len(owned) or not all(type(x) is str for x in strings):
-            return None
-        if not all(json.loads('{"' + h + "}").keys() == {"implementation"} for h in heads):
-            return None  # the implementation member is not whole: a later cut may be inside it
-        common = [json.loads('{"' + text) for text in shared]
-    except ValueError:
-        return None  # decoded whole, where the error is reported
-    if not all(c.keys() <= _SHARED_KEYS for c in common):
-        return None
-    templates = [_shell({"id": "", "cc": "", **c}) for c in common]
-    return (strings[1::3], strings[2::3], strings[0::3]), SharedMeta(templates, of)
-
-
 def _ints(arr: Any, fill: int) -> Any:
     """An Arrow integer array as int64 NumPy values, ``fill`` where null (no float round trip)."""
     import numpy as np
@@ -446,16 +386,3 @@ def _ints(arr: Any, fill: int) -> Any:
         bits = np.unpackbits(np.frombuffer(bufs[0], np.uint8), bitorder="little")[start : start + n]
         values[bits == 0] = fill
     return values
-
-
-def _shell(m: dict[str, Any]) -> Trace:
-    return Trace(
-        id=m["id"],
-        cc=m["cc"],
-        events=[],
-        key=m.get("key", ""),
-        implementation=m.get("implementation"),
-        version=m.get("version"),
-        sources=tuple(m.get("sources", ())),
-        labels=dict(m.get("labels") or {}),
-    )

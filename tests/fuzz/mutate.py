@@ -156,13 +156,14 @@ def load_seeds() -> Seeds:
             "jsonl": jsonl,
             "meta": metas or [b'{"implementation": "x", "labels": {"a": "b"}}'],
             "line": lines,
-            "storemeta": [_store_metas(logs[:2])],
+            "storemeta": _store_metas(logs[:2]),
         }
     )
 
 
-def _store_metas(logs: list[bytes]) -> bytes:
-    """Per-trace metadata texts as the Parquet writer stores them (one per line), odd values included."""
+def _store_metas(logs: list[bytes]) -> list[bytes]:
+    """Per-trace metadata texts as the Parquet writer stores them (one per line): as written for logs
+    (the reader's fastest way), and with odd values (escapes, several shared parts)."""
     import tempfile
 
     from quicsm.traces import iter_traces
@@ -170,13 +171,12 @@ def _store_metas(logs: list[bytes]) -> bytes:
 
     texts = []
     with tempfile.TemporaryDirectory() as d:
-        for i, log in enumerate(logs):
-            src = Path(d) / f"s{i}.log"
-            src.write_bytes(log)
-            texts += [_meta_json(t.metadata()) for t in list(iter_traces([str(src)]))[:10]]
+        src = Path(d) / "s.log"
+        src.write_bytes(logs[0])
+        texts += [_meta_json(t.metadata()) for t in list(iter_traces([str(src)]))[:10]]
     odd = {"id": 'q"\\\u2603', "key": 'caf\u00e9,"', "cc": "bbr", "implementation": "x", "version": None}
-    texts.append(_meta_json({**odd, "sources": ["a", 'b",'], "labels": {"k": "v", "id": "x"}}))
-    return "\n".join(texts).encode()
+    extra = _meta_json({**odd, "sources": ["a", 'b",'], "labels": {"k": "v", "id": "x"}})
+    return ["\n".join(texts).encode(), "\n".join([*texts, extra]).encode()]
 
 
 def _trace_file(log: bytes) -> bytes:

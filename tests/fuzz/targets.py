@@ -143,27 +143,37 @@ def _run_cli(data: bytes, scratch: Path) -> str | None:
 
 
 def _run_store_meta(data: bytes, scratch: Path) -> str | None:
-    """The store reader's split of per-trace metadata against decoding each text whole: the same values,
-    or both refuse (the reader turns any exception into one InputError line)."""
+    """The store reader's ways of splitting per-trace metadata against decoding each text whole: the same
+    values, or both refuse (the reader turns any exception into one InputError line). Traces pick their
+    texts in order, and in a shuffled order with repeats."""
     import json
 
-    from quicsm.traces.parquet import _shell, _stored_meta
+    import numpy as np
+    import pyarrow as pa
+
+    from quicsm.traces.store_meta import shell, stored_meta
 
     texts = data.decode("utf-8", "replace").split("\n")
-    want: object
-    got: object
-    try:
-        whole = [_shell(json.loads(t)) for t in texts]
-        want = [(t.id, t.key, t.cc, t.implementation, t.version, t.sources, t.labels) for t in whole]
-    except Exception:  # any refusal counts as one
-        want = "refused"
-    try:
-        (ids, keys, ccs), shared = _stored_meta(texts)
-        tpl = [shared.templates[j] for j in shared.of]
-        got = [(i, k, c, t.implementation, t.version, t.sources, t.labels) for i, k, c, t in zip(ids, keys, ccs, tpl)]
-    except Exception:
-        got = "refused"
-    return None if got == want else f"store metadata split {str(got)[:150]} != whole decoding {str(want)[:150]}"
+    values = pa.array(texts, pa.string())
+    for pick in (list(range(len(texts))), [(i * 7 + 3) % len(texts) for i in range(2 * len(texts))]):
+        want: object
+        got: object
+        try:
+            whole = [shell(json.loads(texts[i])) for i in pick]
+            want = [(t.id, t.key, t.cc, t.implementation, t.version, t.sources, t.labels) for t in whole]
+        except Exception:  # any refusal counts as one
+            want = "refused"
+        try:
+            (ids, keys, ccs), shared = stored_meta(values, np.asarray(pick, np.int64))
+            tpl = [shared.templates[j] for j in shared.of]
+            got = [
+                (i, k, c, t.implementation, t.version, t.sources, t.labels) for i, k, c, t in zip(ids, keys, ccs, tpl)
+            ]
+        except Exception:
+            got = "refused"
+        if got != want:
+            return f"store metadata split {str(got)[:150]} != whole decoding {str(want)[:150]}"
+    return None
 
 
 def _run_parquet(data: bytes, scratch: Path) -> None:
