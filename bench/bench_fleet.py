@@ -7,7 +7,9 @@ bench_parse.py) under a temporary directory, then times, in one run and against 
 * ``quicsm parse DIR -o x.parquet`` and ``quicsm infer x.parquet`` (reading the store back),
 * ``quicsm diagram DIR`` in one process, and with ``--dask local:N``,
 
-each ``--repeat`` times (best kept), with the child's peak RSS and the load average. Example:
+each ``--repeat`` times (best kept), with the child's peak RSS and the load average; then the reading
+stage alone (raw logs, and the store, reduced to the summary inference reads, in one child process
+after its imports), which is where the store's advantage shows when start-up is a large share. Example:
 
     python3 bench/bench_fleet.py --files 100 --mb 100 --workers 2   # 10 GB; needs disk and time
 """
