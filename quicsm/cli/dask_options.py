@@ -16,7 +16,7 @@ from quicsm.traces.events import StateView, Trace
 if TYPE_CHECKING:
     from quicsm.traces.parse import ParseResult
 
-__all__ = ["dask_option", "load_summary", "load_dask_inputs", "dask_loader"]
+__all__ = ["dask_option", "load_summary", "load_dask_inputs", "dask_loader", "close_dask"]
 
 F = Callable[..., Any]
 
@@ -38,7 +38,7 @@ def load_summary(kw: dict[str, Any], view: StateView) -> Summary:
 
     parse_kw, quiet, where = pop_parse_options(kw)
     summary = summarize_inputs(list(kw.pop("inputs")), view=view, where=where, dask=kw.pop("dask", None), **parse_kw)
-    _close()
+    close_dask()
     if where and not summary.traces:
         raise no_trace_matches(where)
     echo_parse_summary(summary.report.summary(), set(summary.ccs), quiet)
@@ -53,7 +53,7 @@ def load_dask_inputs(kw: dict[str, Any], dask: str) -> ParseResult:
 
     parse_kw, quiet, where = pop_parse_options(kw)
     result = parse_files(list(kw.pop("inputs")), dask=dask, **parse_kw)
-    _close()
+    close_dask()
     if where:
         result.traces = [t for t in result.traces if trace_matches(t, where)]
         if not result.traces:
@@ -72,7 +72,7 @@ def dask_loader(dask: str) -> Callable[[list[str]], list[Trace]]:
     return load
 
 
-def _close() -> None:
+def close_dask() -> None:
     """Shut down a LocalCluster as soon as the files are reduced (it holds worker processes)."""
     import sys as _sys
 

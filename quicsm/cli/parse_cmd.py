@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from quicsm.cli.dask_options import dask_option, load_dask_inputs
+from quicsm.cli.dask_options import close_dask, dask_option, load_dask_inputs
 from quicsm.cli.options import echo_parse_summary, input_options, load_inputs, no_trace_matches, pop_parse_options
 from quicsm.traces import write_traces
 from quicsm.traces.events import Trace
 
 if TYPE_CHECKING:
     from quicsm.traces.columnar import TraceColumns
+    from quicsm.traces.parquet import StoreBatch
     from quicsm.traces.report import ParseReport
 
 
@@ -38,8 +39,8 @@ def parse(output: str, report_path: str | None, **kw: Any) -> None:
       quicsm parse server1.log server2.log.gz --label client=mobile -o mobile.parquet
     """
     dask = kw.pop("dask")
-    if not dask and output.lower().endswith(".parquet"):
-        n, report = _parse_to_parquet(kw, output)
+    if output.lower().endswith(".parquet"):
+        n, report = _parse_to_parquet(kw, output, dask)
     else:
         result = load_dask_inputs(kw, dask) if dask else load_inputs(kw)
         n = write_traces(result.traces, output)
@@ -53,43 +54,48 @@ def parse(output: str, report_path: str | None, **kw: Any) -> None:
         click.echo(f"wrote {n} trace(s) to {output}", err=True)
 
 
-def _parse_to_parquet(kw: dict[str, Any], output: str) -> tuple[int, ParseReport]:
+def _parse_to_parquet(kw: dict[str, Any], output: str, dask: str | None) -> tuple[int, ParseReport]:
     """Logs straight into the Parquet store as column batches, streamed: no object per event, memory
-    bounded by one batch and the open connections. Same traces and order as the object path."""
+    bounded by one batch and the open connections. Same traces and order as the object path. With
+    ``dask``, each file's row groups are built on a worker and written here in input order."""
     from quicsm.traces.parquet import write_parquet
     from quicsm.traces.parse import iter_trace_batches, no_transitions, progress_bar
     from quicsm.traces.report import ParseReport
-    from quicsm.traces.select import trace_matches
+    from quicsm.traces.select import Kept, keep_traces
 
     parse_kw, quiet, where = pop_parse_options(kw)
     paths = list(kw.pop("inputs"))
     report = ParseReport(strict=parse_kw.pop("strict"))
     progress = parse_kw.pop("progress")
-    ccs: set[str] = set()
-    seen = {"transitions": False, "kept": 0}
+    tally = Kept()
 
-    def stream(on_bytes: Any) -> Iterator[Trace | TraceColumns]:
-        for item in iter_trace_batches(paths, report=report, on_bytes=on_bytes, **parse_kw):
-            if isinstance(item, Trace):
-                if not item.events:
-                    continue
-                seen["transitions"] = seen["transitions"] or any(True for _ in item.transitions())
-                if where and not trace_matches(item, where):
-                    continue
-                ccs.add(item.cc)
-            else:
-                seen["transitions"] = seen["transitions"] or bool((item.events.kind == 0).any())
-                if where:
-                    item = item.select([trace_matches(item.shell(i), where) for i in range(len(item))])
-                ccs.update(item.ccs)
-            seen["kept"] += len(item) if not isinstance(item, Trace) else 1
-            yield item
-        if not seen["transitions"]:  # raised inside the writer: the output file is not made
+    def stream(on_bytes: Any) -> Iterator[Trace | TraceColumns | StoreBatch]:
+        if dask:
+            from quicsm.fleet.run import store_files
+
+            yield from store_files(
+                paths,
+                dask=dask,
+                report=report,
+                tally=tally,
+                where=where,
+                strict=report.strict,
+                progress=progress,
+                **parse_kw,
+            )
+        else:
+            items = iter_trace_batches(paths, report=report, on_bytes=on_bytes, **parse_kw)
+            yield from keep_traces(items, where, tally)
+        if not tally.transitions:  # raised inside the writer: the output file is not made
             raise no_transitions(paths, report)
-        if where and not seen["kept"]:
+        if where and not tally.kept:
             raise no_trace_matches(where)
 
-    with progress_bar(paths, progress) as on_bytes:
-        n = write_parquet(stream(on_bytes), output)
-    echo_parse_summary(report.summary(), ccs, quiet)
+    if dask:
+        n = write_parquet(stream(None), output)
+        close_dask()
+    else:
+        with progress_bar(paths, progress) as on_bytes:
+            n = write_parquet(stream(on_bytes), output)
+    echo_parse_summary(report.summary(), tally.ccs, quiet)
     return n, report

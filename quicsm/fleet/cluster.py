@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import atexit
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from quicsm.errors import InputError
@@ -50,6 +50,36 @@ def run_tasks(spec: str, fn: Callable[[Any], Any], items: Sequence[Any], *, prog
         return list(client.gather(futures))
     except OSError as exc:
         raise InputError(f"--dask {spec}: lost the cluster ({exc})") from None
+
+
+def iter_tasks(spec: str, fn: Callable[[Any], Any], items: Sequence[Any], *, progress: bool = False) -> Iterator[Any]:
+    """``fn`` over ``items`` on the cluster, every task submitted at once; results yielded in the order
+    of ``items``, each fetched when reached and then released on its worker, so the client holds one.
+    Tasks not yet reached are cancelled when the caller stops (an error, a failed file)."""
+    client = _client(spec)
+    try:
+        workers = len(client.scheduler_info().get("workers", {}))
+        if progress:
+            print(f"dask: {len(items)} file(s) on {workers} worker(s) at {client.scheduler.address}", file=sys.stderr)
+        futures: list[Any] = client.map(fn, list(items), pure=False)
+    except OSError as exc:
+        raise InputError(f"--dask {spec}: lost the cluster ({exc})") from None
+    try:
+        for i in range(len(futures)):
+            try:
+                result = futures[i].result()
+            except OSError as exc:
+                raise InputError(f"--dask {spec}: lost the cluster ({exc})") from None
+            futures[i] = None  # the worker may drop it
+            if progress:
+                print(f"\rdask: {i + 1}/{len(futures)} files written", end="", file=sys.stderr, flush=True)
+            yield result
+        if progress:
+            print(file=sys.stderr)
+    finally:
+        for f in futures:
+            if f is not None:
+                f.cancel()
 
 
 _CLIENTS: dict[str, Any] = {}

@@ -7,9 +7,9 @@ naming that file and line; nothing is dropped silently.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, BinaryIO, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 from quicsm.errors import InputError, ParseError, QuicsmError
 from quicsm.fleet.sources import expand_sources, is_url, open_url
@@ -22,7 +22,9 @@ if TYPE_CHECKING:
     from quicsm.compare.stays import Connection
     from quicsm.traces.builder import TraceMeta
     from quicsm.traces.columnar import TraceColumns
+    from quicsm.traces.parquet import StoreBatch
     from quicsm.traces.parse import ParseResult
+    from quicsm.traces.select import Kept
 
 __all__ = [
     "FileTask",
@@ -198,6 +200,18 @@ def _scopes(paths: list[str]) -> dict[str, str]:
     return local_scopes(paths)
 
 
+def _file_tasks(paths: Sequence[str], view: StateView = StateView(), **fields: Any) -> list[FileTask]:
+    """One task per input file (directories and globs expanded), trace ids scoped as a local run scopes
+    them; ``fields``: the other :class:`FileTask` fields (labels, overrides, strict, where)."""
+    if not paths:
+        raise InputError("no input files given")
+    files = expand_sources(list(paths))
+    scopes = _scopes(files)
+    for key in ("labels", "where"):
+        fields[key] = dict(fields.get(key) or {})
+    return [FileTask(p, scopes[p], view, **fields) for p in files]
+
+
 def summarize_inputs(
     paths: Sequence[str],
     *,
@@ -213,14 +227,9 @@ def summarize_inputs(
     require_transitions: bool = True,
 ) -> Summary:
     """All inputs reduced and merged in input order; ``dask`` is ``local[:N]`` or a scheduler address."""
-    if not paths:
-        raise InputError("no input files given")
-    files = expand_sources(list(paths))
-    scopes = _scopes(files)
-    tasks = [
-        FileTask(p, scopes[p], view, dict(labels or {}), implementation, version, cc, strict, dict(where or {}))
-        for p in files
-    ]
+    tasks = _file_tasks(
+        paths, view, labels=labels, implementation=implementation, version=version, cc=cc, strict=strict, where=where
+    )
     if dask:
         from quicsm.fleet.cluster import run_tasks
 
@@ -263,6 +272,50 @@ def parse_file(task: FileTask) -> tuple[list[Trace], ParseReport] | Failure:
     return _attempt(task.path, lambda: ([t for t in iter_file_traces(task, report) if t.events], report))
 
 
+@dataclass(slots=True)
+class StoredFile:
+    """One Dask task of ``parse -o x.parquet``: a file's kept traces as row groups of the store, built on
+    the worker from columns where the columnar path reads the file, with its report and tally."""
+
+    batches: list[StoreBatch]
+    report: ParseReport
+    kept: Kept
+
+
+def store_file(task: FileTask) -> StoredFile | Failure:
+    from quicsm.traces.parquet import store_batches
+    from quicsm.traces.select import Kept, keep_traces
+
+    report = ParseReport(strict=task.strict)
+
+    def work() -> StoredFile:
+        tally = Kept()
+        columns = _columnar_source(task, report, metrics=True)
+        items: Iterable[Trace | TraceColumns] = columns if columns is not None else iter_file_traces(task, report)
+        batches = store_batches(keep_traces(items, task.where or None, tally))
+        return StoredFile(batches, report, tally)
+
+    return _attempt(task.path, work)
+
+
+def store_files(
+    paths: Sequence[str], *, dask: str, report: ParseReport, tally: Kept, progress: bool = False, **fields: Any
+) -> Iterator[StoreBatch]:
+    """:func:`store_file` over every input, one Dask task per file: the row groups in input order, each
+    file's fetched when the writer reaches it (the client holds one file's, whatever the fleet's size).
+    ``report`` and ``tally`` fill as files arrive; a failed file raises when reached. ``fields``: labels,
+    implementation, version, cc, strict, where (as :class:`FileTask`)."""
+    from quicsm.fleet.cluster import iter_tasks
+
+    for r in iter_tasks(dask, store_file, _file_tasks(paths, **fields), progress=progress):
+        if isinstance(r, Failure):
+            r.raise_()
+        assert not isinstance(r, Failure)
+        merge_reports(report, r.report)
+        tally.merge(r.kept)
+        yield from r.batches
+
+
 def connections_file(task: FileTask, metrics: bool = False) -> tuple[list[Connection], ParseReport] | Failure:
     """One Dask task of ``compare``: a file's connections as rows (:mod:`quicsm.compare.stays`) for
     ``task.view``, from columns where the columnar path reads the file, and its report."""
@@ -294,11 +347,7 @@ def connections_files(
 
     from quicsm.fleet.cluster import run_tasks
 
-    if not paths:
-        raise InputError("no input files given")
-    files = expand_sources(list(paths))
-    scopes = _scopes(files)
-    tasks = [FileTask(p, scopes[p], view, strict=strict) for p in files]
+    tasks = _file_tasks(paths, view, strict=strict)
     report = ParseReport(strict=strict)
     rows: list[Connection] = []
     for r in run_tasks(dask, partial(connections_file, metrics=metrics), tasks, progress=progress):
@@ -339,13 +388,7 @@ def parse_files(
     from quicsm.fleet.cluster import run_tasks
     from quicsm.traces.parse import ParseResult
 
-    if not paths:
-        raise InputError("no input files given")
-    files = expand_sources(list(paths))
-    scopes = _scopes(files)
-    tasks = [
-        FileTask(p, scopes[p], StateView(), dict(labels or {}), implementation, version, cc, strict) for p in files
-    ]
+    tasks = _file_tasks(paths, labels=labels, implementation=implementation, version=version, cc=cc, strict=strict)
     report = ParseReport(strict=strict)
     traces: list[Trace] = []
     for r in run_tasks(dask, parse_file, tasks, progress=progress):

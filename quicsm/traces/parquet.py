@@ -7,7 +7,8 @@ back regroups them in order without a sort.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from quicsm.errors import InputError
@@ -18,7 +19,7 @@ from quicsm.traces.store_meta import shell, stored_meta
 if TYPE_CHECKING:
     from quicsm.traces.columnar import TraceColumns
 
-__all__ = ["write_parquet", "read_parquet", "SCHEMA"]
+__all__ = ["write_parquet", "read_parquet", "store_batches", "StoreBatch", "SCHEMA"]
 
 _ROWS_PER_GROUP = 200_000
 
@@ -44,8 +45,9 @@ def _schema() -> Any:
 SCHEMA = _schema
 
 
-def write_parquet(traces: Iterable[Trace | TraceColumns], path: str) -> int:
-    """Write traces, or columnar trace batches (:class:`~quicsm.traces.columnar.TraceColumns`), atomically."""
+def write_parquet(traces: Iterable[Trace | TraceColumns | StoreBatch], path: str) -> int:
+    """Write traces, columnar trace batches (:class:`~quicsm.traces.columnar.TraceColumns`) or batches
+    already in the store's schema (:class:`StoreBatch`, made on Dask workers), atomically."""
     import pyarrow.parquet as pq
 
     schema = _schema()
@@ -54,27 +56,63 @@ def write_parquet(traces: Iterable[Trace | TraceColumns], path: str) -> int:
     dictionary = [f.name for f in schema if str(f.type).startswith("dictionary")]
     options = {"use_dictionary": dictionary, "write_statistics": ["t_us"]}
     with atomic_output(path) as fh, pq.ParquetWriter(fh, schema, compression="zstd", **options) as writer:
-        out = _Writer(writer, schema)
+        out = _Writer(
+            lambda table: writer.write_table(table, row_group_size=max(_ROWS_PER_GROUP, table.num_rows)), schema
+        )
         for item in traces:
-            if isinstance(item, Trace):
-                out.add(item)
-            else:
-                out.add_columns(item)
+            out.put(item)
         out.flush()
     return out.n
 
 
-class _Writer:
-    """Rows of trace objects gathered into row groups; columnar batches written as they come."""
+@dataclass(slots=True)
+class StoreBatch:
+    """Traces already in the store's schema: one Arrow table (a row group, whole traces) and its trace count."""
 
-    def __init__(self, writer: Any, schema: Any) -> None:
-        self.writer = writer
+    table: Any
+    traces: int
+
+
+def store_batches(traces: Iterable[Trace | TraceColumns]) -> list[StoreBatch]:
+    """Traces as the row groups :func:`write_parquet` would write (a Dask worker's share of ``parse``)."""
+    out: list[StoreBatch] = []
+    counted = [0]
+
+    def keep(table: Any) -> None:
+        out.append(StoreBatch(table, w.n - counted[0]))
+        counted[0] = w.n
+
+    w = _Writer(keep, _schema())
+    for item in traces:
+        w.put(item)
+    w.flush()
+    return out
+
+
+class _Writer:
+    """Rows of trace objects gathered into row groups; columnar batches written as they come.
+    ``write`` takes each row group's table."""
+
+    def __init__(self, write: Callable[[Any], None], schema: Any) -> None:
+        self.write = write
         self.schema = schema
         self.cols: dict[str, list[Any]] = {f.name: [] for f in self.schema}
         self.n = 0
+        self.pending = 0
+        """Traces gathered in ``cols``, not yet written."""
+
+    def put(self, item: Trace | TraceColumns | StoreBatch) -> None:
+        if isinstance(item, Trace):
+            self.add(item)
+        elif isinstance(item, StoreBatch):
+            self.flush()
+            self.n += item.traces
+            self.write(item.table)
+        else:
+            self.add_columns(item)
 
     def add(self, t: Trace) -> None:
-        self.n += 1
+        self.pending += 1
         meta = _meta_json(t.metadata())
         if not t.events:  # keep empty traces: one placeholder row of kind "none"
             _row(self.cols, t.id, meta, None)
@@ -89,16 +127,17 @@ class _Writer:
         if self.cols["t_us"]:
             schema = self.schema
             table = pa.table({k: pa.array(v, type=schema.field(k).type) for k, v in self.cols.items()}, schema=schema)
-            self.writer.write_table(table)
+            self.n += self.pending
+            self.pending = 0
+            self.write(table)
             for v in self.cols.values():
                 v.clear()
 
     def add_columns(self, tc: TraceColumns) -> None:
         self.flush()
         if len(tc):
-            table = _columns_table(tc, self.schema)  # a batch holds whole traces: one row group, none split
-            self.writer.write_table(table, row_group_size=max(_ROWS_PER_GROUP, table.num_rows))
-        self.n += len(tc)
+            self.n += len(tc)
+            self.write(_columns_table(tc, self.schema))  # a batch holds whole traces: one row group, none split
 
 
 def _meta_json(meta: dict[str, object]) -> str:

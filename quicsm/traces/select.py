@@ -6,10 +6,17 @@ importing the statistics stack (scipy).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
 from quicsm.errors import InputError
 from quicsm.traces.events import Trace
 
-__all__ = ["Selector", "label_value", "parse_selector", "selector_text", "trace_matches"]
+if TYPE_CHECKING:
+    from quicsm.traces.columnar import TraceColumns
+
+__all__ = ["Kept", "Selector", "keep_traces", "label_value", "parse_selector", "selector_text", "trace_matches"]
 
 Selector = dict[str, str]
 """``{"client": "desktop"}``: every key must match (labels, or ``cc``/``implementation``/``version``)."""
@@ -42,3 +49,40 @@ def label_value(trace: Trace, key: str) -> str | None:
 
 def trace_matches(trace: Trace, sel: Selector) -> bool:
     return all(label_value(trace, k) == v for k, v in sel.items())
+
+
+@dataclass(slots=True)
+class Kept:
+    """What :func:`keep_traces` let through: whether any input trace had a transition (looked for
+    before ``--where``, as every verb does), how many traces were kept, and their controllers."""
+
+    transitions: bool = False
+    kept: int = 0
+    ccs: set[str] = field(default_factory=set)
+
+    def merge(self, other: Kept) -> None:
+        self.transitions = self.transitions or other.transitions
+        self.kept += other.kept
+        self.ccs |= other.ccs
+
+
+def keep_traces(
+    items: Iterable[Trace | TraceColumns], where: Selector | None, tally: Kept
+) -> Iterator[Trace | TraceColumns]:
+    """Non-empty traces (objects, or column batches) that match ``where``, counted in ``tally``."""
+    for item in items:
+        if isinstance(item, Trace):
+            if not item.events:
+                continue
+            tally.transitions = tally.transitions or any(True for _ in item.transitions())
+            if where and not trace_matches(item, where):
+                continue
+            tally.ccs.add(item.cc)
+            tally.kept += 1
+        else:
+            tally.transitions = tally.transitions or bool((item.events.kind == 0).any())
+            if where:
+                item = item.select([trace_matches(item.shell(i), where) for i in range(len(item))])
+            tally.ccs.update(item.ccs)
+            tally.kept += len(item)
+        yield item

@@ -106,6 +106,42 @@ def test_dask_parse_writes_the_same_traces(tmp_path: Path, scheduler: str) -> No
     assert b'"id":"a/s0.log:' in local and b'"id":"b/s0.log:' in local
 
 
+def test_dask_parse_to_a_store_builds_row_groups_on_workers(tmp_path: Path, scheduler: str) -> None:
+    """``parse --dask -o x.parquet``: each file's row groups are made on a worker (columns for logs and
+    stores, objects for qlogs) and written in input order; the store holds the local run's traces, the
+    summary line and the selectors agree, and a failing file leaves no store behind."""
+    from fleet_fixtures import fleet_lines
+
+    from quicsm.traces.store import read_traces
+
+    root = Path(__file__).resolve().parents[2] / "tests" / "data"
+    qlogs = sorted(str(p) for p in root.rglob("*.sqlog.gz"))[:1]
+    assert qlogs
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+        for i in range(2):
+            (tmp_path / d / f"s{i}.log").write_text("".join(line + "\n" for line in fleet_lines(20, i + ord(d))))
+    first = tmp_path / "first.parquet"
+    assert _run(["parse", str(tmp_path / "a"), "-o", str(first), "-q", "--label", "client=mobile"])[0] == 0
+    inputs = [str(tmp_path / "a"), *qlogs, str(first), str(tmp_path / "b")]
+    for extra in ([], ["--where", "cc=cubic"], ["--label", "client=desktop"]):
+        local, remote = tmp_path / "local.parquet", tmp_path / "dask.parquet"
+        code, out_local = _run(["parse", *inputs, "-o", str(local), *extra])
+        assert code == 0, out_local
+        code, out = _run(["parse", *inputs, "-o", str(remote), "--dask", scheduler, *extra])
+        assert code == 0, out
+        got, want = read_traces(str(remote)), read_traces(str(local))
+        assert len(want) > 40 and got == want
+        assert out_local.splitlines()[0] == out.splitlines()[0]  # the parse summary
+    bad = tmp_path / "b" / "s1.log"
+    bad.write_text(bad.read_text() + "QUICSM v=1 conn=0x9 t_us=oops cc=cubic to=SlowStart\n")
+    remote.unlink()
+    code, out = _run(["parse", *inputs, "-o", str(remote), "--strict", "--dask", scheduler])
+    assert code != 0 and f"{bad}:" in out and "Traceback" not in out and not remote.exists(), out
+    code, out = _run(["parse", *inputs, "-o", str(remote), "--where", "cc=nope", "--dask", scheduler])
+    assert code != 0 and "no trace matches" in out and not remote.exists(), out
+
+
 def test_dask_compare_json_is_identical(tmp_path: Path, scheduler: str) -> None:
     from fleet_fixtures import fleet_lines
 
