@@ -5,7 +5,7 @@ bench_parse.py) under a temporary directory, then times, in one run and against 
 
 * ``grep -c QUICSM`` over all files (the baseline; ratios are throughput relative to it),
 * ``quicsm parse DIR -o x.parquet`` and ``quicsm infer x.parquet`` (reading the store back),
-* ``quicsm diagram DIR`` in one process, and with ``--dask local:N``,
+* ``quicsm diagram DIR`` in one process, and ``parse`` and ``diagram`` with ``--dask local:N``,
 
 each ``--repeat`` times (best kept), with the child's peak RSS and the load average; then the reading
 stage alone (raw logs, and the store, reduced to the summary inference reads, in one child process
@@ -87,6 +87,16 @@ def main() -> None:
         "quicsm diagram x.parquet": [*q, "diagram", store, "-o", os.path.join(work, "d3.svg"), "-q"],
     }
     if args.workers:
+        cases[f"quicsm parse --dask local:{args.workers}"] = [
+            *q,
+            "parse",
+            logs,
+            "-o",
+            os.path.join(work, "x2.parquet"),
+            "-q",
+            "--dask",
+            f"local:{args.workers}",
+        ]
         cases[f"quicsm diagram --dask local:{args.workers}"] = [
             *q,
             "diagram",
@@ -118,8 +128,10 @@ def main() -> None:
         f"store {stored:.2f} s: {raw / stored:.2f}x faster"
     )
     if args.workers:
-        local, dask = best["quicsm diagram"][0], best[f"quicsm diagram --dask local:{args.workers}"][0]
-        print(f"dask speed-up over one process: {local / dask:.2f}x")
+        for verb in ("parse", "diagram"):
+            local = best["quicsm parse -o x.parquet" if verb == "parse" else "quicsm diagram"][0]
+            dask = best[f"quicsm {verb} --dask local:{args.workers}"][0]
+            print(f"dask speed-up over one process ({verb}): {local / dask:.2f}x")
     if not args.dir:
         shutil.rmtree(work)
 
