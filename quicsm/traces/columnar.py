@@ -373,9 +373,9 @@ class TraceColumns:
     def labels(self, view: StateView) -> tuple[np.ndarray, list[str]]:
         """Per row, the id of the state label ``view`` gives it (into the returned names)."""
         ev = self.events
-        width = len(ev.names) + 1
+        width = len(ev.names) + 1 if view.recovery else 1
         key = self.state.astype(np.int64) * width + ((ev.recovery.astype(np.int64) + 1) if view.recovery else 0)
-        uniq, inv = np.unique(key, return_inverse=True)
+        uniq, inv = unique_inverse(key)
         names: list[str] = []
         index: dict[str, int] = {}
         ids = np.empty(len(uniq), np.int64)
@@ -386,7 +386,21 @@ class TraceColumns:
             ids[j] = index.setdefault(label, len(index))  # states that look alike in this view share an id
             if ids[j] == len(names):
                 names.append(label)
-        return ids[inv.reshape(-1)], names
+        return ids[inv], names
+
+
+def unique_inverse(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(key, return_inverse=True)`` of int64 keys, by marking the keys present when their range
+    is small next to their number (state ids: no sort), else by sorting."""
+    if len(key):
+        lo, hi = int(key.min()), int(key.max())
+        if hi - lo <= 4 * len(key) + 4096:
+            at = key - lo
+            present = np.zeros(hi - lo + 1, bool)
+            present[at] = True
+            return np.flatnonzero(present) + lo, (np.cumsum(present) - 1)[at]
+    uniq, inv = np.unique(key, return_inverse=True)
+    return uniq, inv.reshape(-1)
 
 
 class TraceCutter:
@@ -648,18 +662,17 @@ def stay_arrays(tc: TraceColumns, view: StateView) -> StayArrays:
 def _prev_labels(tc: TraceColumns, view: StateView, rows: np.ndarray, names: list[str]) -> np.ndarray:
     """Label ids (added to ``names`` when new) of the ``from`` state of ``rows``, with their recovery."""
     ev = tc.events
-    out = np.empty(len(rows), np.int64)
+    width = len(ev.names) + 1
+    uniq, inv = unique_inverse(ev.prev[rows].astype(np.int64) * width + ev.recovery[rows] + 1)
     index = {n: i for i, n in enumerate(names)}
-    cache: dict[tuple[int, int], int] = {}
-    for j, (p, r) in enumerate(zip(ev.prev[rows].tolist(), ev.recovery[rows].tolist())):
-        hit = cache.get((p, r))
+    ids = np.empty(len(uniq), np.int64)
+    for j, k in enumerate(uniq.tolist()):  # once per distinct (from, recovery), not per trace
+        p, r = divmod(k, width)
+        rec = ev.names[r - 1] if r > 0 else None
+        name = view.label(TraceEvent(0, ev.names[p], recovery=rec))
+        hit = index.get(name)
         if hit is None:
-            rec = ev.names[r] if r >= 0 else None
-            name = view.label(TraceEvent(0, ev.names[p], recovery=rec))
-            hit = index.get(name)
-            if hit is None:
-                hit = index[name] = len(names)
-                names.append(name)
-            cache[(p, r)] = hit
-        out[j] = hit
-    return out
+            hit = index[name] = len(names)
+            names.append(name)
+        ids[j] = hit
+    return ids[inv]
