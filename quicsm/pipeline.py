@@ -63,13 +63,32 @@ def learn_stays(
     **opts: Any,
 ) -> AnnotatedModel:
     """:func:`learn` from each trace's states and stays (``traces`` give only metadata: their events may
-    be empty), and the number of events in all: the same model."""
+    be empty), and the number of events in all: the same model. The engine sees each distinct sequence
+    once, in order of first appearance (as :func:`learn_summary`), so its work follows the distinct
+    behaviour, not the number of connections."""
     started = time.perf_counter()
-    result = infer(traces, engine, view, sequences=sequences, **opts)
+    index: dict[tuple[str, ...], int] = {}
+    distinct: list[Sequence[str]] = []
+    counts: list[int] = []
+    totals: list[list[int]] = []
+    for seq, stays in zip(sequences, durations_us):
+        key = tuple(seq)
+        i = index.get(key)
+        if i is None:
+            index[key] = len(distinct)
+            distinct.append(seq)
+            counts.append(1)
+            totals.append(list(stays))
+        else:
+            counts[i] += 1
+            total = totals[i]
+            for j, d in enumerate(stays):
+                total[j] += d
+    result = infer(traces, engine, view, sequences=distinct, **opts)
     meta = describe_traces(traces)
     meta["inference_seconds"] = round(time.perf_counter() - started, 3)
     files = len({f for t in traces for f in t.sources})
-    return annotate_counts(result, [1] * len(traces), durations_us, events, files, meta=meta)
+    return annotate_counts(result, counts, totals, events, files, meta=meta)
 
 
 def learn_summary(summary: Summary, engine: str = "synoptic", **opts: Any) -> AnnotatedModel:

@@ -9,7 +9,7 @@ from fleet_fixtures import make_fleet_dir
 
 from quicsm.fleet import summarize_inputs
 from quicsm.fleet.summary import Summary
-from quicsm.pipeline import learn, learn_summary
+from quicsm.pipeline import learn, learn_stays, learn_summary
 from quicsm.traces import parse_inputs
 from quicsm.traces.events import StateView
 
@@ -30,6 +30,20 @@ def test_summary_model_equals_per_trace_model(fleet_dir: Path, engine: str, view
     assert summary.traces == len(traces) == 240
     assert len(summary.sequences) < summary.traces / 4  # bounded by distinct behaviour
     assert _model(learn_summary(summary, engine)) == _model(learn(traces, engine, view))
+
+
+@pytest.mark.parametrize("engine", ["synoptic", "ktails", "dfg"])
+def test_model_from_stays_folds_repeats_and_equals_per_trace_model(fleet_dir: Path, engine: str) -> None:
+    """compare learns from connection rows: repeated sequences are folded before the engine runs (the
+    fleet has 240 connections and far fewer distinct sequences) and the model is unchanged."""
+    view = StateView()
+    traces = parse_inputs([str(fleet_dir)]).traces
+    stays = [t.visits(view) for t in traces]
+    seqs = [[v.state for v in s] for s in stays]
+    assert len({tuple(s) for s in seqs}) < len(seqs) / 4
+    events = sum(len(t.events) for t in traces)
+    got = learn_stays(traces, seqs, [[v.duration_us for v in s] for s in stays], events, engine, view)
+    assert _model(got) == _model(learn(traces, engine, view))
 
 
 def test_merge_order_and_reports(fleet_dir: Path, tmp_path: Path) -> None:
