@@ -8,8 +8,8 @@ strings and the implementation member to be whole, the cuts are the top-level on
 parts gives what decoding the whole text gives. Three ways, fastest first, each falling back to the
 next on anything it does not handle:
 
-1. on the Arrow buffers with NumPy, when every owned string is plain (no escape) and one shared part
-   serves the whole batch (a store written by quicsm from logs);
+1. on the Arrow buffers with NumPy, when every owned string is plain (no escape), the shared parts
+   decoded once per run of equal ones (a store written by quicsm from logs: one run per input);
 2. text by text in Python, any owned strings, any number of shared parts;
 3. each text decoded whole (other tools, other key orders), which is also where errors are raised.
 """
@@ -152,23 +152,35 @@ def _split_buffers(values: Any, pick: np.ndarray) -> tuple[Owned, SharedMeta] | 
     content = _gather(data, a + 1, b - 1)
     if ((content == _QUOTE) | (content == _BACKSLASH) | (content < 32)).any():
         return None
-    # one shared part for the batch: every text's bytes from its implementation member on, minus its key
-    head0 = data[cuts[0, 1] + 2 : cuts[0, 2]]
-    rest0 = data[cuts[0, 3] : end[0]]
-    for lo, hi, same in ((cuts[:, 1] + 2, cuts[:, 2], head0), (cuts[:, 3], end, rest0)):
-        if ((hi - lo) != len(same)).any() or not has(lo, same.tobytes()):
-            return None
     try:
         strings = _strings(content, b - a - 2)
     except (pa.ArrowInvalid, UnicodeDecodeError):
         return None
     n = len(pick)
+    # the shared parts (from the implementation member on, minus the key): a text whose part equals the
+    # one before it joins its run, and each run's part is decoded once (a batch holds one part per input)
+    spans = [(cuts[:, 1] + 2, cuts[:, 2]), (cuts[:, 3], end)]  # implementation":V | ,"labels":...}
+    changed = np.ones(n, bool)
+    changed[1:] = False
+    for lo, hi in spans:
+        changed[1:] |= (hi - lo)[1:] != (hi - lo)[:-1]
+    for lo, hi in spans:
+        same = np.flatnonzero(~changed)
+        if len(same):
+            diff = _gather(data, lo[same], hi[same]) != _gather(data, lo[same - 1], hi[same - 1])
+            starts = np.cumsum(hi[same] - lo[same]) - (hi[same] - lo[same])
+            changed[same] = np.add.reduceat(diff, starts) > 0
+    runs = np.flatnonzero(changed)
     try:
-        head, rest = head0.tobytes().decode(), rest0.tobytes().decode()
+        heads = [data[lo:hi].tobytes().decode() for lo, hi in zip(spans[0][0][runs], spans[0][1][runs])]
+        rests = [data[lo:hi].tobytes().decode() for lo, hi in zip(spans[1][0][runs], spans[1][1][runs])]
     except UnicodeDecodeError:
         return None
+    shared: dict[str, int] = {}
+    per_run = [shared.setdefault(h + r, len(shared)) for h, r in zip(heads, rests)]
+    of = np.repeat(per_run, np.diff(np.append(runs, n))).tolist()
     owned = (strings[n : 2 * n], strings[2 * n :], strings[:n])
-    return _with_shared(owned, {head}, [head + rest], [0] * n)
+    return _with_shared(owned, set(heads), list(shared), of)
 
 
 def _gather(data: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
