@@ -413,18 +413,15 @@ class TraceCutter:
         """Per key (string id): traces started under it so far."""
         self.carry: EventColumns | None = None
 
-    def feed(self, batch: EventColumns) -> TraceColumns:
-        """The traces this batch finishes (closed, or their key started again)."""
+    def feed(self, batch: EventColumns, *, last: bool = False) -> TraceColumns:
+        """The traces this batch finishes (closed, or their key started again); with ``last`` (the file's
+        last batch) every trace, those still open after the ones that finished, in the order they opened:
+        one batch, one row group, for the end of a file."""
         ev = batch if self.carry is None else self.carry.then(batch)
         old = 0 if self.carry is None else len(self.carry)
-        return self._cut(ev, old, final=False)
-
-    def finish(self) -> TraceColumns | None:
-        """The connections still open at the end of the file, in the order they opened."""
-        if self.carry is None:
-            return None
-        ev, self.carry = self.carry, None
-        return self._cut(ev, len(ev), final=True)
+        if last:
+            self.carry = None
+        return self._cut(ev, old, final=last)
 
     def _cut(self, ev: EventColumns, old: int, final: bool) -> TraceColumns:
         n = len(ev)
@@ -567,11 +564,12 @@ def iter_trace_columns(
 ) -> Iterator[TraceColumns]:
     """One text log's traces as column batches, in the order the object path yields them."""
     cutter = TraceCutter(path, scope, meta, report)
-    for batch in iter_log_columns(stream, path, report, on_bytes, chunk=chunk, batch_rows=batch_rows):
-        yield cutter.feed(batch)
-    rest = cutter.finish()
-    if rest is not None:
-        yield rest
+    batches = iter_log_columns(stream, path, report, on_bytes, chunk=chunk, batch_rows=batch_rows)
+    batch = next(batches, None)
+    while batch is not None:  # one batch ahead, so the last one also closes the connections left open
+        following = next(batches, None)
+        yield cutter.feed(batch, last=following is None)
+        batch = following
 
 
 def _intern_name(ev: EventColumns, text: str) -> int:

@@ -81,9 +81,7 @@ def test_every_way_equals_whole_decoding(seed: int, monkeypatch: pytest.MonkeyPa
     plain = [_meta_json({**_random_meta(rng, i, PLAIN), **shared}) for i in range(300)]
     assert all("\\" not in t for t in plain)
     assert _read(plain) == _whole(plain) and _way(plain, monkeypatch) == 1
-    parts = [
-        {k: v for k, v in _random_meta(rng, j, PLAIN).items() if k not in ("id", "key", "cc")} for j in range(3)
-    ]
+    parts = [{k: v for k, v in _random_meta(rng, j, PLAIN).items() if k not in ("id", "key", "cc")} for j in range(3)]
     runs = [_meta_json({**_random_meta(rng, i, PLAIN), **parts[(i // 50) % 3]}) for i in range(300)]
     assert _read(runs) == _whole(runs) and _way(runs, monkeypatch) == 1  # a shared part per run of 50
     mixed = [_meta_json({**_random_meta(rng, i, PLAIN), **rng.choice(parts)}) for i in range(300)]
