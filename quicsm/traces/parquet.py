@@ -366,6 +366,8 @@ def _table_columns(table: Any, path: str) -> TraceColumns:
     trace_idx = _ints(cols["trace"].indices, -1)
     starts = np.flatnonzero(np.r_[True, trace_idx[1:] != trace_idx[:-1]]) if n else np.zeros(0, np.int64)
     meta_col = cols["trace_meta"]
+    if meta_col.null_count:  # the object reader cannot decode it either: refused alike
+        raise InputError(f"{path}: bad Parquet trace file (a trace without metadata: trace_meta is null)")
     ids_keys_ccs, stored = stored_meta(meta_col.dictionary, _ints(meta_col.indices, 0)[starts])
     real = kind >= 0  # "none" rows stand for empty traces: left out
     counts = np.add.reduceat(real.astype(np.int64), starts) if n else np.zeros(0, np.int64)

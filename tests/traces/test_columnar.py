@@ -243,6 +243,30 @@ def test_store_with_a_forged_trace_meta_is_refused_not_misaligned(tmp_path: Path
         list(parquet.read_parquet_columns(store))
 
 
+def test_store_with_a_null_trace_meta_is_refused_by_both_readers(tmp_path: Path) -> None:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from quicsm.errors import InputError
+    from quicsm.traces import parquet
+
+    traces, _ = object_path(crafted())
+    store = str(tmp_path / "x.parquet")
+    parquet.write_parquet(traces, store)
+    table = pq.read_table(store).combine_chunks()
+    meta = table.column("trace_meta").chunk(0)
+    nulls = np.zeros(len(meta), bool)
+    nulls[0] = True
+    holed = pa.DictionaryArray.from_arrays(pa.array(meta.indices.to_numpy(), pa.int32(), mask=nulls), meta.dictionary)
+    table = table.set_column(table.schema.get_field_index("trace_meta"), table.schema.field("trace_meta"), holed)
+    pq.write_table(table, store)
+    with pytest.raises(InputError, match="trace_meta is null"):
+        list(parquet.read_parquet_columns(store))
+    with pytest.raises(InputError, match="bad Parquet trace file"):
+        list(parquet.read_parquet(store))
+
+
 @pytest.mark.parametrize("group_rows", [1, 3, 7])
 def test_store_whose_row_groups_split_traces_reads_back_whole_traces(tmp_path: Path, group_rows: int) -> None:
     """quicsm ends row groups at trace boundaries; stores rewritten by other tools may not."""
