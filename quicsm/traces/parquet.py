@@ -273,7 +273,9 @@ def _read_parquet(path: str) -> Iterator[Trace]:
     pf = _open_store(path)
     cur: Trace | None = None
     for g in range(pf.num_row_groups):
-        rows = pf.read_row_group(g).to_pydict()
+        table = pf.read_row_group(g)
+        _refuse_nulls(table, path)
+        rows = table.to_pydict()
         for i in range(len(rows["t_us"])):
             tid = rows["trace"][i]
             if cur is None or cur.id != tid:
@@ -282,6 +284,8 @@ def _read_parquet(path: str) -> Iterator[Trace]:
                 cur = shell(json.loads(rows["trace_meta"][i]))
             if rows["kind"][i] == "none":
                 continue
+            if rows["state"][i] is None:
+                raise InputError(f"{path}: bad Parquet trace file (an event without a state)")
             extra = rows["extra"][i]
             cur.events.append(
                 TraceEvent(
@@ -335,6 +339,14 @@ def _read_parquet_columns(path: str, columns: list[str] | None) -> Iterator[Trac
         pa.default_memory_pool().release_unused()  # the allocator keeps freed groups otherwise (RSS)
 
 
+def _refuse_nulls(table: Any, path: str) -> None:
+    """Columns every row has, in a store quicsm wrote: a damaged or foreign one is refused, by both
+    readers alike, rather than read with invented values (a time of 0, an empty state)."""
+    for name in ("trace", "trace_meta", "t_us", "kind"):
+        if name in table.column_names and table.column(name).null_count:
+            raise InputError(f"{path}: bad Parquet trace file (a row without {name})")
+
+
 def _trace_at(table: Any, row: int) -> Any:
     return table.column("trace")[row].as_py()
 
@@ -365,9 +377,8 @@ def _table_columns(table: Any, path: str) -> TraceColumns:
         raise InputError(f"{path}: bad Parquet trace file (unknown event kind in {kind_names})")
     trace_idx = _ints(cols["trace"].indices, -1)
     starts = np.flatnonzero(np.r_[True, trace_idx[1:] != trace_idx[:-1]]) if n else np.zeros(0, np.int64)
+    _refuse_nulls(table, path)
     meta_col = cols["trace_meta"]
-    if meta_col.null_count:  # the object reader cannot decode it either: refused alike
-        raise InputError(f"{path}: bad Parquet trace file (a trace without metadata: trace_meta is null)")
     ids_keys_ccs, stored = stored_meta(meta_col.dictionary, _ints(meta_col.indices, 0)[starts])
     real = kind >= 0  # "none" rows stand for empty traces: left out
     counts = np.add.reduceat(real.astype(np.int64), starts) if n else np.zeros(0, np.int64)
@@ -385,6 +396,8 @@ def _table_columns(table: Any, path: str) -> TraceColumns:
                 extra[r] = tuple((k, v) for k, v in json.loads(text))
     zeros = np.zeros(n, np.int32)
     state = ids("state")
+    if ((state < 0) & (kind >= 0)).any():  # only the placeholder rows of empty traces have none
+        raise InputError(f"{path}: bad Parquet trace file (an event without a state)")
     ev = EventColumns(
         line=np.zeros(n, np.int64),
         conn=zeros,

@@ -243,7 +243,20 @@ def test_store_with_a_forged_trace_meta_is_refused_not_misaligned(tmp_path: Path
         list(parquet.read_parquet_columns(store))
 
 
-def test_store_with_a_null_trace_meta_is_refused_by_both_readers(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("column", "reason"),
+    [
+        ("trace", "a row without trace"),
+        ("trace_meta", "a row without trace_meta"),
+        ("t_us", "a row without t_us"),
+        ("kind", "a row without kind"),
+        ("state", "an event without a state"),
+    ],
+)
+def test_store_with_a_null_where_every_row_has_a_value_is_refused_by_both_readers(
+    tmp_path: Path, column: str, reason: str
+) -> None:
+    """Both readers used to invent values (entry 0's metadata, a time of 0, an empty state) or disagree."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -255,16 +268,19 @@ def test_store_with_a_null_trace_meta_is_refused_by_both_readers(tmp_path: Path)
     store = str(tmp_path / "x.parquet")
     parquet.write_parquet(traces, store)
     table = pq.read_table(store).combine_chunks()
-    meta = table.column("trace_meta").chunk(0)
-    nulls = np.zeros(len(meta), bool)
-    nulls[0] = True
-    holed = pa.DictionaryArray.from_arrays(pa.array(meta.indices.to_numpy(), pa.int32(), mask=nulls), meta.dictionary)
-    table = table.set_column(table.schema.get_field_index("trace_meta"), table.schema.field("trace_meta"), holed)
+    col = table.column(column).chunk(0)
+    nulls = np.zeros(len(col), bool)
+    nulls[1] = True
+    if pa.types.is_dictionary(col.type):
+        indices = pa.array(col.indices.to_numpy(zero_copy_only=False), col.type.index_type, mask=nulls)
+        holed = pa.DictionaryArray.from_arrays(indices, col.dictionary)
+    else:
+        holed = pa.array(col.to_numpy(zero_copy_only=False), col.type, mask=nulls)
+    table = table.set_column(table.schema.get_field_index(column), table.schema.field(column), holed)
     pq.write_table(table, store)
-    with pytest.raises(InputError, match="trace_meta is null"):
-        list(parquet.read_parquet_columns(store))
-    with pytest.raises(InputError, match="bad Parquet trace file"):
-        list(parquet.read_parquet(store))
+    for read in (parquet.read_parquet_columns, parquet.read_parquet):
+        with pytest.raises(InputError, match=reason):
+            list(read(store))
 
 
 @pytest.mark.parametrize("group_rows", [1, 3, 7])
