@@ -132,8 +132,8 @@ def _split_buffers(values: Any, pick: np.ndarray) -> tuple[Owned, SharedMeta] | 
     if (first + 4 > len(pairs)).any():
         return None
     cuts = pairs[first[:, None] + np.arange(4)]  # increasing, from the text's start on
-    if (cuts[:, 3] >= end).any():
-        return None  # a text with fewer than four cuts (a last key, other layouts): way 2
+    if (cuts[:, 3] >= end).any() or (cuts[:, 2] + 7 > cuts[:, 3]).any() or (cuts[:, 0] + 6 > cuts[:, 1]).any():
+        return None  # fewer than four cuts (a last key, other layouts), or no room for a mark: way 2
 
     def has(at: np.ndarray, mark: bytes) -> bool:
         return bool((data[at[:, None] + np.arange(len(mark))] == np.frombuffer(mark, np.uint8)).all())
