@@ -45,8 +45,9 @@ def load_summary(kw: dict[str, Any], view: StateView) -> Summary:
     return summary
 
 
-def load_dask_inputs(kw: dict[str, Any], dask: str) -> ParseResult:
-    """:func:`quicsm.cli.options.load_inputs` with one Dask task per input file (same traces, same order)."""
+def load_dask_inputs(kw: dict[str, Any], dask: str | None) -> ParseResult:
+    """:func:`quicsm.cli.options.load_inputs` with one Dask task per input file (same traces, same order);
+    ``dask`` None reads the files one by one here, as workers would (inputs that are URLs)."""
     from quicsm.cli.options import echo_parse_summary, no_trace_matches, pop_parse_options
     from quicsm.fleet.run import parse_files
     from quicsm.traces.select import trace_matches

@@ -10,6 +10,7 @@ import click
 
 from quicsm.cli.dask_options import close_dask, dask_option, load_dask_inputs
 from quicsm.cli.options import echo_parse_summary, input_options, load_inputs, no_trace_matches, pop_parse_options
+from quicsm.fleet.sources import is_url
 from quicsm.traces import write_traces
 from quicsm.traces.events import Trace
 
@@ -39,10 +40,11 @@ def parse(output: str, report_path: str | None, **kw: Any) -> None:
       quicsm parse server1.log server2.log.gz --label client=mobile -o mobile.parquet
     """
     dask = kw.pop("dask")
+    urls = any(is_url(p) for p in kw["inputs"])  # read file by file as on Dask workers, here
     if output.lower().endswith(".parquet"):
-        n, report = _parse_to_parquet(kw, output, dask)
+        n, report = _parse_to_parquet(kw, output, dask, urls)
     else:
-        result = load_dask_inputs(kw, dask) if dask else load_inputs(kw)
+        result = load_dask_inputs(kw, dask) if dask or urls else load_inputs(kw)
         n = write_traces(result.traces, output)
         report = result.report
     if report_path:
@@ -54,7 +56,7 @@ def parse(output: str, report_path: str | None, **kw: Any) -> None:
         click.echo(f"wrote {n} trace(s) to {output}", err=True)
 
 
-def _parse_to_parquet(kw: dict[str, Any], output: str, dask: str | None) -> tuple[int, ParseReport]:
+def _parse_to_parquet(kw: dict[str, Any], output: str, dask: str | None, urls: bool) -> tuple[int, ParseReport]:
     """Logs straight into the Parquet store as column batches, streamed: no object per event, memory
     bounded by one batch and the open connections. Same traces and order as the object path. With
     ``dask``, each file's row groups are built on a worker and written here in input order."""
@@ -70,7 +72,7 @@ def _parse_to_parquet(kw: dict[str, Any], output: str, dask: str | None) -> tupl
     tally = Kept()
 
     def stream(on_bytes: Any) -> Iterator[Trace | TraceColumns | StoreBatch]:
-        if dask:
+        if dask or urls:
             from quicsm.fleet.run import store_files
 
             yield from store_files(

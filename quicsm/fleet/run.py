@@ -284,30 +284,53 @@ class StoredFile:
 
 def store_file(task: FileTask) -> StoredFile | Failure:
     from quicsm.traces.parquet import store_batches
-    from quicsm.traces.select import Kept, keep_traces
+    from quicsm.traces.select import Kept
 
     report = ParseReport(strict=task.strict)
 
     def work() -> StoredFile:
         tally = Kept()
-        columns = _columnar_source(task, report, metrics=True)
-        items: Iterable[Trace | TraceColumns] = columns if columns is not None else iter_file_traces(task, report)
-        batches = store_batches(keep_traces(items, task.where or None, tally))
-        return StoredFile(batches, report, tally)
+        return StoredFile(store_batches(_kept_items(task, report, tally)), report, tally)
 
     return _attempt(task.path, work)
 
 
+def _kept_items(task: FileTask, report: ParseReport, tally: Kept) -> Iterator[Trace | TraceColumns]:
+    """One input's non-empty traces that ``task.where`` keeps: column batches where the columnar path
+    reads it (text logs, local or URLs; stores), else objects."""
+    from quicsm.traces.select import keep_traces
+
+    columns = _columnar_source(task, report, metrics=True)
+    items: Iterable[Trace | TraceColumns] = columns if columns is not None else iter_file_traces(task, report)
+    yield from keep_traces(items, task.where or None, tally)
+
+
 def store_files(
-    paths: Sequence[str], *, dask: str, report: ParseReport, tally: Kept, progress: bool = False, **fields: Any
-) -> Iterator[StoreBatch]:
-    """:func:`store_file` over every input, one Dask task per file: the row groups in input order, each
-    file's fetched when the writer reaches it (the client holds one file's, whatever the fleet's size).
-    ``report`` and ``tally`` fill as files arrive; a failed file raises when reached. ``fields``: labels,
-    implementation, version, cc, strict, where (as :class:`FileTask`)."""
+    paths: Sequence[str],
+    *,
+    dask: str | None,
+    report: ParseReport,
+    tally: Kept,
+    progress: bool = False,
+    **fields: Any,
+) -> Iterator[StoreBatch | Trace | TraceColumns]:
+    """What ``parse -o x.parquet`` writes, one input after the other. With ``dask``, :func:`store_file`
+    over every input, one task per file: the row groups in input order, each file's fetched when the
+    writer reaches it (the client holds one file's, whatever the fleet's size). Without, the inputs are
+    read here, streamed batch by batch (the verbs that read only local paths hand URLs to this).
+    ``report`` and ``tally`` fill as files arrive; a failed file raises when reached. ``fields``:
+    labels, implementation, version, cc, strict, where (as :class:`FileTask`)."""
+    tasks = _file_tasks(paths, **fields)
+    if dask is None:
+        for task in tasks:
+            try:
+                yield from _kept_items(task, report, tally)
+            except (OSError, EOFError) as exc:
+                raise InputError(f"{task.path}: cannot read ({exc})") from None
+        return
     from quicsm.fleet.cluster import iter_tasks
 
-    for r in iter_tasks(dask, store_file, _file_tasks(paths, **fields), progress=progress):
+    for r in iter_tasks(dask, store_file, tasks, progress=progress):
         if isinstance(r, Failure):
             r.raise_()
         assert not isinstance(r, Failure)
@@ -376,7 +399,7 @@ def file_traces(task: FileTask, ids: set[str]) -> Iterator[Trace]:
 def parse_files(
     paths: Sequence[str],
     *,
-    dask: str,
+    dask: str | None,
     labels: dict[str, str] | None = None,
     implementation: str | None = None,
     version: str | None = None,
@@ -384,14 +407,16 @@ def parse_files(
     strict: bool = False,
     progress: bool = False,
 ) -> ParseResult:
-    """:func:`quicsm.traces.parse_inputs` with one Dask task per file; the same traces in the same order."""
+    """:func:`quicsm.traces.parse_inputs` with one Dask task per file (``dask``), or file by file here
+    (``dask`` None: inputs ``parse_inputs`` cannot read, such as URLs); the same traces in the same order."""
     from quicsm.fleet.cluster import run_tasks
     from quicsm.traces.parse import ParseResult
 
     tasks = _file_tasks(paths, labels=labels, implementation=implementation, version=version, cc=cc, strict=strict)
     report = ParseReport(strict=strict)
     traces: list[Trace] = []
-    for r in run_tasks(dask, parse_file, tasks, progress=progress):
+    results = run_tasks(dask, parse_file, tasks, progress=progress) if dask else map(parse_file, tasks)
+    for r in results:
         if isinstance(r, Failure):
             r.raise_()
         assert not isinstance(r, Failure)

@@ -89,3 +89,32 @@ def test_s3_missing_and_corrupt_objects(s3_endpoint: str, fleet_dir: Path, tmp_p
     out = tmp_path / "strict.json"
     res = CliRunner().invoke(cli, ["infer", "s3://logs/fleet/*.log.gz", "--strict", "-o", str(out)])
     assert res.exit_code != 0 and "s3://logs/fleet/cut.log.gz:" in res.output and not out.exists()
+
+
+def test_s3_parse_to_a_store_locally_and_on_dask(s3_endpoint: str, fleet_dir: Path, tmp_path: Path) -> None:
+    """``parse s3://...``: the objects are streamed into a store, in this process and on Dask workers
+    alike, and into JSON Lines, with the traces a local directory gives (ids scoped by file name)."""
+    from quicsm.traces.store import read_traces
+
+    _upload(s3_endpoint, fleet_dir)
+    want = tmp_path / "local.parquet"
+    res = CliRunner().invoke(cli, ["parse", str(fleet_dir), "-o", str(want), "-q"])
+    assert res.exit_code == 0, res.output
+
+    def rows(path: Path) -> list[tuple[object, ...]]:
+        return [(t.id, t.cc, tuple(t.events)) for t in read_traces(str(path))]
+
+    expected = rows(want)
+    assert len(expected) == 240
+    for extra in ([], ["--dask", "local:2"]):
+        got = tmp_path / f"s3{len(extra)}.parquet"
+        res = CliRunner().invoke(cli, ["parse", "s3://logs/fleet/server*", "-o", str(got), "-q", *extra])
+        assert res.exit_code == 0, res.output
+        assert rows(got) == expected
+        assert {s for t in read_traces(str(got)) for s in t.sources} <= {
+            f"s3://logs/fleet/{p.name}" for p in fleet_dir.iterdir()
+        }
+    jsonl = tmp_path / "s3.jsonl"  # the object path, also without Dask
+    res = CliRunner().invoke(cli, ["parse", "s3://logs/fleet/server*", "-o", str(jsonl), "-q"])
+    assert res.exit_code == 0, res.output
+    assert rows(jsonl) == expected
