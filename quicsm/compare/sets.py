@@ -34,8 +34,13 @@ __all__ = [
     "trace_matches",
 ]
 
-expand_inputs = expand_input
-"""One set argument -> its files: the same expansion every verb uses (:func:`quicsm.traces.parse.expand_input`)."""
+
+def expand_inputs(arg: str) -> list[str]:
+    """One set argument -> its files: local paths as every verb expands them
+    (:func:`quicsm.traces.parse.expand_input`), URL globs (``s3://bucket/a/*``) through fsspec."""
+    from quicsm.fleet.sources import expand_sources, is_url
+
+    return expand_sources([arg]) if is_url(arg) else expand_input(arg)
 
 
 Fetch = Callable[[Sequence[Connection]], list[Trace]]
@@ -131,10 +136,11 @@ def load_pool(
     the same error when no input has a transition. ``metrics``: read a store's metrics too (to know which
     connections have cwnd samples). ``dask``: one task per file, the workers return rows, not traces.
     ``strict``: the first problem record is an error (``file:line: reason``), as for the other verbs."""
+    from quicsm.fleet.sources import is_url
     from quicsm.traces.parse import _scopes, iter_trace_batches, no_transitions
     from quicsm.traces.parse import expand_inputs as expand_all
 
-    if dask:
+    if dask or any(is_url(p) for p in paths):  # URLs are read file by file as workers read them
         from quicsm.fleet.run import connections_files
         from quicsm.fleet.sources import expand_sources
 

@@ -359,13 +359,14 @@ def connections_file(task: FileTask, metrics: bool = False) -> tuple[list[Connec
 def connections_files(
     paths: Sequence[str],
     *,
-    dask: str,
+    dask: str | None,
     view: StateView,
     metrics: bool = False,
     progress: bool = False,
     strict: bool = False,
 ) -> tuple[list[Connection], ParseReport]:
-    """:func:`connections_file` over every input, one Dask task per file; rows in input order."""
+    """:func:`connections_file` over every input, one Dask task per file (``dask``) or file by file here
+    (``dask`` None: inputs that are URLs); rows in input order."""
     from functools import partial
 
     from quicsm.fleet.cluster import run_tasks
@@ -373,7 +374,8 @@ def connections_files(
     tasks = _file_tasks(paths, view, strict=strict)
     report = ParseReport(strict=strict)
     rows: list[Connection] = []
-    for r in run_tasks(dask, partial(connections_file, metrics=metrics), tasks, progress=progress):
+    one = partial(connections_file, metrics=metrics)
+    for r in run_tasks(dask, one, tasks, progress=progress) if dask else map(one, tasks):
         if isinstance(r, Failure):
             r.raise_()
         assert not isinstance(r, Failure)

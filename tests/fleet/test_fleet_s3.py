@@ -118,3 +118,36 @@ def test_s3_parse_to_a_store_locally_and_on_dask(s3_endpoint: str, fleet_dir: Pa
     res = CliRunner().invoke(cli, ["parse", "s3://logs/fleet/server*", "-o", str(jsonl), "-q"])
     assert res.exit_code == 0, res.output
     assert rows(jsonl) == expected
+
+
+def test_s3_compare_without_dask_equals_local_sets(s3_endpoint: str, fleet_dir: Path, tmp_path: Path) -> None:
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=s3_endpoint)
+    s3.create_bucket(Bucket="logs")
+    files = sorted(p for p in fleet_dir.iterdir() if p.is_file())
+    halves = {"a": files[: len(files) // 2], "b": files[len(files) // 2 :]}
+    for name, part in halves.items():
+        (tmp_path / name).mkdir()
+        for p in part:
+            (tmp_path / name / p.name).write_bytes(p.read_bytes())
+            s3.put_object(Bucket="logs", Key=f"{name}/{p.name}", Body=p.read_bytes())
+    local, remote = tmp_path / "local.json", tmp_path / "s3.json"
+    names = ["--name", "a", "--name", "b"]
+    res = CliRunner().invoke(
+        cli, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), *names, "--format", "json", "-o", str(local)]
+    )
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(
+        cli, ["compare", "s3://logs/a/*", "s3://logs/b/*", *names, "--format", "json", "-o", str(remote)]
+    )
+    assert res.exit_code == 0, res.output
+
+    def report(path: Path) -> dict:
+        d = json.loads(path.read_text())
+        for s in d["sets"]:  # where the files were, and so the traces' ids' scopes
+            s.pop("origin")
+            s.pop("sources")
+        return d
+
+    assert report(local)["sets"][0]["connections"] > 0 and report(local) == report(remote)
