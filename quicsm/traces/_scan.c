@@ -238,10 +238,25 @@ typedef struct { const char *a; Py_ssize_t n; int id; } Slot;
 enum { SEEN_SLOTS = 1 << 13, SEEN_MAX = SEEN_SLOTS / 4 * 3 };
 typedef struct { Slot *slot; int used; } Seen;
 
+/* Eight bytes per multiply (a byte-wise FNV-1a was a third of the scan: one dependent multiply per byte
+ * of every key), then a final mix so the low bits that pick the slot depend on every byte. Slots are
+ * always confirmed by length and memcmp, so the hash only spreads them. */
 static size_t span_hash(const char *a, Py_ssize_t n) {
-    size_t h = 1469598103934665603ULL;  /* FNV-1a */
-    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (unsigned char)a[i]) * 1099511628211ULL;
-    return h;
+    unsigned long long h = 0x9E3779B97F4A7C15ULL ^ (unsigned long long)n, w;
+    for (; n >= 8; a += 8, n -= 8) {
+        memcpy(&w, a, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
+        h ^= h >> 32;
+    }
+    if (n) {
+        w = 0;
+        for (Py_ssize_t i = 0; i < n; i++) w |= (unsigned long long)(unsigned char)a[i] << (8 * i);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
+    }
+    h ^= h >> 29;
+    h *= 0xC4CEB9FE1A85EC53ULL;
+    h ^= h >> 32;
+    return (size_t)h;
 }
 
 static int intern(PyObject *table, PyObject *names, const char *a, const char *b, Seen *seen) {
