@@ -14,6 +14,7 @@ from collections import Counter
 import numpy as np
 
 from quicsm.inference.packed import CHUNK, EncodedLog, count_pairs
+from quicsm.traces.distinct import distinct_sorted
 
 __all__ = ["PartitionGraph"]
 
@@ -147,10 +148,7 @@ class PartitionGraph:
         dst = dst.copy()
         dst[inner] = side[inner_next]
         keys = np.concatenate([side[at] * width + dst, came_src * width + side[came]])
-        if width * width <= 4 * len(keys) + 4096:
-            pairs = np.flatnonzero(np.bincount(keys, minlength=width * width))
-        else:
-            pairs = np.unique(keys)
+        pairs = distinct_sorted(keys)
         out: list[list[int]] = [[] for _ in range(width)]
         for s, d in self.edges:
             if s != p and d != p:

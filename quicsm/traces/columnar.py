@@ -20,7 +20,7 @@ import numpy as np
 
 from quicsm.traces.builder import TraceMeta
 from quicsm.traces.contract import TAG_BYTES, ContractError, parse_payload
-from quicsm.traces.distinct import PackedSequences
+from quicsm.traces.distinct import PackedSequences, unique_inverse
 from quicsm.traces.events import EVENT_KINDS, METRIC_FIELDS, StateView, Trace, TraceEvent
 from quicsm.traces.logscan import ScanState, scan_windows
 from quicsm.traces.report import ParseReport
@@ -387,20 +387,6 @@ class TraceColumns:
             if ids[j] == len(names):
                 names.append(label)
         return ids[inv], names
-
-
-def unique_inverse(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(key, return_inverse=True)`` of int64 keys, by marking the keys present when their range
-    is small next to their number (state ids: no sort), else by sorting."""
-    if len(key):
-        lo, hi = int(key.min()), int(key.max())
-        if hi - lo <= 4 * len(key) + 4096:
-            at = key - lo
-            present = np.zeros(hi - lo + 1, bool)
-            present[at] = True
-            return np.flatnonzero(present) + lo, (np.cumsum(present) - 1)[at]
-    uniq, inv = np.unique(key, return_inverse=True)
-    return uniq, inv.reshape(-1)
 
 
 class TraceCutter:
