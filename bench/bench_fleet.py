@@ -87,26 +87,17 @@ def main() -> None:
         "quicsm diagram x.parquet": [*q, "diagram", store, "-o", os.path.join(work, "d3.svg"), "-q"],
     }
     if args.workers:
-        cases[f"quicsm parse --dask local:{args.workers}"] = [
-            *q,
-            "parse",
-            logs,
-            "-o",
-            os.path.join(work, "x2.parquet"),
-            "-q",
-            "--dask",
-            f"local:{args.workers}",
-        ]
-        cases[f"quicsm diagram --dask local:{args.workers}"] = [
-            *q,
-            "diagram",
-            logs,
-            "-o",
-            os.path.join(work, "d2.dot"),
-            "-q",
-            "--dask",
-            f"local:{args.workers}",
-        ]
+        for verb, out in (("parse", "x2.parquet"), ("diagram", "d2.dot")):
+            cases[f"quicsm {verb} --dask local:{args.workers}"] = [
+                *q,
+                verb,
+                logs,
+                "-o",
+                os.path.join(work, out),
+                "-q",
+                "--dask",
+                f"local:{args.workers}",
+            ]
     best: dict[str, tuple[float, float]] = {}
     for _ in range(args.repeat):
         for name, cmd in cases.items():

@@ -15,7 +15,6 @@ from quicsm.compare.stays import Connection, connection, connections
 from quicsm.errors import InputError
 from quicsm.traces import parse_inputs
 from quicsm.traces.events import StateView, Trace
-from quicsm.traces.parse import expand_input
 from quicsm.traces.report import ParseReport
 from quicsm.traces.select import Selector, label_value, parse_selector, selector_text, trace_matches
 
@@ -38,9 +37,9 @@ __all__ = [
 def expand_inputs(arg: str) -> list[str]:
     """One set argument -> its files: local paths as every verb expands them
     (:func:`quicsm.traces.parse.expand_input`), URL globs (``s3://bucket/a/*``) through fsspec."""
-    from quicsm.fleet.sources import expand_sources, is_url
+    from quicsm.fleet.sources import expand_sources
 
-    return expand_sources([arg]) if is_url(arg) else expand_input(arg)
+    return expand_sources([arg])
 
 
 Fetch = Callable[[Sequence[Connection]], list[Trace]]

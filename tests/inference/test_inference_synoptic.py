@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import given, settings
@@ -12,6 +13,10 @@ from inference_oracles import brute_invariants, check_paths, holds_on_model
 from quicsm.inference import infer, infer_sequences
 from quicsm.inference.annotate import annotate
 from quicsm.traces.events import Trace, TraceEvent
+
+if TYPE_CHECKING:
+    from quicsm.inference.invariants import InvariantSet
+    from quicsm.inference.model import Model
 
 TRACES = st.lists(st.lists(st.sampled_from("abcd"), max_size=7), min_size=1, max_size=6).filter(any)
 
@@ -122,6 +127,18 @@ def test_negative_k_is_refused() -> None:
         infer_sequences([["a"]], "synoptic", k=-1)
 
 
+def _coarser_model(seqs: list[list[str]], k: int) -> tuple[InvariantSet, Model, list[int]]:
+    """The invariants mined from ``seqs``, a k-Tails model of them (coarser than Synoptic's, so it breaks
+    some), and each model node's event type as the invariants number them."""
+    from quicsm.inference.invariants import mine_encoded
+    from quicsm.inference.packed import encode_sequences
+
+    inv = mine_encoded(encode_sequences(seqs))
+    model = infer_sequences(seqs, "ktails", k=k).model
+    code = {name: i for i, name in enumerate(inv.labels)}
+    return inv, model, [code[n.state] for n in model.nodes]
+
+
 @settings(max_examples=150, deadline=None)
 @given(TRACES, st.integers(1, 3))
 def test_checker_agrees_with_brute_force_on_coarser_models(seqs: list[list[str]], k: int) -> None:
@@ -129,16 +146,12 @@ def test_checker_agrees_with_brute_force_on_coarser_models(seqs: list[list[str]]
     import numpy as np
 
     from quicsm.inference.checker import violated
-    from quicsm.inference.invariants import mine_encoded
-    from quicsm.inference.packed import encode_sequences
 
-    inv = mine_encoded(encode_sequences(seqs))
-    model = infer_sequences(seqs, "ktails", k=k).model
-    code = {name: i for i, name in enumerate(inv.labels)}
+    inv, model, types = _coarser_model(seqs, k)
     adj = np.zeros((len(model.nodes), len(model.nodes)), dtype=bool)
     for e in model.edges:
         adj[e.src, e.dst] = True
-    ptype = np.array([code[n.state] for n in model.nodes])
+    ptype = np.array(types)
     got = {f"{inv.labels[a]} {kind} {inv.labels[b]}" for kind, a, b in violated(adj, ptype, inv)}
     want = {f"{i.first} {i.kind} {i.second}" for i in brute_invariants(seqs) if not holds_on_model(model, i)}
     assert got == want
@@ -149,13 +162,9 @@ def test_checker_agrees_with_brute_force_on_coarser_models(seqs: list[list[str]]
 def test_synoptic_counterexample_finds_a_violation_exactly_when_one_exists(seqs: list[list[str]], k: int) -> None:
     """Synoptic's worklist checker against the breadth-first one: same verdict, and a real violating walk."""
     from quicsm.inference.checker import _step, counterexample, synoptic_counterexample
-    from quicsm.inference.invariants import KINDS, mine_encoded
-    from quicsm.inference.packed import encode_sequences
+    from quicsm.inference.invariants import KINDS
 
-    inv = mine_encoded(encode_sequences(seqs))
-    model = infer_sequences(seqs, "ktails", k=k).model
-    code = {name: i for i, name in enumerate(inv.labels)}
-    ptype = [code[n.state] for n in model.nodes]
+    inv, model, ptype = _coarser_model(seqs, k)
     succ: list[list[int]] = [[] for _ in model.nodes]
     for e in model.edges:
         succ[e.src].append(e.dst)
