@@ -63,51 +63,38 @@ def learn_stays(
     **opts: Any,
 ) -> AnnotatedModel:
     """:func:`learn` from each trace's states and stays (``traces`` give only metadata: their events may
-    be empty), and the number of events in all: the same model. The engine sees each distinct sequence
-    once, in order of first appearance (as :func:`learn_summary`), so its work follows the distinct
-    behaviour, not the number of connections."""
+    be empty), and the number of events in all: the same model. The sequences are folded as a
+    :class:`~quicsm.fleet.summary.Summary` folds them, so the engine sees each distinct one once and
+    its work follows the distinct behaviour, not the number of connections."""
+    from quicsm.fleet.summary import Summary
+
     started = time.perf_counter()
-    index: dict[tuple[str, ...], int] = {}
-    distinct: list[Sequence[str]] = []
-    counts: list[int] = []
-    totals: list[list[int]] = []
+    folded = Summary(view=view)
     for seq, stays in zip(sequences, durations_us):
-        key = tuple(seq)
-        i = index.get(key)
-        if i is None:
-            index[key] = len(distinct)
-            distinct.append(seq)
-            counts.append(1)
-            totals.append(list(stays))
-        else:
-            counts[i] += 1
-            total = totals[i]
-            for j, d in enumerate(stays):
-                total[j] += d
-    result = infer(traces, engine, view, sequences=distinct, **opts)
-    meta = describe_traces(traces)
-    meta["inference_seconds"] = round(time.perf_counter() - started, 3)
+        folded.count_sequence(seq, list(stays), 0, True)
     files = len({f for t in traces for f in t.sources})
-    return annotate_counts(result, counts, totals, events, files, meta=meta)
+    return _learn_folded(folded, engine, describe_traces(traces), events, files, started, **opts)
 
 
 def learn_summary(summary: Summary, engine: str = "synoptic", **opts: Any) -> AnnotatedModel:
     """:func:`learn` from a :class:`~quicsm.fleet.summary.Summary`: the engine sees each distinct sequence
     once (in order of first appearance), counts and stay times weight the annotation."""
+    started = time.perf_counter()
+    return _learn_folded(summary, engine, summary.describe(), None, len(summary.sources), started, **opts)
+
+
+def _learn_folded(
+    summary: Summary, engine: str, meta: dict[str, Any], events: int | None, sources: int, started: float, **opts: Any
+) -> AnnotatedModel:
+    """The model of a summary's distinct sequences, annotated with their counts and stays; ``events``
+    None: the summary's own count."""
     from quicsm.inference.packed import EncodedLog, PackedPaths
 
-    started = time.perf_counter()
     seqs = summary.packed()
     res = infer_sequences(EncodedLog.from_codes(summary.names, seqs.codes, seqs.offsets), engine, **opts)
     res.model.params.setdefault("phases", summary.view.phases)
     res.model.params.setdefault("recovery", summary.view.recovery)
-    meta = summary.describe()
     meta["inference_seconds"] = round(time.perf_counter() - started, 3)
-    return annotate_counts(
-        res,
-        seqs.counts.tolist(),
-        PackedPaths(seqs.durations_us, seqs.offsets),
-        int(seqs.events.sum()),
-        len(summary.sources),
-        meta=meta,
-    )
+    total = int(seqs.events.sum()) if events is None else events
+    counts = seqs.counts.tolist()
+    return annotate_counts(res, counts, PackedPaths(seqs.durations_us, seqs.offsets), total, sources, meta=meta)
