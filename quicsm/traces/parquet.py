@@ -58,7 +58,7 @@ def write_parquet(traces: Iterable[Trace | TraceColumns | StoreBatch], path: str
     options = {"use_dictionary": dictionary, "write_statistics": ["t_us"], "compression_level": -3}
     with atomic_output(path) as fh, pq.ParquetWriter(fh, schema, compression="zstd", **options) as writer:
         out = _Writer(
-            lambda table: writer.write_table(table, row_group_size=max(_ROWS_PER_GROUP, table.num_rows)), schema
+            lambda table, _: writer.write_table(table, row_group_size=max(_ROWS_PER_GROUP, table.num_rows)), schema
         )
         for item in traces:
             out.put(item)
@@ -77,13 +77,7 @@ class StoreBatch:
 def store_batches(traces: Iterable[Trace | TraceColumns]) -> list[StoreBatch]:
     """Traces as the row groups :func:`write_parquet` would write (a Dask worker's share of ``parse``)."""
     out: list[StoreBatch] = []
-    counted = [0]
-
-    def keep(table: Any) -> None:
-        out.append(StoreBatch(table, w.n - counted[0]))
-        counted[0] = w.n
-
-    w = _Writer(keep, _schema())
+    w = _Writer(lambda table, traces: out.append(StoreBatch(table, traces)), _schema())
     for item in traces:
         w.put(item)
     w.flush()
@@ -92,9 +86,9 @@ def store_batches(traces: Iterable[Trace | TraceColumns]) -> list[StoreBatch]:
 
 class _Writer:
     """Rows of trace objects gathered into row groups; columnar batches written as they come.
-    ``write`` takes each row group's table."""
+    ``write`` takes each row group's table and the number of traces in it."""
 
-    def __init__(self, write: Callable[[Any], None], schema: Any) -> None:
+    def __init__(self, write: Callable[[Any, int], None], schema: Any) -> None:
         self.write = write
         self.schema = schema
         self.cols: dict[str, list[Any]] = {f.name: [] for f in self.schema}
@@ -107,8 +101,7 @@ class _Writer:
             self.add(item)
         elif isinstance(item, StoreBatch):
             self.flush()
-            self.n += item.traces
-            self.write(item.table)
+            self._emit(item.table, item.traces)
         else:
             self.add_columns(item)
 
@@ -128,17 +121,19 @@ class _Writer:
         if self.cols["t_us"]:
             schema = self.schema
             table = pa.table({k: pa.array(v, type=schema.field(k).type) for k, v in self.cols.items()}, schema=schema)
-            self.n += self.pending
+            self._emit(table, self.pending)
             self.pending = 0
-            self.write(table)
             for v in self.cols.values():
                 v.clear()
 
     def add_columns(self, tc: TraceColumns) -> None:
         self.flush()
-        if len(tc):
-            self.n += len(tc)
-            self.write(_columns_table(tc, self.schema))  # a batch holds whole traces: one row group, none split
+        if len(tc):  # a batch holds whole traces: one row group, none split
+            self._emit(_columns_table(tc, self.schema), len(tc))
+
+    def _emit(self, table: Any, traces: int) -> None:
+        self.n += traces
+        self.write(table, traces)
 
 
 def _meta_json(meta: dict[str, object]) -> str:
