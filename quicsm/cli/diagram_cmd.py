@@ -45,8 +45,8 @@ def diagram(output: str, json_path: str | None, fmt: str | None, **kw: Any) -> N
     fmt = output_format(output, fmt)
     check_stdout(output, fmt)
     view = view_from(kw)
+    engine, opts = engine_opts(kw)  # first: a missing jar or Java is said before any input is read
     summary = load_summary(kw, view)  # fleet path: per-file summaries (optionally on Dask), merged
-    engine, opts = engine_opts(kw)
     am = learn_summary(summary, engine, **opts)
     if json_path:
         save_model(am, json_path)

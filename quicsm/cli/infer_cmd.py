@@ -75,8 +75,8 @@ def infer(output: str, fmt: str | None, **kw: Any) -> None:
       quicsm infer traces.parquet --engine synoptic -o model.json
     """
     view = view_from(kw)
+    engine, opts = engine_opts(kw)  # first: a missing jar or Java is said before any input is read
     summary = load_summary(kw, view)  # fleet path: per-file summaries (optionally on Dask), merged
-    engine, opts = engine_opts(kw)
     am = learn_summary(summary, engine, **opts)
     if fmt is None and output.endswith(".graphml"):
         fmt = "graphml"

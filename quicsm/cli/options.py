@@ -166,6 +166,18 @@ def engine_options(f: F) -> F:
         help="Java runtime for --engine synoptic-jar (default: java on PATH; Synoptic's HEAD needs Java < 17).",
     )(f)
     f = click.option(
+        "--java-option",
+        "java_options",
+        multiple=True,
+        help="JVM option for --engine synoptic-jar, before -jar (repeatable), e.g. --java-option=-Xmx8g.",
+    )(f)
+    f = click.option(
+        "--timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=None,
+        help="Seconds --engine synoptic-jar may run before it is stopped (default 3600).",
+    )(f)
+    f = click.option(
         "-k",
         "k",
         type=click.IntRange(1, 50),
@@ -186,6 +198,8 @@ def engine_opts(kw: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     jar = kw.pop("synoptic_jar")
     seed = kw.pop("synoptic_seed")
     java = kw.pop("java")
+    java_options = list(kw.pop("java_options"))
+    timeout = kw.pop("timeout")
     refine = kw.pop("refine")
     if k is not None:
         opts["k"] = k
@@ -194,9 +208,16 @@ def engine_opts(kw: dict[str, Any]) -> tuple[str, dict[str, Any]]:
             raise click.UsageError("--refine applies to --engine synoptic only")
         opts["refine"] = refine
     if engine == "synoptic-jar":
-        for key, value in (("synoptic_jar", jar), ("seed", seed), ("java", java)):
+        for key, value in (("synoptic_jar", jar), ("seed", seed), ("java", java), ("timeout", timeout)):
             if value is not None:
                 opts[key] = value
-    elif seed is not None or java is not None:
-        raise click.UsageError("--synoptic-seed and --java apply to --engine synoptic-jar only")
+        if java_options:
+            opts["java_options"] = java_options
+        from quicsm.inference.synoptic_jar import check_runtime
+
+        check_runtime(jar, java or "java")  # before any input is read
+    elif seed is not None or java is not None or java_options or timeout is not None:
+        raise click.UsageError(
+            "--synoptic-seed, --java, --java-option and --timeout apply to --engine synoptic-jar only"
+        )
     return engine, opts

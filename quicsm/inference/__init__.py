@@ -60,7 +60,13 @@ class EngineSpec:
         return fn(sequences, **checked)
 
 
-_KIND_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string or path"}
+_KIND_NAMES = {
+    bool: "true or false",
+    int: "an integer",
+    float: "a number",
+    str: "a string or path",
+    list: "a list of strings",
+}
 
 
 def _is(value: Any, want: type) -> bool:
@@ -70,6 +76,8 @@ def _is(value: Any, want: type) -> bool:
         return isinstance(value, (int, float))
     if want is str:
         return isinstance(value, (str, os.PathLike))
+    if want is list:
+        return isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
     return isinstance(value, want)
 
 
@@ -90,7 +98,15 @@ ENGINE_SPECS: tuple[EngineSpec, ...] = (
     EngineSpec(
         "synoptic-jar",
         "quicsm.inference.synoptic_jar:infer_synoptic_jar",
-        {"synoptic_jar": str, "java": str, "timeout": float, "coarsen": bool, "workdir": str, "seed": int},
+        {
+            "synoptic_jar": str,
+            "java": str,
+            "java_options": list,
+            "timeout": float,
+            "coarsen": bool,
+            "workdir": str,
+            "seed": int,
+        },
         "the original Synoptic jar, run through java",
     ),
 )

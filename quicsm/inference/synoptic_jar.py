@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import zipfile
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,10 +32,21 @@ from quicsm.inference.export import DEFAULT_SEED, dump_synoptic_log, synoptic_ar
 from quicsm.inference.model import INITIAL, TERMINAL, InferenceResult
 from quicsm.inference.packed import encode_sequences, result_from_nodes
 
-__all__ = ["ENV_JAR", "JAVA17_FAILURE", "SynopticJson", "find_jar", "infer_synoptic_jar", "read_synoptic_json"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "ENV_JAR",
+    "JAVA17_FAILURE",
+    "SynopticJson",
+    "check_runtime",
+    "find_jar",
+    "infer_synoptic_jar",
+    "read_synoptic_json",
+]
 
 ENV_JAR = "QUICSM_SYNOPTIC_JAR"
 DEFAULT_TIMEOUT = 3600.0
+"""Seconds Synoptic may run (``timeout=``, CLI ``--timeout``): it needed 1,086 s for 10^4 events here."""
+MAIN_CLASS = "synoptic/main/SynopticMain.class"
 JAVA17_FAILURE = "ImmutableMatchResult cannot be cast"
 """What the JVM prints when Synoptic's NamedMatcher meets a Java 17+ ``Matcher.toMatchResult``."""
 
@@ -113,6 +125,7 @@ def event_nodes(model: SynopticJson, sequences: Sequence[Sequence[str]], source:
 
 
 def find_jar(synoptic_jar: str | None) -> str:
+    """The jar to run: ``synoptic_jar`` or ``$QUICSM_SYNOPTIC_JAR``, a zip holding Synoptic's main class."""
     jar = synoptic_jar or os.environ.get(ENV_JAR)
     if not jar:
         raise InferenceError(
@@ -122,7 +135,30 @@ def find_jar(synoptic_jar: str | None) -> str:
         )
     if not os.path.isfile(jar):
         raise InferenceError(f"{jar}: Synoptic jar not found")
+    try:
+        with zipfile.ZipFile(jar) as zf:
+            names = set(zf.namelist())
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise InferenceError(f"{jar}: not a jar ({exc})") from None
+    if MAIN_CLASS not in names:
+        raise InferenceError(f"{jar}: not Synoptic's jar (no {MAIN_CLASS})")
     return jar
+
+
+def find_java(java: str) -> str:
+    java_path = shutil.which(java)
+    if java_path is None:
+        raise InferenceError(
+            f"engine synoptic-jar needs a Java runtime: {java!r} is not on PATH "
+            "(Debian: apt-get install default-jre-headless)"
+        )
+    return java_path
+
+
+def check_runtime(synoptic_jar: str | None = None, java: str = "java") -> tuple[str, str]:
+    """The jar and the Java runtime the engine would run, or the error it would raise: callers check
+    this before reading input, so a missing jar is said at once rather than after a long parse."""
+    return find_jar(synoptic_jar), find_java(java)
 
 
 def infer_synoptic_jar(
@@ -133,25 +169,23 @@ def infer_synoptic_jar(
     coarsen: bool = True,
     workdir: str | None = None,
     seed: int = DEFAULT_SEED,
+    java_options: Sequence[str] = (),
 ) -> InferenceResult:
-    jar = find_jar(synoptic_jar)
-    java_path = shutil.which(java)
-    if java_path is None:
-        raise InferenceError(
-            f"engine synoptic-jar needs a Java runtime: {java!r} is not on PATH "
-            "(Debian: apt-get install default-jre-headless)"
-        )
+    """Run Synoptic on ``sequences``; ``java_options`` go to the JVM before ``-jar`` (e.g. ``-Xmx8g``)."""
+    jar, java_path = check_runtime(synoptic_jar, java)
     with tempfile.TemporaryDirectory(prefix="quicsm-synoptic-", dir=workdir) as tmp:
         log_path = os.path.join(tmp, "traces.log")
         prefix = os.path.join(tmp, "model")
         with open(log_path, "w", encoding="utf-8") as fh:
             dump_synoptic_log(sequences, fh)
         args = synoptic_arguments(log_path, prefix, coarsen=coarsen, seed=seed, json_only=True)
-        cmd = [java_path, "-jar", jar, *args]
+        cmd = [java_path, *java_options, "-jar", jar, *args]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=tmp, check=False)
         except subprocess.TimeoutExpired:
-            raise InferenceError(f"Synoptic did not finish within {timeout:g} s") from None
+            raise InferenceError(
+                f"Synoptic did not finish within {timeout:g} s (stopped; give it longer with --timeout SECONDS)"
+            ) from None
         output = f"{proc.stdout}\n{proc.stderr}"
         if JAVA17_FAILURE in output:
             raise InferenceError(
@@ -168,5 +202,10 @@ def infer_synoptic_jar(
         model = read_synoptic_json(model_json)
     nodes = event_nodes(model, sequences, jar)
     _, offsets = encode_sequences(sequences).framed()
-    details = {"command": cmd[1:], "synoptic_nodes": len(model.labels), "seed": seed}
+    details = {
+        "command": cmd[1:],
+        "synoptic_nodes": len(model.labels),
+        "seed": seed,
+        "java_options": list(java_options),
+    }
     return result_from_nodes("synoptic-jar", model.labels, nodes, offsets, details, coarsen=coarsen, seed=seed)

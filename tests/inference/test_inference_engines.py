@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ from quicsm.inference.export import (
     synoptic_arguments,
     write_synoptic_log,
 )
-from quicsm.inference.synoptic_jar import ENV_JAR, JAVA17_FAILURE, event_nodes, read_synoptic_json
+from quicsm.inference.synoptic_jar import ENV_JAR, JAVA17_FAILURE, MAIN_CLASS, event_nodes, read_synoptic_json
 
 SEQS = [["Init", "SlowStart", "CongestionAvoidance"], ["Init", "SlowStart", "Recovery", "CongestionAvoidance"]]
 
@@ -64,9 +65,25 @@ def test_synoptic_jar_without_jar_says_how(monkeypatch: pytest.MonkeyPatch) -> N
         infer_sequences(SEQS, "synoptic-jar", synoptic_jar="/nonexistent/synoptic.jar")
 
 
+def _jar(path: Path, entry: str = MAIN_CLASS) -> Path:
+    """A zip laid out as Synoptic's jar (its main class entry), for the checks made before running it."""
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr(entry, b"\xca\xfe\xba\xbe")
+    return path
+
+
+def test_synoptic_jar_that_is_not_synoptics_is_refused(tmp_path: Path) -> None:
+    garbage = tmp_path / "garbage.jar"
+    garbage.write_bytes(b"not a zip")
+    with pytest.raises(InferenceError, match="garbage.jar: not a jar"):
+        infer_sequences(SEQS, "synoptic-jar", synoptic_jar=str(garbage))
+    other = _jar(tmp_path / "other.jar", "org/example/Main.class")
+    with pytest.raises(InferenceError, match="other.jar: not Synoptic's jar"):
+        infer_sequences(SEQS, "synoptic-jar", synoptic_jar=str(other))
+
+
 def test_synoptic_jar_without_java_says_how(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    jar = tmp_path / "synoptic.jar"
-    jar.write_bytes(b"PK")
+    jar = _jar(tmp_path / "synoptic.jar")
     monkeypatch.setenv(ENV_JAR, str(jar))
     with pytest.raises(InferenceError, match="Java runtime.*not on PATH"):
         infer_sequences(SEQS, "synoptic-jar", java="no-such-java-binary")
@@ -136,11 +153,13 @@ def test_json_reader_errors_name_the_file_and_field(tmp_path: Path) -> None:
 
 
 def _stand_in_java(tmp_path: Path, body: str) -> tuple[Path, Path]:
-    jar = tmp_path / "synoptic.jar"
-    jar.write_bytes(b"PK")
+    """A script in place of java: records its arguments (``args``), drops JVM options up to -jar."""
+    jar = _jar(tmp_path / "synoptic.jar")
     fake = tmp_path / "fakejava"
     fake.write_text(
         "#!/bin/sh\n"
+        f'printf "%s\\n" "$@" > {tmp_path}/args\n'
+        'while [ $# -gt 0 ] && [ "$1" != -jar ]; do shift; done\n'
         "prefix=''; prev=''; seed=''\n"
         'for a in "$@"; do [ "$prev" = -o ] && prefix=$a; case $a in --randomSeed=*) seed=${a#*=};; esac; prev=$a; done\n'
         f'[ "$1" = -jar ] && [ "$2" = {jar} ] || exit 3\n' + body
@@ -159,8 +178,55 @@ def test_jar_engine_end_to_end_with_a_stand_in_java(tmp_path: Path) -> None:
     assert res.model.engine == "synoptic-jar" and len(res.model.nodes) == 6
     assert res.model.params["seed"] == 1 and (tmp_path / "seed").read_text().strip() == "1"
     assert "-j" in res.details["command"] and "--randomSeed=1" in res.details["command"]
+    assert (tmp_path / "args").read_text().splitlines()[0] == "-jar"
     res = infer_sequences(SEQS, "synoptic-jar", synoptic_jar=str(jar), java=str(fake), seed=7)
     assert res.model.params["seed"] == 7 and (tmp_path / "seed").read_text().strip() == "7"
+    infer_sequences(SEQS, "synoptic-jar", synoptic_jar=str(jar), java=str(fake), java_options=["-Xmx3g", "-Xss8m"])
+    assert (tmp_path / "args").read_text().splitlines()[:3] == ["-Xmx3g", "-Xss8m", "-jar"]
+
+
+def test_jar_engine_stops_synoptic_at_its_timeout(tmp_path: Path) -> None:
+    jar, fake = _stand_in_java(tmp_path, "exec sleep 30\n")
+    with pytest.raises(InferenceError, match=r"did not finish within 0.5 s \(stopped; give it longer with --timeout"):
+        infer_sequences(SEQS, "synoptic-jar", synoptic_jar=str(jar), java=str(fake), timeout=0.5)
+
+
+def test_jar_options_through_the_cli(tmp_path: Path, write_log, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """--java-option (repeatable) and --timeout reach the engine; a missing jar is said before input is read."""
+    from conftest import synth_cubic_lines
+
+    import quicsm.cli.infer_cmd as infer_cmd
+
+    log = write_log("server.log", synth_cubic_lines(3, 8, seed=2))
+    jar, fake = _stand_in_java(tmp_path, f"cat > \"$prefix.json\" <<'EOF'\n{SYNOPTIC_JSON}\nEOF\n")
+    seen: dict[str, object] = {}
+
+    def learn(summary: object, engine: str, **opts: object) -> object:
+        seen.update(opts, engine=engine)
+        raise InferenceError("stop here")
+
+    monkeypatch.setattr(infer_cmd, "learn_summary", learn)
+    base = ["infer", str(log), "--engine", "synoptic-jar", "--synoptic-jar", str(jar), "--java", str(fake), "-q"]
+    r = CliRunner().invoke(cli, [*base, "--java-option=-Xmx2g", "--java-option", "-Xss4m", "--timeout", "90"])
+    assert "stop here" in r.output, r.output
+    assert seen == {
+        "engine": "synoptic-jar",
+        "synoptic_jar": str(jar),
+        "java": str(fake),
+        "java_options": ["-Xmx2g", "-Xss4m"],
+        "timeout": 90.0,
+    }
+
+    def no_input(*args: object, **kwargs: object) -> object:
+        raise AssertionError("input read before the jar was checked")
+
+    monkeypatch.setattr(infer_cmd, "load_summary", no_input)
+    r = CliRunner().invoke(cli, [*base[:-5], "--synoptic-jar", str(tmp_path / "missing.jar"), "-q"])
+    assert r.exit_code != 0 and "missing.jar: Synoptic jar not found" in r.output, r.output
+    r = CliRunner().invoke(cli, [*base[:-3], "--java", "no-such-java-binary", "-q"])
+    assert r.exit_code != 0 and "'no-such-java-binary' is not on PATH" in r.output, r.output
+    r = CliRunner().invoke(cli, ["infer", str(log), "--engine", "synoptic", "--timeout", "5", "-q"])
+    assert r.exit_code != 0 and "apply to --engine synoptic-jar only" in r.output
 
 
 def test_jar_engine_says_which_java_when_java17_breaks_synoptic(tmp_path: Path) -> None:
