@@ -31,6 +31,7 @@ from quicsm.diagrams.style import (
     fmt_duration,
     fmt_prob,
     fmt_share,
+    legend_states,
     wrap_state,
 )
 from quicsm.errors import RenderError
@@ -93,7 +94,8 @@ class _Part:
     label: str | None
     nodes: list[_Item] = field(default_factory=list)
     edges: list[_Item] = field(default_factory=list)
-    families: set[str] = field(default_factory=set)
+    families: dict[str, set[str]] = field(default_factory=dict)
+    """State family -> the states of this diagram in it (for the legend)."""
     hidden_edges: int = 0
     ranks: list[list[str]] = field(default_factory=list)
     """Side-by-side only: DOT ids per rank (rank 0 first), tied to an invisible ruler so clusters align."""
@@ -102,6 +104,7 @@ class _Part:
 @dataclass(frozen=True, slots=True)
 class _Legend:
     families: list[tuple[str, FamilyStyle]]
+    """(HTML text of the row, style): the family's word and the diagram's own states in it."""
     facts: list[tuple[str, str]]
     notes: list[str]
 
@@ -291,7 +294,7 @@ def _part(
         if n.id in ids:
             part.nodes.append(_node_item(n, ids[n.id], names, opts, overlay))
             if n.kind == "state":
-                part.families.add(state_family(n.state))
+                part.families.setdefault(state_family(n.state), set()).add(n.state)
     out_count: Counter[int] = Counter()
     for e in am.edges:
         out_count[e.src] += e.count
@@ -345,10 +348,17 @@ def _param(value: Any) -> str:
     return str(value)
 
 
-def _legend(families: set[str], facts: list[tuple[str, str]], notes: list[str]) -> _Legend:
+def _legend(families: dict[str, set[str]], facts: list[tuple[str, str]], notes: list[str]) -> _Legend:
+    """One row per family used, naming the controller's own states in it (not a fixed list of every
+    controller's names: a BBR2 diagram's legend must not say SlowStart)."""
     order = list(FAMILY_STYLES)
     used = sorted(families, key=lambda f: (order.index(f) if f in order else len(order), f))
-    return _Legend([(f, family_style(f)) for f in used], facts, notes)
+    rows = []
+    for f in used:
+        style = family_style(f)
+        states = legend_states(families[f])
+        rows.append((_h(f"{style.legend}: {states}" if states else style.legend), style))
+    return _Legend(rows, facts, notes)
 
 
 def _notes(opts: DotOptions, hidden: int, overlay: Overlay | None) -> list[str]:
@@ -401,7 +411,10 @@ def render_side_by_side(
     ranks = _union_ranks([m for _, m in models])
     slots = _union_slots([m for _, m in models], ranks)
     parts = [_aligned_part(i, title, am, options, each[i], ranks, slots) for i, (title, am) in enumerate(models)]
-    families = set().union(*(p.families for p in parts))
+    families: dict[str, set[str]] = {}
+    for p in parts:
+        for fam, states in p.families.items():
+            families.setdefault(fam, set()).update(states)
     facts = [] if len(models) > 1 else legend_facts(models[0][1])
     captioned = next((o for o in each if o is not None and o.caption), None)
     legend = _legend(families, facts, _notes(options, sum(p.hidden_edges for p in parts), captioned))

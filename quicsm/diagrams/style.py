@@ -15,6 +15,7 @@ __all__ = [
     "FamilyStyle",
     "FAMILY_STYLES",
     "family_style",
+    "legend_states",
     "SHARE_COLOR",
     "EDGE_COLOR",
     "fmt_share",
@@ -42,24 +43,45 @@ class FamilyStyle:
 
 
 FAMILY_STYLES: dict[str, FamilyStyle] = {
-    "init": FamilyStyle("#eeeeee", "#777777", "Init"),
-    "startup": FamilyStyle("#d6e9fb", "#2f6fad", "start-up (SlowStart, Startup)"),
-    "steady": FamilyStyle("#d9f2d0", "#3d8b2f", "steady (CongestionAvoidance*, ProbeBw)"),
-    "drain": FamilyStyle("#d4f1f1", "#2a8a8a", "Drain"),
-    "limited": FamilyStyle("#fff1c2", "#b38600", "ApplicationLimited"),
-    "recovery": FamilyStyle("#fbdada", "#b03a3a", "Recovery"),
-    "timeout": FamilyStyle("#ead9f5", "#7b3fa6", "timeouts (TLP, RTO, PTO)"),
-    "probe_rtt": FamilyStyle("#f9e0c7", "#b86a1e", "ProbeRtt"),
+    "init": FamilyStyle("#eeeeee", "#777777", "initial"),
+    "startup": FamilyStyle("#d6e9fb", "#2f6fad", "start-up"),
+    "steady": FamilyStyle("#d9f2d0", "#3d8b2f", "steady"),
+    "drain": FamilyStyle("#d4f1f1", "#2a8a8a", "drain"),
+    "limited": FamilyStyle("#fff1c2", "#b38600", "application-limited"),
+    "recovery": FamilyStyle("#fbdada", "#b03a3a", "recovery"),
+    "timeout": FamilyStyle("#ead9f5", "#7b3fa6", "timeouts"),
+    "probe_rtt": FamilyStyle("#f9e0c7", "#b86a1e", "RTT probe"),
     "terminal": FamilyStyle("#333333", "#333333", "start / end of a connection"),
     "other": FamilyStyle("#ffffff", "#555555", "other states"),
 }
-"""State family (``quicsm.traces.states.state_family``) -> style. Pastel fills keep red text readable."""
+"""State family (``quicsm.traces.states.state_family``) -> style. Pastel fills keep red text readable. The
+legend names each family by this word followed by the diagram's own states in it (:func:`legend_states`), so
+a BBR2 diagram says ``start-up: Startup`` and a Cubic one ``start-up: SlowStart``."""
 
 assert set(FAMILIES.values()) <= set(FAMILY_STYLES), "every state family needs a style"
 
 
 def family_style(family: str) -> FamilyStyle:
     return FAMILY_STYLES.get(family, FAMILY_STYLES["other"])
+
+
+def legend_states(states: set[str] | frozenset[str]) -> str:
+    """The states of one family as the legend lists them: phases of one state folded together, sorted
+    (``{"ProbeBw.Up", "ProbeBw.Cruise", "ProbeBw"}`` -> ``ProbeBw, ProbeBw.Cruise/Up``)."""
+    phases: dict[str, set[str]] = {}
+    for s in states:
+        base, dot, phase = s.partition(".")
+        phases.setdefault(base, set())
+        if dot:
+            phases[base].add(phase)
+    out = []
+    for base in sorted(phases):
+        whole = base in states
+        if whole or not phases[base]:
+            out.append(base)
+        if phases[base]:
+            out.append(f"{base}." + "/".join(sorted(phases[base])))
+    return ", ".join(out)
 
 
 def fmt_num(x: float, decimals: int) -> str:

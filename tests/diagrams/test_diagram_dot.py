@@ -279,3 +279,24 @@ def test_not_significant_node_style_is_clean_filled_dashed() -> None:
     line = next(ln for ln in dot.splitlines() if ln.lstrip().startswith("n") and "SlowStart<BR/>" in ln)
     assert 'style="filled,dashed"' in line
     assert re.search(r'style="[^"]*\)', dot) is None
+
+
+def _legend_rows(dot: str) -> list[str]:
+    legend = dot[dot.index("subgraph cluster_legend") :]
+    return re.findall(r'FIXEDSIZE="TRUE"></TD><TD ALIGN="LEFT">([^<]*)</TD>', legend)
+
+
+def test_legend_names_the_controllers_own_states() -> None:
+    """Regression (issue 22): a BBR2 diagram's legend listed Cubic's SlowStart and CongestionAvoidance."""
+    walk = ["Startup", "Drain", "ProbeBw.Down", "ProbeBw.Cruise", "ProbeBw.Refill", "ProbeBw.Up", "ProbeRtt"]
+    walk += ["ProbeBw.Cruise", "ApplicationLimited", "ProbeBw.Cruise"]
+    events = [TraceEvent(1000 * i, s, prev="Init" if i == 0 else None) for i, s in enumerate(walk)]
+    bbr2 = Trace("b", "bbr2", [*events, TraceEvent(1000 * len(walk), walk[-1], kind="close")])
+    rows = _legend_rows(to_dot(model_of([bbr2], meta={"cc": "bbr2"})))
+    assert "start-up: Startup" in rows
+    assert "steady: ProbeBw.Cruise/Down/Refill/Up" in rows
+    assert "RTT probe: ProbeRtt" in rows and "drain: Drain" in rows
+    assert not any("SlowStart" in r or "CongestionAvoidance" in r for r in rows)
+    cubic_rows = _legend_rows(to_dot(make_model(20, seed=6)))
+    assert any(r.startswith("start-up: ") and "SlowStart" in r for r in cubic_rows)
+    assert not any("Startup" in r or "ProbeBw" in r for r in cubic_rows)
