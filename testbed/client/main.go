@@ -5,6 +5,11 @@
 // [-timeout 60s] [-parallel N]; prints one JSON line
 // {"ok":true,"plt_ms":...,"bytes":...,"objects":...,"proto":"h3"} or {"ok":false,"error":"..."}
 // (exit status 1). Additive: -log FILE keeps the client's own quicsm lines (discarded by default).
+//
+// Long flows: with -duration D the client loads the page, then keeps -parallel (at least 2) fetches of
+// the page's objects going back to back until D has passed since the start, cancels the ones still
+// running, and reports {"ok":true,"duration_ms":...,"bytes":...,"fetches":...,"goodput_mbps":...}: the
+// server always has a response queued, so the flow is never application-limited for want of requests.
 package main
 
 import (
@@ -41,6 +46,10 @@ type result struct {
 	// Additive fields: time to the HTML, and the quic-go version compiled in.
 	PageMs float64 `json:"page_ms,omitempty"`
 	QuicGo string  `json:"quic_go,omitempty"`
+	// -duration runs: time until the last fetch was cancelled, fetches completed, goodput over the run.
+	DurationMs  float64 `json:"duration_ms,omitempty"`
+	Fetches     int     `json:"fetches,omitempty"`
+	GoodputMbps float64 `json:"goodput_mbps,omitempty"`
 }
 
 func emit(r result) {
@@ -108,7 +117,11 @@ func main() {
 	timeout := flag.Duration("timeout", 60*time.Second, "limit for the whole page load")
 	parallel := flag.Int("parallel", 0, "objects fetched at once (0 = all)")
 	logPath := flag.String("log", "", "file for the client's own quicsm log lines (default: discarded)")
+	duration := flag.Duration("duration", 0, "keep fetching the objects until this much time has passed (long flow)")
 	flag.Parse()
+	if *duration < 0 || (*duration > 0 && *duration >= *timeout) {
+		emit(result{Error: fmt.Sprintf("-duration %v must be positive and below -timeout %v", *duration, *timeout)})
+	}
 
 	// The client links the same instrumented quic-go; its sender's lines are kept only on request.
 	log.SetOutput(io.Discard)
@@ -174,6 +187,12 @@ func main() {
 	}
 
 	total := int64(len(html))
+	if *duration > 0 {
+		if len(objs) == 0 {
+			emit(result{Error: "-duration: the page references no object to fetch"})
+		}
+		emit(stream(ctx, client, objs, start, *duration, *parallel, total, proto, pageMs))
+	}
 	limit := *parallel
 	if limit <= 0 || limit > len(objs) {
 		limit = len(objs)
@@ -210,4 +229,58 @@ func main() {
 	}
 	emit(result{OK: true, PLTms: plt, Bytes: total, Objects: len(objs), Proto: proto, PageMs: pageMs,
 		QuicGo: quicGoVersion()})
+}
+
+// stream fetches objs round-robin with n (at least 2) fetches in flight until d has passed since start,
+// then cancels the fetches still running. Bytes of cancelled fetches count: they were delivered.
+func stream(ctx context.Context, client *http.Client, objs []string, start time.Time, d time.Duration, n int,
+	pageBytes int64, proto string, pageMs float64) result {
+	if n < 2 {
+		n = 2
+	}
+	deadline := start.Add(d)
+	runCtx, stop := context.WithDeadline(ctx, deadline)
+	defer stop()
+	var (
+		mu       sync.Mutex
+		total    = pageBytes
+		fetches  int
+		firstErr error
+		wg       sync.WaitGroup
+		next     int
+	)
+	for w := 0; w < n; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for runCtx.Err() == nil {
+				mu.Lock()
+				u := objs[next%len(objs)]
+				next++
+				mu.Unlock()
+				got, _, err := get(runCtx, client, u)
+				mu.Lock()
+				total += got
+				if err == nil {
+					fetches++
+				} else if runCtx.Err() == nil && firstErr == nil {
+					firstErr = err // a failure before the time was up, not the cancellation at the end
+					stop()
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if firstErr != nil {
+		return result{Error: firstErr.Error(), Objects: len(objs), Bytes: total, Fetches: fetches}
+	}
+	if ctx.Err() != nil && time.Now().Before(deadline) {
+		return result{Error: "timeout before the duration was up", Objects: len(objs), Bytes: total, Fetches: fetches}
+	}
+	secs := elapsed.Seconds()
+	return result{OK: true, PLTms: float64(elapsed.Microseconds()) / 1000, Bytes: total, Objects: len(objs),
+		Proto: proto, PageMs: pageMs, QuicGo: quicGoVersion(), DurationMs: float64(elapsed.Microseconds()) / 1000,
+		Fetches: fetches, GoodputMbps: float64(total) * 8 / secs / 1e6}
 }
