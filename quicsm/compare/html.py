@@ -16,6 +16,7 @@ from markupsafe import Markup
 from quicsm import __version__
 from quicsm.compare.comparison import Comparison
 from quicsm.compare.figures import diff_dot, side_by_side_dot, svg_of
+from quicsm.compare.ratecurve import rate_log_for, rate_timeline_svg
 from quicsm.compare.report import fmt_p, model_lines
 from quicsm.compare.report import to_json as comparison_json
 from quicsm.compare.sets import TraceSet
@@ -160,9 +161,12 @@ def to_html(c: Comparison, *, timelines: int = 3, diagrams: bool = True) -> str:
     side, side_error = _try_svg(lambda: side_by_side_dot(c)) if diagrams and c.models else (None, None)
     lines = []
     for ts in c.trace_sets:
-        svgs = [
-            Markup(timeline_svg(t, o.view, title=f"{ts.name}: {t.id}")) for t in timeline_traces(ts, o.view, timelines)
-        ]
+        svgs = []
+        for t in timeline_traces(ts, o.view, timelines):
+            svgs.append(Markup(timeline_svg(t, o.view, title=f"{ts.name}: {t.id}")))
+            rate_log = rate_log_for(t)  # a testbed run under a rate schedule: its states under the rate curve
+            if rate_log:
+                svgs.append(Markup(rate_timeline_svg(t, rate_log, o.view, title=f"{ts.name}: {t.id}, rate schedule")))
         lines.append({"set": ts.name, "svgs": svgs})
     options = {
         "test_label": {"welch": "Welch's t-test", "mwu": "Mann-Whitney U"}[o.test],
