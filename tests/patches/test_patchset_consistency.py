@@ -27,7 +27,8 @@ SET_DIRS = sorted(p.parent for p in PATCHES.glob("*/*/manifest.json"))
 ALLOWED_STATES: dict[str, set[str]] = {
     "cubic": set(CUBIC_STATES),
     "reno": set(CUBIC_STATES),
-    "bbr": set(BBR_STATES) | {"ProbeBw.Up", "ProbeBw.Down", "ProbeBw.Cruise"},
+    # ApplicationLimited: quinn's BBR (v1) sets print it while the ack event is app-limited
+    "bbr": set(BBR_STATES) | {"ProbeBw.Up", "ProbeBw.Down", "ProbeBw.Cruise", "ApplicationLimited"},
     # ApplicationLimited: Cloudflare quiche's gcongestion BBR2 prints it while its bandwidth sample is app-limited
     "bbr2": {"Init", "Startup", "Drain", "ProbeBw", "ProbeRtt", "ApplicationLimited"}
     | {f"ProbeBw.{p}" for p in BBR2_PHASES},
