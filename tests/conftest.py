@@ -26,6 +26,28 @@ CI_ALLOWED_SKIPS: dict[str, str] = {
 """Skip reason (substring) -> why that skip may happen in CI. Anything else skipped under CI=true fails."""
 
 
+SHARED = next(
+    (
+        p
+        for p in (Path(__file__).resolve().parents[2] / "shared", Path(__file__).resolve().parents[3] / "shared")
+        if (p / "reference").is_dir()
+    ),
+    Path(__file__).resolve().parents[2] / "shared",
+)
+"""The ``shared/`` folder beside the clone: fetched reference data (other stacks' qlogs, papers). Only this
+project's CI has it; a user's plain clone does not."""
+
+
+def shared_file(relative: str) -> Path:
+    """A file under ``../shared``; outside CI a test that needs it skips, naming the missing folder."""
+    path = SHARED / relative
+    if path.is_file():
+        return path
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{path} missing: CI runs with ../shared beside the clone (reference data the tests read)")
+    pytest.skip(f"needs {path.parent} (reference data in ../shared beside the clone; only this project's CI has it)")
+
+
 CI_REQUIRED_COMMANDS = {
     "dot": "Graphviz (scripts/install.sh)",
     "go": "Go (.ci/install.d/quic-go.sh)",

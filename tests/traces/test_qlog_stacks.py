@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from conftest import SHARED, shared_file
 
 from quicsm.cli.main import cli
 from quicsm.errors import NoTransitionsError
@@ -25,11 +26,8 @@ from quicsm.traces.events import SSTHRESH_INF
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "qlog"
-SHARED = next(
-    (p for p in (ROOT.parent / "shared", ROOT.parent.parent / "shared") if (p / "reference").is_dir()),
-    ROOT.parent / "shared",
-)
-SAMPLES = SHARED / "reference" / "qlog-samples"
+SAMPLES = "reference/qlog-samples"
+PICOQUIC = (f"{SAMPLES}/picoquic/qlog_trace_ref.qlog", f"{SAMPLES}/picoquic/qlog_trace_ecn_ref.qlog")
 
 NAMES = {
     "slow_start": "SlowStart",
@@ -117,12 +115,14 @@ def quicsm_reading(path: Path) -> tuple[list[str], dict[str, float]]:
 
 def _files() -> list[Path]:
     found = sorted(p for p in DATA.rglob("*") if p.is_file() and p.name not in ("meta.json", "README.md"))
-    return found + [SAMPLES / "picoquic" / "qlog_trace_ref.qlog", SAMPLES / "picoquic" / "qlog_trace_ecn_ref.qlog"]
+    return found + [SHARED / name for name in PICOQUIC]
 
 
 @pytest.mark.parametrize("path", _files(), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_quicsm_matches_an_independent_reading(path: Path) -> None:
-    assert path.is_file(), f"{path} missing (../shared beside the clone holds the picoquic samples)"
+    if path.is_relative_to(SHARED):
+        path = shared_file(str(path.relative_to(SHARED)))
+    assert path.is_file(), f"{path} missing"
     seq, shares = independent_reading(path)
     got_seq, got_shares = quicsm_reading(path)
     assert got_seq == seq
@@ -163,14 +163,14 @@ def test_compare_across_stacks_says_controllers_differ(tmp_path: Path) -> None:
 
 
 def test_picoquic_rtts_stay_in_microseconds() -> None:
-    (t,) = parse_inputs([str(SAMPLES / "picoquic" / "qlog_trace_ref.qlog")]).traces
+    (t,) = parse_inputs([str(shared_file(PICOQUIC[0]))]).traces
     srtts = [e.srtt_us for e in t.events if e.kind == "metrics" and e.srtt_us]
     assert srtts and all(10_000 < s < 100_000 for s in srtts)  # 21 ms, not 21 s
 
 
 def test_names_do_not_pick_the_reader(tmp_path: Path) -> None:
     """picoquic's qlogs are .txt upstream; a renamed .json qlog is still a qlog."""
-    src = (SAMPLES / "picoquic" / "qlog_trace_ref.qlog").read_bytes()
+    src = shared_file(PICOQUIC[0]).read_bytes()
     for name in ("qlog_trace_ref.txt", "trace.json"):
         (tmp_path / name).write_bytes(src)
         (t,) = parse_inputs([str(tmp_path / name)]).traces
@@ -178,7 +178,7 @@ def test_names_do_not_pick_the_reader(tmp_path: Path) -> None:
 
 
 def test_aioquic_without_state_events_is_refused_cleanly() -> None:
-    path = SAMPLES / "aioquic" / "server-success.qlog"
+    path = shared_file(f"{SAMPLES}/aioquic/server-success.qlog")
     with pytest.raises(NoTransitionsError):
         parse_inputs([str(path)])
     res = parse_inputs([str(path)], require_transitions=False)
