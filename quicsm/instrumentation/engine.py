@@ -270,17 +270,6 @@ def _state_change(root: Path, state: dict[str, Any]) -> Change:
     return Change(STATE_FILE, before, after, _mode_of(_state_path(root)))
 
 
-def _commit(root: Path, changes: list[Change], op: str) -> None:
-    """Swap the new files in through the journal; an I/O error half-way leaves the journal to finish it."""
-    try:
-        journal.commit(root, changes, op)
-    except OSError as exc:
-        raise PatchError(
-            f"{root}: {op} interrupted ({exc}); {journal.JOURNAL_DIR} holds the change and the next "
-            f"`quicsm patch apply`, `revert` or `status` completes it"
-        ) from None
-
-
 def _roots(src: str | Path) -> list[Path]:
     """Every directory under ``src`` a target could take as its source root (where a journal would be)."""
     from quicsm.instrumentation.targets import all_targets
@@ -450,7 +439,7 @@ def apply(
         changes.append(_state_change(root, state))
     except PatchError as exc:
         raise PatchError(f"{exc}; nothing was changed") from None
-    _commit(root, changes, "apply")
+    journal.commit(root, changes, "apply")  # undoes itself on an error it catches
     return ApplyResult(root, tuple(p.name for p in todo), already, tuple(notes), tuple(rels))
 
 
@@ -521,7 +510,7 @@ def revert(
         changes.append(_state_change(root, state))
     except PatchError as exc:
         raise PatchError(f"{exc}; nothing was changed") from None
-    _commit(root, changes, "revert")
+    journal.commit(root, changes, "revert")
     return ApplyResult(root, tuple(p.name for p in todo), tuple(not_applied), (), tuple(rels))
 
 

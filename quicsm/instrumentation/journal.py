@@ -8,6 +8,12 @@ moment leaves either no journal (the tree is as before, stray staging files asid
 ``recover`` finishes the interrupted change from the journal (roll forward), so the tree ends in the
 state the command asked for, and refuses if a file is neither its before nor its after version.
 
+An error the running process catches itself (EPERM on an immutable file, EACCES, EROFS, ENOSPC, a file
+changed underneath) is not a crash: the process is alive, so it rolls back instead. Every file it replaced
+gets its journalled before-copy back (renamed into place, so a full disk does not stop the undo), with its
+mode; directories it created go; the journal and temporary files are removed; and the error names the
+file and the reason. Only when the undo itself fails is the journal kept, for the next command to finish.
+
 ``QUICSM_FAULT_AFTER=N`` makes the process SIGKILL itself after the N-th step (a staged blob, the
 journal rename, a temporary file, a replace, the journal removal): the fault-injection tests use it.
 """
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import errno
 import fcntl
 import json
 import os
@@ -131,18 +138,66 @@ def commit(root: Path, changes: list[Change], op: str) -> None:
     changed it while the new contents were being worked out.
     """
     root = Path(root)
-    with _locked(root):
-        _recover(root)
-        for ch in changes:
-            sha, _ = _state(check_inside(root, ch.path, op))
-            if sha != (None if ch.before is None else sha256_bytes(ch.before)):
-                raise PatchError(f"{root / ch.path}: changed while the {op} was being prepared; nothing was changed")
-        if changes:
-            _commit(root, changes, op)
+    try:
+        with _locked(root):
+            _recover(root)
+            for ch in changes:
+                sha, _ = _state(check_inside(root, ch.path, op))
+                if sha != (None if ch.before is None else sha256_bytes(ch.before)):
+                    raise PatchError(
+                        f"{root / ch.path}: changed while the {op} was being prepared; nothing was changed"
+                    )
+            if changes:
+                _commit(root, changes, op)
+    except OSError as exc:  # before the journal existed (locking, reading, staging): nothing was changed
+        raise PatchError(f"{exc.filename or root}: {_reason(exc)}; the {op} changed nothing") from None
+
+
+def _reason(exc: OSError) -> str:
+    """``Permission denied (EACCES)``: the words and the name people search for."""
+    name = errno.errorcode.get(exc.errno or 0)
+    words = exc.strerror or str(exc)
+    hint = " (an immutable file? see lsattr)" if exc.errno == errno.EPERM else ""
+    return f"{words} ({name}){hint}" if name else words
+
+
+class _StepFailed(Exception):
+    """A file of a live change could not be put in place (the path, and the error that stopped it)."""
+
+    def __init__(self, path: Path, cause: BaseException) -> None:
+        super().__init__(str(path))
+        self.path = path
+        self.cause = cause
 
 
 def _commit(root: Path, changes: list[Change], op: str) -> None:
     staging = Path(tempfile.mkdtemp(prefix=_STAGING, dir=root))
+    try:
+        doc = _stage(staging, changes, op)
+        os.rename(staging, root / JOURNAL_DIR)  # the point of no return
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    _fsync_dir(root)
+    fault_step()
+    new_dirs = _missing_dirs(root, changes)
+    try:
+        _roll_forward(root, live=True)
+    except (_StepFailed, PatchError) as exc:
+        path, cause = (exc.path, exc.cause) if isinstance(exc, _StepFailed) else (None, exc)
+        problems = _roll_back(root, doc, new_dirs)
+        what = _reason(cause) if isinstance(cause, OSError) else str(cause)
+        where = f"{path}: " if path is not None else ""
+        if problems:
+            raise PatchError(
+                f"{where}{what}; undoing the {op} failed too ({'; '.join(problems)}), so {root / JOURNAL_DIR} "
+                "keeps the change: fix the cause, then `quicsm patch status` completes it"
+            ) from None
+        raise PatchError(f"{where}{what}; the {op} was undone, every file is as it was") from None
+
+
+def _stage(staging: Path, changes: list[Change], op: str) -> dict[str, Any]:
+    """Every file's before and after bytes and the journal document, fsynced in the staging directory."""
     entries: list[dict[str, Any]] = []
     for i, ch in enumerate(changes):
         entry: dict[str, Any] = {
@@ -164,10 +219,61 @@ def _commit(root: Path, changes: list[Change], op: str) -> None:
     }
     _write_blob(staging / _JOURNAL, (json.dumps(doc, indent=1) + "\n").encode())
     _fsync_dir(staging)
-    os.rename(staging, root / JOURNAL_DIR)  # the point of no return
-    _fsync_dir(root)
-    fault_step()
-    _roll_forward(root)
+    return doc
+
+
+def _missing_dirs(root: Path, changes: list[Change]) -> list[Path]:
+    """Directories a change would create (deepest first), so an undo can take them away again."""
+    missing: set[Path] = set()
+    for ch in changes:
+        parent = (root / ch.path).parent
+        while parent != root and not parent.exists():
+            missing.add(parent)
+            parent = parent.parent
+    return sorted(missing, key=lambda p: len(p.parts), reverse=True)
+
+
+def _roll_back(root: Path, doc: dict[str, Any], new_dirs: list[Path]) -> list[str]:
+    """Put every file of a live change back as it was; the journal goes when all are. Returns what failed.
+
+    A before-copy is renamed from the journal into place, so the undo needs no free space; the journal
+    keeps the after-copies, so if the undo stops half-way, rolling forward can still finish the change."""
+    jdir = root / JOURNAL_DIR
+    problems = []
+    for i, e in reversed(list(enumerate(doc["files"]))):
+        p = root / e["path"]
+        try:
+            sha, mode = _state(p)
+            if sha == e["before_sha256"] and (sha is None or mode == e["mode"]):
+                continue
+            if sha != e["after_sha256"]:
+                problems.append(f"{p}: changed by someone else meanwhile (left as it is)")
+                continue
+            if e["before_sha256"] is None:
+                p.unlink()
+            else:
+                blob = jdir / f"{i}.before"
+                os.chmod(blob, e["mode"])
+                try:
+                    os.replace(blob, p)
+                except OSError as exc:
+                    if exc.errno != errno.EXDEV:
+                        raise
+                    _replace(p, blob.read_bytes(), e["mode"])
+            _fsync_dir(p.parent)
+            fault_step()
+        except OSError as exc:
+            problems.append(f"{p}: {_reason(exc)}")
+    if problems:
+        return problems
+    for d in new_dirs:
+        with contextlib.suppress(OSError):
+            d.rmdir()
+    try:
+        _finish(root, doc)
+    except OSError as exc:
+        return [f"{jdir}: {_reason(exc)}"]
+    return []
 
 
 def _load(root: Path) -> dict[str, Any] | None:
@@ -188,28 +294,46 @@ def pending(root: Path) -> dict[str, Any] | None:
     return _load(Path(root))
 
 
-def _roll_forward(root: Path) -> None:
+def _roll_forward(root: Path, *, live: bool = False) -> None:
+    """Put every file of the journal in its after state. ``live``: this process made the change and can
+    still undo it, so a file that cannot be written is reported as :class:`_StepFailed` (see ``_commit``)."""
     jdir = root / JOURNAL_DIR
     doc = _load(root)
     assert doc is not None
     todo = []
     for i, e in enumerate(doc["files"]):
         p = check_inside(root, e["path"], str(jdir / _JOURNAL))
-        sha, mode = _state(p)
+        with _step(p, live):
+            sha, mode = _state(p)
         if sha == e["after_sha256"] and (sha is None or mode == e["mode"]):
             continue
         if sha != e["before_sha256"]:
+            if live:
+                raise _StepFailed(p, PatchError(f"changed underneath the {doc.get('op', 'change')} (sha256 {sha})"))
             raise PatchError(
                 f"{p}: changed since the interrupted {doc.get('op', 'change')} began (sha256 {sha}); "
                 f"the journal {jdir} is kept: restore the file or the tree from version control"
             )
         todo.append((i, e, p))
     for i, e, p in todo:
-        data = (jdir / f"{i}.after").read_bytes() if e["after_sha256"] is not None else None
+        with _step(p, live):
+            data = (jdir / f"{i}.after").read_bytes() if e["after_sha256"] is not None else None
         if data is not None and sha256_bytes(data) != e["after_sha256"]:
             raise PatchError(f"{jdir}: staged copy of {e['path']} is damaged; restore the tree from version control")
-        _replace(p, data, e["mode"])
+        with _step(p, live):
+            _replace(p, data, e["mode"])
     _finish(root, doc)
+
+
+@contextlib.contextmanager
+def _step(path: Path, live: bool) -> Iterator[None]:
+    """In a live change, an OSError on ``path`` becomes :class:`_StepFailed` (which the change undoes)."""
+    try:
+        yield
+    except OSError as exc:
+        if not live:
+            raise
+        raise _StepFailed(path, exc) from exc
 
 
 def _finish(root: Path, doc: dict[str, Any]) -> None:
