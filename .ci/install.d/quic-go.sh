@@ -5,10 +5,12 @@
 # Go goes to /usr/local/go; .ci/run puts /usr/local/go/bin on PATH.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/checks.sh
 export PATH="/usr/local/go/bin:$PATH"
 GO_WANT="${QUICSM_GO_VERSION:-1.26.8}"   # newest patched quic-go (v0.65) needs go >= 1.26
+GO_MIN=1.26                              # testbed/server and testbed/client: `go 1.26.0`
 
-if ! command -v go >/dev/null 2>&1; then
+if ! go_ok "$GO_MIN"; then  # none, gccgo's, or one too old (Debian 12's golang-go is 1.19)
   # Bootstrap: Debian's go (1.19) can fetch the official toolchain module from the proxy; the toolchain
   # module zip is a complete GOROOT (exec bits are not kept in module zips, so set them).
   export DEBIAN_FRONTEND=noninteractive
@@ -23,6 +25,7 @@ if ! command -v go >/dev/null 2>&1; then
   chmod a+x /usr/local/go/bin/* /usr/local/go/pkg/tool/*/*
   rm -rf "$tmp"
 fi
+go_ok "$GO_MIN" || { echo "quic-go.sh: need Go >= $GO_MIN (gc), found: $(go version 2>&1 | head -1)" >&2; exit 1; }
 go version
 
 # Module versions and toolchains named by the shipped patch sets (manifest.json "module").
