@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -81,7 +82,7 @@ def infer(output: str, fmt: str | None, **kw: Any) -> None:
     if fmt is None and output.endswith(".graphml"):
         fmt = "graphml"
     if fmt is None:
-        fmt = "text" if output == "-" and click.get_text_stream("stdout").isatty() else "json"
+        fmt = "text" if output == "-" and sys.stdout.isatty() else "json"
     write_model(am, output, fmt)
     if output != "-":
         click.echo(f"wrote {engine} model ({len(am.nodes)} nodes, {len(am.edges)} edges) to {output}", err=True)
