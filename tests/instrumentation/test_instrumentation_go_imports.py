@@ -95,6 +95,7 @@ def _writable_copy(src: Path, dst: Path) -> Path:
     return dst
 
 
+@pytest.mark.slow  # builds the ported module with Go
 @pytest.mark.skipif(GO is None, reason="Go toolchain not installed")
 def test_v052_set_ported_to_v065_imports_time_and_builds(tmp_path):
     tree = _writable_copy(_module("v0.65.0"), tmp_path / "quic-go@v0.65.0")

@@ -151,28 +151,33 @@ def test_apply_on_a_read_only_mount_undoes_itself(tmp_path: Path) -> None:
 def test_apply_on_a_full_disk_leaves_the_tree_as_it_was_or_patched(tmp_path: Path) -> None:
     """A small tmpfs filled to a little less than the change needs, over a range of free space: every run
     ends pristine (with ENOSPC named) or completely patched, and never leaves a journal behind."""
+    from quicsm.errors import PatchError
+    from quicsm.instrumentation import engine
+    from quicsm.instrumentation.patchset import load_patch_set
+
     page = os.sysconf("SC_PAGE_SIZE")
-    outcomes: dict[str, int] = {}
-    for spare in range(0, 14):
+    outcomes: list[str] = []
+    for spare in range(0, 16):
         disk = tmp_path / f"disk{spare}"
         disk.mkdir()
         with mounted(["-t", "tmpfs", "-o", f"size={48 * page}", "tmpfs"], disk):
             root, sets, _ = _world(disk)
             pristine = tree_state(root)
             st = os.statvfs(disk)
-            filler = disk / "filler"
-            filler.write_bytes(b"\0" * max(0, (st.f_bavail - spare) * st.f_frsize))
-            res = _quicsm("apply", str(root), "--set", str(sets))
-            if res.returncode == 0:
-                outcomes["patched"] = outcomes.get("patched", 0) + 1
+            (disk / "filler").write_bytes(b"\0" * max(0, (st.f_bavail - spare) * st.f_frsize))
+            try:
+                engine.apply(root, sets=[load_patch_set(sets)])
+                outcomes.append("patched")
                 assert "QUICSM" in "".join(str(v[0]) for v in tree_state(root).values())
-            else:
-                _assert_failed_cleanly(res, "No space left on device (ENOSPC)", "", op="apply")
+            except PatchError as exc:
+                assert "No space left on device (ENOSPC)" in str(exc), exc
+                assert "was undone" in str(exc) or "changed nothing" in str(exc), exc
                 assert tree_state(root) == pristine
-                kind = "undone" if "was undone" in res.stdout + res.stderr else "nothing changed"
-                outcomes[kind] = outcomes.get(kind, 0) + 1
+                outcomes.append("as it was")
             assert not any(n.startswith(JOURNAL_DIR) for n in os.listdir(root))
-    assert "patched" in outcomes and set(outcomes) - {"patched"}, outcomes
+        if outcomes[-1] == "patched":
+            break
+    assert outcomes[0] == "as it was" and outcomes[-1] == "patched", outcomes
 
 
 def test_a_failed_undo_keeps_the_journal_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
