@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from quicsm.testbed import netns
-from quicsm.testbed.emulator import Emulator
+from quicsm.testbed.emulator import Emulator, default_mode
 from quicsm.testbed.relay import RelayBinaries, RelayConfig, build_relay
 from quicsm.testbed.system import require_root
 
-__all__ = ["RateRow", "DelayRow", "ReorderRow", "AccuracyReport", "measure_accuracy", "probe"]
+__all__ = ["RateRow", "DelayRow", "ReorderRow", "LossRow", "AccuracyReport", "measure_accuracy", "probe"]
 
 PROBE_PORT = 4433
 
@@ -59,23 +59,39 @@ class ReorderRow:
 
 
 @dataclass(frozen=True, slots=True)
+class LossRow:
+    configured: float
+    sent: int
+    received: int
+    measured: float
+    """1 - received / sent at the probe receiver (one direction, client to server)."""
+
+
+@dataclass(frozen=True, slots=True)
 class AccuracyReport:
     rates: tuple[RateRow, ...]
     delays: tuple[DelayRow, ...]
     reorder: tuple[ReorderRow, ...]
     load_avg: tuple[float, float] = (0.0, 0.0)
     """1-minute load average before and after: the relay and probes share the CPU with everything else."""
+    losses: tuple[LossRow, ...] = ()
+    mode: str = "udp"
+    """Which relay was measured (``quicsm.testbed.emulator.MODES``)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "mode": self.mode,
             "rates": [asdict(r) for r in self.rates],
             "delays": [asdict(r) for r in self.delays],
             "reorder": [asdict(r) for r in self.reorder],
+            "losses": [asdict(r) for r in self.losses],
             "load_avg": list(self.load_avg),
         }
 
     def markdown(self) -> str:
         out = [
+            f"Relay: {self.mode}",
+            "",
             "| configured Mbit/s | offered | achieved (IP) | ratio | ratio incl. Ethernet hdr |",
             "|---:|---:|---:|---:|---:|",
         ]
@@ -101,6 +117,9 @@ class AccuracyReport:
             f"| {r.delay_ms:g} ms | +-{r.jitter_ms:g} ms | {r.rate_mbps:g} Mbit/s | {r.packets} | {r.reordered_share:.1%} | {r.displaced_ge3_share:.1%} |"
             for r in self.reorder
         ]
+        if self.losses:
+            out += ["", "| configured loss | sent | received | measured loss |", "|---:|---:|---:|---:|"]
+            out += [f"| {r.configured:.1%} | {r.sent} | {r.received} | {r.measured:.2%} |" for r in self.losses]
         out += ["", f"Machine load (1-min average) before/after: {self.load_avg[0]:.2f} / {self.load_avg[1]:.2f}"]
         return "\n".join(out) + "\n"
 
@@ -115,11 +134,14 @@ def probe(
     size: int,
     seconds: float,
     queue: str = "1bdp",
+    mode: str | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """One probe run through a fresh emulator; returns (receiver result, relay summary)."""
     rtt = 2 * relay_cfg.delay_ms
     tbf = netns.TbfConfig(rate_bps, netns.parse_queue(queue, rate_bps=rate_bps, rtt_ms=rtt))
-    with Emulator(tag=uuid.uuid4().hex[:6], tbf=tbf, relay_cfg=relay_cfg, bins=bins, work_dir=work) as emu:
+    with Emulator(
+        tag=uuid.uuid4().hex[:6], tbf=tbf, relay_cfg=relay_cfg, bins=bins, work_dir=work, mode=mode or default_mode()
+    ) as emu:
         recv = emu.procs.start(
             "probe-recv", [str(bins.probe), "recv", "-listen", emu.server_addr, "-idle", "2s"], ns=emu.topo.ns("srv")
         )
@@ -152,8 +174,12 @@ def measure_accuracy(
     rates_mbps: Sequence[float] = (5, 10, 50, 100),
     delays_ms: Sequence[float] = (5, 18, 56),
     seconds: float = 4.0,
+    losses: Sequence[float] = (0.01, 0.05),
+    mode: str | None = None,
 ) -> AccuracyReport:
+    """Probe rate, delay, reordering and loss through the relay ``mode`` (default: the emulator's)."""
     require_root("the accuracy report")
+    mode = mode or default_mode()
     bins = build_relay()
     work.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()[0]
@@ -167,6 +193,7 @@ def measure_accuracy(
             offered_bps=mbps * 1e6 * 1.15,
             size=1200,
             seconds=seconds,
+            mode=mode,
         )
         achieved = res["rate_bps"] / 1e6
         rates.append(RateRow(mbps, mbps * 1.15, achieved, achieved / mbps, achieved * (1228 + 14) / 1228 / mbps))
@@ -180,6 +207,7 @@ def measure_accuracy(
             offered_bps=4e6,
             size=200,
             seconds=seconds,
+            mode=mode,
         )
         owd = res["owd_us"]
         base = int(d * 1000)
@@ -204,9 +232,27 @@ def measure_accuracy(
             offered_bps=mbps * 1e6 * 0.9,
             size=1200,
             seconds=seconds,
+            mode=mode,
         )
         n = max(1, res["received"])
         reorder.append(ReorderRow(56, jitter, mbps, res["received"], res["reordered"] / n, res["reordered_ge3"] / n))
-    report = AccuracyReport(tuple(rates), tuple(delays), tuple(reorder), (load_before, os.getloadavg()[0]))
+    loss_rows = []
+    for p in losses:
+        res, stats = probe(
+            bins,
+            work / f"loss-{p:g}",
+            rate_bps=100_000_000,
+            relay_cfg=RelayConfig(delay_ms=5, loss=p),
+            offered_bps=4e6,
+            size=200,
+            seconds=seconds,
+            mode=mode,
+        )
+        sent = int(stats["up"]["received"])
+        got = int(res["received"])
+        loss_rows.append(LossRow(p, sent, got, 1 - got / sent if sent else float("nan")))
+    report = AccuracyReport(
+        tuple(rates), tuple(delays), tuple(reorder), (load_before, os.getloadavg()[0]), tuple(loss_rows), mode
+    )
     (work / "accuracy.json").write_text(json.dumps(report.to_json(), indent=2))
     return report

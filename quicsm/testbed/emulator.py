@@ -1,9 +1,15 @@
 """One emulated path, up for the duration of a ``with`` block: namespaces, tbf, relay, and an
-optional bandwidth schedule (a new rate every period, Fig. 11). Teardown always runs."""
+optional bandwidth schedule (a new rate every period, Fig. 11). Teardown always runs.
+
+Two relays (``mode``): ``ip`` routes every packet of any protocol through the IP-layer relay, so
+TCP and QUIC flows share one path and one set of impairments and clients dial the server's own
+address; ``udp`` is the UDP relay (QUIC only), kept to compare against. ``QUICSM_EMULATOR=udp|ip``
+overrides the default for a process."""
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import threading
 import time
@@ -15,12 +21,22 @@ from typing import Any
 from quicsm.errors import TestbedError
 from quicsm.testbed import netns
 from quicsm.testbed.procs import Child, ProcGroup
-from quicsm.testbed.relay import RelayBinaries, RelayConfig, relay_argv
+from quicsm.testbed.relay import RelayBinaries, RelayConfig, iprelay_argv, relay_argv
 
-__all__ = ["RateSchedule", "Emulator", "SERVER_PORT", "RELAY_PORT"]
+__all__ = ["RateSchedule", "Emulator", "SERVER_PORT", "RELAY_PORT", "MODES", "default_mode"]
 
 SERVER_PORT = 4433
 RELAY_PORT = 4433
+MODES = ("udp", "ip")
+DEFAULT_MODE = "udp"
+
+
+def default_mode() -> str:
+    """The relay a run uses unless told otherwise: ``$QUICSM_EMULATOR`` or :data:`DEFAULT_MODE`."""
+    mode = os.environ.get("QUICSM_EMULATOR", "").strip().lower() or DEFAULT_MODE
+    if mode not in MODES:
+        raise TestbedError(f"QUICSM_EMULATOR={mode!r}: choose {' or '.join(MODES)}")
+    return mode
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +73,8 @@ class Emulator:
     bins: RelayBinaries
     work_dir: Path
     schedule: RateSchedule | None = None
+    mode: str = field(default_factory=default_mode)
+    """``ip`` (every protocol, clients dial the server) or ``udp`` (the UDP relay)."""
     procs: ProcGroup = field(init=False)
     topo: netns.Topology = field(init=False)
     relay: Child | None = field(init=False, default=None)
@@ -66,6 +84,8 @@ class Emulator:
     _thread: threading.Thread | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise TestbedError(f"emulator mode {self.mode!r}: choose {' or '.join(MODES)}")
         self.topo = netns.Topology(tag=self.tag)
         self.procs = ProcGroup(self.work_dir)
 
@@ -75,24 +95,31 @@ class Emulator:
 
     @property
     def client_target(self) -> str:
-        """What the client dials: the relay's client-facing address."""
+        """What the client dials: the server itself through the IP relay, else the UDP relay's address."""
+        if self.mode == "ip":
+            return self.server_addr
         return f"{self.topo.relay_ip}:{RELAY_PORT}"
+
+    def target(self, port: int) -> str:
+        """Where a client reaches a server listening on ``port`` (several flows share one path)."""
+        if self.mode != "ip":
+            raise TestbedError("several servers on one path need the IP relay (emulator mode ip)")
+        return f"{self.topo.server_ip}:{port}"
 
     def __enter__(self) -> Emulator:
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        netns.create(self.topo, self.tbf)
-        try:
-            self.relay = self.procs.start(
-                "relay",
-                relay_argv(
-                    self.bins.relay,
-                    listen=self.client_target,
-                    upstream=self.server_addr,
-                    cfg=self.relay_cfg,
-                    stats=self.work_dir / "relay.json",
-                ),
-                ns=self.topo.ns("rly"),
+        netns.create(self.topo, self.tbf, tun=self.mode == "ip")
+        stats = self.work_dir / "relay.json"
+        if self.mode == "ip":
+            argv = iprelay_argv(
+                self.bins.iprelay, tun=netns.TUN_DEV, down_net=netns.CLIENT_NET, cfg=self.relay_cfg, stats=stats
             )
+        else:
+            argv = relay_argv(
+                self.bins.relay, listen=self.client_target, upstream=self.server_addr, cfg=self.relay_cfg, stats=stats
+            )
+        try:
+            self.relay = self.procs.start("relay", argv, ns=self.topo.ns("rly"))
             self.procs.wait_ready(self.relay, timeout=10)
         except BaseException:
             self.close()

@@ -7,7 +7,11 @@
 
 ``bn`` only forwards and holds the tbf qdiscs (rate + drop-tail queue), so a full queue drops
 silently, as on a real router (tbf at an endpoint would report drops to the sender's socket).
-``rly`` runs the userspace relay (delay, jitter that reorders, loss) after the rate limiter.
+``rly`` runs the userspace relay (delay, jitter that reorders, loss) after the rate limiter: either
+the UDP relay (the client dials the relay's address, UDP only) or the IP-layer relay, for which
+``rly`` routes every packet it forwards through the TUN device ``qt0`` (policy routing on the
+incoming interface) so the relay sees and impairs every IP packet of any protocol, and the client
+dials the server's own address.
 Addresses come from 198.18.0.0/15 (RFC 2544 benchmarking) and exist only inside these namespaces.
 Everything a topology creates is named ``<prefix><tag>-<role>`` so :func:`cleanup_all` can find
 leftovers; deleting a namespace deletes its veths and qdiscs with it.
@@ -122,8 +126,14 @@ def _ip(ns: str, *args: str) -> None:
     sh(["ip", "-n", ns, *args])
 
 
-def create(topo: Topology, tbf: TbfConfig | None) -> None:
-    """Build the four namespaces, links, routes and qdiscs. On any failure, tear down what exists."""
+TUN_DEV = "qt0"
+CLIENT_NET = "198.18.3.0/24"
+"""The client side of the path: the IP relay sends packets to it down (server to client)."""
+
+
+def create(topo: Topology, tbf: TbfConfig | None, *, tun: bool = False) -> None:
+    """Build the four namespaces, links, routes and qdiscs (and with ``tun`` the relay namespace's
+    TUN device and policy routing). On any failure, tear down what exists."""
     require_root("creating network namespaces")
     require_tool("ip", "iproute2")
     require_tool("tc", "iproute2")
@@ -132,6 +142,8 @@ def create(topo: Topology, tbf: TbfConfig | None) -> None:
         raise TestbedError(f"namespace(s) {', '.join(sorted(taken))} already exist: run `quicsm testbed cleanup` first")
     try:
         _create(topo)
+        if tun:
+            _route_through_tun(topo)
         if tbf is not None:
             set_rate(topo, tbf, replace=True)
     except BaseException:
@@ -168,6 +180,24 @@ def _create(topo: Topology) -> None:
         # for 7 MB). Where these sysctls are not per-namespace the write fails harmlessly.
         for key in ("net.core.rmem_max", "net.core.wmem_max"):
             sh_ok(ns_argv(ns, ["sysctl", "-q", "-w", f"{key}=16777216"]))
+
+
+def _route_through_tun(topo: Topology) -> None:
+    """In ``rly``: everything arriving on r0 or r1 goes to the TUN device (table 100); what the relay
+    writes back into it arrives on ``qt0``, matches no rule and is forwarded by the main table."""
+    rly = topo.ns("rly")
+    _ip(rly, "tuntap", "add", "dev", TUN_DEV, "mode", "tun")
+    _ip(rly, "link", "set", TUN_DEV, "up")
+    _ip(rly, "route", "add", "default", "dev", TUN_DEV, "table", "100")
+    for pref, dev in (("100", "r0"), ("101", "r1")):
+        _ip(rly, "rule", "add", "iif", dev, "lookup", "100", "pref", pref)
+    sysctls = ["net.ipv4.ip_forward=1", "net.ipv4.conf.all.rp_filter=0", f"net.ipv4.conf.{TUN_DEV}.rp_filter=0"]
+    sysctls += [
+        "net.ipv4.conf.all.send_redirects=0",
+        "net.ipv4.conf.r0.send_redirects=0",
+        "net.ipv4.conf.r1.send_redirects=0",
+    ]
+    sh(ns_argv(rly, ["sysctl", "-q", "-w", *sysctls]))
 
 
 def set_rate(topo: Topology, tbf: TbfConfig, *, replace: bool = False) -> None:

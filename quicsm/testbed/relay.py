@@ -1,4 +1,8 @@
-"""The Go impairment relay (``testbed/relay``): building it and describing one direction's impairment."""
+"""The Go impairment relays (``testbed/relay``): building them and describing one direction's impairment.
+
+``quicsm-relay`` relays UDP datagrams between the client and the server's address; ``quicsm-iprelay``
+impairs every IP packet routed through the relay namespace's TUN device. Both apply one
+direction's delay, jitter and loss with the same code (``internal/lane``)."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from pathlib import Path
 from quicsm.errors import TestbedError
 from quicsm.testbed.sources import testbed_root
 
-__all__ = ["RelayConfig", "RelayBinaries", "relay_source_dir", "build_relay", "relay_argv"]
+__all__ = ["RelayConfig", "RelayBinaries", "relay_source_dir", "build_relay", "relay_argv", "iprelay_argv"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +43,7 @@ class RelayConfig:
 class RelayBinaries:
     relay: Path
     probe: Path
+    iprelay: Path
 
 
 def relay_source_dir() -> Path:
@@ -56,15 +61,15 @@ def _source_digest(src: Path) -> str:
 
 
 def build_relay(cache_dir: Path | None = None) -> RelayBinaries:
-    """Build ``quicsm-relay`` and ``quicsm-udpprobe`` once per source digest (cached)."""
+    """Build ``quicsm-relay``, ``quicsm-iprelay`` and ``quicsm-udpprobe`` once per source digest (cached)."""
     src = relay_source_dir()
     go = shutil.which("go") or ("/usr/local/go/bin/go" if os.path.exists("/usr/local/go/bin/go") else None)
     if go is None:
         raise TestbedError("Go toolchain not found: install Go (scripts/install.sh) to build the relay")
     base = cache_dir or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "quicsm" / "relay"
     out = base / _source_digest(src)
-    bins = RelayBinaries(out / "quicsm-relay", out / "quicsm-udpprobe")
-    if bins.relay.exists() and bins.probe.exists():
+    bins = RelayBinaries(out / "quicsm-relay", out / "quicsm-udpprobe", out / "quicsm-iprelay")
+    if bins.relay.exists() and bins.probe.exists() and bins.iprelay.exists():
         return bins
     out.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(
@@ -81,13 +86,20 @@ def build_relay(cache_dir: Path | None = None) -> RelayBinaries:
 
 
 def relay_argv(binary: Path, *, listen: str, upstream: str, cfg: RelayConfig, stats: Path) -> list[str]:
+    return [str(binary), "-listen", listen, "-upstream", upstream, *_impairment_args(cfg), "-stats", str(stats)]
+
+
+def iprelay_argv(
+    binary: Path, *, tun: str, down_net: str, cfg: RelayConfig, stats: Path, bin_ms: float = 100
+) -> list[str]:
+    """The IP-layer relay on TUN device ``tun``; packets to ``down_net`` go down (server to client)."""
+    args = [str(binary), "-tun", tun, "-down-net", down_net, *_impairment_args(cfg)]
+    return [*args, "-bin", f"{bin_ms}ms", "-stats", str(stats)]
+
+
+def _impairment_args(cfg: RelayConfig) -> list[str]:
     d, j = f"{cfg.delay_ms}ms", f"{cfg.jitter_ms}ms"
     return [
-        str(binary),
-        "-listen",
-        listen,
-        "-upstream",
-        upstream,
         "-delay-down",
         d,
         "-delay-up",
@@ -102,6 +114,4 @@ def relay_argv(binary: Path, *, listen: str, upstream: str, cfg: RelayConfig, st
         str(cfg.loss),
         "-seed",
         str(cfg.seed),
-        "-stats",
-        str(stats),
     ]

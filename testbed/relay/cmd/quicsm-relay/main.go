@@ -7,18 +7,13 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"net"
 	"os"
-	"os/signal"
-	"runtime/debug"
 	"sync"
-	"sync/atomic"
-	"syscall"
-	"time"
 
+	"quicsm/testbed/relay/internal/lane"
 	"quicsm/testbed/relay/internal/rt"
 )
 
@@ -26,30 +21,26 @@ type session struct {
 	up *net.UDPConn
 }
 
+// toConn sends on a connected socket; toAddr sends to one client from the listening socket.
+type toConn struct{ c *net.UDPConn }
+
+func (t toConn) Send(b []byte) { _, _ = t.c.Write(b) }
+
+type toAddr struct {
+	c  *net.UDPConn
+	to *net.UDPAddr
+}
+
+func (t *toAddr) Send(b []byte) { _, _ = t.c.WriteToUDP(b, t.to) }
+
 func main() {
 	listen := flag.String("listen", "", "client-facing UDP address HOST:PORT")
 	upstream := flag.String("upstream", "", "server UDP address HOST:PORT")
-	delayDown := flag.Duration("delay-down", 0, "one-way delay server->client")
-	delayUp := flag.Duration("delay-up", 0, "one-way delay client->server")
-	jitterDown := flag.Duration("jitter-down", 0, "uniform jitter +- server->client (reorders)")
-	jitterUp := flag.Duration("jitter-up", 0, "uniform jitter +- client->server (reorders)")
-	lossDown := flag.Float64("loss-down", 0, "drop probability server->client (0..1)")
-	lossUp := flag.Float64("loss-up", 0, "drop probability client->server (0..1)")
-	seed := flag.Uint64("seed", 1, "random seed for loss and jitter")
-	fifo := flag.Bool("rt", true, "SCHED_FIFO for the two sender threads only")
-	statsPath := flag.String("stats", "", "write the JSON summary here on exit")
+	impair := lane.RegisterFlags()
 	flag.Parse()
-	rt.ReserveProcs(2)
-	debug.SetGCPercent(400) // fewer collections: each one can stall the sender threads
 	if *listen == "" || *upstream == "" {
 		fmt.Fprintln(os.Stderr, "quicsm-relay: -listen and -upstream are required")
 		os.Exit(2)
-	}
-	for _, p := range []float64{*lossDown, *lossUp} {
-		if p < 0 || p > 1 {
-			fmt.Fprintln(os.Stderr, "quicsm-relay: loss must be within 0..1")
-			os.Exit(2)
-		}
 	}
 	laddr, err := net.ResolveUDPAddr("udp", *listen)
 	check(err)
@@ -59,13 +50,8 @@ func main() {
 	check(err)
 	rt.BigBuffers(lc)
 
-	down := newLane("down", laneConfig{int64(*delayDown), int64(*jitterDown), *lossDown}, *seed, *fifo)
-	up := newLane("up", laneConfig{int64(*delayUp), int64(*jitterUp), *lossUp}, *seed+1, *fifo)
-	var stop atomic.Bool
-	down.done.Add(1)
-	up.done.Add(1)
-	go down.run(&stop)
-	go up.run(&stop)
+	pair := impair.Start("quicsm-relay")
+	down, up := pair.Down, pair.Up
 
 	var mu sync.Mutex
 	sessions := map[string]*session{}
@@ -80,7 +66,7 @@ func main() {
 		rt.BigBuffers(c)
 		s := &session{up: c}
 		sessions[from.String()] = s
-		client := &net.UDPAddr{IP: append(net.IP(nil), from.IP...), Port: from.Port}
+		client := &toAddr{lc, &net.UDPAddr{IP: append(net.IP(nil), from.IP...), Port: from.Port}}
 		go func() { // server -> client
 			buf := make([]byte, 65536)
 			for {
@@ -88,7 +74,7 @@ func main() {
 				if err != nil {
 					return
 				}
-				down.push(&packet{data: append([]byte(nil), buf[:n]...), arrive: rt.Now(), conn: lc, to: client})
+				down.Push(&lane.Packet{Data: append([]byte(nil), buf[:n]...), Arrive: rt.Now(), Out: client})
 			}
 		}()
 		return s
@@ -102,33 +88,16 @@ func main() {
 			}
 			now := rt.Now()
 			s := getSession(from)
-			up.push(&packet{data: append([]byte(nil), buf[:n]...), arrive: now, conn: s.up})
+			up.Push(&lane.Packet{Data: append([]byte(nil), buf[:n]...), Arrive: now, Out: toConn{s.up}})
 		}
 	}()
 
-	ready, _ := json.Marshal(map[string]any{"ready": true, "listen": lc.LocalAddr().String(), "upstream": uaddr.String()})
-	fmt.Println(string(ready))
-
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	started := time.Now()
-	<-sig
-	stop.Store(true)
-	down.done.Wait()
-	up.done.Wait()
-	if *statsPath != "" {
-		mu.Lock()
-		nsess := len(sessions)
-		mu.Unlock()
-		out, _ := json.MarshalIndent(map[string]any{
-			"down": down.stats(), "up": up.stats(), "sessions": nsess,
-			"seconds": time.Since(started).Seconds(),
-		}, "", "  ")
-		tmp := *statsPath + ".tmp"
-		if err := os.WriteFile(tmp, out, 0o644); err == nil {
-			_ = os.Rename(tmp, *statsPath)
-		}
-	}
+	pair.Serve(map[string]any{"ready": true, "listen": lc.LocalAddr().String(), "upstream": uaddr.String()},
+		func() map[string]any {
+			mu.Lock()
+			defer mu.Unlock()
+			return map[string]any{"sessions": len(sessions)}
+		})
 }
 
 func check(err error) {

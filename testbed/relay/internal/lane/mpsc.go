@@ -1,4 +1,4 @@
-package main
+package lane
 
 import "sync/atomic"
 
@@ -11,7 +11,7 @@ type mpsc struct {
 
 type qnode struct {
 	next atomic.Pointer[qnode]
-	p    *packet
+	p    *Packet
 }
 
 func newMPSC() *mpsc {
@@ -22,14 +22,14 @@ func newMPSC() *mpsc {
 	return q
 }
 
-func (q *mpsc) push(p *packet) {
+func (q *mpsc) push(p *Packet) {
 	n := &qnode{p: p}
 	prev := q.head.Swap(n)
 	prev.next.Store(n)
 }
 
 // pop returns nil when empty (or while a push is half done; the next call sees it).
-func (q *mpsc) pop() *packet {
+func (q *mpsc) pop() *Packet {
 	next := q.tail.next.Load()
 	if next == nil {
 		return nil

@@ -1,0 +1,167 @@
+// Package lane is one direction of an impairment relay: every packet gets its own delay
+// (fixed + uniform jitter, so jitter reorders as netem's tfifo does) or is dropped, and a
+// pinned sender thread releases it at its departure time. The UDP relay and the IP-layer
+// (TUN) relay share it, so both impair packets by exactly the same rules.
+package lane
+
+import (
+	"container/heap"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+
+	"quicsm/testbed/relay/internal/rt"
+)
+
+// Sender puts a packet back on the wire (a UDP socket, a TUN device).
+type Sender interface {
+	Send(data []byte)
+}
+
+// Packet is one datagram or IP packet waiting in a lane until its own departure time.
+type Packet struct {
+	Data   []byte
+	Arrive int64
+	Out    Sender
+	depart int64
+	seq    uint64
+}
+
+type pktHeap []*Packet
+
+func (h pktHeap) Len() int { return len(h) }
+func (h pktHeap) Less(i, j int) bool {
+	if h[i].depart != h[j].depart {
+		return h[i].depart < h[j].depart
+	}
+	return h[i].seq < h[j].seq
+}
+func (h pktHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *pktHeap) Push(x any)   { *h = append(*h, x.(*Packet)) }
+func (h *pktHeap) Pop() any {
+	old := *h
+	p := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return p
+}
+
+// Config is one direction's impairment: fixed delay, uniform jitter (+-), Bernoulli loss.
+type Config struct {
+	DelayNs  int64
+	JitterNs int64
+	Loss     float64
+}
+
+// Lane delays each packet independently: delay + U(-jitter, +jitter), leaving at its own
+// departure time. Readers draw loss and delay under their own lock and hand packets over through
+// a lock-free queue; the heap and the send counters belong to the sender thread alone.
+type Lane struct {
+	Name string
+	cfg  Config
+	fifo bool
+
+	readerMu sync.Mutex // readers only: rng, sequence numbers, receive counters
+	rng      *rand.Rand
+	nextSeq  uint64
+	received uint64
+	dropped  uint64
+
+	in   *mpsc
+	h    pktHeap
+	Done sync.WaitGroup
+
+	// OnSent, when set, is called by the sender thread after each packet left (e.g. per-flow
+	// accounting); it must be quick and must not block.
+	OnSent func(p *Packet, now int64)
+
+	// sender-owned; read after the sender stopped
+	sent, bytesSent, reordered, maxSentSeq uint64
+	late                                   rt.Sample // send time - departure time, us
+	gotFIFO                                atomic.Bool
+}
+
+// New makes a lane; fifo asks for SCHED_FIFO on its sender thread.
+func New(name string, cfg Config, seed uint64, fifo bool) *Lane {
+	return &Lane{Name: name, cfg: cfg, fifo: fifo, rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)), in: newMPSC()}
+}
+
+// Push draws the packet's fate: dropped, or queued for arrive + delay (+ jitter).
+func (l *Lane) Push(p *Packet) {
+	l.readerMu.Lock()
+	l.received++
+	if l.cfg.Loss > 0 && l.rng.Float64() < l.cfg.Loss {
+		l.dropped++
+		l.readerMu.Unlock()
+		return
+	}
+	d := l.cfg.DelayNs
+	if l.cfg.JitterNs > 0 {
+		d += l.rng.Int64N(2*l.cfg.JitterNs+1) - l.cfg.JitterNs
+	}
+	if d < 0 {
+		d = 0
+	}
+	p.depart = p.Arrive + d
+	l.nextSeq++
+	p.seq = l.nextSeq
+	l.in.push(p)
+	l.readerMu.Unlock()
+}
+
+// Run is the sender: a pinned thread that never parks in the Go scheduler. It polls the
+// queue and sleeps with nanosleep until the head packet is due, at most 200 us at a time, so a
+// newly queued packet due earlier than the head is late by no more than that.
+func (l *Lane) Run(stop *atomic.Bool) {
+	defer l.Done.Done()
+	l.gotFIFO.Store(rt.PinThread(l.fifo))
+	const chunk = 200_000
+	for !stop.Load() {
+		for p := l.in.pop(); p != nil; p = l.in.pop() {
+			heap.Push(&l.h, p)
+		}
+		if len(l.h) == 0 {
+			rt.Sleep(chunk)
+			continue
+		}
+		head := l.h[0]
+		if head.depart > rt.Now() {
+			rt.SleepUntil(head.depart, chunk)
+			continue
+		}
+		heap.Pop(&l.h)
+		head.Out.Send(head.Data)
+		now := rt.Now()
+		l.late.Add((now - head.depart) / 1000)
+		l.sent++
+		l.bytesSent += uint64(len(head.Data))
+		if head.seq < l.maxSentSeq {
+			l.reordered++
+		} else {
+			l.maxSentSeq = head.seq
+		}
+		if l.OnSent != nil {
+			l.OnSent(head, now)
+		}
+	}
+}
+
+// Stats is the JSON summary of one direction.
+type Stats struct {
+	Received  uint64     `json:"received"`
+	Dropped   uint64     `json:"dropped"`
+	Sent      uint64     `json:"sent"`
+	BytesSent uint64     `json:"bytes_sent"`
+	Reordered uint64     `json:"reordered"`
+	Queued    int        `json:"queued"`
+	FIFO      bool       `json:"sched_fifo"`
+	LateUs    rt.Summary `json:"late_us"`
+}
+
+// Stats must be called after the sender has stopped.
+func (l *Lane) Stats() Stats {
+	l.readerMu.Lock()
+	defer l.readerMu.Unlock()
+	return Stats{Received: l.received, Dropped: l.dropped, Sent: l.sent, BytesSent: l.bytesSent,
+		Reordered: l.reordered, Queued: len(l.h), FIFO: l.gotFIFO.Load(), LateUs: l.late.Summarize()}
+}
