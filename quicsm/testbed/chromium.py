@@ -1,5 +1,6 @@
 """The real browser as a client: Debian's headless ``chromium``, forced onto HTTP/3 for the test
-origin with the server certificate's SPKI pinned, page load time from the DevTools protocol.
+origin (or, for the kernel TCP stack, kept off QUIC so it speaks HTTP/2 over TLS) with the server
+certificate's SPKI pinned, page load time from the DevTools protocol.
 
 DevTools runs over ``--remote-debugging-pipe`` (NUL-terminated JSON on fds 3 and 4), so no
 WebSocket library is needed. Page load time is the Navigation Timing ``loadEventEnd`` of the page;
@@ -25,14 +26,15 @@ from quicsm.testbed.system import require_tool
 __all__ = ["chromium_flags", "load_page", "CdpPipe", "chromium_version"]
 
 
-def chromium_flags(origin: str, spki: str, user_data_dir: Path) -> list[str]:
-    """The flags testbed-facts found to work (HTTP/3 forced for ``origin``, cert pinned by SPKI)."""
+def chromium_flags(origin: str, spki: str, user_data_dir: Path, protocol: str = "h3") -> list[str]:
+    """The flags testbed-facts found to work (HTTP/3 forced for ``origin``, cert pinned by SPKI);
+    with ``protocol="h2"`` QUIC is switched off instead, so the page comes over HTTP/2 on TCP."""
+    transport = ["--enable-quic", f"--origin-to-force-quic-on={origin}"] if protocol == "h3" else ["--disable-quic"]
     return [
         "--headless=new",
         "--no-sandbox",
         "--disable-gpu",
-        "--enable-quic",
-        f"--origin-to-force-quic-on={origin}",
+        *transport,
         f"--ignore-certificate-errors-spki-list={spki}",
         "--disable-background-networking",
         "--no-first-run",
@@ -136,10 +138,12 @@ def load_page(
     preexec: Callable[[], None] | None = None,
     timeout_s: float = 120.0,
     expect_bytes: int = 0,
+    protocol: str = "h3",
 ) -> dict[str, Any]:
     """Load ``url`` once in a fresh profile; returns the same keys as the Go client
     (``ok``, ``plt_ms``, ``bytes``, ``objects``) plus ``protocols`` seen. A load that fetched fewer
-    than ``expect_bytes`` (the browser cancelled objects) or used anything but HTTP/3 is not ok."""
+    than ``expect_bytes`` (the browser cancelled objects) or used anything but ``protocol`` (``h3``,
+    or ``h2`` for a TCP server) is not ok."""
     require_tool("chromium", "chromium")
     if not spki:
         raise TestbedError("chromium needs the server's SPKI hash (the server did not print one)")
@@ -155,7 +159,7 @@ def load_page(
         f'exec "$@" 3<&{to_chrome_r} 4>&{from_chrome_w} {to_chrome_r}<&- {from_chrome_w}>&-',
         "sh",
         "chromium",
-        *chromium_flags(origin, spki, profile),
+        *chromium_flags(origin, spki, profile, protocol),
     ]
     child = procs.start(
         "chromium",
@@ -205,7 +209,7 @@ def load_page(
                 nbytes += int(ev["params"].get("encodedDataLength", 0))
         plt = float(nav_t.get("loadEventEnd") or 0) - float(nav_t.get("startTime") or 0)
         complete = nbytes >= expect_bytes
-        ok = nresp > 0 and set(protocols) == {"h3"} and complete
+        ok = nresp > 0 and set(protocols) == {protocol} and complete
         out: dict[str, Any] = {
             "ok": ok,
             "plt_ms": round(plt if plt > 0 else wall_ms, 3),
@@ -215,8 +219,8 @@ def load_page(
             "protocols": protocols,
             "browser": chromium_version(),
         }
-        if set(protocols) != {"h3"}:
-            out["error"] = f"responses over {protocols or 'nothing'}, not only h3"
+        if set(protocols) != {protocol}:
+            out["error"] = f"responses over {protocols or 'nothing'}, not only {protocol}"
         elif not complete:
             out["error"] = f"browser fetched {nbytes} of {expect_bytes} bytes (objects cancelled)"
         try:

@@ -16,7 +16,15 @@ from pathlib import Path
 from quicsm.errors import TestbedError
 from quicsm.testbed.sources import testbed_root
 
-__all__ = ["RelayConfig", "RelayBinaries", "relay_source_dir", "build_relay", "relay_argv", "iprelay_argv"]
+__all__ = [
+    "RelayConfig",
+    "RelayBinaries",
+    "relay_source_dir",
+    "build_relay",
+    "build_go_programs",
+    "relay_argv",
+    "iprelay_argv",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,15 +70,22 @@ def _source_digest(src: Path) -> str:
 
 def build_relay(cache_dir: Path | None = None) -> RelayBinaries:
     """Build ``quicsm-relay``, ``quicsm-iprelay`` and ``quicsm-udpprobe`` once per source digest (cached)."""
-    src = relay_source_dir()
+    out = build_go_programs(
+        relay_source_dir(), "relay", ("quicsm-relay", "quicsm-udpprobe", "quicsm-iprelay"), cache_dir
+    )
+    return RelayBinaries(out / "quicsm-relay", out / "quicsm-udpprobe", out / "quicsm-iprelay")
+
+
+def build_go_programs(src: Path, kind: str, programs: tuple[str, ...], cache_dir: Path | None = None) -> Path:
+    """``go build ./cmd/...`` of the standard-library-only module ``src`` into a cache directory
+    named by its source digest; returns that directory (built once per digest)."""
     go = shutil.which("go") or ("/usr/local/go/bin/go" if os.path.exists("/usr/local/go/bin/go") else None)
     if go is None:
-        raise TestbedError("Go toolchain not found: install Go (scripts/install.sh) to build the relay")
-    base = cache_dir or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "quicsm" / "relay"
+        raise TestbedError(f"Go toolchain not found: install Go (scripts/install.sh) to build {src.name}")
+    base = cache_dir or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "quicsm" / kind
     out = base / _source_digest(src)
-    bins = RelayBinaries(out / "quicsm-relay", out / "quicsm-udpprobe", out / "quicsm-iprelay")
-    if bins.relay.exists() and bins.probe.exists() and bins.iprelay.exists():
-        return bins
+    if all((out / p).exists() for p in programs):
+        return out
     out.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(
         [go, "build", "-o", str(out) + "/", "./cmd/..."],
@@ -81,8 +96,8 @@ def build_relay(cache_dir: Path | None = None) -> RelayBinaries:
         env={**os.environ, "CGO_ENABLED": "0"},
     )
     if proc.returncode != 0:
-        raise TestbedError(f"building the relay in {src} failed: {proc.stderr.strip()[-1500:]}")
-    return bins
+        raise TestbedError(f"building {', '.join(programs)} in {src} failed: {proc.stderr.strip()[-1500:]}")
+    return out
 
 
 def relay_argv(binary: Path, *, listen: str, upstream: str, cfg: RelayConfig, stats: Path) -> list[str]:

@@ -1,0 +1,420 @@
+"""Several flows of any stacks (quic-go, quiche, the kernel's TCP) through one emulated bottleneck.
+
+Every server listens in the server namespace on its own port, every client starts in the client
+namespace at its own offset, and all packets cross the same tbf queue and the same IP-layer relay
+(``Emulator(mode="ip")``). The relay counts each flow's bytes at the bottleneck's egress in 100 ms
+bins, which gives every flow's throughput over time whatever its stack. Each flow gets a
+directory with its own ``server.log`` (contract lines: the patched QUIC server's, or the kernel
+tracer's lines for that flow's port) and ``meta.json`` (labels for ``quicsm parse``); the run's
+``meta.json`` holds the scenario, the throughput series and the clock offsets that put every
+flow's ``t_us`` on one time axis (:func:`quicsm.compare.fairness.load_flows` reads them).
+
+Long flows: each client fetches one object larger than the link can carry in ``duration_s``; at
+``duration_s`` every client and server is stopped.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import re
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from quicsm.errors import TestbedError
+from quicsm.files import atomic_output
+from quicsm.testbed import netns
+from quicsm.testbed.emulator import Emulator
+from quicsm.testbed.procs import Child
+from quicsm.testbed.relay import RelayConfig, build_relay
+from quicsm.testbed.system import require_root
+from quicsm.testbed.tcp import TCP_CCS, TcpTuning, apply_tuning, build_tcp, client_argv, server_argv
+
+__all__ = ["FLOW_STACKS", "FlowSpec", "FlowScenario", "FlowResult", "run_flows", "parse_flow", "BASE_PORT"]
+
+FLOW_STACKS = {"quic-go": ("reno", "cubic"), "quiche": ("reno", "cubic", "bbr2"), "tcp": TCP_CCS}
+BASE_PORT = 4433
+LATE_P99_LIMIT_US = 2000
+_GO_LOG_TIME = re.compile(rb"^(\d{4}/\d\d/\d\d \d\d:\d\d:\d\d\.\d{6}) .*?QUICSM .*?\bt_us=(-?\d+)")
+
+
+@dataclass(frozen=True, slots=True)
+class FlowSpec:
+    """One flow: its server stack and controller, and when its client starts (s after the first)."""
+
+    stack: str
+    cc: str
+    start_s: float = 0.0
+    name: str = ""
+    version: str = ""
+    """quic-go module version or quiche crate version (default: the testbed's)."""
+
+    def __post_init__(self) -> None:
+        if self.stack not in FLOW_STACKS:
+            raise TestbedError(f"flow stack {self.stack!r}: choose {', '.join(FLOW_STACKS)}")
+        if self.cc not in FLOW_STACKS[self.stack]:
+            raise TestbedError(f"cc {self.cc!r} on {self.stack}: choose {', '.join(FLOW_STACKS[self.stack])}")
+        if self.start_s < 0:
+            raise TestbedError(f"flow start {self.start_s}: must not be negative")
+
+    @property
+    def implementation(self) -> tuple[str, str]:
+        if self.stack == "quiche":
+            return "cloudflare-quiche", self.version or "0.30.0"
+        if self.stack == "tcp":
+            import platform
+
+            return "linux-tcp", platform.release()
+        return "quic-go", self.version or "v0.65.0"
+
+
+def parse_flow(text: str) -> FlowSpec:
+    """``STACK:CC[@START_S][=NAME]``, e.g. ``quic-go:cubic``, ``tcp:cubic@2``, ``tcp:bbr@0=tcp1``."""
+    m = re.fullmatch(r"([a-z-]+):([a-z0-9]+)(?:@([0-9.]+))?(?:=([A-Za-z0-9_.-]+))?", text.strip())
+    if not m:
+        raise TestbedError(f"flow {text!r}: expected STACK:CC[@START_S][=NAME], e.g. tcp:cubic@2")
+    return FlowSpec(m.group(1), m.group(2), float(m.group(3) or 0), m.group(4) or "")
+
+
+@dataclass(frozen=True, slots=True)
+class FlowScenario:
+    """A shared bottleneck and the flows through it."""
+
+    flows: tuple[FlowSpec, ...]
+    rate_mbps: float = 5.0
+    rtt_ms: float = 36.0
+    queue: str = "30kb"
+    loss: float = 0.0
+    jitter_ms: float = 0.0
+    duration_s: float = 30.0
+    name: str = "flows"
+    seed: int = 1
+    tuning: TcpTuning = field(default_factory=TcpTuning)
+    qlog: bool = True
+    """quic-go flows also write qlog (metrics on every ACK: the cwnd timelines of Fig. 5)."""
+
+    def __post_init__(self) -> None:
+        if not self.flows:
+            raise TestbedError("a flow scenario needs at least one flow")
+        if self.duration_s <= max(f.start_s for f in self.flows):
+            raise TestbedError(f"duration {self.duration_s} s ends before the last flow starts")
+        RelayConfig(self.rtt_ms / 2, self.jitter_ms, self.loss)
+
+    def flow_names(self) -> list[str]:
+        names = []
+        for i, f in enumerate(self.flows):
+            names.append(f.name or f"{i:02d}-{f.stack}-{f.cc}")
+        if len(set(names)) != len(names):
+            raise TestbedError(f"flow names must differ: {names}")
+        return names
+
+    def object_size(self) -> int:
+        """Bytes per flow: more than the whole link carries in the run, so no flow ends early."""
+        return int(self.rate_mbps * 1e6 / 8 * self.duration_s * 1.5) + 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class FlowResult:
+    run_dir: Path
+    ok: bool
+    emulator_ok: bool
+    throughput_mbps: dict[str, float]
+    error: str | None = None
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    with atomic_output(str(path), binary=False) as f:
+        f.write(json.dumps(obj, indent=2, sort_keys=True, default=str))
+
+
+def _binaries(sc: FlowScenario) -> dict[int, tuple[Path, Path]]:
+    """(server, client) per flow index, each stack built (or taken from the cache) once."""
+    out: dict[int, tuple[Path, Path]] = {}
+    cache: dict[tuple[str, str, str], tuple[Path, Path]] = {}
+    for i, f in enumerate(sc.flows):
+        key = (f.stack, f.cc, f.version)
+        if key not in cache:
+            if f.stack == "tcp":
+                tb = build_tcp()
+                cache[key] = (tb.server, tb.client)
+            elif f.stack == "quiche":
+                from quicsm.testbed.quiche_build import build_quiche_server
+                from quicsm.testbed.stack import get_stack
+
+                server = build_quiche_server(f.version or "0.30.0", f.cc)
+                cache[key] = (server.binary, get_stack("v0.65.0", "reno").client)
+            else:
+                from quicsm.testbed.stack import get_stack
+
+                res = get_stack(f.version or "v0.65.0", f.cc)
+                cache[key] = (res.server, res.client)
+        out[i] = cache[key]
+    return out
+
+
+def run_flows(sc: FlowScenario, run_dir: Path, *, index: int = 0) -> FlowResult:
+    """Run every flow of ``sc`` through one emulated bottleneck; write ``run_dir`` (see module doc)."""
+    require_root("a multi-flow run")
+    names = sc.flow_names()
+    bins = _binaries(sc)
+    relay_bins = build_relay()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tag = uuid.uuid4().hex[:6]
+    rate_bps = int(sc.rate_mbps * 1e6)
+    tbf = netns.TbfConfig(rate_bps, netns.parse_queue(sc.queue, rate_bps=rate_bps, rtt_ms=sc.rtt_ms))
+    relay_cfg = RelayConfig(sc.rtt_ms / 2, sc.jitter_ms, sc.loss, seed=sc.seed * 1000 + index)
+    size = sc.object_size()
+    started, t_mono0 = _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds"), time.monotonic()
+    flow_meta: list[dict[str, Any]] = []
+    error: str | None = None
+    tracer_stats: dict[str, int] = {}
+    emu = Emulator(tag=tag, tbf=tbf, relay_cfg=relay_cfg, bins=relay_bins, work_dir=run_dir, mode="ip")
+    flow_dirs = [run_dir / f"flow-{n}" for n in names]
+    for d in flow_dirs:
+        d.mkdir(parents=True, exist_ok=True)
+    tracer = None
+    try:
+        with emu:
+            apply_tuning(emu.topo, sc.tuning)
+            if any(f.stack == "tcp" for f in sc.flows):
+                from quicsm.testbed.ktrace import KernelTracer
+
+                tracer = KernelTracer(emu.topo.ns("srv"), run_dir / "ktrace.log")
+                tracer.start()
+            servers: list[Child] = []
+            readies: list[dict[str, Any]] = []
+            for i, f in enumerate(sc.flows):
+                port = BASE_PORT + i
+                addr = f"{emu.topo.server_ip}:{port}"
+                log = flow_dirs[i] / ("h2server.log" if f.stack == "tcp" else "server.log")
+                argv = _server_argv(f, bins[i][0], addr, size, log, sc)
+                child = emu.procs.start(f"server-{names[i]}", argv, ns=emu.topo.ns("srv"))
+                servers.append(child)
+                readies.append(emu.procs.wait_ready(child, timeout=20))
+            clients: list[Child | None] = [None] * len(sc.flows)
+            starts: list[int] = [0] * len(sc.flows)
+            t0 = time.monotonic()
+            order = sorted(range(len(sc.flows)), key=lambda k: sc.flows[k].start_s)
+            for i in order:
+                f = sc.flows[i]
+                _sleep_until(t0 + f.start_s)
+                url = f"https://{emu.target(BASE_PORT + i)}/"
+                spki = str(readies[i].get("spki", ""))
+                timeout = sc.duration_s + 60
+                if f.stack == "tcp":
+                    from quicsm.testbed.tcp import TcpBinaries
+
+                    argv = client_argv(TcpBinaries(bins[i][0], bins[i][1]), url=url, spki=spki, timeout_s=timeout)
+                else:
+                    argv = [str(bins[i][1]), "-url", url, "-spki", spki, "-timeout", f"{int(timeout)}s"]
+                starts[i] = time.time_ns()
+                clients[i] = emu.procs.start(f"client-{names[i]}", argv, ns=emu.topo.ns("cli"))
+            _sleep_until(t0 + sc.duration_s)
+            results = []
+            for c in clients:
+                assert c is not None
+                finished = c.popen.poll() is not None
+                out = _client_result(c) if finished else {"ok": False, "error": "still loading at the end"}
+                emu.procs.stop(c, grace=1)
+                out["finished"] = finished
+                results.append(out)
+            for s in servers:
+                emu.procs.stop(s, grace=5)
+            if tracer is not None:
+                tracer_stats = tracer.stop()
+                tracer = None
+            emu.stop_relay()
+    except TestbedError as exc:
+        error = f"testbed: {exc}"
+        results = []
+        starts = [0] * len(sc.flows)
+        readies = []
+    finally:
+        if tracer is not None:
+            tracer.stop()
+    stats = emu.relay_stats
+    late_p99 = max(stats.get(d, {}).get("late_us", {}).get("p99", 0) for d in ("down", "up")) if stats else None
+    emulator_ok = late_p99 is not None and late_p99 <= LATE_P99_LIMIT_US
+    series = _series(stats, emu.topo.server_ip, len(sc.flows))
+    bin_s = float(stats.get("bin_ms", 100)) / 1000 if stats else 0.1
+    t0_relay = int(stats.get("t0_unix_ns", 0)) if stats else 0
+    window = (max(f.start_s for f in sc.flows) + min(2.0, sc.duration_s / 10), sc.duration_s)
+    thr: dict[str, float] = {}
+    ktrace = run_dir / "ktrace.log"
+    for i, f in enumerate(sc.flows):
+        first = (starts[i] - t0_relay) / 1e9 if starts[i] and t0_relay else f.start_s
+        mbps = _mean_mbps(series[i], bin_s, first - f.start_s + window[0], first - f.start_s + window[1])
+        thr[names[i]] = mbps
+        log = flow_dirs[i] / "server.log"
+        if f.stack == "tcp":
+            _split_ktrace(ktrace, BASE_PORT + i, log)
+        impl, version = f.implementation
+        offset = _clock_offset_us(log, starts[i], sc.rtt_ms)
+        meta = {
+            "implementation": impl,
+            "version": version,
+            "cc": f.cc,
+            "labels": {
+                "scenario": sc.name,
+                "run": run_dir.name,
+                "flow": names[i],
+                "stack": f.stack,
+                "rate_mbps": f"{sc.rate_mbps:g}",
+                "rtt_ms": f"{sc.rtt_ms:g}",
+                "loss": f"{sc.loss:g}",
+                "queue": sc.queue,
+                "flows": str(len(sc.flows)),
+            },
+            "flow": {
+                "index": i,
+                "name": names[i],
+                "stack": f.stack,
+                "cc": f.cc,
+                "start_s": f.start_s,
+                "port": BASE_PORT + i,
+                "start_unix_ns": starts[i],
+                "t_us_to_unix_us": offset,
+                "throughput_mbps": mbps,
+                "bytes": sum(series[i]),
+                "client": results[i] if i < len(results) else None,
+                "server": readies[i] if i < len(readies) else None,
+            },
+        }
+        flow_meta.append(meta["flow"])  # type: ignore[arg-type]
+        _write_json(flow_dirs[i] / "meta.json", meta)
+    ok = error is None and all(r.get("finished") is False or r.get("ok") for r in results)
+    _write_json(
+        run_dir / "meta.json",
+        {
+            "kind": "flows",
+            "scenario": {**asdict(sc), "flows": [asdict(f) for f in sc.flows], "object_size": size},
+            "flows": flow_meta,
+            "series": {
+                "bin_s": bin_s,
+                "t0_unix_ns": t0_relay,
+                "bytes": {names[i]: series[i] for i in range(len(names))},
+            },
+            "window_s": list(window),
+            "throughput_mbps": thr,
+            "result": {"ok": ok, "error": error},
+            "emulator": {
+                "ok": emulator_ok,
+                "late_p99_us": late_p99,
+                "mode": "ip",
+                "relay": {k: v for k, v in stats.items() if k != "flows"},
+            },
+            "tracer": tracer_stats,
+            "timestamps": {
+                "start": started,
+                "end": _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds"),
+                "seconds": round(time.monotonic() - t_mono0, 3),
+            },
+        },
+    )
+    return FlowResult(run_dir, ok, emulator_ok, thr, error)
+
+
+def _server_argv(f: FlowSpec, server: Path, addr: str, size: int, log: Path, sc: FlowScenario) -> list[str]:
+    if f.stack == "tcp":
+        from quicsm.testbed.tcp import TcpBinaries
+
+        return server_argv(
+            TcpBinaries(server, server), addr=addr, objects=1, size=size, cc=f.cc, tuning=sc.tuning, log=log
+        )
+    argv = [str(server), "-addr", addr, "-objects", "1", "-size", str(size), "-log", str(log)]
+    if f.stack == "quiche":
+        argv += ["-cc", f.cc]
+    elif sc.qlog:
+        argv += ["-qlog", str(log.parent / "qlog")]
+    return argv
+
+
+def _sleep_until(t: float) -> None:
+    while (left := t - time.monotonic()) > 0:
+        time.sleep(min(left, 0.05))
+
+
+def _client_result(c: Child) -> dict[str, Any]:
+    out = b""
+    if c.popen.stdout is not None:
+        try:
+            out = c.popen.stdout.read() or b""
+        except (OSError, ValueError):
+            out = b""
+    for line in reversed(out.decode(errors="replace").splitlines()):
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            return obj
+    return {"ok": False, "error": "stopped at the end of the run"}
+
+
+def _series(stats: dict[str, Any], server_ip: str, n: int) -> list[list[int]]:
+    """Bytes per bin leaving the relay towards the client, per flow (by the server's port)."""
+    out: list[list[int]] = [[] for _ in range(n)]
+    for fl in stats.get("flows", []) if stats else []:
+        ip, _, port = str(fl.get("src", "")).rpartition(":")
+        if ip != server_ip or not port.isdigit():
+            continue
+        i = int(port) - BASE_PORT
+        if 0 <= i < n:
+            b = [int(x) for x in fl.get("bins", [])]
+            cur = out[i]
+            for k, v in enumerate(b):
+                if k < len(cur):
+                    cur[k] += v
+                else:
+                    cur.append(v)
+    return out
+
+
+def _mean_mbps(bins: list[int], bin_s: float, lo: float, hi: float) -> float:
+    """Mean rate over [lo, hi) seconds of the relay's clock (bins outside the list count as zero)."""
+    a, b = max(0, int(lo / bin_s)), max(0, int(hi / bin_s))
+    if b <= a:
+        return 0.0
+    return sum(bins[a:b]) * 8 / ((b - a) * bin_s) / 1e6
+
+
+def _split_ktrace(ktrace: Path, port: int, dest: Path) -> None:
+    """The kernel tracer's lines of the connections served on ``port`` (conn ``tcp<port>/...``)."""
+    mark = f"conn=tcp{port}/".encode()
+    tmp = dest.with_name(dest.name + ".tmp")
+    with open(tmp, "wb") as out:
+        if ktrace.exists():
+            with open(ktrace, "rb") as src:
+                for line in src:
+                    if mark in line:
+                        out.write(line)
+    os.replace(tmp, dest)
+
+
+def _clock_offset_us(log: Path, start_unix_ns: int, rtt_ms: float) -> int | None:
+    """What to add to the flow's ``t_us`` to get Unix microseconds: from the first contract line's
+    Go-log wall-clock prefix (quic-go, kernel TCP), else assuming the first event comes one RTT
+    after the client started (quiche logs no wall clock)."""
+    first_t: int | None = None
+    try:
+        with open(log, "rb") as f:
+            for line in f:
+                if b"QUICSM" not in line:
+                    continue
+                m = _GO_LOG_TIME.match(line)
+                if m:
+                    wall = _dt.datetime.strptime(m.group(1).decode(), "%Y/%m/%d %H:%M:%S.%f")
+                    return int(wall.timestamp() * 1e6) - int(m.group(2))
+                t = re.search(rb"\bt_us=(-?\d+)", line)
+                if t and first_t is None:
+                    first_t = int(t.group(1))
+                break
+    except OSError:
+        return None
+    if first_t is None or not start_unix_ns:
+        return None
+    return start_unix_ns // 1000 + int(rtt_ms * 1000) - first_t

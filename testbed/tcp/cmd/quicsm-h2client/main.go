@@ -1,0 +1,179 @@
+// Command quicsm-h2client loads a testbed page over HTTP/2 + TLS 1.3 on TCP, as quicsm-client does
+// over HTTP/3: the HTML, then every object it references concurrently over one connection.
+//
+// Interface (as quicsm-client's): flags -url https://HOST:PORT/ (-spki B64 | -insecure)
+// [-timeout 60s] [-parallel N]; prints one JSON line
+// {"ok":true,"plt_ms":...,"bytes":...,"objects":...,"proto":"HTTP/2.0"} or {"ok":false,"error":"..."}
+// (exit status 1).
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"regexp"
+	"sync"
+	"time"
+)
+
+var refs = regexp.MustCompile(`(?i)\b(?:src|href)\s*=\s*["']([^"']+)["']`)
+
+type result struct {
+	OK      bool    `json:"ok"`
+	PLTms   float64 `json:"plt_ms,omitempty"`
+	Bytes   int64   `json:"bytes,omitempty"`
+	Objects int     `json:"objects"`
+	Proto   string  `json:"proto,omitempty"`
+	Error   string  `json:"error,omitempty"`
+	PageMs  float64 `json:"page_ms,omitempty"`
+	TLS     string  `json:"tls,omitempty"`
+}
+
+func emit(r result) {
+	b, _ := json.Marshal(r)
+	fmt.Println(string(b))
+	if !r.OK {
+		os.Exit(1)
+	}
+}
+
+func pinned(pin string) func([][]byte, [][]*x509.Certificate) error {
+	return func(raw [][]byte, _ [][]*x509.Certificate) error {
+		if len(raw) == 0 {
+			return errors.New("server sent no certificate")
+		}
+		leaf, err := x509.ParseCertificate(raw[0])
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(leaf.RawSubjectPublicKeyInfo)
+		if got := base64.StdEncoding.EncodeToString(sum[:]); got != pin {
+			return fmt.Errorf("certificate SPKI %s does not match the pin %s", got, pin)
+		}
+		return nil
+	}
+}
+
+func get(ctx context.Context, client *http.Client, u string) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(io.Discard, resp.Body)
+	if err != nil {
+		return n, fmt.Errorf("%s: reading body: %w", u, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return n, fmt.Errorf("%s: HTTP %d", u, resp.StatusCode)
+	}
+	return n, nil
+}
+
+func main() {
+	rawURL := flag.String("url", "", "page URL, https://HOST:PORT/")
+	pin := flag.String("spki", "", "base64 SHA-256 of the server certificate's SubjectPublicKeyInfo")
+	insecure := flag.Bool("insecure", false, "accept any certificate (instead of -spki)")
+	timeout := flag.Duration("timeout", 60*time.Second, "limit for the whole page load")
+	parallel := flag.Int("parallel", 0, "objects fetched at once (0 = all)")
+	flag.Parse()
+
+	page, err := url.Parse(*rawURL)
+	if err != nil || page.Scheme != "https" || page.Host == "" {
+		emit(result{Error: fmt.Sprintf("-url must be https://HOST:PORT/, got %q", *rawURL)})
+	}
+	if *pin == "" && !*insecure {
+		emit(result{Error: "give -spki B64 (the server's ready line has it) or -insecure"})
+	}
+	tlsConf := &tls.Config{InsecureSkipVerify: true, ServerName: page.Hostname(), MinVersion: tls.VersionTLS13}
+	if !*insecure {
+		tlsConf.VerifyPeerCertificate = pinned(*pin)
+	}
+	var tlsVersion string
+	tr := &http.Transport{TLSClientConfig: tlsConf, ForceAttemptHTTP2: true, MaxConnsPerHost: 1,
+		DisableCompression: true}
+	client := &http.Client{Transport: tr}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+
+	start := time.Now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, page.String(), nil)
+	if err != nil {
+		emit(result{Error: err.Error()})
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		emit(result{Error: err.Error()})
+	}
+	html, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		emit(result{Error: "reading page: " + err.Error()})
+	}
+	if resp.StatusCode != http.StatusOK {
+		emit(result{Error: fmt.Sprintf("%s: HTTP %d", page, resp.StatusCode)})
+	}
+	if resp.TLS != nil {
+		tlsVersion = tls.VersionName(resp.TLS.Version)
+	}
+	pageMs := float64(time.Since(start).Microseconds()) / 1000
+
+	var objs []string
+	seen := map[string]bool{}
+	for _, m := range refs.FindAllSubmatch(html, -1) {
+		ref, err := page.Parse(string(m[1]))
+		if err != nil || ref.Host != page.Host || seen[ref.String()] {
+			continue
+		}
+		seen[ref.String()] = true
+		objs = append(objs, ref.String())
+	}
+	total := int64(len(html))
+	limit := *parallel
+	if limit <= 0 || limit > len(objs) {
+		limit = len(objs)
+	}
+	limit = max(limit, 1)
+	var (
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	sem := make(chan struct{}, limit)
+	for _, u := range objs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(u string) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			n, err := get(ctx, client, u)
+			mu.Lock()
+			defer mu.Unlock()
+			total += n
+			if err != nil && firstErr == nil {
+				firstErr = err
+				cancel()
+			}
+		}(u)
+	}
+	wg.Wait()
+	plt := float64(time.Since(start).Microseconds()) / 1000
+	if firstErr != nil {
+		emit(result{Error: firstErr.Error(), Objects: len(objs), Bytes: total})
+	}
+	emit(result{OK: true, PLTms: plt, Bytes: total, Objects: len(objs), Proto: resp.Proto, PageMs: pageMs, TLS: tlsVersion})
+}

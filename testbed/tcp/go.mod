@@ -1,0 +1,3 @@
+module quicsm/testbed/tcp
+
+go 1.22
