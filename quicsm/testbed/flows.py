@@ -242,12 +242,16 @@ def run_flows(sc: FlowScenario, run_dir: Path, *, index: int = 0) -> FlowResult:
     series = _series(stats, emu.topo.server_ip, len(sc.flows))
     bin_s = float(stats.get("bin_ms", 100)) / 1000 if stats else 0.1
     t0_relay = int(stats.get("t0_unix_ns", 0)) if stats else 0
-    window = (max(f.start_s for f in sc.flows) + min(2.0, sc.duration_s / 10), sc.duration_s)
+    # Relay clock (bin 0 = the relay's start): where each client started, and the measurement
+    # window from 2 s after the last start (or a tenth of the run) to the end of the run.
+    firsts = [(starts[i] - t0_relay) / 1e9 if starts[i] and t0_relay else f.start_s for i, f in enumerate(sc.flows)]
+    origin = min(first - f.start_s for first, f in zip(firsts, sc.flows, strict=True))
+    lead = max(f.start_s for f in sc.flows) + min(2.0, sc.duration_s / 10)
+    window = (origin + lead, origin + sc.duration_s)
     thr: dict[str, float] = {}
     ktrace = run_dir / "ktrace.log"
     for i, f in enumerate(sc.flows):
-        first = (starts[i] - t0_relay) / 1e9 if starts[i] and t0_relay else f.start_s
-        mbps = _mean_mbps(series[i], bin_s, first - f.start_s + window[0], first - f.start_s + window[1])
+        mbps = _mean_mbps(series[i], bin_s, window[0], window[1])
         thr[names[i]] = mbps
         log = flow_dirs[i] / "server.log"
         if f.stack == "tcp":
@@ -299,6 +303,7 @@ def run_flows(sc: FlowScenario, run_dir: Path, *, index: int = 0) -> FlowResult:
                 "bytes": {names[i]: series[i] for i in range(len(names))},
             },
             "window_s": list(window),
+            "clients_start_s": origin,
             "throughput_mbps": thr,
             "result": {"ok": ok, "error": error},
             "emulator": {

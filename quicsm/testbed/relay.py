@@ -36,14 +36,19 @@ class RelayConfig:
     jitter_ms: float = 0.0
     loss: float = 0.0
     seed: int = 1
+    delay_step: tuple[float, float] | None = None
+    """(after_s, delay_ms): from ``after_s`` past the relay's first packet on, the one-way delay of
+    both directions is ``delay_ms`` (an RTT step within one run)."""
 
     def __post_init__(self) -> None:
         if self.delay_ms < 0 or self.jitter_ms < 0:
             raise TestbedError(f"delay {self.delay_ms} ms / jitter {self.jitter_ms} ms must not be negative")
         if not 0.0 <= self.loss < 1.0:
             raise TestbedError(f"loss {self.loss} must be a probability in [0, 1)")
+        if self.delay_step is not None and (self.delay_step[0] <= 0 or self.delay_step[1] < 0):
+            raise TestbedError(f"delay step {self.delay_step}: needs after_s > 0 and a delay >= 0 ms")
 
-    def to_dict(self) -> dict[str, float]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -129,4 +134,5 @@ def _impairment_args(cfg: RelayConfig) -> list[str]:
         str(cfg.loss),
         "-seed",
         str(cfg.seed),
+        *(["-delay-step", f"{cfg.delay_step[0]}s:{cfg.delay_step[1]}ms"] if cfg.delay_step else []),
     ]

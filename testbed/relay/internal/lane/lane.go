@@ -46,11 +46,15 @@ func (h *pktHeap) Pop() any {
 	return p
 }
 
-// Config is one direction's impairment: fixed delay, uniform jitter (+-), Bernoulli loss.
+// Config is one direction's impairment: fixed delay, uniform jitter (+-), Bernoulli loss, and
+// optionally a delay step: from StepAfterNs after the relay's first packet (either direction)
+// on, the fixed delay is StepDelayNs.
 type Config struct {
-	DelayNs  int64
-	JitterNs int64
-	Loss     float64
+	DelayNs     int64
+	JitterNs    int64
+	Loss        float64
+	StepAfterNs int64
+	StepDelayNs int64
 }
 
 // Lane delays each packet independently: delay + U(-jitter, +jitter), leaving at its own
@@ -71,6 +75,9 @@ type Lane struct {
 	h    pktHeap
 	Done sync.WaitGroup
 
+	// origin is the arrival time of the relay's first packet, shared by both lanes (delay steps).
+	origin *atomic.Int64
+
 	// OnSent, when set, is called by the sender thread after each packet left (e.g. per-flow
 	// accounting); it must be quick and must not block.
 	OnSent func(p *Packet, now int64)
@@ -83,7 +90,8 @@ type Lane struct {
 
 // New makes a lane; fifo asks for SCHED_FIFO on its sender thread.
 func New(name string, cfg Config, seed uint64, fifo bool) *Lane {
-	return &Lane{Name: name, cfg: cfg, fifo: fifo, rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)), in: newMPSC()}
+	return &Lane{Name: name, cfg: cfg, fifo: fifo, rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)), in: newMPSC(),
+		origin: new(atomic.Int64)}
 }
 
 // Push draws the packet's fate: dropped, or queued for arrive + delay (+ jitter).
@@ -96,6 +104,12 @@ func (l *Lane) Push(p *Packet) {
 		return
 	}
 	d := l.cfg.DelayNs
+	if l.cfg.StepAfterNs > 0 {
+		l.origin.CompareAndSwap(0, p.Arrive)
+		if p.Arrive-l.origin.Load() >= l.cfg.StepAfterNs {
+			d = l.cfg.StepDelayNs
+		}
+	}
 	if l.cfg.JitterNs > 0 {
 		d += l.rng.Int64N(2*l.cfg.JitterNs+1) - l.cfg.JitterNs
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -21,6 +22,7 @@ type Flags struct {
 	seed                                     *uint64
 	fifo                                     *bool
 	stats                                    *string
+	delayStep                                *string
 }
 
 // RegisterFlags declares -delay-*, -jitter-*, -loss-*, -seed, -rt and -stats on the default flag set.
@@ -35,7 +37,26 @@ func RegisterFlags() *Flags {
 		seed:       flag.Uint64("seed", 1, "random seed for loss and jitter"),
 		fifo:       flag.Bool("rt", true, "SCHED_FIFO for the two sender threads only"),
 		stats:      flag.String("stats", "", "write the JSON summary here on exit"),
+		delayStep: flag.String("delay-step", "", "AFTER:DELAY, e.g. 20s:40ms: from AFTER past the first packet on, "+
+			"the one-way delay of both directions is DELAY"),
 	}
+}
+
+// parseStep reads -delay-step AFTER:DELAY (Go durations); zero values when empty.
+func parseStep(text string) (after, delay int64, err error) {
+	if text == "" {
+		return 0, 0, nil
+	}
+	a, d, ok := strings.Cut(text, ":")
+	if !ok {
+		return 0, 0, fmt.Errorf("-delay-step %q: expected AFTER:DELAY, e.g. 20s:40ms", text)
+	}
+	ad, err1 := time.ParseDuration(a)
+	dd, err2 := time.ParseDuration(d)
+	if err1 != nil || err2 != nil || ad <= 0 || dd < 0 {
+		return 0, 0, fmt.Errorf("-delay-step %q: expected AFTER:DELAY with AFTER > 0, e.g. 20s:40ms", text)
+	}
+	return int64(ad), int64(dd), nil
 }
 
 // Pair is a relay's two directions and the flag that stops their senders.
@@ -54,13 +75,21 @@ func (f *Flags) Start(prog string) *Pair {
 			os.Exit(2)
 		}
 	}
+	after, step, err := parseStep(*f.delayStep)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, prog+":", err)
+		os.Exit(2)
+	}
 	rt.ReserveProcs(2)
 	debug.SetGCPercent(400) // fewer collections: each one can stall the sender threads
 	p := &Pair{
-		Down:  New("down", Config{DelayNs: int64(*f.delayDown), JitterNs: int64(*f.jitterDown), Loss: *f.lossDown}, *f.seed, *f.fifo),
-		Up:    New("up", Config{DelayNs: int64(*f.delayUp), JitterNs: int64(*f.jitterUp), Loss: *f.lossUp}, *f.seed+1, *f.fifo),
+		Down: New("down", Config{DelayNs: int64(*f.delayDown), JitterNs: int64(*f.jitterDown), Loss: *f.lossDown,
+			StepAfterNs: after, StepDelayNs: step}, *f.seed, *f.fifo),
+		Up: New("up", Config{DelayNs: int64(*f.delayUp), JitterNs: int64(*f.jitterUp), Loss: *f.lossUp,
+			StepAfterNs: after, StepDelayNs: step}, *f.seed+1, *f.fifo),
 		stats: *f.stats,
 	}
+	p.Up.origin = p.Down.origin // one origin: the first packet in either direction
 	for _, l := range []*Lane{p.Down, p.Up} {
 		l.Done.Add(1)
 		go l.Run(&p.stop)

@@ -1,0 +1,392 @@
+"""Fairness of flows that shared one bottleneck (``quicsm.testbed.flows`` runs): each flow's share of
+the throughput, Jain's index, and throughput, cwnd and state timelines of all flows on one time axis
+(IMC'17 Table 4 and Fig. 5).
+
+A run directory holds ``meta.json`` (``"kind": "flows"``: the bottleneck's per-flow byte series and
+each flow's clock offset) and one ``flow-<name>/`` per flow with its contract log (and, for quic-go,
+its qlog, whose per-ACK metrics give the cwnd timeline). Every trace is put on the run's axis:
+seconds since the relay's first bin.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from quicsm.errors import QuicsmError
+from quicsm.traces.events import StateView, Trace
+
+__all__ = [
+    "Flow",
+    "FlowRun",
+    "FlowSummary",
+    "jain_index",
+    "is_flow_run",
+    "load_flow_run",
+    "summarise_flows",
+    "flow_state_metrics",
+    "fairness_markdown",
+    "fairness_json",
+    "flows_timeline_svg",
+]
+
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+
+
+@dataclass
+class Flow:
+    """One flow of a run: where its bytes and its sender's states went, on the run's time axis."""
+
+    name: str
+    stack: str
+    cc: str
+    start_s: float
+    throughput_mbps: float
+    """Mean rate at the bottleneck over the run's measurement window."""
+    series_mbps: list[float]
+    trace: Trace | None
+    offset_s: float | None
+    """Add to ``t_us / 1e6`` to get seconds on the run's axis (None: the flow's clock is unknown)."""
+
+    def t(self, t_us: int) -> float:
+        return t_us / 1e6 + (self.offset_s or 0.0)
+
+
+@dataclass
+class FlowRun:
+    path: Path
+    scenario: str
+    flows: list[Flow]
+    bin_s: float
+    window_s: tuple[float, float]
+    """Measurement window on the run's axis (seconds since the relay's first bin)."""
+    link_mbps: float
+    origin_s: float = 0.0
+    """When the first client started, on the run's axis (timelines start here)."""
+    meta: dict[str, Any] = field(repr=False, default_factory=dict)
+
+    @property
+    def jain(self) -> float:
+        return jain_index([f.throughput_mbps for f in self.flows])
+
+
+def jain_index(xs: Sequence[float]) -> float:
+    """Jain's fairness index (sum x)^2 / (n sum x^2): 1 when equal, 1/n when one flow takes all."""
+    xs = [float(x) for x in xs]
+    sq = sum(x * x for x in xs)
+    if not xs or sq == 0:
+        return math.nan
+    return sum(xs) ** 2 / (len(xs) * sq)
+
+
+def is_flow_run(path: Path) -> bool:
+    try:
+        return json.loads((Path(path) / "meta.json").read_text()).get("kind") == "flows"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _trace_of(flow_dir: Path, fmeta: dict[str, Any], cc: str) -> tuple[Trace | None, str]:
+    """The flow's longest connection: from its qlog when it has one (per-ACK cwnd), else its log."""
+    from quicsm.traces import parse_inputs
+
+    qlogs = sorted(str(p) for p in (flow_dir / "qlog").glob("*") if p.is_file())
+    for paths, kind in ((qlogs, "qlog"), ([str(flow_dir / "server.log")], "log")):
+        if not paths or not Path(paths[0]).exists():
+            continue
+        traces = parse_inputs(paths, cc=cc, require_transitions=False).traces
+        if traces:
+            return max(traces, key=lambda t: t.duration_us), kind
+    return None, ""
+
+
+def load_flow_run(path: Path | str) -> FlowRun:
+    """Read one multi-flow run directory (see the module docstring)."""
+    path = Path(path)
+    try:
+        meta = json.loads((path / "meta.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise QuicsmError(f"{path}/meta.json: not a readable flows run ({exc})") from None
+    if meta.get("kind") != "flows":
+        raise QuicsmError(f"{path}/meta.json: not a multi-flow run (kind {meta.get('kind')!r})")
+    series = meta["series"]
+    bin_s = float(series["bin_s"])
+    t0_us = int(series["t0_unix_ns"]) // 1000
+    flows = []
+    for fm in meta["flows"]:
+        name = fm["name"]
+        fdir = path / f"flow-{name}"
+        trace, kind = _trace_of(fdir, fm, fm["cc"])
+        offset = None
+        if trace is not None:
+            if kind == "log" and fm.get("t_us_to_unix_us") is not None:
+                offset = (int(fm["t_us_to_unix_us"]) - t0_us) / 1e6
+            else:  # qlog times start at the connection: place its start where the log's first event is
+                offset = _qlog_offset(fdir, fm, trace, t0_us)
+        mbps = [b * 8 / bin_s / 1e6 for b in series["bytes"].get(name, [])]
+        flows.append(
+            Flow(name, fm["stack"], fm["cc"], float(fm["start_s"]), float(fm["throughput_mbps"]), mbps, trace, offset)
+        )
+    sc = meta["scenario"]
+    lo, hi = (float(v) for v in meta["window_s"])
+    origin = meta.get("clients_start_s")
+    if origin is None:  # runs made before the window was kept on the relay's clock
+        origin = min((int(fm["start_unix_ns"]) // 1000 - t0_us) / 1e6 - float(fm["start_s"]) for fm in meta["flows"])
+        lo, hi = lo + origin, hi + origin
+    return FlowRun(path, sc["name"], flows, bin_s, (lo, hi), float(sc["rate_mbps"]), float(origin), meta)
+
+
+def _qlog_offset(fdir: Path, fm: dict[str, Any], qtrace: Trace, t0_us: int) -> float | None:
+    """Align a qlog trace by the patched log of the same connection: both start at its first state."""
+    from quicsm.traces import parse_inputs
+
+    log = fdir / "server.log"
+    if fm.get("t_us_to_unix_us") is None or not log.exists():
+        return None
+    traces = parse_inputs([str(log)], cc=fm["cc"], require_transitions=False).traces
+    if not traces:
+        return None
+    lt = max(traces, key=lambda t: t.duration_us)
+    first_log = (lt.events[0].t_us + int(fm["t_us_to_unix_us"]) - t0_us) / 1e6
+    return first_log - qtrace.events[0].t_us / 1e6
+
+
+@dataclass(frozen=True, slots=True)
+class FlowSummary:
+    """One flow role (by name) across runs of one scenario."""
+
+    name: str
+    stack: str
+    cc: str
+    runs: int
+    mean_mbps: float
+    sd_mbps: float
+    share: float
+    """Mean share of the bottleneck's delivered bytes in the window."""
+    recovery_share: float
+    recovery_per_s: float
+    ca_growth_kb_s: float | None
+    """Median cwnd growth within CongestionAvoidance stays (kB/s), where cwnd was sampled in them."""
+
+
+def flow_state_metrics(flow: Flow, window: tuple[float, float]) -> dict[str, float | None]:
+    """Time share in Recovery (and Loss), Recovery entries per second, and cwnd growth in
+    CongestionAvoidance, over the part of the flow's trace inside ``window`` (run seconds)."""
+    out: dict[str, float | None] = {"recovery_share": math.nan, "recovery_per_s": math.nan, "ca_growth_kb_s": None}
+    tr = flow.trace
+    if tr is None or flow.offset_s is None:
+        return out
+    lo, hi = window
+    rec = total = 0.0
+    entries = 0
+    for v in tr.visits(StateView()):
+        a, b = max(lo, flow.t(v.start_us)), min(hi, flow.t(v.end_us))
+        if b <= a:
+            continue
+        total += b - a
+        if v.state.split(".")[0] in ("Recovery", "Loss"):
+            rec += b - a
+            if flow.t(v.start_us) >= lo:
+                entries += 1
+    if total > 0:
+        out["recovery_share"] = rec / total
+        out["recovery_per_s"] = entries / total
+    slopes = []
+    stay: list[tuple[float, int]] = []
+    for ev in tr.events:
+        t = flow.t(ev.t_us)
+        if ev.state == "CongestionAvoidance" and ev.cwnd is not None and lo <= t <= hi:
+            if ev.kind == "transition":
+                stay = []
+            stay.append((t, ev.cwnd))
+        elif ev.kind == "transition" and stay:
+            if len(stay) >= 2 and stay[-1][0] - stay[0][0] >= 0.05:
+                slopes.append((stay[-1][1] - stay[0][1]) / (stay[-1][0] - stay[0][0]) / 1000)
+            stay = []
+    if slopes:
+        slopes.sort()
+        out["ca_growth_kb_s"] = slopes[len(slopes) // 2]
+    return out
+
+
+def summarise_flows(runs: Sequence[FlowRun]) -> list[FlowSummary]:
+    """Per flow name: mean and sd of its throughput over the runs, its share, state metrics."""
+    import statistics
+
+    names: list[str] = []
+    for r in runs:
+        for f in r.flows:
+            if f.name not in names:
+                names.append(f.name)
+    out = []
+    for n in names:
+        fl = [(r, f) for r in runs for f in r.flows if f.name == n]
+        thr = [f.throughput_mbps for _, f in fl]
+        shares = [f.throughput_mbps / s for r, f in fl if (s := sum(g.throughput_mbps for g in r.flows)) > 0]
+        mets = [flow_state_metrics(f, r.window_s) for r, f in fl]
+        rs = [
+            m["recovery_share"] for m in mets if m["recovery_share"] is not None and not math.isnan(m["recovery_share"])
+        ]
+        rp = [
+            m["recovery_per_s"] for m in mets if m["recovery_per_s"] is not None and not math.isnan(m["recovery_per_s"])
+        ]
+        ca = [m["ca_growth_kb_s"] for m in mets if m["ca_growth_kb_s"] is not None]
+        out.append(
+            FlowSummary(
+                n,
+                fl[0][1].stack,
+                fl[0][1].cc,
+                len(fl),
+                statistics.fmean(thr),
+                statistics.stdev(thr) if len(thr) > 1 else 0.0,
+                statistics.fmean(shares) if shares else math.nan,
+                statistics.fmean(rs) if rs else math.nan,
+                statistics.fmean(rp) if rp else math.nan,
+                statistics.median(ca) if ca else None,
+            )
+        )
+    return out
+
+
+def fairness_json(runs: Sequence[FlowRun]) -> dict[str, Any]:
+    return {
+        "runs": [
+            {
+                "run": str(r.path),
+                "scenario": r.scenario,
+                "jain": r.jain,
+                "throughput_mbps": {f.name: f.throughput_mbps for f in r.flows},
+            }
+            for r in runs
+        ],
+        "flows": [asdict(s) for s in summarise_flows(runs)],
+    }
+
+
+def fairness_markdown(runs: Sequence[FlowRun]) -> str:
+    """Table: per flow, throughput mean (sd) over runs, share, time in Recovery, CA growth; Jain."""
+    import statistics
+
+    if not runs:
+        return "(no flow runs)\n"
+    rows = [
+        "| flow | stack | cc | runs | throughput Mbit/s mean (sd) | share | time in Recovery/Loss | Recovery entries/s | cwnd growth in CA kB/s |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s in summarise_flows(runs):
+        ca = f"{s.ca_growth_kb_s:.1f}" if s.ca_growth_kb_s is not None else "n/a"
+        rows.append(
+            f"| {s.name} | {s.stack} | {s.cc} | {s.runs} | {s.mean_mbps:.2f} ({s.sd_mbps:.2f}) | {s.share:.1%} | "
+            f"{s.recovery_share:.1%} | {s.recovery_per_s:.2f} | {ca} |"
+        )
+    jains = [r.jain for r in runs if not math.isnan(r.jain)]
+    sd = statistics.stdev(jains) if len(jains) > 1 else 0.0
+    rows.append("")
+    rows.append(f"Jain's index over the flows of a run: {statistics.fmean(jains):.3f} (sd {sd:.3f}, {len(jains)} runs)")
+    return "\n".join(rows) + "\n"
+
+
+def flows_timeline_svg(run: FlowRun, *, width: int = 860, title: str | None = None, max_points: int = 2000) -> str:
+    """Three panels on one time axis: every flow's throughput at the bottleneck, its cwnd, and a
+    band per flow coloured by the state its sender was in (Fig. 5 style)."""
+    from quicsm.compare.svg import _downsample, _step_path, nice_ticks, state_colour
+
+    t_lo = max(0.0, run.origin_s - 0.5)
+    end = max((len(f.series_mbps) * run.bin_s for f in run.flows), default=1.0) - t_lo
+    end = end if end > 0 else 1.0
+    left, right, top = 96, 230, 40
+    pw = width - left - right
+    h_thr, h_cwnd, band = 150, 170, 16
+    gap = 34
+    y_cwnd0 = top + h_thr + gap
+    y_band0 = y_cwnd0 + h_cwnd + gap
+    height = max(y_band0 + band * len(run.flows) + 40, y_band0 + 14 * 14 + 10)
+
+    def x(t: float) -> float:
+        return left + max(0.0, min(t - t_lo, end)) / end * pw
+
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">'
+    ]
+    out.append(f'<rect width="{width}" height="{height}" fill="white"/>')
+    out.append(
+        f'<text x="{left}" y="16" font-size="13">{escape(title or f"{run.scenario}: {run.path.name}")} '
+        f"(Jain {run.jain:.3f})</text>"
+    )
+    ymax_thr = max([v for f in run.flows for v in f.series_mbps] + [run.link_mbps]) * 1.05
+    cw = [
+        [(f.t(e.t_us), float(e.cwnd)) for e in f.trace.events if e.cwnd is not None]
+        if f.trace and f.offset_s is not None
+        else []
+        for f in run.flows
+    ]
+    ymax_cw = max([v for pts in cw for _, v in pts] + [1.0]) * 1.05
+    for y0, h, ymax, label, fmt in (
+        (top, h_thr, ymax_thr, "Mbit/s at bottleneck", lambda v: f"{v:g}"),
+        (y_cwnd0, h_cwnd, ymax_cw, "cwnd (kB)", lambda v: f"{v / 1000:g}"),
+    ):
+        out.append(f'<rect x="{left}" y="{y0}" width="{pw}" height="{h}" fill="none" stroke="#999"/>')
+        out.append(f'<text x="{left}" y="{y0 - 6}">{label}</text>')
+        for v in nice_ticks(0, ymax, 4):
+            yy = y0 + h - v / ymax * h
+            out.append(f'<line x1="{left - 4}" x2="{left + pw}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="#eee"/>')
+            out.append(f'<text x="{left - 6}" y="{yy + 4:.1f}" text-anchor="end">{fmt(v)}</text>')
+    lo, hi = run.window_s
+    out.append(
+        f'<rect x="{x(lo):.1f}" y="{top}" width="{x(hi) - x(lo):.1f}" height="{h_thr}" fill="#f4f4f4" opacity="0.6"/>'
+    )
+    for i, f in enumerate(run.flows):
+        col = PALETTE[i % len(PALETTE)]
+        pts = [(k * run.bin_s, v) for k, v in enumerate(f.series_mbps)]
+        if pts:
+            out.append(
+                f'<path d="{_step_path(pts, x, lambda v: top + h_thr - v / ymax_thr * h_thr, t_lo + end)}" fill="none" '
+                f'stroke="{col}" stroke-width="1.3"/>'
+            )
+        cpts = _downsample(sorted(cw[i]), max_points)
+        if cpts:
+            out.append(
+                f'<path d="{_step_path(cpts, x, lambda v: y_cwnd0 + h_cwnd - v / ymax_cw * h_cwnd, cpts[-1][0])}" '
+                f'fill="none" stroke="{col}" stroke-width="1.2"/>'
+            )
+        yl = top + 14 + 16 * i
+        out.append(f'<rect x="{left + pw + 10}" y="{yl - 9}" width="12" height="10" fill="{col}"/>')
+        out.append(
+            f'<text x="{left + pw + 26}" y="{yl}">{escape(f.name)} ({escape(f.stack)} {escape(f.cc)}) {f.throughput_mbps:.2f}</text>'
+        )
+        yb = y_band0 + band * i
+        out.append(f'<text x="{left - 6}" y="{yb + 11}" text-anchor="end">{escape(f.name)}</text>')
+        if f.trace is not None and f.offset_s is not None:
+            for vis in f.trace.visits(StateView()):
+                a, b = x(f.t(vis.start_us)), x(f.t(vis.end_us))
+                if b - a < 0.2:
+                    continue
+                out.append(
+                    f'<rect x="{a:.1f}" y="{yb}" width="{b - a:.1f}" height="{band - 3}" fill="{state_colour(vis.state)}">'
+                    f"<title>{escape(vis.state)}</title></rect>"
+                )
+    seen: list[str] = []
+    for f in run.flows:
+        if f.trace is not None:
+            for vis in f.trace.visits(StateView()):
+                if vis.state not in seen:
+                    seen.append(vis.state)
+    ly = y_band0
+    for k, st in enumerate(seen[:14]):
+        out.append(f'<rect x="{left + pw + 10}" y="{ly + 14 * k}" width="10" height="10" fill="{state_colour(st)}"/>')
+        out.append(f'<text x="{left + pw + 24}" y="{ly + 14 * k + 9}">{escape(st)}</text>')
+    axis_y = y_band0 + band * len(run.flows) + 6
+    for t in nice_ticks(0, end - (run.origin_s - t_lo), 8):
+        xt = x(t + run.origin_s)
+        out.append(f'<line x1="{xt:.1f}" x2="{xt:.1f}" y1="{top}" y2="{axis_y}" stroke="#f0f0f0"/>')
+        out.append(f'<text x="{xt:.1f}" y="{axis_y + 12}" text-anchor="middle">{t:g}</text>')
+    out.append(
+        f'<text x="{left + pw / 2:.0f}" y="{axis_y + 28}" text-anchor="middle">seconds since the first flow started</text>'
+    )
+    out.append("</svg>")
+    return "\n".join(out)
