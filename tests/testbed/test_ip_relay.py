@@ -17,6 +17,7 @@ from quicsm.testbed.relay import RelayBinaries, RelayConfig, build_relay, iprela
 
 pytestmark = [
     pytest.mark.root,
+    pytest.mark.slow,  # runs the emulator
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root for namespaces, tc and TUN devices"),
     pytest.mark.skipif(shutil.which("go") is None and not Path("/usr/local/go/bin/go").exists(), reason="needs Go"),
 ]
