@@ -4,14 +4,37 @@ from __future__ import annotations
 
 import json
 import signal
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
 from quicsm.errors import TestbedError
+from quicsm.testbed import stacks
 
 __all__ = ["testbed"]
+
+
+class _Registry(click.Choice):
+    """A choice read from the stack registry when used (a stack registered later is offered too)."""
+
+    def __init__(self, values: Callable[[], list[str]]) -> None:
+        self._values = values
+        super().__init__(values())
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return tuple(self._values())
+
+    @choices.setter
+    def choices(self, value: Any) -> None:
+        pass
+
+
+_STACKS = _Registry(stacks.names)
+_CCS = _Registry(lambda: sorted({cc for s in stacks.all_stacks() for cc in s.ccs}))
 
 
 def _sigterm_as_interrupt() -> None:
@@ -31,10 +54,37 @@ def _echo_result(res: Any) -> None:
     click.echo(f"{res.run_dir}: {state}, PLT {plt}{late}", err=True)
 
 
+def _describe(cfg: Any) -> str:
+    """``quiche 0.30.0 bbr2``: the stack, version and controller of a configuration."""
+    return f"{cfg.stack} {cfg.version} {cfg.cc}"
+
+
+def _progress(label: str) -> Callable[[str], None]:
+    """Build progress on stderr, each line with the label and the time since the build started."""
+    from quicsm.testbed.buildtools import format_duration
+
+    t0 = time.monotonic()
+
+    def say(line: str) -> None:
+        click.echo(f"  [{label}, {format_duration(time.monotonic() - t0)}] {line}", err=True)
+
+    return say
+
+
+def _build(cfg: Any, *, force: bool = False, report: bool = True) -> Any:
+    """Build (or take from the cache) the binaries of ``cfg``, with progress, and say what it took."""
+    from quicsm.testbed.buildtools import format_duration
+
+    label = _describe(cfg)
+    built = cfg.server_stack.build(cfg, progress=_progress(label), force=force)
+    if report and not built.cached:
+        click.echo(f"{label}: built in {format_duration(built.seconds)} ({built.patch_set})", err=True)
+    return built
+
+
 def _run_scenarios(items: list[tuple[Any, int]], out: Path, retries: int) -> None:
     from quicsm.testbed import netns
     from quicsm.testbed.runner import run_many
-    from quicsm.testbed.stack import stack_for
     from quicsm.testbed.system import require_root
 
     require_root("quicsm testbed")
@@ -43,7 +93,7 @@ def _run_scenarios(items: list[tuple[Any, int]], out: Path, retries: int) -> Non
     failed = total = 0
     try:
         for cfg, runs in items:
-            bins = stack_for(cfg)
+            bins = _build(cfg)
             results = run_many(cfg, bins, out, runs=runs, retries=retries, on_result=_echo_result)
             total += len(results)
             failed += sum(not r.ok for r in results)
@@ -94,21 +144,24 @@ def testbed() -> None:
 @click.option("--objects", default=1, show_default=True, type=int, help="Objects on the page.")
 @click.option("--size", default="10MB", show_default=True, help="Bytes per object (10MB, 100KB, 5000).")
 @click.option("--runs", default=1, show_default=True, type=int)
-@click.option("--quic-go-version", default="v0.65.0", show_default=True)
+@click.option(
+    "--quic-go-version", default="v0.65.0", show_default=True, help="quic-go of the server and of the Go client."
+)
 @click.option(
     "--stack",
-    type=click.Choice(["quic-go", "quiche"]),
+    type=_STACKS,
     default="quic-go",
     show_default=True,
     help="Server: instrumented quic-go, or Cloudflare quiche (testbed/quiche-server; needs Rust and libclang).",
 )
 @click.option("--quiche-version", default="0.30.0", show_default=True, help="Crate version with --stack quiche.")
+@click.option("--stack-version", default=None, help="Version of the --stack (any stack; wins over the two above).")
 @click.option(
     "--cc",
-    type=click.Choice(["reno", "cubic", "bbr2"]),
+    type=_CCS,
     default="reno",
     show_default=True,
-    help="Congestion controller (bbr2 only with --stack quiche).",
+    help="Congestion controller (" + "; ".join(f"{s.name}: {', '.join(s.ccs)}" for s in stacks.all_stacks()) + ").",
 )
 @click.option(
     "--packet-threshold",
@@ -139,6 +192,7 @@ def run(
     quic_go_version: str,
     stack: str,
     quiche_version: str,
+    stack_version: str | None,
     cc: str,
     packet_threshold: int | None,
     name: str,
@@ -174,6 +228,7 @@ def run(
         quic_go_version=quic_go_version,
         stack=stack,
         quiche_version=quiche_version,
+        stack_version=stack_version,
         cc=cc,
         packet_threshold=packet_threshold,
         schedule=schedule,
@@ -202,10 +257,9 @@ def matrix(file: str, out: str | None, retries: int, dry_run: bool) -> None:
         raise TestbedError(f"{file}: no `out` in the file and no --out given")
     for sc in m.scenarios:
         c = sc.config
-        server = f"quiche {c.quiche_version}" if c.stack == "quiche" else f"quic-go {c.quic_go_version}"
         click.echo(
             f"{c.name}: {sc.runs} run(s), {c.rate_mbps:g} Mbit/s, {c.rtt_ms:g} ms RTT, "
-            f"jitter {c.jitter_ms:g} ms, quota {c.cpu_quota or 'none'}, {server} {c.cc}"
+            f"jitter {c.jitter_ms:g} ms, quota {c.cpu_quota or 'none'}, {_describe(c)}"
             + (f", schedule {c.schedule}" if c.schedule else "")
             + (f", packet threshold {c.packet_threshold}" if c.packet_threshold else ""),
             err=True,
@@ -213,6 +267,68 @@ def matrix(file: str, out: str | None, retries: int, dry_run: bool) -> None:
     if dry_run:
         return
     _run_scenarios([(sc.config, sc.runs) for sc in m.scenarios], target, retries)
+
+
+@testbed.command("build")
+@click.option("--stack", "stack_names", multiple=True, type=_STACKS, help="Default: every stack.")
+@click.option(
+    "--version",
+    "versions",
+    multiple=True,
+    help="Stack version (repeatable; `all`: every version with shipped sets). Default: the stack's default.",
+)
+@click.option("--cc", "ccs", multiple=True, type=_CCS, help="Default: every controller of the stack.")
+@click.option("--quic-go-version", default="v0.65.0", show_default=True, help="quic-go of the Go client.")
+@click.option("--force", is_flag=True, help="Rebuild even what the cache holds.")
+def build_cmd(
+    stack_names: tuple[str, ...], versions: tuple[str, ...], ccs: tuple[str, ...], quic_go_version: str, force: bool
+) -> None:
+    """Build the instrumented servers and clients ahead of time (no root needed), with progress.
+
+    \b
+    Builds are cached under ~/.cache/quicsm/build; `testbed run` then starts at once. A cold build
+    of quic-go takes about a minute; of quiche, 10-15 minutes (BoringSSL is compiled once per version).
+      quicsm testbed build --stack quiche --version 0.30.0 --cc bbr2
+      quicsm testbed build --stack quic-go --version all
+    """
+    from quicsm.testbed.buildtools import cache_root, dir_size, format_duration
+    from quicsm.testbed.runner import RunConfig
+
+    chosen = [stacks.get(n) for n in dict.fromkeys(stack_names)] or list(stacks.all_stacks())
+    if versions and len(chosen) != 1:
+        raise TestbedError("--version names the version of one stack: give exactly one --stack with it")
+    jobs: list[Any] = []
+    for st in chosen:
+        wanted = [c for c in (ccs or st.ccs) if c in st.ccs]
+        if not wanted:
+            continue
+        vers = list(dict.fromkeys(v for x in versions for v in (st.versions() if x == "all" else [x])))
+        for v in vers or [st.default_version]:
+            for cc in wanted:
+                jobs.append(RunConfig(stack=st.name, stack_version=v, cc=cc, quic_go_version=quic_go_version))
+    if not jobs:
+        raise TestbedError(f"no stack among {', '.join(s.name for s in chosen)} runs {', '.join(ccs)}")
+    t0 = time.monotonic()
+    failed: list[str] = []
+    for cfg in jobs:
+        label = _describe(cfg)
+        try:
+            built = _build(cfg, force=force, report=False)
+        except TestbedError as exc:
+            failed.append(label)
+            click.echo(f"{label}: FAILED: {exc}", err=True)
+            continue
+        how = "cached" if built.cached else f"built in {format_duration(built.seconds)}"
+        click.echo(f"{label}: {how}; server {built.server}")
+    root = cache_root()
+    size = dir_size(root) / 1e6 if root.is_dir() else 0.0
+    click.echo(
+        f"{len(jobs) - len(failed)}/{len(jobs)} build(s) ready in {format_duration(time.monotonic() - t0)}; "
+        f"{root} holds {size:.0f} MB",
+        err=True,
+    )
+    if failed:
+        raise TestbedError(f"{len(failed)} build(s) failed: {', '.join(failed)}")
 
 
 @testbed.command()

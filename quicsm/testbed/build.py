@@ -14,23 +14,22 @@ cannot build (quic-go v0.33 needs Go 1.20; the go command fetches that toolchain
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import hashlib
 import json
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
-from quicsm.errors import PatchError, TestbedError
+from quicsm.errors import TestbedError
 from quicsm.instrumentation.patchset import PatchSet, shipped_patch_sets
+from quicsm.testbed.buildtools import FileLock, Progress, apply_patch_set, cache_root, copy_writable, run_tool
 from quicsm.testbed.sources import testbed_root
 
 __all__ = [
@@ -51,7 +50,6 @@ MODULE = "github.com/quic-go/quic-go"
 VARIANTS = ("reno", "cubic")
 PROGRAMS = {"server": "quicsm-server", "client": "quicsm-client"}
 _BUILD_TIMEOUT_S = 1800
-_STDERR_TAIL = 3000
 
 
 @dataclass(frozen=True)
@@ -71,6 +69,8 @@ class BuildResult:
     seconds: float
     go_version: str
     build_tags: tuple[str, ...]
+    meta: dict[str, Any] = field(default_factory=dict)
+    """The cache entry's build.json: toolchain, module sum, the module versions compiled in."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -101,11 +101,6 @@ def testbed_source_dir() -> Path:
         if not (here / prog / "go.mod").is_file():
             raise TestbedError(f"{here / prog}/go.mod not found: the testbed sources are incomplete")
     return here
-
-
-def cache_root() -> Path:
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "quicsm" / "build"
 
 
 def go_source_digest(*dirs: Path) -> str:
@@ -170,23 +165,8 @@ def _go_env(toolchain: str | None) -> dict[str, str]:
     return env
 
 
-def _run_go(args: list[str], *, cwd: Path, env: Mapping[str, str], what: str) -> str:
-    try:
-        proc = subprocess.run(
-            [find_go(), *args],
-            cwd=cwd,
-            env=dict(env),
-            capture_output=True,
-            text=True,
-            timeout=_BUILD_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise TestbedError(f"{what}: go {' '.join(args)} did not finish in {_BUILD_TIMEOUT_S} s") from None
-    if proc.returncode != 0:
-        err = proc.stderr.strip() or proc.stdout.strip() or f"exit status {proc.returncode}"
-        raise TestbedError(f"{what} failed (go {' '.join(args)} in {cwd}):\n{err[-_STDERR_TAIL:]}")
-    return proc.stdout
+def _run_go(args: list[str], *, cwd: Path, env: Mapping[str, str], what: str, progress: Progress | None = None) -> str:
+    return run_tool([find_go(), *args], cwd=cwd, env=env, what=what, progress=progress, timeout_s=_BUILD_TIMEOUT_S)
 
 
 @functools.lru_cache(maxsize=8)
@@ -214,25 +194,6 @@ def _download(version: str, env: Mapping[str, str]) -> Path:
     return Path(info["Dir"])
 
 
-def _copy_writable(src: Path, dst: Path) -> None:
-    """Copy a module-cache directory (read-only files) to ``dst`` with owner-writable permissions."""
-    shutil.copytree(src, dst, copy_function=shutil.copyfile)
-    for dirpath, _dirs, files in os.walk(dst):
-        os.chmod(dirpath, 0o755)
-        for f in files:
-            os.chmod(os.path.join(dirpath, f), 0o644)
-
-
-def _apply_patch(ps: PatchSet, root: Path) -> None:
-    """Patch the copy through the patch engine (all or nothing; the engine checks sha256s)."""
-    from quicsm.instrumentation import engine
-
-    try:
-        engine.apply(root, set_name=ps.name, sets=[ps])
-    except PatchError as exc:
-        raise TestbedError(f"applying {ps.name} to {MODULE} in {root}: {exc}") from exc
-
-
 def _go_directive(go_mod: Path) -> str:
     m = re.search(r"^go\s+(\S+)\s*$", go_mod.read_text(encoding="utf-8"), re.MULTILINE)
     return m.group(1) if m else "1.20"
@@ -246,22 +207,6 @@ def _write_modfile(path: Path, module: str, go_line: str, version: str, patched:
 
 
 # ---- the build ------------------------------------------------------------------------------------
-
-
-class _Lock:
-    """An exclusive file lock so two processes do not build the same entry at once."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def __enter__(self) -> Self:
-        self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        fcntl.flock(self.fd, fcntl.LOCK_UN)
-        os.close(self.fd)
 
 
 def _entry_key(ps: PatchSet, sources: Path, go_version: str) -> str:
@@ -291,17 +236,40 @@ def _result(ps: PatchSet, entry: Path, meta: Mapping[str, Any], *, cached: bool,
         seconds=seconds,
         go_version=str(meta["go_version"]),
         build_tags=tuple(meta["build_tags"]),
+        meta=dict(meta),
     )
 
 
-def _build_entry(ps: PatchSet, tmp: Path, sources: Path, env: Mapping[str, str], go_version: str) -> dict[str, Any]:
+def module_versions(binary: Path, env: Mapping[str, str]) -> dict[str, str]:
+    """Module path -> version (``=> replacement`` noted) that ``binary`` was built with (``go version -m``)."""
+    out = _run_go(["version", "-m", str(binary)], cwd=binary.parent, env=env, what=f"reading the modules of {binary}")
+    deps: dict[str, str] = {}
+    last = ""
+    for line in out.splitlines():
+        parts = line.strip().split("\t")
+        if parts[0] == "dep" and len(parts) >= 3:
+            last = parts[1]
+            deps[last] = parts[2]
+        elif parts[0] == "=>" and last and len(parts) >= 2:
+            deps[last] += " => patched copy"
+    return deps
+
+
+def _build_entry(
+    ps: PatchSet,
+    tmp: Path,
+    sources: Path,
+    env: Mapping[str, str],
+    go_version: str,
+    progress: Progress | None,
+) -> dict[str, Any]:
     mod = _module(ps)
     version = str(mod["version"])
     tags = [str(t) for t in mod.get("build_tags", [])]
     pristine = _download(version, env)
     patched = tmp / "quic-go"
-    _copy_writable(pristine, patched)
-    _apply_patch(ps, patched)
+    copy_writable(pristine, patched)
+    apply_patch_set(ps, patched, MODULE)
     go_line = _go_directive(patched / "go.mod")
     (tmp / "bin").mkdir()
     for prog, binary in PROGRAMS.items():
@@ -310,7 +278,12 @@ def _build_entry(ps: PatchSet, tmp: Path, sources: Path, env: Mapping[str, str],
         args = ["build", "-mod=mod", f"-modfile={modfile}", "-trimpath", "-o", str(tmp / "bin" / binary)]
         if tags:
             args.append("-tags=" + ",".join(tags))
-        _run_go([*args, "."], cwd=sources / prog, env=env, what=f"building {binary} against {ps.name}")
+        if progress is not None:
+            args.append("-v")  # prints each package as it is compiled
+        _run_go(
+            [*args, "."], cwd=sources / prog, env=env, what=f"building {binary} against {ps.name}", progress=progress
+        )
+    deps = module_versions(tmp / "bin" / PROGRAMS["server"], env)
     return {
         "version": version,
         "patch_set": ps.name,
@@ -319,6 +292,7 @@ def _build_entry(ps: PatchSet, tmp: Path, sources: Path, env: Mapping[str, str],
         "go_version": go_version,
         "toolchain": mod.get("toolchain"),
         "module_sum": mod.get("sum"),
+        "modules": deps,
         "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
 
@@ -330,10 +304,12 @@ def build_binaries(
     *,
     cache_dir: Path | None = None,
     force: bool = False,
+    progress: Progress | None = None,
 ) -> BuildResult:
     """Build (or take from the cache) ``quicsm-server`` and ``quicsm-client`` for one quic-go version.
 
     ``out_dir``, if given, receives copies of both binaries (the result points at those copies).
+    ``progress`` receives go's package lines and a line with the elapsed time when go is quiet.
     Raises :class:`TestbedError` naming the step that failed, with go's stderr.
     """
     t0 = time.monotonic()
@@ -347,7 +323,7 @@ def build_binaries(
     root.mkdir(parents=True, exist_ok=True)
     entry = root / f"{mod['version']}-{variant}-{_entry_key(ps, sources, go_version)[:16]}"
     meta_path = entry / "build.json"
-    with _Lock(root / f".{entry.name}.lock"):
+    with FileLock(root / f".{entry.name}.lock"):
         if force and entry.exists():
             shutil.rmtree(entry)
         cached = meta_path.is_file() and all((entry / "bin" / b).is_file() for b in PROGRAMS.values())
@@ -356,7 +332,9 @@ def build_binaries(
                 shutil.rmtree(entry)  # an incomplete entry (should not happen: entries appear by rename)
             tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=root))
             try:
-                meta = _build_entry(ps, tmp, sources, env, go_version)
+                if progress is not None:
+                    progress(f"building quic-go {mod['version']} ({ps.name}) with {go_version}")
+                meta = _build_entry(ps, tmp, sources, env, go_version, progress)
                 meta["seconds"] = round(time.monotonic() - t0, 2)
                 (tmp / "build.json").write_text(json.dumps(meta, indent=2) + "\n")
                 # The replace path names the temporary directory; builds are done, so rename is safe.
@@ -365,6 +343,11 @@ def build_binaries(
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
         meta = json.loads(meta_path.read_text())
+        if "modules" not in meta:  # an entry made before build.json recorded them
+            meta["modules"] = module_versions(entry / "bin" / PROGRAMS["server"], env)
+            tmp_meta = meta_path.with_name(".build.json.tmp")
+            tmp_meta.write_text(json.dumps(meta, indent=2) + "\n")
+            os.replace(tmp_meta, meta_path)
     res = _result(ps, entry, meta, cached=cached, seconds=round(time.monotonic() - t0, 3))
     if out_dir is not None:
         res = _install(res, Path(out_dir))

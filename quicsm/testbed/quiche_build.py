@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import glob
 import hashlib
+import json
 import os
 import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from quicsm.errors import TestbedError
 from quicsm.instrumentation.patchset import PatchSet, shipped_patch_sets
-from quicsm.testbed.build import _apply_patch, _copy_writable, _Lock, cache_root
+from quicsm.testbed.buildtools import FileLock, Progress, apply_patch_set, cache_root, copy_writable, run_tool
 from quicsm.testbed.sources import testbed_root
 
 __all__ = ["QuicheServer", "build_quiche_server", "find_cargo", "find_libclang", "quiche_patch_set"]
@@ -36,6 +39,9 @@ class QuicheServer:
     version: str
     patch_set: str
     cached: bool
+    seconds: float = 0.0
+    meta: dict[str, Any] = field(default_factory=dict)
+    """How it was built (build.json of the cache entry): cargo version, locked crate versions."""
 
 
 def find_cargo() -> str:
@@ -69,16 +75,30 @@ def _check_toolchain(cargo: str) -> None:
         )
 
 
-def find_libclang() -> str:
-    """libclang for bindgen (boring-sys generates its BoringSSL bindings with it)."""
+_LIBCLANG = re.compile(r"^libclang(?:-\d+(?:\.\d+)*)?\.so(?:\.\d+)*$")
+"""Names bindgen (clang-sys) loads: ``libclang.so``, ``libclang.so.1``, ``libclang-14.so.1``; not
+``libclang-cpp.so.14`` (the C++ library of the same package family, which lacks the C API)."""
+LIBCLANG_DIRS = ("/usr/lib/llvm-*/lib", "/usr/lib/*-linux-gnu", "/usr/lib64", "/usr/lib")
+
+
+def find_libclang(dirs: tuple[str, ...] = LIBCLANG_DIRS) -> str:
+    """A libclang bindgen can load (boring-sys generates its BoringSSL bindings with it): ``$LIBCLANG_PATH``
+    (a directory or the file) first, then the usual directories, newest LLVM first."""
     env = os.environ.get("LIBCLANG_PATH")
-    hits = glob.glob(os.path.join(env, "libclang*.so*")) if env else []
-    hits += sorted(glob.glob("/usr/lib/llvm-*/lib/libclang*.so*")) + glob.glob(
-        "/usr/lib/x86_64-linux-gnu/libclang*.so*"
+    candidates: list[str] = []
+    if env:
+        candidates += [env] if os.path.isfile(env) else sorted(glob.glob(os.path.join(env, "libclang*.so*")))
+    for pattern in dirs:
+        hits = glob.glob(os.path.join(pattern, "libclang*.so*"))
+        candidates += sorted(hits, key=lambda p: [int(x) for x in re.findall(r"\d+", p)], reverse=True)
+    for path in candidates:
+        if _LIBCLANG.match(os.path.basename(path)) and os.path.isfile(path):
+            return path
+    seen = sorted({os.path.basename(p) for p in candidates})
+    also = f" (found only {', '.join(seen)}, which bindgen cannot load)" if seen else ""
+    raise TestbedError(
+        f"libclang not found{also}: bindgen needs it to build BoringSSL: apt-get install -y libclang-dev"
     )
-    if not hits:
-        raise TestbedError("libclang not found (bindgen needs it to build BoringSSL): apt-get install -y libclang-dev")
-    return hits[0]
 
 
 def quiche_patch_set(version: str, cc: str) -> PatchSet:
@@ -109,45 +129,100 @@ def _registry_source(cargo: str, version: str, work: Path) -> Path:
     return Path(hits[0])
 
 
-def _run(argv: list[str], cwd: Path, what: str, env: dict[str, str] | None = None) -> None:
-    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        tail = " | ".join(proc.stderr.strip().splitlines()[-5:])
-        raise TestbedError(f"{what} failed (exit {proc.returncode}): {tail}")
+def _run(
+    argv: list[str], cwd: Path, what: str, env: dict[str, str] | None = None, progress: Progress | None = None
+) -> None:
+    run_tool(argv, cwd=cwd, what=what, env=env, progress=progress, show=_cargo_line)
+
+
+def _cargo_line(line: str) -> bool:
+    """cargo's status lines worth showing as progress (``Compiling x v1``, ``Finished``...)."""
+    return line.lstrip().split(" ", 1)[0] in ("Compiling", "Downloaded", "Downloading", "Finished", "Locking")
 
 
 def _digest(root: Path) -> str:
+    """sha256 of the server sources (build outputs and the per-version locks aside)."""
     h = hashlib.sha256()
     for p in sorted(root.rglob("*")):
-        if p.is_file() and "target" not in p.relative_to(root).parts and p.name != "Cargo.lock":
+        parts = p.relative_to(root).parts
+        if p.is_file() and "target" not in parts and parts[0] != "locks" and p.name != "Cargo.lock":
             h.update(str(p.relative_to(root)).encode())
             h.update(p.read_bytes())
     return h.hexdigest()[:16]
 
 
-def build_quiche_server(version: str, cc: str = "bbr2", *, cache_dir: Path | None = None) -> QuicheServer:
-    """The server binary for quiche ``version`` patched for ``cc``, built (or taken from the cache)."""
+LOCK_DIR = "locks"
+KEY_CRATES = ("quiche", "boring", "boring-sys", "ring", "rcgen", "octets", "libc", "bindgen", "cmake")
+"""Crates whose locked versions each run's meta.json reports (the whole lock is named by its sha256)."""
+
+
+def committed_lock(server_src: Path, version: str) -> Path | None:
+    """``testbed/quiche-server/locks/quiche-<version>.lock``: the dependency versions the server was tested
+    with against that quiche version (built with ``cargo build --locked``), if the repository has one."""
+    path = server_src / LOCK_DIR / f"quiche-{version}.lock"
+    return path if path.is_file() else None
+
+
+def locked_crates(lock_text: str) -> dict[str, str]:
+    """Crate -> version for :data:`KEY_CRATES` in a Cargo.lock (several versions joined by ``,``)."""
+    import tomllib
+
+    found: dict[str, list[str]] = {}
+    for pkg in tomllib.loads(lock_text).get("package", []):
+        if pkg.get("name") in KEY_CRATES:
+            found.setdefault(pkg["name"], []).append(str(pkg.get("version")))
+    return {k: ",".join(sorted(v)) for k, v in sorted(found.items())}
+
+
+def _cargo_version(cargo: str) -> str:
+    try:
+        return subprocess.run([cargo, "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def build_quiche_server(
+    version: str,
+    cc: str = "bbr2",
+    *,
+    cache_dir: Path | None = None,
+    progress: Progress | None = None,
+    patch_set: PatchSet | None = None,
+) -> QuicheServer:
+    """The server binary for quiche ``version`` patched for ``cc``, built (or taken from the cache).
+
+    With a committed lock for ``version`` (:func:`committed_lock`) cargo builds with ``--locked``, so a
+    registry change cannot alter the build; otherwise the dependencies are resolved now, said through
+    ``progress``, and the lock cargo wrote is kept in the cache entry and recorded in build.json.
+    """
+    t0 = time.monotonic()
     cargo = find_cargo()
     find_libclang()
     if shutil.which("cmake") is None:
         raise TestbedError("cmake not found (BoringSSL builds with it): apt-get install -y cmake")
-    ps = quiche_patch_set(version, cc)
+    ps = patch_set or quiche_patch_set(version, cc)
     server_src = testbed_root("quiche-server/Cargo.toml") / "quiche-server"
+    lock = committed_lock(server_src, version)
+    lock_text = lock.read_text(encoding="utf-8") if lock else None
     root = cache_dir or cache_root()
     set_sha = hashlib.sha256(ps.diff_text.encode()).hexdigest()[:12]
-    entry = root / f"quiche-{version}-{cc}-{set_sha}-{_digest(server_src)}"
+    lock_sha = hashlib.sha256((lock_text or "").encode()).hexdigest()
+    src_key = hashlib.sha256(f"{_digest(server_src)}\0{lock_sha}".encode()).hexdigest()[:16]
+    entry = root / f"quiche-{version}-{cc}-{set_sha}-{src_key}"
     binary = entry / BINARY
+    meta_path = entry / "build.json"
     root.mkdir(parents=True, exist_ok=True)
-    with _Lock(root / f".{entry.name}.lock"):
-        if binary.is_file():
-            return QuicheServer(binary, version, ps.name, True)
+    with FileLock(root / f".{entry.name}.lock"):
+        if binary.is_file() and meta_path.is_file():
+            meta = json.loads(meta_path.read_text())
+            return QuicheServer(binary, version, ps.name, True, round(time.monotonic() - t0, 3), meta)
         # One cargo target directory per crate version keeps BoringSSL between patch sets, but quiche's
         # artifacts have no hash in their names (it is also a staticlib and cdylib): a build for another
         # patch set overwrites libquiche.rlib while the first one's fingerprint still looks fresh. So builds
         # of one version take turns, and the patched copy is touched to make cargo recompile quiche.
         target_dir = root / "cargo-target" / f"quiche-{version}"
         with (
-            _Lock(root / f".cargo-target-quiche-{version}.lock"),
+            FileLock(root / f".cargo-target-quiche-{version}.lock"),
             tempfile.TemporaryDirectory(prefix="quicsm-quiche-", dir=root) as tmp,
         ):
             work = Path(tmp)
@@ -155,28 +230,57 @@ def build_quiche_server(version: str, cc: str = "bbr2", *, cache_dir: Path | Non
             if not patched.is_dir():
                 pristine = _registry_source(cargo, version, work)
                 staging = work / "quiche"
-                _copy_writable(pristine, staging)
-                _apply_patch(ps, staging)
+                copy_writable(pristine, staging)
+                apply_patch_set(ps, staging, f"quiche {version}")
                 patched.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(staging, patched)
             os.utime(patched / "src" / "lib.rs")
             server = work / "server"
-            shutil.copytree(server_src, server, ignore=shutil.ignore_patterns("target", "Cargo.lock"))
+            shutil.copytree(server_src, server, ignore=shutil.ignore_patterns("target", LOCK_DIR, "Cargo.lock"))
             manifest = server / "Cargo.toml"
             manifest.write_text(
                 re.sub(r'^quiche = "[^"]*"', f'quiche = "={version}"', manifest.read_text(), flags=re.M)
             )
+            argv = [cargo, "build", "--release", "--config", f'patch.crates-io.quiche.path="{patched}"']
+            if lock_text is not None:
+                (server / "Cargo.lock").write_text(lock_text, encoding="utf-8")
+                argv.append("--locked")
+            elif progress is not None:
+                progress(
+                    f"no committed Cargo.lock for quiche {version} ({server_src / LOCK_DIR}): "
+                    "resolving the server's dependencies from crates.io now; the lock is kept in the cache entry"
+                )
             env = {
                 **os.environ,
                 "CARGO_TARGET_DIR": str(target_dir),
                 "QUICSM_QUICHE_VERSION": version,  # the server reports it in its ready line
             }
-            _run(
-                [cargo, "build", "--release", "--config", f'patch.crates-io.quiche.path="{patched}"'],
-                server,
-                f"building {BINARY} against {ps.name}",
-                env,
-            )
-            entry.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(target_dir / "release" / BINARY, binary)
-    return QuicheServer(binary, version, ps.name, False)
+            if progress is not None:
+                progress(f"building {BINARY} against quiche {version} ({ps.name}); a cold build compiles BoringSSL")
+            _run(argv, server, f"building {BINARY} against {ps.name}", env, progress)
+            lock_out = server / "Cargo.lock"
+            used_lock = lock_out.read_text(encoding="utf-8") if lock_out.is_file() else ""
+            meta = {
+                "version": version,
+                "patch_set": ps.name,
+                "cc": cc,
+                "cargo": _cargo_version(cargo),
+                "locked": lock_text is not None,
+                "lock": str(lock) if lock else None,
+                "lock_sha256": hashlib.sha256(used_lock.encode()).hexdigest(),
+                "crates": locked_crates(used_lock),
+                "seconds": round(time.monotonic() - t0, 2),
+                "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+            staging_entry = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=root))
+            try:
+                shutil.copy2(target_dir / "release" / BINARY, staging_entry / BINARY)
+                (staging_entry / "Cargo.lock").write_text(used_lock, encoding="utf-8")
+                (staging_entry / "build.json").write_text(json.dumps(meta, indent=2) + "\n")
+                if entry.exists():
+                    shutil.rmtree(entry)  # an entry of an older quicsm without build.json
+                os.replace(staging_entry, entry)
+            except BaseException:
+                shutil.rmtree(staging_entry, ignore_errors=True)
+                raise
+    return QuicheServer(binary, version, ps.name, False, round(time.monotonic() - t0, 3), meta)

@@ -16,21 +16,20 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from quicsm import __version__
 from quicsm.errors import TestbedError
-from quicsm.testbed import cpu, netns
+from quicsm.testbed import cpu, netns, stacks
 from quicsm.testbed.emulator import SERVER_PORT, Emulator, RateSchedule
 from quicsm.testbed.relay import RelayBinaries, RelayConfig, build_relay
 from quicsm.testbed.system import require_root
 
 __all__ = [
     "CLIENTS",
-    "STACKS",
     "RunConfig",
     "RunResult",
     "ServerClient",
@@ -46,8 +45,6 @@ __all__ = [
 ]
 
 CLIENTS = ("go", "chromium")
-STACKS = {"quic-go": ("reno", "cubic"), "quiche": ("reno", "cubic", "bbr2")}
-"""Server stacks and the congestion controllers each can run (quiche: Cloudflare quiche from crates.io)."""
 REJECTED = "_rejected"
 LATE_P99_LIMIT_US = 2000
 """A run whose relay sent 1 % of packets later than this is flagged ``emulator_ok: false``."""
@@ -92,19 +89,17 @@ class RunConfig:
     labels: tuple[tuple[str, str], ...] = ()
     """Extra labels for the traces (e.g. ``(("profile", "mobile"),)``)."""
     stack: str = "quic-go"
-    """Server stack: ``quic-go`` or ``quiche`` (Cloudflare quiche, testbed/quiche-server)."""
+    """Server stack, a name of :mod:`quicsm.testbed.stacks` (``quic-go``, ``quiche``, ...)."""
     quiche_version: str = "0.30.0"
     """Crate version of quiche when ``stack`` is ``quiche``."""
+    stack_version: str | None = None
+    """The stack's version, for any stack (wins over ``quic_go_version``/``quiche_version``, which name
+    the quic-go and quiche versions; quic_go_version also picks the Go client's quic-go)."""
 
     def __post_init__(self) -> None:
         if self.client not in CLIENTS:
             raise TestbedError(f"client {self.client!r}: choose one of {', '.join(CLIENTS)}")
-        if self.stack not in STACKS:
-            raise TestbedError(f"stack {self.stack!r}: choose one of {', '.join(STACKS)}")
-        if self.cc not in STACKS[self.stack]:
-            raise TestbedError(f"cc {self.cc!r} on {self.stack}: choose {' or '.join(STACKS[self.stack])}")
-        if self.stack != "quic-go" and self.packet_threshold is not None:
-            raise TestbedError("packet threshold: only the quic-go server can be rebuilt with one")
+        self.server_stack.validate(self)
         if self.rate_mbps <= 0 or self.rtt_ms < 0 or self.objects < 1 or self.size < 1:
             raise TestbedError("rate must be positive, rtt non-negative, objects and size at least 1")
         if self.cpu_quota is not None and not 0 < self.cpu_quota <= (os.cpu_count() or 1):
@@ -140,17 +135,23 @@ class RunConfig:
             "schedule": self.schedule or "fixed",
             "packet_threshold": str(self.packet_threshold) if self.packet_threshold else "default",
         }
-        if self.stack != "quic-go":  # quic-go runs keep the labels they always had
-            out.update(stack=self.stack, quiche_version=self.quiche_version)
+        out.update(self.server_stack.labels(self))
         out.update(dict(self.labels))
         return out
 
     @property
+    def server_stack(self) -> stacks.Stack:
+        return stacks.get(self.stack)
+
+    @property
+    def version(self) -> str:
+        """The stack's version this run uses."""
+        return self.server_stack.version(self)
+
+    @property
     def implementation(self) -> tuple[str, str]:
         """(implementation, version) as ``quicsm parse`` reads them from meta.json."""
-        if self.stack == "quiche":
-            return "cloudflare-quiche", self.quiche_version
-        return "quic-go", self.quic_go_version
+        return self.server_stack.implementation, self.version
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,25 +245,28 @@ def run_once(
     emu = Emulator(tag=tag, tbf=tbf, relay_cfg=relay_cfg, bins=relay_bins, work_dir=run_dir, schedule=schedule)
     try:
         with emu:
+            addr = f"{emu.topo.server_ip}:{SERVER_PORT}"
             server = emu.procs.start(
-                "server",
-                _server_argv(cfg, bins, f"{emu.topo.server_ip}:{SERVER_PORT}", log_path),
-                ns=emu.topo.ns("srv"),
+                "server", cfg.server_stack.server_argv(cfg, bins, addr, log_path), ns=emu.topo.ns("srv")
             )
             ready = emu.procs.wait_ready(server, timeout=20)
             spki = str(ready.get("spki", ""))
             if cfg.cpu_quota:
                 group = cpu.create_group(f"{netns.PREFIX}{tag}-client", cfg.cpu_quota)
             url = f"https://{emu.client_target}/"
-            emu.start_schedule()
-            try:
-                client_out = _run_client(cfg, bins, emu, url, spki, group, run_dir)
-            except TestbedError as exc:
-                error = str(exc)
-            if group is not None:
-                cpu_used = group.usage_s()
-            emu.stop_relay()
-            emu.procs.stop(server, grace=10)
+            ctx = stacks.RunContext(
+                cfg, bins, run_dir, log_path, emu.topo.ns("srv"), emu.topo.ns("cli"), addr, emu.procs
+            )
+            with cfg.server_stack.session(ctx):
+                emu.start_schedule()
+                try:
+                    client_out = _run_client(cfg, bins, emu, url, spki, group, run_dir)
+                except TestbedError as exc:
+                    error = str(exc)
+                if group is not None:
+                    cpu_used = group.usage_s()
+                emu.stop_relay()
+                emu.procs.stop(server, grace=10)
     except TestbedError as exc:  # the path or the server failed: record it, so the run can be redone
         error = error or f"testbed: {exc}"
     finally:
@@ -276,12 +280,12 @@ def run_once(
     emulator_ok = late_p99 is not None and late_p99 <= LATE_P99_LIMIT_US
     plt = client_out.get("plt_ms")
     impl, impl_version = cfg.implementation
-    version_label = {"quic_go_version": cfg.quic_go_version} if cfg.stack == "quic-go" else {}
+    built = getattr(bins, "meta", None)
     meta = {
         "implementation": impl,
         "version": impl_version,
         "cc": cfg.cc,
-        "labels": {**cfg.label_dict(), "run": run_dir.name, **version_label},
+        "labels": {**cfg.label_dict(), "run": run_dir.name},
         "params": {
             **asdict(cfg),
             "rtt_ms": cfg.rtt_ms,
@@ -305,23 +309,14 @@ def run_once(
             "client": str(bins.client),
             "relay": str(relay_bins.relay),
             "patch_set": getattr(bins, "patch_set", None),
-            "server_quic_go": ready.get("quic_go"),
-            **({"server_quiche": ready.get("quiche")} if cfg.stack == "quiche" else {}),
+            **cfg.server_stack.run_meta(cfg, bins, ready),
         },
+        "build": dict(built) if isinstance(built, Mapping) else None,
         "run_index": index,
         **(extra_meta or {}),
     }
     _write_json(run_dir / "meta.json", meta)
     return RunResult(run_dir=run_dir, ok=ok, plt_ms=plt, emulator_ok=emulator_ok, error=error)
-
-
-def _server_argv(cfg: RunConfig, bins: ServerClient, addr: str, log_path: Path) -> list[str]:
-    """The server's command line; the quiche server takes the Go server's flags plus ``-cc``."""
-    argv = [str(bins.server), "-addr", addr, "-objects", str(cfg.objects), "-size", str(cfg.size)]
-    argv += ["-log", str(log_path)]
-    if cfg.stack == "quiche":
-        argv += ["-cc", cfg.cc]
-    return argv
 
 
 def _run_client(
@@ -342,10 +337,7 @@ def _run_client(
             expect_bytes=cfg.objects * cfg.size,
         )
     child = emu.procs.start(
-        "client",
-        [str(bins.client), "-url", url, "-spki", spki, "-timeout", f"{int(cfg.timeout_s)}s"],
-        ns=emu.topo.ns("cli"),
-        preexec=preexec,
+        "client", cfg.server_stack.client_argv(cfg, bins, url, spki), ns=emu.topo.ns("cli"), preexec=preexec
     )
     return emu.procs.read_json(child, timeout=cfg.timeout_s + 15)
 

@@ -1,51 +1,26 @@
-"""The instrumented server and the Go client for a run: quic-go built once per (version, cc) by
-``quicsm.testbed.build``, or Cloudflare quiche built once per (crate version, cc) by
-``quicsm.testbed.quiche_build``; both cached."""
+"""The binaries of a run: :func:`stack_for` asks the run's stack (:mod:`quicsm.testbed.stacks`) to build
+them, cached; :func:`get_stack` is the quic-go build by version, for scripts that want only that."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-from quicsm.errors import TestbedError
-from quicsm.testbed.runner import RunConfig, ServerClient
+from quicsm.testbed.stacks import Built, Progress
 
-__all__ = ["QuicheStack", "get_stack", "stack_for"]
+if TYPE_CHECKING:
+    from quicsm.testbed.runner import RunConfig
 
-
-@dataclass(frozen=True)
-class QuicheStack:
-    """The patched quiche server with the Go client (built from the run's quic-go version) beside it."""
-
-    server: Path
-    client: Path
-    patch_set: str
+__all__ = ["get_stack", "stack_for"]
 
 
-def stack_for(cfg: RunConfig) -> ServerClient:
-    """Server and client binaries for a run's stack, version and congestion controller."""
-    if cfg.stack != "quiche":
-        return get_stack(cfg.quic_go_version, cfg.cc, cfg.packet_threshold)
-    from quicsm.testbed.quiche_build import build_quiche_server
-
-    server = build_quiche_server(cfg.quiche_version, cfg.cc)
-    client = get_stack(cfg.quic_go_version, "reno").client  # the client carries no instrumentation
-    return QuicheStack(server=server.binary, client=client, patch_set=server.patch_set)
+def stack_for(cfg: RunConfig, *, progress: Progress | None = None, force: bool = False) -> Built:
+    """Server and client binaries for a run's stack, version, congestion controller and patch set."""
+    return cfg.server_stack.build(cfg, progress=progress, force=force)
 
 
-def get_stack(version: str, cc: str, packet_threshold: int | None = None) -> ServerClient:
-    """Patched server + client binaries for ``version`` with ``cc`` (reno or cubic), optionally with
-    the server's packet-reordering threshold changed (:mod:`quicsm.testbed.threshold`)."""
-    try:
-        from quicsm.testbed.build import build_binaries
-    except ImportError as exc:
-        raise TestbedError(f"quicsm.testbed.build is not available ({exc}): cannot build the quic-go server") from None
-    if packet_threshold is not None:
-        from quicsm.testbed.threshold import build_threshold_server
+def get_stack(version: str, cc: str, packet_threshold: int | None = None) -> Built:
+    """Patched quic-go server + client for ``version`` with ``cc`` (reno or cubic), optionally with the
+    server's packet-reordering threshold changed (:mod:`quicsm.testbed.threshold`)."""
+    from quicsm.testbed.runner import RunConfig
 
-        return build_threshold_server(version, cc, packet_threshold)
-    res = build_binaries(version, variant=cc)  # cached by the build step itself
-    for p in (res.server, res.client):
-        if not Path(p).exists():
-            raise TestbedError(f"build of quic-go {version} ({cc}) did not produce {p}")
-    return res
+    return stack_for(RunConfig(stack="quic-go", quic_go_version=version, cc=cc, packet_threshold=packet_threshold))

@@ -107,7 +107,7 @@ def test_registry_takes_new_targets_without_core_changes(tmp_path: Path) -> None
         assert get_target("golike-test").function_at(src.splitlines(), 3) == "OnPacketLost"
         assert "golike-test" in {t.name for t in all_targets()}
     finally:
-        reg._REGISTRY.pop("golike-test")
+        reg._REGISTRY.items.pop("golike-test")
 
 
 def test_modern_chromium_checkout_uses_its_quiche_copy(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ import pytest
 from quicsm.errors import TestbedError
 from quicsm.instrumentation import engine
 from quicsm.instrumentation.patchset import shipped_patch_sets
-from quicsm.testbed import build
+from quicsm.testbed import build, buildtools
 from quicsm.traces import parse_inputs
 from quicsm.traces.events import SSTHRESH_INF
 
@@ -50,7 +50,7 @@ def _copy(version: str, tmp_path: Path) -> Path:
     """A writable copy of the parts of the module the patch engine looks at (go.mod and the sender dirs)."""
     src, dst = _pristine(version), tmp_path / f"quic-go@{version}"
     for sub in ("internal/congestion", "internal/ackhandler"):
-        build._copy_writable(src / sub, dst / sub)
+        buildtools.copy_writable(src / sub, dst / sub)
     shutil.copyfile(src / "go.mod", dst / "go.mod")
     return dst
 
@@ -125,8 +125,8 @@ def test_wrong_version_fails_cleanly_and_leaves_the_tree_alone(tmp_path):
     root = _copy(new, tmp_path)
     ps = build.patch_set_for(old, "reno")
     before = {f.path: engine.sha256_file(root / f.path) for f in ps.files}
-    with pytest.raises(TestbedError, match=f"applying quic-go-{old}-reno"):
-        build._apply_patch(ps, root)
+    with pytest.raises(TestbedError, match=f"applying quic-go-{old}-reno to {build.MODULE}"):
+        buildtools.apply_patch_set(ps, root, build.MODULE)
     assert {p: engine.sha256_file(root / p) for p in before} == before
 
 

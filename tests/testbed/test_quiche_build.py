@@ -34,9 +34,39 @@ def test_old_rust_says_what_to_install(monkeypatch, tmp_path) -> None:
 
 def test_missing_libclang_says_what_to_install(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("LIBCLANG_PATH", str(tmp_path))
-    monkeypatch.setattr(quiche_build.glob, "glob", lambda pattern: [])
     with pytest.raises(TestbedError, match="apt-get install -y libclang-dev"):
-        quiche_build.find_libclang()
+        quiche_build.find_libclang(dirs=(str(tmp_path),))
+
+
+def test_libclang_cpp_alone_is_not_libclang(monkeypatch, tmp_path) -> None:
+    """Debian's base image ships libclang-cpp14 (libclang-cpp.so.14): bindgen cannot load it, so it must not
+    count (issue 17: the check accepted it and libclang-dev was never installed)."""
+    monkeypatch.delenv("LIBCLANG_PATH", raising=False)
+    llvm = tmp_path / "llvm-14" / "lib"
+    llvm.mkdir(parents=True)
+    (llvm / "libclang-cpp.so.14").write_bytes(b"\x7fELF")
+    (tmp_path / "libclang-cpp.so").symlink_to(llvm / "libclang-cpp.so.14")
+    dirs = (str(tmp_path / "llvm-*" / "lib"), str(tmp_path))
+    with pytest.raises(
+        TestbedError, match=r"found only libclang-cpp.so, libclang-cpp.so.14, which bindgen cannot load"
+    ):
+        quiche_build.find_libclang(dirs=dirs)
+    monkeypatch.setenv("LIBCLANG_PATH", str(llvm))
+    with pytest.raises(TestbedError, match="apt-get install -y libclang-dev"):
+        quiche_build.find_libclang(dirs=dirs)
+    (llvm / "libclang-14.so.1").write_bytes(b"\x7fELF")  # what libclang1-14 installs
+    assert quiche_build.find_libclang(dirs=dirs) == str(llvm / "libclang-14.so.1")
+    (llvm / "libclang-14.so.1").unlink()
+    (llvm / "libclang.so.1").write_bytes(b"\x7fELF")
+    monkeypatch.delenv("LIBCLANG_PATH")
+    assert quiche_build.find_libclang(dirs=dirs) == str(llvm / "libclang.so.1")
+
+
+def test_libclang_names_bindgen_loads() -> None:
+    ok = ("libclang.so", "libclang.so.1", "libclang-14.so.1", "libclang-14.0.6.so", "libclang.so.14.0.6")
+    bad = ("libclang-cpp.so.14", "libclang-cpp.so", "libclangBasic.a", "libclang.a", "libclang-14.so.1.bak")
+    assert all(quiche_build._LIBCLANG.match(n) for n in ok)
+    assert not any(quiche_build._LIBCLANG.match(n) for n in bad)
 
 
 def test_patch_set_lookup() -> None:
@@ -64,7 +94,7 @@ def test_build_makes_cargo_recompile_the_patched_crate(monkeypatch, tmp_path) ->
     os.utime(lib_rs, (0, 0))
     seen: list[float] = []
 
-    def fake_run(argv, cwd, what, env=None):  # type: ignore[no-untyped-def]
+    def fake_run(argv, cwd, what, env=None, progress=None):  # type: ignore[no-untyped-def]
         assert f'patch.crates-io.quiche.path="{lib_rs.parent.parent}"' in argv
         seen.append(lib_rs.stat().st_mtime)
         out = Path(env["CARGO_TARGET_DIR"]) / "release" / quiche_build.BINARY

@@ -9,9 +9,7 @@ modules here are imported on first use of the registry.
 
 from __future__ import annotations
 
-import importlib
 import os
-import pkgutil
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -19,6 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, ClassVar
 
 from quicsm.errors import PatchError
+from quicsm.plugins import Registry
 
 if TYPE_CHECKING:
     from quicsm.instrumentation.placement import Edit
@@ -238,40 +237,28 @@ class Target:
         return text, []
 
 
-_REGISTRY: dict[str, Target] = {}
-_LOADED = False
+_REGISTRY: Registry[Target] = Registry(__name__, __path__)
 
 
 def register(target: Target) -> Target:
     """Add a target (called by each module in this package at import time)."""
     if not target.name:
         raise ValueError("a target needs a name")
-    _REGISTRY[target.name] = target
-    return target
-
-
-def _load_all() -> None:
-    global _LOADED
-    if _LOADED:
-        return
-    _LOADED = True
-    for mod in pkgutil.iter_modules(__path__):
-        if not mod.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{mod.name}")
+    return _REGISTRY.register(target.name, target)
 
 
 def all_targets() -> list[Target]:
-    _load_all()
-    return [_REGISTRY[k] for k in sorted(_REGISTRY)]
+    targets = _REGISTRY.load()
+    return [targets[k] for k in sorted(targets)]
 
 
 def get_target(name: str) -> Target:
-    _load_all()
+    targets = _REGISTRY.load()
     try:
-        return _REGISTRY[name]
+        return targets[name]
     except KeyError:
         raise PatchError(
-            f"no patch target named {name!r} (known: {', '.join(sorted(_REGISTRY)) or 'none'}); "
+            f"no patch target named {name!r} (known: {', '.join(sorted(targets)) or 'none'}); "
             f"a target is a module in quicsm/instrumentation/targets/"
         ) from None
 

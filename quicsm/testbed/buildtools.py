@@ -1,0 +1,193 @@
+"""What every stack's build shares: the cache directory, a lock per cache entry, writable copies of
+registry sources, applying a patch set through the engine, and running a toolchain with progress.
+
+A cold build can take minutes (quiche compiles BoringSSL for ~10 min on 2 cores) with the toolchain
+silent for long stretches, so :func:`run_tool` forwards the toolchain's own progress lines (cargo's
+``Compiling x``, ``go build -v``'s packages) and, when it says nothing for a while, a line with the time
+elapsed; on failure the error carries the tail of its output.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Self
+
+from quicsm.errors import PatchError, TestbedError
+from quicsm.instrumentation.patchset import PatchSet
+
+__all__ = [
+    "HEARTBEAT_S",
+    "FileLock",
+    "Progress",
+    "apply_patch_set",
+    "cache_root",
+    "copy_writable",
+    "dir_size",
+    "format_duration",
+    "run_tool",
+]
+
+Progress = Callable[[str], None]
+"""Receives one line of build progress (no newline)."""
+HEARTBEAT_S = 30.0
+"""Seconds of toolchain silence after which a line with the elapsed time is reported."""
+_TAIL_LINES = 40
+
+
+def cache_root() -> Path:
+    """``$XDG_CACHE_HOME/quicsm/build`` (``~/.cache/quicsm/build``): every stack's cache entries."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "quicsm" / "build"
+
+
+class FileLock:
+    """An exclusive ``flock`` on a file, so two processes do not build the same entry at once."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __enter__(self) -> Self:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+
+
+def copy_writable(src: Path, dst: Path, *, ignore: Callable[[str, list[str]], set[str]] | None = None) -> None:
+    """Copy a registry source (read-only files in Go's module cache) to ``dst``, owner-writable."""
+    shutil.copytree(src, dst, copy_function=shutil.copyfile, ignore=ignore)
+    for dirpath, _dirs, files in os.walk(dst):
+        os.chmod(dirpath, 0o755)
+        for f in files:
+            os.chmod(os.path.join(dirpath, f), 0o644)
+
+
+def apply_patch_set(ps: PatchSet, root: Path, what: str) -> None:
+    """Patch ``root`` (a private copy) through the patch engine: all or nothing, sha256s checked."""
+    from quicsm.instrumentation import engine
+
+    try:
+        engine.apply(root, set_name=ps.name, sets=[ps])
+    except PatchError as exc:
+        raise TestbedError(f"applying {ps.name} to {what} in {root}: {exc}") from exc
+
+
+def format_duration(seconds: float) -> str:
+    """``42 s``, ``3 min 05 s``."""
+    s = int(round(seconds))
+    return f"{s} s" if s < 60 else f"{s // 60} min {s % 60:02d} s"
+
+
+def dir_size(path: Path) -> int:
+    """Bytes of the files under ``path`` (not following symlinks)."""
+    total = 0
+    for dirpath, _dirs, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, f)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def run_tool(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    what: str,
+    env: Mapping[str, str] | None = None,
+    progress: Progress | None = None,
+    show: Callable[[str], bool] = lambda line: True,
+    heartbeat_s: float = HEARTBEAT_S,
+    timeout_s: float | None = None,
+) -> str:
+    """Run a toolchain command; return its stdout. Raises :class:`TestbedError` naming ``what`` with the
+    tail of its output.
+
+    With ``progress``, every stderr line for which ``show`` is true is passed on as it comes, and after
+    ``heartbeat_s`` without one a line says how long ``what`` has been running (and the last line seen).
+    """
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+        )
+    except OSError as exc:
+        raise TestbedError(f"{what}: cannot run {argv[0]} ({exc})") from None
+    tail: deque[str] = deque(maxlen=_TAIL_LINES)
+    out: list[str] = []
+    last_said = [t0]
+    last_line = [""]
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def say(line: str) -> None:
+        if progress is not None:
+            with lock:
+                last_said[0] = time.monotonic()
+                progress(line)
+
+    def read_stderr() -> None:
+        assert proc.stderr is not None
+        for raw in proc.stderr:
+            line = raw.rstrip()
+            tail.append(line)
+            if line.strip() and show(line):
+                last_line[0] = line.strip()
+                say(line.strip())
+
+    def read_stdout() -> None:
+        assert proc.stdout is not None
+        out.append(proc.stdout.read())
+
+    def beat() -> None:
+        while not done.wait(min(5.0, heartbeat_s)):
+            now = time.monotonic()
+            if now - last_said[0] >= heartbeat_s:
+                last = f" (last: {last_line[0]})" if last_line[0] else ""
+                say(f"{what}: {format_duration(now - t0)} so far{last}")
+
+    threads = [threading.Thread(target=f, daemon=True) for f in (read_stderr, read_stdout)]
+    if progress is not None:
+        threads.append(threading.Thread(target=beat, daemon=True))
+    for t in threads:
+        t.start()
+    try:
+        rc = proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise TestbedError(f"{what}: {argv[0]} did not finish in {format_duration(timeout_s or 0)}") from None
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        done.set()
+        for t in threads[:2]:
+            t.join(timeout=10)
+    if rc != 0:
+        err = "\n".join(line for line in tail if line.strip()) or (out[0].strip() if out else "")
+        raise TestbedError(
+            f"{what} failed ({' '.join(Path(a).name if i == 0 else a for i, a in enumerate(argv))} in {cwd}, "
+            f"exit status {rc}):\n{err or '(no output)'}"
+        )
+    return out[0] if out else ""

@@ -1,0 +1,213 @@
+"""Server stacks of the testbed, and the registry that holds them.
+
+A stack is what the testbed runs behind the emulated path: an implementation (quic-go, Cloudflare
+quiche, ...) built with its congestion controller instrumented, plus the client that loads a page from
+it. The runner only talks to the :class:`Stack` interface, so a new stack is one module in this
+package that subclasses :class:`Stack` and calls :func:`register`; modules here are imported on first
+use of the registry. ``quicsm testbed run/matrix/build`` take ``--stack NAME`` from :func:`names`.
+
+What a stack says about itself (class attributes) and does (methods):
+
+* ``name`` (``--stack``), ``implementation`` (what traces and ``meta.json`` call it), ``ccs`` (the
+  ``--cc`` values it takes), ``clients`` (``go``, ``chromium``), ``version_field`` (the
+  :class:`~quicsm.testbed.runner.RunConfig` field holding its version; ``stack_version`` by default,
+  which ``--stack-version`` sets for every stack) and ``default_version``;
+* :meth:`Stack.versions` -- versions it has pinned patch sets for;
+* :meth:`Stack.validate` -- refuse a run configuration it cannot run;
+* :meth:`Stack.build` -- server and client binaries for a configuration (cached; progress lines go to
+  ``progress``) as a :class:`Built`, whose ``meta`` records how they were made (toolchain, locked
+  dependency versions); it lands in each run's ``meta.json`` under ``build``;
+* :meth:`Stack.server_argv` / :meth:`Stack.client_argv` -- the command lines of a run (the server must
+  print a JSON ready line with ``"ready": true`` and ``spki`` on stdout, and write its contract lines
+  to the ``-log`` file the runner names, which becomes ``server.log``);
+* :meth:`Stack.session` -- anything that must run beside the server for the length of one page load
+  (a kernel tracer, say), as a context manager;
+* :meth:`Stack.labels` / :meth:`Stack.run_meta` -- labels its traces carry, and what it adds to the
+  ``versions`` block of ``meta.json`` (e.g. the version the server reported in its ready line).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from quicsm.errors import TestbedError
+from quicsm.plugins import Registry
+
+if TYPE_CHECKING:
+    from quicsm.testbed.procs import ProcGroup
+    from quicsm.testbed.runner import RunConfig, ServerClient
+
+__all__ = [
+    "Built",
+    "Progress",
+    "RunContext",
+    "Stack",
+    "all_stacks",
+    "get",
+    "names",
+    "register",
+]
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Built:
+    """Binaries of one stack build, and how they were made."""
+
+    stack: str
+    version: str
+    cc: str
+    server: Path
+    client: Path
+    patch_set: str | None
+    """Name of the patch set compiled into the server (None for an uninstrumented server)."""
+    cached: bool
+    """True when nothing was built (the cache had it)."""
+    seconds: float
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    """What the build records: toolchain, module or crate checksums, locked dependency versions,
+    where the patch set came from. Copied into each run's ``meta.json`` as ``build``."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "stack": self.stack,
+            "version": self.version,
+            "cc": self.cc,
+            "server": str(self.server),
+            "client": str(self.client),
+            "patch_set": self.patch_set,
+            "cached": self.cached,
+            "seconds": self.seconds,
+            "meta": dict(self.meta),
+        }
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """One page load as :meth:`Stack.session` sees it (after the server is ready, before the client)."""
+
+    cfg: RunConfig
+    bins: ServerClient
+    run_dir: Path
+    log_path: Path
+    """``server.log``: where the contract lines of this run must end up."""
+    server_ns: str
+    client_ns: str
+    server_addr: str
+    procs: ProcGroup
+    """Start helper processes through this, so a failed or interrupted run stops them too."""
+
+
+class Stack:
+    """Base class of a stack; subclasses set the class attributes and implement :meth:`build`."""
+
+    name: ClassVar[str] = ""
+    implementation: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    ccs: ClassVar[tuple[str, ...]] = ()
+    clients: ClassVar[tuple[str, ...]] = ("go", "chromium")
+    version_field: ClassVar[str] = "stack_version"
+    default_version: ClassVar[str] = ""
+    packet_threshold: ClassVar[bool] = False
+    """Whether the server can be rebuilt with a fixed packet-reordering threshold (``--packet-threshold``)."""
+
+    # ---- versions and checks ----------------------------------------------------------------------
+    def normalize_version(self, version: str) -> str:
+        """The canonical spelling of a version (quic-go: ``0.64.1`` -> ``v0.64.1``)."""
+        return version
+
+    def version(self, cfg: RunConfig) -> str:
+        """The version a run uses: ``stack_version`` if set, else the stack's own field, else the default."""
+        own = getattr(cfg, self.version_field, None) if self.version_field != "stack_version" else None
+        return self.normalize_version(cfg.stack_version or own or self.default_version)
+
+    def versions(self) -> list[str]:
+        """Versions with pinned (shipped) patch sets, oldest first."""
+        return [self.default_version] if self.default_version else []
+
+    def validate(self, cfg: RunConfig) -> None:
+        """Refuse what this stack cannot run (a one-line :class:`TestbedError`)."""
+        if cfg.cc not in self.ccs:
+            raise TestbedError(f"cc {cfg.cc!r} on {self.name}: choose {' or '.join(self.ccs)}")
+        if cfg.client not in self.clients:
+            raise TestbedError(f"client {cfg.client!r} on {self.name}: choose {' or '.join(self.clients)}")
+        if cfg.packet_threshold is not None and not self.packet_threshold:
+            able = [s.name for s in all_stacks() if s.packet_threshold]
+            raise TestbedError(f"packet threshold: only the {' and '.join(able)} server can be rebuilt with one")
+        own = getattr(cfg, self.version_field, None) if self.version_field != "stack_version" else None
+        field_default = _field_default(self.version_field)
+        if cfg.stack_version and own and own != field_default:
+            a, b = self.normalize_version(cfg.stack_version), self.normalize_version(own)
+            if a != b:
+                option = "--" + self.version_field.replace("_", "-")
+                raise TestbedError(f"--stack-version {a} and {option} {b} disagree: give one")
+
+    # ---- building ---------------------------------------------------------------------------------
+    def build(self, cfg: RunConfig, *, progress: Progress | None = None, force: bool = False) -> Built:
+        """Server and client for ``cfg`` (its version, cc, patch set), from the cache when possible."""
+        raise NotImplementedError
+
+    # ---- running ----------------------------------------------------------------------------------
+    def server_argv(self, cfg: RunConfig, bins: ServerClient, addr: str, log_path: Path) -> list[str]:
+        """The server's command line (the testbed's Go server flags; other servers take the same)."""
+        argv = [str(bins.server), "-addr", addr, "-objects", str(cfg.objects), "-size", str(cfg.size)]
+        return [*argv, "-log", str(log_path)]
+
+    def client_argv(self, cfg: RunConfig, bins: ServerClient, url: str, spki: str) -> list[str]:
+        """The Go client's command line (the Chromium client is the runner's own)."""
+        return [str(bins.client), "-url", url, "-spki", spki, "-timeout", f"{int(cfg.timeout_s)}s"]
+
+    def session(self, ctx: RunContext) -> contextlib.AbstractContextManager[None]:
+        """Processes beside the server for one page load (nothing by default)."""
+        return contextlib.nullcontext()
+
+    def labels(self, cfg: RunConfig) -> dict[str, str]:
+        """Labels the traces of a run carry besides the scenario's."""
+        return {}
+
+    def run_meta(self, cfg: RunConfig, bins: ServerClient, ready: Mapping[str, Any]) -> dict[str, Any]:
+        """Entries for the ``versions`` block of ``meta.json`` (``ready`` is the server's ready line)."""
+        return {}
+
+
+def _field_default(name: str) -> Any:
+    from dataclasses import MISSING, fields
+
+    from quicsm.testbed.runner import RunConfig
+
+    for f in fields(RunConfig):
+        if f.name == name:
+            return None if f.default is MISSING else f.default
+    return None
+
+
+_REGISTRY: Registry[Stack] = Registry(__name__, __path__)
+
+
+def register(stack: Stack) -> Stack:
+    """Add a stack (a module of this package calls this at import)."""
+    if not stack.name or not stack.ccs or not stack.implementation:
+        raise ValueError(f"{type(stack).__name__}: a stack needs name, implementation and ccs")
+    return _REGISTRY.register(stack.name, stack)
+
+
+def all_stacks() -> Iterator[Stack]:
+    return iter(sorted(_REGISTRY.load().values(), key=lambda s: (s.name != "quic-go", s.name)))
+
+
+def names() -> list[str]:
+    """Stack names, quic-go (the default) first."""
+    return [s.name for s in all_stacks()]
+
+
+def get(name: str) -> Stack:
+    """The stack called ``name``; a one-line error listing the known ones."""
+    try:
+        return _REGISTRY.load()[name]
+    except KeyError:
+        raise TestbedError(f"stack {name!r}: choose one of {', '.join(names())}") from None

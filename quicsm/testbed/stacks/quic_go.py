@@ -1,0 +1,66 @@
+"""quic-go from the Go module proxy, patched by a quicsm set, serving HTTP/3 from ``testbed/server``
+(:mod:`quicsm.testbed.build`); the Go client of ``testbed/client`` is built against the same copy."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from quicsm.testbed.stacks import Built, Progress, Stack, register
+
+if TYPE_CHECKING:
+    from quicsm.testbed.runner import RunConfig, ServerClient
+
+__all__ = ["QuicGoStack"]
+
+
+class QuicGoStack(Stack):
+    name: ClassVar[str] = "quic-go"
+    implementation: ClassVar[str] = "quic-go"
+    description: ClassVar[str] = "quic-go (Go module proxy) with an instrumented cubicSender; Go HTTP/3 server"
+    ccs: ClassVar[tuple[str, ...]] = ("reno", "cubic")
+    version_field: ClassVar[str] = "quic_go_version"
+    default_version: ClassVar[str] = "v0.65.0"
+    packet_threshold: ClassVar[bool] = True
+
+    def normalize_version(self, version: str) -> str:
+        return version if version.startswith("v") else "v" + version
+
+    def versions(self) -> list[str]:
+        from quicsm.testbed.build import available_versions
+
+        return available_versions()
+
+    def build(self, cfg: RunConfig, *, progress: Progress | None = None, force: bool = False) -> Built:
+        from quicsm.testbed import build
+
+        version = self.version(cfg)
+        if cfg.packet_threshold is not None:
+            from quicsm.testbed.threshold import build_threshold_server
+
+            base = build.build_binaries(version, cfg.cc, force=force, progress=progress)
+            res = build_threshold_server(version, cfg.cc, cfg.packet_threshold)
+            res_meta = {**base.meta, "packet_threshold": cfg.packet_threshold}
+        else:
+            res = build.build_binaries(version, cfg.cc, force=force, progress=progress)
+            res_meta = dict(res.meta)
+        return Built(
+            stack=self.name,
+            version=res.version,
+            cc=cfg.cc,
+            server=res.server,
+            client=res.client,
+            patch_set=res.patch_set,
+            cached=res.cached,
+            seconds=res.seconds,
+            meta=res_meta,
+        )
+
+    def labels(self, cfg: RunConfig) -> dict[str, str]:
+        return {"quic_go_version": self.version(cfg)}
+
+    def run_meta(self, cfg: RunConfig, bins: ServerClient, ready: Mapping[str, Any]) -> dict[str, Any]:
+        return {"server_quic_go": ready.get("quic_go")}
+
+
+register(QuicGoStack())
