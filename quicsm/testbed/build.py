@@ -20,6 +20,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
@@ -82,16 +83,47 @@ class BuildResult:
 # ---- locating things ------------------------------------------------------------------------------
 
 
+GO_CANDIDATES = ("/usr/local/go/bin/go",)
+"""Where Go's own installer (and .ci/install.d/quic-go.sh) puts the go command, tried after PATH."""
+
+
 def find_go() -> str:
-    """The go command: on PATH, else the usual /usr/local/go install."""
-    go = shutil.which("go")
-    if go is None and os.access("/usr/local/go/bin/go", os.X_OK):
-        go = "/usr/local/go/bin/go"
-    if go is None:
-        raise TestbedError(
-            "Go toolchain not found: install Go (or put /usr/local/go/bin on PATH); .ci/install.d/quic-go.sh does both"
-        )
-    return go
+    """A gc go command at least as new as the testbed modules need (their ``go`` directive): on PATH, else
+    /usr/local/go. Debian's golang-go (1.19) or gccgo's go first on PATH are passed over, with a one-line
+    error if nothing else is there."""
+    need = min_go_version()
+    seen: list[str] = []
+    for go in dict.fromkeys(p for p in (shutil.which("go"), *GO_CANDIDATES) if p and os.access(p, os.X_OK)):
+        have, gccgo = _go_release(go)
+        if have and not gccgo and _version_key(have) >= _version_key(need):
+            return go
+        seen.append(f"{go} is {'gccgo ' if gccgo else ''}{have or 'not a working go'}")
+    found = f" ({'; '.join(seen)})" if seen else ""
+    raise TestbedError(
+        f"Go toolchain >= {need} not found{found}: install Go from go.dev (or put /usr/local/go/bin first "
+        "on PATH); .ci/install.d/quic-go.sh does both"
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _go_release(go: str) -> tuple[str | None, bool]:
+    """(release such as ``1.26.8``, whether it is gccgo's go) from ``go version``."""
+    try:
+        out = subprocess.run([go, "version"], capture_output=True, text=True, timeout=30, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None, False
+    m = re.search(r"\bgo version go(\d+(?:\.\d+)*)", out)
+    return (m.group(1) if m else None), "gccgo" in out
+
+
+def min_go_version() -> str:
+    """The newest ``go`` directive of the testbed's Go modules (1.26.0 for quic-go v0.65)."""
+    try:
+        root = testbed_root()
+    except TestbedError:
+        return "1.26"
+    found = [_go_directive(root / prog / "go.mod") for prog in PROGRAMS if (root / prog / "go.mod").is_file()]
+    return max(found, key=_version_key) if found else "1.26"
 
 
 def testbed_source_dir() -> Path:
@@ -126,7 +158,9 @@ def available_versions() -> list[str]:
 
 
 def _version_key(v: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", v)[:3])
+    """``v0.43.1`` / ``1.26`` -> (0, 43, 1) / (1, 26, 0)."""
+    nums = [int(x) for x in re.findall(r"\d+", v)[:3]]
+    return tuple(nums + [0] * (3 - len(nums)))
 
 
 def _module(ps: PatchSet) -> Mapping[str, Any]:

@@ -101,6 +101,28 @@ def find_libclang(dirs: tuple[str, ...] = LIBCLANG_DIRS) -> str:
     )
 
 
+MIN_CMAKE = (3, 12)
+"""BoringSSL's cmake_minimum_required."""
+
+
+def find_cmake() -> str:
+    """cmake at least :data:`MIN_CMAKE` (BoringSSL builds with it); a one-line error otherwise."""
+    cmake = shutil.which("cmake")
+    if cmake is None:
+        raise TestbedError("cmake not found (BoringSSL builds with it): apt-get install -y cmake")
+    try:
+        out = subprocess.run([cmake, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    m = re.search(r"cmake version (\d+)\.(\d+)", out)
+    if not m or (int(m.group(1)), int(m.group(2))) < MIN_CMAKE:
+        have = f"is {m.group(1)}.{m.group(2)}" if m else "does not say `cmake version X`"
+        raise TestbedError(
+            f"{cmake} {have}; BoringSSL needs cmake >= {MIN_CMAKE[0]}.{MIN_CMAKE[1]}: apt-get install -y cmake"
+        )
+    return cmake
+
+
 def quiche_patch_set(version: str, cc: str) -> PatchSet:
     """The shipped ``cloudflare-quiche-<version>-<cc>`` set; a clear error listing what exists."""
     sets = {ps.name: ps for ps in shipped_patch_sets(TARGET)}
@@ -198,8 +220,7 @@ def build_quiche_server(
     t0 = time.monotonic()
     cargo = find_cargo()
     find_libclang()
-    if shutil.which("cmake") is None:
-        raise TestbedError("cmake not found (BoringSSL builds with it): apt-get install -y cmake")
+    find_cmake()
     ps = patch_set or quiche_patch_set(version, cc)
     server_src = testbed_root("quiche-server/Cargo.toml") / "quiche-server"
     lock = committed_lock(server_src, version)

@@ -86,8 +86,34 @@ def test_unknown_version_and_variant_are_clear_errors():
 def test_missing_go_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(build.shutil, "which", lambda name: None)
     monkeypatch.setattr(build.os, "access", lambda path, mode: False)
-    with pytest.raises(TestbedError, match="Go toolchain not found"):
+    with pytest.raises(TestbedError, match=r"Go toolchain >= 1\.26(\.0)? not found: install Go"):
         build.find_go()
+
+
+def _fake_go(path: Path, says: str) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\necho '{says}'\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_old_or_gccgo_go_first_on_path_is_passed_over(monkeypatch, tmp_path):
+    """Debian's golang-go (1.19) or gccgo's go ahead of /usr/local/go on PATH: the build must not take it."""
+    build._go_release.cache_clear()
+    debian = _fake_go(tmp_path / "usr/bin/go", "go version go1.19.8 linux/amd64")
+    monkeypatch.setenv("PATH", str(tmp_path / "usr/bin"))
+    monkeypatch.setattr(build, "GO_CANDIDATES", ())
+    with pytest.raises(TestbedError) as exc:
+        build.find_go()
+    assert f"{debian} is 1.19.8" in str(exc.value) and "\n" not in str(exc.value)
+    _fake_go(tmp_path / "usr/bin/go", "go version go1.18 gccgo (Debian 12.2.0-14) 12.2.0 linux/amd64")
+    build._go_release.cache_clear()
+    with pytest.raises(TestbedError, match=f"{debian} is gccgo 1.18"):
+        build.find_go()
+    good = _fake_go(tmp_path / "local/go/bin/go", "go version go1.26.8 linux/amd64")
+    monkeypatch.setattr(build, "GO_CANDIDATES", (good,))
+    assert build.find_go() == good
+    build._go_release.cache_clear()
 
 
 @needs_go

@@ -85,7 +85,7 @@ def test_build_makes_cargo_recompile_the_patched_crate(monkeypatch, tmp_path) ->
 
     monkeypatch.setattr(quiche_build, "find_cargo", lambda: "cargo")
     monkeypatch.setattr(quiche_build, "find_libclang", lambda: "libclang.so")
-    monkeypatch.setattr(quiche_build.shutil, "which", lambda name: "/usr/bin/" + name)
+    monkeypatch.setattr(quiche_build, "find_cmake", lambda: "/usr/bin/cmake")
     ps = quiche_build.quiche_patch_set("0.30.0", "cubic")
     sha = hashlib.sha256(ps.diff_text.encode()).hexdigest()[:12]
     lib_rs = tmp_path / "quiche-src" / f"quiche-0.30.0-{sha}" / "src" / "lib.rs"
@@ -107,3 +107,19 @@ def test_build_makes_cargo_recompile_the_patched_crate(monkeypatch, tmp_path) ->
     assert seen and seen[0] > 0  # touched before cargo ran
     again = quiche_build.build_quiche_server("0.30.0", "cubic", cache_dir=tmp_path)
     assert again.cached and len(seen) == 1  # a cache hit runs no cargo
+
+
+def test_cmake_must_be_new_enough(monkeypatch, tmp_path) -> None:
+    cmake = tmp_path / "cmake"
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(TestbedError, match="cmake not found"):
+        quiche_build.find_cmake()
+    cmake.write_text("#!/bin/sh\necho 'cmake version 3.10.2'\n")
+    cmake.chmod(0o755)
+    with pytest.raises(TestbedError, match=r"cmake is 3.10; BoringSSL needs cmake >= 3.12"):
+        quiche_build.find_cmake()
+    cmake.write_text("#!/bin/sh\necho 'not cmake'\n")
+    with pytest.raises(TestbedError, match="does not say `cmake version X`"):
+        quiche_build.find_cmake()
+    cmake.write_text("#!/bin/sh\necho 'cmake version 3.25.1'\n")
+    assert quiche_build.find_cmake() == str(cmake)
