@@ -13,22 +13,33 @@ from quicsm.testbed.buildtools import format_duration, run_tool
 
 
 def test_progress_forwards_lines_and_says_the_time_when_silent(tmp_path: Path) -> None:
+    """The tool prints one line, then stays silent until a heartbeat naming that line has been reported
+    (no fixed sleeps: the machine may be loaded)."""
+    flag = tmp_path / "beat-seen"
     script = (
-        "import sys, time\nprint('   Compiling a v1', file=sys.stderr, flush=True)\ntime.sleep(1.6)\nprint('out')\n"
+        "import os, sys, time\n"
+        "print('   Compiling a v1', file=sys.stderr, flush=True)\n"
+        f"end = time.time() + 60\nwhile not os.path.exists({str(flag)!r}) and time.time() < end: time.sleep(0.05)\n"
+        "print('out')\n"
     )
     seen: list[str] = []
+
+    def progress(line: str) -> None:
+        seen.append(line)
+        if line.startswith("building x: ") and "(last: Compiling a v1)" in line:
+            flag.touch()
+
     out = run_tool(
         [sys.executable, "-c", script],
         cwd=tmp_path,
         what="building x",
-        progress=seen.append,
+        progress=progress,
         show=lambda line: "Compiling" in line,
-        heartbeat_s=0.5,
+        heartbeat_s=0.3,
     )
-    assert out == "out\n"
-    assert seen[0] == "Compiling a v1"
-    beats = [s for s in seen[1:] if s.startswith("building x: ")]
-    assert beats and all("so far (last: Compiling a v1)" in b for b in beats), seen
+    assert out == "out\n" and flag.exists(), seen
+    first = seen.index("Compiling a v1")
+    assert any(s.startswith("building x: ") and "so far (last: Compiling a v1)" in s for s in seen[first + 1 :])
 
 
 def test_quiet_without_progress_and_failure_carries_the_tail(tmp_path: Path) -> None:
