@@ -192,6 +192,7 @@ func main() {
 			emit(result{Error: "-duration: the page references no object to fetch"})
 		}
 		emit(stream(ctx, client, objs, start, *duration, *parallel, total, proto, pageMs))
+		return // emit exits only on failure
 	}
 	limit := *parallel
 	if limit <= 0 || limit > len(objs) {
