@@ -6,7 +6,7 @@ Crate sources come from cargo's registry (``~/.cargo/registry/src`` or the downl
 ``~/.cargo/registry/cache``; ``cargo fetch`` of a throw-away manifest fetches one that is missing). For each
 (version, set): the porter (``plan_port``, which also checks the regenerated diff with git apply), and as
 the baseline in the same process the unchanged set (``git apply --check``). With ``--check`` the ported
-crate is compiled (``cargo check --lib --no-default-features --features log`` in a copy of the crate root
+crate is compiled (``cargo check --lib --no-default-features``, else with default features, in a copy of the crate root
 with the placed files), so a port that places every change but breaks the Rust is counted as a failure.
 Prints one row per (version, set) and the success rates, split into versions shipped and not shipped.
 """
@@ -63,15 +63,12 @@ def cargo_check(tree: Path, placed: dict[str, bytes], work: Path) -> str:
         (copy / rel).chmod(0o644)
         (copy / rel).write_bytes(data)
     env = {**os.environ, "CARGO_TARGET_DIR": str(work / "target")}
-    proc = subprocess.run(
-        ["cargo", "check", "--lib", "-q", "--no-default-features", "--features", "log"],
-        cwd=copy,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode == 0:
-        return "builds"
+    for features in (["--no-default-features"], []):  # the controller needs no TLS; old versions need defaults
+        proc = subprocess.run(
+            ["cargo", "check", "--lib", "-q", *features], cwd=copy, env=env, capture_output=True, text=True
+        )
+        if proc.returncode == 0:
+            return "builds"
     err = next((ln for ln in proc.stderr.splitlines() if ln.startswith("error")), proc.stderr.strip()[-120:])
     return f"BUILD FAILS: {err[:120]}"
 
