@@ -21,7 +21,9 @@ from quicsm.testbed.runner import read_meta
 def bundle(src: Path, dest: Path, groups: dict[str, str], limit: int | None) -> int:
     n = 0
     for group, prefix in groups.items():
-        runs = sorted(p for p in src.glob(f"{prefix}-[0-9][0-9]") if (p / "server.log").is_file())
+        runs = sorted(  # a run still in progress has no meta.json yet
+            p for p in src.glob(f"{prefix}-[0-9][0-9]") if (p / "server.log").is_file() and (p / "meta.json").is_file()
+        )
         kept = 0
         for run in runs:
             meta = read_meta(run)
