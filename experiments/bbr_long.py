@@ -156,6 +156,8 @@ def fig13_report(groups: dict[str, list[tuple[Trace, dict[str, Any]]]]) -> tuple
                 "{:.0f}",
             ),
             ("Up stays ended by loss-free Down (share)", lambda t, _: _up_ended_quietly(t), "{:.2f}"),
+            ("inflight / estimated BDP at Up exit (median)", lambda t, _: _inflight_at_up_exit(t), "{:.2f}"),
+            ("bandwidth estimate (Mbit/s, median)", lambda t, _: _bw_estimate(t), "{:.0f}"),
             ("data packets per ACK packet (relay)", lambda _, meta: acks_per_data(meta) or math.nan, "{:.1f}"),
             ("goodput (Mbit/s)", lambda _, meta: _goodput(meta), "{:.1f}"),
         ]
@@ -182,6 +184,32 @@ def _goodput(meta: dict[str, Any]) -> float:
         return float(client["goodput_mbps"])
     plt = (meta.get("result") or {}).get("plt_ms")
     return float(client.get("bytes", 0)) * 8 / plt / 1000 if plt else math.nan
+
+
+def _bw_estimate(trace: Trace) -> float:
+    """Median of the controller's bandwidth estimate over its lines: ``bw_bps`` where logged (quinn), else the
+    pacing rate on entering Cruise (quiche BBR2: pacing gain 1 there, so pacing = estimate)."""
+    xs = [e.bw_bps for e in trace.events if e.bw_bps]
+    if not xs:
+        xs = [e.pacing_bps for e in trace.events if e.pacing_bps and e.state == "ProbeBw.Cruise"]
+    return statistics.median(xs) / 1e6 if xs else math.nan
+
+
+def _inflight_at_up_exit(trace: Trace) -> float:
+    """Median of bytes in flight over the estimated BDP (estimate x min RTT) on the lines that leave Up."""
+    ratios, prev = [], None
+    for e in trace.events:
+        if e.kind != "transition":
+            continue
+        if prev == "ProbeBw.Up" and e.state != "ApplicationLimited":
+            # quiche logs no estimate: its pacing rate on the line is the new phase's gain times the estimate
+            gain = {"ProbeBw.Down": 0.9, "ProbeBw.Cruise": 1.0, "ProbeBw.Refill": 1.0}.get(e.state)
+            bw = e.bw_bps or (e.pacing_bps / gain if e.pacing_bps and gain else None)
+            if bw and e.min_rtt_us and e.inflight is not None:
+                ratios.append(e.inflight / (bw / 8 * e.min_rtt_us / 1e6))
+        if e.state != "ApplicationLimited":
+            prev = e.state
+    return statistics.median(ratios) if ratios else math.nan
 
 
 def _up_ended_quietly(trace: Trace) -> float:
