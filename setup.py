@@ -6,7 +6,14 @@ from pathlib import Path
 from setuptools import Extension, find_packages, setup
 from setuptools.command.build_py import build_py
 
-TESTBED_DIRS = ("server", "client", "relay", "quiche-server", "tcp")  # = quicsm.testbed.sources.PROGRAM_DIRS
+TESTBED_DIRS = (
+    "server",
+    "client",
+    "relay",
+    "quiche-server",
+    "quinn-server",
+    "tcp",
+)  # = quicsm.testbed.sources.PROGRAM_DIRS
 
 
 class BuildPyWithTestbed(build_py):

@@ -1,0 +1,187 @@
+"""Build quicsm-quinn-server against quinn-proto patched by a quicsm patch set, without a fork.
+
+The crate's registry source (``~/.cargo/registry``, fetched with ``cargo fetch`` when absent) is copied,
+patched through the patch engine, and given to cargo as a ``[patch.crates-io]`` path override; the server
+sources (``testbed/quinn-server``) are copied beside it with the committed lock for that quinn-proto
+version (``locks/quinn-proto-<version>.lock``, which also pins the matching quinn and h3-quinn), and
+built with ``cargo build --release --locked``. No C library is compiled beyond ring's few files, so a
+cold build takes minutes, not BoringSSL's quarter hour. The binary is cached under (version, patch set,
+server sources and lock).
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import shutil
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from quicsm.errors import TestbedError
+from quicsm.instrumentation.patchset import PatchSet, shipped_patch_sets
+from quicsm.testbed.buildtools import FileLock, Progress, apply_patch_set, cache_root, copy_writable, run_tool
+from quicsm.testbed.quiche_build import find_cargo
+from quicsm.testbed.sources import testbed_root
+
+__all__ = ["QuinnServer", "build_quinn_server", "quinn_patch_set", "committed_lock", "TARGET", "CCS"]
+
+TARGET = "quinn"
+BINARY = "quicsm-quinn-server"
+CCS = ("bbr", "cubic", "reno")
+"""``--cc`` values; only bbr is instrumented (cubic and reno run quinn's own controllers, unlogged)."""
+LOCK_DIR = "locks"
+KEY_CRATES = ("quinn", "quinn-proto", "quinn-udp", "h3", "h3-quinn", "rustls", "ring", "tokio", "rand")
+"""Crates whose locked versions each run's meta.json reports (the whole lock is named by its sha256)."""
+
+
+@dataclass(frozen=True)
+class QuinnServer:
+    binary: Path
+    version: str
+    patch_set: str
+    cached: bool
+    seconds: float = 0.0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def quinn_patch_set(version: str) -> PatchSet:
+    """The shipped ``quinn-<version>-bbr`` set; a clear error listing what exists."""
+    sets = {ps.name: ps for ps in shipped_patch_sets(TARGET)}
+    name = f"{TARGET}-{version}-bbr"
+    if name not in sets:
+        raise TestbedError(f"no patch set {name} (shipped for {TARGET}: {', '.join(sorted(sets)) or 'none'})")
+    return sets[name]
+
+
+def committed_lock(server_src: Path, version: str) -> Path | None:
+    path = server_src / LOCK_DIR / f"quinn-proto-{version}.lock"
+    return path if path.is_file() else None
+
+
+def _registry_source(cargo: str, version: str, work: Path, progress: Progress | None) -> Path:
+    """``quinn-proto-<version>`` from cargo's registry (unpacked source, or the downloaded .crate)."""
+    home = Path(os.environ.get("CARGO_HOME", Path.home() / ".cargo"))
+    for _ in range(2):
+        hits = glob.glob(str(home / "registry/src/*" / f"quinn-proto-{version}"))
+        if hits:
+            return Path(hits[0])
+        crates = glob.glob(str(home / "registry/cache/*" / f"quinn-proto-{version}.crate"))
+        if crates:
+            with tarfile.open(crates[0]) as tar:
+                tar.extractall(work / "unpacked", filter="data")
+            return work / "unpacked" / f"quinn-proto-{version}"
+        fetch = work / "fetch"
+        (fetch / "src").mkdir(parents=True, exist_ok=True)
+        (fetch / "src/main.rs").write_text("fn main() {}\n")
+        (fetch / "Cargo.toml").write_text(
+            '[package]\nname = "quicsm-fetch"\nversion = "0.0.0"\nedition = "2021"\n\n'
+            f'[dependencies]\nquinn-proto = {{ version = "={version}", default-features = false }}\n'
+        )
+        run_tool([cargo, "fetch"], cwd=fetch, what=f"fetching quinn-proto {version}", progress=progress)
+    raise TestbedError(f"quinn-proto {version} not in the cargo registry after cargo fetch")
+
+
+def locked_crates(lock_text: str) -> dict[str, str]:
+    """Crate -> version for :data:`KEY_CRATES` in a Cargo.lock (several versions joined by ``,``)."""
+    import tomllib
+
+    found: dict[str, list[str]] = {}
+    for pkg in tomllib.loads(lock_text).get("package", []):
+        if pkg.get("name") in KEY_CRATES:
+            found.setdefault(pkg["name"], []).append(str(pkg.get("version")))
+    return {k: ",".join(sorted(v)) for k, v in sorted(found.items())}
+
+
+def _digest(root: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        parts = p.relative_to(root).parts
+        if p.is_file() and "target" not in parts and p.name != "Cargo.lock":
+            h.update(str(p.relative_to(root)).encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _cargo_line(line: str) -> bool:
+    return line.lstrip().split(" ", 1)[0] in ("Compiling", "Downloaded", "Finished", "Locking")
+
+
+def build_quinn_server(version: str, *, cache_dir: Path | None = None, progress: Progress | None = None) -> QuinnServer:
+    """The server for quinn-proto ``version`` with its BBR set applied, built (or taken from the cache)."""
+    t0 = time.monotonic()
+    cargo = find_cargo()
+    ps = quinn_patch_set(version)
+    server_src = testbed_root("quinn-server/Cargo.toml") / "quinn-server"
+    lock = committed_lock(server_src, version)
+    if lock is None:
+        have = sorted(p.name for p in (server_src / LOCK_DIR).glob("*.lock"))
+        raise TestbedError(
+            f"no committed lock {server_src / LOCK_DIR}/quinn-proto-{version}.lock (have: {', '.join(have)}): "
+            "the server pins quinn and h3-quinn per quinn-proto version"
+        )
+    root = cache_dir or cache_root()
+    set_sha = hashlib.sha256(ps.diff_text.encode()).hexdigest()[:12]
+    entry = root / f"quinn-{version}-{set_sha}-{_digest(server_src)}"
+    binary = entry / BINARY
+    meta_path = entry / "build.json"
+    root.mkdir(parents=True, exist_ok=True)
+    with FileLock(root / f".{entry.name}.lock"):
+        if binary.is_file() and meta_path.is_file():
+            meta = json.loads(meta_path.read_text())
+            return QuinnServer(binary, version, ps.name, True, round(time.monotonic() - t0, 3), meta)
+        target_dir = root / "cargo-target" / "quinn-server"
+        with (
+            FileLock(root / ".cargo-target-quinn-server.lock"),
+            tempfile.TemporaryDirectory(prefix="quicsm-quinn-", dir=root) as tmp,
+        ):
+            work = Path(tmp)
+            patched = work / f"quinn-proto-{version}"
+            copy_writable(_registry_source(cargo, version, work, progress), patched)
+            apply_patch_set(ps, patched, f"quinn-proto {version}")
+            server = work / "server"
+            shutil.copytree(server_src, server, ignore=shutil.ignore_patterns("target", LOCK_DIR, "Cargo.lock"))
+            lock_text = lock.read_text(encoding="utf-8")
+            (server / "Cargo.lock").write_text(lock_text, encoding="utf-8")
+            env = {**os.environ, "CARGO_TARGET_DIR": str(target_dir), "QUICSM_QUINN_PROTO_VERSION": version}
+            if progress is not None:
+                progress(f"building {BINARY} against quinn-proto {version} ({ps.name})")
+            argv = [
+                cargo,
+                "build",
+                "--release",
+                "--locked",
+                "--config",
+                f'patch.crates-io.quinn-proto.path="{patched}"',
+            ]
+            run_tool(
+                argv,
+                cwd=server,
+                what=f"building {BINARY} against {ps.name}",
+                env=env,
+                progress=progress,
+                show=_cargo_line,
+            )
+            meta = {
+                "version": version,
+                "patch_set": ps.name,
+                "cargo": run_tool([cargo, "--version"], cwd=server, what="cargo --version").strip(),
+                "locked": True,
+                "lock": str(lock),
+                "lock_sha256": hashlib.sha256(lock_text.encode()).hexdigest(),
+                "crates": locked_crates(lock_text),
+                "seconds": round(time.monotonic() - t0, 2),
+                "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+            staging = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=root))
+            shutil.copy2(target_dir / "release" / BINARY, staging / BINARY)
+            (staging / "build.json").write_text(json.dumps(meta, indent=2))
+            if entry.exists():
+                shutil.rmtree(entry)
+            os.replace(staging, entry)
+    return QuinnServer(binary, version, ps.name, False, round(time.monotonic() - t0, 3), meta)

@@ -1,0 +1,67 @@
+"""quinn (quinn-proto from crates.io) with its BBR patched by a quicsm set, serving HTTP/3 from
+``testbed/quinn-server`` (h3 + h3-quinn; :mod:`quicsm.testbed.quinn_build`); the page is loaded by the Go
+client. quinn's BBR is a port of Chromium's BBR v1, a second BBR beside quiche's BBR2."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from quicsm.testbed.stacks import Built, Progress, Stack, get, register
+
+if TYPE_CHECKING:
+    from quicsm.testbed.runner import RunConfig, ServerClient
+
+__all__ = ["QuinnStack"]
+
+
+class QuinnStack(Stack):
+    name: ClassVar[str] = "quinn"
+    implementation: ClassVar[str] = "quinn"
+    description: ClassVar[str] = "quinn-proto (crates.io) with instrumented BBR (v1); Rust HTTP/3 server (h3-quinn)"
+    ccs: ClassVar[tuple[str, ...]] = ("bbr",)
+    clients: ClassVar[tuple[str, ...]] = ("go",)
+    default_version: ClassVar[str] = "0.11.19"
+
+    def normalize_version(self, version: str) -> str:
+        return version.removeprefix("v")
+
+    def versions(self) -> list[str]:
+        from quicsm.instrumentation.patchset import shipped_patch_sets
+        from quicsm.testbed.quinn_build import TARGET
+
+        found = {str(ps.extra["crate"]["version"]) for ps in shipped_patch_sets(TARGET) if ps.extra.get("crate")}
+        return sorted(found, key=lambda v: tuple(int(x) for x in v.split(".") if x.isdigit()))
+
+    def build(self, cfg: RunConfig, *, progress: Progress | None = None, force: bool = False) -> Built:
+        from dataclasses import replace
+
+        from quicsm.testbed.quinn_build import build_quinn_server
+
+        version = self.version(cfg)
+        server = build_quinn_server(version, progress=progress)
+        client = get("quic-go").build(replace(cfg, stack="quic-go", cc="reno", stack_version=None), progress=progress)
+        return Built(
+            stack=self.name,
+            version=version,
+            cc=cfg.cc,
+            server=server.binary,
+            client=client.client,
+            patch_set=server.patch_set,
+            cached=server.cached and client.cached,
+            seconds=round(server.seconds + client.seconds, 3),
+            meta={**server.meta, "client": {"quic_go": client.version, "patch_set": client.patch_set}},
+        )
+
+    def server_argv(self, cfg: RunConfig, bins: ServerClient, addr: str, log_path: Path) -> list[str]:
+        return [*super().server_argv(cfg, bins, addr, log_path), "-cc", cfg.cc]
+
+    def labels(self, cfg: RunConfig) -> dict[str, str]:
+        return {"stack": self.name, "quinn_proto_version": self.version(cfg)}
+
+    def run_meta(self, cfg: RunConfig, bins: ServerClient, ready: Mapping[str, Any]) -> dict[str, Any]:
+        return {"server_quinn_proto": ready.get("quinn_proto")}
+
+
+register(QuinnStack())
