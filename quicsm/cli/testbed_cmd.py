@@ -51,7 +51,25 @@ def _echo_result(res: Any) -> None:
     state = "ok" if res.ok else f"FAILED ({res.error})"
     late = "" if res.emulator_ok else "  [emulator late]"
     plt = f"{res.plt_ms:.0f} ms" if res.plt_ms else "-"
-    click.echo(f"{res.run_dir}: {state}, PLT {plt}{late}", err=True)
+    again = f"  [redone {len(res.redone)}x]" if res.redone else ""
+    click.echo(f"{res.run_dir}: {state}, PLT {plt}{late}{again}", err=True)
+
+
+def _summary(results: list[Any], out: Path) -> list[str]:
+    """The closing lines: how many runs are good, then every redone and every bad run with its reason."""
+    bad = [r for r in results if not r.good]
+    lines = [
+        f"{len(results) - len(bad)}/{len(results)} run(s) ok in {out}; parse with: quicsm parse {out}/*/server.log"
+    ]
+    redone = [r for r in results if r.redone]
+    if redone:
+        lines.append(f"redone: {sum(len(r.redone) for r in redone)} attempt(s) of {len(redone)} run(s)")
+        for r in redone:
+            lines += [f"  {r.run_dir.name} attempt {k}: {why}" for k, why in enumerate(r.redone)]
+    if bad:
+        lines.append(f"not usable: {len(bad)} run(s) (still bad after the retries)")
+        lines += [f"  {r.run_dir.name}: {r.reason()}" for r in bad]
+    return lines
 
 
 def _describe(cfg: Any) -> str:
@@ -82,7 +100,7 @@ def _build(cfg: Any, *, force: bool = False, report: bool = True) -> Any:
     return built
 
 
-def _run_scenarios(items: list[tuple[Any, int]], out: Path, retries: int) -> None:
+def _run_scenarios(items: list[tuple[Any, int]], out: Path, retries: int, keep_going: bool = False) -> None:
     from quicsm.testbed import netns
     from quicsm.testbed.runner import run_many
     from quicsm.testbed.system import require_root
@@ -90,13 +108,11 @@ def _run_scenarios(items: list[tuple[Any, int]], out: Path, retries: int) -> Non
     require_root("quicsm testbed")
     _sigterm_as_interrupt()
     out.mkdir(parents=True, exist_ok=True)
-    failed = total = 0
+    results: list[Any] = []
     try:
         for cfg, runs in items:
             bins = _build(cfg)
-            results = run_many(cfg, bins, out, runs=runs, retries=retries, on_result=_echo_result)
-            total += len(results)
-            failed += sum(not r.ok for r in results)
+            results += run_many(cfg, bins, out, runs=runs, retries=retries, on_result=_echo_result)
     except KeyboardInterrupt:
         # Each run's own try/finally has already torn down its namespaces, relay, server and cgroup.
         leftovers = [n for n in netns.list_namespaces() if n.startswith(netns.PREFIX)]
@@ -106,9 +122,12 @@ def _run_scenarios(items: list[tuple[Any, int]], out: Path, retries: int) -> Non
             err=True,
         )
         raise SystemExit(130) from None
-    click.echo(f"{total - failed}/{total} run(s) ok in {out}; parse with: quicsm parse {out}/*/server.log", err=True)
-    if total and failed == total:
-        raise TestbedError(f"all {total} run(s) failed; see meta.json and *.stderr in {out}")
+    click.echo("\n".join(_summary(results, out)), err=True)
+    bad = sum(not r.good for r in results)
+    if bad == len(results) and results:
+        raise TestbedError(f"all {len(results)} run(s) failed; see meta.json and *.stderr in {out}")
+    if bad and not keep_going:
+        raise SystemExit(1)  # the summary above names them; --keep-going makes this exit 0
 
 
 @click.group()
@@ -143,6 +162,11 @@ def testbed() -> None:
 @click.option("--cpu-quota", default=None, help="Client CPU quota as share of a core: 0.1 or 10% (mobile-like).")
 @click.option("--objects", default=1, show_default=True, type=int, help="Objects on the page.")
 @click.option("--size", default="10MB", show_default=True, help="Bytes per object (10MB, 100KB, 5000).")
+@click.option(
+    "--duration",
+    default=None,
+    help="Long flow: fetch the objects back to back for this long (60s, 2m) instead of loading the page once.",
+)
 @click.option("--runs", default=1, show_default=True, type=int)
 @click.option(
     "--quic-go-version", default="v0.65.0", show_default=True, help="quic-go of the server and of the Go client."
@@ -176,6 +200,7 @@ def testbed() -> None:
 @click.option(
     "--retries", default=1, show_default=True, type=int, help="Redo a failed or emulator-late run this often."
 )
+@click.option("--keep-going", is_flag=True, help="Exit 0 even when some runs stayed bad after the retries.")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Output directory.")
 def run(
     rate: str,
@@ -188,6 +213,7 @@ def run(
     cpu_quota: str | None,
     objects: int,
     size: str,
+    duration: str | None,
     runs: int,
     quic_go_version: str,
     stack: str,
@@ -200,6 +226,7 @@ def run(
     seed: int,
     timeout: float,
     retries: int,
+    keep_going: bool,
     out: str,
 ) -> None:
     """Run page loads through the emulator and keep each run's server log and metadata.
@@ -210,7 +237,7 @@ def run(
            --cpu-quota 10% --runs 10 --name mobile --out runs/fig13
     """
     from quicsm.testbed import netns
-    from quicsm.testbed.runner import RunConfig, parse_loss, parse_quota, parse_size
+    from quicsm.testbed.runner import RunConfig, parse_duration, parse_loss, parse_quota, parse_size
     from quicsm.traces import parse_label
 
     if runs < 1:
@@ -225,6 +252,7 @@ def run(
         cpu_quota=parse_quota(cpu_quota),
         objects=objects,
         size=parse_size(size),
+        duration_s=parse_duration(duration),
         quic_go_version=quic_go_version,
         stack=stack,
         quiche_version=quiche_version,
@@ -237,7 +265,7 @@ def run(
         name=name,
         labels=tuple(parse_label(x) for x in labels),
     )
-    _run_scenarios([(cfg, runs)], Path(out), retries)
+    _run_scenarios([(cfg, runs)], Path(out), retries, keep_going)
 
 
 @testbed.command()
@@ -246,8 +274,9 @@ def run(
     "--out", default=None, type=click.Path(file_okay=False), help="Output directory (default: the file's `out`)."
 )
 @click.option("--retries", default=1, show_default=True, type=int)
+@click.option("--keep-going", is_flag=True, help="Exit 0 even when some runs stayed bad after the retries.")
 @click.option("--dry-run", is_flag=True, help="Only check the file and list the runs.")
-def matrix(file: str, out: str | None, retries: int, dry_run: bool) -> None:
+def matrix(file: str, out: str | None, retries: int, keep_going: bool, dry_run: bool) -> None:
     """Run every scenario of a TOML scenario file (see quicsm.testbed.matrix for the format)."""
     from quicsm.testbed.matrix import load_matrix
 
@@ -261,12 +290,13 @@ def matrix(file: str, out: str | None, retries: int, dry_run: bool) -> None:
             f"{c.name}: {sc.runs} run(s), {c.rate_mbps:g} Mbit/s, {c.rtt_ms:g} ms RTT, "
             f"jitter {c.jitter_ms:g} ms, quota {c.cpu_quota or 'none'}, {_describe(c)}"
             + (f", schedule {c.schedule}" if c.schedule else "")
-            + (f", packet threshold {c.packet_threshold}" if c.packet_threshold else ""),
+            + (f", packet threshold {c.packet_threshold}" if c.packet_threshold else "")
+            + (f", long flow {c.duration_s:g} s" if c.duration_s is not None else ""),
             err=True,
         )
     if dry_run:
         return
-    _run_scenarios([(sc.config, sc.runs) for sc in m.scenarios], target, retries)
+    _run_scenarios([(sc.config, sc.runs) for sc in m.scenarios], target, retries, keep_going)
 
 
 @testbed.command("build")
@@ -345,11 +375,39 @@ def accuracy(out: str, seconds: float, as_json: bool) -> None:
 
 
 @testbed.command()
-def cleanup() -> None:
-    """Remove leftovers of killed runs: qsm* namespaces (with their veths, qdiscs, processes) and cgroups."""
-    from quicsm.testbed import cpu, netns
+@click.option(
+    "--all", "everything", is_flag=True, help="Remove every qsm* namespace and cgroup, whoever made it (the old way)."
+)
+def cleanup(everything: bool) -> None:
+    """Remove what this user's killed runs left behind: their namespaces (with veths, qdiscs, processes)
+    and cgroups, found through the run registry. Runs still in progress and namespaces no registered run
+    of this user owns (another user's testbed) are left alone unless --all."""
+    from quicsm.testbed import cpu, netns, registry
     from quicsm.testbed.system import require_root
 
     require_root("quicsm testbed cleanup")
-    gone = netns.cleanup_all() + cpu.cleanup_all(netns.PREFIX)
-    click.echo("\n".join(f"removed {g}" for g in gone) if gone else "nothing to clean up", err=True)
+    if everything:
+        gone = netns.cleanup_all() + cpu.cleanup_all(netns.PREFIX)
+        for e in registry.entries():
+            if not registry.owner_alive(e):
+                registry.unregister(e.tag)
+        click.echo("\n".join(f"removed {g}" for g in gone) if gone else "nothing to clean up", err=True)
+        return
+    plan = registry.plan_cleanup(netns.list_namespaces(netns.PREFIX), netns.PREFIX)
+    gone = []
+    for e in plan.leftovers:
+        gone += netns.cleanup_all(e.stem) + cpu.cleanup_all(e.stem)
+        registry.unregister(e.tag)
+    lines = [f"removed {g}" for g in gone] or ["nothing of this user's runs to clean up"]
+    if plan.running:
+        lines.append(
+            f"left alone: {len(plan.running)} run(s) in progress ({', '.join(e.run_dir for e in plan.running)})"
+        )
+    if plan.others:
+        lines.append(f"left alone: {len(plan.others)} leftover run(s) of other users")
+    if plan.unregistered:
+        lines.append(
+            f"left alone: {len(plan.unregistered)} {netns.PREFIX}* namespace(s) no registered run of this user owns "
+            f"({', '.join(plan.unregistered[:6])}{', ...' if len(plan.unregistered) > 6 else ''}); --all removes them"
+        )
+    click.echo("\n".join(lines), err=True)

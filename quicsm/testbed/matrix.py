@@ -28,7 +28,7 @@ from typing import Any
 
 from quicsm.errors import TestbedError
 from quicsm.testbed import netns
-from quicsm.testbed.runner import RunConfig, parse_loss, parse_quota, parse_size
+from quicsm.testbed.runner import RunConfig, parse_duration, parse_loss, parse_quota, parse_size
 
 __all__ = ["Scenario", "Matrix", "load_matrix", "config_from_mapping", "KEY_ALIASES"]
 
@@ -40,6 +40,7 @@ KEY_ALIASES = {
     "version": "quic_go_version",
     "quiche": "quiche_version",
     "timeout": "timeout_s",
+    "duration": "duration_s",
 }
 _FIELDS = {f.name for f in fields(RunConfig)}
 
@@ -85,6 +86,8 @@ def config_from_mapping(d: dict[str, Any], *, where: str) -> tuple[RunConfig, in
                 if not isinstance(val, dict):
                     raise ValueError("labels must be a table of strings")
                 val = tuple((str(k), str(v)) for k, v in val.items())
+            elif name == "duration_s":
+                val = parse_duration(val)
             elif name in ("rtt_ms", "jitter_ms", "timeout_s"):
                 val = float(val)
             elif name in ("objects", "seed", "packet_threshold"):

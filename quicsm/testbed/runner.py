@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from quicsm import __version__
 from quicsm.errors import TestbedError
-from quicsm.testbed import cpu, netns, stacks
+from quicsm.testbed import cpu, netns, registry, stacks
 from quicsm.testbed.emulator import SERVER_PORT, Emulator, RateSchedule
 from quicsm.testbed.relay import RelayBinaries, RelayConfig, build_relay
 from quicsm.testbed.system import require_root
@@ -36,6 +36,7 @@ __all__ = [
     "parse_size",
     "parse_loss",
     "parse_quota",
+    "parse_duration",
     "run_once",
     "run_many",
     "labels_for",
@@ -95,6 +96,9 @@ class RunConfig:
     stack_version: str | None = None
     """The stack's version, for any stack (wins over ``quic_go_version``/``quiche_version``, which name
     the quic-go and quiche versions; quic_go_version also picks the Go client's quic-go)."""
+    duration_s: float | None = None
+    """Long flow: the client fetches the page's objects back to back until this many seconds have passed
+    (instead of loading the page once); ``size`` is then the size of each fetch."""
 
     def __post_init__(self) -> None:
         if self.client not in CLIENTS:
@@ -110,6 +114,16 @@ class RunConfig:
             RateSchedule.parse(self.schedule)
         if self.packet_threshold is not None and self.packet_threshold < 1:
             raise TestbedError(f"packet threshold {self.packet_threshold}: must be at least 1")
+        if self.duration_s is not None:
+            if not 0 < self.duration_s <= 3600:
+                raise TestbedError(f"duration {self.duration_s:g} s: between 0 and 3600 seconds")
+            if self.client != "go":
+                raise TestbedError("a duration (long flow) needs the Go client (--client go)")
+
+    @property
+    def client_timeout_s(self) -> float:
+        """What the client may take: ``timeout_s``, and for a long flow at least its duration plus 60 s."""
+        return self.timeout_s if self.duration_s is None else max(self.timeout_s, self.duration_s + 60)
 
     @property
     def rate_bps(self) -> int:
@@ -135,6 +149,8 @@ class RunConfig:
             "schedule": self.schedule or "fixed",
             "packet_threshold": str(self.packet_threshold) if self.packet_threshold else "default",
         }
+        if self.duration_s is not None:  # runs without one keep the labels they always had
+            out["duration_s"] = f"{self.duration_s:g}"
         out.update(self.server_stack.labels(self))
         out.update(dict(self.labels))
         return out
@@ -161,6 +177,19 @@ class RunResult:
     plt_ms: float | None
     emulator_ok: bool
     error: str | None = None
+    redone: tuple[str, ...] = ()
+    """Why each earlier attempt of this run was rejected and where it was kept (``run_many``)."""
+
+    @property
+    def good(self) -> bool:
+        """Usable: the page load (or long flow) finished and the emulator kept its timing."""
+        return self.ok and self.emulator_ok
+
+    def reason(self) -> str:
+        """Why the run is not good (empty when it is)."""
+        if not self.ok:
+            return self.error or "failed"
+        return "" if self.emulator_ok else "emulator late (1 % of packets sent more than 2 ms late)"
 
 
 _SIZE = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 10**6, "mb": 10**6, "kib": 1024, "mib": 1 << 20}
@@ -174,6 +203,22 @@ def parse_size(text: str | int) -> int:
     if not m or m.group(2) not in _SIZE:
         raise TestbedError(f"size {text!r}: expected bytes or e.g. 100KB, 10MB")
     return int(float(m.group(1)) * _SIZE[m.group(2)])
+
+
+_DURATION = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "ms": 0.001}
+
+
+def parse_duration(text: str | float | None) -> float | None:
+    """``60s`` / ``2m`` / ``1500ms`` / ``60`` -> seconds; None or ``none`` -> None."""
+    if text is None or isinstance(text, (int, float)):
+        return None if text is None else float(text)
+    t = text.strip().lower()
+    if t in ("", "none"):
+        return None
+    m = re.fullmatch(r"([0-9.]+)\s*([a-z]*)", t)
+    if not m or m.group(2) not in _DURATION:
+        raise TestbedError(f"duration {text!r}: expected seconds or e.g. 60s, 2m")
+    return float(m.group(1)) * _DURATION[m.group(2)]
 
 
 def parse_loss(text: str | float) -> float:
@@ -244,7 +289,9 @@ def run_once(
     log_path = run_dir / "server.log"
     emu = Emulator(tag=tag, tbf=tbf, relay_cfg=relay_cfg, bins=relay_bins, work_dir=run_dir, schedule=schedule)
     try:
-        with emu:
+        # registered before anything is created, so `quicsm testbed cleanup` can tell our leftovers (this
+        # process gone) from another user's running testbed
+        with registry.registered(tag, netns.PREFIX, run_dir), emu:
             addr = f"{emu.topo.server_ip}:{SERVER_PORT}"
             server = emu.procs.start(
                 "server", cfg.server_stack.server_argv(cfg, bins, addr, log_path), ns=emu.topo.ns("srv")
@@ -333,13 +380,13 @@ def _run_client(
             procs=emu.procs,
             work_dir=run_dir,
             preexec=preexec,
-            timeout_s=cfg.timeout_s,
+            timeout_s=cfg.client_timeout_s,
             expect_bytes=cfg.objects * cfg.size,
         )
     child = emu.procs.start(
         "client", cfg.server_stack.client_argv(cfg, bins, url, spki), ns=emu.topo.ns("cli"), preexec=preexec
     )
-    return emu.procs.read_json(child, timeout=cfg.timeout_s + 15)
+    return emu.procs.read_json(child, timeout=cfg.client_timeout_s + 15)
 
 
 def run_many(
@@ -361,9 +408,10 @@ def run_many(
     for i in range(first, first + runs):
         run_dir = out_dir / f"{cfg.name}-{i:02d}"
         res = None
+        redone: list[str] = []
         for attempt in range(retries + 1):
             res = run_once(replace(cfg, seed=cfg.seed + attempt * 7919), bins, run_dir, relay_bins=relay_bins, index=i)
-            if res.ok and res.emulator_ok:
+            if res.good:
                 break
             if attempt < retries:
                 rejected = out_dir / REJECTED / f"{run_dir.name}-attempt{attempt}"
@@ -371,7 +419,9 @@ def run_many(
                 if rejected.exists():
                     shutil.rmtree(rejected)
                 os.replace(run_dir, rejected)
+                redone.append(f"{res.reason()} (kept in {rejected})")
         assert res is not None
+        res = replace(res, redone=tuple(redone))
         results.append(res)
         if on_result:
             on_result(res)

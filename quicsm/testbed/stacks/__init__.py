@@ -160,7 +160,8 @@ class Stack:
 
     def client_argv(self, cfg: RunConfig, bins: ServerClient, url: str, spki: str) -> list[str]:
         """The Go client's command line (the Chromium client is the runner's own)."""
-        return [str(bins.client), "-url", url, "-spki", spki, "-timeout", f"{int(cfg.timeout_s)}s"]
+        argv = [str(bins.client), "-url", url, "-spki", spki, "-timeout", f"{int(cfg.client_timeout_s)}s"]
+        return argv + (["-duration", f"{cfg.duration_s:g}s"] if cfg.duration_s is not None else [])
 
     def session(self, ctx: RunContext) -> contextlib.AbstractContextManager[None]:
         """Processes beside the server for one page load (nothing by default)."""

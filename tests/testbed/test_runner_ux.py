@@ -1,0 +1,135 @@
+"""Long flows (--duration), the run summary (redone and bad runs), the exit status and a cleanup that
+leaves other users' testbeds alone: what a user of `quicsm testbed` relies on."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from quicsm.cli.main import cli
+from quicsm.errors import TestbedError
+from quicsm.testbed import registry
+from quicsm.testbed.matrix import load_matrix
+from quicsm.testbed.runner import RunConfig, RunResult, parse_duration
+from quicsm.testbed.stacks import Built
+
+
+def test_parse_duration() -> None:
+    assert parse_duration("60s") == 60 and parse_duration("2m") == 120 and parse_duration("1500ms") == 1.5
+    assert parse_duration("45") == 45 and parse_duration(None) is None and parse_duration("none") is None
+    with pytest.raises(TestbedError, match="duration '1h'"):
+        parse_duration("1h")
+
+
+def test_long_flow_config_client_flags_and_labels() -> None:
+    cfg = RunConfig(stack="quiche", cc="bbr2", duration_s=60.0, size=100_000_000)
+    argv = cfg.server_stack.client_argv(
+        cfg, Built("quiche", "0.30.0", "bbr2", Path("/s"), Path("/c"), None, True, 0), "u", "k"
+    )
+    assert argv[argv.index("-duration") + 1] == "60s"
+    assert int(argv[argv.index("-timeout") + 1].rstrip("s")) >= 120  # duration + margin, above the 120 s default
+    assert cfg.label_dict()["duration_s"] == "60"
+    assert "duration_s" not in RunConfig().label_dict()  # page loads keep the labels they had
+    assert "-duration" not in RunConfig().server_stack.client_argv(
+        RunConfig(), Built("quic-go", "v", "reno", Path("/s"), Path("/c"), None, True, 0), "u", "k"
+    )
+    with pytest.raises(TestbedError, match="needs the Go client"):
+        RunConfig(duration_s=10.0, client="chromium")
+    with pytest.raises(TestbedError, match="between 0 and 3600"):
+        RunConfig(duration_s=0.0)
+
+
+def test_matrix_takes_duration(tmp_path: Path) -> None:
+    f = tmp_path / "m.toml"
+    f.write_text('[defaults]\nduration = "30s"\n[[scenario]]\nname = "a"\n[[scenario]]\nname = "b"\nduration = 90\n')
+    a, b = load_matrix(f).scenarios
+    assert (a.config.duration_s, b.config.duration_s) == (30.0, 90.0)
+    res = CliRunner().invoke(cli, ["testbed", "matrix", str(f), "--out", str(tmp_path / "o"), "--dry-run"])
+    assert res.exit_code == 0 and "long flow 30 s" in res.output
+
+
+def _result(tmp: Path, name: str, ok: bool = True, late: bool = False, redone: tuple[str, ...] = ()) -> RunResult:
+    return RunResult(
+        tmp / name, ok, 1000.0 if ok else None, not late, None if ok else "client reported failure", redone
+    )
+
+
+def _fake_runs(monkeypatch: pytest.MonkeyPatch, results: list[RunResult]) -> None:
+    import quicsm.cli.testbed_cmd as cmd
+    import quicsm.testbed.runner as runner
+
+    monkeypatch.setattr(cmd, "_build", lambda cfg, **kw: None)
+
+    def run_many(cfg: Any, bins: Any, out: Path, *, runs: int, retries: int, on_result: Any) -> list[RunResult]:
+        for r in results:
+            on_result(r)
+        return results
+
+    monkeypatch.setattr(runner, "run_many", run_many)
+
+
+def test_summary_lists_redone_and_bad_runs_and_exit_status(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    results = [
+        _result(tmp_path, "run-00"),
+        _result(tmp_path, "run-01", redone=("emulator late (1 % of packets sent more than 2 ms late) (kept in x)",)),
+        _result(tmp_path, "run-02", late=True, redone=("client reported failure (kept in y)",)),
+    ]
+    _fake_runs(monkeypatch, results)
+    res = CliRunner().invoke(cli, ["testbed", "run", "--out", str(tmp_path / "o"), "--runs", "3"])
+    assert res.exit_code == 1, res.output
+    err = res.stderr
+    assert "2/3 run(s) ok" in err
+    assert "redone: 2 attempt(s) of 2 run(s)" in err
+    assert "run-01 attempt 0: emulator late" in err and "run-02 attempt 0: client reported failure" in err
+    assert "not usable: 1 run(s)" in err and "run-02: emulator late" in err
+    assert "[redone 1x]" in err
+    res = CliRunner().invoke(cli, ["testbed", "run", "--out", str(tmp_path / "o"), "--runs", "3", "--keep-going"])
+    assert res.exit_code == 0, res.output
+
+
+def test_all_good_exits_zero(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    _fake_runs(monkeypatch, [_result(tmp_path, "run-00")])
+    res = CliRunner().invoke(cli, ["testbed", "run", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 0 and "1/1 run(s) ok" in res.stderr and "redone" not in res.stderr
+
+
+def test_cleanup_removes_only_this_users_leftovers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import quicsm.testbed.cpu as cpu
+    import quicsm.testbed.netns as netns
+
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    monkeypatch.setenv("QUICSM_RUN_REGISTRY", str(tmp_path / "reg"))
+    live = registry.register("live01", "qsm", tmp_path / "live")
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    dead = {"tag": "dead01", "prefix": "qsm", "pid": proc.pid, "pid_start": None, "uid": os.getuid()}
+    (tmp_path / "reg" / "dead01.json").write_text(json.dumps({**dead, "run_dir": "r", "started": 0.0}))
+    existing = ["qsmdead01-srv", "qsmdead01-cli", "qsmlive01-srv", "qsmabcdef-srv"]
+    removed: list[str] = []
+    monkeypatch.setattr(netns, "list_namespaces", lambda prefix="qsm": [n for n in existing if n.startswith(prefix)])
+
+    def cleanup_all(prefix: str = "qsm") -> list[str]:
+        gone = [n for n in existing if n.startswith(prefix)]
+        removed.extend(gone)
+        return gone
+
+    monkeypatch.setattr(netns, "cleanup_all", cleanup_all)
+    monkeypatch.setattr(cpu, "cleanup_all", lambda prefix: [])
+    res = CliRunner().invoke(cli, ["testbed", "cleanup"])
+    assert res.exit_code == 0, res.output
+    assert removed == ["qsmdead01-srv", "qsmdead01-cli"]
+    assert "left alone: 1 run(s) in progress" in res.stderr
+    assert "left alone: 1 qsm* namespace(s)" in res.stderr and "qsmabcdef-srv" in res.stderr
+    assert [e.tag for e in registry.entries()] == [live.tag]
+    removed.clear()
+    res = CliRunner().invoke(cli, ["testbed", "cleanup", "--all"])
+    assert res.exit_code == 0 and removed == existing
