@@ -158,6 +158,9 @@ def testbed() -> None:
     "--queue", default="1bdp", show_default=True, help="Bottleneck queue: bytes (150kb) or BDP multiple (1bdp)."
 )
 @click.option("--schedule", default=None, help="Bandwidth schedule random:MIN:MAX[:PERIOD_S] in Mbit/s (Fig. 11).")
+@click.option(
+    "--rtt-step", default=None, help="RTT step within the run, AFTER:RTT (20s:80ms): the added RTT from then on."
+)
 @click.option("--client", type=click.Choice(["go", "chromium"]), default="go", show_default=True)
 @click.option("--cpu-quota", default=None, help="Client CPU quota as share of a core: 0.1 or 10% (mobile-like).")
 @click.option("--objects", default=1, show_default=True, type=int, help="Objects on the page.")
@@ -209,6 +212,7 @@ def run(
     loss: str,
     queue: str,
     schedule: str | None,
+    rtt_step: str | None,
     client: str,
     cpu_quota: str | None,
     objects: int,
@@ -260,6 +264,7 @@ def run(
         cc=cc,
         packet_threshold=packet_threshold,
         schedule=schedule,
+        rtt_step=rtt_step,
         seed=seed,
         timeout_s=timeout,
         name=name,

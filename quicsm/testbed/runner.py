@@ -96,6 +96,9 @@ class RunConfig:
     stack_version: str | None = None
     """The stack's version, for any stack (wins over ``quic_go_version``/``quiche_version``, which name
     the quic-go and quiche versions; quic_go_version also picks the Go client's quic-go)."""
+    rtt_step: str | None = None
+    """An RTT step within the run, ``AFTER:RTT`` (``20s:80ms``): from AFTER past the first packet on, the added
+    round trip is RTT (half each way), e.g. to see when BBR enters ProbeRtt."""
     duration_s: float | None = None
     """Long flow: the client fetches the page's objects back to back until this many seconds have passed
     (instead of loading the page once); ``size`` is then the size of each fetch."""
@@ -108,7 +111,7 @@ class RunConfig:
             raise TestbedError("rate must be positive, rtt non-negative, objects and size at least 1")
         if self.cpu_quota is not None and not 0 < self.cpu_quota <= (os.cpu_count() or 1):
             raise TestbedError(f"cpu quota {self.cpu_quota}: a share of a core, e.g. 0.1 for 10 %")
-        RelayConfig(self.rtt_ms / 2, self.jitter_ms, self.loss)  # validates
+        RelayConfig(self.rtt_ms / 2, self.jitter_ms, self.loss, delay_step=self.delay_step)  # validates
         netns.parse_queue(self.queue, rate_bps=1_000_000, rtt_ms=10)
         if self.schedule:
             RateSchedule.parse(self.schedule)
@@ -119,6 +122,16 @@ class RunConfig:
                 raise TestbedError(f"duration {self.duration_s:g} s: between 0 and 3600 seconds")
             if self.client != "go":
                 raise TestbedError("a duration (long flow) needs the Go client (--client go)")
+
+    @property
+    def delay_step(self) -> tuple[float, float] | None:
+        """The relay's delay step (after seconds, one-way ms) of ``rtt_step``."""
+        if self.rtt_step is None:
+            return None
+        m = re.fullmatch(r"\s*([0-9.]+)\s*s?\s*:\s*([0-9.]+)\s*(?:ms)?\s*", self.rtt_step)
+        if not m:
+            raise TestbedError(f"rtt step {self.rtt_step!r}: expected AFTER:RTT, e.g. 20s:80ms")
+        return float(m.group(1)), float(m.group(2)) / 2
 
     @property
     def client_timeout_s(self) -> float:
@@ -151,6 +164,8 @@ class RunConfig:
         }
         if self.duration_s is not None:  # runs without one keep the labels they always had
             out["duration_s"] = f"{self.duration_s:g}"
+        if self.rtt_step is not None:
+            out["rtt_step"] = self.rtt_step.replace(" ", "")
         out.update(self.server_stack.labels(self))
         out.update(dict(self.labels))
         return out
@@ -278,7 +293,9 @@ def run_once(
     run_dir.mkdir(parents=True, exist_ok=True)
     tag = uuid.uuid4().hex[:6]
     started, t0 = _now(), time.monotonic()
-    relay_cfg = RelayConfig(cfg.rtt_ms / 2, cfg.jitter_ms, cfg.loss, seed=cfg.seed * 1000 + index)
+    relay_cfg = RelayConfig(
+        cfg.rtt_ms / 2, cfg.jitter_ms, cfg.loss, seed=cfg.seed * 1000 + index, delay_step=cfg.delay_step
+    )
     tbf = netns.TbfConfig(cfg.rate_bps, cfg.queue_bytes())
     schedule = RateSchedule.parse(cfg.schedule, seed=cfg.seed * 1000 + index) if cfg.schedule else None
     client_out: dict[str, Any] = {}

@@ -133,3 +133,17 @@ def test_cleanup_removes_only_this_users_leftovers(monkeypatch: pytest.MonkeyPat
     removed.clear()
     res = CliRunner().invoke(cli, ["testbed", "cleanup", "--all"])
     assert res.exit_code == 0 and removed == existing
+
+
+def test_rtt_step_reaches_the_relay() -> None:
+    from quicsm.testbed.relay import RelayConfig, relay_argv
+
+    cfg = RunConfig(rtt_ms=36, rtt_step="20s:80ms")
+    assert cfg.delay_step == (20.0, 40.0) and cfg.label_dict()["rtt_step"] == "20s:80ms"
+    argv = relay_argv(
+        Path("/r"), listen="a", upstream="b", cfg=RelayConfig(18, delay_step=cfg.delay_step), stats=Path("/s")
+    )
+    assert argv[argv.index("-delay-step") + 1] == "20.0s:40.0ms"
+    assert RunConfig().delay_step is None and "rtt_step" not in RunConfig().label_dict()
+    with pytest.raises(TestbedError, match="rtt step 'soon'"):
+        RunConfig(rtt_step="soon")
