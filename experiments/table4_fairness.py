@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _flows import run_series
 
 from quicsm.testbed.flows import FlowScenario, FlowSpec
+from quicsm.testbed.tcp import TcpTuning
 
 HERE = Path(__file__).resolve().parent
 OUT = Path("/tmp/qsm-exp/table4")
@@ -39,13 +40,18 @@ SCENARIOS = {
     "quiche-tcp4": (FlowSpec("quiche", "cubic", name="quic"), *_tcp(4)),
     "bbr2-tcpbbr": (FlowSpec("quiche", "bbr2", name="quic"), *_tcp(1, "bbr")),
     "bbr2-tcpcubic": (FlowSpec("quiche", "bbr2", name="quic"), *_tcp(1, "cubic")),
+    "quicgo-paced-tcp1": (FlowSpec("quic-go", "cubic", name="quic"), *_tcp(1)),
     "tcp-tcp": _tcp(2),
     "quicgo-quicgo": (FlowSpec("quic-go", "cubic", name="quic1"), FlowSpec("quic-go", "cubic", name="quic2")),
 }
 
 
+TUNING = {"quicgo-paced-tcp1": TcpTuning(pacing=True)}
+"""Control: the same link with the kernel's internal TCP pacing on (quic-go paces, Linux Cubic does not)."""
+
+
 def scenario(name: str) -> FlowScenario:
-    return FlowScenario(flows=SCENARIOS[name], name=name, **LINK)  # type: ignore[arg-type]
+    return FlowScenario(flows=SCENARIOS[name], name=name, tuning=TUNING.get(name, TcpTuning()), **LINK)  # type: ignore[arg-type]
 
 
 def main() -> None:

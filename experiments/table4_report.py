@@ -35,12 +35,15 @@ TITLES = {
     "quiche": "Cloudflare quiche 0.30.0 Cubic vs Linux TCP Cubic",
     "bbr2-tcpbbr": "quiche BBR2 vs Linux TCP BBR (v1)",
     "bbr2-tcpcubic": "quiche BBR2 vs Linux TCP Cubic",
+    "quicgo-paced-tcp1": "quic-go Cubic vs Linux TCP Cubic with internal pacing (control)",
     "tcp-tcp": "Linux TCP Cubic vs Linux TCP Cubic (baseline)",
     "quicgo-quicgo": "quic-go Cubic vs quic-go Cubic (baseline)",
 }
 
 
 def _title(name: str) -> str:
+    if name in TITLES:
+        return TITLES[name]
     for k, v in TITLES.items():
         if name.startswith(k):
             return v + (

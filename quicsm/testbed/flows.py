@@ -96,13 +96,26 @@ class FlowScenario:
     tuning: TcpTuning = field(default_factory=TcpTuning)
     qlog: bool = True
     """quic-go flows also write qlog (metrics on every ACK: the cwnd timelines of Fig. 5)."""
+    objects: int = 1
+    size: int | None = None
+    """Bytes per object; None: one object larger than the link carries in ``duration_s`` (a long
+    flow, stopped at the end). With a size, clients load a page of ``objects`` objects and the run
+    ends when every client has finished (``duration_s`` is then a time limit)."""
+    up_rate_mbps: float | None = None
+    """Client-to-server rate when it differs from ``rate_mbps``."""
+    loss_up: float | None = None
+    """Client-to-server loss when it differs from ``loss``."""
+    trace_tcp: bool = True
+    """Trace TCP flows with the kernel tracer (off: page load times only, no 10 s bpftrace start)."""
 
     def __post_init__(self) -> None:
         if not self.flows:
             raise TestbedError("a flow scenario needs at least one flow")
         if self.duration_s <= max(f.start_s for f in self.flows):
             raise TestbedError(f"duration {self.duration_s} s ends before the last flow starts")
-        RelayConfig(self.rtt_ms / 2, self.jitter_ms, self.loss)
+        if self.objects < 1 or (self.size is not None and self.size < 1):
+            raise TestbedError("objects and size must be at least 1")
+        RelayConfig(self.rtt_ms / 2, self.jitter_ms, self.loss, loss_up=self.loss_up)
 
     def flow_names(self) -> list[str]:
         names = []
@@ -113,7 +126,9 @@ class FlowScenario:
         return names
 
     def object_size(self) -> int:
-        """Bytes per flow: more than the whole link carries in the run, so no flow ends early."""
+        """Bytes per object: the scenario's, or more than the whole link carries in the run."""
+        if self.size is not None:
+            return self.size
         return int(self.rate_mbps * 1e6 / 8 * self.duration_s * 1.5) + 1_000_000
 
 
@@ -165,8 +180,11 @@ def run_flows(sc: FlowScenario, run_dir: Path, *, index: int = 0) -> FlowResult:
     run_dir.mkdir(parents=True, exist_ok=True)
     tag = uuid.uuid4().hex[:6]
     rate_bps = int(sc.rate_mbps * 1e6)
-    tbf = netns.TbfConfig(rate_bps, netns.parse_queue(sc.queue, rate_bps=rate_bps, rtt_ms=sc.rtt_ms))
-    relay_cfg = RelayConfig(sc.rtt_ms / 2, sc.jitter_ms, sc.loss, seed=sc.seed * 1000 + index)
+    up_bps = int(sc.up_rate_mbps * 1e6) if sc.up_rate_mbps else None
+    tbf = netns.TbfConfig(
+        rate_bps, netns.parse_queue(sc.queue, rate_bps=rate_bps, rtt_ms=sc.rtt_ms), up_rate_bps=up_bps
+    )
+    relay_cfg = RelayConfig(sc.rtt_ms / 2, sc.jitter_ms, sc.loss, seed=sc.seed * 1000 + index, loss_up=sc.loss_up)
     size = sc.object_size()
     started, t_mono0 = _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds"), time.monotonic()
     flow_meta: list[dict[str, Any]] = []
@@ -180,7 +198,7 @@ def run_flows(sc: FlowScenario, run_dir: Path, *, index: int = 0) -> FlowResult:
     try:
         with emu:
             apply_tuning(emu.topo, sc.tuning)
-            if any(f.stack == "tcp" for f in sc.flows):
+            if sc.trace_tcp and any(f.stack == "tcp" for f in sc.flows):
                 from quicsm.testbed.ktrace import KernelTracer
 
                 tracer = KernelTracer(emu.topo.ns("srv"), run_dir / "ktrace.log")
@@ -191,7 +209,7 @@ def run_flows(sc: FlowScenario, run_dir: Path, *, index: int = 0) -> FlowResult:
                 port = BASE_PORT + i
                 addr = f"{emu.topo.server_ip}:{port}"
                 log = flow_dirs[i] / ("h2server.log" if f.stack == "tcp" else "server.log")
-                argv = _server_argv(f, bins[i][0], addr, size, log, sc)
+                argv = _server_argv(f, bins[i][0], addr, sc.objects, size, log, sc)
                 child = emu.procs.start(f"server-{names[i]}", argv, ns=emu.topo.ns("srv"))
                 servers.append(child)
                 readies.append(emu.procs.wait_ready(child, timeout=20))
@@ -213,7 +231,7 @@ def run_flows(sc: FlowScenario, run_dir: Path, *, index: int = 0) -> FlowResult:
                     argv = [str(bins[i][1]), "-url", url, "-spki", spki, "-timeout", f"{int(timeout)}s"]
                 starts[i] = time.time_ns()
                 clients[i] = emu.procs.start(f"client-{names[i]}", argv, ns=emu.topo.ns("cli"))
-            _sleep_until(t0 + sc.duration_s)
+            _sleep_until(t0 + sc.duration_s, clients if sc.size is not None else None)
             results = []
             for c in clients:
                 assert c is not None
@@ -323,14 +341,16 @@ def run_flows(sc: FlowScenario, run_dir: Path, *, index: int = 0) -> FlowResult:
     return FlowResult(run_dir, ok, emulator_ok, thr, error)
 
 
-def _server_argv(f: FlowSpec, server: Path, addr: str, size: int, log: Path, sc: FlowScenario) -> list[str]:
+def _server_argv(
+    f: FlowSpec, server: Path, addr: str, objects: int, size: int, log: Path, sc: FlowScenario
+) -> list[str]:
     if f.stack == "tcp":
         from quicsm.testbed.tcp import TcpBinaries
 
         return server_argv(
-            TcpBinaries(server, server), addr=addr, objects=1, size=size, cc=f.cc, tuning=sc.tuning, log=log
+            TcpBinaries(server, server), addr=addr, objects=objects, size=size, cc=f.cc, tuning=sc.tuning, log=log
         )
-    argv = [str(server), "-addr", addr, "-objects", "1", "-size", str(size), "-log", str(log)]
+    argv = [str(server), "-addr", addr, "-objects", str(objects), "-size", str(size), "-log", str(log)]
     if f.stack == "quiche":
         argv += ["-cc", f.cc]
     elif sc.qlog:
@@ -338,8 +358,11 @@ def _server_argv(f: FlowSpec, server: Path, addr: str, size: int, log: Path, sc:
     return argv
 
 
-def _sleep_until(t: float) -> None:
+def _sleep_until(t: float, clients: list[Child | None] | None = None) -> None:
+    """Until ``t``, or until every one of ``clients`` has exited (page loads)."""
     while (left := t - time.monotonic()) > 0:
+        if clients is not None and all(c is not None and c.popen.poll() is not None for c in clients):
+            return
         time.sleep(min(left, 0.05))
 
 

@@ -73,11 +73,20 @@ class TbfConfig:
     rate_bps: int
     queue_bytes: int
     burst_bytes: int = 0
+    up_rate_bps: int | None = None
+    """Client-to-server rate when it differs (ANRW'19's DSL and LTE links); the queue of that
+    direction then holds the same time's worth of bytes at its own rate."""
 
-    def burst(self) -> int:
+    def burst(self, rate_bps: int | None = None) -> int:
         # A few full packets, or 1 ms at line rate, whichever is larger: enough for tbf to keep up
         # at 100 Mbit/s with high-resolution timers, small enough not to release visible bursts.
-        return self.burst_bytes or max(3 * 1514, self.rate_bps // 8 // 1000)
+        return self.burst_bytes or max(3 * 1514, (rate_bps or self.rate_bps) // 8 // 1000)
+
+    def direction(self, dev: str) -> tuple[int, int]:
+        """(rate, queue bytes) of the bottleneck's egress ``b1`` (down) or ``b0`` (up)."""
+        if dev == "b0" and self.up_rate_bps:
+            return self.up_rate_bps, max(4 * 1514, self.queue_bytes * self.up_rate_bps // self.rate_bps)
+        return self.rate_bps, self.queue_bytes
 
 
 _UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9}
@@ -205,6 +214,7 @@ def set_rate(topo: Topology, tbf: TbfConfig, *, replace: bool = False) -> None:
     verb = "replace" if replace else "change"
     bn = topo.ns("bn")
     for dev in ("b1", "b0"):
+        rate, queue = tbf.direction(dev)
         sh(
             [
                 "tc",
@@ -217,11 +227,11 @@ def set_rate(topo: Topology, tbf: TbfConfig, *, replace: bool = False) -> None:
                 "root",
                 "tbf",
                 "rate",
-                f"{tbf.rate_bps}bit",
+                f"{rate}bit",
                 "burst",
-                str(tbf.burst()),
+                str(tbf.burst(rate)),
                 "limit",
-                str(tbf.queue_bytes),
+                str(queue),
             ]
         )
 

@@ -36,6 +36,8 @@ class RelayConfig:
     jitter_ms: float = 0.0
     loss: float = 0.0
     seed: int = 1
+    loss_up: float | None = None
+    """Drop probability client to server when it differs from ``loss`` (CS244 lost only the downlink)."""
     delay_step: tuple[float, float] | None = None
     """(after_s, delay_ms): from ``after_s`` past the relay's first packet on, the one-way delay of
     both directions is ``delay_ms`` (an RTT step within one run)."""
@@ -43,8 +45,9 @@ class RelayConfig:
     def __post_init__(self) -> None:
         if self.delay_ms < 0 or self.jitter_ms < 0:
             raise TestbedError(f"delay {self.delay_ms} ms / jitter {self.jitter_ms} ms must not be negative")
-        if not 0.0 <= self.loss < 1.0:
-            raise TestbedError(f"loss {self.loss} must be a probability in [0, 1)")
+        for p in (self.loss, self.loss if self.loss_up is None else self.loss_up):
+            if not 0.0 <= p < 1.0:
+                raise TestbedError(f"loss {p} must be a probability in [0, 1)")
         if self.delay_step is not None and (self.delay_step[0] <= 0 or self.delay_step[1] < 0):
             raise TestbedError(f"delay step {self.delay_step}: needs after_s > 0 and a delay >= 0 ms")
 
@@ -131,7 +134,7 @@ def _impairment_args(cfg: RelayConfig) -> list[str]:
         "-loss-down",
         str(cfg.loss),
         "-loss-up",
-        str(cfg.loss),
+        str(cfg.loss if cfg.loss_up is None else cfg.loss_up),
         "-seed",
         str(cfg.seed),
         *(["-delay-step", f"{cfg.delay_step[0]}s:{cfg.delay_step[1]}ms"] if cfg.delay_step else []),
