@@ -269,8 +269,16 @@ def compare(
       quicsm compare 'runs/v0.33/*.log' 'runs/v0.65/*.log' --format json
       quicsm compare all.parquet --where client=desktop --vs client=mobile
       quicsm compare all.parquet --by version --heatmap versions.svg
+      quicsm compare runs/table4/quicgo-tcp1-* --html fairness.html   (multi-flow runs: fairness)
     """
+    from pathlib import Path
+
+    from quicsm.compare.fairness import is_flow_run, write_fairness
     from quicsm.compare.report import WRITERS
+
+    if all(is_flow_run(Path(p)) for p in inputs):  # quicsm.testbed.flows runs: the fairness view
+        write_fairness(inputs, fmt=fmt, output=output, html_path=html_path, timelines=timelines or 3)
+        return
 
     for path in (diagram_path, diff_path):
         if path:

@@ -33,6 +33,8 @@ __all__ = [
     "fairness_markdown",
     "fairness_json",
     "flows_timeline_svg",
+    "fairness_html",
+    "write_fairness",
 ]
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
@@ -390,3 +392,65 @@ def flows_timeline_svg(run: FlowRun, *, width: int = 860, title: str | None = No
     )
     out.append("</svg>")
     return "\n".join(out)
+
+
+def fairness_html(runs: Sequence[FlowRun], *, timelines: int = 3) -> str:
+    """A self-contained page: the fairness table, Jain's index per run, and the Fig. 5-style
+    timelines of the first ``timelines`` runs."""
+    import re
+
+    md = fairness_markdown(runs)
+    rows: list[str] = []
+    for line in md.splitlines():
+        if line.startswith("|") and not re.fullmatch(r"\|[-:|]+\|", line):
+            cells = [escape(c.strip()) for c in line.strip("|").split("|")]
+            tag = "th" if not rows else "td"
+            rows.append("<tr>" + "".join(f"<{tag}>{c}</{tag}>" for c in cells) + "</tr>")
+    jain = "".join(
+        f"<tr><td>{escape(str(r.path))}</td><td>{escape(r.scenario)}</td><td>{r.jain:.3f}</td>"
+        + "".join(f"<td>{escape(f.name)} {f.throughput_mbps:.2f}</td>" for f in r.flows)
+        + "</tr>"
+        for r in runs
+    )
+    figs = "".join(f'<div class="figure">{flows_timeline_svg(r)}</div>' for r in runs[:timelines])
+    tail = next((ln for ln in md.splitlines() if ln.startswith("Jain")), "")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>Fairness</title><style>'
+        "body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1200px;padding:0 1em}"
+        "table{border-collapse:collapse;font-size:.9em;margin:.5em 0 1em}th,td{border:1px solid #ddd;padding:3px 8px}"
+        "th{background:#f3f3f3}.figure svg{max-width:100%;height:auto}</style></head><body>"
+        f"<h1>Fairness of flows on one bottleneck ({len(runs)} runs)</h1><table>{''.join(rows)}</table>"
+        f"<p>{escape(tail)}</p><h2>Runs</h2><table><tr><th>run</th><th>scenario</th><th>Jain</th>"
+        f"<th>Mbit/s per flow</th></tr>{jain}</table><h2>Timelines</h2>{figs}</body></html>\n"
+    )
+
+
+def write_fairness(paths: Sequence[str], *, fmt: str, output: str, html_path: str | None, timelines: int = 3) -> None:
+    """``quicsm compare`` on multi-flow run directories: the fairness table (``fmt`` text or markdown
+    as Markdown, json, csv) to ``output``, and with ``html_path`` the fairness page."""
+    import csv
+    import io
+    import sys
+
+    from quicsm.files import atomic_output
+
+    runs = [load_flow_run(p) for p in paths]
+    if fmt == "json":
+        text = json.dumps(fairness_json(runs), indent=2, default=str) + "\n"
+    elif fmt == "csv":
+        buf = io.StringIO()
+        rows: list[dict[str, Any]] = [asdict(s) for s in summarise_flows(runs)]
+        w = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else ["name"])
+        w.writeheader()
+        w.writerows(rows)
+        text = buf.getvalue()
+    else:
+        text = fairness_markdown(runs)
+    if output == "-":
+        sys.stdout.write(text)
+    else:
+        with atomic_output(output, binary=False) as fh:
+            fh.write(text)
+    if html_path:
+        with atomic_output(html_path, binary=False) as fh:
+            fh.write(fairness_html(runs, timelines=timelines))

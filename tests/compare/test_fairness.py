@@ -117,3 +117,19 @@ def test_not_a_flow_run(tmp_path: Path) -> None:
     assert not is_flow_run(tmp_path)
     with pytest.raises(QuicsmError, match="not a multi-flow run"):
         load_flow_run(tmp_path)
+
+
+def test_compare_on_flow_runs_gives_the_fairness_view(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from quicsm.cli.main import cli
+
+    a, b = _run(tmp_path / "a", 3.0, 2.0), _run(tmp_path / "b", 3.2, 1.8)
+    html = tmp_path / "f.html"
+    res = CliRunner().invoke(cli, ["compare", str(a), str(b), "--html", str(html)])
+    assert res.exit_code == 0, res.output
+    assert "| quic | quic-go | cubic | 2 |" in res.output and "Jain's index" in res.output
+    page = html.read_text()
+    assert page.startswith("<!DOCTYPE html>") and page.count("<svg") == 2 and "0.962" in page
+    res = CliRunner().invoke(cli, ["compare", str(a), "--format", "csv"])
+    assert res.exit_code == 0 and res.output.splitlines()[0].startswith("name,stack,cc,runs,mean_mbps")
