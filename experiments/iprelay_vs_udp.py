@@ -35,17 +35,88 @@ CASES = {
 MODES = ("udp", "ip")
 
 
-def run(out: Path, runs: int) -> None:
+def run(out: Path, runs: int, per_lock: int = 3) -> None:
+    """``runs`` pairs per case; each locked stretch runs ``per_lock`` udp/ip pairs of one case."""
     for name, opts in CASES.items():
-        for _ in range(runs):
-            for mode in MODES:
-                cmd = [sys.executable, "-m", "quicsm", "testbed", "run", *opts, "--name", f"{name}-{mode}"]
-                cmd += ["--runs", "1", "--retries", "1", "--out", str(out)]
-                subprocess.run(
-                    ["flock", "/tmp/quicsm-testbed.lock", *cmd],
-                    env={**os.environ, "QUICSM_EMULATOR": mode},
-                    check=False,
+        done = 0
+        while done < runs:
+            n = min(per_lock, runs - done)
+            steps = []
+            for _ in range(n):
+                for mode in MODES:
+                    cmd = [sys.executable, "-m", "quicsm", "testbed", "run", *opts, "--name", f"{name}-{mode}"]
+                    cmd += ["--runs", "1", "--retries", "1", "--out", str(out)]
+                    steps.append(f"QUICSM_EMULATOR={mode} " + " ".join(cmd))
+            subprocess.run(["flock", "/tmp/quicsm-testbed.lock", "bash", "-c", " ; ".join(steps)], check=False)
+            done += n
+
+
+def probes(out: Path, repeats: int = 2) -> None:
+    """``quicsm testbed accuracy`` through each relay, alternating, ``repeats`` times each (locked)."""
+    for k in range(repeats):
+        for mode in MODES:
+            cmd = [sys.executable, "-m", "quicsm", "testbed", "accuracy", "--json", "--seconds", "3"]
+            cmd += ["--out", str(out / f"accuracy-{mode}-{k}")]
+            proc = subprocess.run(
+                ["flock", "/tmp/quicsm-testbed.lock", *cmd],
+                env={**os.environ, "QUICSM_EMULATOR": mode},
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            (out / f"accuracy-{mode}-{k}.json").write_text(proc.stdout)
+
+
+def _probe_tables(out: Path) -> str:
+    """Side by side: each probe figure through the UDP relay and the IP relay (every repeat)."""
+    reps = {m: [json.loads(p.read_text()) for p in sorted(out.glob(f"accuracy-{m}-*.json"))] for m in MODES}
+    if not all(reps.values()):
+        return "(no probe measurements)\n"
+    lines = ["| measurement | UDP relay | IP relay |", "|---|---|---|"]
+
+    def col(mode: str, pick) -> str:  # type: ignore[no-untyped-def]
+        return " / ".join(pick(r) for r in reps[mode])
+
+    first = reps["udp"][0]
+    for i, row in enumerate(first["rates"]):
+        lines.append(
+            f"| rate {row['configured_mbps']:g} Mbit/s: achieved incl. Ethernet hdr / configured | "
+            + " | ".join(col(m, lambda r, i=i: f"{r['rates'][i]['eth_ratio']:.3f}") for m in MODES)
+            + " |"
+        )
+    for i, row in enumerate(first["delays"]):
+        lines.append(
+            f"| delay {row['delay_ms']:g} ms: error p50 / p99 (us) | "
+            + " | ".join(col(m, lambda r, i=i: f"{r['delays'][i]['p50_us']}/{r['delays'][i]['p99_us']}") for m in MODES)
+            + " |"
+        )
+        lines.append(
+            f"| delay {row['delay_ms']:g} ms: relay send lateness p99 (us) | "
+            + " | ".join(col(m, lambda r, i=i: str(r["delays"][i]["relay_late_p99_us"])) for m in MODES)
+            + " |"
+        )
+    for i, row in enumerate(first["reorder"]):
+        lines.append(
+            f"| jitter +-{row['jitter_ms']:g} ms at {row['rate_mbps']:g} Mbit/s: reordered / displaced >= 3 | "
+            + " | ".join(
+                col(
+                    m,
+                    lambda r, i=i: (
+                        f"{r['reorder'][i]['reordered_share']:.1%}/{r['reorder'][i]['displaced_ge3_share']:.1%}"
+                    ),
                 )
+                for m in MODES
+            )
+            + " |"
+        )
+    for i, row in enumerate(first.get("losses", [])):
+        lines.append(
+            f"| loss {row['configured']:.0%}: measured | "
+            + " | ".join(col(m, lambda r, i=i: f"{r['losses'][i]['measured']:.2%}") for m in MODES)
+            + " |"
+        )
+    loads = " / ".join(f"{r['load_avg'][0]:.1f}" for m in MODES for r in reps[m])
+    return "\n".join(lines) + f"\n\nMachine load (1-min average) at the start of each: {loads}.\n"
 
 
 def _metas(out: Path, name: str) -> list[dict]:
@@ -65,8 +136,8 @@ def _ms(xs: list[float]) -> str:
 
 def analyse(out: Path) -> None:
     rows = [
-        "| case | relay | runs | PLT ms | time to HTML ms | down loss | up loss | down reordered | late p99 us (mean of runs) | p (PLT) | p (HTML) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| case | relay | runs | PLT ms | time to HTML ms | down loss | up loss | down reordered | late p99 us (mean of runs) | TUN queue drops | p (PLT) | p (HTML) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     rejected = len(list((out / "_rejected").glob("*"))) if (out / "_rejected").is_dir() else 0
     for name in CASES:
@@ -84,11 +155,13 @@ def analyse(out: Path) -> None:
                 return num / den if den else 0.0
 
             late = statistics.fmean(x["emulator"]["late_p99_us"] for x in ms)
+            tun = [x["emulator"]["relay"].get("tun_tx_dropped") for x in ms]
+            tun_s = "-" if mode == "udp" else str(sum(t for t in tun if t is not None))
             p_plt = fmt_p(welch_p(plt["ip"], plt["udp"])) if mode == "ip" else ""
             p_html = fmt_p(welch_p(html["ip"], html["udp"])) if mode == "ip" else ""
             rows.append(
                 f"| {name} | {mode} | {len(ms)} | {_ms(plt[mode])} | {_ms(html[mode])} | {share('down', 'dropped'):.2%} | "
-                f"{share('up', 'dropped'):.2%} | {share('down', 'reordered'):.1%} | {late:.0f} | {p_plt} | {p_html} |"
+                f"{share('up', 'dropped'):.2%} | {share('down', 'reordered'):.1%} | {late:.0f} | {tun_s} | {p_plt} | {p_html} |"
             )
     text = f"""# The IP-layer relay against the UDP relay, on the same QUIC runs
 
@@ -104,18 +177,23 @@ p: Welch's t-test, ip against udp.
 Generated {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC by `experiments/iprelay_vs_udp.py analyse` (repo {git_rev()}).
 
 {chr(10).join(rows)}
-"""
+
+## UDP probes through each relay (`quicsm testbed accuracy`, alternating, each repeat shown)
+
+{_probe_tables(out)}"""
     write_report(HERE / "iprelay_vs_udp.md", text, HERE / "iprelay_vs_udp.notes.md")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=("run", "analyse"))
+    ap.add_argument("what", choices=("run", "probe", "analyse"))
     ap.add_argument("--runs", type=int, default=8)
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
     if args.what == "run":
         run(Path(args.out), args.runs)
+    if args.what == "probe":
+        probes(Path(args.out))
     analyse(Path(args.out))
 
 

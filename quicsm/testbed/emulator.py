@@ -149,10 +149,13 @@ class Emulator:
     def stop_relay(self) -> dict[str, Any]:
         """Stop the relay and read its summary (counters, lateness, reordering)."""
         if self.relay is not None and self.relay.popen.poll() is None:
+            drops = netns.tun_drops(self.topo) if self.mode == "ip" else None
             self.procs.stop(self.relay)
             path = self.work_dir / "relay.json"
             if path.exists():
                 self.relay_stats = json.loads(path.read_text())
+                if drops is not None:
+                    self.relay_stats["tun_tx_dropped"] = drops
         return self.relay_stats
 
     def close(self) -> None:
