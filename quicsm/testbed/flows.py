@@ -23,20 +23,22 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quicsm.errors import TestbedError
 from quicsm.files import atomic_output
-from quicsm.testbed import netns
+from quicsm.testbed import netns, stacks
 from quicsm.testbed.emulator import Emulator
 from quicsm.testbed.procs import Child
 from quicsm.testbed.relay import RelayConfig, build_relay
 from quicsm.testbed.system import require_root
 from quicsm.testbed.tcp import TCP_CCS, TcpTuning, apply_tuning, build_tcp, client_argv, server_argv
 
-__all__ = ["FLOW_STACKS", "FlowSpec", "FlowScenario", "FlowResult", "run_flows", "parse_flow", "BASE_PORT"]
+if TYPE_CHECKING:
+    from quicsm.testbed.runner import RunConfig
 
-FLOW_STACKS = {"quic-go": ("reno", "cubic"), "quiche": ("reno", "cubic", "bbr2"), "tcp": TCP_CCS}
+__all__ = ["FlowSpec", "FlowScenario", "FlowResult", "run_flows", "parse_flow", "BASE_PORT"]
+
 BASE_PORT = 4433
 LATE_P99_LIMIT_US = 2000
 _GO_LOG_TIME = re.compile(rb"^(\d{4}/\d\d/\d\d \d\d:\d\d:\d\d\.\d{6}) .*?QUICSM .*?\bt_us=(-?\d+)")
@@ -54,22 +56,26 @@ class FlowSpec:
     """quic-go module version or quiche crate version (default: the testbed's)."""
 
     def __post_init__(self) -> None:
-        if self.stack not in FLOW_STACKS:
-            raise TestbedError(f"flow stack {self.stack!r}: choose {', '.join(FLOW_STACKS)}")
-        if self.cc not in FLOW_STACKS[self.stack]:
-            raise TestbedError(f"cc {self.cc!r} on {self.stack}: choose {', '.join(FLOW_STACKS[self.stack])}")
+        ccs = TCP_CCS if self.stack == "tcp" else stacks.get(self.stack).ccs  # any registered stack
+        if self.cc not in ccs:
+            raise TestbedError(f"cc {self.cc!r} on {self.stack}: choose {', '.join(ccs)}")
         if self.start_s < 0:
             raise TestbedError(f"flow start {self.start_s}: must not be negative")
 
     @property
     def implementation(self) -> tuple[str, str]:
-        if self.stack == "quiche":
-            return "cloudflare-quiche", self.version or "0.30.0"
         if self.stack == "tcp":
             import platform
 
             return "linux-tcp", platform.release()
-        return "quic-go", self.version or "v0.65.0"
+        st = stacks.get(self.stack)
+        return st.implementation, st.normalize_version(self.version or st.default_version)
+
+    def run_config(self, *, objects: int = 1, size: int = 1) -> RunConfig:
+        """The flow as a single run's configuration (how a registered stack builds and starts it)."""
+        from quicsm.testbed.runner import RunConfig
+
+        return RunConfig(stack=self.stack, cc=self.cc, stack_version=self.version or None, objects=objects, size=size)
 
 
 def parse_flow(text: str) -> FlowSpec:
@@ -156,17 +162,11 @@ def _binaries(sc: FlowScenario) -> dict[int, tuple[Path, Path]]:
             if f.stack == "tcp":
                 tb = build_tcp()
                 cache[key] = (tb.server, tb.client)
-            elif f.stack == "quiche":
-                from quicsm.testbed.quiche_build import build_quiche_server
-                from quicsm.testbed.stack import get_stack
-
-                server = build_quiche_server(f.version or "0.30.0", f.cc)
-                cache[key] = (server.binary, get_stack("v0.65.0", "reno").client)
             else:
-                from quicsm.testbed.stack import get_stack
+                from quicsm.testbed.stack import stack_for
 
-                res = get_stack(f.version or "v0.65.0", f.cc)
-                cache[key] = (res.server, res.client)
+                built = stack_for(f.run_config())
+                cache[key] = (built.server, built.client)
         out[i] = cache[key]
     return out
 
@@ -350,10 +350,12 @@ def _server_argv(
         return server_argv(
             TcpBinaries(server, server), addr=addr, objects=objects, size=size, cc=f.cc, tuning=sc.tuning, log=log
         )
-    argv = [str(server), "-addr", addr, "-objects", str(objects), "-size", str(size), "-log", str(log)]
-    if f.stack == "quiche":
-        argv += ["-cc", f.cc]
-    elif sc.qlog:
+    from quicsm.testbed.runner import ServerClient
+
+    cfg = f.run_config(objects=objects, size=size)
+    bins: ServerClient = stacks.Built(f.stack, "", f.cc, server, server, None, True, 0.0)
+    argv = stacks.get(f.stack).server_argv(cfg, bins, addr, log)
+    if f.stack == "quic-go" and sc.qlog:
         argv += ["-qlog", str(log.parent / "qlog")]
     return argv
 

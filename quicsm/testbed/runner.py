@@ -399,6 +399,7 @@ def _run_client(
             preexec=preexec,
             timeout_s=cfg.client_timeout_s,
             expect_bytes=cfg.objects * cfg.size,
+            protocol=getattr(cfg.server_stack, "protocol", "h3"),  # the tcp stack's pages come over h2
         )
     child = emu.procs.start(
         "client", cfg.server_stack.client_argv(cfg, bins, url, spki), ns=emu.topo.ns("cli"), preexec=preexec

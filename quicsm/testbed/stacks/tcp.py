@@ -1,0 +1,91 @@
+"""The kernel's TCP (Linux Cubic, Reno, BBR) behind a Go HTTP/2 + TLS 1.3 server (``testbed/tcp``),
+traced by :mod:`quicsm.testbed.ktrace`: bpftrace turns the server namespace's TCP events into the
+contract lines of ``server.log`` while the page loads. The page is loaded by the Go HTTP/2 client or
+by Chromium with QUIC off. It needs the IP-layer relay (emulator mode ``ip``): a TCP client dials the
+server itself."""
+
+from __future__ import annotations
+
+import contextlib
+import platform
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from quicsm.errors import TestbedError
+from quicsm.testbed.stacks import Built, Progress, RunContext, Stack, register
+
+if TYPE_CHECKING:
+    from quicsm.testbed.runner import RunConfig, ServerClient
+
+__all__ = ["TcpStack"]
+
+
+class TcpStack(Stack):
+    name: ClassVar[str] = "tcp"
+    implementation: ClassVar[str] = "linux-tcp"
+    description: ClassVar[str] = "the kernel's TCP (cubic, reno, bbr) with HTTP/2 + TLS 1.3, traced with bpftrace"
+    ccs: ClassVar[tuple[str, ...]] = ("cubic", "reno", "bbr")
+    protocol: ClassVar[str] = "h2"
+
+    def version(self, cfg: RunConfig) -> str:
+        return platform.release()
+
+    def versions(self) -> list[str]:
+        return [platform.release()]
+
+    def validate(self, cfg: RunConfig) -> None:
+        from quicsm.testbed.emulator import default_mode
+
+        super().validate(cfg)
+        if default_mode() != "ip":
+            raise TestbedError("stack tcp needs the IP-layer relay: run with QUICSM_EMULATOR=ip")
+        if cfg.stack_version and cfg.stack_version != platform.release():
+            raise TestbedError(f"stack tcp runs this kernel ({platform.release()}), not {cfg.stack_version}")
+
+    def build(self, cfg: RunConfig, *, progress: Progress | None = None, force: bool = False) -> Built:
+        from quicsm.testbed.tcp import build_tcp
+
+        t0 = time.monotonic()
+        bins = build_tcp()
+        return Built(
+            stack=self.name,
+            version=platform.release(),
+            cc=cfg.cc,
+            server=bins.server,
+            client=bins.client,
+            patch_set=None,
+            cached=True,
+            seconds=round(time.monotonic() - t0, 3),
+            meta={"tracer": "bpftrace (quicsm.testbed.ktrace)"},
+        )
+
+    def server_argv(self, cfg: RunConfig, bins: ServerClient, addr: str, log_path: Path) -> list[str]:
+        from quicsm.testbed.tcp import TcpBinaries, TcpTuning, server_argv
+
+        own_log = log_path.with_name("h2server.log")  # server.log is the tracer's
+        tb = TcpBinaries(bins.server, bins.client)
+        return server_argv(
+            tb, addr=addr, objects=cfg.objects, size=cfg.size, cc=cfg.cc, tuning=TcpTuning(), log=own_log
+        )
+
+    @contextlib.contextmanager
+    def session(self, ctx: RunContext) -> Iterator[None]:
+        """Stock TCP settings without cached metrics, and the kernel tracer writing ``server.log``."""
+        from quicsm.testbed import netns
+        from quicsm.testbed.ktrace import KernelTracer
+        from quicsm.testbed.system import sh
+
+        sh(netns.ns_argv(ctx.server_ns, ["sysctl", "-q", "-w", "net.ipv4.tcp_no_metrics_save=1"]))
+        with KernelTracer(ctx.server_ns, ctx.log_path):
+            yield
+
+    def labels(self, cfg: RunConfig) -> dict[str, str]:
+        return {"stack": self.name, "kernel": platform.release()}
+
+    def run_meta(self, cfg: RunConfig, bins: ServerClient, ready: Mapping[str, Any]) -> dict[str, Any]:
+        return {"server_tcp": {"cc": ready.get("cc"), "proto": ready.get("proto")}}
+
+
+register(TcpStack())
