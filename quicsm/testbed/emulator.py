@@ -150,12 +150,15 @@ class Emulator:
         """Stop the relay and read its summary (counters, lateness, reordering)."""
         if self.relay is not None and self.relay.popen.poll() is None:
             drops = netns.tun_drops(self.topo) if self.mode == "ip" else None
+            cpu_s = _cpu_seconds(self.relay.popen.pid)
             self.procs.stop(self.relay)
             path = self.work_dir / "relay.json"
             if path.exists():
                 self.relay_stats = json.loads(path.read_text())
                 if drops is not None:
                     self.relay_stats["tun_tx_dropped"] = drops
+                if cpu_s is not None:
+                    self.relay_stats["cpu_s"] = cpu_s
         return self.relay_stats
 
     def close(self) -> None:
@@ -171,3 +174,12 @@ class Emulator:
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """CPU time (user + system) a process has used so far, from /proc (what the relay costs)."""
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        return round((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), 3)
+    except (OSError, ValueError, IndexError):
+        return None
