@@ -134,6 +134,42 @@ def cycle_report(groups: dict[str, list[tuple[Trace, dict[str, Any]]]]) -> str:
     return table(["stack", "measure", "measured: median (min–max), n", "design value"], rows)
 
 
+def schedule_report(groups: dict[str, list[tuple[Trace, dict[str, Any]]]]) -> str:
+    """Per rate period of the schedule (pooled over runs): how often Up is entered and how much of the
+    period Up takes, by bottleneck rate band; and the correlation of rate with each, per stack."""
+    import numpy as np
+
+    rows = []
+    for impl in IMPLS:
+        runs = groups.get(f"{impl}-schedule", [])
+        periods: list[tuple[float, float, float]] = []  # (rate Mbit/s, Up entries per s, Up share)
+        for trace, meta in runs:
+            log = (meta.get("emulator") or {}).get("rate_log") or []
+            visits = mode_visits(trace)
+            t0 = trace.start_us
+            ends = [t for t, _ in log[1:]] + [trace.duration_us / 1e6]
+            for (start, rate), end in zip(log, ends, strict=False):
+                if end <= start:
+                    continue
+                ups = [v for v in visits if v.state == "ProbeBw.Up"]
+                n = sum(start <= (v.start_us - t0) / 1e6 < end for v in ups)
+                up_time = sum(
+                    max(0.0, min(end, (v.end_us - t0) / 1e6) - max(start, (v.start_us - t0) / 1e6)) for v in ups
+                )
+                periods.append((rate / 1e6, n / (end - start), up_time / (end - start)))
+        if len(periods) < 3:
+            continue
+        a = np.array(periods)
+        for lo, hi in ((10, 40), (40, 70), (70, 101)):
+            sel = a[(a[:, 0] >= lo) & (a[:, 0] < hi)]
+            if len(sel):
+                rows.append([impl, f"{lo}–{hi} Mbit/s", len(sel), f"{sel[:, 1].mean():.1f}", f"{sel[:, 2].mean():.3f}"])
+        r_n = np.corrcoef(a[:, 0], a[:, 1])[0, 1]
+        r_s = np.corrcoef(a[:, 0], a[:, 2])[0, 1]
+        rows.append([impl, "correlation with the rate", len(a), f"r = {r_n:+.2f}", f"r = {r_s:+.2f}"])
+    return table(["stack", "bottleneck rate", "periods", "Up entries per s", "Up share of the period"], rows)
+
+
 def fig13_report(groups: dict[str, list[tuple[Trace, dict[str, Any]]]]) -> tuple[str, list[list[str]]]:
     rows, details = [], []
     for impl in IMPLS:
@@ -260,9 +296,21 @@ def main() -> None:
         (HERE / "bbr_compare.md").write_text(
             _quicsm("compare", *sets, "--name", "quiche BBR2", "--name", "quinn BBR", "--format", "markdown")
         )
-    sched = [str(TRACES / n) for n in ("quiche-schedule", "quinn-schedule") if groups.get(n)]
-    if sched:
-        _quicsm("compare", *sched, "--html", str(HERE / "bbr_schedule.html"), "--timelines", "2")
+    for impl in IMPLS:  # fixed rate vs the rate schedule; the report draws the states under the rate curve
+        if groups.get(f"{impl}-schedule") and groups.get(f"{impl}-desktop"):
+            pair = [str(TRACES / f"{impl}-desktop"), str(TRACES / f"{impl}-schedule")]
+            _quicsm(
+                "compare",
+                *pair,
+                "--name",
+                "fixed 50 Mbit/s",
+                "--name",
+                "schedule",
+                "--html",
+                str(HERE / f"bbr_schedule_{impl}.html"),
+                "--timelines",
+                "2",
+            )
     now = f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC"
     runs_rows = []
     for n, runs in groups.items():
@@ -281,6 +329,7 @@ def main() -> None:
         + "\n## Cycle timing against the design values (desktop runs)\n\n"
         + cycle_report(groups)
     )
+    text += "\n## Under a rate schedule (a new rate in 10–100 Mbit/s every 2 s)\n\n" + schedule_report(groups)
     _write(HERE / "bbr2_cycle.md", text, HERE / "bbr2_cycle.notes.md")
     f13, counts = fig13_report(groups)
     text = (
