@@ -52,7 +52,7 @@ def test_quinn_bbr_long_flow(tmp_path: Path) -> None:
     meta, traces = _long_flow("quinn", "bbr", tmp_path)
     assert (meta["implementation"], meta["cc"], meta["labels"]["duration_s"]) == ("quinn", "bbr", "6")
     client = meta["result"]["client"]
-    assert client["duration_ms"] >= DURATION * 1000 and client["fetches"] >= 0
+    assert client["duration_ms"] >= DURATION * 1000  # streamed for the whole duration, then stopped
     assert 20 < client["goodput_mbps"] < 51, client  # a real transfer at the bottleneck's rate, not a stub
     states = _states(traces)
     assert {"Startup", "ProbeBw.Up", "ProbeBw.Down", "ProbeBw.Cruise", "ProbeRtt"} <= states, states
