@@ -170,6 +170,22 @@ def schedule_report(groups: dict[str, list[tuple[Trace, dict[str, Any]]]]) -> st
     return table(["stack", "bottleneck rate", "periods", "Up entries per s", "Up share of the period"], rows)
 
 
+def rtt_step_report(groups: dict[str, list[tuple[Trace, dict[str, Any]]]]) -> str:
+    """When ProbeRtt is entered around an RTT step: every entry's time, and the min RTT the lines carry."""
+    rows = []
+    for impl in IMPLS:
+        for trace, meta in groups.get(f"{impl}-rttstep", []):
+            step = (meta.get("params") or {}).get("rtt_step") or "?"
+            t0 = trace.start_us
+            entries = [e for e in trace.events if e.kind == "transition" and e.state == "ProbeRtt"]
+            at = ", ".join(
+                f"{(e.t_us - t0) / 1e6:.2f} s (min RTT {e.min_rtt_us / 1000:.1f} ms)" for e in entries if e.min_rtt_us
+            )
+            rtts = sorted({round(e.min_rtt_us / 1000) for e in trace.events if e.min_rtt_us})
+            rows.append([impl, meta["labels"]["run"], step, at or "none", f"{rtts[0]}–{rtts[-1]} ms" if rtts else "—"])
+    return table(["stack", "run", "RTT step (after:RTT)", "ProbeRtt entries", "min RTT seen"], rows)
+
+
 def fig13_report(groups: dict[str, list[tuple[Trace, dict[str, Any]]]]) -> tuple[str, list[list[str]]]:
     rows, details = [], []
     for impl in IMPLS:
@@ -330,6 +346,7 @@ def main() -> None:
         + cycle_report(groups)
     )
     text += "\n## Under a rate schedule (a new rate in 10–100 Mbit/s every 2 s)\n\n" + schedule_report(groups)
+    text += "\n## An RTT step (36 ms, then 80 ms)\n\n" + rtt_step_report(groups)
     _write(HERE / "bbr2_cycle.md", text, HERE / "bbr2_cycle.notes.md")
     f13, counts = fig13_report(groups)
     text = (
