@@ -98,13 +98,19 @@ def _trace_of(flow_dir: Path, fmeta: dict[str, Any], cc: str) -> tuple[Trace | N
     from quicsm.traces import parse_inputs
 
     qlogs = sorted(str(p) for p in (flow_dir / "qlog").glob("*") if p.is_file())
-    for paths, kind in ((qlogs, "qlog"), ([str(flow_dir / "server.log")], "log")):
+    for paths, kind in ((qlogs, "qlog"), ([str(_server_log(flow_dir))], "log")):
         if not paths or not Path(paths[0]).exists():
             continue
         traces = parse_inputs(paths, cc=cc, require_transitions=False).traces
         if traces:
             return max(traces, key=lambda t: t.duration_us), kind
     return None, ""
+
+
+def _server_log(flow_dir: Path) -> Path:
+    """The flow's contract log: ``server.log``, or ``server.log.gz`` as traces/ ships it."""
+    plain = flow_dir / "server.log"
+    return plain if plain.exists() or not (flow_dir / "server.log.gz").exists() else flow_dir / "server.log.gz"
 
 
 def load_flow_run(path: Path | str) -> FlowRun:
@@ -147,7 +153,7 @@ def _qlog_offset(fdir: Path, fm: dict[str, Any], qtrace: Trace, t0_us: int) -> f
     """Align a qlog trace by the patched log of the same connection: both start at its first state."""
     from quicsm.traces import parse_inputs
 
-    log = fdir / "server.log"
+    log = _server_log(fdir)
     if fm.get("t_us_to_unix_us") is None or not log.exists():
         return None
     traces = parse_inputs([str(log)], cc=fm["cc"], require_transitions=False).traces
