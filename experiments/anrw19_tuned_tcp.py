@@ -133,12 +133,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", choices=("run", "analyse"))
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument(
+        "--protocols", default=",".join(PROTOCOLS), help="comma-separated subset of " + ", ".join(PROTOCOLS)
+    )
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
     out = Path(args.out)
     if args.what == "run":
         for net in NETWORKS:
-            for proto in PROTOCOLS:
+            for proto in args.protocols.split(","):
                 counts = run_series(scenario(net, proto), out, args.runs, per_lock=5)
                 print(f"{net} {proto}: {counts}", file=sys.stderr)
         return
