@@ -36,7 +36,7 @@ __all__ = [
 
 def expand_inputs(arg: str) -> list[str]:
     """One set argument -> its files: local paths as every verb expands them
-    (:func:`quicsm.traces.parse.expand_input`), URL globs (``s3://bucket/a/*``) through fsspec."""
+    (:func:`quicsm.traces.inputs.expand_input`), URL globs (``s3://bucket/a/*``) through fsspec."""
     from quicsm.fleet.sources import expand_sources
 
     return expand_sources([arg])
@@ -136,8 +136,9 @@ def load_pool(
     connections have cwnd samples). ``dask``: one task per file, the workers return rows, not traces.
     ``strict``: the first problem record is an error (``file:line: reason``), as for the other verbs."""
     from quicsm.fleet.sources import is_url
-    from quicsm.traces.parse import _scopes, iter_trace_batches, no_transitions
-    from quicsm.traces.parse import expand_inputs as expand_all
+    from quicsm.traces.inputs import expand_inputs as expand_all
+    from quicsm.traces.inputs import trace_scopes
+    from quicsm.traces.parse import iter_trace_batches, no_transitions
 
     if dask or any(is_url(p) for p in paths):  # URLs are read file by file as workers read them
         from quicsm.fleet.run import connections_files
@@ -159,7 +160,7 @@ def load_pool(
                 rows.extend(column_connections(item, view))
     if not any(r.has_transition for r in rows):
         raise no_transitions(list(paths), report)
-    scopes = _scopes(files)
+    scopes = trace_scopes(files)
     return Pool(tuple(rows), view, lambda chosen: _read_back(chosen, files, scopes), report)
 
 

@@ -96,8 +96,7 @@ def _file_source(task: FileTask) -> tuple[str, TraceMeta, Callable[[str], Binary
     """The input's kind, its metadata, and how to open it (None: a local non-log input, read by iter_traces)."""
     from quicsm.files import open_binary
     from quicsm.traces.builder import TraceMeta
-    from quicsm.traces.inputs import input_kind
-    from quicsm.traces.parse import sidecar_meta
+    from quicsm.traces.inputs import input_kind, sidecar_meta
     from quicsm.traces.sniff import kind_by_name
 
     url = is_url(task.path)
@@ -122,16 +121,7 @@ def summarize_file(task: FileTask) -> Summary | Failure:
     s = Summary(view=task.view, report=report)
     try:
         columns = _columnar_source(task, report)
-        if columns is not None:
-            _summarize_columns(columns, s, task)
-            return s
-        for t in iter_file_traces(task, report):
-            if not t.events:
-                continue
-            if not task.where or trace_matches(t, task.where):
-                s.add(t)
-            elif not s.transitions:  # as parse_inputs: transitions are looked for before --where
-                s.transitions = any(True for _ in t.transitions())
+        summarize_items(columns if columns is not None else iter_file_traces(task, report), s, task.where)
     except ParseError as exc:
         return Failure("ParseError", str(exc), exc.path, exc.line, exc.reason)
     except QuicsmError as exc:
@@ -143,16 +133,31 @@ def summarize_file(task: FileTask) -> Summary | Failure:
     return s
 
 
+def summarize_items(items: Iterable[Trace | TraceColumns], s: Summary, where: dict[str, str] | None) -> None:
+    """Traces (objects, or column batches) into ``s``; ``where`` keeps only matching ones (transitions
+    are looked for before it, as every verb does)."""
+    for item in items:
+        if isinstance(item, Trace):
+            if not item.events:
+                continue
+            if not where or trace_matches(item, where):
+                s.add(item)
+            elif not s.transitions:
+                s.transitions = any(True for _ in item.transitions())
+        else:
+            _summarize_columns(item, s, where)
+
+
 def _columnar_source(task: FileTask, report: ParseReport, *, metrics: bool = False) -> Iterator[TraceColumns] | None:
     """A text log's or Parquet store's trace batches as columns (no object per event), when the columnar
     path can read it; ``metrics``: a store's metric columns too (logs always have them)."""
     from quicsm.traces.parse import columnar_ok, read_log_columnar
 
     kind, meta, opener = _file_source(task)
-    if kind == "traces-parquet" and columnar_ok(report):
+    if kind == "traces-parquet" and columnar_ok():
         report.files += 1
         return _stored_columns(task, report, metrics)
-    if kind != "log" or opener is None or not columnar_ok(report):
+    if kind != "log" or opener is None or not columnar_ok():
         return None
     report.files += 1
     return read_log_columnar(task.path, task.scope, meta, report, opener=opener)
@@ -160,7 +165,8 @@ def _columnar_source(task: FileTask, report: ParseReport, *, metrics: bool = Fal
 
 def _stored_columns(task: FileTask, report: ParseReport, metrics: bool = False) -> Iterator[TraceColumns]:
     """A Parquet store's batches, with the command line's labels and overrides applied as for trace files."""
-    from quicsm.traces.parse import merge_meta, read_store_columnar, sidecar_meta
+    from quicsm.traces.inputs import sidecar_meta
+    from quicsm.traces.parse import merge_meta, read_store_columnar
 
     meta = merge_meta(
         sidecar_meta(task.path),
@@ -172,32 +178,25 @@ def _stored_columns(task: FileTask, report: ParseReport, metrics: bool = False) 
     return read_store_columnar(task.path, meta, report, metrics=metrics)
 
 
-def _summarize_columns(batches: Iterator[TraceColumns], s: Summary, task: FileTask) -> None:
-    """Each batch's stays go into the summary as arrays; Python work per trace only for ``--where``
+def _summarize_columns(tc: TraceColumns, s: Summary, where: dict[str, str] | None) -> None:
+    """A batch's stays go into the summary as arrays; Python work per trace only for ``--where``
     (selectors read trace metadata) and per metadata change."""
     import numpy as np
 
     from quicsm.traces.columnar import stay_arrays
 
-    for tc in batches:
-        stays = stay_arrays(tc, task.view)
-        if task.where:
-            shells = [tc.shell(i) for i in range(len(tc))]
-            keep = np.fromiter((trace_matches(t, task.where) for t in shells), bool, len(shells))
-            # as parse_inputs: transitions are looked for before --where
-            s.add_packed(stays.names, stays.seqs.take(keep), bool(stays.has_transition.any()))
-            for shell in (t for t, k in zip(shells, keep.tolist()) if k):
-                s.note_metadata(shell)
-            continue
-        s.add_packed(stays.names, stays.seqs, bool(stays.has_transition.any()))
-        for shell in tc.distinct_shells():
+    stays = stay_arrays(tc, s.view)
+    if where:
+        shells = [tc.shell(i) for i in range(len(tc))]
+        keep = np.fromiter((trace_matches(t, where) for t in shells), bool, len(shells))
+        # as parse_inputs: transitions are looked for before --where
+        s.add_packed(stays.names, stays.seqs.take(keep), bool(stays.has_transition.any()))
+        for shell in (t for t, k in zip(shells, keep.tolist()) if k):
             s.note_metadata(shell)
-
-
-def _scopes(paths: list[str]) -> dict[str, str]:
-    from quicsm.traces.parse import _scopes as local_scopes
-
-    return local_scopes(paths)
+        return
+    s.add_packed(stays.names, stays.seqs, bool(stays.has_transition.any()))
+    for shell in tc.distinct_shells():
+        s.note_metadata(shell)
 
 
 def _file_tasks(paths: Sequence[str], view: StateView = StateView(), **fields: Any) -> list[FileTask]:
@@ -205,8 +204,10 @@ def _file_tasks(paths: Sequence[str], view: StateView = StateView(), **fields: A
     them; ``fields``: the other :class:`FileTask` fields (labels, overrides, strict, where)."""
     if not paths:
         raise InputError("no input files given")
+    from quicsm.traces.inputs import trace_scopes
+
     files = expand_sources(list(paths))
-    scopes = _scopes(files)
+    scopes = trace_scopes(files)
     for key in ("labels", "where"):
         fields[key] = dict(fields.get(key) or {})
     return [FileTask(p, scopes[p], view, **fields) for p in files]
@@ -227,9 +228,28 @@ def summarize_inputs(
     require_transitions: bool = True,
 ) -> Summary:
     """All inputs reduced and merged in input order; ``dask`` is ``local[:N]`` or a scheduler address."""
-    tasks = _file_tasks(
-        paths, view, labels=labels, implementation=implementation, version=version, cc=cc, strict=strict, where=where
-    )
+    fields: dict[str, Any] = dict(labels=labels, implementation=implementation, version=version, cc=cc)
+    if not dask and not any(is_url(p) for p in paths):  # here: files pooled into shared batches
+        from quicsm.traces.parse import iter_trace_batches, progress_bar
+
+        total = Summary(view=view, report=ParseReport(strict=strict))
+        with progress_bar(paths, progress) as on_bytes:
+            items = iter_trace_batches(
+                list(paths), stores=True, metrics=False, report=total.report, on_bytes=on_bytes, **fields
+            )
+            summarize_items(items, total, where)
+    else:
+        total = _summarize_tasks(paths, view, dask, progress, strict=strict, where=where, **fields)
+    if require_transitions and not total.transitions:
+        from quicsm.traces.parse import no_transitions
+
+        raise no_transitions(paths, total.report)
+    return total
+
+
+def _summarize_tasks(paths: Sequence[str], view: StateView, dask: str | None, progress: bool, **fields: Any) -> Summary:
+    """One task per file (on Dask, or here for URLs), the summaries merged in input order."""
+    tasks = _file_tasks(paths, view, **fields)
     if dask:
         from quicsm.fleet.cluster import run_tasks
 
@@ -245,13 +265,7 @@ def summarize_inputs(
             total = r
         else:
             total.merge(r)
-    if total is None:
-        total = Summary(view=view, report=ParseReport(strict=strict))
-    if require_transitions and not total.transitions:
-        from quicsm.traces.parse import no_transitions
-
-        raise no_transitions(paths, total.report)
-    return total
+    return total if total is not None else Summary(view=view, report=ParseReport(strict=fields.get("strict", False)))
 
 
 def _attempt(path: str, work: Callable[[], T]) -> T | Failure:

@@ -30,8 +30,8 @@ def _fsspec() -> Any:
 
 
 def expand_sources(paths: list[str]) -> list[str]:
-    """Local paths via :func:`quicsm.traces.parse.expand_inputs`; URL globs via fsspec, sorted."""
-    from quicsm.traces.parse import expand_inputs
+    """Local paths via :func:`quicsm.traces.inputs.expand_inputs`; URL globs via fsspec, sorted."""
+    from quicsm.traces.inputs import expand_inputs
 
     out: list[str] = []
     for p in paths:

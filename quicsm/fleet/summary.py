@@ -43,7 +43,8 @@ class Summary:
     view: StateView = field(default_factory=StateView)
     traces: int = 0
     transitions: bool = False
-    sources: list[str] = field(default_factory=list)
+    sources: dict[str, None] = field(default_factory=dict)
+    """The input files, in order (a dictionary: a fleet's 10^6 files are looked up, not searched)."""
     values: dict[str, set[str]] = field(
         default_factory=lambda: {"cc": set(), "implementation": set(), "version": set()}
     )
@@ -93,8 +94,7 @@ class Summary:
             return
         self._last_meta = seen
         for src in trace.sources:
-            if src not in self.sources:
-                self.sources.append(src)
+            self.sources.setdefault(src)
         for k, vals in self.values.items():
             value = getattr(trace, k)
             if value:
@@ -178,8 +178,7 @@ class Summary:
         self.traces += other.traces
         self.transitions = self.transitions or other.transitions
         for src in other.sources:
-            if src not in self.sources:
-                self.sources.append(src)
+            self.sources.setdefault(src)
         for k, vals in other.values.items():
             self.values[k] |= vals
         self.ccs |= other.ccs

@@ -27,11 +27,13 @@ from quicsm.traces.report import ParseReport
 from quicsm.traces.states import canonical_state
 
 __all__ = [
+    "BATCH_ROWS",
+    "ColumnReader",
     "EventColumns",
+    "LogSource",
     "TraceColumns",
     "SharedMeta",
     "TraceCutter",
-    "iter_log_columns",
     "iter_trace_columns",
     "stay_sequences",
     "available",
@@ -54,9 +56,11 @@ def available() -> bool:
 
 @dataclass(slots=True)
 class EventColumns:
-    """One input's contract records in log order. String columns are ids into ``names`` (-1: none)."""
+    """Contract records in log order, of one or more files. String columns are ids into ``names`` (-1: none)."""
 
     line: np.ndarray
+    src: np.ndarray
+    """Per row: the index of its file among the batch's sources (a batch holds many small files)."""
     conn: np.ndarray
     cc: np.ndarray
     t_us: np.ndarray
@@ -72,8 +76,8 @@ class EventColumns:
     names: list[str]
     extra: dict[int, tuple[tuple[str, str], ...]] = field(default_factory=dict)
     """Fields the contract does not name, by row (rare: only records the Python reader parsed)."""
-    problems: list[tuple[int, str, str]] = field(default_factory=list)
-    """Malformed lines met while reading these records, not reported yet: ``(line, reason, kind)``."""
+    problems: list[Problem] = field(default_factory=list)
+    """Problems met while reading these records, not reported yet."""
 
     def __len__(self) -> int:
         return len(self.t_us)
@@ -93,28 +97,58 @@ class EventColumns:
         return EventColumns(**arrays, names=later.names, extra=extra, problems=later.problems)
 
 
-_ARRAYS = ("line", "conn", "cc", "t_us", "prev", "state", "kind", "metrics", "trigger", "recovery")
+_ARRAYS = ("line", "src", "conn", "cc", "t_us", "prev", "state", "kind", "metrics", "trigger", "recovery")
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """A problem record of a batch: reported when the batch is cut, in file and line order, so the first
+    one reported (the error under ``--strict``) is the first problem in the file."""
+
+    src: int
+    line: int
+    reason: str
+    kind: str
+
+    @property
+    def order(self) -> tuple[int, int, int]:
+        # said of the whole file, after its other problems: binary input (reported at line 1), then a
+        # gzip stream that broke without the reader noticing (line 0)
+        return (self.src, 2 if self.line == 0 else self.kind == "binary input", self.line)
+
+
+@dataclass(frozen=True, slots=True)
+class LogSource:
+    """One text log of a batch: its path, trace-id scope and the metadata every trace of it gets."""
+
+    path: str
+    scope: str
+    meta: TraceMeta
+
+    def template(self) -> Trace:
+        m = self.meta
+        return Trace("", "", [], "", m.implementation, m.version, (self.path,), dict(m.labels))
 
 
 class _Columns:
-    """Growing per-window column chunks and the file's string table."""
+    """Growing per-window column chunks, the batch's string table and its files."""
 
     def __init__(self) -> None:
         self.table: dict[bytes, int] = {}
         self.names: list[str] = []
+        self.reset()
+
+    def reset(self) -> None:
+        """Start the next batch (the string table stays: a file goes on in it)."""
         self.chunks: list[list[np.ndarray]] = []
+        self.src: list[int] = []
+        """Per chunk: the index of its file among the batch's sources."""
         self.kind: list[tuple[int, int]] = []
         self.recovery: list[tuple[int, int]] = []
         self.extra: dict[int, tuple[tuple[str, str], ...]] = {}
         self.dropped: list[int] = []
-        self.problems: list[tuple[int, str, str]] = []
-        """Malformed lines of this batch: reported with the batch's other problems, in line order."""
+        self.problems: list[Problem] = []
         self.rows = 0
-
-    def reset(self) -> None:
-        """Start the next batch (the string table stays)."""
-        self.chunks, self.kind, self.recovery, self.extra, self.dropped, self.rows = [], [], [], {}, [], 0
-        self.problems = []
 
     def intern(self, text: str | None) -> int:
         if text is None:
@@ -131,86 +165,134 @@ BATCH_ROWS = 1 << 18
 """Records per batch: memory holds one batch and the open connections' records, whatever the file size."""
 
 
-def iter_log_columns(
-    stream: BinaryIO,
-    path: str,
-    report: ParseReport,
-    on_bytes: Callable[[int], None] | None = None,
-    *,
-    chunk: int | None = None,
-    batch_rows: int = BATCH_ROWS,
-) -> Iterator[EventColumns]:
-    """One text log's contract records as column batches in log order (one string table for the file).
-    Malformed lines are reported as the object path reports them."""
-    if _scan_columns is None:  # pragma: no cover - callers check available()
-        raise RuntimeError("the columnar reader needs the C extension quicsm.traces._scan")
-    acc = _Columns()
-    st = ScanState()
-    for buf, cut in scan_windows(stream, path, report, on_bytes, st, chunk=chunk):
-        raw, fallback, st.lineno = _scan_columns(buf, 0, cut, TAG_BYTES, st.lineno, acc.table, acc.names)
-        cols: list[np.ndarray] = [
-            np.frombuffer(raw[0], np.int64),
-            np.frombuffer(raw[1], np.int32),
-            np.frombuffer(raw[2], np.int32),
-            np.frombuffer(raw[3], np.int64),
-            np.frombuffer(raw[4], np.int32),
-            np.frombuffer(raw[5], np.int32),
-            np.frombuffer(raw[6], np.int64).reshape(-1, 7),
-            np.frombuffer(raw[7], np.int32),
-        ]
-        st.hits += len(cols[0])
-        if fallback:
-            cols = [c.copy() for c in cols]
-            _parse_fallback(acc, cols, fallback, path, report)
-        acc.chunks.append(cols)
-        acc.rows += len(cols[0])
-        if acc.rows >= batch_rows:
-            yield _finish(acc, report)
+class ColumnReader:
+    """Text logs read one after the other into column batches of whole traces.
+
+    Fixed costs are paid once per run, not per file: one window buffer, one string table per batch, one
+    cutter. A batch gathers files until it holds ``batch_rows`` records; a file larger than that is cut
+    inside, the records of its connections still open carried to the next batch. Each file's traces
+    come out in the order :class:`~quicsm.traces.builder.TraceBuilder` gives them, files in the order read.
+    """
+
+    def __init__(
+        self,
+        report: ParseReport,
+        on_bytes: Callable[[int], None] | None = None,
+        *,
+        chunk: int | None = None,
+        batch_rows: int = BATCH_ROWS,
+    ) -> None:
+        if _scan_columns is None:  # pragma: no cover - callers check available()
+            raise RuntimeError("the columnar reader needs the C extension quicsm.traces._scan")
+        self.report, self.on_bytes, self.chunk, self.batch_rows = report, on_bytes, chunk, batch_rows
+        self.acc = _Columns()
+        self.st = ScanState()
+        self.cutter = TraceCutter(report)
+        self.sources: list[LogSource] = []
+        """The files of the batch being gathered; the last one may still be read."""
+
+    def _problem(self, path: str, line: int, reason: str, kind: str) -> None:
+        self.acc.problems.append(Problem(len(self.sources) - 1, line, reason, kind))
+
+    def read(self, stream: BinaryIO, path: str, scope: str, meta: TraceMeta) -> Iterator[TraceColumns]:
+        """Scan one log; yields the batches that filled up meanwhile (the rest waits for more files or :meth:`flush`)."""
+        assert _scan_columns is not None
+        acc, st = self.acc, self.st
+        self.sources.append(LogSource(path, scope, meta))
+        st.next_file()
+        windows = scan_windows(stream, path, self.report, self.on_bytes, st, chunk=self.chunk, problem=self._problem)
+        for buf, cut in windows:
+            raw, fallback, st.lineno = _scan_columns(buf, 0, cut, TAG_BYTES, st.lineno, acc.table, acc.names)
+            cols: list[np.ndarray] = [
+                np.frombuffer(raw[0], np.int64),
+                np.frombuffer(raw[1], np.int32),
+                np.frombuffer(raw[2], np.int32),
+                np.frombuffer(raw[3], np.int64),
+                np.frombuffer(raw[4], np.int32),
+                np.frombuffer(raw[5], np.int32),
+                np.frombuffer(raw[6], np.int64).reshape(-1, 7),
+                np.frombuffer(raw[7], np.int32),
+            ]
+            rows = len(cols[0])
+            st.hits += rows
+            if not rows:
+                continue
+            if fallback:
+                cols = [c.copy() for c in cols]
+                self._parse_fallback(cols, fallback)
+            acc.chunks.append(cols)
+            acc.src.append(len(self.sources) - 1)
+            acc.rows += rows
+            if acc.rows >= self.batch_rows:
+                yield self._emit(file_done=False)
+        gz = getattr(stream, "error", None)
+        if gz is not None and not getattr(stream, "error_raised", True):  # a gzip stream that broke unnoticed
+            self._problem(path, 0, f"truncated or corrupt input ({gz})", "truncated input")
+        if acc.rows >= self.batch_rows:
+            yield self._emit(file_done=True)
+
+    def flush(self) -> Iterator[TraceColumns]:
+        """The batch gathered so far (every file read is complete)."""
+        if self.acc.rows or self.acc.problems or self.cutter.carry is not None:
+            yield self._emit(file_done=True)
+        self.sources = []
+
+    def _emit(self, *, file_done: bool) -> TraceColumns:
+        acc = self.acc
+        ev = _finish(acc, self.report)
+        ended = len(self.sources) if file_done else len(self.sources) - 1
+        out = self.cutter.cut(ev, self.sources, ended)
+        if file_done:  # nothing goes on: a fresh string table, so it never grows with the run
+            self.acc = _Columns()
+            self.sources = []
+        else:
             acc.reset()
-    yield _finish(acc, report)
+            self.sources = self.sources[-1:]
+        return out
 
-
-def _parse_fallback(
-    acc: _Columns, cols: list[np.ndarray], fallback: list[tuple[int, int, bytes]], path: str, report: ParseReport
-) -> None:
-    """Rows the C scanner left to the Python reader: parse, fill the row, or report and drop it."""
-    line, conn, cc, t_us, prev, state, metrics, trigger = cols
-    for row, lineno, payload in fallback:
-        at = acc.rows + row
-        try:
-            rec = parse_payload(payload.decode("utf-8"))
-        except UnicodeDecodeError:
-            acc.problems.append((lineno, "contract line is not UTF-8 text (binary garbage?)", "not UTF-8"))
-            acc.dropped.append(at)
-            continue
-        except ContractError as exc:
-            acc.problems.append((lineno, f"malformed contract line: {exc}", "malformed contract line"))
-            acc.dropped.append(at)
-            continue
-        ev = rec.event
-        conn[row] = acc.intern(rec.conn)
-        cc[row] = acc.intern(rec.cc)
-        t_us[row] = ev.t_us
-        prev[row] = acc.intern(ev.prev)
-        state[row] = acc.intern(ev.state) if ev.state else -1
-        metrics[row] = [NULL if v is None else v for v in (getattr(ev, k) for k in METRIC_FIELDS)]
-        trigger[row] = acc.intern(ev.trigger)
-        if ev.kind != "transition":
-            acc.kind.append((at, EVENT_KINDS.index(ev.kind)))
-        if ev.recovery is not None:
-            acc.recovery.append((at, acc.intern(ev.recovery)))
-        if ev.extra:
-            acc.extra[at] = ev.extra
+    def _parse_fallback(self, cols: list[np.ndarray], fallback: list[tuple[int, int, bytes]]) -> None:
+        """Rows the C scanner left to the Python reader: parse, fill the row, or report and drop it."""
+        acc = self.acc
+        line, conn, cc, t_us, prev, state, metrics, trigger = cols
+        for row, lineno, payload in fallback:
+            at = acc.rows + row
+            try:
+                rec = parse_payload(payload.decode("utf-8"))
+            except UnicodeDecodeError:
+                self._problem("", lineno, "contract line is not UTF-8 text (binary garbage?)", "not UTF-8")
+                acc.dropped.append(at)
+                continue
+            except ContractError as exc:
+                self._problem("", lineno, f"malformed contract line: {exc}", "malformed contract line")
+                acc.dropped.append(at)
+                continue
+            ev = rec.event
+            conn[row] = acc.intern(rec.conn)
+            cc[row] = acc.intern(rec.cc)
+            t_us[row] = ev.t_us
+            prev[row] = acc.intern(ev.prev)
+            state[row] = acc.intern(ev.state) if ev.state else -1
+            metrics[row] = [NULL if v is None else v for v in (getattr(ev, k) for k in METRIC_FIELDS)]
+            trigger[row] = acc.intern(ev.trigger)
+            if ev.kind != "transition":
+                acc.kind.append((at, EVENT_KINDS.index(ev.kind)))
+            if ev.recovery is not None:
+                acc.recovery.append((at, acc.intern(ev.recovery)))
+            if ev.extra:
+                acc.extra[at] = ev.extra
 
 
 def _finish(acc: _Columns, report: ParseReport) -> EventColumns:
     def cat(i: int, dtype: Any, shape: tuple[int, ...] = ()) -> np.ndarray:
         parts = [c[i] for c in acc.chunks]
+        if len(parts) == 1:
+            return parts[0]
         return np.concatenate(parts) if parts else np.zeros((0, *shape), dtype)
 
     line, conn, cc = cat(0, np.int64), cat(1, np.int32), cat(2, np.int32)
     t_us, prev, state = cat(3, np.int64), cat(4, np.int32), cat(5, np.int32)
     metrics, trigger = cat(6, np.int64, (7,)), cat(7, np.int32)
+    src = np.repeat(np.asarray(acc.src, np.int32), [len(c[0]) for c in acc.chunks])
     kind = np.zeros(len(line), np.int8)
     recovery = np.full(len(line), -1, np.int32)
     for at, k in acc.kind:
@@ -227,6 +309,7 @@ def _finish(acc: _Columns, report: ParseReport) -> EventColumns:
     extra = acc.extra
     arrays: dict[str, Any] = dict(
         line=line,
+        src=src,
         conn=conn,
         cc=cc,
         t_us=t_us,
@@ -249,9 +332,8 @@ def _finish(acc: _Columns, report: ParseReport) -> EventColumns:
 
 @dataclass(slots=True)
 class SharedMeta:
-    """Trace metadata read back from a store, kept once per distinct value: a store's traces share their
-    implementation, version, sources and labels (batches of one file), so trace ``i`` is its own id, key
-    and cc over ``templates[of[i]]`` (whose id, key and cc are not used)."""
+    """Trace metadata kept once per distinct value (what a store's traces or a batch's files share):
+    trace ``i`` is its own id, key and cc over ``templates[of[i]]`` (whose id, key and cc are not used)."""
 
     templates: list[Trace]
     of: list[int]
@@ -259,8 +341,9 @@ class SharedMeta:
 
 @dataclass(slots=True)
 class TraceColumns:
-    """Traces cut from one input's columns: ``order`` lists the rows trace by trace, in output order;
-    trace ``i`` is ``order[offsets[i]:offsets[i + 1]]``, its events in time order."""
+    """Traces cut from columns: ``order`` lists the rows trace by trace, in output order; trace ``i`` is
+    ``order[offsets[i]:offsets[i + 1]]``, its events in time order, its metadata (but id, key and cc)
+    ``shared.templates[shared.of[i]]``."""
 
     events: EventColumns
     order: np.ndarray
@@ -270,10 +353,7 @@ class TraceColumns:
     ccs: list[str]
     state: np.ndarray
     """Per row: the state with the builder's filling (update/metrics/close rows keep the last state)."""
-    meta: TraceMeta
-    path: str
-    stored: SharedMeta | None = None
-    """Per-trace metadata when the traces of one batch may differ in it (read back from a trace store)."""
+    shared: SharedMeta
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -334,36 +414,19 @@ class TraceColumns:
             [self.keys[i] for i in pick],
             [self.ccs[i] for i in pick],
             self.state,
-            self.meta,
-            self.path,
-            SharedMeta(self.stored.templates, [self.stored.of[i] for i in pick]) if self.stored is not None else None,
+            SharedMeta(self.shared.templates, [self.shared.of[i] for i in pick]),
         )
 
     def shell(self, i: int) -> Trace:
         """Trace ``i`` without its events: metadata for selectors and summaries."""
-        if self.stored is not None:
-            t = self.stored.templates[self.stored.of[i]]
-            return Trace(
-                self.ids[i], self.ccs[i], [], self.keys[i], t.implementation, t.version, t.sources, dict(t.labels)
-            )
-        m = self.meta
-        return Trace(
-            id=self.ids[i],
-            cc=self.ccs[i],
-            events=[],
-            key=self.keys[i],
-            implementation=m.implementation,
-            version=m.version,
-            sources=(self.path,),
-            labels=dict(m.labels),
-        )
+        t = self.shared.templates[self.shared.of[i]]
+        return Trace(self.ids[i], self.ccs[i], [], self.keys[i], t.implementation, t.version, t.sources, dict(t.labels))
 
     def distinct_shells(self) -> list[Trace]:
         """The shell of the first trace of each distinct metadata but id and key (in trace order): what a
         summary notes of the batch, without a Python object per trace."""
-        of = self.stored.of if self.stored is not None else [0] * len(self)
         first: dict[tuple[int, str], int] = {}
-        for i, pair in enumerate(zip(of, self.ccs)):
+        for i, pair in enumerate(zip(self.shared.of, self.ccs)):
             first.setdefault(pair, i)
         return [self.shell(i) for i in first.values()]
 
@@ -390,34 +453,37 @@ class TraceColumns:
 
 
 class TraceCutter:
-    """Cuts one file's record batches into traces exactly as :class:`~quicsm.traces.builder.TraceBuilder`
-    does, carrying the records of connections still open from one batch to the next."""
+    """Cuts record batches of one or more files into traces exactly as
+    :class:`~quicsm.traces.builder.TraceBuilder` does for each file, carrying the records of the
+    connections of a file still being read from one batch to the next."""
 
-    def __init__(self, path: str, scope: str, meta: TraceMeta, report: ParseReport) -> None:
-        self.path, self.scope, self.meta, self.report = path, scope, meta, report
+    def __init__(self, report: ParseReport) -> None:
+        self.report = report
         self.opened = np.zeros(0, np.int64)
-        """Per key (string id): traces started under it so far."""
+        """Per key (string id) of the file that goes on in the next batch: traces started under it so far."""
         self.carry: EventColumns | None = None
+        self.going_on = False
+        """The next batch's first source is a file this batch did not end."""
 
-    def feed(self, batch: EventColumns, *, last: bool = False) -> TraceColumns:
-        """The traces this batch finishes (closed, or their key started again); with ``last`` (the file's
-        last batch) every trace, those still open after the ones that finished, in the order they opened:
-        one batch, one row group, for the end of a file."""
+    def cut(self, batch: EventColumns, sources: list[LogSource], ended: int) -> TraceColumns:
+        """The traces this batch finishes: closed, their key started again, or their file ended (the
+        first ``ended`` of ``sources``; the others' still open traces are carried, ``sources[-1]``
+        going on as the next batch's first source)."""
         ev = batch if self.carry is None else self.carry.then(batch)
         old = 0 if self.carry is None else len(self.carry)
-        if last:
-            self.carry = None
-        return self._cut(ev, old, final=last)
+        return self._cut(ev, old, sources, ended)
 
-    def _cut(self, ev: EventColumns, old: int, final: bool) -> TraceColumns:
+    def _cut(self, ev: EventColumns, old: int, sources: list[LogSource], ended: int) -> TraceColumns:
         n = len(ev)
         names = ev.names
         if len(self.opened) < len(names):
             self.opened = np.concatenate([self.opened, np.zeros(len(names) - len(self.opened), np.int64)])
         init = names.index("Init") if "Init" in names else -2
         starts = (ev.kind == 0) & ((ev.prev == init) | (ev.state == init))
-        by_conn = np.argsort(ev.conn, kind="stable")  # rows grouped by key, log order within a key
-        conn_s = ev.conn[by_conn]
+        many = n and ev.src[0] != ev.src[-1]  # several files: a connection is a (file, key) pair
+        group = ev.src.astype(np.int64) * len(names) + ev.conn if many else ev.conn
+        by_conn = np.argsort(group, kind="stable")  # rows grouped by key, log order within a key
+        conn_s = group[by_conn]
         first_of_key = np.ones(n, bool)
         first_of_key[1:] = conn_s[1:] != conn_s[:-1]
         after_close = np.zeros(n, bool)
@@ -429,27 +495,27 @@ class TraceCutter:
         seg = np.cumsum(new) - 1  # trace number (in key order) of each position
         first_row = by_conn[heads]  # log row of each trace's first record
         last_row = by_conn[ends - 1]
+        src = ev.src[first_row]
         # when the builder hands each trace out: at its own close record, when the same key starts again,
-        # or at the end of the file (open traces in the order they were opened)
+        # or at the end of its file (open traces in the order they were opened); files one after the other
         closed = ev.kind[last_row] == _CLOSE
         nxt_same_key = np.zeros(ntr, bool)
         nxt_same_key[:-1] = ~first_of_key[heads[1:]]
         restart_row = np.full(ntr, n, np.int64)
         restart_row[:-1] = first_row[1:]
         finish = np.where(closed, 2 * last_row + 1, np.where(nxt_same_key, 2 * restart_row, 2 * n + first_row))
-        # trace ids: the n-th trace of a key gets "#n" (n > 1); a carried trace keeps its number
+        # trace ids: the n-th trace of a key in a file gets "#n" (n > 1); a carried trace keeps its number
         key_heads = first_of_key[heads]
-        local = np.arange(ntr) - np.maximum.accumulate(np.where(key_heads, np.arange(ntr), 0))
+        group_start = np.maximum.accumulate(np.where(key_heads, np.arange(ntr), 0))
+        local = np.arange(ntr) - group_start
         key_id = ev.conn[first_row].astype(np.int64)
-        carried_head = key_heads & (first_row < old)
-        base = (
-            self.opened[key_id]
-            - np.where(carried_head, 1, 0)[np.maximum.accumulate(np.where(key_heads, np.arange(ntr), 0))]
-        )
-        rank = base + local
+        rank = local
+        if self.going_on:  # the batch starts with a file that went on from the last one: its keys count on
+            carried_head = key_heads & (first_row < old)
+            base = self.opened[key_id] - np.where(carried_head, 1, 0)[group_start]
+            rank = np.where(src == 0, base + local, local)
         last_of_key = np.ones(ntr, bool)
         last_of_key[:-1] = key_heads[1:]
-        self.opened[key_id[last_of_key]] = rank[last_of_key] + 1
         # the filled state: update/metrics/close rows without a state keep the trace's last one
         state_s = ev.state[by_conn].copy()
         need = new & (state_s < 0)
@@ -457,10 +523,10 @@ class TraceCutter:
             empty = _intern_name(ev, "")
             prev_s = ev.prev[by_conn]
             state_s[need] = np.where(prev_s[need] >= 0, prev_s[need], empty)
-        src = np.where(state_s >= 0, np.arange(n), 0)
-        np.maximum.accumulate(src, out=src)
+        src_pos = np.where(state_s >= 0, np.arange(n), 0)
+        np.maximum.accumulate(src_pos, out=src_pos)
         state_rows = np.empty(n, np.int32)
-        state_rows[by_conn] = state_s[src]
+        state_rows[by_conn] = state_s[src_pos]
         # timestamps going backwards: reported per record (rare), the trace's events then sorted by time
         t_s = ev.t_us[by_conn]
         back = np.zeros(n, bool)
@@ -469,36 +535,44 @@ class TraceCutter:
         problems = list(ev.problems)
         if back.any():
             pos_order = self._sort_backwards(ev, by_conn, heads, ends, seg, back, t_s, old, problems)
-        for line, reason, kind in sorted(problems, key=lambda p: p[0]):  # in line order, as met by the object path
-            self.report.problem(self.path, line, reason, kind)
-        done = np.ones(ntr, bool) if final else finish < 2 * n
-        if not final:
-            still_open = np.flatnonzero(~done)
-            rows_open = (
-                np.sort(np.concatenate([by_conn[heads[i] : ends[i]] for i in still_open.tolist()]))
-                if len(still_open)
-                else np.zeros(0, np.int64)
-            )
+        for p in sorted(problems, key=lambda p: p.order):  # in file and line order, as met by the object path
+            self.report.problem(sources[p.src].path, p.line, p.reason, p.kind)
+        done = (finish < 2 * n) | (src < ended)
+        still_open = np.flatnonzero(~done)
+        if len(still_open):  # all of the last file, which goes on in the next batch as its first
+            rows_open = np.sort(np.concatenate([by_conn[heads[i] : ends[i]] for i in still_open.tolist()]))
             self.carry = ev.take(rows_open)
-        out = np.flatnonzero(done)[np.argsort(finish[done], kind="stable")].tolist()
+            self.carry.src[:] = 0
+        else:
+            self.carry = None
+        going_on = ended < len(sources)
+        if not (going_on and self.going_on and len(sources) == 1):
+            self.opened[:] = 0
+        if going_on:  # the last file goes on: remember how many traces each of its keys began
+            mine = last_of_key & (src == len(sources) - 1)
+            self.opened[key_id[mine]] = rank[mine] + 1
+        self.going_on = going_on
+        out_idx = np.flatnonzero(done)
+        out = out_idx[np.lexsort((finish[out_idx], src[out_idx]))].tolist()
         lengths = (ends - heads)[out]
         offsets = np.zeros(len(out) + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])
         take = np.concatenate([pos_order[heads[i] : ends[i]] for i in out]) if out else np.zeros(0, np.int64)
-        meta = self.meta
         keys = [names[c] for c in key_id[out].tolist()]
         ranks = rank[out].tolist()
+        of = src[out].tolist()
         self.report.traces += len(out)
+        scopes = [s.scope for s in sources]
+        ccs = [sources[f].meta.cc or names[c] for f, c in zip(of, ev.cc[first_row[out]].tolist())]
         return TraceColumns(
             ev,
             by_conn[take],
             offsets,
-            [f"{self.scope}:{k}" + (f"#{r + 1}" if r else "") for k, r in zip(keys, ranks)],
+            [f"{scopes[f]}:{k}" + (f"#{r + 1}" if r else "") for f, k, r in zip(of, keys, ranks)],
             keys,
-            [meta.cc or names[c] for c in ev.cc[first_row[out]].tolist()],
+            ccs,
             state_rows,
-            meta,
-            self.path,
+            SharedMeta([s.template() for s in sources], of),
         )
 
     def _sort_backwards(
@@ -511,7 +585,7 @@ class TraceCutter:
         back: np.ndarray,
         t_s: np.ndarray,
         old: int,
-        problems: list[tuple[int, str, str]],
+        problems: list[Problem],
     ) -> np.ndarray:
         """Add a problem for each new record timed before its trace's latest so far; sort those traces by time."""
         pos_order = np.arange(len(t_s))
@@ -525,7 +599,8 @@ class TraceCutter:
                     if row >= old:  # carried records were reported with their batch
                         key = ev.names[int(ev.conn[row])]
                         problems.append(
-                            (
+                            Problem(
+                                int(ev.src[row]),
                                 int(ev.line[row]),
                                 f"timestamp goes backwards for conn={key} (t_us={t} after {last}); events re-sorted",
                                 "timestamp goes backwards",
@@ -549,13 +624,9 @@ def iter_trace_columns(
     batch_rows: int = BATCH_ROWS,
 ) -> Iterator[TraceColumns]:
     """One text log's traces as column batches, in the order the object path yields them."""
-    cutter = TraceCutter(path, scope, meta, report)
-    batches = iter_log_columns(stream, path, report, on_bytes, chunk=chunk, batch_rows=batch_rows)
-    batch = next(batches, None)
-    while batch is not None:  # one batch ahead, so the last one also closes the connections left open
-        following = next(batches, None)
-        yield cutter.feed(batch, last=following is None)
-        batch = following
+    reader = ColumnReader(report, on_bytes, chunk=chunk, batch_rows=batch_rows)
+    yield from reader.read(stream, path, scope, meta)
+    yield from reader.flush()
 
 
 def _intern_name(ev: EventColumns, text: str) -> int:

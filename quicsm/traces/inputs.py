@@ -1,11 +1,58 @@
-"""Kinds of input. Opening them (plain, gzip, stdin) lives in :mod:`quicsm.files`, re-exported here."""
+"""Inputs: what the arguments of a verb name, the trace-id scope of each file, its sidecar metadata, and
+opening it once (its kind is sniffed from the bytes the reader then reads on).
+
+Everything here is linear in the number of files: a run over 10^6 small files lists, scopes and opens
+each once. Opening bytes (plain, gzip, stdin) lives in :mod:`quicsm.files`.
+"""
 
 from __future__ import annotations
 
-from quicsm.files import STDIN, is_gzip, open_binary
-from quicsm.traces.sniff import kind_by_name, sniff_file
+import glob
+import io
+import json
+import os
+import zlib
+from collections import Counter
+from collections.abc import Sequence
+from typing import BinaryIO
 
-__all__ = ["open_binary", "input_kind", "STDIN", "is_gzip"]
+from quicsm.errors import InputError
+from quicsm.files import GZIP_MAGIC, STDIN, GzipReader, is_gzip, open_binary
+from quicsm.traces.builder import TraceMeta
+from quicsm.traces.sniff import HEAD_BYTES, kind_by_name, sniff_bytes, sniff_file
+
+__all__ = [
+    "INPUT_SUFFIXES",
+    "SIDECAR",
+    "STDIN",
+    "Sidecars",
+    "expand_input",
+    "expand_inputs",
+    "input_kind",
+    "is_gzip",
+    "open_binary",
+    "open_input",
+    "sidecar_meta",
+    "trace_scopes",
+]
+
+SIDECAR = "meta.json"
+_SIDECAR_MAX = 1 << 20
+
+INPUT_SUFFIXES = (
+    ".log",
+    ".log.gz",
+    ".txt",
+    ".txt.gz",
+    ".qlog",
+    ".qlog.gz",
+    ".sqlog",
+    ".sqlog.gz",
+    ".jsonl",
+    ".jsonl.gz",
+    ".parquet",
+)
+"""What a directory contributes (a glob takes every file it matches but hidden ones and ``meta.json``)."""
 
 
 def input_kind(path: str) -> str:
@@ -13,3 +60,168 @@ def input_kind(path: str) -> str:
     if path == STDIN:
         return kind_by_name(path)
     return sniff_file(path)
+
+
+def open_input(path: str) -> tuple[str, BinaryIO]:
+    """The input's kind and its bytes (gunzipped), from one open: the head that decides the kind is read
+    once and served again to the reader. Stdin is a log unless its name says otherwise (it has none)."""
+    if path == STDIN:
+        return kind_by_name(path), open_binary(path)
+    try:
+        raw = open(path, "rb")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot open ({exc.strerror})") from None
+    try:
+        head = raw.read(HEAD_BYTES)
+    except OSError as exc:
+        raw.close()
+        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    by_name = kind_by_name(path)
+    if head.startswith(GZIP_MAGIC):
+        try:
+            text = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, HEAD_BYTES)
+        except zlib.error:
+            text = b""
+        raw.seek(0)
+        return (sniff_bytes(text, by_name) if text else by_name), GzipReader(raw)  # type: ignore[return-value]
+    kind = sniff_bytes(head, by_name) if head else by_name
+    if len(head) < HEAD_BYTES:  # the whole file: served from memory, no second read
+        raw.close()
+        return kind, io.BytesIO(head)
+    raw.seek(0)
+    return kind, raw
+
+
+def _walk_inputs(top: str) -> list[str]:
+    """The input files under ``top``, recursively, sorted; file types come from the directory listing
+    (no stat per file), symbolic links to directories are not followed (as :func:`os.walk`)."""
+    found: list[str] = []
+    folders = [top]
+    while folders:
+        with os.scandir(folders.pop()) as entries:
+            for e in entries:
+                if e.is_dir(follow_symlinks=False):
+                    folders.append(e.path)
+                elif e.name.lower().endswith(INPUT_SUFFIXES) and e.name[0] != "." and e.name != SIDECAR and e.is_file():
+                    found.append(e.path)
+    found.sort()
+    return found
+
+
+def _is_input_file(path: str) -> bool:
+    name = os.path.basename(path)
+    return not name.startswith(".") and name != SIDECAR and os.path.isfile(path)
+
+
+def expand_input(arg: str) -> list[str]:
+    """One argument of any verb: ``-``, a file, a quoted glob, or a directory (its inputs, recursively); sorted."""
+    if arg == STDIN:
+        return [STDIN]
+    if os.path.isdir(arg):
+        found = _walk_inputs(arg)
+        if not found:
+            raise InputError(f"{arg}: directory holds no log, qlog or trace files ({', '.join(INPUT_SUFFIXES)})")
+        return found
+    if not os.path.exists(arg) and glob.has_magic(arg):
+        matched = sorted(glob.glob(arg, recursive=True))
+        found = [q for p in matched for q in (expand_input(p) if os.path.isdir(p) else [p]) if _is_input_file(q)]
+        if not found:
+            raise InputError(f"{arg}: no file matches")
+        return found
+    if not os.path.exists(arg):
+        raise InputError(f"{arg}: no such file")
+    return [arg]
+
+
+def expand_inputs(args: Sequence[str]) -> list[str]:
+    """Every argument through :func:`expand_input`, in order; stdin at most once (it can be read only once)."""
+    if isinstance(args, str | bytes) or not all(isinstance(a, str | os.PathLike) for a in args):
+        raise InputError(f"inputs must be a list of paths, not {str(args)[:80]!r}")
+    out = [p for a in args for p in expand_input(os.fspath(a))]
+    if out.count(STDIN) > 1:
+        raise InputError("- (stdin) is given more than once; it can be read only once")
+    return out
+
+
+def trace_scopes(paths: Sequence[str]) -> dict[str, str]:
+    """Short, unique trace-id prefixes: the file name, or more of the path where names collide.
+
+    A path gets the shortest suffix of its components that no other path shares (all of it when none
+    is unique). Suffixes are counted one length at a time, only for the paths still colliding, so the
+    work is O(files x depth) (a count over all paths per length: 10^6 files, a few dictionaries).
+    """
+    parts = {p: os.path.normpath(p).split(os.sep) for p in paths}
+    names: dict[str, str] = {}
+    if len(parts) < len(paths):  # a path given twice collides with itself at every length: all of it
+        for p, n in Counter(paths).items():
+            if n > 1:
+                names[p] = "/".join(parts[p])
+    open_ = [p for p in parts if p not in names]  # paths not yet given a unique suffix
+    depth = 1
+    while open_:
+        counts = Counter(tuple(q[-depth:]) for q in parts.values())
+        left = []
+        for p in open_:
+            mine = parts[p]
+            if depth >= len(mine) or counts[tuple(mine[-depth:])] <= 1:
+                names[p] = "/".join(mine[-depth:])
+            else:
+                left.append(p)
+        open_, depth = left, depth + 1
+    return names
+
+
+class Sidecars:
+    """:func:`sidecar_meta` remembered per directory: one look for ``meta.json`` per folder, not per file."""
+
+    def __init__(self) -> None:
+        self._by_dir: dict[str, TraceMeta] = {}
+
+    def __call__(self, path: str) -> TraceMeta:
+        if path == STDIN:
+            return TraceMeta()
+        folder = os.path.dirname(path)  # as given: the same folder is spelled the same in one run
+        hit = self._by_dir.get(folder)
+        if hit is None:
+            hit = self._by_dir[folder] = _sidecar_in(os.path.abspath(folder or "."))
+        return hit
+
+
+def sidecar_meta(path: str) -> TraceMeta:
+    """The ``meta.json`` beside an input, if any (testbed runs write one)."""
+    if path == STDIN:
+        return TraceMeta()
+    return _sidecar_in(os.path.dirname(os.path.abspath(path)))
+
+
+def _sidecar_in(folder: str) -> TraceMeta:
+    side = os.path.join(folder, SIDECAR)
+    if not os.path.isfile(side):
+        return TraceMeta()
+    try:
+        with open(side, "rb") as fh:
+            raw = fh.read(_SIDECAR_MAX + 1)
+        if len(raw) > _SIDECAR_MAX:
+            raise ValueError(f"larger than {_SIDECAR_MAX} bytes")
+        d = json.loads(raw.decode("utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, huge ints
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+        raise InputError(f"{side}: unreadable sidecar metadata ({reason[:200]})") from None
+    if not isinstance(d, dict):
+        raise InputError(f"{side}: sidecar metadata must be a JSON object")
+    for key in ("implementation", "version", "cc"):
+        if d.get(key) is not None and not isinstance(d[key], str):
+            raise InputError(f"{side}: sidecar metadata {key!r} must be a string")
+    labels = d.get("labels") or {}
+    if not isinstance(labels, dict) or not all(isinstance(v, (str, int, float, bool)) for v in labels.values()):
+        raise InputError(f"{side}: sidecar metadata 'labels' must map names to strings")
+    return TraceMeta(
+        implementation=d.get("implementation"),
+        version=d.get("version"),
+        labels={str(k): str(v) for k, v in labels.items()},
+        cc=d.get("cc"),
+    )

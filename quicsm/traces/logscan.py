@@ -46,12 +46,21 @@ C_FIELDS = (
 """Names of the fields ``_scan.scan`` returns after the line number, in order."""
 
 
+Problem = Callable[[str, int, str, str], None]
+"""Where a scan's problems go: ``(path, line, reason, kind)`` (:meth:`ParseReport.problem`, or a batch's list)."""
+
+
 @dataclass(slots=True)
 class ScanState:
-    """Where a scan is: the line number at the start of the next window, and contract lines seen."""
+    """Where a scan is: the line number at the start of the next window, and contract lines seen. The
+    window buffer is kept from file to file (a run over many small files allocates it once)."""
 
     lineno: int = 1
     hits: int = 0
+    buf: bytearray | None = None
+
+    def next_file(self) -> None:
+        self.lineno, self.hits = 1, 0
 
 
 def scan_windows(
@@ -62,18 +71,23 @@ def scan_windows(
     st: ScanState,
     *,
     chunk: int | None = None,
+    problem: Problem | None = None,
 ) -> Iterator[tuple[bytearray, int]]:
     """Windows of whole lines ``(buffer, end)`` with the bookkeeping every scanner shares.
 
     The caller scans ``buffer[:end]`` from line ``st.lineno``, then sets ``st.lineno`` to the line number
     at ``end`` and adds the contract lines it saw to ``st.hits``. Bytes, lines, a file cut while read
-    and binary input are counted and reported here.
+    and binary input are counted and reported here (to ``problem``, by default the report's).
     """
+    problem = problem or report.problem
     nul_seen = False
     size_at_start = _regular_size(stream)
     read = 0
     skipped = [0]
-    windows = _read_windows(stream, path, report, lambda: st.lineno, min(chunk or CHUNK, MAX_LINE), skipped)
+    size = min(chunk or CHUNK, MAX_LINE)
+    if st.buf is None or len(st.buf) < size:
+        st.buf = bytearray(size)
+    windows = _read_windows(stream, path, problem, lambda: st.lineno, size, skipped, st.buf)
     for buf, cut in windows:
         if not nul_seen and read < _SNIFF and buf.find(b"\x00", 0, min(cut, _SNIFF - read)) >= 0:
             nul_seen = True  # binary sniffing looks at the head of the file only
@@ -88,14 +102,14 @@ def scan_windows(
     read += skipped[0]
     report.bytes += skipped[0]
     if size_at_start is not None and read < size_at_start:
-        report.problem(
+        problem(
             path,
             st.lineno,
             f"file shrank while being read ({read} of {size_at_start} bytes; rotated with copytruncate?)",
             "file shrank while being read",
         )
     if nul_seen and st.hits == 0:
-        report.problem(path, 1, "binary data and no contract line: not a quicsm log?", "binary input")
+        problem(path, 1, "binary data and no contract line: not a quicsm log?", "binary input")
 
 
 def scan_contract(
@@ -159,10 +173,11 @@ def _regular_size(stream: BinaryIO) -> int | None:
 def _read_windows(
     stream: BinaryIO,
     path: str,
-    report: ParseReport,
+    problem: Problem,
     lineno: Callable[[], int],
     chunk: int,
     skipped: list[int],
+    buf: bytearray,
 ) -> Iterator[tuple[bytearray, int]]:
     """Windows of complete lines, about ``chunk`` bytes each: ``(buffer, end)``; the last may lack a newline.
 
@@ -172,7 +187,6 @@ def _read_windows(
     one is skipped (reported, its newline kept so line numbers stay right, its bytes added to
     ``skipped[0]``), so memory stays bounded whatever the input.
     """
-    buf = bytearray(chunk)
     end = 0  # valid bytes at the front of buf
     done = False
     skipping = False  # inside an overlong line, dropping bytes until its newline
@@ -183,7 +197,7 @@ def _read_windows(
         got, error = _read_into(stream, buf, end, chunk)
         if error is not None:
             where = lineno() + buf.count(b"\n", 0, end + got)
-            report.problem(path, where, f"truncated or corrupt input ({error})", "truncated input")
+            problem(path, where, f"truncated or corrupt input ({error})", "truncated input")
         done = not got or error is not None
         if skipping:  # end == 0 here: the overlong line's bytes were dropped
             nl = buf.find(b"\n", 0, got)
@@ -201,7 +215,7 @@ def _read_windows(
         else:
             end += got
         if end > MAX_LINE and buf.find(b"\n", 0, MAX_LINE + 1) < 0:
-            report.problem(path, lineno(), f"line longer than {MAX_LINE} bytes skipped", "overlong line")
+            problem(path, lineno(), f"line longer than {MAX_LINE} bytes skipped", "overlong line")
             nl = buf.find(b"\n", 0, end)
             skipped[0] += end if nl < 0 else nl
             if nl < 0:

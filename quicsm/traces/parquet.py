@@ -146,27 +146,32 @@ def _metas_json(tc: TraceColumns) -> list[str]:
 
 
 def _spliced_metas(tc: TraceColumns) -> list[str] | None:
-    """Traces parsed from one file differ only in id, key and cc: the rest is encoded once and the three
-    are spliced in. None (encode each) for traces read back from a store, or when the first trace's
-    splice differs from its full encoding in any way."""
-    if tc.stored is not None or not len(tc):
+    """Traces of one file (one template) differ only in id, key and cc: the rest is encoded once per
+    template and the three are spliced in. None (encode each) when the first trace of a template
+    splices to anything but its full encoding."""
+    if not len(tc):
         return None
     from json.encoder import encode_basestring_ascii as text
 
-    m = tc.metadata(0)
-    rest = {k: _meta_json({k: v})[1:-1] for k, v in m.items() if k not in ("cc", "id", "key")}
-    if set(rest) != {"implementation", "labels", "sources", "version"}:
-        return None
-    middle = f',{rest["implementation"]},"key":'
-    tail = f",{rest['labels']},{rest['sources']},{rest['version']}}}"
+    parts: dict[int, tuple[str, str]] = {}
+    first: list[int] = []
+    for i, f in enumerate(tc.shared.of):
+        if f in parts:
+            continue
+        m = tc.metadata(i)
+        rest = {k: _meta_json({k: v})[1:-1] for k, v in m.items() if k not in ("cc", "id", "key")}
+        if set(rest) != {"implementation", "labels", "sources", "version"}:
+            return None
+        parts[f] = (f',{rest["implementation"]},"key":', f",{rest['labels']},{rest['sources']},{rest['version']}}}")
+        first.append(i)
     try:
         made = [
-            '{"cc":' + text(c) + ',"id":' + text(i) + middle + text(k) + tail
-            for c, i, k in zip(tc.ccs, tc.ids, tc.keys)
+            '{"cc":' + text(c) + ',"id":' + text(i) + parts[f][0] + text(k) + parts[f][1]
+            for c, i, k, f in zip(tc.ccs, tc.ids, tc.keys, tc.shared.of)
         ]
     except TypeError:  # a value that is not a string
         return None
-    return made if made[0] == _meta_json(m) else None
+    return made if all(made[i] == _meta_json(tc.metadata(i)) for i in first) else None
 
 
 def _columns_table(tc: TraceColumns, schema: Any) -> Any:
@@ -349,7 +354,6 @@ def _trace_at(table: Any, row: int) -> Any:
 def _table_columns(table: Any, path: str) -> TraceColumns:
     import numpy as np
 
-    from quicsm.traces.builder import TraceMeta
     from quicsm.traces.columnar import NULL, EventColumns, SharedMeta, TraceColumns
     from quicsm.traces.events import EVENT_KINDS
 
@@ -395,6 +399,7 @@ def _table_columns(table: Any, path: str) -> TraceColumns:
         raise InputError(f"{path}: bad Parquet trace file (an event without a state)")
     ev = EventColumns(
         line=np.zeros(n, np.int64),
+        src=zeros,
         conn=zeros,
         cc=zeros,
         t_us=_ints(cols["t_us"], 0),
@@ -417,8 +422,6 @@ def _table_columns(table: Any, path: str) -> TraceColumns:
         key,
         tcc,
         state,
-        TraceMeta(),
-        path,
         SharedMeta(stored.templates, [stored.of[i] for i in kept]),
     )
 

@@ -6,9 +6,7 @@ Each input may have a sidecar ``meta.json`` in its directory (the testbed writes
 
 from __future__ import annotations
 
-import glob
 import gzip
-import json
 import os
 import sys
 import zlib
@@ -21,7 +19,7 @@ from quicsm.errors import InputError, NoTransitionsError, QuicsmError
 from quicsm.files import STDIN, GzipReader, open_binary
 from quicsm.traces.builder import TraceBuilder, TraceMeta
 from quicsm.traces.events import Trace
-from quicsm.traces.inputs import input_kind
+from quicsm.traces.inputs import Sidecars, expand_inputs, open_input, trace_scopes
 from quicsm.traces.logscan import scan_contract
 from quicsm.traces.qlog import read_ndjson, read_qlog, read_sqlog
 from quicsm.traces.report import ParseReport
@@ -35,15 +33,10 @@ __all__ = [
     "iter_traces",
     "iter_trace_batches",
     "parse_inputs",
-    "sidecar_meta",
+    "merge_meta",
     "parse_label",
-    "expand_input",
-    "expand_inputs",
     "READER_ERRORS",
 ]
-
-SIDECAR = "meta.json"
-_SIDECAR_MAX = 1 << 20
 
 READER_ERRORS: tuple[type[BaseException], ...] = (
     ValueError,
@@ -75,38 +68,6 @@ def parse_label(text: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
-def sidecar_meta(path: str) -> TraceMeta:
-    """The ``meta.json`` beside an input, if any (testbed runs write one)."""
-    if path == STDIN:
-        return TraceMeta()
-    side = os.path.join(os.path.dirname(os.path.abspath(path)), SIDECAR)
-    if not os.path.isfile(side):
-        return TraceMeta()
-    try:
-        with open(side, "rb") as fh:
-            raw = fh.read(_SIDECAR_MAX + 1)
-        if len(raw) > _SIDECAR_MAX:
-            raise ValueError(f"larger than {_SIDECAR_MAX} bytes")
-        d = json.loads(raw.decode("utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, huge ints
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
-        raise InputError(f"{side}: unreadable sidecar metadata ({reason[:200]})") from None
-    if not isinstance(d, dict):
-        raise InputError(f"{side}: sidecar metadata must be a JSON object")
-    for key in ("implementation", "version", "cc"):
-        if d.get(key) is not None and not isinstance(d[key], str):
-            raise InputError(f"{side}: sidecar metadata {key!r} must be a string")
-    labels = d.get("labels") or {}
-    if not isinstance(labels, dict) or not all(isinstance(v, (str, int, float, bool)) for v in labels.values()):
-        raise InputError(f"{side}: sidecar metadata 'labels' must map names to strings")
-    return TraceMeta(
-        implementation=d.get("implementation"),
-        version=d.get("version"),
-        labels={str(k): str(v) for k, v in labels.items()},
-        cc=d.get("cc"),
-    )
-
-
 def merge_meta(
     base: TraceMeta, *, labels: dict[str, str], implementation: str | None, version: str | None, cc: str | None
 ) -> TraceMeta:
@@ -116,77 +77,6 @@ def merge_meta(
         labels={**base.labels, **labels},
         cc=cc or base.cc,
     )
-
-
-INPUT_SUFFIXES = (
-    ".log",
-    ".log.gz",
-    ".txt",
-    ".txt.gz",
-    ".qlog",
-    ".qlog.gz",
-    ".sqlog",
-    ".sqlog.gz",
-    ".jsonl",
-    ".jsonl.gz",
-    ".parquet",
-)
-"""What a directory contributes (a glob takes every file it matches but hidden ones and ``meta.json``)."""
-
-
-def _is_input_file(path: str) -> bool:
-    name = os.path.basename(path)
-    return not name.startswith(".") and name != SIDECAR and os.path.isfile(path)
-
-
-def expand_input(arg: str) -> list[str]:
-    """One argument of any verb: ``-``, a file, a quoted glob, or a directory (its inputs, recursively); sorted."""
-    if arg == STDIN:
-        return [STDIN]
-    if os.path.isdir(arg):
-        found = sorted(
-            os.path.join(root, f)
-            for root, _, files in os.walk(arg)
-            for f in files
-            if f.lower().endswith(INPUT_SUFFIXES) and _is_input_file(os.path.join(root, f))
-        )
-        if not found:
-            raise InputError(f"{arg}: directory holds no log, qlog or trace files ({', '.join(INPUT_SUFFIXES)})")
-        return found
-    if not os.path.exists(arg) and glob.has_magic(arg):
-        matched = sorted(glob.glob(arg, recursive=True))
-        found = [q for p in matched for q in (expand_input(p) if os.path.isdir(p) else [p]) if _is_input_file(q)]
-        if not found:
-            raise InputError(f"{arg}: no file matches")
-        return found
-    if not os.path.exists(arg):
-        raise InputError(f"{arg}: no such file")
-    return [arg]
-
-
-def expand_inputs(args: Sequence[str]) -> list[str]:
-    """Every argument through :func:`expand_input`, in order; stdin at most once (it can be read only once)."""
-    if isinstance(args, str | bytes) or not all(isinstance(a, str | os.PathLike) for a in args):
-        raise InputError(f"inputs must be a list of paths, not {str(args)[:80]!r}")
-    out = [p for a in args for p in expand_input(os.fspath(a))]
-    if out.count(STDIN) > 1:
-        raise InputError("- (stdin) is given more than once; it can be read only once")
-    return out
-
-
-def _scopes(paths: Sequence[str]) -> dict[str, str]:
-    """Short, unique trace-id prefixes: the file name, or more of the path where names collide."""
-    names: dict[str, str] = {}
-    for p in paths:
-        parts = os.path.normpath(p).split(os.sep)
-        depth = 1
-        while (
-            depth < len(parts)
-            and sum(1 for q in paths if os.path.normpath(q).split(os.sep)[-depth:] == parts[-depth:]) > 1
-        ):
-            depth += 1
-        names[p] = "/".join(parts[-depth:])
-    return names
 
 
 def iter_traces(
@@ -235,19 +125,35 @@ def _iter_inputs(
     if not paths:
         raise InputError("no input files given")
     paths = expand_inputs(paths)
-    scopes = _scopes(list(paths))
+    scopes = trace_scopes(paths)
+    sidecars = Sidecars()
     labels = labels or {}
+    logs = None
+    if columns and columnar_ok():
+        from quicsm.traces.columnar import ColumnReader
+
+        logs = ColumnReader(report, on_bytes)
+    merged: dict[int, TraceMeta] = {}  # per sidecar (one per folder)
     for path in paths:
-        meta = merge_meta(sidecar_meta(path), labels=labels, implementation=implementation, version=version, cc=cc)
+        side = sidecars(path)
+        meta = merged.get(id(side))
+        if meta is None:
+            meta = merged[id(side)] = merge_meta(
+                side, labels=labels, implementation=implementation, version=version, cc=cc
+            )
         report.files += 1
-        kind = input_kind(path)
         try:
-            if columns and kind == "log" and columnar_ok(report):
-                yield from read_log_columnar(path, scopes[path], meta, report, on_bytes)
-            elif columns and stores and kind == "traces-parquet" and columnar_ok(report):
-                yield from read_store_columnar(path, meta, report, metrics=metrics)
-            else:
-                yield from read_input(path, kind, scopes[path], meta, report, on_bytes)
+            kind, stream = open_input(path)
+            with stream:
+                if logs is not None and kind == "log":  # files one after the other into shared batches
+                    yield from logs.read(stream, path, scopes[path], meta)
+                    continue
+                if logs is not None:  # what the logs before this input left, in input order
+                    yield from logs.flush()
+                if logs is not None and stores and kind == "traces-parquet":
+                    yield from read_store_columnar(path, meta, report, metrics=metrics)
+                else:
+                    yield from read_input(path, kind, scopes[path], meta, report, on_bytes, opener=_given(stream))
         except QuicsmError:
             raise
         except (EOFError, gzip.BadGzipFile, zlib.error) as exc:  # a reader that does not count them itself
@@ -256,6 +162,8 @@ def _iter_inputs(
             err = InputError(f"{path}: cannot read ({type(exc).__name__}: {str(exc)[:200]})")
             err.unexpected = True
             raise err from exc
+    if logs is not None:
+        yield from logs.flush()
 
 
 def read_input(
@@ -291,13 +199,17 @@ def read_input(
             yield from builder.finish()
 
 
-def columnar_ok(report: ParseReport) -> bool:
-    """Whether a text log can be read as columns (:func:`read_log_columnar`): the C scanner is built, and
-    not ``--strict``, where the object path reads it so the first error is the first problem in the file.
-    Verbs that want trace objects use the object path: it is as fast for them and needs no NumPy."""
+def _given(stream: BinaryIO) -> Callable[[str], BinaryIO]:
+    """An opener that hands out a stream already open."""
+    return lambda _: stream
+
+
+def columnar_ok() -> bool:
+    """Whether text logs can be read as columns (:class:`~quicsm.traces.columnar.ColumnReader`): the C
+    scanner is built. Verbs that want trace objects use the object path: it needs no NumPy."""
     from quicsm.traces.columnar import available
 
-    return available() and not report.strict
+    return available()
 
 
 @contextmanager
@@ -320,7 +232,7 @@ def read_log_columnar(
     """One text log's traces as column batches (:mod:`quicsm.traces.columnar`); needs :func:`columnar_ok`."""
     from quicsm.traces.columnar import iter_trace_columns
 
-    with _opened(path, opener, report) as fh:
+    with opener(path) as fh:
         yield from iter_trace_columns(fh, path, scope, meta, report, on_bytes)
 
 
@@ -332,8 +244,7 @@ def read_store_columnar(
     from quicsm.traces.parquet import read_parquet_columns
 
     for tc in read_parquet_columns(path, metrics=metrics):
-        assert tc.stored is not None
-        tc.stored.templates = [relabel(t, meta) for t in tc.stored.templates]
+        tc.shared.templates = [relabel(t, meta) for t in tc.shared.templates]
         if meta.cc:
             tc.ccs = [meta.cc] * len(tc)
         report.traces += len(tc)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import gzip
 import re
 import zlib
-from pathlib import Path
 
 __all__ = ["sniff_bytes", "sniff_file", "kind_by_name", "HEAD_BYTES"]
 
@@ -27,7 +26,7 @@ _TRACE_KEYS = re.compile(rb'^\{\s*"id"\s*:.*"events"\s*:', re.DOTALL)
 
 def kind_by_name(path: str) -> str:
     """The kind a file's name suggests (used for stdin and when the content says nothing)."""
-    name = Path(path).name.lower()
+    name = path.rsplit("/", 1)[-1].lower()
     if name.endswith(".gz"):
         name = name[:-3]
     if name.endswith(".parquet"):

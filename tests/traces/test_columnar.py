@@ -365,3 +365,62 @@ def test_arrow_arrays_equal_what_pyarrow_builds_from_python_values() -> None:
     assert arrow_arrays.strings(texts).equals(pa.array(texts, pa.string()))
     d = arrow_arrays.dictionary(np.array([4, 0, 2, 2]), pa.int32(), texts, np.array([False, False, True, False]))
     assert d.to_pylist() == ['q"\\', "", None, "caf\u00e9"] and d.type == pa.dictionary(pa.int32(), pa.string())
+
+
+def _many_files() -> list[tuple[str, bytes]]:
+    """Small logs (keys reused across files, restarts, closes, problems) and a bundled one, in order."""
+    small = [
+        format_line(conn="a", t_us=1, cc="cubic", frm="Init", to="SlowStart"),
+        format_line(conn="a", t_us=9, cc="cubic", frm="SlowStart", to="Recovery"),
+    ]
+    files = [(f"h{i % 3}/f{i}.log", ("\n".join(small[: 1 + i % 2]) + "\n").encode()) for i in range(7)]
+    files.insert(3, ("h1/crafted.log", crafted()))
+    files.insert(5, ("h2/real.log", open_binary(LOGS[0]).read()))
+    files.append(("h0/empty.log", b"no contract here\n"))
+    return files
+
+
+def _object_files(files: list[tuple[str, bytes]]) -> tuple[list, dict]:
+    report = ParseReport(keep=1 << 20)
+    out = []
+    for path, data in files:
+        builder = TraceBuilder(path, path[:2], META, report)
+        for line, rec in scan_contract(io.BytesIO(data), path, report):
+            out += builder.feed(line, rec)
+        out += builder.finish()
+    return out, report.to_json()
+
+
+@pytest.mark.parametrize("batch_rows", [1, 2, 3, 11, columnar.BATCH_ROWS])
+def test_many_files_through_one_reader_give_each_files_object_path_traces(batch_rows: int) -> None:
+    """Files share batches (and a file spans batches): ids, events, order and report stay per file."""
+    files = _many_files()
+    expected = _object_files(files)
+    report = ParseReport(keep=1 << 20)
+    reader = columnar.ColumnReader(report, batch_rows=batch_rows)
+    got = []
+    for path, data in files:
+        got += [t for b in reader.read(io.BytesIO(data), path, path[:2], META) for t in b.traces()]
+    got += [t for b in reader.flush() for t in b.traces()]
+    assert len(expected[0]) > 10 and len({t.sources for t in expected[0]}) == 9
+    assert (got, report.to_json()) == expected
+
+
+def test_a_run_over_many_files_opens_each_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import builtins
+
+    from quicsm.traces import parse_inputs
+
+    for i in range(30):
+        (tmp_path / f"s{i}.log").write_bytes(crafted() if i % 7 == 0 else b"x\n" + crafted()[-200:])
+    opened: list[str] = []
+    real_open = builtins.open
+
+    def counting(file, *a, **k):  # type: ignore[no-untyped-def]
+        if str(file).endswith(".log"):
+            opened.append(str(file))
+        return real_open(file, *a, **k)
+
+    monkeypatch.setattr(builtins, "open", counting)
+    result = parse_inputs([str(tmp_path)], require_transitions=False)
+    assert result.report.files == 30 and sorted(opened) == sorted(str(p) for p in tmp_path.glob("*.log"))

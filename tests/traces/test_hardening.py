@@ -17,7 +17,7 @@ from quicsm.files import GzipReader
 from quicsm.traces import iter_traces, logscan, parse_inputs, write_traces
 from quicsm.traces.contract import ContractError, format_line, parse_payload
 from quicsm.traces.events import SSTHRESH_INF
-from quicsm.traces.parse import expand_inputs, sidecar_meta
+from quicsm.traces.inputs import expand_inputs, sidecar_meta
 from quicsm.traces.report import ParseReport
 
 CANON = "v=1 conn=a t_us=5 cc=cubic from=SlowStart to=CongestionAvoidance cwnd=5"

@@ -1,0 +1,48 @@
+"""Inputs: trace-id scopes are linear in the number of files and equal the pairwise rule they replace."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+
+from quicsm.traces.inputs import trace_scopes
+
+
+def pairwise_scopes(paths: list[str]) -> dict[str, str]:
+    """The rule as first written (quadratic): a path's shortest suffix no other path shares."""
+    names = {}
+    for p in paths:
+        parts = os.path.normpath(p).split(os.sep)
+        depth = 1
+        while (
+            depth < len(parts)
+            and sum(1 for q in paths if os.path.normpath(q).split(os.sep)[-depth:] == parts[-depth:]) > 1
+        ):
+            depth += 1
+        names[p] = "/".join(parts[-depth:])
+    return names
+
+
+def test_scopes_equal_the_pairwise_rule_on_colliding_paths() -> None:
+    rng = random.Random(3)
+    for _ in range(200):
+        paths = [
+            "/".join(rng.choice(["a", "b", "runs", "..", "."]) for _ in range(rng.randint(0, 3)))
+            + "/"
+            + rng.choice(["server.log", "x.log", "q.sqlog"])
+            for _ in range(rng.randint(1, 12))
+        ]
+        paths += rng.sample(paths, min(len(paths), rng.randint(0, 2)))  # a path given twice
+        assert trace_scopes(paths) == pairwise_scopes(paths), paths
+
+
+def test_scopes_of_many_files_take_linear_time() -> None:
+    paths = [f"in/host{i % 50:02d}/run{i % 7}/server.log" for i in range(350)]
+    paths += [f"in/host{i % 50:02d}/conn-{i}.sqlog" for i in range(100_000)]
+    started = time.perf_counter()
+    scopes = trace_scopes(paths)
+    assert time.perf_counter() - started < 5  # the pairwise rule: 10^10 comparisons
+    assert scopes["in/host07/conn-7.sqlog"] == "conn-7.sqlog"
+    assert scopes["in/host07/run0/server.log"] == "host07/run0/server.log"
+    assert len(set(scopes.values())) == len(scopes)
