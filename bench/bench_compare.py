@@ -15,9 +15,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "compare"))
 
-from compare_fixtures import make_set
+from compare_fixtures import make_traces
 
-from quicsm.compare import CompareOptions, compare
+from quicsm.compare import CompareOptions, TraceSet, compare
 from quicsm.compare.calibration import calibrate
 from quicsm.compare.html import to_html
 from quicsm.compare.report import to_json_text
@@ -35,10 +35,10 @@ def main() -> None:
     ap.add_argument("--resamples", type=int, default=2000)
     ap.add_argument("--splits", type=int, default=200)
     args = ap.parse_args()
-    a = make_set("a", args.connections, 0.1, seed=1)
-    b = make_set("b", args.connections, 0.5, seed=2)
-    events = sum(len(t.events) for t in a.traces + b.traces)
-    _, base = timed(lambda: [t.visits() for t in a.traces + b.traces])
+    ta, tb = make_traces("a", args.connections, 0.1, seed=1), make_traces("b", args.connections, 0.5, seed=2)
+    a, b = TraceSet.from_traces("a", ta), TraceSet.from_traces("b", tb)
+    events = sum(len(t.events) for t in ta + tb)
+    _, base = timed(lambda: [t.visits() for t in ta + tb])
     stages = {}
     _, stages["compare, no models, no bootstrap"] = timed(
         lambda: compare([a, b], CompareOptions(resamples=0, models=False))
@@ -52,7 +52,7 @@ def main() -> None:
     _, stages["JSON"] = timed(lambda: to_json_text(c))
     _, stages["HTML (Graphviz, 3 timelines/set)"] = timed(lambda: to_html(c))
     _, stages[f"calibration, {args.splits} splits"] = timed(
-        lambda: calibrate(a.traces, splits=args.splits, options=CompareOptions(models=False), edge_tests=("cluster",))
+        lambda: calibrate(a.rows, splits=args.splits, options=CompareOptions(models=False), edge_tests=("cluster",))
     )
     print(f"{2 * args.connections} connections, {events} events")
     print(f"{'baseline: visits of every trace':<40} {base:8.3f} s  1.0x")

@@ -3,36 +3,21 @@
 from __future__ import annotations
 
 import os
-from functools import partial
 from typing import Any
 
 import click
 
-from quicsm.cli.dask_options import dask_loader, dask_option
-from quicsm.compare import CompareOptions
+from quicsm.cli.dask_options import close_dask, dask_option
+from quicsm.compare import CompareOptions, build_sets
 from quicsm.compare import compare as run_compare
-from quicsm.compare.sets import (
-    Pool,
-    TraceSet,
-    expand_inputs,
-    load_pool,
-    parse_selector,
-    sets_by_label,
-    sets_from_inputs,
-    sets_from_selectors,
-    trace_matches,
-)
+from quicsm.compare.sets import TraceSet, parse_selector
 from quicsm.compare.stats import CORRECTIONS, EDGE_TESTS, SAMPLE_TESTS
 from quicsm.errors import InputError
-from quicsm.traces import parse_inputs
-from quicsm.traces.events import StateView, Trace
+from quicsm.traces.events import StateView
 from quicsm.traces.report import ParseReport
 from quicsm.traces.store import atomic_output
 
 __all__ = ["compare"]
-
-ROWS = True
-"""Read the sets as connection rows (columns where possible); tests turn it off for the object path."""
 
 
 def _selector(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[dict[str, str]]:
@@ -42,71 +27,17 @@ def _selector(ctx: click.Context, param: click.Parameter, values: tuple[str, ...
         raise click.BadParameter(str(exc)) from None
 
 
-def _build_sets(
-    inputs: tuple[str, ...],
-    names: tuple[str, ...],
-    where: list[dict[str, str]],
-    vs: list[dict[str, str]],
-    by: str | None,
-    order: str | None,
-    dask: str | None = None,
-    view: StateView | None = None,
-    metrics: bool = False,
-    strict: bool = False,
-) -> list[TraceSet]:
-    """The sets to compare. With ``view``, every input is read once as connection rows for that view
-    (:func:`load_pool`: columns for text logs and Parquet stores); without, as trace objects."""
-    load: Any
-    if view is not None:
-        load = partial(load_pool, view=view, metrics=metrics, dask=dask, strict=strict)
-    else:
-        load = dask_loader(dask) if dask else None  # fleet path: one Dask task per file
-    combined_where = {k: v for sel in where for k, v in sel.items()}
-    if vs and by:
-        raise click.UsageError("use either --vs (sets by selectors) or --by (one set per label value), not both")
-    if vs or by:
-        paths = [p for pat in inputs for p in expand_inputs(pat)]
-        pool = load(paths) if load else parse_inputs(paths).traces
-        if by:
-            if combined_where:
-                pool = _where(pool, combined_where)
-            return sets_by_label(pool, by, order=order.split(",") if order else None)
-        if not combined_where:
-            raise click.UsageError(
-                "--vs needs --where for the first set (e.g. --where client=desktop --vs client=mobile)"
-            )
-        return sets_from_selectors(pool, [combined_where, *vs], names=list(names) or None)
-    if len(inputs) < 2:
-        raise click.UsageError(
-            "give two or more sets (files, quoted globs or directories), or one dataset with --where/--vs or --by"
-        )
-    if len(inputs) > 2 and not names and all(os.path.isdir(p) for p in inputs):
-        # Most likely an unquoted glob the shell expanded: say what was made of it.
-        click.echo(
-            f"note: {len(inputs)} sets, one per directory ({', '.join(inputs[:3])}, ...); to compare groups of runs, "
-            "quote the globs (compare 'runs/a-*' 'runs/b-*') or give --name for each set",
-            err=True,
-        )
-    return sets_from_inputs(inputs, names=list(names) or None, where=combined_where or None, load=load)
-
-
 def _echo_skipped(sets: list[TraceSet]) -> None:
     """Problem records and files skipped while reading each input, as the other verbs report them."""
     by_report: dict[int, tuple[ParseReport, list[str]]] = {}
     for s in sets:
-        report = s.pool.report if s.pool is not None else None
+        report = s.report
         if report is not None and (report.total_issues or report.skipped_files):
             by_report.setdefault(id(report), (report, []))[1].append(s.name)
     for report, names in by_report.values():  # sets split from one dataset (--vs, --by) share a report
         click.echo(f"warning: reading the input(s) of set(s) {', '.join(names)}:", err=True)
         for line in report.summary().splitlines()[1:]:  # the problems, not the "read N files" line
             click.echo(f"  {line}", err=True)
-
-
-def _where(pool: Pool | list[Trace], sel: dict[str, str]) -> Pool | list[Trace]:
-    if isinstance(pool, Pool):
-        return pool.subset(r for r in pool.rows if trace_matches(r.trace, sel))
-    return [t for t in pool if trace_matches(t, sel)]
 
 
 def _write(path: str, data: str | bytes) -> None:
@@ -286,24 +217,29 @@ def compare(
 
             output_format(path)  # a bad suffix fails now, before anything is computed or written
     view = StateView(phases=phases, recovery=recovery_states)
-    sets = _build_sets(
+    if len(inputs) > 2 and not names and not (vs or by) and all(os.path.isdir(p) for p in inputs):
+        # Most likely an unquoted glob the shell expanded: say what was made of it.
+        click.echo(
+            f"note: {len(inputs)} sets, one per directory ({', '.join(inputs[:3])}, ...); to compare groups of runs, "
+            "quote the globs (compare 'runs/a-*' 'runs/b-*') or give --name for each set",
+            err=True,
+        )
+    sets = build_sets(
         inputs,
-        names,
-        where,
-        vs,
-        by,
-        order,
-        dask,
-        view if ROWS else None,
+        names=names,
+        where=where,
+        vs=vs,
+        by=by,
+        order=order.split(",") if order else None,
+        view=view,
         metrics=bool(html_path and timelines),
+        dask=dask,
         strict=strict,
     )
     if not quiet:
         _echo_skipped(sets)
     if dask:
-        from quicsm.fleet.cluster import close_clients
-
-        close_clients()
+        close_dask()  # the LocalCluster's workers are not needed for the analysis
     options = CompareOptions(view=view, **kw)
     result = run_compare(sets, options)
     if not quiet and (fmt != "text" or output != "-"):

@@ -5,10 +5,22 @@
 """
 
 from quicsm.compare.comparison import CompareOptions, Comparison, EdgeRow, PairComparison, SetInfo, StateRow, compare
-from quicsm.compare.sets import TraceSet, parse_selector, sets_by_label, sets_from_inputs, sets_from_selectors
+from quicsm.compare.sets import (
+    TraceSet,
+    build_sets,
+    load_rows,
+    parse_selector,
+    sets_by_label,
+    sets_from_inputs,
+    sets_from_selectors,
+)
+from quicsm.compare.stays import Connection
 
 __all__ = [
     "CompareOptions",
+    "Connection",
+    "build_sets",
+    "load_rows",
     "Comparison",
     "EdgeRow",
     "PairComparison",

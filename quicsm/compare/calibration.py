@@ -21,9 +21,9 @@ import numpy as np
 
 from quicsm.compare.comparison import CompareOptions, test_pairs
 from quicsm.compare.occupancy import occupancy_table
+from quicsm.compare.stays import Connection
 from quicsm.compare.transitions import edge_table
 from quicsm.errors import InputError
-from quicsm.traces.events import Trace
 
 __all__ = ["Calibration", "Rates", "calibrate", "main"]
 
@@ -71,21 +71,21 @@ def _rates(flags_raw: list[int], flags_corr: list[int], tests: list[int], splits
 
 
 def calibrate(
-    traces: Sequence[Trace],
+    rows: Sequence[Connection],
     *,
     splits: int = 500,
     options: CompareOptions = CompareOptions(),
     edge_tests: Sequence[str] = ("cluster", "z"),
     seed: int = 0,
 ) -> Calibration:
-    """Random half/half splits of one scenario's connections; count what ``compare`` would flag."""
+    """Random half/half splits of one scenario's connections (their rows for ``options.view``); count
+    what ``compare`` would flag."""
     options.check()
-    if len(traces) < 4:
-        raise InputError(f"calibration needs at least 4 connections of one scenario, got {len(traces)}")
-    occ = occupancy_table(traces, options.view)
+    if len(rows) < 4:
+        raise InputError(f"calibration needs at least 4 connections of one scenario, got {len(rows)}")
+    occ = occupancy_table(rows)
     kept = set(occ.trace_ids)
-    pool = [t for t in traces if t.id in kept]
-    edges = edge_table(pool, options.view)
+    edges = edge_table([r for r in rows if r.id in kept])
     n = occ.n
     rng = np.random.default_rng(seed)
     names = ("half1", "half2")
@@ -125,8 +125,7 @@ def calibrate(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from quicsm.compare.sets import expand_inputs, parse_selector, trace_matches
-    from quicsm.traces import parse_inputs
+    from quicsm.compare.sets import expand_set, load_rows, parse_selector, trace_matches
     from quicsm.traces.events import StateView
 
     ap = argparse.ArgumentParser(prog="python -m quicsm.compare.calibration", description=__doc__.split("\n\n")[0])
@@ -140,19 +139,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-phases", action="store_true")
     args = ap.parse_args(argv)
-    paths = [p for pat in args.inputs for p in expand_inputs(pat)]
-    traces = parse_inputs(paths).traces
+    view = StateView(phases=not args.no_phases)
+    rows = load_rows([p for pat in args.inputs for p in expand_set(pat)], view).rows
     if args.where:
         sel = parse_selector(args.where)
-        traces = [t for t in traces if trace_matches(t, sel)]
+        rows = tuple(r for r in rows if trace_matches(r.trace, sel))
     opts = CompareOptions(
-        view=StateView(phases=not args.no_phases),
+        view=view,
         test=args.test,
         alpha=args.alpha,
         correction=args.correction,
         models=False,
     )
-    cal = calibrate(traces, splits=args.splits, options=opts, edge_tests=args.edge_tests.split(","), seed=args.seed)
+    cal = calibrate(rows, splits=args.splits, options=opts, edge_tests=args.edge_tests.split(","), seed=args.seed)
     json.dump(cal.to_json(), sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0

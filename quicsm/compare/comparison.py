@@ -188,19 +188,21 @@ def pairs_for(n: int, all_pairs: bool) -> list[tuple[int, int]]:
 
 
 def _set_info(ts: TraceSet, occ: OccupancyTable) -> SetInfo:
+    metas = ts.traces
+
     def distinct(attr: str) -> tuple[str, ...]:
-        return tuple(sorted({str(getattr(t, attr)) for t in ts.traces if getattr(t, attr)}))
+        return tuple(sorted({str(getattr(t, attr)) for t in metas if getattr(t, attr)}))
 
     return SetInfo(
         ts.name,
         ts.origin,
-        len(ts.traces),
+        len(metas),
         occ.n,
         len(occ.dropped),
         distinct("cc"),
         distinct("implementation"),
         distinct("version"),
-        len({s for t in ts.traces for s in t.sources}),
+        len({s for t in metas for s in t.sources}),
     )
 
 
@@ -330,12 +332,14 @@ def compare(sets: Sequence[TraceSet], options: CompareOptions = CompareOptions()
     names = [s.name for s in sets]
     if len(set(names)) != len(names):
         raise InputError(f"set names must differ: {', '.join(names)}")
-    for s in sets:
-        if not s.traces:
-            raise InputError(f"set {s.name} ({s.origin or 'no origin'}) holds no connection; nothing to compare")
     view = options.view
-    rows = {s.name: s.connections(view) for s in sets}
-    occ = {s.name: occupancy_table(rows[s.name], view) for s in sets}
+    for s in sets:
+        if not s.rows:
+            raise InputError(f"set {s.name} ({s.origin or 'no origin'}) holds no connection; nothing to compare")
+        if s.view != view:
+            raise InputError(f"set {s.name} was read for another state view ({s.view}) than the comparison's ({view})")
+    rows = {s.name: s.rows for s in sets}
+    occ = {s.name: occupancy_table(rows[s.name]) for s in sets}
     infos = [_set_info(s, occ[s.name]) for s in sets]
     warnings = _set_warnings(infos)
     states = tuple(sorted({st for o in occ.values() for st in o.states}))
@@ -353,7 +357,7 @@ def compare(sets: Sequence[TraceSet], options: CompareOptions = CompareOptions()
         missing = [n for n in names if occ[n].visited(st) == 0]
         if missing and len(missing) < len(names):
             warnings.append(f"state {st} never visited in set(s) {', '.join(missing)} (share 0 there)")
-    edges = {s.name: edge_table(rows[s.name], view) for s in sets}
+    edges = {s.name: edge_table(rows[s.name]) for s in sets}
     pairs, untested = test_pairs(occ, edges, states, pairs_for(len(sets), options.all_pairs), names, options)
     if untested:
         warnings.append(f"{untested} state test(s) could not be run; see the notes column")
@@ -375,8 +379,7 @@ def compare(sets: Sequence[TraceSet], options: CompareOptions = CompareOptions()
                 models[p.a].model,
                 models[p.b].model,
                 names=(p.a, p.b),
-                traces=(rows[p.a], rows[p.b]),
-                view=view,
+                rows=(rows[p.a], rows[p.b]),
                 limit=options.witnesses,
             )
             pairs[k] = PairComparison(p.a, p.b, p.states, p.edges, md)

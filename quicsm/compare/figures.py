@@ -55,7 +55,7 @@ def diff_overlay(pair: PairComparison) -> Overlay:
 def _union_model(c: Comparison, pair: PairComparison) -> AnnotatedModel:
     ts = {s.name: s for s in c.trace_sets}
     view = c.options.view
-    return learn_connections([*ts[pair.a].connections(view), *ts[pair.b].connections(view)], "dfg", view)
+    return learn_connections([*ts[pair.a].rows, *ts[pair.b].rows], "dfg", view)
 
 
 def diff_dot(c: Comparison, pair: PairComparison, options: DotOptions | None = None) -> str:

@@ -74,7 +74,7 @@ def _spread(keys: Sequence[tuple[int, str]], usable: Sequence[bool], count: int)
 
 def timeline_traces(ts: TraceSet, view: StateView, count: int) -> list[Trace]:
     """:func:`pick_timelines` of a set, from its connection rows; only the picked ones' events are read."""
-    rows = ts.connections(view)
+    rows = ts.rows
     picked = _spread([(r.duration_us, r.id) for r in rows], [r.has_cwnd for r in rows], count)
     return ts.with_events([rows[i] for i in picked])
 

@@ -14,9 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from quicsm.compare.stays import Connection, connections
+from quicsm.compare.stays import Connection
 from quicsm.inference.model import INITIAL, Model
-from quicsm.traces.events import StateView, Trace
 
 __all__ = ["ModelDiff", "Witness", "behavioural_diff", "diff_models", "label_edges", "structural_diff"]
 
@@ -131,10 +130,10 @@ def behavioural_diff(a: Model, b: Model, *, limit: int = 3, max_states: int = 20
     return found, False
 
 
-def _rejected(model: Model, traces: Sequence[Trace | Connection], view: StateView) -> dict[str, Any]:
+def _rejected(model: Model, rows: Sequence[Connection]) -> dict[str, Any]:
     verdict: dict[tuple[str, ...], bool] = {}  # connections repeat their sequences: decide each once
     bad = []
-    for t in connections(traces, view):
+    for t in rows:
         key = tuple(t.states)
         ok = verdict.get(key)
         if ok is None:
@@ -143,7 +142,7 @@ def _rejected(model: Model, traces: Sequence[Trace | Connection], view: StateVie
             bad.append(t)
     return {
         "count": len(bad),
-        "of": len(traces),
+        "of": len(rows),
         "example": bad[0].id if bad else None,
         "example_states": list(bad[0].states[:40]) if bad else None,
     }
@@ -154,13 +153,11 @@ def diff_models(
     b: Model,
     *,
     names: tuple[str, str] = ("A", "B"),
-    traces: tuple[Sequence[Trace | Connection], Sequence[Trace | Connection]] | None = None,
-    view: StateView = StateView(),
+    rows: tuple[Sequence[Connection], Sequence[Connection]] | None = None,
     limit: int = 3,
 ) -> ModelDiff:
-    """Structural and behavioural difference of two models (learned with the same engine); ``traces``
-    (objects, or their :class:`~quicsm.compare.stays.Connection` rows for ``view``) add which
-    connections of one set the other model rejects."""
+    """Structural and behavioural difference of two models (learned with the same engine); ``rows``
+    (the sets' connections) add which connections of one set the other model rejects."""
     s_a, s_b, e_a, e_b = structural_diff(a, b)
     ab, cut_ab = behavioural_diff(a, b, limit=limit)
     ba, cut_ba = behavioural_diff(b, a, limit=limit)
@@ -170,8 +167,8 @@ def diff_models(
     if a.engine != b.engine:
         notes.append(f"models come from different engines ({a.engine} vs {b.engine})")
     rejected: dict[str, dict[str, Any]] = {}
-    if traces is not None:
-        rejected = {"a_by_b": _rejected(b, traces[0], view), "b_by_a": _rejected(a, traces[1], view)}
+    if rows is not None:
+        rejected = {"a_by_b": _rejected(b, rows[0]), "b_by_a": _rejected(a, rows[1])}
     return ModelDiff(
         names[0],
         names[1],

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from quicsm.compare.stats import SAMPLE_TESTS, TestResult, bootstrap_mean_ci
-from quicsm.compare.stays import Connection, connections
+from quicsm.compare.stays import Connection
 from quicsm.traces.events import StateView, Trace
 
 __all__ = [
@@ -39,6 +39,8 @@ class OccupancyTable:
     shares: np.ndarray
     time_us: np.ndarray
     """Microseconds per connection and state (for the pooled share)."""
+    visits: np.ndarray
+    """Times each connection entered each state (recovery episodes, ...), int64."""
     trace_ids: tuple[str, ...]
     dropped: tuple[str, ...]
     """Connections left out because no time passed in any state (a single event)."""
@@ -58,7 +60,12 @@ class OccupancyTable:
 
     def subset(self, rows: np.ndarray) -> OccupancyTable:
         return OccupancyTable(
-            self.states, self.shares[rows], self.time_us[rows], tuple(self.trace_ids[i] for i in rows), ()
+            self.states,
+            self.shares[rows],
+            self.time_us[rows],
+            self.visits[rows],
+            tuple(self.trace_ids[i] for i in rows),
+            (),
         )
 
 
@@ -79,31 +86,38 @@ def state_entries(trace: Trace, state: str, view: StateView = StateView()) -> in
     return sum(1 for v in trace.visits(view) if v.state == state)
 
 
-def occupancy_table(traces: Sequence[Trace | Connection], view: StateView = StateView()) -> OccupancyTable:
-    """One row per connection (traces, or their :class:`~quicsm.compare.stays.Connection` rows for ``view``)."""
+def occupancy_table(rows: Sequence[Connection]) -> OccupancyTable:
+    """One row per connection, from the connections' :class:`~quicsm.compare.stays.Connection` rows."""
     per: list[dict[str, int]] = []
+    entered: list[dict[str, int]] = []
     ids: list[str] = []
     dropped: list[str] = []
     names: set[str] = set()
-    for t in connections(traces, view):
+    for t in rows:
         acc: dict[str, int] = {}
+        count: dict[str, int] = {}
         for state, us in zip(t.states, t.durations_us):
             acc[state] = acc.get(state, 0) + us
+            count[state] = count.get(state, 0) + 1
         if sum(acc.values()) <= 0:
             dropped.append(t.id)
             continue
         per.append(acc)
+        entered.append(count)
         ids.append(t.id)
         names.update(k for k, us in acc.items() if us > 0)
     states = tuple(sorted(names))
+    index = {s: j for j, s in enumerate(states)}
     time_us = np.zeros((len(per), len(states)))
-    for i, acc in enumerate(per):
+    visits = np.zeros((len(per), len(states)), np.int64)
+    for i, (acc, count) in enumerate(zip(per, entered)):
         for s, us in acc.items():
             if us > 0:
-                time_us[i, states.index(s)] = us
+                time_us[i, index[s]] = us
+                visits[i, index[s]] = count[s]
     totals = time_us.sum(1, keepdims=True)
     shares = np.divide(time_us, totals, out=np.zeros_like(time_us), where=totals > 0)
-    return OccupancyTable(states, shares, time_us, tuple(ids), tuple(dropped))
+    return OccupancyTable(states, shares, time_us, visits, tuple(ids), tuple(dropped))
 
 
 @dataclass(frozen=True, slots=True)

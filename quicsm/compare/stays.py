@@ -1,10 +1,10 @@
-"""Connections as ``compare`` uses them: metadata and stays, no events.
+"""Connections as ``compare`` uses them: the one row kind of every table of a comparison.
 
 Every table of a comparison (occupancy, edges, models, the traces a model rejects) reads one row per
-connection: its folded state sequence with the stay in each state, as :meth:`Trace.visits` gives it.
-:func:`connection` computes that row from a :class:`Trace` (the object path, and the one place the
-functions that take traces go through); :func:`column_connections` from the columns of a text log or
-a Parquet store, without a Python object per event.
+connection: its metadata, its folded state sequence with the stay in each state (as
+:meth:`Trace.visits` gives it), its number of events, its length and whether it has cwnd samples.
+Rows come from the columns of text logs and Parquet stores (:func:`column_connections`, no Python
+object per event) or from trace objects (:func:`connection`); :func:`rows_of` takes either.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from quicsm.traces.events import StateView, Trace
 if TYPE_CHECKING:
     from quicsm.traces.columnar import TraceColumns
 
-__all__ = ["Connection", "column_connections", "connection", "connections", "shell"]
+__all__ = ["Connection", "column_connections", "connection", "rows_of", "shell"]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Connection:
-    """One connection: ``trace`` carries its metadata (its events only where it was read as an object),
-    ``states``/``durations_us`` are its ``visits(view)``, ``events`` its number of events."""
+    """One connection: ``trace`` carries its metadata (a trace without events), ``states`` and
+    ``durations_us`` are its ``visits(view)``, ``events`` its number of events."""
 
     trace: Trace
     states: tuple[str, ...]
@@ -46,11 +46,11 @@ def shell(t: Trace) -> Trace:
     return Trace(t.id, t.cc, [], t.key, t.implementation, t.version, t.sources, dict(t.labels))
 
 
-def connection(trace: Trace, view: StateView = StateView(), *, keep_events: bool = True) -> Connection:
+def connection(trace: Trace, view: StateView = StateView()) -> Connection:
     """The row of one trace object."""
     visits = trace.visits(view)
     return Connection(
-        trace if keep_events else shell(trace),
+        shell(trace),
         tuple(v.state for v in visits),
         tuple(v.duration_us for v in visits),
         len(trace.events),
@@ -60,9 +60,16 @@ def connection(trace: Trace, view: StateView = StateView(), *, keep_events: bool
     )
 
 
-def connections(items: Iterable[Trace | Connection], view: StateView = StateView()) -> list[Connection]:
-    """Rows of traces (computed) or rows already (kept): what the public table functions accept."""
-    return [x if isinstance(x, Connection) else connection(x, view) for x in items]
+def rows_of(items: Iterable[Trace | TraceColumns], view: StateView = StateView()) -> list[Connection]:
+    """The rows of non-empty traces, given as objects or as column batches (in order)."""
+    out: list[Connection] = []
+    for item in items:
+        if isinstance(item, Trace):
+            if item.events:
+                out.append(connection(item, view))
+        else:
+            out.extend(column_connections(item, view))
+    return out
 
 
 def column_connections(tc: TraceColumns, view: StateView, shells: Sequence[Trace] | None = None) -> list[Connection]:

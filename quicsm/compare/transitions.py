@@ -14,9 +14,8 @@ from itertools import pairwise
 import numpy as np
 
 from quicsm.compare.stats import TestResult, chi_square_2x2, cluster_proportion_z, two_proportion_z
-from quicsm.compare.stays import Connection, connections
+from quicsm.compare.stays import Connection
 from quicsm.inference import infer_sequences
-from quicsm.traces.events import StateView, Trace
 
 __all__ = ["Edge2", "EdgeTable", "edge_counts", "edge_table", "test_edge"]
 
@@ -55,9 +54,9 @@ class EdgeTable:
         return EdgeTable(self.edges, self.counts[rows], self.sources, self.out[rows])
 
 
-def edge_table(traces: Sequence[Trace | Connection], view: StateView = StateView()) -> EdgeTable:
-    """Per-connection edge counts read off the paths of a ``dfg`` model of ``traces`` (or their rows)."""
-    usable = [t.states for t in connections(traces, view) if t.states]
+def edge_table(rows: Sequence[Connection]) -> EdgeTable:
+    """Per-connection edge counts read off the paths of a ``dfg`` model of the connections' rows."""
+    usable = [t.states for t in rows if t.states]
     if not usable:
         return EdgeTable((), np.zeros((0, 0), dtype=np.int64), (), np.zeros((0, 0), dtype=np.int64))
     res = infer_sequences(usable, "dfg")

@@ -364,7 +364,7 @@ def connections_file(task: FileTask, metrics: bool = False) -> tuple[list[Connec
         columns = _columnar_source(task, report, metrics=metrics)
         if columns is not None:
             return [r for tc in columns for r in column_connections(tc, task.view)], report
-        rows = [connection(t, task.view, keep_events=False) for t in iter_file_traces(task, report) if t.events]
+        rows = [connection(t, task.view) for t in iter_file_traces(task, report) if t.events]
         return rows, report
 
     return _attempt(task.path, work)

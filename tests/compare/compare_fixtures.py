@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 from quicsm.compare.sets import TraceSet
 from quicsm.traces.contract import format_line
@@ -70,7 +71,7 @@ def trace_from_plan(
     return Trace(tid, cc, events, labels=dict(labels or {}), sources=("synthetic",))
 
 
-def make_set(
+def make_traces(
     name: str,
     n: int,
     app_mean: float,
@@ -80,7 +81,7 @@ def make_set(
     cc: str = "cubic",
     labels: dict[str, str] | None = None,
     recovery: bool = True,
-) -> TraceSet:
+) -> tuple[Trace, ...]:
     """``n`` connections whose ApplicationLimited share (after slow start) is ~ N(app_mean, spread)."""
     rng = random.Random(seed)
     traces = []
@@ -88,7 +89,12 @@ def make_set(
         share = min(0.95, max(0.0, rng.gauss(app_mean, spread)))
         plan = connection_plan(rng, share, recovery=recovery)
         traces.append(trace_from_plan(f"{name}-{i}", plan, cc=cc, labels=labels, rng=rng))
-    return TraceSet(name, tuple(traces), "synthetic")
+    return tuple(traces)
+
+
+def make_set(name: str, n: int, app_mean: float, **kw: Any) -> TraceSet:
+    """:func:`make_traces` as a set."""
+    return TraceSet.from_traces(name, make_traces(name, n, app_mean, **kw), "synthetic")
 
 
 def write_contract_log(path: Path, traces: list[Trace] | tuple[Trace, ...]) -> Path:

@@ -8,13 +8,14 @@ import random
 
 import numpy as np
 import pytest
-from compare_fixtures import make_set, trace_from_plan
+from compare_fixtures import make_set, make_traces, trace_from_plan
 
 from quicsm.compare import CompareOptions, TraceSet, compare
 from quicsm.compare.calibration import calibrate
 from quicsm.compare.html import to_html
 from quicsm.compare.occupancy import occupancy_table
 from quicsm.compare.report import to_json, to_text
+from quicsm.compare.stays import rows_of
 from quicsm.errors import InputError
 
 FAST = CompareOptions(resamples=200)
@@ -31,7 +32,7 @@ def test_occupancy_shares_are_the_constructed_ones() -> None:
         ("ApplicationLimited", 500_000),
         ("CongestionAvoidance", 100_000),
     ]
-    occ = occupancy_table([trace_from_plan("t", plan)])
+    occ = occupancy_table(rows_of([trace_from_plan("t", plan)]))
     shares = dict(zip(occ.states, occ.shares[0]))
     assert shares == pytest.approx({"SlowStart": 0.1, "CongestionAvoidance": 0.4, "ApplicationLimited": 0.5})
     assert "Init" not in occ.states  # instantaneous: no share, not tested
@@ -77,7 +78,7 @@ def test_identical_distributions_are_not_flagged_beyond_chance() -> None:
 
 def test_random_splits_of_one_scenario_keep_the_false_positive_rate() -> None:
     pool = make_set("same", 30, 0.3, seed=9, spread=0.1)
-    cal = calibrate(pool.traces, splits=120, options=CompareOptions(models=False), edge_tests=("cluster",), seed=1)
+    cal = calibrate(pool.rows, splits=120, options=CompareOptions(models=False), edge_tests=("cluster",), seed=1)
     assert cal.states.tests > 300
     assert cal.states.familywise <= 0.05  # binomial(120, 0.01): P(> 6) < 0.1 %
     assert cal.states.raw <= 0.03
@@ -128,7 +129,8 @@ def test_different_controllers_are_said() -> None:
 def test_zero_length_connection_is_dropped_with_a_warning() -> None:
     a = make_set("a", 5, 0.2, seed=1)
     lone = trace_from_plan("lone", [("SlowStart", 0)])
-    c = compare([TraceSet("a", a.traces + (lone,)), make_set("b", 5, 0.2, seed=2)], FAST)
+    a = TraceSet.from_traces("a", (*make_traces("a", 5, 0.2, seed=1), lone))
+    c = compare([a, make_set("b", 5, 0.2, seed=2)], FAST)
     assert c.sets[0].dropped == 1 and c.sets[0].connections == 5
     assert any("spent no time" in w for w in c.warnings)
 
@@ -167,8 +169,8 @@ def test_edge_probability_difference_known_by_construction() -> None:
             plan.append(("Recovery" if rng.random() < p_rec else "ApplicationLimited", 10_000))
         return trace_from_plan(f"c{i}", plan, rng=rng)
 
-    a = TraceSet("a", tuple(conn(i, 0.1) for i in range(15)))
-    b = TraceSet("b", tuple(conn(100 + i, 0.6) for i in range(15)))
+    a = TraceSet.from_traces("a", [conn(i, 0.1) for i in range(15)])
+    b = TraceSet.from_traces("b", [conn(100 + i, 0.6) for i in range(15)])
     c = compare([a, b], FAST)
     e = next(e for e in c.pairs[0].edges if (e.src, e.dst) == ("CongestionAvoidance", "Recovery"))
     assert e.significant and e.difference == pytest.approx(e.prob_b - e.prob_a) and 0.35 < e.difference < 0.65
@@ -179,7 +181,7 @@ def test_edge_probability_difference_known_by_construction() -> None:
 def test_set_without_any_state_is_said_not_crashed() -> None:
     from quicsm.traces.events import Trace, TraceEvent
 
-    blank = TraceSet("blank", (Trace("b0", "cubic", [TraceEvent(5, "SlowStart", kind="metrics", cwnd=1)]),))
+    blank = TraceSet.from_traces("blank", [Trace("b0", "cubic", [TraceEvent(5, "SlowStart", kind="metrics", cwnd=1)])])
     c = compare([make_set("a", 4, 0.2, seed=1), blank], FAST)
     assert any("blank" in w and "no dfg model" in w for w in c.warnings)
     assert any("spent no time" in w for w in c.warnings)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from compare_fixtures import make_set, write_contract_log
+from compare_fixtures import make_traces, write_contract_log
 
 from quicsm.cli.main import cli
 from quicsm.traces import write_traces
@@ -24,8 +24,8 @@ def runner() -> CliRunner:
 def logs(tmp_path: Path) -> tuple[Path, Path]:
     (tmp_path / "desktop").mkdir()
     (tmp_path / "mobile").mkdir()
-    write_contract_log(tmp_path / "desktop" / "server.log", make_set("d", 10, 0.08, seed=1).traces)
-    write_contract_log(tmp_path / "mobile" / "server.log", make_set("m", 10, 0.55, seed=2).traces)
+    write_contract_log(tmp_path / "desktop" / "server.log", make_traces("d", 10, 0.08, seed=1))
+    write_contract_log(tmp_path / "mobile" / "server.log", make_traces("m", 10, 0.55, seed=2))
     (tmp_path / "mobile" / "meta.json").write_text(json.dumps({"labels": {"client": "mobile"}}))
     return tmp_path / "desktop", tmp_path / "mobile"
 
@@ -33,9 +33,9 @@ def logs(tmp_path: Path) -> tuple[Path, Path]:
 @pytest.fixture
 def dataset(tmp_path: Path) -> Path:
     traces = [
-        *make_set("d", 8, 0.08, seed=1, labels={"client": "desktop"}).traces,
-        *make_set("m", 8, 0.55, seed=2, labels={"client": "mobile"}).traces,
-        *make_set("t", 8, 0.30, seed=3, labels={"client": "tablet"}).traces,
+        *make_traces("d", 8, 0.08, seed=1, labels={"client": "desktop"}),
+        *make_traces("m", 8, 0.55, seed=2, labels={"client": "mobile"}),
+        *make_traces("t", 8, 0.30, seed=3, labels={"client": "tablet"}),
     ]
     path = tmp_path / "all.jsonl"
     write_traces(traces, str(path))
@@ -190,7 +190,7 @@ def test_errors_are_one_line(runner: CliRunner, dataset: Path, args: list[str], 
 
 def test_too_few_connections_via_cli(runner: CliRunner, tmp_path: Path, logs) -> None:
     one = tmp_path / "one.log"
-    write_contract_log(one, make_set("o", 1, 0.3, seed=5).traces)
+    write_contract_log(one, make_traces("o", 1, 0.3, seed=5))
     res = runner.invoke(cli, ["compare", str(one), str(logs[0]), "--bootstrap", "0"])
     assert res.exit_code == 0, res.output
     assert "warning: set one: only 1 connection(s)" in res.output

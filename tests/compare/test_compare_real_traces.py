@@ -36,8 +36,8 @@ def test_throttled_client_is_application_limited_significantly_more(sets) -> Non
 
 @pytest.mark.parametrize("scenario", ["desktop", "mobile"])
 def test_random_splits_of_one_scenario_are_not_flagged_beyond_chance(sets, scenario: str) -> None:
-    traces = next(s for s in sets if s.name == scenario).traces
-    cal = calibrate(traces, splits=150, options=CompareOptions(models=False), edge_tests=("cluster",), seed=3)
+    rows = next(s for s in sets if s.name == scenario).rows
+    cal = calibrate(rows, splits=150, options=CompareOptions(models=False), edge_tests=("cluster",), seed=3)
     # at alpha = 0.01 after Holm; 150 splits: more than 6 flagged splits has probability < 0.1 % if calibrated
     assert cal.states.familywise <= 0.04
     assert cal.edges["cluster"].familywise <= 0.04

@@ -9,7 +9,7 @@ import shutil
 import xml.etree.ElementTree as ET
 
 import pytest
-from compare_fixtures import make_set
+from compare_fixtures import make_set, make_traces
 
 from quicsm.compare import CompareOptions, compare
 from quicsm.compare.html import heatmap, pick_timelines, to_html
@@ -101,7 +101,7 @@ def test_csv_and_markdown(result) -> None:
 
 
 def test_timeline_svg_is_valid_and_shaded() -> None:
-    t = make_set("x", 1, 0.4, seed=3).traces[0]
+    t = make_traces("x", 1, 0.4, seed=3)[0]
     svg = timeline_svg(t)
     root = ET.fromstring(svg)
     assert root.tag.endswith("svg")
@@ -118,7 +118,7 @@ def test_heatmap_marks_significant_cells(result) -> None:
 
 
 def test_pick_timelines_spreads_over_durations() -> None:
-    traces = make_set("x", 9, 0.3, seed=4).traces
+    traces = make_traces("x", 9, 0.3, seed=4)
     picked = pick_timelines(traces, 3)
     assert len(picked) == 3 and len({t.id for t in picked}) == 3
     durations = sorted(t.duration_us for t in traces)
