@@ -46,6 +46,7 @@ setup(
             "compare/templates/*",
             "testbed/data/*",
             "traces/_scan.pyi",
+            "py.typed",
         ]
     },
     install_requires=[

@@ -48,9 +48,9 @@ def read_stage(logs: str, store: str, repeat: int) -> tuple[float, float]:
     both in one child process after its imports): where the store's advantage shows, start-up aside."""
     code = (
         "import sys, time\n"
-        "from quicsm.fleet.run import summarize_inputs\n"
+        "from quicsm.traces.summary import summarize\n"
         "def once(p):\n"
-        "    t = time.perf_counter(); summarize_inputs([p]); return time.perf_counter() - t\n"
+        "    t = time.perf_counter(); summarize([p]); return time.perf_counter() - t\n"
         "print(*(min(once(p) for _ in range(int(sys.argv[1]))) for p in sys.argv[2:]))\n"
     )
     out = subprocess.run(

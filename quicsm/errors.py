@@ -6,6 +6,9 @@ message and a non-zero exit instead of a traceback. Messages say where (file, li
 
 from __future__ import annotations
 
+import gzip
+import zlib
+
 __all__ = [
     "QuicsmError",
     "InputError",
@@ -15,6 +18,8 @@ __all__ = [
     "RenderError",
     "PatchError",
     "TestbedError",
+    "READER_ERRORS",
+    "as_quicsm_error",
 ]
 
 
@@ -60,3 +65,40 @@ class TestbedError(QuicsmError):
     """The testbed cannot run (no root, missing tool) or a run failed."""
 
     __test__ = False  # not a pytest test class
+
+
+READER_ERRORS: tuple[type[BaseException], ...] = (
+    ValueError,
+    TypeError,
+    KeyError,
+    IndexError,
+    AttributeError,
+    RecursionError,
+    OverflowError,
+    EOFError,
+    OSError,
+    zlib.error,
+)
+"""What a reader bug on bad input raises: turned into a one-line InputError marked ``unexpected`` (the
+fuzz harness counts those as crashes: the reader should have said why itself)."""
+
+
+def as_quicsm_error(exc: BaseException, where: str = "") -> QuicsmError | None:
+    """The one map from a lower layer's exception to quicsm's (None: not one a user's input can cause).
+
+    ``where`` names the input (a file, a URL, a worker). A gzip stream cut short or corrupt is said as
+    such; any other exception a reader raised on bad input is an :class:`InputError` marked
+    ``unexpected``. The parse stage, the Dask workers and the CLI all translate through here.
+    """
+    if isinstance(exc, QuicsmError):
+        return exc
+    prefix = f"{where}: " if where else ""
+    if isinstance(exc, (EOFError, gzip.BadGzipFile, zlib.error)):
+        return InputError(f"{prefix}truncated or corrupt gzip data ({str(exc)[:200]})")
+    if isinstance(exc, OSError) and not isinstance(exc, (FileNotFoundError, IsADirectoryError)) and exc.strerror:
+        return InputError(f"{prefix}cannot read ({exc.strerror})")
+    if isinstance(exc, READER_ERRORS):
+        err = InputError(f"{prefix}cannot read ({type(exc).__name__}: {str(exc)[:200]})")
+        err.unexpected = True
+        return err
+    return None

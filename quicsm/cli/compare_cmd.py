@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from quicsm.cli.dask_options import close_dask, dask_option
+from quicsm.cli.options import close_dask, dask_option
 from quicsm.compare import CompareOptions, build_sets
 from quicsm.compare import compare as run_compare
 from quicsm.compare.sets import TraceSet, parse_selector
@@ -238,8 +238,7 @@ def compare(
     )
     if not quiet:
         _echo_skipped(sets)
-    if dask:
-        close_dask()  # the LocalCluster's workers are not needed for the analysis
+    close_dask(dask)  # the LocalCluster's workers are not needed for the analysis
     options = CompareOptions(view=view, **kw)
     result = run_compare(sets, options)
     if not quiet and (fmt != "text" or output != "-"):

@@ -6,12 +6,19 @@ from typing import Any
 
 import click
 
-from quicsm.cli.dask_options import dask_option, load_summary
-from quicsm.cli.options import engine_options, engine_opts, input_options, view_from, view_options
+from quicsm.cli.options import (
+    dask_option,
+    engine_options,
+    engine_opts,
+    input_options,
+    load_summary,
+    view_from,
+    view_options,
+)
 from quicsm.cli.render_cmd import check_stdout, diagram_options, dot_options_from
 from quicsm.diagrams import output_format, write_diagram
 from quicsm.inference.annotate import save_model
-from quicsm.pipeline import learn_summary
+from quicsm.pipeline import learn
 
 
 @click.command()
@@ -46,8 +53,8 @@ def diagram(output: str, json_path: str | None, fmt: str | None, **kw: Any) -> N
     check_stdout(output, fmt)
     view = view_from(kw)
     engine, opts = engine_opts(kw)  # first: a missing jar or Java is said before any input is read
-    summary = load_summary(kw, view)  # fleet path: per-file summaries (optionally on Dask), merged
-    am = learn_summary(summary, engine, **opts)
+    summary = load_summary(kw, view)  # one summary of every input (here, or Dask tasks merged)
+    am = learn(summary, engine, **opts)
     if json_path:
         save_model(am, json_path)
     write_diagram(am, output, fmt, options)

@@ -7,10 +7,17 @@ from typing import Any
 
 import click
 
-from quicsm.cli.dask_options import dask_option, load_summary
-from quicsm.cli.options import engine_options, engine_opts, input_options, view_from, view_options
+from quicsm.cli.options import (
+    dask_option,
+    engine_options,
+    engine_opts,
+    input_options,
+    load_summary,
+    view_from,
+    view_options,
+)
 from quicsm.inference.annotate import AnnotatedModel, save_model
-from quicsm.pipeline import learn_summary
+from quicsm.pipeline import learn
 from quicsm.traces.store import atomic_output
 
 
@@ -77,8 +84,8 @@ def infer(output: str, fmt: str | None, **kw: Any) -> None:
     """
     view = view_from(kw)
     engine, opts = engine_opts(kw)  # first: a missing jar or Java is said before any input is read
-    summary = load_summary(kw, view)  # fleet path: per-file summaries (optionally on Dask), merged
-    am = learn_summary(summary, engine, **opts)
+    summary = load_summary(kw, view)  # one summary of every input (here, or Dask tasks merged)
+    am = learn(summary, engine, **opts)
     if fmt is None and output.endswith(".graphml"):
         fmt = "graphml"
     if fmt is None:

@@ -5,22 +5,26 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from quicsm.inference import ENGINES
-from quicsm.traces import ParseResult, parse_inputs, parse_label
 from quicsm.traces.events import StateView
-from quicsm.traces.select import trace_matches
+from quicsm.traces.parse import ParseResult, parse_inputs, parse_label
+
+if TYPE_CHECKING:
+    from quicsm.traces.summary import Summary
 
 __all__ = [
+    "close_dask",
+    "dask_option",
     "echo_parse_summary",
     "engine_options",
     "engine_opts",
     "input_options",
     "load_inputs",
-    "no_trace_matches",
+    "load_summary",
     "pop_parse_options",
     "view_from",
     "view_options",
@@ -92,10 +96,6 @@ def pop_parse_options(kw: dict[str, Any]) -> tuple[dict[str, Any], bool, dict[st
     return parse_kw, quiet, where
 
 
-def no_trace_matches(where: dict[str, str]) -> click.ClickException:
-    return click.ClickException(f"no trace matches --where {' '.join(f'{k}={v}' for k, v in where.items())}")
-
-
 def echo_parse_summary(summary: str, ccs: set[str], quiet: bool) -> None:
     """The parse report on stderr, and a warning when the traces mix congestion controllers."""
     if quiet:
@@ -108,16 +108,43 @@ def echo_parse_summary(summary: str, ccs: set[str], quiet: bool) -> None:
         )
 
 
-def load_inputs(kw: dict[str, Any]) -> ParseResult:
-    """Run the parse stage with the options of :func:`input_options` (popping them from ``kw``)."""
+def load_inputs(kw: dict[str, Any], dask: str | None = None) -> ParseResult:
+    """The parse stage (:func:`quicsm.parse`) with the options of :func:`input_options` (popped from ``kw``)."""
     parse_kw, quiet, where = pop_parse_options(kw)
-    result = parse_inputs(list(kw.pop("inputs")), **parse_kw)
-    if where:
-        result.traces = [t for t in result.traces if trace_matches(t, where)]
-        if not result.traces:
-            raise no_trace_matches(where)
+    result = parse_inputs(list(kw.pop("inputs")), where=where or None, dask=dask, **parse_kw)
+    close_dask(dask)
     echo_parse_summary(result.report.summary(), {t.cc for t in result.traces}, quiet)
     return result
+
+
+def load_summary(kw: dict[str, Any], view: StateView) -> Summary:
+    """The inputs folded into one summary (:func:`quicsm.summarize`), with :func:`input_options` and ``--dask``."""
+    from quicsm.traces.summary import summarize
+
+    parse_kw, quiet, where = pop_parse_options(kw)
+    dask = kw.pop("dask", None)
+    summary = summarize(list(kw.pop("inputs")), view=view, where=where or None, dask=dask, **parse_kw)
+    close_dask(dask)
+    echo_parse_summary(summary.report.summary(), set(summary.ccs), quiet)
+    return summary
+
+
+def close_dask(dask: str | None) -> None:
+    """Shut down a LocalCluster as soon as the files are read (it holds worker processes)."""
+    if dask:
+        from quicsm.fleet.cluster import close_clients
+
+        close_clients()
+
+
+def dask_option(f: F) -> F:
+    return click.option(
+        "--dask",
+        "dask",
+        metavar="SCHEDULER",
+        help="Read batches of input files as Dask tasks: local[:N] starts N local workers, or a scheduler "
+        "address such as tcp://host:8786 (needs quicsm[fleet]). Results equal the local run.",
+    )(f)
 
 
 def view_options(f: F) -> F:

@@ -19,11 +19,11 @@ from quicsm.compare.modeldiff import ModelDiff, diff_models
 from quicsm.compare.occupancy import OccupancyTable, StateSummary, occupancy_table, summarise, test_states
 from quicsm.compare.sets import TraceSet
 from quicsm.compare.stats import CORRECTIONS, EDGE_TESTS, MIN_SAMPLE, SAMPLE_TESTS, TestResult, correct
-from quicsm.compare.stays import Connection
+from quicsm.compare.stays import Connection, rows_summary
 from quicsm.compare.transitions import Edge2, EdgeTable, edge_counts, edge_table, test_edge
 from quicsm.errors import InferenceError, InputError
 from quicsm.inference.annotate import AnnotatedModel
-from quicsm.pipeline import learn_stays
+from quicsm.pipeline import learn
 from quicsm.traces.events import StateView
 
 __all__ = [
@@ -91,6 +91,8 @@ class CompareOptions:
 
 @dataclass(frozen=True, slots=True)
 class SetInfo:
+    """What one set held."""
+
     name: str
     origin: str
     traces: int
@@ -105,6 +107,12 @@ class SetInfo:
 
 @dataclass(frozen=True, slots=True)
 class StateRow:
+    """The occupancy test of one state between sets ``a`` and ``b``: the per-connection shares of time
+    in the state, tested with :attr:`CompareOptions.test`; ``result`` holds the raw p-value, statistic
+    and effect size (Hedges' g for Welch, rank-biserial r for Mann-Whitney), ``p_corrected`` the
+    p-value corrected over every state test of every pair (one family), ``significant`` whether it is
+    below :attr:`CompareOptions.alpha`."""
+
     a: str
     b: str
     state: str
@@ -123,6 +131,11 @@ class StateRow:
 
 @dataclass(frozen=True, slots=True)
 class EdgeRow:
+    """The probability test of one edge of the directly-follows model between sets ``a`` and ``b``:
+    ``prob_*`` = times taken / times its source was left (``count_*`` / ``out_*``), tested with
+    :attr:`CompareOptions.edge_test` (``cluster``: connections as units); ``p_corrected`` over every
+    edge test of every pair (a family apart from the states')."""
+
     a: str
     b: str
     src: str
@@ -154,6 +167,9 @@ class EdgeRow:
 
 @dataclass(frozen=True, slots=True)
 class PairComparison:
+    """Set ``b`` against set ``a`` (the baseline): every state's and edge's test, and the difference
+    of their models (None when either has no model)."""
+
     a: str
     b: str
     states: tuple[StateRow, ...]
@@ -163,16 +179,25 @@ class PairComparison:
 
 @dataclass(slots=True)
 class Comparison:
+    """Everything :func:`compare` found; :mod:`quicsm.compare.report` writes it as JSON (docs/compare.md),
+    CSV, Markdown or text, :mod:`quicsm.compare.html` as a report."""
+
     options: CompareOptions
     sets: list[SetInfo]
     states: tuple[str, ...]
+    """Every state some connection of some set spent time in, sorted."""
     summaries: dict[str, list[StateSummary]]
+    """Per set, per state of :attr:`states`: mean, median, bootstrap CI and pooled share."""
     pairs: list[PairComparison]
+    """Every set against the first (or every pair with ``all_pairs``)."""
     warnings: list[str]
     models: dict[str, AnnotatedModel] = field(default_factory=dict)
+    """Per set, its annotated model (``options.engine``), when ``options.models``."""
     trace_sets: list[TraceSet] = field(default_factory=list)
     occupancy: dict[str, OccupancyTable] = field(default_factory=dict)
+    """Per set, per connection: shares of time, microseconds and visit counts per state."""
     edge_tables: dict[str, EdgeTable] = field(default_factory=dict)
+    """Per set, per connection: times each edge was taken and each state left."""
 
     def pair(self, a: str, b: str) -> PairComparison:
         return next(p for p in self.pairs if p.a == a and p.b == b)
@@ -313,19 +338,18 @@ test_pairs.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
 
 def learn_connections(rows: Sequence[Connection], engine: str, view: StateView, **opts: Any) -> AnnotatedModel:
     """:func:`quicsm.pipeline.learn` from connection rows (the same model as from their traces)."""
-    return learn_stays(
-        [r.trace for r in rows],
-        [r.states for r in rows],
-        [r.durations_us for r in rows],
-        sum(r.events for r in rows),
-        engine,
-        view,
-        **opts,
-    )
+    return learn(rows_summary(rows, view), engine, **opts)
 
 
 def compare(sets: Sequence[TraceSet], options: CompareOptions = CompareOptions()) -> Comparison:
-    """Compare ``sets`` (two or more): the whole analysis of ``quicsm compare``."""
+    """Compare ``sets`` (two or more, read for ``options.view``): the whole analysis of ``quicsm compare``.
+
+    >>> from quicsm.compare import CompareOptions, build_sets, compare
+    >>> c = compare(build_sets(["traces/fig13/desktop", "traces/fig13/mobile"]), CompareOptions(resamples=0))
+    >>> r = next(r for r in c.pairs[0].states if r.state == "ApplicationLimited")
+    >>> (round(r.difference, 3), r.significant, r.result.effect_measure)
+    (0.374, True, 'hedges_g')
+    """
     options.check()
     if len(sets) < 2:
         raise InputError(f"need at least two trace sets to compare, got {len(sets)}")

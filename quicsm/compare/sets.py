@@ -12,6 +12,8 @@ import glob
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import TYPE_CHECKING
 
 from quicsm.compare.stays import Connection, connection, rows_of
 from quicsm.errors import InputError
@@ -19,12 +21,16 @@ from quicsm.traces.events import StateView, Trace
 from quicsm.traces.report import ParseReport
 from quicsm.traces.select import Selector, label_value, parse_selector, selector_text, trace_matches
 
+if TYPE_CHECKING:
+    from quicsm.traces.inputs import FileBatch
+
 __all__ = [
     "Selector",
     "TraceSet",
     "build_sets",
     "expand_set",
     "load_rows",
+    "rows_task",
     "label_value",
     "parse_selector",
     "selector_text",
@@ -94,11 +100,21 @@ class TraceSet:
 
 
 def expand_set(arg: str) -> list[str]:
-    """One set argument -> its files: local paths as every verb expands them
-    (:func:`quicsm.traces.inputs.expand_input`), URL globs (``s3://bucket/a/*``) through fsspec."""
-    from quicsm.fleet.sources import expand_sources
+    """One set argument -> its files, as every verb expands them (:func:`quicsm.traces.inputs.expand_inputs`)."""
+    from quicsm.traces.inputs import expand_inputs
 
-    return expand_sources([arg])
+    return expand_inputs([arg])
+
+
+def rows_task(
+    batch: FileBatch, *, view: StateView, metrics: bool, strict: bool
+) -> tuple[list[Connection], ParseReport]:
+    """One Dask task of ``compare``: a batch of files as connection rows (never whole traces) and its report."""
+    from quicsm.traces.parse import read_inputs
+
+    report = ParseReport(strict=strict)
+    items = read_inputs(batch.files, report=report, metrics=metrics, scopes=batch.scope_map())
+    return rows_of(items, view), report
 
 
 def load_rows(
@@ -110,36 +126,40 @@ def load_rows(
     metrics: bool = False,
     dask: str | None = None,
     strict: bool = False,
+    progress: bool = False,
 ) -> TraceSet:
     """The connections of ``paths`` as rows for ``view``, in the order :func:`quicsm.traces.parse_inputs`
     gives their traces: text logs and Parquet stores from columns (no object per event), other inputs
     from trace objects; the same error when no input has a transition. ``metrics``: read a store's
-    metrics too (to know which connections have cwnd samples). ``dask``: one task per file, the
-    workers return rows. ``strict``: the first problem record is an error (``file:line: reason``)."""
-    from quicsm.fleet.sources import expand_sources, is_url
-    from quicsm.traces.inputs import trace_scopes
-    from quicsm.traces.parse import no_transitions
+    metrics too (to know which connections have cwnd samples). ``dask``: batches of files as tasks,
+    the workers return rows. ``strict``: the first problem record is an error (``file:line: reason``)."""
+    from quicsm.fleet.run import map_tasks
+    from quicsm.traces.inputs import expand_inputs, file_batches, show_batches, trace_scopes
+    from quicsm.traces.parse import no_transitions, read_inputs
 
-    files = expand_sources(list(paths)) if paths else []
-    if dask or any(is_url(p) for p in files):  # URLs are read file by file as workers read them
-        from quicsm.fleet.run import connections_files
-
-        rows, report = connections_files(list(paths), dask=dask, view=view, metrics=metrics, strict=strict)
-    else:
-        from quicsm.traces.parse import iter_trace_batches
-
-        report = ParseReport(strict=strict)
-        rows = rows_of(iter_trace_batches(list(paths), stores=True, metrics=metrics, report=report), view)
+    files = expand_inputs(list(paths)) if paths else []
+    report = ParseReport(strict=strict)
+    rows: list[Connection] = []
+    if dask:
+        task = partial(rows_task, view=view, metrics=metrics, strict=strict)
+        batches = file_batches(files)
+        shown = show_batches("dask: read", batches) if progress else None
+        for got, part in map_tasks(task, batches, dask=dask, progress=shown):
+            rows.extend(got)
+            report.merge(part)
+    elif files:
+        rows = rows_of(read_inputs(files, report=report, metrics=metrics, scopes=trace_scopes(files)), view)
     if not any(r.has_transition for r in rows):
         raise no_transitions(list(paths), report)
     scopes = trace_scopes(files)
-    sources = tuple(files)
-    return TraceSet(name, tuple(rows), origin, sources, view, lambda chosen: _read_back(chosen, files, scopes), report)
+    return TraceSet(
+        name, tuple(rows), origin, tuple(files), view, partial(_read_back, files=files, scopes=scopes), report
+    )
 
 
 def _read_back(chosen: Sequence[Connection], files: Sequence[str], scopes: dict[str, str]) -> list[Trace]:
     """The traces of ``chosen`` with their events, read again from the files that hold them."""
-    from quicsm.fleet.run import FileTask, file_traces
+    from quicsm.traces.parse import read_inputs
 
     want = {r.id for r in chosen}
     holding = {s for r in chosen for s in r.trace.sources}  # (a store's traces name the logs it was made of)
@@ -147,7 +167,14 @@ def _read_back(chosen: Sequence[Connection], files: Sequence[str], scopes: dict[
     for path in [p for p in files if p in holding] + [p for p in files if p not in holding]:
         if len(out) == len(want):
             break
-        out.extend(file_traces(FileTask(path, scopes[path]), want))
+        for item in read_inputs([path], scopes={path: scopes[path]}):
+            if isinstance(item, Trace):
+                if item.id in want:
+                    out.append(item)
+                continue
+            keep = [i in want for i in item.ids]
+            if any(keep):
+                out.extend(item.select(keep).traces())
     return out
 
 
@@ -231,6 +258,7 @@ def build_sets(
     metrics: bool = False,
     dask: str | None = None,
     strict: bool = False,
+    progress: bool = False,
 ) -> list[TraceSet]:
     """The sets ``quicsm compare`` compares, each input read once as connection rows for ``view``.
 
@@ -246,7 +274,7 @@ def build_sets(
     """
 
     def load(paths: list[str]) -> TraceSet:
-        return load_rows(paths, view, metrics=metrics, dask=dask, strict=strict)
+        return load_rows(paths, view, metrics=metrics, dask=dask, strict=strict, progress=progress)
 
     combined = {k: v for sel in where for k, v in sel.items()}
     if vs and by:

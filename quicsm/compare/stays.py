@@ -17,8 +17,9 @@ from quicsm.traces.events import StateView, Trace
 
 if TYPE_CHECKING:
     from quicsm.traces.columnar import TraceColumns
+    from quicsm.traces.summary import Summary
 
-__all__ = ["Connection", "column_connections", "connection", "rows_of", "shell"]
+__all__ = ["Connection", "column_connections", "connection", "rows_of", "rows_summary", "shell"]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -106,3 +107,14 @@ def column_connections(tc: TraceColumns, view: StateView, shells: Sequence[Trace
         )
         for i in range(ntr)
     ]
+
+
+def rows_summary(rows: Iterable[Connection], view: StateView) -> Summary:
+    """The rows folded as :func:`quicsm.traces.summary.fold` folds traces (what :func:`quicsm.pipeline.learn` reads)."""
+    from quicsm.traces.summary import Summary
+
+    s = Summary(view=view)
+    for r in rows:
+        s.count_sequence(r.states, list(r.durations_us), r.events, r.has_transition)
+        s.note_metadata(r.trace)
+    return s

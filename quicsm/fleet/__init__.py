@@ -1,11 +1,10 @@
-"""Fleet scale: each input file reduced to a small summary (distinct state sequences with counts and
-per-state times), summaries merged in input order, optionally on a Dask cluster, inputs from fsspec URLs.
+"""Fleet scale, as infrastructure: the executor (a domain package's task over batches of input files,
+here or on a Dask cluster, results in order, merged in a tree) and the sources (fsspec URLs).
 
-Memory follows the number of distinct behaviours, not the number of connections, and the merged summary
-is the same whether files were reduced in this process or on Dask workers.
+It knows no domain: the traces layer hands it its summary task, compare its rows task, parse its
+store task. It imports no quicsm package but errors and files.
 """
 
-from quicsm.fleet.run import summarize_inputs
-from quicsm.fleet.summary import SequenceStats, Summary, summarize_traces
+from quicsm.fleet.run import Failure, map_tasks, tree_merge
 
-__all__ = ["SequenceStats", "Summary", "summarize_traces", "summarize_inputs"]
+__all__ = ["Failure", "map_tasks", "tree_merge"]

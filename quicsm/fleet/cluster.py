@@ -1,19 +1,16 @@
 """Dask: ``local[:N]`` starts a LocalCluster of N worker processes; anything else is a scheduler address
 (``tcp://host:8786``) of a cluster started with ``dask scheduler`` / ``dask worker``.
 
-Progress (files done of files submitted) goes to stderr, so ``-o -`` output on stdout stays clean.
 """
 
 from __future__ import annotations
 
 import atexit
-import sys
-from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from quicsm.errors import InputError
 
-__all__ = ["parse_scheduler", "run_tasks", "close_clients", "worker_environ"]
+__all__ = ["parse_scheduler", "client_for", "close_clients", "lost", "worker_environ"]
 
 
 def parse_scheduler(spec: str) -> tuple[str, int | None]:
@@ -30,62 +27,14 @@ def parse_scheduler(spec: str) -> tuple[str, int | None]:
     return spec, None
 
 
-def run_tasks(spec: str, fn: Callable[[Any], Any], items: Sequence[Any], *, progress: bool = False) -> list[Any]:
-    """``fn`` over ``items`` on the cluster; results in the order of ``items``."""
-    client = _client(spec)
-    from distributed import as_completed
-
-    try:
-        workers = len(client.scheduler_info().get("workers", {}))
-        if progress:
-            print(f"dask: {len(items)} file(s) on {workers} worker(s) at {client.scheduler.address}", file=sys.stderr)
-        futures = client.map(fn, list(items), pure=False)
-        done = 0
-        for _ in as_completed(futures):
-            done += 1
-            if progress:
-                print(f"\rdask: {done}/{len(futures)} files reduced", end="", file=sys.stderr, flush=True)
-        if progress:
-            print(file=sys.stderr)
-        return list(client.gather(futures))
-    except OSError as exc:
-        raise InputError(f"--dask {spec}: lost the cluster ({exc})") from None
-
-
-def iter_tasks(spec: str, fn: Callable[[Any], Any], items: Sequence[Any], *, progress: bool = False) -> Iterator[Any]:
-    """``fn`` over ``items`` on the cluster, every task submitted at once; results yielded in the order
-    of ``items``, each fetched when reached and then released on its worker, so the client holds one.
-    Tasks not yet reached are cancelled when the caller stops (an error, a failed file)."""
-    client = _client(spec)
-    try:
-        workers = len(client.scheduler_info().get("workers", {}))
-        if progress:
-            print(f"dask: {len(items)} file(s) on {workers} worker(s) at {client.scheduler.address}", file=sys.stderr)
-        futures: list[Any] = client.map(fn, list(items), pure=False)
-    except OSError as exc:
-        raise InputError(f"--dask {spec}: lost the cluster ({exc})") from None
-    try:
-        for i in range(len(futures)):
-            try:
-                result = futures[i].result()
-            except OSError as exc:
-                raise InputError(f"--dask {spec}: lost the cluster ({exc})") from None
-            futures[i] = None  # the worker may drop it
-            if progress:
-                print(f"\rdask: {i + 1}/{len(futures)} files written", end="", file=sys.stderr, flush=True)
-            yield result
-        if progress:
-            print(file=sys.stderr)
-    finally:
-        for f in futures:
-            if f is not None:
-                f.cancel()
+def lost(spec: str, exc: OSError) -> InputError:
+    return InputError(f"--dask {spec}: lost the cluster ({exc})")
 
 
 _CLIENTS: dict[str, Any] = {}
 
 
-def _client(spec: str) -> Any:
+def client_for(spec: str) -> Any:
     """One client per scheduler spec and process (compare loads several sets), closed at exit."""
     if spec in _CLIENTS:
         return _CLIENTS[spec]

@@ -1,8 +1,8 @@
-"""Inputs where fleets keep them: local paths, directories, or fsspec URLs (``s3://``, ``gs://``, ``https://``).
+"""Inputs where fleets keep them: fsspec URLs (``s3://``, ``gs://``, ``https://``), listed and opened.
 
 URLs are read as streams (gzip recognised by its magic bytes, not the name); globs in URLs are expanded
-by the URL's filesystem. Local paths keep every behaviour of :mod:`quicsm.traces.parse` (stdin, sidecar
-``meta.json``, directories).
+by the URL's filesystem, with its own (paginated) listing. Local paths are the traces layer's
+(:func:`quicsm.traces.inputs.expand_inputs` calls :func:`list_urls` for URLs).
 """
 
 from __future__ import annotations
@@ -12,13 +12,17 @@ from typing import Any, BinaryIO
 
 from quicsm.errors import InputError
 
-__all__ = ["is_url", "expand_sources", "open_url"]
+__all__ = ["is_url", "list_urls", "open_url", "has_glob"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
 def is_url(path: str) -> bool:
     return "://" in path and not path.startswith("file://")
+
+
+def has_glob(path: str) -> bool:
+    return any(c in path for c in "*?[")
 
 
 def _fsspec() -> Any:
@@ -29,28 +33,17 @@ def _fsspec() -> Any:
     return fsspec
 
 
-def expand_sources(paths: list[str]) -> list[str]:
-    """Local paths via :func:`quicsm.traces.inputs.expand_inputs`; URL globs via fsspec, sorted."""
-    from quicsm.traces.inputs import expand_inputs
-
-    out: list[str] = []
-    for p in paths:
-        if not is_url(p):
-            out.extend(expand_inputs([p]))
-            continue
-        if not any(c in p for c in "*?["):
-            out.append(p)
-            continue
-        fs, _, _ = _fsspec().core.get_fs_token_paths(p)
-        try:
-            found = sorted(fs.glob(p))
-        except Exception as exc:
-            raise InputError(f"{p}: cannot list ({exc})") from None
-        if not found:
-            raise InputError(f"{p}: matches no file")
-        proto = p.split("://", 1)[0]
-        out.extend(f if "://" in f else f"{proto}://{f}" for f in found)
-    return out
+def list_urls(pattern: str) -> list[str]:
+    """The objects a URL glob matches, sorted, as URLs (the filesystem's own listing)."""
+    fs, _, _ = _fsspec().core.get_fs_token_paths(pattern)
+    try:
+        found = sorted(fs.glob(pattern))
+    except Exception as exc:
+        raise InputError(f"{pattern}: cannot list ({exc})") from None
+    if not found:
+        raise InputError(f"{pattern}: matches no file")
+    proto = pattern.split("://", 1)[0]
+    return [f if "://" in f else f"{proto}://{f}" for f in found]
 
 
 def open_url(url: str) -> BinaryIO:

@@ -3,7 +3,7 @@
 The C scanner (``_scan.scan_columns``) writes every line in the canonical field order straight into
 integer columns, with connection keys, controllers, states and triggers interned once per file; the
 rare other lines go through the Python reader and fill their rows. Traces are then cut out of the
-columns with array operations, following exactly the rules of :class:`~quicsm.traces.builder.TraceBuilder`
+columns with array operations, following exactly the rules of the oracle in tests/traces/oracle.py
 (keys scoped to the file, ``from=Init`` restarts a key, ``ev=close`` ends one, traces come out in the
 order the builder finishes them). No Python object is made per event unless a caller asks for
 :class:`~quicsm.traces.events.Trace` objects; the Parquet store and the sequence summary that
@@ -18,11 +18,10 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from quicsm.traces.builder import TraceMeta
 from quicsm.traces.contract import TAG_BYTES, ContractError, parse_payload
 from quicsm.traces.distinct import PackedSequences, unique_inverse
-from quicsm.traces.events import EVENT_KINDS, METRIC_FIELDS, StateView, Trace, TraceEvent
-from quicsm.traces.logscan import ScanState, scan_windows
+from quicsm.traces.events import EVENT_KINDS, METRIC_FIELDS, StateView, Trace, TraceEvent, TraceMeta
+from quicsm.traces.logscan import ScanState, find_tagged_py, scan_windows
 from quicsm.traces.report import ParseReport
 from quicsm.traces.states import canonical_state
 
@@ -37,21 +36,36 @@ __all__ = [
     "iter_trace_columns",
     "stay_sequences",
     "available",
+    "scan_columns_py",
 ]
 
 NULL = np.iinfo(np.int64).min
 """A metric the record did not carry."""
 _CLOSE = EVENT_KINDS.index("close")
 
+
+def scan_columns_py(
+    buf: bytearray, start: int, cut: int, tag: bytes, lineno: int, table: dict[bytes, int], names: list[str]
+) -> tuple[tuple[bytes, ...], list[tuple[int, int, bytes]], int]:
+    """The pure-Python twin of the C ``scan_columns``: every tagged line goes to the Python reader
+    (placeholder rows but for the line number), so the columns are the same, only slower."""
+    hits, end = find_tagged_py(buf, start, cut, lineno)
+    n = len(hits)
+    line = np.fromiter((h[0] for h in hits), np.int64, n).tobytes()
+    i32, i64 = bytes(4 * n), bytes(8 * n)
+    raw = (line, i32, i32, i64, i32, i32, bytes(56 * n), i32)
+    return raw, [(i, ln, payload) for i, (ln, payload) in enumerate(hits)], end
+
+
 try:
     from quicsm.traces._scan import scan_columns as _scan_columns
 except ImportError:  # pragma: no cover - depends on the install
-    _scan_columns = None  # type: ignore[assignment]
+    _scan_columns = scan_columns_py  # type: ignore[assignment]
 
 
 def available() -> bool:
-    """The columnar path needs the C scanner; without it the object path reads logs."""
-    return _scan_columns is not None
+    """Whether the C scanner is built (without it, :func:`scan_columns_py` fills the same columns)."""
+    return _scan_columns is not scan_columns_py
 
 
 @dataclass(slots=True)
@@ -171,7 +185,7 @@ class ColumnReader:
     Fixed costs are paid once per run, not per file: one window buffer, one string table per batch, one
     cutter. A batch gathers files until it holds ``batch_rows`` records; a file larger than that is cut
     inside, the records of its connections still open carried to the next batch. Each file's traces
-    come out in the order :class:`~quicsm.traces.builder.TraceBuilder` gives them, files in the order read.
+    come out in the order the oracle in tests/traces/oracle.py gives them, files in the order read.
     """
 
     def __init__(
@@ -182,8 +196,6 @@ class ColumnReader:
         chunk: int | None = None,
         batch_rows: int = BATCH_ROWS,
     ) -> None:
-        if _scan_columns is None:  # pragma: no cover - callers check available()
-            raise RuntimeError("the columnar reader needs the C extension quicsm.traces._scan")
         self.report, self.on_bytes, self.chunk, self.batch_rows = report, on_bytes, chunk, batch_rows
         self.acc = _Columns()
         self.st = ScanState()
@@ -196,7 +208,6 @@ class ColumnReader:
 
     def read(self, stream: BinaryIO, path: str, scope: str, meta: TraceMeta) -> Iterator[TraceColumns]:
         """Scan one log; yields the batches that filled up meanwhile (the rest waits for more files or :meth:`flush`)."""
-        assert _scan_columns is not None
         acc, st = self.acc, self.st
         self.sources.append(LogSource(path, scope, meta))
         st.next_file()
@@ -454,7 +465,7 @@ class TraceColumns:
 
 class TraceCutter:
     """Cuts record batches of one or more files into traces exactly as
-    :class:`~quicsm.traces.builder.TraceBuilder` does for each file, carrying the records of the
+    the oracle in tests/traces/oracle.py does for each file, carrying the records of the
     connections of a file still being read from one batch to the next."""
 
     def __init__(self, report: ParseReport) -> None:

@@ -21,6 +21,7 @@ __all__ = [
     "StateView",
     "Visit",
     "METRIC_FIELDS",
+    "TraceMeta",
 ]
 
 SSTHRESH_INF = (1 << 63) - 1
@@ -55,6 +56,17 @@ class TraceEvent(NamedTuple):
     trigger: str | None = None
     extra: tuple[tuple[str, str], ...] = ()
     """Fields the contract does not name, kept in order."""
+
+
+@dataclass(frozen=True, slots=True)
+class TraceMeta:
+    """What every trace of one input gets: stack, version, labels (command line and sidecar meta.json)."""
+
+    implementation: str | None = None
+    version: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    cc: str | None = None
+    """Override for the congestion controller (for qlogs that don't name it)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,21 +13,25 @@ import json
 import os
 import zlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import BinaryIO
 
 from quicsm.errors import InputError
 from quicsm.files import GZIP_MAGIC, STDIN, GzipReader, is_gzip, open_binary
-from quicsm.traces.builder import TraceMeta
+from quicsm.traces.events import TraceMeta
 from quicsm.traces.sniff import HEAD_BYTES, kind_by_name, sniff_bytes, sniff_file
 
 __all__ = [
+    "FileBatch",
     "INPUT_SUFFIXES",
     "SIDECAR",
     "STDIN",
     "Sidecars",
     "expand_input",
     "expand_inputs",
+    "file_batches",
+    "show_batches",
     "input_kind",
     "is_gzip",
     "open_binary",
@@ -138,10 +142,19 @@ def expand_input(arg: str) -> list[str]:
 
 
 def expand_inputs(args: Sequence[str]) -> list[str]:
-    """Every argument through :func:`expand_input`, in order; stdin at most once (it can be read only once)."""
+    """Every argument through :func:`expand_input` (URL globs listed by their store), in order; stdin at
+    most once (it can be read only once). The one expansion of every verb's inputs."""
+    from quicsm.fleet.sources import has_glob, is_url, list_urls
+
     if isinstance(args, str | bytes) or not all(isinstance(a, str | os.PathLike) for a in args):
         raise InputError(f"inputs must be a list of paths, not {str(args)[:80]!r}")
-    out = [p for a in args for p in expand_input(os.fspath(a))]
+    out: list[str] = []
+    for a in args:
+        arg = os.fspath(a)
+        if is_url(arg):
+            out.extend(list_urls(arg) if has_glob(arg) else [arg])
+        else:
+            out.extend(expand_input(arg))
     if out.count(STDIN) > 1:
         raise InputError("- (stdin) is given more than once; it can be read only once")
     return out
@@ -173,6 +186,55 @@ def trace_scopes(paths: Sequence[str]) -> dict[str, str]:
                 left.append(p)
         open_, depth = left, depth + 1
     return names
+
+
+@dataclass(frozen=True, slots=True)
+class FileBatch:
+    """A share of a run's input files read as one task (a Dask worker's): each with the trace-id scope
+    the whole run gives it, so ids do not depend on how the files were cut into tasks."""
+
+    files: tuple[str, ...]
+    scopes: tuple[str, ...]
+    bytes: int = 0
+    """Their size (local files; 0 for URLs)."""
+
+    def scope_map(self) -> dict[str, str]:
+        return dict(zip(self.files, self.scopes))
+
+
+TASK_BYTES = 64 << 20
+TASK_FILES = 4096
+
+
+def file_batches(
+    files: Sequence[str], *, target_bytes: int = TASK_BYTES, max_files: int = TASK_FILES
+) -> list[FileBatch]:
+    """``files`` cut, in order, into batches of about ``target_bytes`` (local sizes; a URL counts as
+    one byte) and at most ``max_files`` files: tasks large enough that a scheduler's cost per task is
+    small beside the work, and many enough to keep the workers busy."""
+    from quicsm.fleet.sources import is_url
+
+    scopes = trace_scopes(files)
+    out: list[FileBatch] = []
+    start, size = 0, 0
+    for i, path in enumerate(files):
+        try:
+            size += 0 if is_url(path) or path == STDIN else os.path.getsize(path)
+        except OSError:
+            pass
+        if size >= target_bytes or i + 1 - start >= max_files or i + 1 == len(files):
+            part = tuple(files[start : i + 1])
+            out.append(FileBatch(part, tuple(scopes[p] for p in part), size))
+            start, size = i + 1, 0
+    return out
+
+
+def show_batches(what: str, batches: Sequence[FileBatch]) -> Callable[[FileBatch], None]:
+    """Progress over batches of files (:class:`quicsm.fleet.run.Progress`), as the executor's callback."""
+    from quicsm.fleet.run import Progress
+
+    shown = Progress(what, sum(len(b.files) for b in batches), sum(b.bytes for b in batches))
+    return lambda b: shown.advance(len(b.files), b.bytes)
 
 
 class Sidecars:

@@ -20,7 +20,7 @@ from typing import Any, BinaryIO
 from quicsm.traces.contract import TAG_BYTES, ContractError, ContractRecord, contract_event, parse_payload
 from quicsm.traces.report import ParseReport
 
-__all__ = ["scan_contract", "scan_windows", "ScanState", "CHUNK", "C_FIELDS", "MAX_LINE"]
+__all__ = ["scan_contract", "scan_windows", "find_tagged_py", "ScanState", "CHUNK", "C_FIELDS", "MAX_LINE"]
 
 CHUNK = 1 << 22
 _SNIFF = 1 << 16
@@ -244,7 +244,7 @@ def _read_windows(
 Buffer = bytes | bytearray
 
 
-def _find_tagged_py(buf: Buffer, start: int, cut: int, lineno: int) -> tuple[list[tuple[int, bytes]], int]:
+def find_tagged_py(buf: Buffer, start: int, cut: int, lineno: int) -> tuple[list[tuple[int, bytes]], int]:
     """Lines in ``buf[start:cut]`` holding the tag, as (line number, text after the tag); and the end line number."""
     out: list[tuple[int, bytes]] = []
     find, count = buf.find, buf.count
@@ -273,7 +273,7 @@ try:  # the optional C build of the same loop (setup.py builds it when a compile
 
     _find_tagged = _find_tagged_c
 except ImportError:  # pragma: no cover - depends on the install
-    _find_tagged = _find_tagged_py
+    _find_tagged = find_tagged_py
 
 
 def _read_into(stream: BinaryIO, buf: bytearray, at: int, chunk: int) -> tuple[int, Exception | None]:

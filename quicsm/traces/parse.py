@@ -1,57 +1,48 @@
 """From input files to traces: logs (any prefix, gzip), qlogs, or trace files written earlier.
 
+Every verb reads its inputs through :func:`read_inputs`: text logs (cut by the one trace cutter,
+:mod:`quicsm.traces.columnar`) and Parquet stores come as column batches, other kinds as trace objects,
+in input order. :func:`iter_traces` gives every trace as an object (views built from the columns).
+
 Each input may have a sidecar ``meta.json`` in its directory (the testbed writes one per run) with
 ``implementation``, ``version``, ``cc`` and ``labels``; command-line labels win over it.
 """
 
 from __future__ import annotations
 
-import gzip
 import os
 import sys
-import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from quicsm.errors import InputError, NoTransitionsError, QuicsmError
-from quicsm.files import STDIN, GzipReader, open_binary
-from quicsm.traces.builder import TraceBuilder, TraceMeta
-from quicsm.traces.events import Trace
+from quicsm.errors import InputError, NoTransitionsError, as_quicsm_error
+from quicsm.files import STDIN, GzipReader
+from quicsm.traces.events import Trace, TraceMeta
 from quicsm.traces.inputs import Sidecars, expand_inputs, open_input, trace_scopes
-from quicsm.traces.logscan import scan_contract
 from quicsm.traces.qlog import read_ndjson, read_qlog, read_sqlog
 from quicsm.traces.report import ParseReport
+from quicsm.traces.select import Kept, Selector, keep_traces, trace_matches
+from quicsm.traces.sniff import kind_by_name
 from quicsm.traces.store import iter_trace_file
 
 if TYPE_CHECKING:
     from quicsm.traces.columnar import TraceColumns
+    from quicsm.traces.inputs import FileBatch
 
 __all__ = [
+    "Overrides",
     "ParseResult",
     "iter_traces",
-    "iter_trace_batches",
+    "read_inputs",
     "parse_inputs",
-    "merge_meta",
+    "write_store",
     "parse_label",
-    "READER_ERRORS",
+    "no_transitions",
+    "progress_bar",
 ]
-
-READER_ERRORS: tuple[type[BaseException], ...] = (
-    ValueError,
-    TypeError,
-    KeyError,
-    IndexError,
-    AttributeError,
-    RecursionError,
-    OverflowError,
-    EOFError,
-    OSError,
-    zlib.error,
-)
-"""What a reader bug on bad input raises. :func:`iter_traces` turns these into a one-line InputError marked
-``unexpected`` (the fuzz harness counts those as crashes: the reader should have said why itself)."""
 
 
 @dataclass(slots=True)
@@ -60,23 +51,33 @@ class ParseResult:
     report: ParseReport = field(default_factory=ParseReport)
 
 
+@dataclass(frozen=True, slots=True)
+class Overrides:
+    """What the command line says of every input: labels (over the sidecar's), stack, version, cc."""
+
+    labels: dict[str, str] = field(default_factory=dict)
+    implementation: str | None = None
+    version: str | None = None
+    cc: str | None = None
+
+    def keywords(self) -> dict[str, Any]:
+        return {"labels": self.labels, "implementation": self.implementation, "version": self.version, "cc": self.cc}
+
+    def over(self, base: TraceMeta) -> TraceMeta:
+        return TraceMeta(
+            implementation=self.implementation or base.implementation,
+            version=self.version or base.version,
+            labels={**base.labels, **self.labels},
+            cc=self.cc or base.cc,
+        )
+
+
 def parse_label(text: str) -> tuple[str, str]:
     """``client=mobile`` -> ``("client", "mobile")``; InputError otherwise."""
     key, eq, value = text.partition("=")
     if not eq or not key.strip():
         raise InputError(f"label {text!r} is not KEY=VALUE")
     return key.strip(), value.strip()
-
-
-def merge_meta(
-    base: TraceMeta, *, labels: dict[str, str], implementation: str | None, version: str | None, cc: str | None
-) -> TraceMeta:
-    return TraceMeta(
-        implementation=implementation or base.implementation,
-        version=version or base.version,
-        labels={**base.labels, **labels},
-        cc=cc or base.cc,
-    )
 
 
 def iter_traces(
@@ -89,158 +90,105 @@ def iter_traces(
     report: ParseReport | None = None,
     on_bytes: Callable[[int], None] | None = None,
 ) -> Iterator[Trace]:
-    """Stream traces from inputs; memory follows the connections open at once, not the input size."""
-    for item in _iter_inputs(paths, labels, implementation, version, cc, report, on_bytes, columns=False):
-        assert isinstance(item, Trace)
-        yield item
+    """Stream traces from inputs as objects; memory follows one batch and the connections open at once."""
+    over = Overrides(labels or {}, implementation, version, cc)
+    for item in read_inputs(paths, over, report=report, on_bytes=on_bytes, stores=False):
+        if isinstance(item, Trace):
+            yield item
+        else:
+            yield from item.traces()
 
 
-def iter_trace_batches(
-    paths: Sequence[str], *, stores: bool = False, metrics: bool = True, **kw: Any
-) -> Iterator[Trace | TraceColumns]:
-    """:func:`iter_traces` (same keywords), with text logs as columnar batches (no object per event) where
-    :func:`columnar_ok`; the same traces in the same order. ``stores``: Parquet stores too, as
-    :func:`read_store_columnar` reads them (``metrics`` as there)."""
-    keys = ("labels", "implementation", "version", "cc", "report", "on_bytes")
-    unknown = set(kw) - set(keys)
-    if unknown:
-        raise TypeError(f"iter_trace_batches: unexpected keyword(s) {', '.join(sorted(unknown))}")
-    yield from _iter_inputs(paths, *(kw.get(k) for k in keys), columns=True, stores=stores, metrics=metrics)
-
-
-def _iter_inputs(
+def read_inputs(
     paths: Sequence[str],
-    labels: dict[str, str] | None,
-    implementation: str | None,
-    version: str | None,
-    cc: str | None,
-    report: ParseReport | None,
-    on_bytes: Callable[[int], None] | None,
+    over: Overrides = Overrides(),
     *,
-    columns: bool,
-    stores: bool = False,
+    report: ParseReport | None = None,
+    on_bytes: Callable[[int], None] | None = None,
+    stores: bool = True,
     metrics: bool = True,
+    scopes: dict[str, str] | None = None,
 ) -> Iterator[Trace | TraceColumns]:
+    """Every input's traces, in input order: text logs (local or URLs, streamed, files one after the
+    other into shared batches) and, with ``stores``, Parquet stores as column batches (``metrics=False``:
+    a store's metric columns are not read); qlogs and JSONL trace files as objects.
+
+    ``scopes`` (trace-id scope per file) is for a share of a run's files read apart (a Dask task):
+    ``paths`` are then files, scoped as the whole run scopes them. Problems are counted in ``report``
+    (an error on the first under ``report.strict``, the first in the file); any other failure is one
+    :class:`InputError` naming the file.
+    """
+    from quicsm.fleet.sources import is_url, open_url
+    from quicsm.traces.columnar import ColumnReader
+
     report = report if report is not None else ParseReport()
     if not paths:
         raise InputError("no input files given")
-    paths = expand_inputs(paths)
-    scopes = trace_scopes(paths)
+    if scopes is None:
+        paths = expand_inputs(paths)
+        scopes = trace_scopes(paths)
     sidecars = Sidecars()
-    labels = labels or {}
-    logs = None
-    if columns and columnar_ok():
-        from quicsm.traces.columnar import ColumnReader
-
-        logs = ColumnReader(report, on_bytes)
     merged: dict[int, TraceMeta] = {}  # per sidecar (one per folder)
+    logs = ColumnReader(report, on_bytes)
     for path in paths:
-        side = sidecars(path)
-        meta = merged.get(id(side))
-        if meta is None:
-            meta = merged[id(side)] = merge_meta(
-                side, labels=labels, implementation=implementation, version=version, cc=cc
-            )
         report.files += 1
         try:
-            kind, stream = open_input(path)
+            if is_url(path):
+                kind = kind_by_name(path.split("?", 1)[0])
+                if kind.startswith("traces-"):
+                    raise InputError(f"{path}: trace files are read from local paths only; download it first")
+                meta, stream = over.over(TraceMeta()), open_url(path)
+            else:
+                side = sidecars(path)
+                meta = merged.get(id(side)) or merged.setdefault(id(side), over.over(side))
+                kind, stream = open_input(path)
             with stream:
-                if logs is not None and kind == "log":  # files one after the other into shared batches
+                if kind == "log":
                     yield from logs.read(stream, path, scopes[path], meta)
                     continue
-                if logs is not None:  # what the logs before this input left, in input order
-                    yield from logs.flush()
-                if logs is not None and stores and kind == "traces-parquet":
-                    yield from read_store_columnar(path, meta, report, metrics=metrics)
+                yield from logs.flush()  # what the logs before this input left, in input order
+                if stores and kind == "traces-parquet":
+                    yield from _store_batches(path, meta, report, metrics)
                 else:
-                    yield from read_input(path, kind, scopes[path], meta, report, on_bytes, opener=_given(stream))
-        except QuicsmError:
-            raise
-        except (EOFError, gzip.BadGzipFile, zlib.error) as exc:  # a reader that does not count them itself
-            raise InputError(f"{path}: truncated or corrupt gzip data ({str(exc)[:200]})") from None
-        except READER_ERRORS as exc:
-            err = InputError(f"{path}: cannot read ({type(exc).__name__}: {str(exc)[:200]})")
-            err.unexpected = True
+                    yield from _objects(stream, path, kind, meta, report, on_bytes)
+        except Exception as exc:
+            err = as_quicsm_error(exc, path)
+            if err is None:
+                raise
+            if err is exc:
+                raise
             raise err from exc
-    if logs is not None:
-        yield from logs.flush()
+    yield from logs.flush()
 
 
-def read_input(
+def _objects(
+    stream: BinaryIO,
     path: str,
     kind: str,
-    scope: str,
     meta: TraceMeta,
     report: ParseReport,
-    on_bytes: Callable[[int], None] | None = None,
-    opener: Callable[[str], BinaryIO] = open_binary,
+    on_bytes: Callable[[int], None] | None,
 ) -> Iterator[Trace]:
-    """The traces of one input of a known kind; ``opener`` gives its bytes (local files, or fsspec URLs)."""
+    """The traces of a qlog or a trace file."""
     if kind.startswith("traces-"):
         for t in iter_trace_file(path):
             report.traces += 1
             report.records += len(t.events)
             yield relabel(t, meta)
         return
-    with _opened(path, opener, report) as fh:
-        if kind == "qlog":
-            yield from read_qlog(fh, path, meta, report)
-        elif kind == "sqlog":
-            yield from read_sqlog(fh, path, meta, report, on_bytes)
-        elif kind == "ndjson":
-            yield from read_ndjson(fh, path, meta, report, on_bytes)
-        else:
-            builder = TraceBuilder(path, scope, meta, report)
-            feed = builder.feed
-            for lineno, rec in scan_contract(fh, path, report, on_bytes):
-                finished = feed(lineno, rec)
-                if finished:
-                    yield from finished
-            yield from builder.finish()
+    if kind == "qlog":
+        yield from read_qlog(stream, path, meta, report)
+    elif kind == "sqlog":
+        yield from read_sqlog(stream, path, meta, report, on_bytes)
+    else:
+        yield from read_ndjson(stream, path, meta, report, on_bytes)
+    if isinstance(stream, GzipReader) and stream.error is not None and not stream.error_raised:
+        report.problem(path, 0, f"truncated or corrupt input ({stream.error})", "truncated input")
 
 
-def _given(stream: BinaryIO) -> Callable[[str], BinaryIO]:
-    """An opener that hands out a stream already open."""
-    return lambda _: stream
-
-
-def columnar_ok() -> bool:
-    """Whether text logs can be read as columns (:class:`~quicsm.traces.columnar.ColumnReader`): the C
-    scanner is built. Verbs that want trace objects use the object path: it needs no NumPy."""
-    from quicsm.traces.columnar import available
-
-    return available()
-
-
-@contextmanager
-def _opened(path: str, opener: Callable[[str], BinaryIO], report: ParseReport) -> Iterator[BinaryIO]:
-    """The input's bytes; a gzip stream that broke without the reader noticing is reported at the end."""
-    with opener(path) as fh:
-        yield fh
-        if isinstance(fh, GzipReader) and fh.error is not None and not fh.error_raised:
-            report.problem(path, 0, f"truncated or corrupt input ({fh.error})", "truncated input")
-
-
-def read_log_columnar(
-    path: str,
-    scope: str,
-    meta: TraceMeta,
-    report: ParseReport,
-    on_bytes: Callable[[int], None] | None = None,
-    opener: Callable[[str], BinaryIO] = open_binary,
-) -> Iterator[TraceColumns]:
-    """One text log's traces as column batches (:mod:`quicsm.traces.columnar`); needs :func:`columnar_ok`."""
-    from quicsm.traces.columnar import iter_trace_columns
-
-    with opener(path) as fh:
-        yield from iter_trace_columns(fh, path, scope, meta, report, on_bytes)
-
-
-def read_store_columnar(
-    path: str, meta: TraceMeta, report: ParseReport, *, metrics: bool = False
-) -> Iterator[TraceColumns]:
-    """A Parquet store's batches with ``meta`` (sidecar, command line) applied to every trace as
-    :func:`read_input` applies it; ``metrics=False`` reads only what stays need."""
+def _store_batches(path: str, meta: TraceMeta, report: ParseReport, metrics: bool) -> Iterator[TraceColumns]:
+    """A Parquet store's batches with ``meta`` (sidecar, command line) applied to every trace as trace
+    files get it; ``metrics=False`` reads only what stays need."""
     from quicsm.traces.parquet import read_parquet_columns
 
     for tc in read_parquet_columns(path, metrics=metrics):
@@ -266,8 +214,8 @@ def relabel(t: Trace, meta: TraceMeta) -> Trace:
 
 def _input_bytes(paths: Iterable[str]) -> int | None:
     try:
-        return sum(os.path.getsize(p) for p in expand_inputs(list(paths)) if p != STDIN)
-    except OSError:
+        return sum(os.path.getsize(p) for p in expand_inputs(list(paths)) if p != STDIN and "://" not in p)
+    except (OSError, InputError):
         return None
 
 
@@ -281,29 +229,116 @@ def parse_inputs(
     strict: bool = False,
     progress: bool = False,
     require_transitions: bool = True,
+    where: Selector | None = None,
+    dask: str | None = None,
 ) -> ParseResult:
     """Parse all inputs into traces. Problems are counted in ``report``; ``strict`` makes them errors.
+    ``where`` keeps only matching traces; ``dask`` reads batches of files as tasks (same traces, same order).
 
     Raises :class:`NoTransitionsError` if nothing usable was found (unless ``require_transitions=False``).
+
+    >>> from quicsm import parse
+    >>> result = parse(["traces/fig13/desktop"])
+    >>> len(result.traces), result.traces[0].cc, result.report.files
+    (11, 'reno', 11)
     """
+    over = Overrides(dict(labels or {}), implementation, version, cc)
     report = ParseReport(strict=strict)
-    with progress_bar(paths, progress) as on_bytes:
-        traces = [
-            t
-            for t in iter_traces(
-                paths,
-                labels=labels,
-                implementation=implementation,
-                version=version,
-                cc=cc,
-                report=report,
-                on_bytes=on_bytes,
-            )
-            if t.events
-        ]
+    if dask:
+        from quicsm.fleet.run import map_tasks
+        from quicsm.traces.inputs import file_batches, show_batches
+
+        traces = []
+        task = partial(traces_task, over=over, strict=strict)
+        batches = file_batches(expand_inputs(paths))
+        shown = show_batches("dask: parsed", batches) if progress else None
+        for got, part in map_tasks(task, batches, dask=dask, progress=shown):
+            traces.extend(got)
+            report.merge(part)
+    else:
+        with progress_bar(paths, progress) as on_bytes:
+            traces = [t for t in iter_traces(paths, report=report, on_bytes=on_bytes, **over.keywords()) if t.events]
     if require_transitions and not any(any(True for _ in t.transitions()) for t in traces):
         raise no_transitions(paths, report)
+    if where:
+        traces = [t for t in traces if trace_matches(t, where)]
+        if not traces:
+            raise no_match(where)
     return ParseResult(traces, report)
+
+
+def no_match(where: Selector) -> InputError:
+    return InputError(f"no trace matches --where {' '.join(f'{k}={v}' for k, v in where.items())}")
+
+
+def traces_task(batch: FileBatch, *, over: Overrides, strict: bool) -> tuple[list[Trace], ParseReport]:
+    """One Dask task of ``parse`` to JSON Lines: a batch of files' non-empty traces and its report."""
+    report = ParseReport(strict=strict)
+    items = read_inputs(batch.files, over, report=report, stores=False, scopes=batch.scope_map())
+    return [t for item in items for t in ([item] if isinstance(item, Trace) else item.traces()) if t.events], report
+
+
+def store_task(batch: FileBatch, *, over: Overrides, strict: bool, where: Selector | None) -> Stored:
+    """One Dask task of ``parse -o x.parquet``: a batch of files' kept traces as row groups of the store
+    (built from columns where the files are logs or stores), with its report and tally."""
+    from quicsm.traces.parquet import store_batches
+
+    report = ParseReport(strict=strict)
+    tally = Kept()
+    items = read_inputs(batch.files, over, report=report, scopes=batch.scope_map())
+    return Stored(store_batches(keep_traces(items, where, tally)), report, tally)
+
+
+@dataclass(slots=True)
+class Stored:
+    """What :func:`store_task` returns."""
+
+    batches: list[Any]
+    report: ParseReport
+    kept: Kept
+
+
+def write_store(
+    paths: Sequence[str],
+    output: str,
+    over: Overrides = Overrides(),
+    *,
+    strict: bool = False,
+    where: Selector | None = None,
+    dask: str | None = None,
+    progress: bool = False,
+) -> tuple[int, ParseReport, Kept]:
+    """Inputs straight into a Parquet store as column batches, streamed: no object per event, memory
+    bounded by one batch and the open connections (with ``dask``: by one task's row groups, fetched in
+    input order). Returns the traces written, the report and what was kept; nothing is written when
+    no input has a transition or ``where`` keeps nothing."""
+    from quicsm.traces.parquet import write_parquet
+
+    report = ParseReport(strict=strict)
+    tally = Kept()
+
+    def stream(on_bytes: Callable[[int], None] | None) -> Iterator[Any]:
+        if dask:
+            from quicsm.fleet.run import map_tasks
+            from quicsm.traces.inputs import file_batches, show_batches
+
+            task = partial(store_task, over=over, strict=strict, where=where)
+            batches = file_batches(expand_inputs(paths))
+            shown = show_batches("dask: written", batches) if progress else None
+            for got in map_tasks(task, batches, dask=dask, progress=shown):
+                report.merge(got.report)
+                tally.merge(got.kept)
+                yield from got.batches
+        else:
+            yield from keep_traces(read_inputs(paths, over, report=report, on_bytes=on_bytes), where, tally)
+        if not tally.transitions:  # raised inside the writer: the output file is not made
+            raise no_transitions(paths, report)
+        if where and not tally.kept:
+            raise no_match(where)
+
+    with progress_bar(paths, progress and not dask) as on_bytes:
+        n = write_parquet(stream(on_bytes), output)
+    return n, report, tally
 
 
 @contextmanager

@@ -28,8 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-from quicsm.traces.builder import TraceMeta
-from quicsm.traces.events import Trace, TraceEvent
+from quicsm.traces.events import Trace, TraceEvent, TraceMeta
 from quicsm.traces.qlog_values import DECODER, JSON_ERRORS, BadValue, count_value, loads, time_value
 from quicsm.traces.report import ParseReport
 from quicsm.traces.states import INIT, canonical_state, is_known_state, numeric_state, split_state

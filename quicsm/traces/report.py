@@ -76,6 +76,20 @@ class ParseReport:
             lines.extend(f"  {i}" for i in self.issues)
         return "\n".join(lines)
 
+    def merge(self, other: ParseReport) -> None:
+        """Add ``other``'s totals and first issues (a later input's) to this report."""
+        self.files += other.files
+        self.bytes += other.bytes
+        self.lines += other.lines
+        self.records += other.records
+        self.traces += other.traces
+        self.issue_counts.update(other.issue_counts)
+        self.skipped_files.extend(other.skipped_files)
+        self.unknown_states.update(other.unknown_states)
+        room = self.keep - len(self.issues)
+        if room > 0:
+            self.issues.extend(other.issues[:room])
+
     def to_json(self) -> dict[str, object]:
         return {
             "files": self.files,

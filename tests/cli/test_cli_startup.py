@@ -41,11 +41,14 @@ def _heavy_modules(args: list[str]) -> list[str]:
 
 @pytest.mark.parametrize("verb_args", [["parse", "--help"], ["parse", "{log}", "-q", "-o", "{out}"]])
 def test_parse_imports_no_heavy_library(tmp_path: Path, verb_args: list[str]) -> None:
+    """``--help`` imports none; a parse to JSON Lines cuts traces from columns (NumPy), nothing else."""
     log = tmp_path / "server.log"
     log.write_text(format_line(conn="a", t_us=1, cc="cubic", frm="Init", to="SlowStart") + "\n")
     out = tmp_path / "traces.jsonl"
     args = [a.format(log=log, out=out) for a in verb_args]
-    assert _heavy_modules(args) == []
+    heavy = _heavy_modules(args)
+    assert [m for m in heavy if m.split(".")[0] != "numpy"] == []
+    assert heavy == [] or "-o" in args
     if "-o" in args:
         assert out.read_text().count("\n") == 1  # the parse did run
 

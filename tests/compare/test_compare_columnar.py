@@ -16,6 +16,8 @@ from click.testing import CliRunner
 from quicsm.cli.main import cli
 from quicsm.traces import columnar, parse
 from quicsm.traces.contract import format_line
+from quicsm.traces.events import Trace
+from quicsm.traces.report import ParseReport
 
 pytestmark = pytest.mark.skipif(not columnar.available(), reason="needs the C extension quicsm.traces._scan")
 
@@ -24,9 +26,26 @@ TRACES = ROOT / "traces"
 OUTPUTS = ("c.json", "r.html", "side.dot", "diff.dot", "heat.svg")
 
 
-def _objects(paths, *, stores=False, metrics=True, report=None):  # type: ignore[no-untyped-def]
-    """Every input read as trace objects: the rows are then made from them."""
-    return parse.iter_traces(paths, report=report)
+_READ = parse.read_inputs
+
+
+def _objects(paths, over=parse.Overrides(), *, report=None, on_bytes=None, stores=True, metrics=True, scopes=None):  # type: ignore[no-untyped-def]
+    """Every input as trace objects, text logs cut by the oracle (tests/traces/oracle.py)."""
+    from quicsm.files import open_binary
+    from quicsm.traces.inputs import expand_inputs, input_kind, sidecar_meta, trace_scopes
+    from tests.traces.oracle import object_traces
+
+    files = list(paths) if scopes else expand_inputs(paths)
+    scopes = scopes or trace_scopes(files)
+    report = report if report is not None else ParseReport()
+    for path in files:
+        if input_kind(path) != "log":
+            for item in _READ([path], over, report=report, stores=False, scopes={path: scopes[path]}):
+                yield from [item] if isinstance(item, Trace) else item.traces()
+            continue
+        report.files += 1
+        with open_binary(path) as fh:
+            yield from object_traces(fh.read(), path, scopes[path], over.over(sidecar_meta(path)), report)
 
 
 def _run(args: list[str], out: Path, *, rows: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str, bytes]:
@@ -39,7 +58,7 @@ def _run(args: list[str], out: Path, *, rows: bool, monkeypatch: pytest.MonkeyPa
         files += ["--html", str(out / "r.html")]
     with monkeypatch.context() as m:
         if not rows:
-            m.setattr(parse, "iter_trace_batches", _objects)
+            m.setattr(parse, "read_inputs", _objects)
         res = CliRunner().invoke(cli, ["compare", *args, *files], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     return {p.name: p.read_bytes() for p in sorted(out.iterdir())}
@@ -180,7 +199,7 @@ def test_rows_make_no_event_objects(odd: Path, tmp_path: Path, monkeypatch: pyte
         raise AssertionError("an object per event was made")
 
     monkeypatch.setattr(columnar.TraceColumns, "traces", fail)
-    monkeypatch.setattr("quicsm.traces.builder.TraceBuilder.feed", fail)
+    monkeypatch.setattr("tests.traces.oracle.TraceBuilder.feed", fail)
     args = [str(odd / "desktop"), str(odd / "mobile"), "--bootstrap", "0", "--format", "json", "-q"]
     res = CliRunner().invoke(cli, ["compare", *args], catch_exceptions=False)
     assert res.exit_code == 0, res.output
@@ -191,14 +210,14 @@ def test_dask_workers_return_rows(odd: Path, tmp_path: Path, monkeypatch: pytest
     pytest.importorskip("distributed")
     import os
 
-    from quicsm.fleet import run
+    from quicsm.traces import parse as parse_module
 
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
 
     def fail(*args: object, **kw: object) -> None:
         raise AssertionError("compare asked the workers for traces")
 
-    monkeypatch.setattr(run, "parse_files", fail)
+    monkeypatch.setattr(parse_module, "traces_task", fail)
     args = [str(odd / "desktop"), str(odd / "mobile"), "--bootstrap", "50", "--timelines", "2"]
     want = _run(args, tmp_path / "objects", rows=False, monkeypatch=monkeypatch)
     got = _run([*args, "--dask", "local:2"], tmp_path / "dask", rows=True, monkeypatch=monkeypatch)

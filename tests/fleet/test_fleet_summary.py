@@ -1,4 +1,7 @@
-"""The summary path gives the same annotated model as annotating every trace, for every engine and view."""
+"""The summary path gives the same annotated model as annotating every trace, for every engine and view.
+
+The oracle annotates every trace object (:func:`quicsm.inference.annotate.annotate`); quicsm learns
+from summaries only (:func:`quicsm.pipeline.learn`)."""
 
 from __future__ import annotations
 
@@ -7,11 +10,36 @@ from pathlib import Path
 import pytest
 from fleet_fixtures import make_fleet_dir
 
-from quicsm.fleet import summarize_inputs
-from quicsm.fleet.summary import Summary
-from quicsm.pipeline import learn, learn_stays, learn_summary
+from quicsm.compare.stays import rows_of, rows_summary
+from quicsm.pipeline import learn
 from quicsm.traces import parse_inputs
-from quicsm.traces.events import StateView
+from quicsm.traces.events import StateView, Trace
+from quicsm.traces.summary import Summary
+from quicsm.traces.summary import summarize as summarize_inputs
+
+
+def per_trace(traces: list[Trace], engine: str, view: StateView) -> object:
+    """The oracle: the model annotated trace by trace."""
+    from collections import Counter
+
+    from quicsm.inference import infer
+    from quicsm.inference.annotate import annotate
+
+    stays = [t.visits(view) for t in traces]
+    result = infer(traces, engine, view, sequences=[[v.state for v in s] for s in stays])
+    meta: dict[str, object] = {}
+    for key in ("cc", "implementation", "version"):
+        values = Counter(str(getattr(t, key)) for t in traces if getattr(t, key))
+        if values:
+            meta[key] = ", ".join(sorted(values))
+    common = dict(traces[0].labels)
+    for t in traces[1:]:
+        common = {k: v for k, v in common.items() if t.labels.get(k) == v}
+    if common:
+        meta["labels"] = common
+    meta["inference_seconds"] = 0.0
+    return annotate(result, traces, view, meta=meta, stays_per_trace=stays)
+
 
 fleet_dir = pytest.fixture(name="fleet_dir")(make_fleet_dir)
 
@@ -29,7 +57,7 @@ def test_summary_model_equals_per_trace_model(fleet_dir: Path, engine: str, view
     summary = summarize_inputs([str(fleet_dir)], view=view)
     assert summary.traces == len(traces) == 240
     assert len(summary.sequences) < summary.traces / 4  # bounded by distinct behaviour
-    assert _model(learn_summary(summary, engine)) == _model(learn(traces, engine, view))
+    assert _model(learn(summary, engine)) == _model(per_trace(traces, engine, view))
 
 
 @pytest.mark.parametrize("engine", ["synoptic", "ktails", "dfg"])
@@ -38,12 +66,10 @@ def test_model_from_stays_folds_repeats_and_equals_per_trace_model(fleet_dir: Pa
     fleet has 240 connections and far fewer distinct sequences) and the model is unchanged."""
     view = StateView()
     traces = parse_inputs([str(fleet_dir)]).traces
-    stays = [t.visits(view) for t in traces]
-    seqs = [[v.state for v in s] for s in stays]
-    assert len({tuple(s) for s in seqs}) < len(seqs) / 4
-    events = sum(len(t.events) for t in traces)
-    got = learn_stays(traces, seqs, [[v.duration_us for v in s] for s in stays], events, engine, view)
-    assert _model(got) == _model(learn(traces, engine, view))
+    rows = rows_of(traces, view)
+    assert len({r.states for r in rows}) < len(rows) / 4
+    got = learn(rows_summary(rows, view), engine)
+    assert _model(got) == _model(per_trace(traces, engine, view))
 
 
 def test_merge_order_and_reports(fleet_dir: Path, tmp_path: Path) -> None:
@@ -71,9 +97,9 @@ def test_annotation_in_chunks_equals_annotation_at_once(
     from quicsm.inference import annotate
 
     summary = summarize_inputs([str(fleet_dir)])
-    whole = _model(learn_summary(summary, "ktails"))
+    whole = _model(learn(summary, "ktails"))
     monkeypatch.setattr(annotate, "_STEPS_PER_CHUNK", chunk)
     if not dense:
         monkeypatch.setattr(annotate, "_DENSE_CELLS", 0)
-    assert _model(learn_summary(summary, "ktails")) == whole
+    assert _model(learn(summary, "ktails")) == whole
     assert whole["edges"] and whole["nodes"]

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from quicsm.traces import columnar, iter_traces, logscan
-from quicsm.traces.builder import TraceBuilder, TraceMeta
 from quicsm.traces.contract import ContractError, parse_payload
+from quicsm.traces.events import TraceMeta
 from quicsm.traces.report import ParseReport
 from tests.fuzz.mutate import Seeds, gzip_variant, mutate
+from tests.traces.oracle import TraceBuilder
 
 WINDOWS = (logscan.CHUNK, 4096, 97, 8)
 """Scan window sizes the agreement target compares (the last ones are shorter than most lines)."""
@@ -72,7 +73,7 @@ def _run_line(data: bytes, scratch: Path) -> None:
 
 def scan(data: bytes, *, use_c: bool, chunk: int) -> tuple[object, ...]:
     """Everything the text-log scanner reports for ``data``: records, line count, every problem."""
-    finder = logscan._find_tagged_c if use_c else logscan._find_tagged_py
+    finder = logscan._find_tagged_c if use_c else logscan.find_tagged_py
     saved = logscan._find_tagged
     logscan._find_tagged = finder
     try:

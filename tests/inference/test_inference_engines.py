@@ -205,7 +205,7 @@ def test_jar_options_through_the_cli(tmp_path: Path, write_log, monkeypatch: pyt
         seen.update(opts, engine=engine)
         raise InferenceError("stop here")
 
-    monkeypatch.setattr(infer_cmd, "learn_summary", learn)
+    monkeypatch.setattr(infer_cmd, "learn", learn)
     base = ["infer", str(log), "--engine", "synoptic-jar", "--synoptic-jar", str(jar), "--java", str(fake), "-q"]
     r = CliRunner().invoke(cli, [*base, "--java-option=-Xmx2g", "--java-option", "-Xss4m", "--timeout", "90"])
     assert "stop here" in r.output, r.output

@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 
 from quicsm.files import open_binary
-from quicsm.fleet.run import FileTask, summarize_file
-from quicsm.fleet.summary import summarize_traces
 from quicsm.traces import columnar
-from quicsm.traces.builder import TraceBuilder, TraceMeta
 from quicsm.traces.contract import format_line
-from quicsm.traces.events import StateView
-from quicsm.traces.inputs import input_kind
+from quicsm.traces.events import StateView, TraceMeta
+from quicsm.traces.inputs import FileBatch, input_kind
 from quicsm.traces.logscan import scan_contract
+from quicsm.traces.parse import Overrides
 from quicsm.traces.report import ParseReport
+from quicsm.traces.summary import Summary, summarize_traces, summary_task
+from tests.traces.oracle import TraceBuilder
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGS = sorted(
@@ -32,6 +32,21 @@ LOGS = sorted(
 )
 META = TraceMeta(implementation="quic-go", version="v1", labels={"client": "desktop"})
 VIEWS = (StateView(), StateView(phases=False), StateView(recovery=True))
+
+
+def summarize_file(
+    path: str,
+    scope: str,
+    view: StateView,
+    labels: dict[str, str],
+    implementation: str | None = None,
+    version: str | None = None,
+    where: dict[str, str] | None = None,
+) -> Summary:
+    """One file reduced as a Dask task reduces its batch."""
+    over = Overrides(labels, implementation, version)
+    return summary_task(FileBatch((path,), (scope,)), view=view, over=over, strict=False, where=where)
+
 
 pytestmark = pytest.mark.skipif(not columnar.available(), reason="needs the C extension quicsm.traces._scan")
 
@@ -123,7 +138,7 @@ def test_file_summary_from_columns_equals_the_object_summary(tmp_path: Path) -> 
     log.write_bytes(crafted() + open_binary(LOGS[0]).read())
     traces, _ = object_path(log.read_bytes())
     for view in VIEWS:
-        got = summarize_file(FileTask(str(log), "s", view, dict(META.labels), META.implementation, META.version))
+        got = summarize_file(str(log), "s", view, dict(META.labels), META.implementation, META.version)
         assert not hasattr(got, "raise_"), got
         want = summarize_traces([t for t in traces if t.events], view)
         assert list(got.sequences) == list(want.sequences)  # same sequences, first-appearance order
@@ -197,8 +212,8 @@ def test_summary_of_a_store_equals_the_summary_of_its_log(tmp_path: Path) -> Non
     store = tmp_path / "x.parquet"
     assert _cli(["parse", str(log), "-q", "-o", str(store)])[0] == 0
     for view in VIEWS:
-        a = summarize_file(FileTask(str(log), "x.log", view, {"client": "mobile"}))
-        b = summarize_file(FileTask(str(store), "x.parquet", view, {"client": "mobile"}))
+        a = summarize_file(str(log), "x.log", view, {"client": "mobile"})
+        b = summarize_file(str(store), "x.parquet", view, {"client": "mobile"})
         assert not hasattr(a, "raise_") and not hasattr(b, "raise_")
         assert list(a.sequences) == list(b.sequences) and a.traces == b.traces > 5
         assert [(s.count, s.durations_us, s.events) for s in a.sequences.values()] == [
@@ -311,8 +326,7 @@ def test_file_summary_with_a_selector_equals_the_object_summary(tmp_path: Path, 
     store = tmp_path / "x.parquet"
     assert _cli(["parse", str(log), "-q", "-o", str(store)])[0] == 0
     for path in (log, store):
-        task = FileTask(str(path), "s", StateView(), dict(META.labels), META.implementation, META.version, where=where)
-        got = summarize_file(task)
+        got = summarize_file(str(path), "s", StateView(), dict(META.labels), META.implementation, META.version, where)
         assert not hasattr(got, "raise_"), got
         kept = [t for t in traces if t.events and trace_matches(t, where)]
         want = summarize_traces(kept)

@@ -74,7 +74,7 @@ def test_a_hash_collision_is_caught_not_merged(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_summary_codes_encode_as_the_engines_encode_lists() -> None:
-    """learn_summary hands the engines an EncodedLog built from a summary's label table: it must be the
+    """learn hands the engines an EncodedLog built from a summary's label table: it must be the
     log encode_sequences makes from the same sequences as lists of names."""
     from quicsm.inference.packed import EncodedLog, encode_sequences
 

@@ -213,9 +213,9 @@ def test_atomic_write_leaves_nothing_on_failure(tmp_path: Path) -> None:
 
 
 def test_c_and_python_tag_finders_agree(write_log, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from quicsm.traces import logscan
+    from quicsm.traces import columnar
 
-    if logscan._find_tagged is logscan._find_tagged_py:  # would compare Python with itself
+    if not columnar.available():  # would compare Python with itself
         if os.environ.get("CI") == "true":
             pytest.fail("CI=true but the C scanner quicsm.traces._scan is not built")
         pytest.skip("the C scanner is not built (python3 setup.py build_ext --inplace)")
@@ -227,8 +227,8 @@ def test_c_and_python_tag_finders_agree(write_log, tmp_path: Path, monkeypatch: 
     gz = tmp_path / "mixed.log.gz"
     gz.write_bytes(gzip.compress(p.read_bytes()))
     results = []
-    for finder in (logscan._find_tagged_py, logscan._find_tagged_c):
-        monkeypatch.setattr(logscan, "_find_tagged", finder)
+    for scanner in (columnar.scan_columns_py, columnar._scan_columns):
+        monkeypatch.setattr(columnar, "_scan_columns", scanner)
         for path in (p, gz):  # mmap windows and streamed windows
             res = parse_inputs([str(path)])
             results.append(([(t.key, t.events) for t in res.traces], res.report.lines, res.report.records))

@@ -1,5 +1,8 @@
 """A trace set reduced to what inference and annotation need: distinct state sequences with counts.
 
+:func:`summarize` is the fold every ``infer`` and ``diagram`` runs: inputs read here (files pooled
+into shared batches) or as Dask tasks of many files each, whose summaries merge in a tree, in order.
+
 Engines (Synoptic, k-Tails, DFG) depend only on the set of distinct sequences, and identical sequences
 always take the same path through a model, so counts and per-position stay times are enough for the
 time shares and edge probabilities of the annotated model.
@@ -9,15 +12,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
 from quicsm.traces.events import StateView, Trace
+from quicsm.traces.parse import Overrides, no_match, no_transitions, progress_bar, read_inputs
 from quicsm.traces.report import ParseReport
+from quicsm.traces.select import Selector, trace_matches
 
 if TYPE_CHECKING:  # imported (with NumPy) when sequences are first packed: ``parse --help`` stays light
+    from quicsm.traces.columnar import TraceColumns
     from quicsm.traces.distinct import PackedSequences
+    from quicsm.traces.inputs import FileBatch
 
-__all__ = ["SequenceStats", "Summary", "summarize_traces", "merge_reports"]
+__all__ = ["SequenceStats", "Summary", "fold", "summarize", "summarize_traces"]
 
 
 @dataclass(slots=True)
@@ -184,7 +192,7 @@ class Summary:
         self.ccs |= other.ccs
         if other.traces:
             self._labels(other.common_labels)
-        merge_reports(self.report, other.report)
+        self.report.merge(other.report)
 
     def describe(self) -> dict[str, object]:
         """The legend metadata of :func:`quicsm.pipeline.describe_traces`, from the summary."""
@@ -197,19 +205,6 @@ class Summary:
         return meta
 
 
-def merge_reports(into: ParseReport, other: ParseReport) -> None:
-    """Add ``other``'s totals and first issues to ``into`` (issues in input order, up to ``keep``)."""
-    into.files += other.files
-    into.bytes += other.bytes
-    into.lines += other.lines
-    into.records += other.records
-    into.traces += other.traces
-    into.issue_counts.update(other.issue_counts)
-    room = into.keep - len(into.issues)
-    if room > 0:
-        into.issues.extend(other.issues[:room])
-
-
 def summarize_traces(traces: Iterable[Trace], view: StateView = StateView()) -> Summary:
     """Reduce traces (skipping empty ones, as :func:`quicsm.traces.parse_inputs` does) to a summary."""
     s = Summary(view=view)
@@ -217,3 +212,92 @@ def summarize_traces(traces: Iterable[Trace], view: StateView = StateView()) -> 
         if t.events:
             s.add(t)
     return s
+
+
+def fold(items: Iterable[Trace | TraceColumns], s: Summary, where: Selector | None = None) -> Summary:
+    """Traces (objects, or column batches) into ``s``; ``where`` keeps only matching ones (transitions
+    are looked for before it, as every verb does). Python work per trace only for ``where``."""
+    import numpy as np
+
+    from quicsm.traces.columnar import stay_arrays
+
+    for item in items:
+        if isinstance(item, Trace):
+            if not item.events:
+                continue
+            if not where or trace_matches(item, where):
+                s.add(item)
+            elif not s.transitions:
+                s.transitions = any(True for _ in item.transitions())
+            continue
+        stays = stay_arrays(item, s.view)
+        if where:
+            shells = [item.shell(i) for i in range(len(item))]
+            keep = np.fromiter((trace_matches(t, where) for t in shells), bool, len(shells))
+            s.add_packed(stays.names, stays.seqs.take(keep), bool(stays.has_transition.any()))
+            for shell in (t for t, k in zip(shells, keep.tolist()) if k):
+                s.note_metadata(shell)
+            continue
+        s.add_packed(stays.names, stays.seqs, bool(stays.has_transition.any()))
+        for shell in item.distinct_shells():
+            s.note_metadata(shell)
+    return s
+
+
+def summary_task(
+    batch: FileBatch, *, view: StateView, over: Overrides, strict: bool, where: Selector | None
+) -> Summary:
+    """One Dask task: a batch of files reduced to a summary."""
+    report = ParseReport(strict=strict)
+    items = read_inputs(batch.files, over, report=report, metrics=False, scopes=batch.scope_map())
+    return fold(items, Summary(view=view, report=report), where)
+
+
+def _merged(a: Summary, b: Summary) -> Summary:
+    a.merge(b)
+    return a
+
+
+def summarize(
+    inputs: Sequence[str],
+    *,
+    view: StateView = StateView(),
+    labels: dict[str, str] | None = None,
+    implementation: str | None = None,
+    version: str | None = None,
+    cc: str | None = None,
+    strict: bool = False,
+    where: Selector | None = None,
+    dask: str | None = None,
+    progress: bool = False,
+    require_transitions: bool = True,
+) -> Summary:
+    """Every input reduced to one :class:`Summary` (what ``infer`` and ``diagram`` learn from).
+
+    ``dask`` (``local[:N]`` or a scheduler address) reads batches of files as tasks (about 64 MB or
+    4,096 files each) and merges their summaries in a tree: the same summary as here.
+
+    >>> from quicsm import summarize
+    >>> s = summarize(["traces/fig13/desktop"])
+    >>> s.traces, len(s.packed()), sorted(s.ccs)
+    (11, 9, ['reno'])
+    """
+    from quicsm.fleet.run import map_tasks, tree_merge
+    from quicsm.traces.inputs import expand_inputs, file_batches, show_batches
+
+    over = Overrides(dict(labels or {}), implementation, version, cc)
+    if not dask:
+        total = Summary(view=view, report=ParseReport(strict=strict))
+        with progress_bar(inputs, progress) as on_bytes:
+            fold(read_inputs(inputs, over, report=total.report, on_bytes=on_bytes, metrics=False), total, where)
+    else:
+        batches = file_batches(expand_inputs(inputs))
+        task = partial(summary_task, view=view, over=over, strict=strict, where=where)
+        shown = show_batches("dask: reduced", batches) if progress else None
+        parts = list(map_tasks(task, batches, dask=dask, progress=shown))
+        total = tree_merge(parts, _merged) or Summary(view=view, report=ParseReport(strict=strict))
+    if require_transitions and not total.transitions:
+        raise no_transitions(inputs, total.report)
+    if where and not total.traces:
+        raise no_match(where)
+    return total

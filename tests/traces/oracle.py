@@ -1,4 +1,7 @@
-"""Group contract records into per-connection traces.
+"""The test oracle of the trace cutter: contract records grouped into traces one object at a time.
+
+quicsm cuts traces from columns (:mod:`quicsm.traces.columnar`); this is the slow, obvious form of the
+same rules, kept only to hold the cutter to them (tests/traces/test_columnar.py, the fuzz targets).
 
 Keys are scoped to one input file (two servers may reuse the same object address). A key that starts
 again (``from=Init``) closes the previous connection under it; ``ev=close`` closes one at once. Closed
@@ -7,25 +10,26 @@ connections leave memory immediately, so memory follows the number of connection
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from quicsm.traces.contract import ContractRecord
-from quicsm.traces.events import Trace, TraceEvent
+from quicsm.traces.events import Trace, TraceEvent, TraceMeta
+from quicsm.traces.logscan import scan_contract
 from quicsm.traces.report import ParseReport
 
-__all__ = ["TraceBuilder", "TraceMeta"]
+__all__ = ["TraceBuilder", "object_traces"]
 
 
-@dataclass(frozen=True, slots=True)
-class TraceMeta:
-    """What every trace of one input gets: stack, version, labels (command line and sidecar meta.json)."""
-
-    implementation: str | None = None
-    version: str | None = None
-    labels: dict[str, str] = field(default_factory=dict)
-    cc: str | None = None
-    """Override for the congestion controller (for qlogs that don't name it)."""
+def object_traces(data: bytes, path: str, scope: str, meta: TraceMeta, report: ParseReport) -> list[Trace]:
+    """One log's traces by the oracle: the record scanner, then :class:`TraceBuilder`."""
+    builder = TraceBuilder(path, scope, meta, report)
+    out: list[Trace] = []
+    for line, rec in scan_contract(io.BytesIO(data), path, report):
+        out += builder.feed(line, rec)
+    out += builder.finish()
+    return out
 
 
 @dataclass(slots=True)
