@@ -13,9 +13,9 @@ from quicsm.compare import compare as run_compare
 from quicsm.compare.sets import TraceSet, parse_selector
 from quicsm.compare.stats import CORRECTIONS, EDGE_TESTS, SAMPLE_TESTS
 from quicsm.errors import InputError
+from quicsm.files import atomic_output
 from quicsm.traces.events import StateView
 from quicsm.traces.report import ParseReport
-from quicsm.traces.store import atomic_output
 
 __all__ = ["compare"]
 

@@ -8,8 +8,8 @@ from typing import Any
 import click
 
 from quicsm.cli.options import input_options, load_inputs, view_from, view_options
+from quicsm.files import atomic_output
 from quicsm.inference.export import EXPORT_FORMATS, dump_synoptic_log, model_prefix, synoptic_command_line
-from quicsm.traces.store import atomic_output
 
 
 @click.command()

@@ -16,9 +16,9 @@ from quicsm.cli.options import (
     view_from,
     view_options,
 )
+from quicsm.files import atomic_output
 from quicsm.inference.annotate import AnnotatedModel, save_model
 from quicsm.pipeline import learn
-from quicsm.traces.store import atomic_output
 
 
 def model_table(am: AnnotatedModel) -> str:

@@ -302,7 +302,7 @@ def fairness_markdown(runs: Sequence[FlowRun]) -> str:
 def flows_timeline_svg(run: FlowRun, *, width: int = 860, title: str | None = None, max_points: int = 2000) -> str:
     """Three panels on one time axis: every flow's throughput at the bottleneck, its cwnd, and a
     band per flow coloured by the state its sender was in (Fig. 5 style)."""
-    from quicsm.compare.svg import _downsample, _step_path, nice_ticks, state_colour
+    from quicsm.compare.svg import downsample, nice_ticks, state_colour, step_path
 
     t_lo = max(0.0, run.origin_s - 0.5)
     end = max((len(f.series_mbps) * run.bin_s for f in run.flows), default=1.0) - t_lo
@@ -353,13 +353,13 @@ def flows_timeline_svg(run: FlowRun, *, width: int = 860, title: str | None = No
         pts = [(k * run.bin_s, v) for k, v in enumerate(f.series_mbps)]
         if pts:
             out.append(
-                f'<path d="{_step_path(pts, x, lambda v: top + h_thr - v / ymax_thr * h_thr, t_lo + end)}" fill="none" '
+                f'<path d="{step_path(pts, x, lambda v: top + h_thr - v / ymax_thr * h_thr, t_lo + end)}" fill="none" '
                 f'stroke="{col}" stroke-width="1.3"/>'
             )
-        cpts = _downsample(sorted(cw[i]), max_points)
+        cpts = downsample(sorted(cw[i]), max_points)
         if cpts:
             out.append(
-                f'<path d="{_step_path(cpts, x, lambda v: y_cwnd0 + h_cwnd - v / ymax_cw * h_cwnd, cpts[-1][0])}" '
+                f'<path d="{step_path(cpts, x, lambda v: y_cwnd0 + h_cwnd - v / ymax_cw * h_cwnd, cpts[-1][0])}" '
                 f'fill="none" stroke="{col}" stroke-width="1.2"/>'
             )
         yl = top + 14 + 16 * i

@@ -12,7 +12,7 @@ from quicsm.diagrams.style import family_style
 from quicsm.traces.events import StateView, Trace
 from quicsm.traces.states import state_family
 
-__all__ = ["heatmap_svg", "nice_ticks", "state_colour", "timeline_svg"]
+__all__ = ["downsample", "heatmap_svg", "nice_ticks", "state_colour", "step_path", "timeline_svg"]
 
 
 def state_colour(state: str) -> str:
@@ -42,14 +42,14 @@ def _bytes(v: float) -> str:
     return f"{v:g} B"
 
 
-def _downsample(points: list[tuple[float, float]], limit: int) -> list[tuple[float, float]]:
+def downsample(points: list[tuple[float, float]], limit: int) -> list[tuple[float, float]]:
     if len(points) <= limit:
         return points
     stride = len(points) / limit
     return [points[int(i * stride)] for i in range(limit)] + [points[-1]]
 
 
-def _step_path(
+def step_path(
     points: list[tuple[float, float]], x: Callable[[float], float], y: Callable[[float], float], end: float
 ) -> str:
     if not points:
@@ -77,7 +77,7 @@ def timeline_svg(
     span = max(trace.duration_us, 1)
     cwnd = [((e.t_us - t0) / 1000, float(e.cwnd)) for e in trace.events if e.cwnd is not None]
     infl = [((e.t_us - t0) / 1000, float(e.inflight)) for e in trace.events if e.inflight is not None]
-    cwnd, infl = _downsample(cwnd, max_points), _downsample(infl, max_points)
+    cwnd, infl = downsample(cwnd, max_points), downsample(infl, max_points)
     ymax = max([v for _, v in cwnd + infl] or [1.0]) * 1.05
     end_ms = span / 1000
 
@@ -119,10 +119,10 @@ def timeline_svg(
             f'<text x="{left - 6}" y="{y(yv) + 4:.1f}" text-anchor="end">{_bytes(yv)}</text>'
         )
     if cwnd:
-        out.append(f'<path d="{_step_path(cwnd, x, y, end_ms)}" fill="none" stroke="#08306b" stroke-width="1.4"/>')
+        out.append(f'<path d="{step_path(cwnd, x, y, end_ms)}" fill="none" stroke="#08306b" stroke-width="1.4"/>')
     if infl:
         out.append(
-            f'<path d="{_step_path(infl, x, y, end_ms)}" fill="none" stroke="#d94801" stroke-width="1" '
+            f'<path d="{step_path(infl, x, y, end_ms)}" fill="none" stroke="#d94801" stroke-width="1" '
             f'stroke-dasharray="3,2"/>'
         )
     if not cwnd and not infl:

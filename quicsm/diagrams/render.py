@@ -16,8 +16,8 @@ from pathlib import Path
 from quicsm.diagrams.dot import DotOptions, to_dot
 from quicsm.diagrams.overlay import Overlay
 from quicsm.errors import RenderError
+from quicsm.files import atomic_output
 from quicsm.inference.annotate import AnnotatedModel
-from quicsm.traces.store import atomic_output
 
 __all__ = ["FORMATS", "output_format", "find_dot", "run_dot", "render_dot", "write_picture", "write_diagram", "DOT_ENV"]
 

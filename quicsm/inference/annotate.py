@@ -194,7 +194,7 @@ def load_model(path: str) -> AnnotatedModel:
 
 def save_model(model: AnnotatedModel, path: str) -> None:
     """Write the model JSON atomically (temp file + rename; ``-`` = stdout)."""
-    from quicsm.traces.store import atomic_output
+    from quicsm.files import atomic_output
 
     with atomic_output(path, binary=False) as fh:
         json.dump(model.to_json(), fh, indent=2)

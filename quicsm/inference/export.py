@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from typing import IO
 
 from quicsm.errors import InferenceError
+from quicsm.files import atomic_output
 from quicsm.inference.model import INITIAL, TERMINAL
-from quicsm.traces.store import atomic_output
 
 __all__ = [
     "EVENT_REGEX",

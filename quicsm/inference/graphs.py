@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import networkx as nx
 
-from quicsm.traces.store import atomic_output
+from quicsm.files import atomic_output
 
 if TYPE_CHECKING:
     from quicsm.inference.annotate import AnnotatedModel

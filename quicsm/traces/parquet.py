@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from quicsm.errors import InputError
+from quicsm.files import atomic_output
 from quicsm.traces.events import METRIC_FIELDS, Trace, TraceEvent
-from quicsm.traces.store import atomic_output
 from quicsm.traces.store_meta import shell, stored_meta
 
 if TYPE_CHECKING:

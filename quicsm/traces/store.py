@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
 from quicsm.errors import InputError
-from quicsm.files import atomic_output, file_mode, open_binary
+from quicsm.files import atomic_output, open_binary
 from quicsm.traces.events import EVENT_KINDS, METRIC_FIELDS, Trace, TraceEvent
 
 __all__ = [
@@ -23,8 +23,6 @@ __all__ = [
     "write_traces",
     "read_traces",
     "iter_trace_file",
-    "atomic_output",
-    "file_mode",
     "event_to_json",
     "event_from_json",
     "trace_to_json",
