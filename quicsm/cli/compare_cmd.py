@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 import click
 
-from quicsm.cli.options import close_dask, dask_option
+from quicsm.cli.options import close_dask, dask_option, storage_option
 from quicsm.compare import CompareOptions, build_sets
 from quicsm.compare import compare as run_compare
 from quicsm.compare.sets import TraceSet, parse_selector
@@ -167,6 +168,8 @@ def _pair_path(path: str, k: int, a: str, b: str, many: bool) -> str:
     "--strict", is_flag=True, help="Stop at the first malformed record (FILE:LINE: reason) instead of skipping it."
 )
 @click.option("-q", "--quiet", is_flag=True, help="No warnings or summaries on stderr.")
+@click.option("--progress/--no-progress", default=None, help="Progress on stderr (default: when stderr is a terminal).")
+@storage_option
 @dask_option
 def compare(
     inputs: tuple[str, ...],
@@ -187,6 +190,8 @@ def compare(
     phases: bool,
     recovery_states: bool,
     dask: str | None,
+    progress: bool | None,
+    storage_options: dict[str, str],
     **kw: Any,
 ) -> None:
     """Compare the state machines of two or more trace sets, with statistics.
@@ -235,6 +240,8 @@ def compare(
         metrics=bool(html_path and timelines),
         dask=dask,
         strict=strict,
+        progress=sys.stderr.isatty() and not os.environ.get("CI") if progress is None else progress,
+        storage_options=storage_options or None,
     )
     if not quiet:
         _echo_skipped(sets)

@@ -12,6 +12,7 @@ from quicsm.cli.options import (
     engine_opts,
     input_options,
     load_summary,
+    report_option,
     view_from,
     view_options,
 )
@@ -24,6 +25,7 @@ from quicsm.pipeline import learn
 @click.command()
 @input_options
 @dask_option
+@report_option
 @engine_options
 @view_options
 @diagram_options

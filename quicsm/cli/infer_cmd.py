@@ -13,6 +13,7 @@ from quicsm.cli.options import (
     engine_opts,
     input_options,
     load_summary,
+    report_option,
     view_from,
     view_options,
 )
@@ -60,6 +61,7 @@ def write_model(am: AnnotatedModel, path: str, fmt: str) -> None:
 @click.command()
 @input_options
 @dask_option
+@report_option
 @engine_options
 @view_options
 @click.option(

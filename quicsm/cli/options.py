@@ -12,6 +12,7 @@ import click
 from quicsm.inference import ENGINES
 from quicsm.traces.events import StateView
 from quicsm.traces.parse import ParseResult, parse_inputs, parse_label
+from quicsm.traces.report import ParseReport
 
 if TYPE_CHECKING:
     from quicsm.traces.summary import Summary
@@ -25,7 +26,11 @@ __all__ = [
     "input_options",
     "load_inputs",
     "load_summary",
+    "pop_inputs",
     "pop_parse_options",
+    "report_option",
+    "storage_option",
+    "write_report",
     "view_from",
     "view_options",
 ]
@@ -43,7 +48,14 @@ def _labels(ctx: click.Context, param: click.Parameter, values: tuple[str, ...])
 def input_options(f: F) -> F:
     """Inputs and their metadata: labels, implementation, version, strictness, progress."""
     decorators = [
-        click.argument("inputs", nargs=-1, required=True, type=click.Path(allow_dash=True)),
+        click.argument("inputs", nargs=-1, required=False, type=click.Path(allow_dash=True)),
+        click.option(
+            "--files-from",
+            "files_from",
+            metavar="LIST",
+            help="Also read the inputs named in LIST, one a line (- for stdin), e.g. from find or aws s3 ls.",
+        ),
+        storage_option,
         click.option(
             "--label",
             "labels",
@@ -71,15 +83,45 @@ def input_options(f: F) -> F:
         click.option(
             "--progress/--no-progress", default=None, help="Progress bar (default: when stderr is a terminal)."
         ),
-        click.option("-q", "--quiet", is_flag=True, help="No summary on stderr."),
+        click.option("-q", "--quiet", is_flag=True, help="No summary on stderr (problem files are still named)."),
     ]
     for d in reversed(decorators):
         f = d(f)
     return f
 
 
+def _storage_options(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+    try:
+        return dict(parse_label(v) for v in values)
+    except Exception as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+storage_option = click.option(
+    "--storage-option",
+    "storage_options",
+    multiple=True,
+    callback=_storage_options,
+    metavar="KEY=VALUE",
+    help="fsspec option for URL inputs (repeatable), e.g. endpoint_url=http://127.0.0.1:9000; Dask workers get it too.",
+)
+
+
+def pop_inputs(kw: dict[str, Any]) -> list[str]:
+    """The INPUTS arguments and the ones ``--files-from`` names, popped from ``kw``."""
+    from quicsm.traces.inputs import read_file_list
+
+    inputs = list(kw.pop("inputs"))
+    listed = kw.pop("files_from", None)
+    if listed:
+        inputs += read_file_list(listed)
+    if not inputs:
+        raise click.UsageError("give input files (or --files-from LIST)")
+    return inputs
+
+
 def pop_parse_options(kw: dict[str, Any]) -> tuple[dict[str, Any], bool, dict[str, str] | None]:
-    """The options of :func:`input_options`, popped from ``kw``: (parse keywords, quiet, --where)."""
+    """The options of :func:`input_options` but the inputs, popped from ``kw``: (parse keywords, quiet, --where)."""
     progress = kw.pop("progress")
     if progress is None:
         progress = sys.stderr.isatty() and not os.environ.get("CI")
@@ -92,15 +134,20 @@ def pop_parse_options(kw: dict[str, Any]) -> tuple[dict[str, Any], bool, dict[st
         "cc": kw.pop("cc"),
         "strict": kw.pop("strict"),
         "progress": bool(progress),
+        "storage_options": kw.pop("storage_options") or None,
     }
     return parse_kw, quiet, where
 
 
-def echo_parse_summary(summary: str, ccs: set[str], quiet: bool) -> None:
-    """The parse report on stderr, and a warning when the traces mix congestion controllers."""
+def echo_parse_summary(report: ParseReport, ccs: set[str], quiet: bool) -> None:
+    """The parse report on stderr, and a warning when the traces mix congestion controllers. With
+    ``quiet``, only the problems: files skipped and problem records, named with file and line."""
+    lines = report.summary().splitlines()
     if quiet:
+        for line in lines[1:]:
+            click.echo(line, err=True)
         return
-    click.echo(summary, err=True)
+    click.echo("\n".join(lines), err=True)
     if len(ccs) > 1:
         click.echo(
             f"warning: traces mix congestion controllers ({', '.join(sorted(ccs))}); use --where cc=NAME to pick one",
@@ -111,9 +158,10 @@ def echo_parse_summary(summary: str, ccs: set[str], quiet: bool) -> None:
 def load_inputs(kw: dict[str, Any], dask: str | None = None) -> ParseResult:
     """The parse stage (:func:`quicsm.parse`) with the options of :func:`input_options` (popped from ``kw``)."""
     parse_kw, quiet, where = pop_parse_options(kw)
-    result = parse_inputs(list(kw.pop("inputs")), where=where or None, dask=dask, **parse_kw)
+    result = parse_inputs(pop_inputs(kw), where=where or None, dask=dask, **parse_kw)
     close_dask(dask)
-    echo_parse_summary(result.report.summary(), {t.cc for t in result.traces}, quiet)
+    echo_parse_summary(result.report, {t.cc for t in result.traces}, quiet)
+    write_report(kw.pop("report_path", None), result.report)
     return result
 
 
@@ -123,10 +171,27 @@ def load_summary(kw: dict[str, Any], view: StateView) -> Summary:
 
     parse_kw, quiet, where = pop_parse_options(kw)
     dask = kw.pop("dask", None)
-    summary = summarize(list(kw.pop("inputs")), view=view, where=where or None, dask=dask, **parse_kw)
+    summary = summarize(pop_inputs(kw), view=view, where=where or None, dask=dask, **parse_kw)
     close_dask(dask)
-    echo_parse_summary(summary.report.summary(), set(summary.ccs), quiet)
+    echo_parse_summary(summary.report, set(summary.ccs), quiet)
+    write_report(kw.pop("report_path", None), summary.report)
     return summary
+
+
+report_option = click.option(
+    "--report", "report_path", type=click.Path(dir_okay=False), help="Also write the parse report as JSON."
+)
+
+
+def write_report(path: str | None, report: ParseReport) -> None:
+    """The parse report as JSON (``--report``): counts, problems with file and line, skipped files."""
+    if path:
+        import json
+
+        from quicsm.files import atomic_output
+
+        with atomic_output(path, binary=False) as fh:
+            json.dump(report.to_json(), fh, indent=2)
 
 
 def close_dask(dask: str | None) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
@@ -13,7 +12,10 @@ from quicsm.cli.options import (
     echo_parse_summary,
     input_options,
     load_inputs,
+    pop_inputs,
     pop_parse_options,
+    report_option,
+    write_report,
 )
 
 
@@ -28,8 +30,8 @@ from quicsm.cli.options import (
     type=click.Path(allow_dash=True),
     help="Traces file: .jsonl, .jsonl.gz or .parquet; - for JSON Lines on stdout.",
 )
-@click.option("--report", "report_path", type=click.Path(dir_okay=False), help="Also write the parse report as JSON.")
-def parse(output: str, report_path: str | None, **kw: Any) -> None:
+@report_option
+def parse(output: str, **kw: Any) -> None:
     """Parse logs (any prefix, .gz, - for stdin) and qlogs into per-connection traces.
 
     \b
@@ -41,23 +43,25 @@ def parse(output: str, report_path: str | None, **kw: Any) -> None:
         from quicsm.traces.parse import Overrides, write_store
 
         parse_kw, quiet, where = pop_parse_options(kw)
-        strict, progress = parse_kw.pop("strict"), parse_kw.pop("progress")
+        strict, progress, options = parse_kw.pop("strict"), parse_kw.pop("progress"), parse_kw.pop("storage_options")
         over = Overrides(parse_kw.pop("labels"), **parse_kw)
+        paths = pop_inputs(kw)
         n, report, tally = write_store(
-            list(kw.pop("inputs")), output, over, strict=strict, where=where or None, dask=dask, progress=progress
+            paths,
+            output,
+            over,
+            strict=strict,
+            where=where or None,
+            dask=dask,
+            progress=progress,
+            storage_options=options,
         )
         close_dask(dask)
-        echo_parse_summary(report.summary(), tally.ccs, quiet)
+        echo_parse_summary(report, tally.ccs, quiet)
+        write_report(kw.pop("report_path"), report)
     else:
         from quicsm.traces.store import write_traces
 
-        result = load_inputs(kw, dask)
-        n = write_traces(result.traces, output)
-        report = result.report
-    if report_path:
-        from quicsm.files import atomic_output
-
-        with atomic_output(report_path, binary=False) as fh:
-            json.dump(report.to_json(), fh, indent=2)
+        n = write_traces(load_inputs(kw, dask).traces, output)
     if output != "-":
         click.echo(f"wrote {n} trace(s) to {output}", err=True)

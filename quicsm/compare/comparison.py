@@ -103,6 +103,9 @@ class SetInfo:
     implementations: tuple[str, ...]
     versions: tuple[str, ...]
     sources: int
+    skipped_records: int = 0
+    """Problem records skipped while reading the set's inputs (the parse report's total)."""
+    skipped_files: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +231,8 @@ def _set_info(ts: TraceSet, occ: OccupancyTable) -> SetInfo:
         distinct("implementation"),
         distinct("version"),
         len({s for t in metas for s in t.sources}),
+        ts.report.total_issues if ts.report else 0,
+        tuple(ts.report.skipped_files) if ts.report else (),
     )
 
 

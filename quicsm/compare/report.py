@@ -100,6 +100,11 @@ def to_json(c: Comparison) -> dict[str, Any]:
                 "implementations": list(s.implementations),
                 "versions": list(s.versions),
                 "sources": s.sources,
+                **(
+                    {"skipped": {"records": s.skipped_records, "files": list(s.skipped_files)}}
+                    if s.skipped_records or s.skipped_files
+                    else {}
+                ),
             }
             for s in c.sets
         ],

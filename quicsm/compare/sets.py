@@ -99,11 +99,11 @@ class TraceSet:
         return [got.get(r.id, r.trace) for r in rows]
 
 
-def expand_set(arg: str) -> list[str]:
+def expand_set(arg: str, storage_options: dict[str, str] | None = None) -> list[str]:
     """One set argument -> its files, as every verb expands them (:func:`quicsm.traces.inputs.expand_inputs`)."""
     from quicsm.traces.inputs import expand_inputs
 
-    return expand_inputs([arg])
+    return expand_inputs([arg], storage_options)
 
 
 def rows_task(
@@ -113,7 +113,9 @@ def rows_task(
     from quicsm.traces.parse import read_inputs
 
     report = ParseReport(strict=strict)
-    items = read_inputs(batch.files, report=report, metrics=metrics, scopes=batch.scope_map())
+    items = read_inputs(
+        batch.files, report=report, metrics=metrics, scopes=batch.scope_map(), storage_options=batch.storage_options()
+    )
     return rows_of(items, view), report
 
 
@@ -127,6 +129,7 @@ def load_rows(
     dask: str | None = None,
     strict: bool = False,
     progress: bool = False,
+    storage_options: dict[str, str] | None = None,
 ) -> TraceSet:
     """The connections of ``paths`` as rows for ``view``, in the order :func:`quicsm.traces.parse_inputs`
     gives their traces: text logs and Parquet stores from columns (no object per event), other inputs
@@ -135,20 +138,29 @@ def load_rows(
     the workers return rows. ``strict``: the first problem record is an error (``file:line: reason``)."""
     from quicsm.fleet.run import map_tasks
     from quicsm.traces.inputs import expand_inputs, file_batches, show_batches, trace_scopes
-    from quicsm.traces.parse import no_transitions, read_inputs
+    from quicsm.traces.parse import no_transitions, progress_bar, read_inputs
 
-    files = expand_inputs(list(paths)) if paths else []
+    files = expand_inputs(list(paths), storage_options) if paths else []
     report = ParseReport(strict=strict)
     rows: list[Connection] = []
     if dask:
         task = partial(rows_task, view=view, metrics=metrics, strict=strict)
-        batches = file_batches(files)
+        batches = file_batches(files, dask=dask, storage_options=storage_options)
         shown = show_batches("dask: read", batches) if progress else None
         for got, part in map_tasks(task, batches, dask=dask, progress=shown):
             rows.extend(got)
             report.merge(part)
     elif files:
-        rows = rows_of(read_inputs(files, report=report, metrics=metrics, scopes=trace_scopes(files)), view)
+        with progress_bar(files, progress) as on_bytes:
+            items = read_inputs(
+                files,
+                report=report,
+                on_bytes=on_bytes,
+                metrics=metrics,
+                scopes=trace_scopes(files),
+                storage_options=storage_options,
+            )
+            rows = rows_of(items, view)
     if not any(r.has_transition for r in rows):
         raise no_transitions(list(paths), report)
     scopes = trace_scopes(files)
@@ -157,7 +169,9 @@ def load_rows(
     )
 
 
-def _read_back(chosen: Sequence[Connection], files: Sequence[str], scopes: dict[str, str]) -> list[Trace]:
+def _read_back(
+    chosen: Sequence[Connection], files: Sequence[str], scopes: dict[str, str], storage_options: dict[str, str] | None
+) -> list[Trace]:
     """The traces of ``chosen`` with their events, read again from the files that hold them."""
     from quicsm.traces.parse import read_inputs
 
@@ -167,7 +181,7 @@ def _read_back(chosen: Sequence[Connection], files: Sequence[str], scopes: dict[
     for path in [p for p in files if p in holding] + [p for p in files if p not in holding]:
         if len(out) == len(want):
             break
-        for item in read_inputs([path], scopes={path: scopes[path]}):
+        for item in read_inputs([path], scopes={path: scopes[path]}, storage_options=storage_options):
             if isinstance(item, Trace):
                 if item.id in want:
                     out.append(item)
@@ -201,6 +215,7 @@ def sets_from_inputs(
     names: Sequence[str] | None = None,
     where: Selector | None = None,
     load: Loader | None = None,
+    storage_options: dict[str, str] | None = None,
 ) -> list[TraceSet]:
     """One set per argument (file, glob or directory); ``where`` filters every set. ``load`` reads one
     argument's files (default: :func:`load_rows` for the default view)."""
@@ -210,7 +225,7 @@ def sets_from_inputs(
     for i, pat in enumerate(patterns):
         name = names[i] if names and i < len(names) else _default_name(pat, taken)
         taken.add(name)
-        paths = expand_set(pat)
+        paths = expand_set(pat, storage_options)
         data = read(paths)
         origin = pat + (f" where {selector_text(where)}" if where else "")
         chosen = [r for r in data.rows if not where or trace_matches(r.trace, where)]
@@ -259,6 +274,7 @@ def build_sets(
     dask: str | None = None,
     strict: bool = False,
     progress: bool = False,
+    storage_options: dict[str, str] | None = None,
 ) -> list[TraceSet]:
     """The sets ``quicsm compare`` compares, each input read once as connection rows for ``view``.
 
@@ -274,13 +290,15 @@ def build_sets(
     """
 
     def load(paths: list[str]) -> TraceSet:
-        return load_rows(paths, view, metrics=metrics, dask=dask, strict=strict, progress=progress)
+        return load_rows(
+            paths, view, metrics=metrics, dask=dask, strict=strict, progress=progress, storage_options=storage_options
+        )
 
     combined = {k: v for sel in where for k, v in sel.items()}
     if vs and by:
         raise InputError("use either --vs (sets by selectors) or --by (one set per label value), not both")
     if vs or by:
-        data = load([p for pat in inputs for p in expand_set(pat)])
+        data = load([p for pat in inputs for p in expand_set(pat, storage_options)])
         if by:
             if combined:
                 data = data.subset(data.name, [r for r in data.rows if trace_matches(r.trace, combined)], data.origin)
@@ -292,4 +310,6 @@ def build_sets(
         raise InputError(
             "give two or more sets (files, quoted globs or directories), or one dataset with --where/--vs or --by"
         )
-    return sets_from_inputs(inputs, names=list(names) or None, where=combined or None, load=load)
+    return sets_from_inputs(
+        inputs, names=list(names) or None, where=combined or None, load=load, storage_options=storage_options
+    )

@@ -33,9 +33,10 @@ def _fsspec() -> Any:
     return fsspec
 
 
-def list_urls(pattern: str) -> list[str]:
-    """The objects a URL glob matches, sorted, as URLs (the filesystem's own listing)."""
-    fs, _, _ = _fsspec().core.get_fs_token_paths(pattern)
+def list_urls(pattern: str, options: dict[str, str] | None = None) -> list[str]:
+    """The objects a URL glob matches, sorted, as URLs (the filesystem's own paginated listing);
+    ``options``: fsspec storage options (``endpoint_url``, ``anon``, ...)."""
+    fs, _, _ = _fsspec().core.get_fs_token_paths(pattern, storage_options=dict(options or {}))
     try:
         found = sorted(fs.glob(pattern))
     except Exception as exc:
@@ -46,11 +47,11 @@ def list_urls(pattern: str) -> list[str]:
     return [f if "://" in f else f"{proto}://{f}" for f in found]
 
 
-def open_url(url: str) -> BinaryIO:
+def open_url(url: str, options: dict[str, str] | None = None) -> BinaryIO:
     """A streaming binary reader for ``url``; gunzipped when the data starts with gzip's magic."""
     fsspec = _fsspec()
     try:
-        fh = fsspec.open(url, "rb").open()
+        fh = fsspec.open(url, "rb", **dict(options or {})).open()
     except FileNotFoundError:
         raise InputError(f"{url}: no such file") from None
     except Exception as exc:

@@ -11,6 +11,7 @@ import glob
 import io
 import json
 import os
+import sys
 import zlib
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -37,6 +38,7 @@ __all__ = [
     "open_binary",
     "open_input",
     "sidecar_meta",
+    "read_file_list",
     "trace_scopes",
 ]
 
@@ -141,9 +143,10 @@ def expand_input(arg: str) -> list[str]:
     return [arg]
 
 
-def expand_inputs(args: Sequence[str]) -> list[str]:
-    """Every argument through :func:`expand_input` (URL globs listed by their store), in order; stdin at
-    most once (it can be read only once). The one expansion of every verb's inputs."""
+def expand_inputs(args: Sequence[str], storage_options: dict[str, str] | None = None) -> list[str]:
+    """Every argument through :func:`expand_input` (URL globs listed by their store, with fsspec's
+    ``storage_options``), in order; stdin at most once (it can be read only once). The one expansion
+    of every verb's inputs."""
     from quicsm.fleet.sources import has_glob, is_url, list_urls
 
     if isinstance(args, str | bytes) or not all(isinstance(a, str | os.PathLike) for a in args):
@@ -152,7 +155,7 @@ def expand_inputs(args: Sequence[str]) -> list[str]:
     for a in args:
         arg = os.fspath(a)
         if is_url(arg):
-            out.extend(list_urls(arg) if has_glob(arg) else [arg])
+            out.extend(list_urls(arg, storage_options) if has_glob(arg) else [arg])
         else:
             out.extend(expand_input(arg))
     if out.count(STDIN) > 1:
@@ -197,23 +200,47 @@ class FileBatch:
     scopes: tuple[str, ...]
     bytes: int = 0
     """Their size (local files; 0 for URLs)."""
+    options: tuple[tuple[str, str], ...] = ()
+    """fsspec storage options for URLs (``--storage-option``): they travel to the workers with the task."""
 
     def scope_map(self) -> dict[str, str]:
         return dict(zip(self.files, self.scopes))
+
+    def storage_options(self) -> dict[str, str]:
+        return dict(self.options)
 
 
 TASK_BYTES = 64 << 20
 TASK_FILES = 4096
 
 
+SMALL_RUN_BYTES = 1 << 30
+"""Below this (and :data:`TASK_FILES` files), ``--dask`` gains nothing on a small cluster (docs/fleet.md)."""
+
+
 def file_batches(
-    files: Sequence[str], *, target_bytes: int = TASK_BYTES, max_files: int = TASK_FILES
+    files: Sequence[str],
+    *,
+    dask: str | None = None,
+    storage_options: dict[str, str] | None = None,
+    target_bytes: int = TASK_BYTES,
+    max_files: int = TASK_FILES,
 ) -> list[FileBatch]:
-    """``files`` cut, in order, into batches of about ``target_bytes`` (local sizes; a URL counts as
-    one byte) and at most ``max_files`` files: tasks large enough that a scheduler's cost per task is
-    small beside the work, and many enough to keep the workers busy."""
+    """``files`` cut, in order, into batches of about ``target_bytes`` (local sizes) and at most
+    ``max_files`` files: tasks large enough that a scheduler's cost per task is small beside the work,
+    and many enough to keep the workers busy. Relative paths are refused for a cluster whose workers
+    run elsewhere (``tcp://``: they would look in their own directory); a run too small to gain from
+    Dask is said on stderr."""
     from quicsm.fleet.sources import is_url
 
+    if dask and not dask.startswith("local"):
+        rel = next((p for p in files if not is_url(p) and not os.path.isabs(p)), None)
+        if rel is not None:
+            raise InputError(
+                f"{rel}: a relative path, but the workers of {dask} run in their own directory; "
+                "give absolute paths on a shared filesystem, or URLs"
+            )
+    options = tuple(sorted((storage_options or {}).items()))
     scopes = trace_scopes(files)
     out: list[FileBatch] = []
     start, size = 0, 0
@@ -224,8 +251,15 @@ def file_batches(
             pass
         if size >= target_bytes or i + 1 - start >= max_files or i + 1 == len(files):
             part = tuple(files[start : i + 1])
-            out.append(FileBatch(part, tuple(scopes[p] for p in part), size))
+            out.append(FileBatch(part, tuple(scopes[p] for p in part), size, options))
             start, size = i + 1, 0
+    total = sum(b.bytes for b in out)
+    if dask and total < SMALL_RUN_BYTES and len(files) < max_files and not any(map(is_url, files)):
+        print(
+            f"warning: --dask on {len(files)} file(s), {total / 1e6:.0f} MB: a run this small spends more on "
+            "starting and feeding the cluster than it gains (docs/fleet.md: when Dask pays off)",
+            file=sys.stderr,
+        )
     return out
 
 
@@ -287,3 +321,17 @@ def _sidecar_in(folder: str) -> TraceMeta:
         labels={str(k): str(v) for k, v in labels.items()},
         cc=d.get("cc"),
     )
+
+
+def read_file_list(source: str) -> list[str]:
+    """The inputs named in ``source`` (``--files-from``), one a line (blank lines skipped); ``-`` is
+    stdin. So ``find``, ``aws s3 ls`` and the like compose with quicsm."""
+    try:
+        if source == STDIN:
+            text = sys.stdin.read()
+        else:
+            with open(source, encoding="utf-8") as fh:
+                text = fh.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{source}: cannot read the list of inputs ({exc})") from None
+    return [line.strip() for line in text.splitlines() if line.strip()]

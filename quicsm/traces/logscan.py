@@ -291,7 +291,8 @@ def _read_into(stream: BinaryIO, buf: bytearray, at: int, chunk: int) -> tuple[i
                     n = len(part)
                     view[at + got : at + got + n] = part
             except (EOFError, zlib.error, OSError) as exc:
-                return got, exc
+                # without its traceback: its frames hold a view of ``buf``, which is kept for the next file
+                return got, exc.with_traceback(None)
             if not n:
                 break
             got += n

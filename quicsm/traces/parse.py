@@ -92,11 +92,7 @@ def iter_traces(
 ) -> Iterator[Trace]:
     """Stream traces from inputs as objects; memory follows one batch and the connections open at once."""
     over = Overrides(labels or {}, implementation, version, cc)
-    for item in read_inputs(paths, over, report=report, on_bytes=on_bytes, stores=False):
-        if isinstance(item, Trace):
-            yield item
-        else:
-            yield from item.traces()
+    yield from _objects_of(read_inputs(paths, over, report=report, on_bytes=on_bytes, stores=False))
 
 
 def read_inputs(
@@ -108,13 +104,14 @@ def read_inputs(
     stores: bool = True,
     metrics: bool = True,
     scopes: dict[str, str] | None = None,
+    storage_options: dict[str, str] | None = None,
 ) -> Iterator[Trace | TraceColumns]:
     """Every input's traces, in input order: text logs (local or URLs, streamed, files one after the
     other into shared batches) and, with ``stores``, Parquet stores as column batches (``metrics=False``:
     a store's metric columns are not read); qlogs and JSONL trace files as objects.
 
     ``scopes`` (trace-id scope per file) is for a share of a run's files read apart (a Dask task):
-    ``paths`` are then files, scoped as the whole run scopes them. Problems are counted in ``report``
+    ``paths`` are then files, scoped as the whole run scopes them. ``storage_options``: fsspec's, for URLs. Problems are counted in ``report``
     (an error on the first under ``report.strict``, the first in the file); any other failure is one
     :class:`InputError` naming the file.
     """
@@ -125,7 +122,7 @@ def read_inputs(
     if not paths:
         raise InputError("no input files given")
     if scopes is None:
-        paths = expand_inputs(paths)
+        paths = expand_inputs(paths, storage_options)
         scopes = trace_scopes(paths)
     sidecars = Sidecars()
     merged: dict[int, TraceMeta] = {}  # per sidecar (one per folder)
@@ -137,7 +134,7 @@ def read_inputs(
                 kind = kind_by_name(path.split("?", 1)[0])
                 if kind.startswith("traces-"):
                     raise InputError(f"{path}: trace files are read from local paths only; download it first")
-                meta, stream = over.over(TraceMeta()), open_url(path)
+                meta, stream = over.over(TraceMeta()), open_url(path, storage_options)
             else:
                 side = sidecars(path)
                 meta = merged.get(id(side)) or merged.setdefault(id(side), over.over(side))
@@ -231,6 +228,7 @@ def parse_inputs(
     require_transitions: bool = True,
     where: Selector | None = None,
     dask: str | None = None,
+    storage_options: dict[str, str] | None = None,
 ) -> ParseResult:
     """Parse all inputs into traces. Problems are counted in ``report``; ``strict`` makes them errors.
     ``where`` keeps only matching traces; ``dask`` reads batches of files as tasks (same traces, same order).
@@ -250,14 +248,17 @@ def parse_inputs(
 
         traces = []
         task = partial(traces_task, over=over, strict=strict)
-        batches = file_batches(expand_inputs(paths))
+        batches = file_batches(expand_inputs(paths, storage_options), dask=dask, storage_options=storage_options)
         shown = show_batches("dask: parsed", batches) if progress else None
         for got, part in map_tasks(task, batches, dask=dask, progress=shown):
             traces.extend(got)
             report.merge(part)
     else:
         with progress_bar(paths, progress) as on_bytes:
-            traces = [t for t in iter_traces(paths, report=report, on_bytes=on_bytes, **over.keywords()) if t.events]
+            items = read_inputs(
+                paths, over, report=report, on_bytes=on_bytes, stores=False, storage_options=storage_options
+            )
+            traces = [t for t in _objects_of(items) if t.events]
     if require_transitions and not any(any(True for _ in t.transitions()) for t in traces):
         raise no_transitions(paths, report)
     if where:
@@ -274,8 +275,23 @@ def no_match(where: Selector) -> InputError:
 def traces_task(batch: FileBatch, *, over: Overrides, strict: bool) -> tuple[list[Trace], ParseReport]:
     """One Dask task of ``parse`` to JSON Lines: a batch of files' non-empty traces and its report."""
     report = ParseReport(strict=strict)
-    items = read_inputs(batch.files, over, report=report, stores=False, scopes=batch.scope_map())
-    return [t for item in items for t in ([item] if isinstance(item, Trace) else item.traces()) if t.events], report
+    items = read_inputs(
+        batch.files,
+        over,
+        report=report,
+        stores=False,
+        scopes=batch.scope_map(),
+        storage_options=batch.storage_options(),
+    )
+    return [t for t in _objects_of(items) if t.events], report
+
+
+def _objects_of(items: Iterable[Trace | TraceColumns]) -> Iterator[Trace]:
+    for item in items:
+        if isinstance(item, Trace):
+            yield item
+        else:
+            yield from item.traces()
 
 
 def store_task(batch: FileBatch, *, over: Overrides, strict: bool, where: Selector | None) -> Stored:
@@ -285,7 +301,9 @@ def store_task(batch: FileBatch, *, over: Overrides, strict: bool, where: Select
 
     report = ParseReport(strict=strict)
     tally = Kept()
-    items = read_inputs(batch.files, over, report=report, scopes=batch.scope_map())
+    items = read_inputs(
+        batch.files, over, report=report, scopes=batch.scope_map(), storage_options=batch.storage_options()
+    )
     return Stored(store_batches(keep_traces(items, where, tally)), report, tally)
 
 
@@ -307,6 +325,7 @@ def write_store(
     where: Selector | None = None,
     dask: str | None = None,
     progress: bool = False,
+    storage_options: dict[str, str] | None = None,
 ) -> tuple[int, ParseReport, Kept]:
     """Inputs straight into a Parquet store as column batches, streamed: no object per event, memory
     bounded by one batch and the open connections (with ``dask``: by one task's row groups, fetched in
@@ -323,14 +342,15 @@ def write_store(
             from quicsm.traces.inputs import file_batches, show_batches
 
             task = partial(store_task, over=over, strict=strict, where=where)
-            batches = file_batches(expand_inputs(paths))
+            batches = file_batches(expand_inputs(paths, storage_options), dask=dask, storage_options=storage_options)
             shown = show_batches("dask: written", batches) if progress else None
             for got in map_tasks(task, batches, dask=dask, progress=shown):
                 report.merge(got.report)
                 tally.merge(got.kept)
                 yield from got.batches
         else:
-            yield from keep_traces(read_inputs(paths, over, report=report, on_bytes=on_bytes), where, tally)
+            items = read_inputs(paths, over, report=report, on_bytes=on_bytes, storage_options=storage_options)
+            yield from keep_traces(items, where, tally)
         if not tally.transitions:  # raised inside the writer: the output file is not made
             raise no_transitions(paths, report)
         if where and not tally.kept:

@@ -249,7 +249,14 @@ def summary_task(
 ) -> Summary:
     """One Dask task: a batch of files reduced to a summary."""
     report = ParseReport(strict=strict)
-    items = read_inputs(batch.files, over, report=report, metrics=False, scopes=batch.scope_map())
+    items = read_inputs(
+        batch.files,
+        over,
+        report=report,
+        metrics=False,
+        scopes=batch.scope_map(),
+        storage_options=batch.storage_options(),
+    )
     return fold(items, Summary(view=view, report=report), where)
 
 
@@ -271,6 +278,7 @@ def summarize(
     dask: str | None = None,
     progress: bool = False,
     require_transitions: bool = True,
+    storage_options: dict[str, str] | None = None,
 ) -> Summary:
     """Every input reduced to one :class:`Summary` (what ``infer`` and ``diagram`` learn from).
 
@@ -289,9 +297,12 @@ def summarize(
     if not dask:
         total = Summary(view=view, report=ParseReport(strict=strict))
         with progress_bar(inputs, progress) as on_bytes:
-            fold(read_inputs(inputs, over, report=total.report, on_bytes=on_bytes, metrics=False), total, where)
+            items = read_inputs(
+                inputs, over, report=total.report, on_bytes=on_bytes, metrics=False, storage_options=storage_options
+            )
+            fold(items, total, where)
     else:
-        batches = file_batches(expand_inputs(inputs))
+        batches = file_batches(expand_inputs(inputs, storage_options), dask=dask, storage_options=storage_options)
         task = partial(summary_task, view=view, over=over, strict=strict, where=where)
         shown = show_batches("dask: reduced", batches) if progress else None
         parts = list(map_tasks(task, batches, dask=dask, progress=shown))

@@ -151,3 +151,31 @@ def test_s3_compare_without_dask_equals_local_sets(s3_endpoint: str, fleet_dir: 
         return d
 
     assert report(local)["sets"][0]["connections"] > 0 and report(local) == report(remote)
+
+
+def test_storage_option_sets_the_endpoint_and_10000_objects_are_listed(
+    s3_endpoint: str, fleet_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The endpoint given only as --storage-option (not in the environment); a listing of 10,000 objects
+    (the store pages it: 1,000 keys a page) through the backend's own paginated listing."""
+    import boto3
+
+    from quicsm.traces.inputs import expand_inputs
+
+    _upload(s3_endpoint, fleet_dir)
+    s3 = boto3.client("s3", endpoint_url=s3_endpoint)
+    line = (fleet_dir / "server0.log").read_bytes().splitlines(keepends=True)[0]
+    for i in range(10_000):
+        s3.put_object(Bucket="logs", Key=f"many/h{i % 50:02d}/c{i:05d}.log", Body=line)
+    for key in ("AWS_ENDPOINT_URL", "FSSPEC_S3_ENDPOINT_URL"):
+        monkeypatch.delenv(key)
+    import s3fs
+
+    s3fs.S3FileSystem.clear_instance_cache()
+    listed = expand_inputs(["s3://logs/many/*/*.log"], {"endpoint_url": s3_endpoint})
+    assert len(listed) == 10_000 and listed[0] == "s3://logs/many/h00/c00000.log" and listed == sorted(listed)
+    out = tmp_path / "s3.json"
+    opt = ["--storage-option", f"endpoint_url={s3_endpoint}"]
+    res = CliRunner().invoke(cli, ["infer", "s3://logs/fleet/server*", "-o", str(out), *opt])
+    assert res.exit_code == 0, res.output
+    assert "read 6 file(s)" in res.output and json.loads(out.read_text())["traces"] == 240

@@ -438,3 +438,17 @@ def test_a_run_over_many_files_opens_each_once(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setattr(builtins, "open", counting)
     result = parse_inputs([str(tmp_path)], require_transitions=False)
     assert result.report.files == 30 and sorted(opened) == sorted(str(p) for p in tmp_path.glob("*.log"))
+
+
+def test_a_truncated_gzip_does_not_hold_the_shared_window_for_the_next_file(tmp_path: Path) -> None:
+    """The window buffer is kept from file to file; a read error must not keep a view of it."""
+    import gzip
+
+    from quicsm.traces import parse_inputs
+
+    cut = tmp_path / "a.log.gz"
+    cut.write_bytes(gzip.compress(crafted() * 40)[:-30])
+    big = tmp_path / "b.log"
+    big.write_bytes(crafted() + b"a last line without its newline")  # carried over: the window grows
+    result = parse_inputs([str(cut), str(big)], require_transitions=False)
+    assert result.report.files == 2 and any("truncated" in str(i) for i in result.report.issues)
