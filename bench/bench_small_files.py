@@ -44,6 +44,32 @@ def run(cmd: list[str]) -> tuple[float, float]:
     return wall, usage.ru_maxrss / 1024
 
 
+STARTUP_PROBE = """
+import os, runpy, sys
+import quicsm.traces.inputs as inputs
+real = inputs.open_input
+def first(path):
+    print("FIRST FILE", file=sys.stderr, flush=True)
+    os._exit(0)
+inputs.open_input = first
+sys.argv = ["quicsm", *sys.argv[1:]]
+runpy.run_module("quicsm", run_name="__main__")
+"""
+
+
+def startup(args: list[str]) -> float:
+    """Seconds from starting ``quicsm ARGS`` until it opens its first input file (the process is then ended)."""
+    started = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", STARTUP_PROBE, *args], stderr=subprocess.PIPE, text=True, env=ENV)
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if line.startswith("FIRST FILE"):
+            break
+    wall = time.perf_counter() - started
+    proc.wait()
+    return wall
+
+
 def cases(root: str, kind: str, workers: int) -> dict[str, list[str]]:
     ext = "log" if kind == "text" else "sqlog"
     files = f"{root}/*/*.{ext}"
@@ -71,12 +97,21 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--workers", type=int, default=0, help="also infer with --dask local:N (0: no Dask case)")
     ap.add_argument("--dir", help="keep/reuse the files here (default: a temporary directory, removed)")
+    ap.add_argument("--startup", action="store_true", help="only time start-up: until the first file is opened")
     args = ap.parse_args()
     work = args.dir or tempfile.mkdtemp(prefix="quicsm-small-")
     for kind in ("text", "qlog") if args.kind == "both" else (args.kind,):
         root = os.path.join(work, f"{kind}-{args.files}")
         if not os.path.isdir(root):
             (make_text_logs if kind == "text" else make_qlogs)(root, args.files)
+        ext = "log" if kind == "text" else "sqlog"
+        if args.startup:
+            times = sorted(startup(["infer", f"{root}/*/*.{ext}", "-o", os.devnull]) for _ in range(args.repeat))
+            print(
+                f"{args.files} {kind} files: start-up until the first file is opened {times[len(times) // 2]:.2f} s "
+                f"(median of {args.repeat}; {times[0]:.2f}-{times[-1]:.2f})"
+            )
+            continue
         size = sum(e.stat().st_size for d in os.scandir(root) for e in os.scandir(d.path))
         best: dict[str, tuple[float, float]] = {}
         todo = cases(root, kind, args.workers)
