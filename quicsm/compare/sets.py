@@ -164,9 +164,8 @@ def load_rows(
     if not any(r.has_transition for r in rows):
         raise no_transitions(list(paths), report)
     scopes = trace_scopes(files)
-    return TraceSet(
-        name, tuple(rows), origin, tuple(files), view, partial(_read_back, files=files, scopes=scopes), report
-    )
+    fetch = partial(_read_back, files=files, scopes=scopes, storage_options=storage_options)
+    return TraceSet(name, tuple(rows), origin, tuple(files), view, fetch, report)
 
 
 def _read_back(

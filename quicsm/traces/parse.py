@@ -111,9 +111,9 @@ def read_inputs(
     a store's metric columns are not read); qlogs and JSONL trace files as objects.
 
     ``scopes`` (trace-id scope per file) is for a share of a run's files read apart (a Dask task):
-    ``paths`` are then files, scoped as the whole run scopes them. ``storage_options``: fsspec's, for URLs. Problems are counted in ``report``
-    (an error on the first under ``report.strict``, the first in the file); any other failure is one
-    :class:`InputError` naming the file.
+    ``paths`` are then files, scoped as the whole run scopes them. ``storage_options``: fsspec's, for
+    URLs. Problems are counted in ``report`` (an error on the first under ``report.strict``, the first
+    in the file); any other failure is one :class:`InputError` naming the file.
     """
     from quicsm.fleet.sources import is_url, open_url
     from quicsm.traces.columnar import ColumnReader

@@ -29,7 +29,17 @@ OUTPUTS = ("c.json", "r.html", "side.dot", "diff.dot", "heat.svg")
 _READ = parse.read_inputs
 
 
-def _objects(paths, over=parse.Overrides(), *, report=None, on_bytes=None, stores=True, metrics=True, scopes=None):  # type: ignore[no-untyped-def]
+def _objects(
+    paths,
+    over=parse.Overrides(),
+    *,
+    report=None,
+    on_bytes=None,
+    stores=True,
+    metrics=True,
+    scopes=None,
+    storage_options=None,
+):  # type: ignore[no-untyped-def]
     """Every input as trace objects, text logs cut by the oracle (tests/traces/oracle.py)."""
     from quicsm.files import open_binary
     from quicsm.traces.inputs import expand_inputs, input_kind, sidecar_meta, trace_scopes

@@ -132,7 +132,8 @@ def test_dask_parse_to_a_store_builds_row_groups_on_workers(tmp_path: Path, sche
         assert code == 0, out
         got, want = read_traces(str(remote)), read_traces(str(local))
         assert len(want) > 40 and got == want
-        assert out_local.splitlines()[0] == out.splitlines()[0]  # the parse summary
+        said = [line for line in out.splitlines() if not line.startswith("warning: --dask on")]  # too small a run
+        assert out_local.splitlines()[0] == said[0]  # the parse summary
     bad = tmp_path / "b" / "s1.log"
     bad.write_text(bad.read_text() + "QUICSM v=1 conn=0x9 t_us=oops cc=cubic to=SlowStart\n")
     remote.unlink()
