@@ -83,6 +83,12 @@ def _plts(out: Path, sc: FlowScenario) -> list[float]:
     return plts
 
 
+def _setup() -> str:
+    """The module docstring without its usage lines: the setup, for the report."""
+    doc = __doc__ or ""
+    return "\n".join(ln for ln in doc.splitlines() if not ln.startswith("    ")).strip()
+
+
 def analyse(out: Path) -> None:
     rows = [
         "| network | protocol | runs | PLT ms mean (sd) | gain vs TCP | p vs TCP | gain vs TCP+ | p vs TCP+ |",
@@ -116,7 +122,7 @@ def analyse(out: Path) -> None:
                 )
     text = f"""# ANRW'19 reproduced (cut down): QUIC vs stock TCP vs tuned TCP, page load time
 
-{__doc__.split(chr(10), 2)[2].split("    sudo")[0].strip()}
+{_setup()}
 
 Generated {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC by `experiments/anrw19_tuned_tcp.py analyse` (repo {git_rev()}).
 Gain = (PLT - PLT of the reference) / PLT of the reference, as the paper's "performance gain"
