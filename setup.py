@@ -47,6 +47,7 @@ setup(
             "testbed/data/*",
             "traces/_scan.pyi",
             "py.typed",
+            "inference/_check.pyi",
         ]
     },
     install_requires=[
@@ -71,9 +72,11 @@ setup(
             "moto[server]>=5",
         ],
     },
-    # Optional C tag finder; without a compiler the pure-Python scanner is used.
+    # Optional C extensions (the log scanner's tag finder, the invariant checker's walks); without a
+    # compiler their pure-Python twins are used.
     ext_modules=[
-        Extension("quicsm.traces._scan", ["quicsm/traces/_scan.c"], extra_compile_args=["-O3"], optional=True)
+        Extension("quicsm.traces._scan", ["quicsm/traces/_scan.c"], extra_compile_args=["-O3"], optional=True),
+        Extension("quicsm.inference._check", ["quicsm/inference/_check.c"], extra_compile_args=["-O3"], optional=True),
     ],
     cmdclass={"build_py": BuildPyWithTestbed},
     entry_points={"console_scripts": ["quicsm=quicsm.cli.main:main"]},

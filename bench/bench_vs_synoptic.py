@@ -1,48 +1,94 @@
-"""Our ``synoptic`` engine against the original Synoptic on the same 10k-event input, end to end.
+"""Our ``synoptic`` engine against the original Synoptic, whole process, on the same inputs.
 
-Both run through the Python API (``infer_sequences``; the jar engine includes the JVM start) on the
-bench's Cubic-like traces (``bench_infer.synth``). The original runs only if a jar is configured
-(``--jar`` or ``$QUICSM_SYNOPTIC_JAR``, engine ``synoptic-jar``); otherwise the figure recorded on
-this project's machine is printed instead and marked as recorded.
+Per size (default 10^3 and 10^4 events of ``bench_infer.synth``'s Cubic-like traces) the traces are
+written twice: as a quicsm contract log (``server.log``) and as Synoptic's log
+(:func:`quicsm.inference.export.dump_synoptic_log`). Then, as a user runs them, one after the other:
 
-    python bench/bench_vs_synoptic.py [--events 10000] [--jar synoptic.jar] [--java java]
+- ours: ``quicsm diagram server.log -o model.png`` (parse, infer, annotate, draw the PNG with dot);
+- the original: ``java -jar JAR -r ... -m ... -o model --randomSeed=1 synoptic.log``, whose default
+  output is the final model's DOT file and its PNG (drawn with the same dot).
+
+The original runs only if a jar is configured (``--jar`` or ``$QUICSM_SYNOPTIC_JAR``); otherwise the
+figures recorded on this project's machine are printed instead and marked as recorded. ``--events``
+also takes 1e7 to time ours alone (the original would need days).
+
+    python bench/bench_vs_synoptic.py [--events 1000 10000] [--runs 3] [--jar synoptic.jar] [--java java]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 from bench_infer import synth
 
-from quicsm.inference import infer_sequences
+from quicsm.inference.export import dump_synoptic_log, synoptic_arguments
 from quicsm.inference.synoptic_jar import ENV_JAR
+from quicsm.traces.contract import format_line
 
-RECORDED_ORIGINAL_S = 18 * 60.0
-"""Synoptic (a2b6a0d, Java 17, the Java 17 fix) on 10k bench events, 2026-11-23 (issue 12): about 18 min."""
+RECORDED_ORIGINAL_S = {1_000: 15.6, 10_000: 1086.0}
+"""The original (a2b6a0d, Java 17 with the NamedMatcher fix) on these inputs with its PNG, whole
+process, on this project's machine (2026-11-23 and 2026-11-25, issue 24)."""
+
+
+def write_contract_log(seqs: list[list[str]], path: Path) -> None:
+    """The sequences as a quicsm contract log: one transition line per step, a close line per connection."""
+    with path.open("w", encoding="utf-8") as fh:
+        t = 1_000_000
+        for c, seq in enumerate(seqs):
+            for a, b in zip(seq, seq[1:]):
+                t += 1000
+                fh.write(format_line(conn=f"0x{c:x}", t_us=t, cc="cubic", frm=a, to=b) + "\n")
+            fh.write(format_line(conn=f"0x{c:x}", t_us=t + 500, cc="cubic", ev="close") + "\n")
+
+
+def timed(cmd: list[str], cwd: Path, runs: int) -> float:
+    """Median wall seconds of ``runs`` runs of ``cmd`` (whole process)."""
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
+        times.append(time.perf_counter() - t)
+        if proc.returncode != 0:
+            sys.exit(f"{shlex.join(cmd)} failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    return sorted(times)[len(times) // 2]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--events", type=int, default=10_000)
+    ap.add_argument("--events", type=float, nargs="+", default=[1_000, 10_000])
+    ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--jar", default=os.environ.get(ENV_JAR))
     ap.add_argument("--java", default="java")
+    ap.add_argument("--keep", type=Path, help="write the inputs here and keep them")
     opts = ap.parse_args()
-    seqs = synth(opts.events)
-    t = time.perf_counter()
-    infer_sequences(seqs, "synoptic")
-    ours = time.perf_counter() - t
-    if opts.jar:
-        t = time.perf_counter()
-        infer_sequences(seqs, "synoptic-jar", synoptic_jar=opts.jar, java=opts.java)
-        theirs, note = time.perf_counter() - t, "measured"
-    else:
-        theirs, note = RECORDED_ORIGINAL_S, "recorded (no jar configured)"
-    print(f"events {sum(map(len, seqs))}, traces {len(seqs)}")
-    print(f"ours (engine synoptic): {ours:.2f} s")
-    print(f"original Synoptic: {theirs:.1f} s [{note}]")
-    print(f"ratio: {theirs / ours:.0f}x")
+    quicsm = shutil.which("quicsm") or sys.exit("quicsm is not on PATH")
+    for events in map(int, opts.events):
+        seqs = synth(events)
+        work = opts.keep or Path(tempfile.mkdtemp(prefix="quicsm-vs-synoptic-"))
+        work.mkdir(parents=True, exist_ok=True)
+        write_contract_log(seqs, work / "server.log")
+        with (work / "synoptic.log").open("w", encoding="utf-8") as fh:
+            dump_synoptic_log(seqs, fh)
+        n = sum(map(len, seqs))
+        ours = timed([quicsm, "diagram", "server.log", "-o", "model.png", "-q"], work, opts.runs)
+        print(f"events {n}, traces {len(seqs)}: ours (quicsm diagram -o model.png) {ours:.2f} s", flush=True)
+        if events > 100_000:
+            continue
+        if opts.jar:
+            args = synoptic_arguments("synoptic.log", str(work / "original"), quiet=True)
+            theirs = timed([opts.java, "-jar", opts.jar, *args], work, 1)
+            note = "measured, one run"
+        else:
+            theirs, note = RECORDED_ORIGINAL_S.get(events, float("nan")), "recorded (no jar configured)"
+        print(f"  original Synoptic with its PNG: {theirs:.1f} s [{note}]; ratio {theirs / ours:.0f}x", flush=True)
 
 
 if __name__ == "__main__":

@@ -8,21 +8,80 @@ holds on the graph when it holds on every such walk (all nodes of a partition gr
 matrices (one row per event type), so it costs a handful of small matrix products however many
 invariants there are. :func:`counterexample` then walks the product of the graph with one
 invariant's two-state automaton to return a shortest violating walk, which refinement splits along.
+
+Refinement and coarsening run these thousands of times on graphs of hundreds of partitions, so the
+optional C extension ``quicsm.inference._check`` does the walks (one breadth-first search per invariant
+row for :func:`violations`, whose matrix closures cost one step per unit of the graph's diameter).
+Without it the pure-Python code below runs; tests/inference/test_check_c.py holds the two equal.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from quicsm.inference.invariants import KINDS, InvariantSet
 
-__all__ = ["Edges", "counterexample", "synoptic_counterexample", "violated", "violations", "walk_states"]
+_check: Any
+try:
+    from quicsm.inference import _check
+except ImportError:  # no compiler at install time: the pure-Python twins below
+    _check = None
+
+__all__ = ["Csr", "Edges", "counterexample", "synoptic_counterexample", "violated", "violations", "walk_states"]
 
 Edges = tuple[np.ndarray, np.ndarray] | np.ndarray
 """A graph's edges: (src, dst) node-id arrays, or a dense boolean adjacency matrix."""
+
+KIND_CODES = {kind: i for i, kind in enumerate(KINDS)}
+"""Invariant kind -> the code the C extension takes (0 AFby, 1 NFby, 2 AP)."""
+
+
+class Csr(NamedTuple):
+    """Successor lists as two int32 arrays: node ``u``'s successors are ``indices[indptr[u]:indptr[u + 1]]``,
+    in the order walks try them."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+
+    @classmethod
+    def from_edges(cls, src: np.ndarray, dst: np.ndarray, nodes: int) -> Csr:
+        """Edges grouped by source; within one source they keep the order they are given in."""
+        src = np.asarray(src, dtype=np.int64)
+        order = np.argsort(src, kind="stable")
+        indptr = np.zeros(nodes + 1, dtype=np.int32)
+        np.cumsum(np.bincount(src, minlength=nodes), out=indptr[1:])
+        return cls(indptr, np.ascontiguousarray(np.asarray(dst)[order], dtype=np.int32))
+
+    @classmethod
+    def from_lists(cls, succ: Sequence[Sequence[int]]) -> Csr:
+        indptr = np.zeros(len(succ) + 1, dtype=np.int32)
+        np.cumsum([len(s) for s in succ], out=indptr[1:])
+        return cls(indptr, np.fromiter((v for s in succ for v in s), dtype=np.int32, count=int(indptr[-1])))
+
+    def lists(self) -> list[list[int]]:
+        bounds = self.indptr.tolist()
+        flat = self.indices.tolist()
+        return [flat[bounds[u] : bounds[u + 1]] for u in range(len(bounds) - 1)]
+
+
+Graph = Sequence[Sequence[int]] | Csr
+"""Successors per node: lists, or :class:`Csr` arrays (what the C extension reads)."""
+
+
+def _csr(succ: Graph) -> Csr:
+    return succ if isinstance(succ, Csr) else Csr.from_lists(succ)
+
+
+def _lists(succ: Graph) -> Sequence[Sequence[int]]:
+    return succ.lists() if isinstance(succ, Csr) else succ
+
+
+def _int32(values: Sequence[int] | np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(values, dtype=np.int32)
 
 
 Step = tuple[np.ndarray, np.ndarray]
@@ -71,6 +130,8 @@ def violations(edges: Edges, ptype: np.ndarray, inv: InvariantSet) -> dict[str, 
     size = len(inv.labels)
     initial, terminal = size - 2, size - 1
     src, dst = np.nonzero(edges) if isinstance(edges, np.ndarray) else edges
+    if _check is not None:
+        return _violations_c(np.asarray(src), np.asarray(dst), np.asarray(ptype), inv)
     fwd: Step = (src, dst)
     bwd: Step = (dst, src)
     onehot = np.zeros((size, len(ptype)), dtype=bool)
@@ -99,6 +160,17 @@ def violations(edges: Edges, ptype: np.ndarray, inv: InvariantSet) -> dict[str, 
         into = _after(co, bwd)  # row per b: nodes with an edge into co[b]
         out["AFby"][:, cols] = _types_in(into, ptype, size).T & inv.afby[:, cols]
     return out
+
+
+def _violations_c(src: np.ndarray, dst: np.ndarray, ptype: np.ndarray, inv: InvariantSet) -> dict[str, np.ndarray]:
+    size = len(inv.labels)
+    nodes = len(ptype)
+    fwd = Csr.from_edges(src, dst, nodes)
+    bwd = Csr.from_edges(dst, src, nodes)
+    out = {kind: np.zeros((size, size), dtype=np.uint8) for kind in KINDS}
+    mined = [np.ascontiguousarray(m, dtype=np.uint8) for m in (inv.nfby, inv.ap, inv.afby)]
+    _check.violations(*fwd, *bwd, _int32(ptype), size, *mined, out["NFby"], out["AP"], out["AFby"])
+    return {kind: m.view(bool) for kind, m in out.items()}
 
 
 def violated(edges: Edges, ptype: np.ndarray, inv: InvariantSet) -> list[tuple[str, int, int]]:
@@ -130,7 +202,7 @@ def _step(kind: str, a: int, b: int, state: int, typ: int) -> int:
 
 
 def counterexample(
-    succ: Sequence[Sequence[int]], ptype: Sequence[int], kind: str, a: int, b: int, initial: int, terminal_type: int
+    succ: Graph, ptype: Sequence[int] | np.ndarray, kind: str, a: int, b: int, initial: int, terminal_type: int
 ) -> list[int] | None:
     """Shortest walk from node ``initial`` to a TERMINAL node that breaks ``a kind b`` (nodes in order), or None.
 
@@ -138,6 +210,22 @@ def counterexample(
     an ``a`` still waiting; for NFby/AP the violation happens on the way and the walk is the shortest
     whole walk containing one. ``a`` may be the INITIAL type (``INITIAL AFby x``).
     """
+    if _check is not None:
+        g = _csr(succ)
+        found: list[int] | None = _check.shortest(*g, _int32(ptype), KIND_CODES[kind], a, b, initial, terminal_type)
+        return found
+    return _counterexample_py(_lists(succ), ptype, kind, a, b, initial, terminal_type)
+
+
+def _counterexample_py(
+    succ: Sequence[Sequence[int]],
+    ptype: Sequence[int] | np.ndarray,
+    kind: str,
+    a: int,
+    b: int,
+    initial: int,
+    terminal_type: int,
+) -> list[int] | None:
     start_state = _step(kind, a, b, 0, ptype[initial])
     start = (initial, start_state)
     parent: dict[tuple[int, int], tuple[int, int] | None] = {start: None}
@@ -209,7 +297,7 @@ def _tracing_step(kind: str, a: int, b: int, hist: list[History], node: int, typ
 
 
 def synoptic_counterexample(
-    succ: Sequence[Sequence[int]], ptype: Sequence[int], kind: str, a: int, b: int, initial: int, terminal_type: int
+    succ: Graph, ptype: Sequence[int] | np.ndarray, kind: str, a: int, b: int, initial: int, terminal_type: int
 ) -> list[int] | None:
     """The counterexample walk Synoptic's model checker reports for ``a kind b``, or None if it holds.
 
@@ -220,6 +308,35 @@ def synoptic_counterexample(
     list successors in Synoptic's order (:meth:`PartitionGraph.ordered_successors`): among equally
     short walks that order decides which one is found, and with it which partitions are split.
     """
+    if _check is not None:
+        g = _csr(succ)
+        walk = _check.synoptic_walk(*g, _int32(ptype), KIND_CODES[kind], a, b, initial, terminal_type)
+    else:
+        walk = _synoptic_walk_py(_lists(succ), ptype, kind, a, b, initial, terminal_type)
+    if walk is None or kind == "AFby":
+        return walk
+    seen_a = False
+    for at, node in enumerate(walk):
+        typ = ptype[node]
+        if kind == "NFby" and typ == a and not seen_a:
+            seen_a = True
+        elif typ == b and (seen_a if kind == "NFby" else True):
+            return walk[: at + 1]
+        elif kind == "AP" and typ == a:
+            break
+    raise AssertionError(f"synoptic_counterexample: walk without a violation of {kind}({a}, {b})")
+
+
+def _synoptic_walk_py(
+    succ: Sequence[Sequence[int]],
+    ptype: Sequence[int] | np.ndarray,
+    kind: str,
+    a: int,
+    b: int,
+    initial: int,
+    terminal_type: int,
+) -> list[int] | None:
+    """The worklist search of :func:`synoptic_counterexample`: the whole walk to TERMINAL, or None."""
     width = 2 if kind == "AFby" else 3
     fail = 0 if kind == "AFby" else 2
     start: History = (1, initial, None)
@@ -258,18 +375,7 @@ def synoptic_counterexample(
         walk.append(h[1])
         h = h[2]
     walk.reverse()
-    if kind == "AFby":
-        return walk
-    seen_a = False
-    for at, node in enumerate(walk):
-        typ = ptype[node]
-        if kind == "NFby" and typ == a and not seen_a:
-            seen_a = True
-        elif typ == b and (seen_a if kind == "NFby" else True):
-            return walk[: at + 1]
-        elif kind == "AP" and typ == a:
-            break
-    raise AssertionError(f"synoptic_counterexample: walk without a violation of {kind}({a}, {b})")
+    return walk
 
 
 def walk_states(kind: str, a: int, b: int, types: Sequence[int]) -> list[int]:

@@ -13,10 +13,16 @@ from collections import Counter
 
 import numpy as np
 
+from quicsm.inference.checker import Csr
 from quicsm.inference.packed import CHUNK, EncodedLog, count_pairs
 from quicsm.traces.distinct import distinct_sorted
 
 __all__ = ["PartitionGraph"]
+
+SCAN_EVENTS = 1 << 18
+"""Logs up to this many framed events get their edges from one pass over every step (a sort of
+the steps' edge keys, tens of microseconds) instead of the incremental bookkeeping, whose Python
+loops over edges cost more on small graphs that refinement changes thousands of times."""
 
 
 class PartitionGraph:
@@ -39,6 +45,9 @@ class PartitionGraph:
         self._first: dict[tuple[int, int], int] = {}
         self._dirty: set[int] = set(range(len(self.members)))
         self._frames: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._arrays: tuple[np.ndarray, np.ndarray] | None = None
+        self._ordered: Csr | None = None
+        self._steps = np.flatnonzero(self.has_succ).astype(self.part.dtype) if n <= SCAN_EVENTS else None
         for a in range(0, n - 1, CHUNK):  # every step i -> i + 1 out of a non-TERMINAL event, by mask
             b = min(a + CHUNK, n - 1)
             mask = self.has_succ[a:b]
@@ -57,6 +66,7 @@ class PartitionGraph:
             self._add_pairs(self.part[steps], self.part[steps + 1], sign)
 
     def _add_pairs(self, src_parts: np.ndarray, dst_parts: np.ndarray, sign: int) -> None:
+        self._arrays = self._ordered = None
         src, dst, cnt = count_pairs(src_parts, dst_parts, len(self.members) + 1)
         for edge, c in zip(zip(src.tolist(), dst.tolist()), cnt.tolist()):
             self.edges[edge] += sign * c
@@ -79,6 +89,7 @@ class PartitionGraph:
         assert len(moved) and len(kept), "a split must leave both sides non-empty"
         q = len(self.members)
         self._frames.clear()
+        self._arrays = self._ordered = None
         self._dirty.update((p, q))
         steps = self._touching(moved)
         self._count(steps, -1)
@@ -93,6 +104,7 @@ class PartitionGraph:
         """Put q's events into p; q stays as an empty slot (ids of other partitions do not move)."""
         self._dirty.update((p, q))
         self._frames.clear()
+        self._arrays = self._ordered = None
         moved = self.members[q]
         steps = self._touching(moved)
         self._count(steps, -1)
@@ -103,11 +115,24 @@ class PartitionGraph:
         self._count(steps, +1)
 
     def edge_arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        """The partition graph's edges as (src, dst) arrays."""
-        if not self.edges:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        src, dst = np.array(sorted(self.edges), dtype=np.int64).T
-        return src, dst
+        """The partition graph's edges as (src, dst) arrays, sorted."""
+        if self._arrays is None:
+            if not self.edges:
+                return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+            flat = np.fromiter((x for edge in self.edges for x in edge), dtype=np.int64, count=2 * len(self.edges))
+            keys = flat[0::2] * (len(self.members) + 1) + flat[1::2]
+            keys.sort()
+            self._arrays = keys // (len(self.members) + 1), keys % (len(self.members) + 1)
+        return self._arrays
+
+    def _scan(self, part: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every edge of the graph ``part`` gives (small logs): (src, dst) sorted, and the first event
+        (in log order) taking each."""
+        steps = self._steps
+        assert steps is not None
+        keys = part[steps].astype(np.int64) * width + part[steps + 1]
+        uniq, first = np.unique(keys, return_index=True)
+        return uniq // width, uniq % width, steps[first]
 
     def successors(self) -> list[list[int]]:
         out: list[list[int]] = [[] for _ in range(self.size)]
@@ -138,9 +163,18 @@ class PartitionGraph:
             hit = self._frames[p] = (at, dst, inner, inner_next, came, came_src)
         return hit
 
-    def successors_if_split(self, p: int, moving: np.ndarray) -> list[list[int]]:
+    def successors_if_split(self, p: int, moving: np.ndarray) -> Csr:
         """:meth:`successors` as they would be after ``split(p, moving)`` (new partition: ``size``),
-        computed from the steps touching ``p`` without changing the graph."""
+        without changing the graph."""
+        if self._steps is not None:
+            part = self.part.copy()
+            part[self.members[p][moving]] = self.size
+            src, dst, _ = self._scan(part, self.size + 2)
+            return Csr.from_edges(src, dst, self.size + 1)
+        return Csr.from_lists(self._successors_if_split(p, moving))
+
+    def _successors_if_split(self, p: int, moving: np.ndarray) -> list[list[int]]:
+        """:meth:`successors_if_split` from the steps touching ``p`` alone (large logs)."""
         at, dst, inner, inner_next, came, came_src = self._split_frame(p)
         q = len(self.members)
         width = q + 1
@@ -158,6 +192,17 @@ class PartitionGraph:
         for lst in out:
             lst.sort()
         return out
+
+    def ordered_csr(self) -> Csr:
+        """:meth:`ordered_successors` as :class:`~quicsm.inference.checker.Csr` arrays (cached until the graph changes)."""
+        if self._ordered is None:
+            if self._steps is not None:
+                src, dst, first = self._scan(self.part, self.size + 1)
+                order = np.lexsort((first, src))
+                self._ordered = Csr.from_edges(src[order], dst[order], self.size)
+            else:
+                self._ordered = Csr.from_lists(self.ordered_successors())
+        return self._ordered
 
     def ordered_successors(self) -> list[list[int]]:
         """Successors of each partition in Synoptic's order (``Partition.getAllSuccessors``): by the

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from quicsm.errors import InferenceError
+from quicsm.inference import checker
 from quicsm.inference.checker import counterexample, synoptic_counterexample, violated, walk_states
 from quicsm.inference.invariants import InvariantSet, mine_encoded
 from quicsm.inference.model import InferenceResult
@@ -188,12 +189,13 @@ def _refine_stitch(graph: PartitionGraph, inv: InvariantSet, steps: list[dict[st
         bad = violated(graph.edge_arrays(), graph.types_array(), inv)
         if not bad:
             return rounds
-        succ = graph.ordered_successors()
+        succ = graph.ordered_csr()
+        ptype = graph.types_array()
         chosen: dict[int, list[np.ndarray]] = {}
         first: tuple[list[int], tuple[str, int, int]] | None = None
         proposed: list[tuple[int, np.ndarray]] = []  # every candidate of the round, for an arbitrary split
         for kind, a, b in bad:
-            walk = synoptic_counterexample(succ, graph.ptype, kind, a, b, graph.initial(), graph.terminal_type)
+            walk = synoptic_counterexample(succ, ptype, kind, a, b, graph.initial(), graph.terminal_type)
             if walk is None:  # cannot happen: the graph does not change within a round
                 continue
             candidates = _stitch_splits(graph, walk)
@@ -307,16 +309,24 @@ def _stitch_splits(graph: PartitionGraph, walk: list[int]) -> list[tuple[int, np
     would be a trace breaking an invariant mined from the traces.
     """
     part = graph.part
-    hot = graph.members[walk[0]]
-    prev = cur = nxt = -1
-    for node in walk:
-        prev, cur, nxt = cur, nxt, node
-        hot = hot[part[hot] == node]
-        if len(hot) == 0:
-            break
-        hot = hot[graph.has_succ[hot]] + 1
+    if checker._check is not None and part.dtype == np.int32:
+        found = checker._check.stitch(
+            part, graph.terminal_type, graph.types, graph.members[walk[0]], np.asarray(walk, dtype=np.int32)
+        )
+        if found is None:
+            raise InferenceError("synoptic: internal error, a counterexample is taken by a trace")
+        prev, cur, nxt = found
     else:
-        raise InferenceError("synoptic: internal error, a counterexample is taken by a trace")
+        hot = graph.members[walk[0]]
+        prev = cur = nxt = -1
+        for node in walk:
+            prev, cur, nxt = cur, nxt, node
+            hot = hot[part[hot] == node]
+            if len(hot) == 0:
+                break
+            hot = hot[graph.has_succ[hot]] + 1
+        else:
+            raise InferenceError("synoptic: internal error, a counterexample is taken by a trace")
     members = graph.members[cur]
     out: list[tuple[int, np.ndarray]] = []
     has_succ = graph.has_succ[members]
@@ -336,7 +346,7 @@ def _stitch_splits(graph: PartitionGraph, walk: list[int]) -> list[tuple[int, np
 def _split_satisfies(graph: PartitionGraph, part: int, keep: np.ndarray, kind: str, a: int, b: int) -> bool:
     """Would splitting ``part`` by ``keep`` make ``a kind b`` hold on the whole graph? (graph unchanged)"""
     succ = graph.successors_if_split(part, ~keep)
-    ptype = [*graph.ptype, graph.ptype[part]]
+    ptype = np.append(graph.types_array(), graph.ptype[part])
     return counterexample(succ, ptype, kind, a, b, graph.initial(), graph.terminal_type) is None
 
 

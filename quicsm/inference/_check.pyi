@@ -1,0 +1,33 @@
+"""Type stub for the C invariant checker (quicsm/inference/_check.c); the pure-Python twins are in checker.py."""
+
+from typing import Any
+
+def violations(
+    indptr: Any,
+    indices: Any,
+    rindptr: Any,
+    rindices: Any,
+    ptype: Any,
+    size: int,
+    nfby: Any,
+    ap: Any,
+    afby: Any,
+    out_nfby: Any,
+    out_ap: Any,
+    out_afby: Any,
+    /,
+) -> None:
+    """Write the mined invariants (uint8 size x size) the graph breaks into the ``out_*`` matrices."""
+
+def shortest(
+    indptr: Any, indices: Any, ptype: Any, kind: int, a: int, b: int, initial: int, terminal_type: int, /
+) -> list[int] | None:
+    """:func:`quicsm.inference.checker.counterexample` on a CSR graph (int32 arrays); kind 0 AFby, 1 NFby, 2 AP."""
+
+def synoptic_walk(
+    indptr: Any, indices: Any, ptype: Any, kind: int, a: int, b: int, initial: int, terminal_type: int, /
+) -> list[int] | None:
+    """Synoptic's counterexample walk before the cut of :func:`quicsm.inference.checker.synoptic_counterexample`."""
+
+def stitch(part: Any, terminal_type: int, types: Any, start: Any, walk: Any, /) -> tuple[int, int, int] | None:
+    """(prev, cur, nxt) of :func:`quicsm.inference.synoptic._stitch_splits`, None if a trace takes the whole walk."""

@@ -1,0 +1,117 @@
+"""The C invariant checker (quicsm/inference/_check.c) against its pure-Python twins in checker.py.
+
+Random typed graphs (self-loops, unreachable nodes, empty slots, several INITIAL/TERMINAL nodes) and
+every kind of invariant: the same failing invariants, the same walks, node for node.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from quicsm.inference import checker
+from quicsm.inference.checker import Csr, counterexample, synoptic_counterexample, violations
+from quicsm.inference.invariants import KINDS, InvariantSet
+
+pytestmark = pytest.mark.skipif(checker._check is None, reason="the C checker is not built (no compiler)")
+
+
+def _graph(rnd: random.Random) -> tuple[list[list[int]], list[int], InvariantSet]:
+    states = rnd.randint(1, 5)
+    size = states + 2
+    nodes = rnd.randint(2, 14)
+    ptype = [rnd.randrange(states) for _ in range(nodes)]
+    ptype[0] = size - 2  # INITIAL
+    ptype[-1] = size - 1  # TERMINAL
+    for u in range(1, nodes - 1):
+        roll = rnd.random()
+        if roll < 0.05:
+            ptype[u] = -1  # an empty slot (merged away): no edges
+        elif roll < 0.1:
+            ptype[u] = size - 1
+    succ: list[list[int]] = [[] for _ in range(nodes)]
+    for u in range(nodes):
+        if ptype[u] < 0 or ptype[u] == size - 1:
+            continue
+        for v in rnd.sample(range(nodes), rnd.randint(0, min(4, nodes))):
+            if ptype[v] >= 0 and ptype[v] != size - 2 and v not in succ[u]:
+                succ[u].append(v)
+    labels = tuple(f"s{i}" for i in range(states)) + ("INITIAL", "TERMINAL")
+
+    def mined() -> np.ndarray:
+        return np.array([[rnd.random() < 0.4 for _ in range(size)] for _ in range(size)], dtype=bool)
+
+    return succ, ptype, InvariantSet(labels, mined(), mined(), mined())
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_c_checker_equals_the_python_one(rnd: random.Random) -> None:
+    succ, ptype, inv = _graph(rnd)
+    size = len(inv.labels)
+    src = np.array([u for u, vs in enumerate(succ) for _ in vs], dtype=np.int64)
+    dst = np.array([v for vs in succ for v in vs], dtype=np.int64)
+    types = np.array(ptype, dtype=np.int64)
+    c_fail = violations((src, dst), types, inv)
+    walks = {}
+    for kind in KINDS:
+        for a in range(size):
+            for b in range(size):
+                walks[kind, a, b] = (
+                    counterexample(Csr.from_lists(succ), ptype, kind, a, b, 0, size - 1),
+                    synoptic_counterexample(succ, ptype, kind, a, b, 0, size - 1),
+                )
+    c_module, checker._check = checker._check, None  # the pure-Python twins (hypothesis runs no fixtures per example)
+    try:
+        py_fail = violations((src, dst), types, inv)
+        for (kind, a, b), (short, syn) in walks.items():
+            assert counterexample(succ, ptype, kind, a, b, 0, size - 1) == short, (kind, a, b)
+            assert synoptic_counterexample(Csr.from_lists(succ), ptype, kind, a, b, 0, size - 1) == syn, (kind, a, b)
+    finally:
+        checker._check = c_module
+    for kind in KINDS:
+        assert np.array_equal(c_fail[kind], py_fail[kind]), kind
+
+
+def test_walks_are_found_on_a_small_graph() -> None:
+    """Not vacuous: on INITIAL -> x -> y -> TERMINAL, both checkers find the walk breaking x NFby y."""
+    succ = [[1], [2], [3], []]
+    ptype = [2, 0, 1, 3]
+    for c_module in (checker._check, None):
+        saved, checker._check = checker._check, c_module
+        try:
+            assert counterexample(succ, ptype, "NFby", 0, 1, 0, 3) == [0, 1, 2, 3]
+            assert synoptic_counterexample(succ, ptype, "NFby", 0, 1, 0, 3) == [0, 1, 2]
+            assert counterexample(succ, ptype, "NFby", 1, 0, 0, 3) is None
+        finally:
+            checker._check = saved
+
+
+def test_csr_round_trip_keeps_successor_order() -> None:
+    succ = [[3, 1], [], [2, 0, 1], [0]]
+    g = Csr.from_lists(succ)
+    assert g.lists() == succ
+    src = np.array([2, 0, 2, 3, 0, 2])
+    dst = np.array([2, 3, 0, 0, 1, 1])
+    assert Csr.from_edges(src, dst, 4).lists() == succ
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_engine_draws_the_same_model_with_either_checker(rnd: random.Random) -> None:
+    """Whole refinement and coarsening: the C checker changes the speed, never the model."""
+    from quicsm.inference.synoptic import infer_synoptic
+
+    letters = "ABCDE"[: rnd.randint(2, 5)]
+    seqs = [[rnd.choice(letters) for _ in range(rnd.randint(1, 12))] for _ in range(rnd.randint(1, 8))]
+    with_c = infer_synoptic(seqs)
+    c_module, checker._check = checker._check, None
+    try:
+        without = infer_synoptic(seqs)
+    finally:
+        checker._check = c_module
+    assert with_c.model == without.model and with_c.paths == without.paths
