@@ -10,12 +10,12 @@ structural test (same nodes with the same labels and edges up to renaming), done
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from quicsm.inference.model import INITIAL, TERMINAL, Model
 
-__all__ = ["Automaton", "MinimalDFA", "isomorphic", "minimal_dfa", "same_language"]
+__all__ = ["Automaton", "MinimalDFA", "isomorphic", "language_classes", "minimal_dfa", "same_language"]
 
 END = "\x00end"
 """Letter of the step into TERMINAL: a DFA state accepts when it has this move to the accept sink."""
@@ -132,3 +132,17 @@ def isomorphic(a: Automaton | Model, b: Automaton | Model) -> bool:
         return g
 
     return bool(nx.is_isomorphic(graph(a), graph(b), node_match=categorical_node_match("state", None)))
+
+
+def language_classes(models: Sequence[Model | Automaton]) -> list[list[int]]:
+    """Indices of ``models`` grouped by language, groups in order of their first model: e.g. Synoptic's
+    models for seeds 1-5 form one group when the result does not depend on its random choices."""
+    groups: list[list[int]] = []
+    for i, m in enumerate(models):
+        for g in groups:
+            if same_language(models[g[0]], m):
+                g.append(i)
+                break
+        else:
+            groups.append([i])
+    return groups

@@ -196,32 +196,72 @@ def record(name: str, seqs: Sequences, seed: int, jar: str, java: str, target: P
     print(f"{name} seed {seed}: {len(model.nodes)} nodes, {wall:.1f} s wall, {cpu:.1f} s cpu", flush=True)
 
 
+def _normalised(run: dict) -> dict:
+    """A run without its temporary paths (the command's -o prefix and log become model and traces.log)."""
+    cmd = list(run["command"])
+    cmd[cmd.index("-o") + 1] = "model"
+    cmd[-1] = "traces.log"
+    return {**run, "command": cmd}
+
+
 def collect(runs: Path, dest: Path, java: str) -> None:
+    """Every input with all five seeds recorded, with its state sequences, into ``dest``."""
     made = inputs()
     data: dict[str, dict] = {}
     for name, make in made.items():
         files = sorted(runs.glob(f"{name}.s*.json"))
-        if not files:
+        if len(files) < 5:
+            if files:
+                print(f"{name}: {len(files)} of 5 seeds recorded, left out")
             continue
-        models = sorted((json.loads(f.read_text()) for f in files), key=lambda r: r["seed"])
-        reruns = sorted((json.loads(f.read_text()) for f in runs.glob(f"{name}.rerun*.json")), key=lambda r: r["seed"])
+        models = sorted((_normalised(json.loads(f.read_text())) for f in files), key=lambda r: r["seed"])
+        reruns = sorted(
+            (_normalised(json.loads(f.read_text())) for f in runs.glob(f"{name}.rerun*.json")), key=lambda r: r["seed"]
+        )
         data[name] = {"sequences": make(), "synoptic": models, "reruns": reruns}
     with gzip.open(dest, "wt", encoding="utf-8") as fh:
         json.dump({"java": java_version(java), "inputs": data}, fh, separators=(",", ":"))
     print(f"{dest}: {len(data)} inputs")
 
 
+def table(recording: Path) -> None:
+    """The README's table: per input, the seeds' node counts and languages, and our engine's model."""
+    from quicsm.inference.language import Automaton, language_classes, same_language
+    from quicsm.inference.synoptic import infer_synoptic
+
+    with gzip.open(recording, "rt", encoding="utf-8") as fh:
+        data = json.load(fh)["inputs"]
+    print("| input | events | traces | Synoptic nodes, seeds 1-5 | languages among seeds | ours: nodes | ours = seed |")
+    print("|---|---|---|---|---|---|---|")
+    for name, rec in data.items():
+        models = [Automaton.from_edges(dict(enumerate(m["labels"])), map(tuple, m["edges"])) for m in rec["synoptic"]]
+        groups = language_classes(models)
+        ours = infer_synoptic(rec["sequences"]).model
+        sizes = [len(m["labels"]) for m in rec["synoptic"]]
+        inside = "" if min(sizes) <= len(ours.nodes) <= max(sizes) else " (outside)"
+        equal = [str(i + 1) for i, m in enumerate(models) if same_language(ours, m)]
+        langs = " ".join("{" + ",".join(str(i + 1) for i in g) + "}" for g in groups)
+        print(
+            f"| {name} | {sum(map(len, rec['sequences']))} | {len(rec['sequences'])} | {', '.join(map(str, sizes))} "
+            f"| {len(groups)}: {langs} | {len(ours.nodes)}{inside} | {','.join(equal) or 'none'} |"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jar")
     ap.add_argument("--java", default="java")
-    ap.add_argument("--dir", type=Path, required=True)
+    ap.add_argument("--dir", type=Path, default=Path("synoptic-runs"))
     ap.add_argument("--seeds", default="1,2,3,4,5")
     ap.add_argument("--only", nargs="*", help="input names (default: all, smallest first)")
     ap.add_argument("--rerun", action="store_true", help="run seed 1 again in a new JVM (<input>.rerun1.json)")
     ap.add_argument("--collect", type=Path, help="write the recording here from the runs in --dir")
     ap.add_argument("--list", action="store_true", help="print the inputs and their sizes")
+    ap.add_argument("--table", type=Path, help="print the README's table of this recording")
     opts = ap.parse_args()
+    if opts.table:
+        table(opts.table)
+        return
     opts.dir.mkdir(parents=True, exist_ok=True)
     if opts.collect:
         collect(opts.dir, opts.collect, opts.java)
