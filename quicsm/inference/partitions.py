@@ -165,33 +165,20 @@ class PartitionGraph:
 
     def successors_if_split(self, p: int, moving: np.ndarray) -> Csr:
         """:meth:`successors` as they would be after ``split(p, moving)`` (new partition: ``size``),
-        without changing the graph."""
-        if self._steps is not None:
-            part = self.part.copy()
-            part[self.members[p][moving]] = self.size
-            src, dst, _ = self._scan(part, self.size + 2)
-            return Csr.from_edges(src, dst, self.size + 1)
-        return Csr.from_lists(self._successors_if_split(p, moving))
-
-    def _successors_if_split(self, p: int, moving: np.ndarray) -> list[list[int]]:
-        """:meth:`successors_if_split` from the steps touching ``p`` alone (large logs)."""
+        without changing the graph: the edges not touching ``p``, and those the steps touching ``p``
+        would take (:meth:`_split_frame`), so the cost follows ``p``'s size, not the log's."""
         at, dst, inner, inner_next, came, came_src = self._split_frame(p)
         q = len(self.members)
         width = q + 1
         side = np.where(moving, q, p)
         dst = dst.copy()
         dst[inner] = side[inner_next]
-        keys = np.concatenate([side[at] * width + dst, came_src * width + side[came]])
-        pairs = distinct_sorted(keys)
-        out: list[list[int]] = [[] for _ in range(width)]
-        for s, d in self.edges:
-            if s != p and d != p:
-                out[s].append(d)
-        for key in pairs.tolist():
-            out[key // width].append(key % width)
-        for lst in out:
-            lst.sort()
-        return out
+        pairs = distinct_sorted(np.concatenate([side[at] * width + dst, came_src * width + side[came]]))
+        src_all, dst_all = self.edge_arrays()
+        kept = (src_all != p) & (dst_all != p)
+        keys = np.concatenate([src_all[kept] * width + dst_all[kept], pairs])
+        keys.sort()
+        return Csr.from_edges(keys // width, keys % width, width)
 
     def ordered_csr(self) -> Csr:
         """:meth:`ordered_successors` as :class:`~quicsm.inference.checker.Csr` arrays (cached until the graph changes)."""
