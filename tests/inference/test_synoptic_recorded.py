@@ -108,7 +108,7 @@ def test_jar_engine_reads_a_real_synoptic_json_export(tmp_path: Path) -> None:
     assert len(res.model.nodes) == len(seed1.labels) > len(set(seed1.labels.values()))
 
 
-AT_SIZE_MEASURED = {"inputs": 19, "equal": 0, "outside": 0, "one_language_missed": 0}
+AT_SIZE_MEASURED = {"inputs": 24, "equal": 13, "outside": 1, "one_language_missed": 0}
 """2026-11-25, engine default (stitch): inputs recorded; inputs whose model is language-equal to some
 seed's, whose node count is outside the seeds' range, and single-language inputs we miss."""
 
