@@ -46,12 +46,11 @@ def run(cmd: list[str]) -> tuple[float, float]:
 
 STARTUP_PROBE = """
 import os, runpy, sys
-import quicsm.traces.inputs as inputs
-real = inputs.open_input
+import quicsm.traces.parse as parse  # the reader's own name for the opener
 def first(path):
     print("FIRST FILE", file=sys.stderr, flush=True)
     os._exit(0)
-inputs.open_input = first
+parse.open_input = first
 sys.argv = ["quicsm", *sys.argv[1:]]
 runpy.run_module("quicsm", run_name="__main__")
 """
@@ -65,6 +64,8 @@ def startup(args: list[str]) -> float:
     for line in proc.stderr:
         if line.startswith("FIRST FILE"):
             break
+    else:
+        raise SystemExit("the probe never saw a file opened")
     wall = time.perf_counter() - started
     proc.wait()
     return wall
