@@ -47,5 +47,9 @@ def test_fleet_imports_no_domain_package() -> None:
 
 def test_no_private_name_crosses_a_module() -> None:
     crossing = [(a, b, n) for a, b, n in _imports() if n.startswith("_") and not n.startswith("__") and a != b]
-    allowed = {("quicsm.traces.columnar", "quicsm.traces._scan"), ("quicsm.traces.logscan", "quicsm.traces._scan")}
+    allowed = {
+        ("quicsm.traces.columnar", "quicsm.traces._scan"),  # the C extension's module
+        ("quicsm.traces.logscan", "quicsm.traces._scan"),
+        ("quicsm.inference.checker", "quicsm.inference"),  # _check: synoptic's to rename (log.md, 2026-11-25)
+    }
     assert [(a, b, n) for a, b, n in crossing if (a, b) not in allowed and _layer(a) in ORDER] == []
