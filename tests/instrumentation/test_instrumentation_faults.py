@@ -1,7 +1,8 @@
 """Fault injection: SIGKILL ``apply``, ``revert`` and ``port`` at every step and at random moments.
 
-Each run is a real process (``python -m quicsm`` or a two-line driver for several sets at once) killed by
-``QUICSM_FAULT_AFTER=N`` (the process kills itself after its N-th file step) or by a timer. Afterwards the
+Each run is a real process killed for real: a forked child for the sweep over every step (it kills itself
+after its N-th file step, ``QUICSM_FAULT_AFTER=N``), and ``python -m quicsm`` or a two-line driver killed by
+a timer at random moments. Afterwards the
 tree must be exactly pristine or exactly patched (bytes and modes) once ``status`` has run, ``status``
 must say which, and the next ``apply``/``revert`` must finish. ``QUICSM_FAULT_TRIALS`` sets the number of
 timed kills (default 12).
@@ -17,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+import traceback
 from collections import Counter
 from pathlib import Path
 
@@ -24,7 +26,7 @@ import pytest
 from instr_fixtures import cubic_edits, make_set, one_file_set, write_tree
 
 import quicsm
-from quicsm.instrumentation import engine
+from quicsm.instrumentation import engine, journal
 from quicsm.instrumentation.journal import FAULT_ENV, JOURNAL_DIR
 from quicsm.instrumentation.patchset import load_patch_set
 
@@ -126,6 +128,26 @@ def _after_kill(world, root: Path, killed: bool) -> str:
     return f"{physical}->{settled}"
 
 
+def _forked(op: str, root: Path, sets: list, fault_after: int) -> tuple[int, str]:
+    """Run ``engine.<op>`` in a forked child that SIGKILLs itself after its ``fault_after``-th step: a real
+    kill of a real process, without an interpreter start per kill point. Returns (status, child's error)."""
+    err = root.parent / f"{root.name}.err"
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 0
+        try:
+            os.environ[FAULT_ENV] = str(fault_after)
+            journal._steps = 0
+            getattr(engine, op)(root, sets=sets)
+        except BaseException:
+            err.write_text(traceback.format_exc())
+            code = 3
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    return code, err.read_text() if err.exists() else ""
+
+
 def _sweep(world, op: str, start: str, tag: str) -> Counter:
     outcomes: Counter = Counter()
     n = 0
@@ -133,14 +155,13 @@ def _sweep(world, op: str, start: str, tag: str) -> Counter:
         n += 1
         root = world["base"] / f"{tag}{n}"
         shutil.copytree(world[start], root)
-        proc = _driver(op, root, world["dirs"], **{FAULT_ENV: str(n)})
-        out, err = proc.communicate(timeout=120)
-        if proc.returncode == 0:
+        code, err = _forked(op, root, world["sets"], n)
+        if code == 0:
             want = "patched" if op == "apply" else "pristine"
             assert classify(state(root), world["pristine"], world["patched"]) == want
             assert not any(p.name.startswith((".quicsm-journal", ".quicsm-tmp-")) for p in root.rglob("*"))
             break
-        assert proc.returncode == -signal.SIGKILL, err.decode()
+        assert code == -signal.SIGKILL, err
         outcomes[_after_kill(world, root, True)] += 1
         shutil.rmtree(root)
     assert n > 10  # every step was reached: staging, the journal, each replace, the clean-up
