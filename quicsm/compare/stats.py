@@ -26,6 +26,7 @@ __all__ = [
     "cluster_proportion_z",
     "cohen_d",
     "correct",
+    "fisher_exact",
     "hedges_g",
     "holm",
     "mann_whitney",
@@ -206,6 +207,18 @@ def cluster_proportion_z(ka: np.ndarray, na: np.ndarray, kb: np.ndarray, nb: np.
         )
     z = (pb - pa) / se
     return TestResult("cluster", z, float(2 * sps.norm.sf(abs(z))), pb - pa, "difference")
+
+
+def fisher_exact(ka: int, na: int, kb: int, nb: int) -> TestResult:
+    """Fisher's exact test (two-sided) of ``ka`` of ``na`` units against ``kb`` of ``nb`` showing something,
+    for units that are independent (connections that visit a state, not the steps of one connection);
+    effect size: the difference of the shares, b - a."""
+    if na == 0 or nb == 0:
+        return TestResult("fisher", None, None, None, "difference", "an empty set; nothing to test")
+    if not (0 <= ka <= na and 0 <= kb <= nb):
+        raise ValueError(f"counts out of range: {ka}/{na} vs {kb}/{nb}")
+    res = sps.fisher_exact([[ka, na - ka], [kb, nb - kb]])
+    return TestResult("fisher", _finite(res.statistic), _finite(res.pvalue), kb / nb - ka / na, "difference")
 
 
 EDGE_TESTS: dict[str, str] = {
