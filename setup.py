@@ -44,6 +44,7 @@ setup(
             "patches/**/*",
             "diagrams/templates/*",
             "compare/templates/*",
+            "check/templates/*",
             "testbed/data/*",
             "traces/_scan.pyi",
             "py.typed",
@@ -53,6 +54,7 @@ setup(
     install_requires=[
         "click>=8.1",
         "jinja2>=3.1",
+        "msgspec>=0.18",
         "networkx>=3.0",
         "numpy>=1.24",
         "scipy>=1.10",

@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "quicsm"
-ORDER = ["errors", "files", "fleet", "traces", "inference", "pipeline", "diagrams", "compare", "cli"]
+ORDER = ["errors", "files", "fleet", "traces", "inference", "pipeline", "diagrams", "compare", "check", "cli"]
 """The pipeline's layers, bottom first (instrumentation and testbed stand beside it)."""
 
 

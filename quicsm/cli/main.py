@@ -31,6 +31,8 @@ COMMANDS: dict[str, str] = {
     "patch": "quicsm.cli.patch_cmd:patch",
     "testbed": "quicsm.cli.testbed_cmd:testbed",
     "compare": "quicsm.cli.compare_cmd:compare",
+    "baseline": "quicsm.cli.baseline_cmd:baseline",
+    "check": "quicsm.cli.check_cmd:check",
 }
 """Verb -> ``module:attribute`` of its click command."""
 

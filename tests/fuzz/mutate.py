@@ -157,8 +157,28 @@ def load_seeds() -> Seeds:
             "meta": metas or [b'{"implementation": "x", "labels": {"a": "b"}}'],
             "line": lines,
             "storemeta": _store_metas(logs[:2]),
+            "baseline": _baselines(logs[:2]),
         }
     )
+
+
+def _baselines(logs: list[bytes]) -> list[bytes]:
+    """Baseline bundles (quicsm check) as plain JSON: a few connections of the seed logs, one set and two."""
+    import tempfile
+
+    from quicsm.check.bundle import bundle_bytes, make_baseline
+    from quicsm.compare.sets import load_rows
+
+    out = []
+    with tempfile.TemporaryDirectory() as d:
+        for i, log in enumerate(logs):
+            src = Path(d) / f"s{i}.log"
+            src.write_bytes(log)
+            rows = [r for r in load_rows([str(src)]).rows if r.states][:4]
+            out.append(gzip.decompress(bundle_bytes(make_baseline([("a", "seed", rows)]))))
+            two = make_baseline([("a", "seed", rows[:2]), ("b", "seed", rows[2:] or rows)], split_by="scenario")
+            out.append(gzip.decompress(bundle_bytes(two)))
+    return out
 
 
 def _store_metas(logs: list[bytes]) -> list[bytes]:

@@ -177,6 +177,14 @@ def _run_store_meta(data: bytes, scratch: Path) -> str | None:
     return None
 
 
+def _run_baseline(data: bytes, scratch: Path) -> None:
+    """The baseline bundle reader (quicsm check): a checked bundle, or one InputError line."""
+    from quicsm.check.bundle import read_baseline
+
+    read_baseline(data, "fuzz.qsb")
+    return None
+
+
 def _run_parquet(data: bytes, scratch: Path) -> None:
     return _parse_file("t.parquet")(data, scratch)
 
@@ -199,6 +207,8 @@ TARGETS: list[Target] = [
     Target("traces-parquet", "parquet", _run_parquet),
     Target("store-meta", "storemeta", _run_store_meta, weight=2),
     Target("cli-stdin", "log", _run_cli),
+    Target("baseline-bundle", "baseline", _run_baseline, weight=2),
+    Target("baseline-bundle.gz", "baseline", _run_baseline, gzip=True),
 ]
 """Every reader the fuzzer covers; ``weight`` is its share of the inputs."""
 

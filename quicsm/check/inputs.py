@@ -1,0 +1,68 @@
+"""Reading the connections a baseline is made of, and the new runs a check reads, as compare's rows."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from quicsm.check.bundle import BUNDLE_SUFFIX, Baseline, load_baseline, make_baseline
+from quicsm.compare.sets import TraceSet, expand_set, load_rows
+from quicsm.compare.stays import Connection
+from quicsm.errors import InputError
+from quicsm.traces.events import StateView
+from quicsm.traces.select import Selector, label_value, selector_text, trace_matches
+
+__all__ = ["baseline_from_inputs", "read_rows"]
+
+
+def read_rows(
+    inputs: Sequence[str], view: StateView = StateView(), where: Selector | None = None
+) -> tuple[list[Connection], list[TraceSet]]:
+    """The connections of ``inputs`` (logs, qlogs, trace files, quoted globs, directories, or ``.qsb``
+    bundles) read for ``view``, those matching ``where``; also the sets read (for their parse reports)."""
+    rows: list[Connection] = []
+    read: list[TraceSet] = []
+    paths: list[str] = []
+    for arg in inputs:
+        if arg.endswith(BUNDLE_SUFFIX):
+            b = load_baseline(arg)
+            if b.view != view:
+                raise InputError(f"{arg}: read with state view {b.view}, the baseline with {view}")
+            rows += [r for s in b.sets for r in s.rows]
+        else:
+            paths += expand_set(arg)
+    if paths:
+        ts = load_rows(paths, view)
+        read.append(ts)
+        rows += ts.rows
+    if where:
+        rows = [r for r in rows if trace_matches(r.trace, where)]
+        if not rows:
+            raise InputError(f"no connection of {' '.join(inputs)} matches {selector_text(where)}")
+    return rows, read
+
+
+def baseline_from_inputs(
+    inputs: Sequence[str],
+    *,
+    by: str | None = None,
+    where: Selector | None = None,
+    name: str | None = None,
+    engine: str = "dfg",
+    view: StateView = StateView(),
+) -> tuple[Baseline, list[TraceSet]]:
+    """A baseline of ``inputs``: one set (named ``name``, default the first input's last path part), or one
+    per value of label ``by`` (``scenario`` for a testbed matrix), each with its ``engine`` model."""
+    rows, read = read_rows(inputs, view, where)
+    origin = " ".join(inputs) + (f" where {selector_text(where)}" if where else "")
+    if by is None:
+        label = name or inputs[0].rstrip("/").rsplit("/", 1)[-1] or "baseline"
+        return make_baseline([(label, origin, rows)], view=view, engine=engine), read
+    groups: dict[str, list[Connection]] = {}
+    for r in rows:
+        v = label_value(r.trace, by)
+        if v is not None:
+            groups.setdefault(v, []).append(r)
+    if not groups:
+        raise InputError(f"no connection of {' '.join(inputs)} has label {by!r} (the testbed writes 'scenario')")
+    sets = [(v, f"{origin} where {by}={v}", groups[v]) for v in sorted(groups)]
+    return make_baseline(sets, view=view, engine=engine, split_by=by), read

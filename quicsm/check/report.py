@@ -1,0 +1,354 @@
+"""The verdict of a check for people and CI: text, JSON, JUnit XML, Markdown (HTML in :mod:`.html`).
+
+The JSON form is declared once below (msgspec structs, ``format`` ``quicsm-check``); the other
+writers read the same records, so every output says the same thing.
+"""
+
+from __future__ import annotations
+
+import math
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from itertools import groupby
+from typing import Literal
+
+import msgspec
+
+from quicsm import __version__
+from quicsm.check.config import CheckConfig
+from quicsm.check.gate import CheckResult, Finding, ScenarioResult
+
+__all__ = [
+    "CHECK_FORMAT",
+    "CHECK_FORMAT_VERSION",
+    "WRITERS",
+    "CheckReport",
+    "FindingRecord",
+    "ScenarioRecord",
+    "WitnessRecord",
+    "fmt_value",
+    "record",
+    "witness_text",
+    "to_json",
+    "to_junit",
+    "to_markdown",
+    "to_text",
+]
+
+CHECK_FORMAT = "quicsm-check"
+CHECK_FORMAT_VERSION = 1
+SHOWN = 8
+"""Lines of passed new/gone items the text output lists."""
+
+
+class WitnessRecord(msgspec.Struct):
+    connection: str
+    path: list[str]
+    """States from ``start`` on, ending at the new/gone state (or edge destination)."""
+    start: int
+    length: int
+
+
+class FindingRecord(msgspec.Struct):
+    """One test of one state, edge or the controller name, in one scenario."""
+
+    scenario: str
+    kind: Literal["state", "edge", "path", "controller"]
+    item: str
+    check: Literal["new", "gone", "share", "occupancy", "visits", "probability", "controller"]
+    failed: bool
+    ignored: bool
+    reason: str
+    baseline: float | None
+    """Mean time share (occupancy), mean entries per connection (visits), probability, or share of
+    connections showing it (new/gone)."""
+    new: float | None
+    difference: float | None
+    p_value: float | None
+    p_corrected: float | None
+    alpha: float | None
+    effect_size: float | None
+    effect_measure: str
+    min_effect: float | None
+    min_support: int | None
+    support: list[int]
+    """Connections showing the state/edge: [baseline, new]."""
+    witness: WitnessRecord | None
+    note: str | None
+
+
+class ScenarioRecord(msgspec.Struct):
+    name: str
+    baseline_connections: int
+    new_connections: int
+    baseline_origin: str
+    new_origin: str
+    baseline_controllers: list[str]
+    new_controllers: list[str]
+    baseline_versions: list[str]
+    new_versions: list[str]
+
+
+class CheckReport(msgspec.Struct):
+    format: str
+    format_version: int
+    tool: str
+    verdict: Literal["same", "changed"]
+    exit_code: int
+    baseline: str
+    baseline_tool: str
+    config: CheckConfig
+    scenarios: list[ScenarioRecord]
+    failed: int
+    tested: int
+    findings: list[FindingRecord]
+    warnings: list[str]
+
+
+def _num(x: float | None, digits: int = 6) -> float | None:
+    return None if x is None or not math.isfinite(x) else round(float(x), digits)
+
+
+def _p(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(f"{x:.4g}")
+
+
+def _finding(f: Finding) -> FindingRecord:
+    w = f.witness
+    return FindingRecord(
+        f.scenario,
+        f.kind,  # type: ignore[arg-type]
+        f.item,
+        f.check,  # type: ignore[arg-type]
+        f.failed,
+        f.ignored,
+        f.reason(),
+        _num(f.baseline),
+        _num(f.new),
+        _num(f.difference),
+        _p(f.p_value),
+        _p(f.p_corrected),
+        f.alpha,
+        _num(f.effect_size, 4),
+        f.effect_measure,
+        f.min_effect,
+        f.min_support,
+        list(f.support),
+        WitnessRecord(w.connection, list(w.path), w.start, w.length) if w else None,
+        f.note or None,
+    )
+
+
+def _distinct(sr: ScenarioResult, side: str, attr: str) -> list[str]:
+    rows = sr.baseline.rows if side == "baseline" else sr.new.rows
+    return sorted({str(getattr(r.trace, attr)) for r in rows if getattr(r.trace, attr)})
+
+
+def record(r: CheckResult) -> CheckReport:
+    """The result as its declared record (what ``--format json`` writes)."""
+    findings = [_finding(f) for f in r.findings]
+    return CheckReport(
+        CHECK_FORMAT,
+        CHECK_FORMAT_VERSION,
+        f"quicsm {__version__}",
+        "changed" if r.changed else "same",
+        r.exit_code,
+        r.baseline.source,
+        r.baseline.tool,
+        r.config,
+        [
+            ScenarioRecord(
+                s.name,
+                len(s.baseline.rows),
+                len(s.new.rows),
+                s.baseline.origin,
+                s.new.origin,
+                _distinct(s, "baseline", "cc"),
+                _distinct(s, "new", "cc"),
+                _distinct(s, "baseline", "version"),
+                _distinct(s, "new", "version"),
+            )
+            for s in r.scenarios
+        ],
+        sum(f.failed for f in findings),
+        sum(f.p_corrected is not None for f in findings),
+        findings,
+        list(r.warnings),
+    )
+
+
+def to_json(r: CheckResult) -> str:
+    return msgspec.json.format(msgspec.json.encode(record(r)), indent=2).decode() + "\n"
+
+
+def _side(s: ScenarioRecord, side: str) -> str:
+    n = s.baseline_connections if side == "baseline" else s.new_connections
+    cc = s.baseline_controllers if side == "baseline" else s.new_controllers
+    v = s.baseline_versions if side == "baseline" else s.new_versions
+    return f"{n} connection(s) ({' '.join(v) or 'version ?'}, {', '.join(cc) or 'cc ?'})"
+
+
+def _head(rep: CheckReport) -> str:
+    word = "CHANGED" if rep.verdict == "changed" else "same"
+    return (
+        f"quicsm check: {word}: {rep.failed} of {len(rep.findings)} checks failed "
+        f"({rep.tested} tests in one family, {rep.config.correction}, alpha {rep.config.alpha:g}); baseline {rep.baseline}"
+    )
+
+
+def to_text(r: CheckResult) -> str:
+    rep = record(r)
+    out = [_head(rep)]
+    for s in rep.scenarios:
+        out.append(f"scenario {s.name}: baseline {_side(s, 'baseline')}, new {_side(s, 'new')}")
+    fails = sorted((f for f in rep.findings if f.failed), key=_strength)
+    if fails:
+        out.append("")
+        out.append("failed:")
+        for f in fails:
+            where = f"[{f.scenario}] " if len(rep.scenarios) > 1 else ""
+            out.append(f"  {where}{f.kind} {f.item}: {f.reason}")
+            if f.witness:
+                out.append(f"      witness {witness_text(f.witness)}")
+    near = [f for f in rep.findings if not f.failed and f.note and "significant but" in f.note]
+    if near:
+        out.append("")
+        out.append("significant, below the minimum effect (not failed):")
+        out += [f"  {f.kind} {f.item}: {f.reason}" for f in near]
+    small = [f for f in rep.findings if f.check in ("new", "gone") and not f.failed]
+    if small:
+        out.append("")
+        out.append("new/gone but not significant (not failed):")
+        out += [
+            f"  {f.kind} {f.item}: {f.check} ({f.support[0]} baseline vs {f.support[1]} new connection(s))"
+            for f in small[:SHOWN]
+        ]
+        if len(small) > SHOWN:
+            out.append(f"  ... and {len(small) - SHOWN} more (all in --format json)")
+    ignored = sorted({f"{f.kind} {f.item}" for f in rep.findings if f.ignored})
+    if ignored:
+        out.append("")
+        out.append(f"ignored by the config: {', '.join(ignored)}")
+    out += [f"warning: {w}" for w in rep.warnings]
+    return "\n".join(out) + "\n"
+
+
+def _strength(f: FindingRecord) -> tuple[bool, float]:
+    """Failed checks, strongest first (smallest corrected p; the controller name and untested last)."""
+    return f.p_corrected is None, f.p_corrected or 0.0
+
+
+def witness_text(w: WitnessRecord) -> str:
+    head = "... " if w.start else ""
+    tail = " ..." if w.start + len(w.path) < w.length else ""
+    return f"{w.connection}: {head}{' '.join(w.path)}{tail}"
+
+
+def fmt_value(f: FindingRecord, x: float | None) -> str:
+    if x is None:
+        return "n/a"
+    return f"{x:.2f}" if f.check == "visits" else f"{100 * x:.1f}%"
+
+
+def _md_cell(s: str) -> str:
+    return s.replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(r: CheckResult) -> str:
+    """A summary to paste into a pull request: verdict, failed checks with witnesses, the rest folded."""
+    rep = record(r)
+    mark = ":x:" if rep.verdict == "changed" else ":white_check_mark:"
+    out = [f"### {mark} quicsm check: {'controller behaviour changed' if rep.failed else 'same behaviour'}", ""]
+    out.append(
+        f"{rep.failed} of {len(rep.findings)} checks failed; {rep.tested} tests corrected together "
+        f"({rep.config.correction}, alpha {rep.config.alpha:g}). Baseline `{rep.baseline}` ({rep.baseline_tool})."
+    )
+    out.append("")
+    out += ["| scenario | baseline | new |", "|---|---|---|"]
+    out += [f"| {_md_cell(s.name)} | {_side(s, 'baseline')} | {_side(s, 'new')} |" for s in rep.scenarios]
+
+    def table(rows: list[FindingRecord]) -> list[str]:
+        t = [
+            "| scenario | state / edge | check | baseline | new | p adj | effect | witness |",
+            "|---|---|---|---:|---:|---:|---:|---|",
+        ]
+        for f in rows:
+            eff = "" if f.effect_size is None else f"{f.effect_size:+.2f} {f.effect_measure}"
+            p = "" if f.p_corrected is None else f"{f.p_corrected:.2g}"
+            wit = f"`{_md_cell(witness_text(f.witness))}`" if f.witness else ""
+            if f.check == "controller":
+                t.append(f"| {_md_cell(f.scenario)} | cc | controller | | | | | {_md_cell(f.reason)} |")
+                continue
+            t.append(
+                f"| {_md_cell(f.scenario)} | {_md_cell(f.item)} | {f.check} | {fmt_value(f, f.baseline)} | "
+                f"{fmt_value(f, f.new)} | {p} | {eff} | {wit} |"
+            )
+        return t
+
+    fails = sorted((f for f in rep.findings if f.failed), key=_strength)
+    if fails:
+        out += ["", "**Failed**", ""] + table(fails)
+    rest = [f for f in rep.findings if not f.failed and f.check != "controller"]
+    out += ["", f"<details><summary>all {len(rest)} other checks</summary>", ""] + table(rest) + ["", "</details>"]
+    if rep.warnings:
+        out += [""] + [f"- warning: {_md_cell(w)}" for w in rep.warnings]
+    return "\n".join(out) + "\n"
+
+
+def _case_name(f: Finding) -> str:
+    return f.item if f.kind != "controller" else "congestion controller"
+
+
+def to_junit(r: CheckResult) -> str:
+    """JUnit XML: a test suite per scenario and kind, one test case per state and per edge (and one for
+    the controller name); a case fails when any of its checks failed, and is skipped when ignored."""
+    root = ET.Element("testsuites", name="quicsm check")
+    total = failures = skipped = 0
+    for sr in r.scenarios:
+        for kind, group in groupby(sorted(sr.findings, key=lambda f: (f.kind, f.item)), key=lambda f: f.kind):
+            items = list(group)
+            suite = ET.SubElement(root, "testsuite", name=f"{sr.name}.{kind}s")
+            n = nf = ns = 0
+            for _item, checks_iter in groupby(items, key=lambda f: f.item):
+                checks = list(checks_iter)
+                n += 1
+                case = ET.SubElement(
+                    suite, "testcase", classname=f"quicsm.check.{sr.name}.{kind}", name=_case_name(checks[0])
+                )
+                failed = [f for f in checks if f.failed]
+                if failed:
+                    nf += 1
+                    fail = ET.SubElement(case, "failure", message=failed[0].reason(), type=failed[0].check)
+                    lines = [
+                        f"{f.check}: {f.reason()}" + (f"\nwitness {f.witness.text()}" if f.witness else "")
+                        for f in failed
+                    ]
+                    fail.text = "\n".join(lines)
+                elif all(f.ignored for f in checks):
+                    ns += 1
+                    ET.SubElement(case, "skipped", message="ignored by the config")
+                out = "\n".join(
+                    f"{f.check}: {f.reason()}" + (f" [{f.note}]" if f.note and f.note != f.reason() else "")
+                    for f in checks
+                )
+                ET.SubElement(case, "system-out").text = out
+            suite.set("tests", str(n))
+            suite.set("failures", str(nf))
+            suite.set("errors", "0")
+            suite.set("skipped", str(ns))
+            total, failures, skipped = total + n, failures + nf, skipped + ns
+    root.set("tests", str(total))
+    root.set("failures", str(failures))
+    root.set("errors", "0")
+    root.set("skipped", str(skipped))
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+WRITERS: dict[str, Callable[[CheckResult], str]] = {
+    "text": to_text,
+    "json": to_json,
+    "junit": to_junit,
+    "markdown": to_markdown,
+}
+"""``--format`` name -> writer (HTML, which needs Graphviz for its diagram, is :mod:`quicsm.check.html`)."""

@@ -1,0 +1,153 @@
+"""``quicsm check BASELINE NEW...``: the CI gate. Exit 0 same behaviour, 1 changed, 2 bad input."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from pathlib import Path
+
+import click
+
+from quicsm.cli.baseline_cmd import selector
+from quicsm.errors import QuicsmError
+
+__all__ = ["check", "check_runs", "run_check"]
+
+BAD_INPUT = 2
+
+
+class BadInput(click.ClickException):
+    """A QuicsmError (bad baseline, config or runs) as exit status 2, so CI can tell it from a change."""
+
+    exit_code = BAD_INPUT
+
+
+def _write(path: str, text: str) -> None:
+    from quicsm.files import atomic_output
+
+    with atomic_output(path, binary=False) as fh:
+        fh.write(text)
+
+
+def run_check(
+    baseline: str,
+    inputs: tuple[str, ...],
+    *,
+    config: str | None = None,
+    where: dict[str, str] | None = None,
+    fmt: str = "text",
+    output: str = "-",
+    files: dict[str, str | None] | None = None,
+) -> int:
+    """Check, write every requested output, return the exit status (shared with ``testbed matrix --check``)."""
+    from quicsm.check import check as gate
+    from quicsm.check import load_baseline, load_config
+    from quicsm.check.inputs import read_rows
+    from quicsm.check.report import WRITERS
+
+    cfg = load_config(config)  # a bad config is said before any input is read
+    base = load_baseline(baseline)
+    rows, _ = read_rows(inputs, base.view, where)
+    files = files or {}
+    result = gate(base, rows, cfg, origin=" ".join(inputs), models=bool(files.get("html")))
+    for kind, path in files.items():
+        if not path:
+            continue
+        if kind == "html":
+            from quicsm.check.html import to_html
+
+            _write(path, to_html(result))
+        else:
+            _write(path, WRITERS[kind](result))
+    text = WRITERS[fmt](result)
+    if output == "-":
+        click.echo(text, nl=False)
+    else:
+        _write(output, text)
+    return result.exit_code
+
+
+def preflight(baseline: str, config: str | None) -> None:
+    """Read the baseline and config (exit 2 if bad) before a matrix spends minutes on runs."""
+    from quicsm.check import load_baseline, load_config
+
+    try:
+        load_config(config)
+        load_baseline(baseline)
+    except QuicsmError as exc:
+        raise BadInput(str(exc)) from exc
+
+
+def check_runs(baseline: str, inputs: list[str], config: str | None, out: Path) -> None:
+    """``testbed matrix --check``: check a matrix's new runs, reports beside them, exit with the verdict."""
+    files: dict[str, str | None] = {
+        k: str(out / f"check.{ext}")
+        for k, ext in (("json", "json"), ("junit", "xml"), ("markdown", "md"), ("html", "html"))
+    }
+    try:
+        code = run_check(baseline, tuple(inputs), config=config, output=str(out / "check.txt"), files=files)
+    except QuicsmError as exc:
+        raise BadInput(str(exc)) from exc
+    click.echo((out / "check.txt").read_text(), nl=False)
+    click.echo(f"check reports: {out}/check.{{txt,json,xml,md,html}}", err=True)
+    sys.exit(code)
+
+
+@click.command()
+@click.argument("baseline", type=click.Path(dir_okay=False, allow_dash=True))
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(allow_dash=True))
+@click.option(
+    "--config", type=click.Path(dir_okay=False), help="Tolerances (TOML): ignore, min_effect, alpha per state/edge."
+)
+@click.option("--where", callback=selector, metavar="K=V[,K=V]", help="Check only matching new connections.")
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json", "junit", "markdown"]), default="text", show_default=True
+)
+@click.option(
+    "-o", "--output", default="-", type=click.Path(dir_okay=False, allow_dash=True), help="Where --format goes."
+)
+@click.option("--json", "json_file", type=click.Path(dir_okay=False), help="Also write the JSON report here.")
+@click.option(
+    "--junit",
+    "junit_file",
+    type=click.Path(dir_okay=False),
+    help="Also write JUnit XML here (a test case per state and edge).",
+)
+@click.option(
+    "--markdown", "md_file", type=click.Path(dir_okay=False), help="Also write a Markdown summary (for a PR) here."
+)
+@click.option(
+    "--html",
+    "html_file",
+    type=click.Path(dir_okay=False),
+    help="Also write the HTML report with the diff diagram here.",
+)
+def check(
+    baseline: str,
+    inputs: tuple[str, ...],
+    config: str | None,
+    where: dict[str, str] | None,
+    fmt: str,
+    output: str,
+    json_file: str | None,
+    junit_file: str | None,
+    md_file: str | None,
+    html_file: str | None,
+) -> None:
+    """Check new runs (INPUTS: logs, trace files, quoted globs, directories, .qsb) against BASELINE (.qsb).
+
+    \b
+    Exit status: 0 the controller behaves the same, 1 it changed, 2 bad input (baseline, config, runs).
+      quicsm check base.qsb runs/new --junit check.xml --markdown summary.md --html check.html
+    """
+    files = {"json": json_file, "junit": junit_file, "markdown": md_file, "html": html_file}
+    try:
+        code = run_check(baseline, inputs, config=config, where=where, fmt=fmt, output=output, files=files)
+    except QuicsmError as exc:
+        raise BadInput(str(exc)) from exc
+    except (EOFError, OSError) as exc:
+        raise BadInput(f"cannot read or write: {exc}") from exc
+    except Exception as exc:  # a bug must not look like "changed" (1) to CI
+        traceback.print_exc()
+        raise BadInput(f"internal error ({type(exc).__name__}: {exc}); please report it") from exc
+    sys.exit(code)

@@ -1,0 +1,127 @@
+"""Baseline bundles: round trip, deterministic bytes, and a clear error for every kind of damage."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from check_fixtures import make_rows
+
+from quicsm.check import load_baseline, make_baseline, read_baseline, save_baseline
+from quicsm.check.bundle import BUNDLE_FORMAT_VERSION, bundle_bytes
+from quicsm.errors import InputError
+from quicsm.traces.events import StateView
+
+
+@pytest.fixture(scope="module")
+def baseline():
+    return make_baseline(
+        [("a", "synthetic", make_rows("a", 8, seed=1)), ("b", "synthetic", make_rows("b", 5, seed=2))],
+        split_by="scenario",
+    )
+
+
+def _doc(b) -> dict:
+    return json.loads(gzip.decompress(bundle_bytes(b)))
+
+
+def test_round_trip_keeps_rows_model_and_labels(tmp_path: Path, baseline) -> None:
+    path = tmp_path / "base.qsb"
+    size = save_baseline(baseline, str(path))
+    assert size == path.stat().st_size > 0
+    got = load_baseline(str(path))
+    assert got.split_by == "scenario" and got.engine == "dfg" and got.view == StateView()
+    assert [s.name for s in got.sets] == ["a", "b"]
+    for mine, theirs in zip(baseline.sets, got.sets):
+        assert [
+            (r.id, r.states, r.durations_us, r.events, r.duration_us, r.trace.cc, r.trace.labels) for r in mine.rows
+        ] == [
+            (r.id, r.states, r.durations_us, r.events, r.duration_us, r.trace.cc, r.trace.labels) for r in theirs.rows
+        ]
+        assert theirs.model.to_json() == mine.model.to_json()
+    assert bundle_bytes(got) == bundle_bytes(baseline), "the same content gives the same bytes"
+
+
+def test_bundle_holds_no_events(baseline) -> None:
+    doc = _doc(baseline)
+    assert doc["format"] == "quicsm-baseline" and doc["format_version"] == BUNDLE_FORMAT_VERSION
+    conn = doc["sets"][0]["connections"][0]
+    assert set(conn) == {
+        "id",
+        "cc",
+        "states",
+        "durations_us",
+        "events",
+        "duration_us",
+        "implementation",
+        "version",
+        "labels",
+    }
+    assert all(isinstance(k, int) for k in conn["states"]) and len(conn["states"]) == len(conn["durations_us"])
+
+
+def _damaged(baseline, edit) -> bytes:
+    doc = _doc(baseline)
+    edit(doc)
+    return json.dumps(doc).encode()
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d.update(format="quicsm-model"), "format: expected 'quicsm-baseline'"),
+        (lambda d: d.update(format_version=BUNDLE_FORMAT_VERSION + 1), "newer than this quicsm reads"),
+        (lambda d: d.update(format_version="1"), "format_version: expected a version number"),
+        (lambda d: d.update(colour="red"), "unknown field `colour`"),
+        (lambda d: d["sets"][0]["connections"][2].update(events="7"), "at sets[0].connections[2].events"),
+        (lambda d: d["sets"][0]["connections"][1]["durations_us"].append(5), "sets[0].connections[1]: "),
+        (lambda d: d["sets"][0]["connections"][0]["states"].__setitem__(0, 99), "index 99 out of range"),
+        (lambda d: d["sets"][0]["connections"][0]["durations_us"].__setitem__(0, -1), ">= 0"),
+        (lambda d: d["sets"][1]["connections"][1].update(id=d["sets"][1]["connections"][0]["id"]), "appears twice"),
+        (lambda d: d["sets"][1].update(name="a"), "set 'a' appears twice"),
+        (lambda d: d.update(sets=[]), "no set"),
+        (lambda d: d["sets"][0].update(connections=[]), "empty"),
+        (lambda d: d["sets"][0]["model"].update(traces=3), "model.traces: 3, but the set holds 8"),
+        (
+            lambda d: d["sets"][0]["model"]["nodes"][1].update(time_fraction=2.0),
+            "time_fraction: must be between 0 and 1",
+        ),
+        (lambda d: d.update(engine="ktails"), "model.engine"),
+        (lambda d: d.update(states=["X", "X"]), "appears twice"),
+    ],
+)
+def test_damage_is_an_error_naming_file_field_and_reason(baseline, edit, message: str) -> None:
+    with pytest.raises(InputError) as err:
+        read_baseline(_damaged(baseline, edit), "base.qsb")
+    assert str(err.value).startswith("base.qsb: ")
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"", "not a baseline bundle"),
+        (b"QUICSM v=1 conn=a t_us=1 cc=reno to=SlowStart\n", "not a baseline bundle"),
+        (b"[1, 2]", "not a baseline bundle"),
+        (b'{"format": "quicsm-baseline", "format_version": 1', "not a baseline bundle"),
+    ],
+)
+def test_not_a_bundle(data: bytes, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        read_baseline(data, "x.qsb")
+
+
+def test_truncated_gzip_and_missing_file(tmp_path: Path, baseline) -> None:
+    path = tmp_path / "cut.qsb"
+    path.write_bytes(bundle_bytes(baseline)[:200])
+    with pytest.raises(InputError, match=r"cut.qsb: .*(truncated|corrupt)"):
+        load_baseline(str(path))
+    with pytest.raises(InputError, match="no such file"):
+        load_baseline(str(tmp_path / "none.qsb"))
+
+
+def test_empty_set_is_refused() -> None:
+    with pytest.raises(InputError, match="holds no connection"):
+        make_baseline([("a", "x", [])])
