@@ -100,7 +100,10 @@ def _build(cfg: Any, *, force: bool = False, report: bool = True) -> Any:
     return built
 
 
-def _run_scenarios(items: list[tuple[Any, int]], out: Path, retries: int, keep_going: bool = False) -> None:
+def _run_scenarios(
+    items: list[tuple[Any, int]], out: Path, retries: int, keep_going: bool = False, *, bad_exit: int = 1
+) -> list[Path]:
+    """Run the scenarios; the good runs' directories (``bad_exit``: the status when some stayed bad)."""
     from quicsm.testbed import netns
     from quicsm.testbed.runner import run_many
     from quicsm.testbed.system import require_root
@@ -127,7 +130,8 @@ def _run_scenarios(items: list[tuple[Any, int]], out: Path, retries: int, keep_g
     if bad == len(results) and results:
         raise TestbedError(f"all {len(results)} run(s) failed; see meta.json and *.stderr in {out}")
     if bad and not keep_going:
-        raise SystemExit(1)  # the summary above names them; --keep-going makes this exit 0
+        raise SystemExit(bad_exit)  # the summary above names them; --keep-going makes this exit 0
+    return [r.run_dir for r in results if r.good]
 
 
 @click.group()
@@ -281,8 +285,28 @@ def run(
 @click.option("--retries", default=1, show_default=True, type=int)
 @click.option("--keep-going", is_flag=True, help="Exit 0 even when some runs stayed bad after the retries.")
 @click.option("--dry-run", is_flag=True, help="Only check the file and list the runs.")
-def matrix(file: str, out: str | None, retries: int, keep_going: bool, dry_run: bool) -> None:
-    """Run every scenario of a TOML scenario file (see quicsm.testbed.matrix for the format)."""
+@click.option(
+    "--check",
+    "baseline",
+    type=click.Path(dir_okay=False),
+    help="Then gate the new runs against a baseline (quicsm check); exit 0 same, 1 changed, 2 bad input or bad runs.",
+)
+@click.option("--check-config", type=click.Path(dir_okay=False), help="Tolerances for --check (TOML).")
+def matrix(
+    file: str,
+    out: str | None,
+    retries: int,
+    keep_going: bool,
+    dry_run: bool,
+    baseline: str | None,
+    check_config: str | None,
+) -> None:
+    """Run every scenario of a TOML scenario file (see quicsm.testbed.matrix for the format).
+
+    With --check BASELINE the good new runs are then checked like `quicsm check BASELINE <runs>`, reports
+    go to OUT/check.{txt,json,xml,md,html}, and the exit status is the check's (0 same, 1 changed, 2 bad
+    input); runs still bad after the retries make it 2 (with --keep-going the good ones are checked).
+    """
     from quicsm.testbed.matrix import load_matrix
 
     m = load_matrix(Path(file))
@@ -299,9 +323,22 @@ def matrix(file: str, out: str | None, retries: int, keep_going: bool, dry_run: 
             + (f", long flow {c.duration_s:g} s" if c.duration_s is not None else ""),
             err=True,
         )
+    if baseline:
+        from quicsm.cli.check_cmd import preflight
+
+        preflight(baseline, check_config)  # a bad baseline or config stops before the runs, with exit 2
     if dry_run:
         return
-    _run_scenarios([(sc.config, sc.runs) for sc in m.scenarios], target, retries, keep_going)
+    if not baseline:
+        _run_scenarios([(sc.config, sc.runs) for sc in m.scenarios], target, retries, keep_going)
+        return
+    from quicsm.cli.check_cmd import BadInput, check_runs
+
+    try:
+        runs = _run_scenarios([(sc.config, sc.runs) for sc in m.scenarios], target, retries, keep_going, bad_exit=2)
+    except TestbedError as exc:
+        raise BadInput(str(exc)) from exc
+    check_runs(baseline, [str(d) for d in runs], check_config, target)
 
 
 @testbed.command("build")
