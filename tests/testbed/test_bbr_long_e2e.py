@@ -1,9 +1,15 @@
 """End to end, each BBR stack on a short long flow: quinn-proto 0.11.19's BBR (v1) and Cloudflare quiche
-0.30.0's BBR2 built from their pinned locks (cargo build --locked), each streaming for --duration through
-the emulator, then parsed. Asserts what a few seconds of BBR must show on a 50 Mbit/s, 36 ms path:
-Startup, then the ProbeBw gain cycle (quinn probes every ~8 round trips, so Up and Down both appear; quiche
-cruises ~2 s between probes, so its run must at least reach ProbeBw), and a client that streamed for
-the whole duration. Needs root and cargo; the quiche build also needs libclang (.ci/install.d/quiche.sh)."""
+0.30.0's BBR2 built from their pinned locks (cargo build --locked), and the kernel's TCP BBR behind the Go
+HTTP/2 server (standard library only, pinned by its go.mod), each streaming for --duration through the
+emulator, then parsed. Asserts what six seconds of BBR must show on a 50 Mbit/s, 36 ms path: Startup, Drain,
+then the ProbeBw gain cycle (quinn and the kernel probe every ~8 round trips, so Up, Down and Cruise all
+appear; quiche cruises 2 s after Drain, then Refill, Up and Down), and a client that streamed for the whole
+duration. Needs root and cargo; the quiche build also needs libclang (.ci/install.d/quiche.sh), the kernel's
+TCP bpftrace and the IP-layer relay (.ci/install.d/tcp.sh).
+
+Cost in CI: the builds are the cache entries test_quiche_e2e (quiche 0.30.0 bbr2), test_quinn_stack and
+test_tcp_stack use too, so what this file adds to a CI run is its three runs: 45-60 s with the builds
+cached (7-22 s a test, more when a late run is redone); cold figures in experiments/bbr2_cycle.md."""
 
 from __future__ import annotations
 
@@ -14,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from quicsm.testbed import sources
+from quicsm.testbed.quiche_build import committed_lock
 from quicsm.testbed.runner import RunConfig, run_many
 from quicsm.traces import parse_inputs
 
@@ -35,8 +43,11 @@ DURATION = 6.0
 def _long_flow(stack: str, cc: str, tmp: Path) -> tuple[dict, list]:  # type: ignore[type-arg]
     cfg = RunConfig(stack=stack, cc=cc, rate_mbps=50, rtt_ms=36, size=50_000_000, duration_s=DURATION, name=stack)
     bins = cfg.server_stack.build(cfg)
-    if stack == "quinn":  # pinned: built from the committed lock (quiche's lock is the quiche build's business)
+    if stack == "quinn":  # pinned: built from the committed lock with cargo build --locked
         assert bins.meta.get("locked") is True, bins.meta
+    if stack == "quiche":  # pinned wherever the repository has a lock for this quiche version
+        server_src = sources.testbed_root("quiche-server/Cargo.toml") / "quiche-server"
+        assert bins.meta.get("locked") is (committed_lock(server_src, cfg.version) is not None), bins.meta
     (res,) = run_many(cfg, bins, tmp, retries=2)
     assert res.ok, res.error
     meta = json.loads((res.run_dir / "meta.json").read_text())
@@ -64,4 +75,19 @@ def test_quiche_bbr2_long_flow(tmp_path: Path) -> None:
     assert (meta["implementation"], meta["cc"]) == ("cloudflare-quiche", "bbr2")
     assert meta["result"]["client"]["duration_ms"] >= DURATION * 1000
     states = _states(traces)
-    assert "Startup" in states and any(s.startswith("ProbeBw.") for s in states), states
+    # the whole probing cycle: Cruise lasts 2 s after Drain, so Refill and Up come at about 2.7 s
+    want = {"Startup", "Drain", "ProbeBw.Down", "ProbeBw.Cruise", "ProbeBw.Refill", "ProbeBw.Up"}
+    assert want <= states, states
+
+
+@pytest.mark.skipif(shutil.which("bpftrace") is None, reason="needs bpftrace (.ci/install.d/tcp.sh)")
+def test_tcp_bbr_long_flow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QUICSM_EMULATOR", "ip")  # a TCP client dials the server through the IP-layer relay
+    meta, traces = _long_flow("tcp", "bbr", tmp_path)
+    assert (meta["implementation"], meta["cc"]) == ("linux-tcp", "bbr")
+    client = meta["result"]["client"]
+    assert client["proto"] == "HTTP/2.0" and client["duration_ms"] >= DURATION * 1000  # -duration of the h2 client
+    assert 20 < client["goodput_mbps"] < 51, client
+    (trace,) = [t for t in traces if t.duration_us > 5e6]  # the one HTTP/2 connection carried the whole flow
+    states = _states([trace])
+    assert {"Startup", "Drain", "ProbeBw.Up", "ProbeBw.Down", "ProbeBw.Cruise"} <= states, states

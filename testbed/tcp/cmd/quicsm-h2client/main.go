@@ -2,9 +2,14 @@
 // over HTTP/3: the HTML, then every object it references concurrently over one connection.
 //
 // Interface (as quicsm-client's): flags -url https://HOST:PORT/ (-spki B64 | -insecure)
-// [-timeout 60s] [-parallel N]; prints one JSON line
+// [-timeout 60s] [-parallel N] [-duration D]; prints one JSON line
 // {"ok":true,"plt_ms":...,"bytes":...,"objects":...,"proto":"HTTP/2.0"} or {"ok":false,"error":"..."}
 // (exit status 1).
+//
+// Long flows, as quicsm-client: with -duration D the client loads the page, then keeps -parallel (at
+// least 2) fetches of the page's objects going back to back over the one connection until D has passed
+// since the start, cancels the ones still running, and adds "duration_ms", "fetches" and "goodput_mbps"
+// to its line, so the server always has a response queued.
 package main
 
 import (
@@ -37,6 +42,10 @@ type result struct {
 	Error   string  `json:"error,omitempty"`
 	PageMs  float64 `json:"page_ms,omitempty"`
 	TLS     string  `json:"tls,omitempty"`
+	// -duration runs: time until the last fetch was cancelled, fetches completed, goodput over the run.
+	DurationMs  float64 `json:"duration_ms,omitempty"`
+	Fetches     int     `json:"fetches,omitempty"`
+	GoodputMbps float64 `json:"goodput_mbps,omitempty"`
 }
 
 func emit(r result) {
@@ -90,7 +99,11 @@ func main() {
 	insecure := flag.Bool("insecure", false, "accept any certificate (instead of -spki)")
 	timeout := flag.Duration("timeout", 60*time.Second, "limit for the whole page load")
 	parallel := flag.Int("parallel", 0, "objects fetched at once (0 = all)")
+	duration := flag.Duration("duration", 0, "keep fetching the objects until this much time has passed (long flow)")
 	flag.Parse()
+	if *duration < 0 || (*duration > 0 && *duration >= *timeout) {
+		emit(result{Error: fmt.Sprintf("-duration %v must be positive and below -timeout %v", *duration, *timeout)})
+	}
 
 	page, err := url.Parse(*rawURL)
 	if err != nil || page.Scheme != "https" || page.Host == "" {
@@ -143,6 +156,15 @@ func main() {
 		objs = append(objs, ref.String())
 	}
 	total := int64(len(html))
+	if *duration > 0 {
+		if len(objs) == 0 {
+			emit(result{Error: "-duration: the page references no object to fetch"})
+		}
+		r := stream(ctx, client, objs, start, *duration, *parallel, total)
+		r.Proto, r.PageMs, r.TLS = resp.Proto, pageMs, tlsVersion
+		emit(r)
+		return // emit exits only on failure
+	}
 	limit := *parallel
 	if limit <= 0 || limit > len(objs) {
 		limit = len(objs)
@@ -176,4 +198,55 @@ func main() {
 		emit(result{Error: firstErr.Error(), Objects: len(objs), Bytes: total})
 	}
 	emit(result{OK: true, PLTms: plt, Bytes: total, Objects: len(objs), Proto: resp.Proto, PageMs: pageMs, TLS: tlsVersion})
+}
+
+// stream fetches objs round-robin with n (at least 2) fetches in flight until d has passed since start,
+// then cancels the fetches still running. Bytes of cancelled fetches count: they were delivered.
+func stream(ctx context.Context, client *http.Client, objs []string, start time.Time, d time.Duration, n int,
+	pageBytes int64) result {
+	n = max(n, 2)
+	deadline := start.Add(d)
+	runCtx, stop := context.WithDeadline(ctx, deadline)
+	defer stop()
+	var (
+		mu       sync.Mutex
+		total    = pageBytes
+		fetches  int
+		firstErr error
+		wg       sync.WaitGroup
+		next     int
+	)
+	for w := 0; w < n; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for runCtx.Err() == nil {
+				mu.Lock()
+				u := objs[next%len(objs)]
+				next++
+				mu.Unlock()
+				got, err := get(runCtx, client, u)
+				mu.Lock()
+				total += got
+				if err == nil {
+					fetches++
+				} else if runCtx.Err() == nil && firstErr == nil {
+					firstErr = err // a failure before the time was up, not the cancellation at the end
+					stop()
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if firstErr != nil {
+		return result{Error: firstErr.Error(), Objects: len(objs), Bytes: total, Fetches: fetches}
+	}
+	if ctx.Err() != nil && time.Now().Before(deadline) {
+		return result{Error: "timeout before the duration was up", Objects: len(objs), Bytes: total, Fetches: fetches}
+	}
+	ms := float64(elapsed.Microseconds()) / 1000
+	return result{OK: true, PLTms: ms, Bytes: total, Objects: len(objs), DurationMs: ms, Fetches: fetches,
+		GoodputMbps: float64(total) * 8 / elapsed.Seconds() / 1e6}
 }
