@@ -72,6 +72,22 @@ def _summary(results: list[Any], out: Path) -> list[str]:
     return lines
 
 
+def _all_bad(results: list[Any], out: Path) -> str:
+    """Why no run is usable: failed runs and runs that completed but whose emulator was late are told apart."""
+    failed = sum(not r.ok for r in results)
+    late = len(results) - failed
+    if not failed:
+        return (
+            f"all {late} run(s) completed but the emulator was late in each (the machine was too busy to hold "
+            f"the path's timing); their traces are in {out}, not usable for measurements: run again on a quieter machine"
+        )
+    if not late:
+        return f"all {failed} run(s) failed; see meta.json and *.stderr in {out}"
+    return (
+        f"no usable run: {failed} failed (see meta.json and *.stderr in {out}), {late} completed with the emulator late"
+    )
+
+
 def _describe(cfg: Any) -> str:
     """``quiche 0.30.0 bbr2``: the stack, version and controller of a configuration."""
     return f"{cfg.stack} {cfg.version} {cfg.cc}"
@@ -128,7 +144,7 @@ def _run_scenarios(
     click.echo("\n".join(_summary(results, out)), err=True)
     bad = sum(not r.good for r in results)
     if bad == len(results) and results:
-        raise TestbedError(f"all {len(results)} run(s) failed; see meta.json and *.stderr in {out}")
+        raise TestbedError(_all_bad(results, out))
     if bad and not keep_going:
         raise SystemExit(bad_exit)  # the summary above names them; --keep-going makes this exit 0
     return [r.run_dir for r in results if r.good]

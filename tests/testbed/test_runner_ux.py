@@ -95,6 +95,25 @@ def test_summary_lists_redone_and_bad_runs_and_exit_status(monkeypatch: pytest.M
     assert res.exit_code == 0, res.output
 
 
+def test_all_bad_tells_late_from_failed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Runs that completed with the emulator late are not reported as failures, and the mix is named."""
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    _fake_runs(monkeypatch, [_result(tmp_path, "run-00", late=True), _result(tmp_path, "run-01", late=True)])
+    res = CliRunner().invoke(cli, ["testbed", "run", "--out", str(tmp_path / "o"), "--runs", "2"])
+    assert res.exit_code != 0
+    assert "all 2 run(s) completed but the emulator was late" in res.output and "failed" not in res.output
+    _fake_runs(monkeypatch, [_result(tmp_path, "run-00", late=True), _result(tmp_path, "run-01", ok=False)])
+    res = CliRunner().invoke(cli, ["testbed", "run", "--out", str(tmp_path / "o"), "--runs", "2"])
+    assert (
+        res.exit_code != 0
+        and "no usable run: 1 failed" in res.output
+        and "1 completed with the emulator late" in res.output
+    )
+    _fake_runs(monkeypatch, [_result(tmp_path, "run-00", ok=False)])
+    res = CliRunner().invoke(cli, ["testbed", "run", "--out", str(tmp_path / "o")])
+    assert res.exit_code != 0 and "all 1 run(s) failed" in res.output
+
+
 def test_all_good_exits_zero(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr("os.geteuid", lambda: 0)
     _fake_runs(monkeypatch, [_result(tmp_path, "run-00")])
