@@ -162,7 +162,7 @@ def run_tool(
         while not done.wait(min(5.0, heartbeat_s)):
             now = time.monotonic()
             if now - last_said[0] >= heartbeat_s:
-                last = f" (last: {last_line[0]})" if last_line[0] else ""
+                last = f" (its last line: {last_line[0]})" if last_line[0] else ""
                 say(f"{what}: {format_duration(now - t0)} so far{last}")
 
     threads = [threading.Thread(target=f, daemon=True) for f in (read_stderr, read_stdout)]

@@ -27,7 +27,17 @@ from quicsm.instrumentation.patchset import PatchSet, shipped_patch_sets
 from quicsm.testbed.buildtools import FileLock, Progress, apply_patch_set, cache_root, copy_writable, run_tool
 from quicsm.testbed.sources import testbed_root
 
-__all__ = ["QuicheServer", "build_quiche_server", "find_cargo", "find_libclang", "quiche_patch_set"]
+__all__ = [
+    "QuicheServer",
+    "build_quiche_server",
+    "committed_lock",
+    "find_cargo",
+    "find_cmake",
+    "find_libclang",
+    "locked_crates",
+    "quiche_patch_set",
+    "registry_source",
+]
 
 TARGET = "cloudflare-quiche"
 BINARY = "quicsm-quiche-server"
@@ -133,6 +143,13 @@ def quiche_patch_set(version: str, cc: str) -> PatchSet:
     return sets[name]
 
 
+def registry_source(version: str) -> Path:
+    """``quiche-<version>`` in cargo's registry source cache (read-only by convention), fetched when missing."""
+    cargo = find_cargo()
+    with tempfile.TemporaryDirectory(prefix="quicsm-fetch-") as tmp:
+        return _registry_source(cargo, version, Path(tmp))
+
+
 def _registry_source(cargo: str, version: str, work: Path) -> Path:
     """``quiche-<version>`` in cargo's registry source cache, fetched through cargo when missing."""
     pattern = str(Path(os.environ.get("CARGO_HOME", Path.home() / ".cargo")) / "registry/src/*" / f"quiche-{version}")
@@ -203,6 +220,27 @@ def _cargo_version(cargo: str) -> str:
         return ""
 
 
+def _patched_source(cargo: str, version: str, ps: PatchSet, root: Path, work: Path) -> Path:
+    """The registry source of quiche ``version`` with ``ps`` applied, kept under ``quiche-src/``."""
+    set_sha = hashlib.sha256(ps.diff_text.encode()).hexdigest()[:12]
+    patched = root / "quiche-src" / f"quiche-{version}-{set_sha}"
+    if not patched.is_dir():
+        pristine = _registry_source(cargo, version, work)
+        staging = work / "quiche"
+        copy_writable(pristine, staging)
+        apply_patch_set(ps, staging, f"quiche {version}")
+        patched.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(staging, patched)
+    return patched
+
+
+def _target_dir(root: Path, lock_text: str) -> tuple[Path, str]:
+    """The cargo target directory for a build with this lock: one per boring-sys version, so BoringSSL
+    (the 10-15 minutes of a cold build) is compiled once for every quiche version that locks it."""
+    boring = locked_crates(lock_text).get("boring-sys", "none").replace(",", "+")
+    return root / "cargo-target" / f"boring-sys-{boring}", boring
+
+
 def build_quiche_server(
     version: str,
     cc: str = "bbr2",
@@ -210,12 +248,14 @@ def build_quiche_server(
     cache_dir: Path | None = None,
     progress: Progress | None = None,
     patch_set: PatchSet | None = None,
+    force: bool = False,
 ) -> QuicheServer:
     """The server binary for quiche ``version`` patched for ``cc``, built (or taken from the cache).
 
     With a committed lock for ``version`` (:func:`committed_lock`) cargo builds with ``--locked``, so a
-    registry change cannot alter the build; otherwise the dependencies are resolved now, said through
-    ``progress``, and the lock cargo wrote is kept in the cache entry and recorded in build.json.
+    registry change cannot alter the build; otherwise the dependencies are resolved now
+    (``cargo generate-lockfile``), said through ``progress``, and that lock is kept in the cache entry
+    (``Cargo.lock``, ready to be committed as the version's lock) and recorded in build.json.
     """
     t0 = time.monotonic()
     cargo = find_cargo()
@@ -234,74 +274,83 @@ def build_quiche_server(
     meta_path = entry / "build.json"
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(root / f".{entry.name}.lock"):
+        if force and entry.exists():
+            shutil.rmtree(entry)
         if binary.is_file() and meta_path.is_file():
             meta = json.loads(meta_path.read_text())
             return QuicheServer(binary, version, ps.name, True, round(time.monotonic() - t0, 3), meta)
-        # One cargo target directory per crate version keeps BoringSSL between patch sets, but quiche's
-        # artifacts have no hash in their names (it is also a staticlib and cdylib): a build for another
-        # patch set overwrites libquiche.rlib while the first one's fingerprint still looks fresh. So builds
-        # of one version take turns, and the patched copy is touched to make cargo recompile quiche.
-        target_dir = root / "cargo-target" / f"quiche-{version}"
-        with (
-            FileLock(root / f".cargo-target-quiche-{version}.lock"),
-            tempfile.TemporaryDirectory(prefix="quicsm-quiche-", dir=root) as tmp,
-        ):
+        with tempfile.TemporaryDirectory(prefix="quicsm-quiche-", dir=root) as tmp:
             work = Path(tmp)
-            patched = root / "quiche-src" / f"quiche-{version}-{set_sha}"
-            if not patched.is_dir():
-                pristine = _registry_source(cargo, version, work)
-                staging = work / "quiche"
-                copy_writable(pristine, staging)
-                apply_patch_set(ps, staging, f"quiche {version}")
-                patched.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(staging, patched)
-            os.utime(patched / "src" / "lib.rs")
+            patched = _patched_source(cargo, version, ps, root, work)
             server = work / "server"
             shutil.copytree(server_src, server, ignore=shutil.ignore_patterns("target", LOCK_DIR, "Cargo.lock"))
             manifest = server / "Cargo.toml"
             manifest.write_text(
-                re.sub(r'^quiche = "[^"]*"', f'quiche = "={version}"', manifest.read_text(), flags=re.M)
+                re.sub(
+                    r'^quiche = \{ version = "[^"]*"',
+                    f'quiche = {{ version = "={version}"',
+                    manifest.read_text(),
+                    flags=re.M,
+                )
             )
-            argv = [cargo, "build", "--release", "--config", f'patch.crates-io.quiche.path="{patched}"']
+            patch_cfg = ["--config", f'patch.crates-io.quiche.path="{patched}"']
+            env = {**os.environ, "QUICSM_QUICHE_VERSION": version}  # the server reports it in its ready line
             if lock_text is not None:
                 (server / "Cargo.lock").write_text(lock_text, encoding="utf-8")
-                argv.append("--locked")
-            elif progress is not None:
-                progress(
-                    f"no committed Cargo.lock for quiche {version} ({server_src / LOCK_DIR}): "
-                    "resolving the server's dependencies from crates.io now; the lock is kept in the cache entry"
+            else:
+                if progress is not None:
+                    progress(
+                        f"no committed Cargo.lock for quiche {version} ({server_src / LOCK_DIR}): resolving the "
+                        "server's dependencies from crates.io now; the lock is kept in the cache entry"
+                    )
+                _run(
+                    [cargo, "generate-lockfile", *patch_cfg],
+                    server,
+                    f"resolving the dependencies of quiche {version}",
+                    env,
                 )
-            env = {
-                **os.environ,
-                "CARGO_TARGET_DIR": str(target_dir),
-                "QUICSM_QUICHE_VERSION": version,  # the server reports it in its ready line
-            }
-            if progress is not None:
-                progress(f"building {BINARY} against quiche {version} ({ps.name}); a cold build compiles BoringSSL")
-            _run(argv, server, f"building {BINARY} against {ps.name}", env, progress)
-            lock_out = server / "Cargo.lock"
-            used_lock = lock_out.read_text(encoding="utf-8") if lock_out.is_file() else ""
-            meta = {
-                "version": version,
-                "patch_set": ps.name,
-                "cc": cc,
-                "cargo": _cargo_version(cargo),
-                "locked": lock_text is not None,
-                "lock": str(lock) if lock else None,
-                "lock_sha256": hashlib.sha256(used_lock.encode()).hexdigest(),
-                "crates": locked_crates(used_lock),
-                "seconds": round(time.monotonic() - t0, 2),
-                "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            }
-            staging_entry = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=root))
-            try:
-                shutil.copy2(target_dir / "release" / BINARY, staging_entry / BINARY)
-                (staging_entry / "Cargo.lock").write_text(used_lock, encoding="utf-8")
-                (staging_entry / "build.json").write_text(json.dumps(meta, indent=2) + "\n")
-                if entry.exists():
-                    shutil.rmtree(entry)  # an entry of an older quicsm without build.json
-                os.replace(staging_entry, entry)
-            except BaseException:
-                shutil.rmtree(staging_entry, ignore_errors=True)
-                raise
+            used_lock = (server / "Cargo.lock").read_text(encoding="utf-8")
+            target_dir, boring = _target_dir(root, used_lock)
+            # quiche's artifacts have no hash in their names (it is also a staticlib and cdylib): a build for
+            # another version or patch set overwrites libquiche.rlib while the first one's fingerprint still
+            # looks fresh. So builds in one target directory take turns, and the patched copy is touched to make
+            # cargo recompile quiche.
+            with FileLock(root / f".cargo-target-{target_dir.name}.lock"):
+                os.utime(patched / "src" / "lib.rs")
+                if progress is not None:
+                    cold = not any((target_dir / "release" / "build").glob("boring-sys-*/out"))
+                    progress(
+                        f"building {BINARY} against quiche {version} ({ps.name})"
+                        + (f"; first build with boring-sys {boring}: BoringSSL is compiled (10-15 min)" if cold else "")
+                    )
+                _run(
+                    [cargo, "build", "--release", "--locked", *patch_cfg],
+                    server,
+                    f"building {BINARY} against {ps.name}",
+                    {**env, "CARGO_TARGET_DIR": str(target_dir)},
+                    progress,
+                )
+                meta = {
+                    "version": version,
+                    "patch_set": ps.name,
+                    "cc": cc,
+                    "cargo": _cargo_version(cargo),
+                    "locked": lock_text is not None,
+                    "lock": f"{LOCK_DIR}/{lock.name}" if lock else None,
+                    "lock_sha256": hashlib.sha256(used_lock.encode()).hexdigest(),
+                    "crates": locked_crates(used_lock),
+                    "seconds": round(time.monotonic() - t0, 2),
+                    "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                }
+                staging_entry = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=root))
+                try:
+                    shutil.copy2(target_dir / "release" / BINARY, staging_entry / BINARY)
+                    (staging_entry / "Cargo.lock").write_text(used_lock, encoding="utf-8")
+                    (staging_entry / "build.json").write_text(json.dumps(meta, indent=2) + "\n")
+                    if entry.exists():
+                        shutil.rmtree(entry)  # an entry of an older quicsm, without build.json
+                    os.replace(staging_entry, entry)
+                except BaseException:
+                    shutil.rmtree(staging_entry, ignore_errors=True)
+                    raise
     return QuicheServer(binary, version, ps.name, False, round(time.monotonic() - t0, 3), meta)

@@ -78,35 +78,91 @@ def test_patch_set_lookup() -> None:
         quiche_build.quiche_patch_set("0.23.0", "bbr2")
 
 
-def test_build_makes_cargo_recompile_the_patched_crate(monkeypatch, tmp_path) -> None:
-    """quiche's libquiche.rlib has no hash in its name, so after a build for another patch set of the same
-    version the file on disk is that set's; a cache miss must touch the patched copy so cargo recompiles it."""
-    import hashlib
-
-    monkeypatch.setattr(quiche_build, "find_cargo", lambda: "cargo")
-    monkeypatch.setattr(quiche_build, "find_libclang", lambda: "libclang.so")
-    monkeypatch.setattr(quiche_build, "find_cmake", lambda: "/usr/bin/cmake")
-    ps = quiche_build.quiche_patch_set("0.30.0", "cubic")
-    sha = hashlib.sha256(ps.diff_text.encode()).hexdigest()[:12]
-    lib_rs = tmp_path / "quiche-src" / f"quiche-0.30.0-{sha}" / "src" / "lib.rs"
-    lib_rs.parent.mkdir(parents=True)
-    lib_rs.write_text("// patched copy\n")
-    os.utime(lib_rs, (0, 0))
-    seen: list[float] = []
-
+def _fake_cargo(monkeypatch, calls: list[tuple[str, float]], lib_rs: Path):  # type: ignore[no-untyped-def]
     def fake_run(argv, cwd, what, env=None, progress=None):  # type: ignore[no-untyped-def]
         assert f'patch.crates-io.quiche.path="{lib_rs.parent.parent}"' in argv
-        seen.append(lib_rs.stat().st_mtime)
+        calls.append((argv[1], lib_rs.stat().st_mtime))
+        if argv[1] == "generate-lockfile":
+            (Path(cwd) / "Cargo.lock").write_text('[[package]]\nname = "boring-sys"\nversion = "4.99.0"\n')
+            return
+        assert "--locked" in argv and (Path(cwd) / "Cargo.lock").is_file()
         out = Path(env["CARGO_TARGET_DIR"]) / "release" / quiche_build.BINARY
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text("binary")
 
+    monkeypatch.setattr(quiche_build, "find_cargo", lambda: "cargo")
+    monkeypatch.setattr(quiche_build, "find_libclang", lambda: "libclang.so")
+    monkeypatch.setattr(quiche_build, "find_cmake", lambda: "/usr/bin/cmake")
+    monkeypatch.setattr(quiche_build, "_cargo_version", lambda cargo: "cargo 1.95.0")
     monkeypatch.setattr(quiche_build, "_run", fake_run)
+
+
+def _patched_copy(tmp_path: Path, version: str, cc: str) -> Path:
+    """A stand-in for the patched registry source the build would make (so no download happens)."""
+    import hashlib
+
+    ps = quiche_build.quiche_patch_set(version, cc)
+    sha = hashlib.sha256(ps.diff_text.encode()).hexdigest()[:12]
+    lib_rs = tmp_path / "quiche-src" / f"quiche-{version}-{sha}" / "src" / "lib.rs"
+    lib_rs.parent.mkdir(parents=True)
+    lib_rs.write_text("// patched copy\n")
+    os.utime(lib_rs, (0, 0))
+    return lib_rs
+
+
+def test_build_makes_cargo_recompile_the_patched_crate(monkeypatch, tmp_path) -> None:
+    """quiche's libquiche.rlib has no hash in its name, so after a build for another patch set of the same
+    version the file on disk is that set's; a cache miss must touch the patched copy so cargo recompiles it."""
+    lib_rs = _patched_copy(tmp_path, "0.30.0", "cubic")
+    calls: list[tuple[str, float]] = []
+    _fake_cargo(monkeypatch, calls, lib_rs)
     first = quiche_build.build_quiche_server("0.30.0", "cubic", cache_dir=tmp_path)
     assert not first.cached and first.binary.read_text() == "binary"
-    assert seen and seen[0] > 0  # touched before cargo ran
+    assert calls == [("build", calls[0][1])] and calls[0][1] > 0  # locked: no resolution; touched before cargo ran
     again = quiche_build.build_quiche_server("0.30.0", "cubic", cache_dir=tmp_path)
-    assert again.cached and len(seen) == 1  # a cache hit runs no cargo
+    assert again.cached and len(calls) == 1  # a cache hit runs no cargo
+    assert again.meta == first.meta
+
+
+def test_committed_locks_pin_every_shipped_version(monkeypatch, tmp_path) -> None:
+    """Each shipped quiche version builds --locked from testbed/quiche-server/locks, and its run metadata names
+    the locked crates; all of them lock the same boring-sys, so BoringSSL is compiled once for all."""
+    server_src = quiche_build.testbed_root("quiche-server/Cargo.toml") / "quiche-server"
+    boring = set()
+    for version in ("0.24.0", "0.26.0", "0.30.0"):
+        lock = quiche_build.committed_lock(server_src, version)
+        assert lock is not None, version
+        crates = quiche_build.locked_crates(lock.read_text())
+        assert crates["quiche"] == version and {"ring", "rcgen", "boring"} <= set(crates)
+        boring.add(crates["boring-sys"])
+    assert len(boring) == 1
+    lib_rs = _patched_copy(tmp_path, "0.26.0", "bbr2")
+    calls: list[tuple[str, float]] = []
+    _fake_cargo(monkeypatch, calls, lib_rs)
+    built = quiche_build.build_quiche_server("0.26.0", "bbr2", cache_dir=tmp_path)
+    assert built.meta["locked"] is True and built.meta["lock"] == "locks/quiche-0.26.0.lock"
+    assert built.meta["crates"]["boring-sys"] == boring.pop() and built.meta["crates"]["quiche"] == "0.26.0"
+    assert (built.binary.parent / "Cargo.lock").read_text() == quiche_build.committed_lock(
+        server_src, "0.26.0"
+    ).read_text()  # type: ignore[union-attr]
+
+
+def test_an_unlocked_version_resolves_and_keeps_its_lock(monkeypatch, tmp_path) -> None:
+    import hashlib
+
+    ps = quiche_build.quiche_patch_set("0.26.0", "bbr2")
+    lib_rs = tmp_path / "quiche-src" / f"quiche-0.26.9-{hashlib.sha256(ps.diff_text.encode()).hexdigest()[:12]}"
+    (lib_rs / "src").mkdir(parents=True)
+    (lib_rs / "src" / "lib.rs").write_text("//\n")
+    calls: list[tuple[str, float]] = []
+    _fake_cargo(monkeypatch, calls, lib_rs / "src" / "lib.rs")
+    said: list[str] = []
+    built = quiche_build.build_quiche_server("0.26.9", "bbr2", cache_dir=tmp_path, patch_set=ps, progress=said.append)
+    assert [c for c, _ in calls] == ["generate-lockfile", "build"]
+    assert any("no committed Cargo.lock for quiche 0.26.9" in s for s in said)
+    assert built.meta["locked"] is False and built.meta["crates"] == {"boring-sys": "4.99.0"}
+    assert (tmp_path / "cargo-target" / "boring-sys-4.99.0" / "release" / quiche_build.BINARY).is_file()
+    assert (built.binary.parent / "Cargo.lock").is_file()
 
 
 def test_cmake_must_be_new_enough(monkeypatch, tmp_path) -> None:

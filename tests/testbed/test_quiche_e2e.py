@@ -56,6 +56,11 @@ def test_run_meta_names_quiche(run: Path) -> None:
     assert (meta["implementation"], meta["version"], meta["cc"]) == ("cloudflare-quiche", VERSION, "bbr2")
     assert meta["versions"]["patch_set"] == f"cloudflare-quiche-{VERSION}-bbr2"
     assert meta["versions"]["server_quiche"] == VERSION
+    # built --locked from testbed/quiche-server/locks/quiche-0.30.0.lock, and the run says with what
+    build = meta["build"]
+    assert build["locked"] is True and build["lock"] == f"locks/quiche-{VERSION}.lock"
+    assert build["crates"]["quiche"] == VERSION and build["crates"]["boring-sys"] == "4.22.0"
+    assert build["patch_set_choice"]["how"] == "shipped"
     assert meta["result"]["client"]["bytes"] >= 5_000_000 and meta["result"]["client"]["proto"] == "h3"
     # 5 MB at 50 Mbit/s: at least 0.8 s; a sender stuck far below the link rate would take many times that.
     assert 800 < meta["result"]["plt_ms"] < 5000
