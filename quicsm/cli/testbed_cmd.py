@@ -204,6 +204,13 @@ def testbed() -> None:
 @click.option("--quiche-version", default="0.30.0", show_default=True, help="Crate version with --stack quiche.")
 @click.option("--stack-version", default=None, help="Version of the --stack (any stack; wins over the two above).")
 @click.option(
+    "--set",
+    "patch_set",
+    default=None,
+    metavar="NAME|DIR",
+    help="Patch set for the server (default: the shipped one for the version, else one ported to it).",
+)
+@click.option(
     "--cc",
     type=_CCS,
     default="reno",
@@ -243,6 +250,7 @@ def run(
     stack: str,
     quiche_version: str,
     stack_version: str | None,
+    patch_set: str | None,
     cc: str,
     packet_threshold: int | None,
     name: str,
@@ -281,6 +289,7 @@ def run(
         stack=stack,
         quiche_version=quiche_version,
         stack_version=stack_version,
+        patch_set=patch_set,
         cc=cc,
         packet_threshold=packet_threshold,
         schedule=schedule,
@@ -336,7 +345,8 @@ def matrix(
             f"jitter {c.jitter_ms:g} ms, quota {c.cpu_quota or 'none'}, {_describe(c)}"
             + (f", schedule {c.schedule}" if c.schedule else "")
             + (f", packet threshold {c.packet_threshold}" if c.packet_threshold else "")
-            + (f", long flow {c.duration_s:g} s" if c.duration_s is not None else ""),
+            + (f", long flow {c.duration_s:g} s" if c.duration_s is not None else "")
+            + (f", set {c.patch_set}" if c.patch_set else ""),
             err=True,
         )
     if baseline:
@@ -367,9 +377,15 @@ def matrix(
 )
 @click.option("--cc", "ccs", multiple=True, type=_CCS, help="Default: every controller of the stack.")
 @click.option("--quic-go-version", default="v0.65.0", show_default=True, help="quic-go of the Go client.")
+@click.option("--set", "patch_set", default=None, metavar="NAME|DIR", help="Patch set (one --stack, one --cc).")
 @click.option("--force", is_flag=True, help="Rebuild even what the cache holds.")
 def build_cmd(
-    stack_names: tuple[str, ...], versions: tuple[str, ...], ccs: tuple[str, ...], quic_go_version: str, force: bool
+    stack_names: tuple[str, ...],
+    versions: tuple[str, ...],
+    ccs: tuple[str, ...],
+    quic_go_version: str,
+    patch_set: str | None,
+    force: bool,
 ) -> None:
     """Build the instrumented servers and clients ahead of time (no root needed), with progress.
 
@@ -393,7 +409,13 @@ def build_cmd(
         vers = list(dict.fromkeys(v for x in versions for v in (st.versions() if x == "all" else [x])))
         for v in vers or [st.default_version]:
             for cc in wanted:
-                jobs.append(RunConfig(stack=st.name, stack_version=v, cc=cc, quic_go_version=quic_go_version))
+                jobs.append(
+                    RunConfig(
+                        stack=st.name, stack_version=v, cc=cc, quic_go_version=quic_go_version, patch_set=patch_set
+                    )
+                )
+    if patch_set and len(jobs) != 1:
+        raise TestbedError("--set is one patch set: give one --stack, one --version and one --cc with it")
     if not jobs:
         raise TestbedError(f"no stack among {', '.join(s.name for s in chosen)} runs {', '.join(ccs)}")
     t0 = time.monotonic()

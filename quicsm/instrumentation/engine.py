@@ -14,8 +14,9 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import re
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ from quicsm.instrumentation.detection import (
 )
 from quicsm.instrumentation.diff import parse_diff, render_file_patch
 from quicsm.instrumentation.journal import Change
-from quicsm.instrumentation.patchset import PatchSet
+from quicsm.instrumentation.patchset import PatchSet, manifest_dict
 
 __all__ = [
     "STATE_FILE",
@@ -44,6 +45,8 @@ __all__ = [
     "Candidate",
     "Detection",
     "FileStatus",
+    "NoSetApplies",
+    "Note",
     "Plan",
     "SetCheck",
     "apply",
@@ -56,8 +59,11 @@ __all__ = [
     "plan_for",
     "recover",
     "revert",
+    "saved_sets",
     "sha256_bytes",
     "sha256_file",
+    "port_hint",
+    "set_states",
     "status",
     "tree_state",
 ]
@@ -105,71 +111,221 @@ def _plan_from_record(root: Path, rec: dict[str, Any]) -> Plan:
 # ---- choosing ------------------------------------------------------------------------------------
 
 
+class Note(str):
+    """A note about one algorithm (a ``str``, so callers may print it), with what kind of note it is."""
+
+    algo: str
+    kind: str
+    """``missing`` (no shipped set applies: porting may help), ``unusable``, ``exclusive``, ``same``."""
+
+    def __new__(cls, algo: str, kind: str, text: str) -> Note:
+        obj = super().__new__(cls, text)
+        obj.algo = algo
+        obj.kind = kind
+        return obj
+
+
+def _names(set_name: str | Sequence[str] | None) -> list[str]:
+    return list(dict.fromkeys([set_name] if isinstance(set_name, str) else list(set_name or [])))
+
+
+def _composable(root: Path, plans: list[Plan], applier: Applier) -> bool:
+    """Whether the plans apply one after the other (on a scratch copy of their files)."""
+    rels = sorted({rel for p in plans for rel in p.file_diffs})
+    try:
+        _scratch_result(root, rels, plans, applier)
+    except PatchError:
+        return False
+    return True
+
+
+def _exclusive(a: Plan, b: Plan, det: Detection) -> str:
+    """Why two sets cannot be applied together: the lines they change, and the target's own reason."""
+    shared = sorted(set(a.file_diffs) & set(b.file_diffs))
+    why = f"{a.name} and {b.name} change the same lines of {', '.join(shared)}"
+    note = det.target.exclusive_note
+    return f"{why} ({note})" if note else why
+
+
+def _plans_for_names(
+    src: str | Path, names: list[str], pool: list[PatchSet] | None, applier: Applier
+) -> tuple[Detection, list[Plan]]:
+    from quicsm.instrumentation.patchset import find_patch_set
+
+    psets: list[PatchSet] = []
+    for name in names:
+        ps = find_patch_set(name) if pool is None else next((s for s in pool if s.name == name), None)
+        if ps is None:
+            raise PatchError(f"no patch set named {name!r}")
+        psets.append(ps)
+    targets = sorted({ps.target for ps in psets})
+    if len(targets) > 1:
+        raise PatchError(f"--set names sets of several targets ({', '.join(targets)}): one tree has one target")
+    det = detect(src, sets=psets, applier=applier, target=psets[0].target)
+    plans = [plan_for(ps, det.located) for ps in psets]
+    for i, plan in enumerate(plans):
+        for other in plans[:i]:
+            if set(other.file_diffs) & set(plan.file_diffs) and other.diff != plan.diff:
+                if not _composable(det.root, [other, plan], applier):
+                    raise PatchError(f"--set {other.name} --set {plan.name}: {_exclusive(other, plan, det)}; give one")
+    unique = [p for i, p in enumerate(plans) if all(p.diff != q.diff for q in plans[:i])]
+    return det, unique
+
+
 def choose(
     src: str | Path,
     *,
-    set_name: str | None = None,
+    set_name: str | Sequence[str] | None = None,
     algorithms: Iterable[str] = (),
     sets: Iterable[PatchSet] | None = None,
     applier: Applier | None = None,
     include_applied: bool = True,
-) -> tuple[Detection, list[Plan], list[str]]:
-    """The sets to use on ``src``: the named one, or the best usable one per algorithm present.
+) -> tuple[Detection, list[Plan], list[Note]]:
+    """The sets to use on ``src``: the named ones (all of them, or an error if two cannot go together), or
+    the best usable one per algorithm present.
 
-    Returns the detection, the plans and notes about algorithms for which nothing usable was found.
+    Two sets that change the same lines are exclusive (quic-go's Reno and Cubic sets: one sender runs):
+    asked for by name or ``algorithms``, that is an error saying why; found by themselves, the first one
+    is taken and the other noted. Sets with the same change (quiche's Reno/Cubic) count as one.
+    Returns the detection, the plans and notes about algorithms left out.
     """
-    from quicsm.instrumentation.patchset import find_patch_set
-
     applier = applier or default_applier()
     pool = list(sets) if sets is not None else None
-    if set_name:
-        ps = find_patch_set(set_name) if pool is None else next((s for s in pool if s.name == set_name), None)
-        if ps is None:
-            raise PatchError(f"no patch set named {set_name!r}")
-        det = detect(src, sets=[ps], applier=applier, target=ps.target)
-        return det, [plan_for(ps, det.located)], []
+    names = _names(set_name)
+    if names:
+        named_det, named = _plans_for_names(src, names, pool, applier)
+        return named_det, named, []
     det = detect(src, sets=pool, applier=applier)
-    wanted = list(algorithms) or list(det.identity.algorithms)
+    explicit = list(dict.fromkeys(algorithms))
+    wanted = explicit or list(det.identity.algorithms)
     plans: list[Plan] = []
-    notes: list[str] = []
-    used_files: set[str] = set()
+    notes: list[Note] = []
+    per_algo: dict[str, tuple[list[Candidate], list[Candidate]]] = {}
+    recorded = {r.get("set"): {f["path"] for f in r["files"]} for r in _read_state(det.root)["applied"]}
+    held = {rel for files in recorded.values() for rel in files}
+
+    def seems_applied_only(c: Candidate) -> bool:
+        """A set whose reverse applies only because another recorded set holds its lines (quic-go's reno
+        set inside the applied cubic set): not applied itself."""
+        if c.kind != "applied" or c.patch_set.name in recorded:
+            return False
+        return bool(set(plan_for(c.patch_set, det.located).file_diffs) & held)
+
     for algo in wanted:
         cands = [c for c in det.candidates if c.patch_set.algorithm == algo]
-        usable = [c for c in cands if c.usable and (include_applied or c.kind != "applied")]
-        if not usable:
-            if cands and all(c.kind == "incomplete" for c in cands):
-                # the sets cannot even be mapped onto the tree (a file missing, a path refused as a
-                # symlink): porting would not help, so say why
-                notes.append(f"{algo}: no patch set can be used ({cands[0].patch_set.name}: {cands[0].reason})")
-            elif algo in det.identity.algorithms and not (algo == "reno" and not cands):
-                near = cands[0].patch_set if cands else None
-                why = ""
-                if near is not None and cands[0].kind == "similar":
-                    sc = _check_plan(plan_for(near, det.located), applier)
-                    why = "; fails on " + ", ".join(
-                        f"{rel} ({msg.splitlines()[0] if msg else 'does not apply'})"
-                        for rel, msg in sc.problems.items()
-                    )
+        usable = [
+            c for c in cands if c.usable and (include_applied or c.kind != "applied") and not seems_applied_only(c)
+        ]
+        per_algo[algo] = (cands, usable)
+
+    # algorithms with a usable set first (recorded ones first of all), so one whose lines another set
+    # holds is told so
+    def order(algo: str) -> tuple[bool, bool]:
+        usable = per_algo[algo][1]
+        return (not usable, not any(c.patch_set.name in recorded for c in usable))
+
+    for algo in sorted(wanted, key=order):
+        cands, usable = per_algo[algo]
+        if usable:
+            plan = plan_for(usable[0].patch_set, det.located)
+            clash = [p for p in plans if set(p.file_diffs) & set(plan.file_diffs)]
+            if not clash or _composable(det.root, [*plans, plan], applier):
+                plans.append(plan)
+                continue
+            other = clash[0]
+            other_algo = other.patch_set.algorithm if other.patch_set else "?"
+            if other.diff == plan.diff:
+                notes.append(Note(algo, "same", f"{algo}: {plan.name} is the same change as {other.name}"))
+                continue
+            if explicit:
+                raise PatchError(f"{other_algo} and {algo} cannot be applied together: {_exclusive(other, plan, det)}")
+            notes.append(
+                Note(
+                    algo,
+                    "exclusive",
+                    f"{algo}: not applied: {_exclusive(other, plan, det)}; "
+                    f"`quicsm patch apply {src} -a {algo}` applies it instead",
+                )
+            )
+            continue
+        if cands and all(c.kind == "incomplete" for c in cands):
+            # the sets cannot even be mapped onto the tree (a file missing, a path refused as a
+            # symlink): porting would not help, so say why
+            notes.append(
+                Note(
+                    algo, "unusable", f"{algo}: no patch set can be used ({cands[0].patch_set.name}: {cands[0].reason})"
+                )
+            )
+            continue
+        if algo not in det.identity.algorithms or (algo == "reno" and not cands):
+            continue
+        near = next((c for c in cands if c.kind != "incomplete"), None)
+        if near is not None:
+            holder = [p for p in plans if set(p.file_diffs) & set(plan_for(near.patch_set, det.located).file_diffs)]
+            if holder and holder[0].patch_set is not None and holder[0].patch_set.algorithm != algo:
                 notes.append(
-                    f"{algo}: no pinned patch set applies"
-                    + (
-                        f" (closest: {near.name}{why}; try `quicsm patch port {src} --from {near.name}`)"
-                        if near
-                        else ""
+                    Note(
+                        algo,
+                        "exclusive",
+                        f"{algo}: not applied: {holder[0].name} and the {algo} set both change the same lines of "
+                        + ", ".join(sorted(set(holder[0].file_diffs)))
+                        + (f" ({det.target.exclusive_note})" if det.target.exclusive_note else ""),
                     )
                 )
-            continue
-        plan = plan_for(usable[0].patch_set, det.located)
-        if used_files & set(plan.file_diffs):
-            continue  # e.g. a reno set over the same files as the chosen cubic set
-        used_files |= set(plan.file_diffs)
-        plans.append(plan)
-    if not plans:
-        raise PatchError(
-            f"{src}: no patch set applies to this tree (era {det.identity.era}, "
-            f"{det.identity.date_from}..{det.identity.date_to}). " + " ".join(notes)
+                continue
+        why = ""
+        if near is not None and near.kind == "similar":
+            sc = _check_plan(plan_for(near.patch_set, det.located), applier)
+            why = "; fails on " + ", ".join(
+                f"{rel} ({msg.splitlines()[0] if msg else 'does not apply'})" for rel, msg in sc.problems.items()
+            )
+        notes.append(
+            Note(
+                algo,
+                "missing",
+                f"{algo}: no shipped set applies to this version"
+                + (f" (closest: {near.patch_set.name}{why})" if near else ""),
+            )
         )
+    if not plans:
+        raise NoSetApplies(src, det, notes)
     return det, plans, notes
+
+
+class NoSetApplies(PatchError):
+    """No chosen set applies to the tree; carries the detection and the notes, so a caller can add a next
+    step that works (:func:`port_hint`)."""
+
+    def __init__(self, src: str | Path, det: Detection, notes: list[Note], hints: Iterable[str] = ()) -> None:
+        self.src, self.det, self.notes = src, det, notes
+        head = f"{src}: no patch set applies to this tree (era {det.identity.era}, {_dates(det)})"
+        super().__init__("; ".join([head, *notes, *hints]))
+
+    def with_hints(self, applier: Applier | None = None) -> NoSetApplies:
+        hints = [h for n in self.notes if n.kind == "missing" if (h := port_hint(self.src, self.det, n.algo, applier))]
+        return NoSetApplies(self.src, self.det, self.notes, hints)
+
+
+def _dates(det: Detection) -> str:
+    lo, hi = det.identity.date_from, det.identity.date_to
+    return f"content from {lo} or later" if hi.startswith("9999") else f"content dated {lo}..{hi}"
+
+
+def port_hint(src: str | Path, det: Detection, algo: str, applier: Applier | None = None) -> str:
+    """A next step for ``algo`` that works: the ``apply --port`` command when a shipped set of ``algo``
+    ports to ``src`` (tried here, nothing written), else why none does."""
+    from quicsm.instrumentation.porter import failure_text, plan_port
+
+    applier = applier or default_applier()
+    tried: list[str] = []
+    for c in det.candidates:
+        if c.patch_set.algorithm != algo or c.kind == "incomplete":
+            continue
+        res = plan_port(c.patch_set, src, applier=applier, detection=det)
+        if res.ok:
+            return f"`quicsm patch apply {src} --port -a {algo}` ports {c.patch_set.name} to it"
+        tried.append(f"{c.patch_set.name}: {failure_text(res)}")
+    return f"no shipped {algo} set ports to it either (" + " | ".join(tried) + ")" if tried else ""
 
 
 # ---- check / apply / revert / status ---------------------------------------------------------------
@@ -207,13 +363,16 @@ def _failure(sc: SetCheck) -> PatchError:
 def check(
     src: str | Path,
     *,
-    set_name: str | None = None,
+    set_name: str | Sequence[str] | None = None,
     algorithms: Iterable[str] = (),
     sets: Iterable[PatchSet] | None = None,
     applier: Applier | None = None,
 ) -> list[SetCheck]:
     applier = applier or default_applier()
-    _, plans, _ = choose(src, set_name=set_name, algorithms=algorithms, sets=sets, applier=applier)
+    try:
+        _, plans, _ = choose(src, set_name=set_name, algorithms=algorithms, sets=sets, applier=applier)
+    except NoSetApplies as exc:
+        raise exc.with_hints(applier) from None
     return [_check_plan(p, applier) for p in plans]
 
 
@@ -223,7 +382,10 @@ class ApplyResult:
     applied: tuple[str, ...]
     already: tuple[str, ...]
     notes: tuple[str, ...]
+    """Algorithms left out, and why."""
     files: tuple[str, ...]
+    ported: tuple[str, ...] = ()
+    """One line per set ported on the fly (``apply --port``)."""
 
 
 def _mode_of(path: Path) -> int:
@@ -338,19 +500,27 @@ def _record(
 
 
 def _port_missing(
-    src: str | Path, det: Detection, algorithms: Iterable[str], plans: list[Plan], applier: Applier, workdir: Path
-) -> tuple[list[Plan], list[str], list[str]]:
-    """Port a set for every algorithm that has none usable (files not already covered by ``plans``)."""
+    src: str | Path,
+    det: Detection,
+    algorithms: list[str],
+    plans: list[Plan],
+    applier: Applier,
+    workdir: Path,
+) -> tuple[list[Plan], list[str], list[str], list[str]]:
+    """Port a set for every algorithm that has none usable (files not already covered by ``plans``).
+
+    Returns the new plans, notes, sets found already recorded, and one line per port made."""
     from quicsm.instrumentation.patchset import load_patch_set
     from quicsm.instrumentation.porter import port as run_port
 
-    covered = {rel for p in plans for rel in p.file_diffs}
+    covered = {rel: p for p in plans for rel in p.file_diffs}
     recorded = {f["path"]: r["set"] for r in _read_state(det.root)["applied"] for f in r["files"]}
     chosen = {p.patch_set.algorithm for p in plans if p.patch_set is not None}
     out: list[Plan] = []
     notes: list[str] = []
     already: list[str] = []
-    for algo in list(algorithms) or list(det.identity.algorithms):
+    made: list[str] = []
+    for algo in algorithms or list(det.identity.algorithms):
         cands = [c for c in det.candidates if c.patch_set.algorithm == algo]
         sources = [c.patch_set for c in cands if c.kind != "incomplete"]
         if algo in chosen or not cands:
@@ -359,8 +529,17 @@ def _port_missing(
             notes.append(f"{algo}: nothing to port from ({cands[0].patch_set.name}: {cands[0].reason})")
             continue
         rels = {det.located.relpath_for(f.path) for f in sources[0].files}
-        if covered & rels:
-            continue  # e.g. reno over the files the cubic set already instruments
+        holder = next((covered[r] for r in rels if r in covered), None)
+        if holder is not None:
+            other = holder.patch_set.algorithm if holder.patch_set else "?"
+            shared = ", ".join(sorted(r for r in rels if r in covered and r is not None))
+            why = f"{holder.name} and the {algo} set both change the same lines of {shared}"
+            if det.target.exclusive_note:
+                why += f" ({det.target.exclusive_note})"
+            if algorithms:
+                raise PatchError(f"{other} and {algo} cannot be applied together: {why}")
+            notes.append(f"{algo}: not applied: {why}")
+            continue
         done = sorted({recorded[r] for r in rels if r in recorded})
         if done:
             already += [d for d in done if d not in already]
@@ -371,16 +550,20 @@ def _port_missing(
             notes.append(f"{algo}: {exc}")
             continue
         plan = plan_for(load_patch_set(written), det.located)
-        covered |= set(plan.file_diffs)
+        covered.update({rel: plan for rel in plan.file_diffs})
         out.append(plan)
-        notes.append(f"{algo}: no pinned set applied; ported {res.source.name} to this tree")
-    return out, notes, already
+        scores = [p.score for p in res.placements]
+        made.append(
+            f"{algo}: no shipped set applies; ported {res.source.name} as {plan.name} "
+            f"(placement scores {min(scores):.2f}-{max(scores):.2f}; `quicsm patch save {src}` keeps it as a set)"
+        )
+    return out, notes, already, made
 
 
 def apply(
     src: str | Path,
     *,
-    set_name: str | None = None,
+    set_name: str | Sequence[str] | None = None,
     algorithms: Iterable[str] = (),
     sets: Iterable[PatchSet] | None = None,
     applier: Applier | None = None,
@@ -388,21 +571,31 @@ def apply(
 ) -> ApplyResult:
     """Apply the chosen sets as one transaction; the tree is unchanged if anything fails.
 
-    With ``port_missing``, an algorithm without a usable pinned set gets one ported on the fly (kept only
-    in the apply record, which is all ``revert`` needs).
+    With ``port_missing``, an algorithm without a usable pinned set gets one ported on the fly (kept in
+    the apply record with its manifest: ``revert`` needs only the diff, ``quicsm patch save`` the rest).
     """
     applier = applier or default_applier()
     recover(src)
-    if not port_missing or set_name:
-        det, plans, notes = choose(src, set_name=set_name, algorithms=algorithms, sets=sets, applier=applier)
+    algos = list(dict.fromkeys(algorithms))
+    made: list[str] = []
+    if not port_missing or _names(set_name):
+        try:
+            det, plans, found = choose(src, set_name=set_name, algorithms=algos, sets=sets, applier=applier)
+        except NoSetApplies as exc:
+            raise exc.with_hints(applier) from None
+        notes: list[str] = [
+            f"{n}; {hint}" if n.kind == "missing" and (hint := port_hint(src, det, n.algo, applier)) else str(n)
+            for n in found
+        ]
     else:
         try:
-            det, plans, _ = choose(src, algorithms=algorithms, sets=sets, applier=applier)
-        except PatchError:
-            det, plans = detect(src, sets=sets, applier=applier), []
+            det, plans, found = choose(src, algorithms=algos, sets=sets, applier=applier)
+        except NoSetApplies as exc:
+            det, plans, found = exc.det, [], exc.notes
         with tempfile.TemporaryDirectory(prefix="quicsm-port-") as tmp:
-            ported, notes, recorded = _port_missing(src, det, algorithms, plans, applier, Path(tmp))
+            ported, more, recorded, made = _port_missing(src, det, algos, plans, applier, Path(tmp))
         plans += ported
+        notes = [str(n) for n in found if n.kind != "missing"] + more
         if not plans and recorded:
             return ApplyResult(det.root, (), tuple(recorded), tuple(notes), ())
         if not plans:
@@ -434,17 +627,20 @@ def apply(
             state["applied"].append(_record(plan, applier, orig, now, amodes, adopted=True))
         for plan in todo:
             state["applied"] = [r for r in state["applied"] if r.get("set") != plan.name]
-            state["applied"].append(_record(plan, applier, before, after, modes))
+            # a set made here (ported) lives only in the record: keep its manifest for `patch save`
+            own = plan.patch_set is not None and not plan.patch_set.origin.startswith("shipped:")
+            extra = {"manifest": manifest_dict(plan.patch_set)} if own and plan.patch_set is not None else {}
+            state["applied"].append(_record(plan, applier, before, after, modes, **extra))
         changes = [Change(rel, before[rel], after[rel], modes[rel]) for rel in rels]
         changes.append(_state_change(root, state))
     except PatchError as exc:
         raise PatchError(f"{exc}; nothing was changed") from None
     journal.commit(root, changes, "apply")  # undoes itself on an error it catches
-    return ApplyResult(root, tuple(p.name for p in todo), already, tuple(notes), tuple(rels))
+    return ApplyResult(root, tuple(p.name for p in todo), already, tuple(notes), tuple(rels), tuple(made))
 
 
 def _applied_plans(
-    src: Path, set_name: str | None, sets: Iterable[PatchSet] | None, applier: Applier
+    src: Path, set_name: str | Sequence[str] | None, sets: Iterable[PatchSet] | None, applier: Applier
 ) -> tuple[Path, list[Plan], dict[str, Any]]:
     """The sets currently applied to ``src``: from the apply record, else by reverse-apply checks."""
     if set_name:
@@ -467,7 +663,7 @@ def _applied_plans(
 def revert(
     src: str | Path,
     *,
-    set_name: str | None = None,
+    set_name: str | Sequence[str] | None = None,
     sets: Iterable[PatchSet] | None = None,
     applier: Applier | None = None,
 ) -> ApplyResult:
@@ -514,6 +710,19 @@ def revert(
     return ApplyResult(root, tuple(p.name for p in todo), tuple(not_applied), (), tuple(rels))
 
 
+def saved_sets(src: str | Path) -> list[tuple[str, dict[str, Any], str]]:
+    """(name, manifest, diff) of every set in the apply record of ``src`` that was made there (ported by
+    ``apply --port``), for ``quicsm patch save``. The manifest is the one the port wrote, with the files'
+    pristine sha256s as recorded at apply."""
+    det = detect(src)
+    out = []
+    for rec in _read_state(det.root)["applied"]:
+        manifest = rec.get("manifest")
+        if isinstance(manifest, dict):
+            out.append((str(rec["set"]), manifest, str(rec["diff"])))
+    return out
+
+
 def _recorded(state: dict[str, Any], plan: Plan) -> set[str]:
     return {f["path"] for r in state["applied"] if r.get("set") == plan.name for f in r["files"]}
 
@@ -530,7 +739,7 @@ class FileStatus:
 def status(
     src: str | Path,
     *,
-    set_name: str | None = None,
+    set_name: str | Sequence[str] | None = None,
     sets: Iterable[PatchSet] | None = None,
     applier: Applier | None = None,
 ) -> list[FileStatus]:
@@ -567,7 +776,11 @@ def status(
                         best.setdefault(c.patch_set.algorithm, c)
                 if not best:
                     raise
-                plans = [plan_for(c.patch_set, det.located) for c in best.values()]
+                plans = []
+                for c in best.values():  # one set per file (quic-go's reno and cubic sets share theirs)
+                    p = plan_for(c.patch_set, det.located)
+                    if not any(set(p.file_diffs) & set(q.file_diffs) for q in plans):
+                        plans.append(p)
     assert root is not None
     state = _read_state(root)
     recs = {(r["set"], f["path"]): f for r in state["applied"] for f in r["files"]}
@@ -586,6 +799,10 @@ def status(
                 out.append(FileStatus(plan.name, rel, "pristine", "patch applies (another version than the set's)"))
             elif applier.check(root, fd, reverse=True).ok:
                 out.append(FileStatus(plan.name, rel, "patched", "patch is applied"))
+            elif rec is None and not _has_quicsm_lines(root / rel):
+                out.append(
+                    FileStatus(plan.name, rel, "pristine", "no quicsm lines (this set does not apply to this version)")
+                )
             else:
                 out.append(
                     FileStatus(plan.name, rel, "modified-otherwise", "neither the patch nor its reverse applies")
@@ -593,7 +810,32 @@ def status(
     return out
 
 
+_MARK = re.compile(rb"QUICSM|Quicsm|quicsm_")
+"""What every set adds to every file it patches: the contract's ``QUICSM`` or a ``quicsm_``/``Quicsm``
+helper (tests/patches/test_patchset_consistency.py checks that each shipped set does)."""
+
+
+def _has_quicsm_lines(path: Path) -> bool:
+    """Whether a file holds instrumentation."""
+    try:
+        return _MARK.search(path.read_bytes()) is not None
+    except OSError:
+        return False
+
+
+def set_states(rows: Iterable[FileStatus]) -> dict[str, str]:
+    """Each set of the rows: ``pristine`` or ``patched`` (all its files), or ``mixed``."""
+    kinds: dict[str, set[str]] = {}
+    for r in rows:
+        kinds.setdefault(r.set, set()).add(r.status)
+    return {s: k.pop() if len(k) == 1 and k <= {"pristine", "patched"} else "mixed" for s, k in kinds.items()}
+
+
 def tree_state(rows: Iterable[FileStatus]) -> str:
-    """One word for the whole tree: ``pristine``, ``patched`` (every file of every set), or ``mixed``."""
-    kinds = {r.status for r in rows}
-    return kinds.pop() if len(kinds) == 1 and kinds <= {"pristine", "patched"} else "mixed"
+    """One word for the whole tree: ``pristine`` (no set applied), ``patched`` (each set wholly patched or
+    wholly pristine, at least one patched: e.g. Cubic instrumented, BBR2 not), or ``mixed`` (a set half
+    applied, or a file modified otherwise or missing)."""
+    states = set(set_states(rows).values())
+    if not states or states == {"pristine"}:
+        return "pristine"
+    return "patched" if states <= {"pristine", "patched"} else "mixed"

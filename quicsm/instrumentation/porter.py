@@ -27,7 +27,7 @@ from quicsm.instrumentation.detection import Detection, detect, normalize_line, 
 from quicsm.instrumentation.journal import fault_step
 from quicsm.instrumentation.patchset import DIFF, MANIFEST, PatchSet, load_patch_set, manifest_dict
 from quicsm.instrumentation.placement import CONTEXT, Edit, place_edits, split_edits
-from quicsm.instrumentation.targets import Target
+from quicsm.instrumentation.targets import Release, Target
 
 __all__ = [
     "Placement",
@@ -296,29 +296,52 @@ def _git_head(root: Path) -> tuple[str | None, str | None]:
         return None, None
 
 
+_SOURCE_RELEASE_KEYS = ("module", "crate", "notes", "placements", "ported_from")
+"""Manifest entries that describe the source set's own release and runs: never carried into a port."""
+
+
 def _manifest(res: PortResult, name: str, applier: Applier, commit: str | None, date: str | None) -> dict[str, Any]:
+    """The new set's manifest: what it instruments comes from the source set; what release it is for
+    comes from the target tree (module/crate block, commit); where it came from is ``ported_from``."""
     src = res.source
     ident = res.detection.identity
-    d = manifest_dict(src)
+    rel = _release(res)
+    d = {k: v for k, v in manifest_dict(src).items() if k not in _SOURCE_RELEASE_KEYS}
+    scores = [p.score for p in res.placements]
+    what = f"{res.detection.target.name} {rel.version}" if rel else f"the {res.detection.target.name} tree"
     d.update(
         {
             "name": name,
             "era": ident.era or src.era,
-            "description": f"Ported by quicsm from {src.name}. {src.description}",
+            "description": f"{src.algorithm} instrumentation for {what}, ported by quicsm from {src.name}.",
             "upstream": {
                 "repository": src.upstream.repository,
-                "commit": commit,
-                "date": date,
+                "commit": commit or (rel.commit if rel else None),
+                "date": date or (rel.date if rel else None),
                 "path_root": src.upstream.path_root,
             },
-            "files": [{"path": rel, "sha256": sha256_bytes(data)} for rel, data in res.pristine.items()],
+            "files": [{"path": rel_, "sha256": sha256_bytes(data)} for rel_, data in res.pristine.items()],
             "validated": {
                 "how": f"quicsm patch port: changes placed by anchors, regenerated diff checked with "
                 f"{applier.name} apply --check against the source tree and shown to reproduce the "
-                f"placed files",
+                f"placed files (not built or run by this step)",
                 "date": _dt.date.today().isoformat(),
             },
-            "ported_from": {"name": src.name, "commit": src.upstream.commit, "date": src.upstream.date},
+            **(dict(rel.manifest) if rel else {}),
+            "ported_from": {
+                "name": src.name,
+                "origin": src.origin,
+                "commit": src.upstream.commit,
+                "date": src.upstream.date,
+                "description": src.description,
+                "at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+                "score": {"min": min(scores), "mean": round(sum(scores) / len(scores), 3)} if scores else None,
+                "changes": len(res.placements),
+            },
+            "notes": [
+                f"Ported from {src.name}; that set's notes and validation describe its own release and runs "
+                "and are not carried over."
+            ],
             "placements": [
                 {"file": p.file, "hunk": p.hunk, "line": p.line, "score": p.score, "function": p.function}
                 for p in res.placements
@@ -326,6 +349,10 @@ def _manifest(res: PortResult, name: str, applier: Applier, commit: str | None, 
         }
     )
     return d
+
+
+def _release(res: PortResult) -> Release | None:
+    return res.detection.target.release(res.detection.located)
 
 
 def _exchange(a: Path, b: Path) -> bool:
@@ -437,7 +464,12 @@ def first_that_ports(sets: list[PatchSet], src: str | Path, *, applier: Applier 
 
 
 def default_name(res: PortResult) -> str:
-    """``<source>-port-<date of the checkout, or its commit, or a hash of the files>``."""
+    """``<target>-<version>-<algorithm>-port`` when the tree says which release it is (a module-cache,
+    registry or fetched copy); else ``<source>-port-<date of the checkout, or its commit, or a hash of the
+    files>``."""
+    rel = _release(res)
+    if rel is not None:
+        return f"{res.detection.target.name}-{rel.version}-{res.source.algorithm}-port"
     commit, date = _git_head(res.detection.root)
     tag = date or (commit[:10] if commit else sha256_bytes(b"".join(res.pristine.values()))[:10])
     return f"{res.source.name}-port-{tag}"

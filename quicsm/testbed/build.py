@@ -214,18 +214,39 @@ def _go_version(toolchain: str | None) -> str:
     return out.strip()
 
 
-def _download(version: str, env: Mapping[str, str]) -> Path:
-    """The pristine module directory in the Go module cache (downloaded if needed)."""
-    out = _run_go(
-        ["mod", "download", "-json", f"{MODULE}@{version}"],
-        cwd=Path(tempfile.gettempdir()),
-        env={**env, "GOTOOLCHAIN": "local", "GOFLAGS": ""},
-        what=f"downloading {MODULE}@{version}",
-    )
-    info = json.loads(out)
-    if info.get("Error"):
-        raise TestbedError(f"downloading {MODULE}@{version}: {info['Error']}")
-    return Path(info["Dir"])
+@dataclass(frozen=True)
+class ModuleSource:
+    """A quic-go release in the Go module cache (read-only), as the module proxy served it."""
+
+    version: str
+    dir: Path
+    sum: str
+    """go.sum hash of the module zip (``h1:...``), verified by the go command against sum.golang.org."""
+
+
+def download_module(version: str) -> ModuleSource:
+    """The pristine module directory of quic-go ``version`` in the Go module cache (downloaded if needed)."""
+    version = version if version.startswith("v") else "v" + version
+    try:
+        proc = subprocess.run(
+            [find_go(), "mod", "download", "-json", f"{MODULE}@{version}"],
+            cwd=tempfile.gettempdir(),
+            env={**_go_env(None), "GOFLAGS": ""},
+            capture_output=True,
+            text=True,
+            timeout=_BUILD_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise TestbedError(f"downloading {MODULE}@{version}: {exc}") from None
+    try:
+        info = json.loads(proc.stdout)
+    except ValueError:
+        info = {"Error": (proc.stderr.strip() or proc.stdout.strip() or f"exit status {proc.returncode}")[-600:]}
+    if info.get("Error") or proc.returncode != 0 or "Dir" not in info:
+        why = " ".join(str(info.get("Error", proc.stderr.strip())).split())
+        raise TestbedError(f"quic-go {version} is not available from the Go module proxy: {why}")
+    return ModuleSource(str(info.get("Version") or version), Path(info["Dir"]), str(info.get("Sum", "")))
 
 
 def _go_directive(go_mod: Path) -> str:
@@ -243,27 +264,75 @@ def _write_modfile(path: Path, module: str, go_line: str, version: str, patched:
 # ---- the build ------------------------------------------------------------------------------------
 
 
-def _entry_key(ps: PatchSet, sources: Path, go_version: str) -> str:
-    h = hashlib.sha256()
-    for part in (
-        ps.name,
-        json.dumps(dict(_module(ps)), sort_keys=True),
-        ps.diff_text,
-        go_source_digest(*(sources / p for p in PROGRAMS)),
-        go_version,
-    ):
-        h.update(part.encode())
-        h.update(b"\0")
-    return h.hexdigest()
+def module_versions(binary: Path, env: Mapping[str, str]) -> dict[str, str]:
+    """Module path -> version (``=> patched copy`` when replaced) that ``binary`` was built with
+    (``go version -m``)."""
+    out = _run_go(["version", "-m", str(binary)], cwd=binary.parent, env=env, what=f"reading the modules of {binary}")
+    deps: dict[str, str] = {}
+    last = ""
+    for line in out.splitlines():
+        parts = line.strip().split("\t")
+        if parts[0] == "dep" and len(parts) >= 3:
+            last = parts[1]
+            deps[last] = parts[2]
+        elif parts[0] == "=>" and last:
+            deps[last] += " => patched copy"
+    return deps
 
 
-def _result(ps: PatchSet, entry: Path, meta: Mapping[str, Any], *, cached: bool, seconds: float) -> BuildResult:
+@dataclass(frozen=True)
+class _Plan:
+    """Everything a build depends on, worked out before the cache is consulted."""
+
+    ps: PatchSet
+    source: ModuleSource
+    build_tags: tuple[str, ...]
+    toolchain: str | None
+    go_version: str
+    sources: Path
+
+    def key(self) -> str:
+        h = hashlib.sha256()
+        for part in (
+            self.ps.name,
+            json.dumps(dict(_module(self.ps)), sort_keys=True),
+            self.ps.diff_text,
+            self.source.sum,
+            ",".join(self.build_tags),
+            go_source_digest(*(self.sources / p for p in PROGRAMS)),
+            self.go_version,
+        ):
+            h.update(part.encode())
+            h.update(b"\0")
+        return h.hexdigest()
+
+
+def _plan(version: str, variant: str, patch_set: PatchSet | None) -> _Plan:
+    from quicsm.instrumentation.targets.quic_go import build_requirements
+
+    version = version if version.startswith("v") else "v" + version
+    ps = patch_set or patch_set_for(version, variant)
+    if ps.target != "quic-go":
+        raise TestbedError(f"{ps.origin}: {ps.name} is a set for {ps.target}, not quic-go")
+    declared = _module(ps).get("version")
+    if declared and declared != version:
+        raise TestbedError(
+            f"{ps.origin}/manifest.json: {ps.name} was made for quic-go {declared}, not {version} "
+            "(a set ported to this version says so in module.version)"
+        )
+    source = download_module(version)
+    req = build_requirements(source.dir)
+    toolchain = req["toolchain"]
+    return _Plan(ps, source, tuple(req["build_tags"]), toolchain, _go_version(toolchain), testbed_source_dir())
+
+
+def _result(plan: _Plan, entry: Path, meta: Mapping[str, Any], *, cached: bool, seconds: float) -> BuildResult:
     return BuildResult(
         version=str(meta["version"]),
-        variant=ps.algorithm,
+        variant=plan.ps.algorithm,
         server=entry / "bin" / PROGRAMS["server"],
         client=entry / "bin" / PROGRAMS["client"],
-        patch_set=ps.name,
+        patch_set=plan.ps.name,
         patched_module=entry / "quic-go",
         cache_dir=entry,
         cached=cached,
@@ -274,59 +343,39 @@ def _result(ps: PatchSet, entry: Path, meta: Mapping[str, Any], *, cached: bool,
     )
 
 
-def module_versions(binary: Path, env: Mapping[str, str]) -> dict[str, str]:
-    """Module path -> version (``=> replacement`` noted) that ``binary`` was built with (``go version -m``)."""
-    out = _run_go(["version", "-m", str(binary)], cwd=binary.parent, env=env, what=f"reading the modules of {binary}")
-    deps: dict[str, str] = {}
-    last = ""
-    for line in out.splitlines():
-        parts = line.strip().split("\t")
-        if parts[0] == "dep" and len(parts) >= 3:
-            last = parts[1]
-            deps[last] = parts[2]
-        elif parts[0] == "=>" and last and len(parts) >= 2:
-            deps[last] += " => patched copy"
-    return deps
-
-
-def _build_entry(
-    ps: PatchSet,
-    tmp: Path,
-    sources: Path,
-    env: Mapping[str, str],
-    go_version: str,
-    progress: Progress | None,
-) -> dict[str, Any]:
-    mod = _module(ps)
-    version = str(mod["version"])
-    tags = [str(t) for t in mod.get("build_tags", [])]
-    pristine = _download(version, env)
+def _build_entry(plan: _Plan, tmp: Path, progress: Progress | None) -> dict[str, Any]:
+    ps, version = plan.ps, plan.source.version
+    env = _go_env(plan.toolchain)
     patched = tmp / "quic-go"
-    copy_writable(pristine, patched)
-    apply_patch_set(ps, patched, MODULE)
+    copy_writable(plan.source.dir, patched)
+    apply_patch_set(ps, patched, f"{MODULE}@{version}")
     go_line = _go_directive(patched / "go.mod")
     (tmp / "bin").mkdir()
     for prog, binary in PROGRAMS.items():
         modfile = tmp / f"{prog}.patched.mod"
         _write_modfile(modfile, f"quicsm/testbed/{prog}", go_line, version, patched)
         args = ["build", "-mod=mod", f"-modfile={modfile}", "-trimpath", "-o", str(tmp / "bin" / binary)]
-        if tags:
-            args.append("-tags=" + ",".join(tags))
+        if plan.build_tags:
+            args.append("-tags=" + ",".join(plan.build_tags))
         if progress is not None:
             args.append("-v")  # prints each package as it is compiled
         _run_go(
-            [*args, "."], cwd=sources / prog, env=env, what=f"building {binary} against {ps.name}", progress=progress
+            [*args, "."],
+            cwd=plan.sources / prog,
+            env=env,
+            what=f"building {binary} against {ps.name}",
+            progress=progress,
         )
-    deps = module_versions(tmp / "bin" / PROGRAMS["server"], env)
     return {
         "version": version,
         "patch_set": ps.name,
+        "patch_set_origin": ps.origin,
         "variant": ps.algorithm,
-        "build_tags": tags,
-        "go_version": go_version,
-        "toolchain": mod.get("toolchain"),
-        "module_sum": mod.get("sum"),
-        "modules": deps,
+        "build_tags": list(plan.build_tags),
+        "go_version": plan.go_version,
+        "toolchain": plan.toolchain,
+        "module_sum": plan.source.sum,
+        "modules": module_versions(tmp / "bin" / PROGRAMS["server"], env),
         "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
 
@@ -339,23 +388,22 @@ def build_binaries(
     cache_dir: Path | None = None,
     force: bool = False,
     progress: Progress | None = None,
+    patch_set: PatchSet | None = None,
 ) -> BuildResult:
     """Build (or take from the cache) ``quicsm-server`` and ``quicsm-client`` for one quic-go version.
 
-    ``out_dir``, if given, receives copies of both binaries (the result points at those copies).
+    The patch set is ``patch_set`` (made for this version: its ``module.version``, if it has one, must
+    say so) or the shipped ``quic-go-<version>-<variant>``. Build tags and the Go toolchain are read from
+    the module source (:func:`quicsm.instrumentation.targets.quic_go.build_requirements`), not from the
+    set. ``out_dir``, if given, receives copies of both binaries (the result points at those copies).
     ``progress`` receives go's package lines and a line with the elapsed time when go is quiet.
     Raises :class:`TestbedError` naming the step that failed, with go's stderr.
     """
     t0 = time.monotonic()
-    ps = patch_set_for(version, variant)
-    mod = _module(ps)
-    sources = testbed_source_dir()
-    toolchain = mod.get("toolchain")
-    env = _go_env(str(toolchain) if toolchain else None)
-    go_version = _go_version(str(toolchain) if toolchain else None)
+    plan = _plan(version, variant, patch_set)
     root = cache_dir or cache_root()
     root.mkdir(parents=True, exist_ok=True)
-    entry = root / f"{mod['version']}-{variant}-{_entry_key(ps, sources, go_version)[:16]}"
+    entry = root / f"{plan.source.version}-{plan.ps.algorithm}-{plan.key()[:16]}"
     meta_path = entry / "build.json"
     with FileLock(root / f".{entry.name}.lock"):
         if force and entry.exists():
@@ -367,8 +415,11 @@ def build_binaries(
             tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=root))
             try:
                 if progress is not None:
-                    progress(f"building quic-go {mod['version']} ({ps.name}) with {go_version}")
-                meta = _build_entry(ps, tmp, sources, env, go_version, progress)
+                    tags = ",".join(plan.build_tags) or "none"
+                    progress(
+                        f"building quic-go {plan.source.version} ({plan.ps.name}) with {plan.go_version}, tags {tags}"
+                    )
+                meta = _build_entry(plan, tmp, progress)
                 meta["seconds"] = round(time.monotonic() - t0, 2)
                 (tmp / "build.json").write_text(json.dumps(meta, indent=2) + "\n")
                 # The replace path names the temporary directory; builds are done, so rename is safe.
@@ -377,12 +428,7 @@ def build_binaries(
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
         meta = json.loads(meta_path.read_text())
-        if "modules" not in meta:  # an entry made before build.json recorded them
-            meta["modules"] = module_versions(entry / "bin" / PROGRAMS["server"], env)
-            tmp_meta = meta_path.with_name(".build.json.tmp")
-            tmp_meta.write_text(json.dumps(meta, indent=2) + "\n")
-            os.replace(tmp_meta, meta_path)
-    res = _result(ps, entry, meta, cached=cached, seconds=round(time.monotonic() - t0, 3))
+    res = _result(plan, entry, meta, cached=cached, seconds=round(time.monotonic() - t0, 3))
     if out_dir is not None:
         res = _install(res, Path(out_dir))
     return res

@@ -9,7 +9,8 @@
     queue = "1bdp"
     size = "10MB"
     runs = 10
-    quic_go_version = "v0.65.0"
+    quic_go_version = "v0.65.0"   # any version the Go module proxy serves
+    # set = "my-sets/quic-go-v0.64.1-reno-port"   # a patch set of your own (name or directory)
 
     [[scenario]]
     name = "desktop"
@@ -41,6 +42,7 @@ KEY_ALIASES = {
     "quiche": "quiche_version",
     "timeout": "timeout_s",
     "duration": "duration_s",
+    "set": "patch_set",
 }
 _FIELDS = {f.name for f in fields(RunConfig)}
 

@@ -102,6 +102,9 @@ class RunConfig:
     duration_s: float | None = None
     """Long flow: the client fetches the page's objects back to back until this many seconds have passed
     (instead of loading the page once); ``size`` is then the size of each fetch."""
+    patch_set: str | None = None
+    """A patch set (shipped name or directory) for the server instead of the one the testbed picks
+    (:mod:`quicsm.testbed.sets`)."""
 
     def __post_init__(self) -> None:
         if self.client not in CLIENTS:

@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from quicsm.errors import TestbedError
+from quicsm.instrumentation.patchset import PatchSet
 from quicsm.testbed import build
 
 __all__ = ["THRESHOLD_FILE", "raise_threshold_source", "build_threshold_server"]
@@ -34,9 +35,11 @@ def raise_threshold_source(text: str, threshold: int, *, where: str = THRESHOLD_
     return _CONST.sub(lambda m: f"{m.group(1)}{threshold}", text)
 
 
-def build_threshold_server(version: str, variant: str, threshold: int) -> build.BuildResult:
+def build_threshold_server(
+    version: str, variant: str, threshold: int, *, patch_set: PatchSet | None = None
+) -> build.BuildResult:
     """Server (and the unchanged client) of ``version``/``variant`` with ``packetThreshold = threshold``."""
-    base = build.build_binaries(version, variant)
+    base = build.build_binaries(version, variant, patch_set=patch_set)
     entry = base.cache_dir.parent / f"{base.cache_dir.name}-pt{threshold}"
     server = entry / "bin" / build.PROGRAMS["server"]
     if server.is_file():
@@ -49,9 +52,7 @@ def build_threshold_server(version: str, variant: str, threshold: int) -> build.
                 "cached": True,
             }
         )
-    ps = build.patch_set_for(version, variant)
-    mod = ps.extra.get("module") or {}
-    toolchain = mod.get("toolchain")
+    toolchain = base.meta.get("toolchain")
     env = build._go_env(str(toolchain) if toolchain else None)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=entry.parent))
     try:
@@ -65,7 +66,7 @@ def build_threshold_server(version: str, variant: str, threshold: int) -> build.
             modfile,
             "quicsm/testbed/server",
             build._go_directive(patched / "go.mod"),
-            str(mod["version"]),
+            base.version,
             entry / "quic-go",
         )
         # The replace target is the final path: build after moving into place.

@@ -1,27 +1,19 @@
-//go:build !quicgo_a && !quicgo_b
+//go:build !quicgo_a
 
-// Current API (checked with quic-go v0.52 and v0.65): http3.Server.QUICConfig,
-// qlog.DefaultConnectionTracer reading $QLOGDIR.
+// http3.Server.QUICConfig (quic-go v0.43 and later); the qlog tracer is set by qlog*.go.
 
 package main
 
 import (
 	"crypto/tls"
 	"net/http"
-	"os"
 
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
-	"github.com/quic-go/quic-go/qlog"
 )
-
-const qlogSupported = true
 
 func newServer(h http.Handler, tlsConf *tls.Config, qlogDir string) *http3.Server {
 	conf := &quic.Config{}
-	if qlogDir != "" {
-		_ = os.Setenv("QLOGDIR", qlogDir)
-		conf.Tracer = qlog.DefaultConnectionTracer
-	}
+	setQlog(conf, qlogDir)
 	return &http3.Server{Handler: h, TLSConfig: tlsConf, QUICConfig: conf}
 }

@@ -2,7 +2,8 @@
 // HTTP/3 with an instrumented quic-go, routing the congestion-state log lines to a file.
 //
 // It builds against every quic-go version quicsm patches: the few API differences live in the
-// compat_*.go files, chosen by build tag (see quicsm/testbed/build.py).
+// compat*.go (http3 API) and qlog*.go (tracer API) files, chosen by build tags that quicsm reads
+// from the quic-go source (quicsm.instrumentation.targets.quic_go.build_requirements).
 //
 // Interface (kept stable for quicsm/testbed): flags -addr HOST:PORT -objects N -size BYTES -log FILE
 // [-qlog DIR]; once listening it prints one JSON line to stdout:

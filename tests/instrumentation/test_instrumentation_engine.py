@@ -244,12 +244,21 @@ def test_tree_that_is_a_git_checkout_is_patched(tmp_path):
 
 
 def test_status_without_usable_set_reports_against_the_closest(tree, cubic_set):
+    """Another upstream version (no set applies) is pristine: it holds no instrumentation. A file with
+    quicsm lines that no set reverses is modified otherwise."""
     root, paths = tree
     p = root / paths["tcp_cubic_sender_bytes.cc"]
     p.write_text(p.read_text().replace("ExitSlowstart();", "LeaveSlowStart();"))
-    st = {s.path: s.status for s in engine.status(root, sets=[cubic_set])}
-    assert st[paths["tcp_cubic_sender_bytes.cc"]] == "modified-otherwise"
-    assert st[paths["quic_sent_packet_manager.cc"]] == "pristine"
+    rows = engine.status(root, sets=[cubic_set])
+    st = {s.path: s for s in rows}
+    assert st[paths["tcp_cubic_sender_bytes.cc"]].status == "pristine"
+    assert "no quicsm lines" in st[paths["tcp_cubic_sender_bytes.cc"]].detail
+    assert st[paths["quic_sent_packet_manager.cc"]].status == "pristine"
+    assert engine.tree_state(rows) == "pristine"
+    p.write_text(p.read_text() + "// QUICSM v=1 cc=cubic from=A to=B (added by hand)\n")
+    rows = engine.status(root, sets=[cubic_set])
+    assert {s.path: s.status for s in rows}[paths["tcp_cubic_sender_bytes.cc"]] == "modified-otherwise"
+    assert engine.tree_state(rows) == "mixed"
 
 
 def test_apply_with_port_instruments_an_unpinned_version_and_reverts(tmp_path, tree, cubic_set):
@@ -263,7 +272,7 @@ def test_apply_with_port_instruments_an_unpinned_version_and_reverts(tmp_path, t
         engine.apply(root, sets=[cubic_set])
     res = engine.apply(root, sets=[cubic_set], port_missing=True)
     assert len(res.applied) == 1 and res.applied[0].startswith("test-cubic-port-")
-    assert any("ported test-cubic" in n for n in res.notes)
+    assert any("ported test-cubic as test-cubic-port-" in n for n in res.ported) and res.notes == ()
     assert "to=CongestionAvoidance" in p.read_text()
     again = engine.apply(root, sets=[cubic_set], port_missing=True)
     assert again.applied == () and again.already == res.applied  # never instrumented twice

@@ -489,3 +489,16 @@ def test_engine_loads_every_shipped_set() -> None:
 
     names = {ps.name for ps in shipped_patch_sets()}
     assert names == {p.name for p in SET_DIRS}
+
+
+@pytest.mark.parametrize("setdir", SET_DIRS, ids=lambda p: p.name)
+def test_every_patched_file_carries_the_quicsm_mark(setdir: Path) -> None:
+    """`quicsm patch status` tells an instrumented file from an upstream one it has no set for by this
+    mark (quicsm.instrumentation.engine._MARK): every set must add it to every file it patches."""
+    from quicsm.instrumentation.engine import _MARK
+    from quicsm.instrumentation.patchset import load_patch_set
+
+    ps = load_patch_set(setdir)
+    for fp in ps.file_patches:
+        added = "\n".join(line for h in fp.hunks for tag, line in h.lines if tag == "+")
+        assert _MARK.search(added.encode()), f"{ps.name}: {fp.path} adds no QUICSM/Quicsm/quicsm_ line"

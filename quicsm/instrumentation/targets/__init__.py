@@ -23,9 +23,12 @@ if TYPE_CHECKING:
     from quicsm.instrumentation.placement import Edit
 
 __all__ = [
+    "SOURCE_FILE",
     "Identity",
     "Located",
+    "Release",
     "Target",
+    "read_source_file",
     "all_targets",
     "date_in_range",
     "get_target",
@@ -98,6 +101,8 @@ class Target:
     """Directories below a source root that hold the sender files, newest layout first."""
     extensions: ClassVar[tuple[str, ...]] = (".cc", ".h")
     loose_depth: ClassVar[int] = 3
+    exclusive_note: ClassVar[str] = ""
+    """Why two of its sets that change the same lines cannot both be applied (said in that error)."""
 
     # ---- locating -------------------------------------------------------------------------------
     def known_names(self) -> set[str]:
@@ -235,6 +240,42 @@ class Target:
         """Last touches to a ported file (``set_lines``: every context and added line the set has for it);
         returns the text and problems that make the port fail (nothing is written then)."""
         return text, []
+
+    # ---- what a tree is -------------------------------------------------------------------------
+    def release(self, located: Located) -> Release | None:
+        """The upstream release this tree is a copy of (version, checksum, ...), when the tree says so
+        (a module-cache or registry copy, or one ``quicsm patch fetch`` wrote, with its
+        :data:`SOURCE_FILE`); None for a checkout or loose files that do not tell."""
+        return None
+
+
+SOURCE_FILE = ".quicsm-source.json"
+"""Written by ``quicsm patch fetch`` (and the testbed) at the top of a fetched tree: which release of which
+registry it is, so detection, porting and ``patch save`` can name it (the tree itself may not say)."""
+
+
+@dataclass(frozen=True)
+class Release:
+    """An upstream release a tree is a copy of."""
+
+    version: str
+    manifest: Mapping[str, object]
+    """Entries for a patch set made for this release: ``{"module": {...}}`` (Go) or ``{"crate": {...}}``."""
+    commit: str | None = None
+    date: str | None = None
+    source: str = ""
+    """How it was identified (``go module cache``, ``quicsm patch fetch``, ...)."""
+
+
+def read_source_file(root: Path) -> dict[str, object] | None:
+    """The :data:`SOURCE_FILE` of a fetched tree, or None."""
+    import json
+
+    try:
+        data = json.loads((root / SOURCE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 _REGISTRY: Registry[Target] = Registry(__name__, __path__)

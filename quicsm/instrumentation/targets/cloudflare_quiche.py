@@ -10,13 +10,19 @@ Not to be confused with the ``quiche`` target (Google's C++ QUICHE inside Chromi
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import ClassVar
 
-from quicsm.instrumentation.targets import Identity, Located, Target, register
+from quicsm.instrumentation.targets import Identity, Located, Release, Target, read_source_file, register
 
-__all__ = ["ERA_DATES", "CloudflareQuicheTarget", "crate_version"]
+__all__ = ["ERA_DATES", "FEATURES", "CloudflareQuicheTarget", "crate_version"]
+
+FEATURES = ["boringssl-boring-crate"]
+"""The crate features the testbed's server builds quiche with (testbed/quiche-server/Cargo.toml)."""
 
 ERA_DATES: dict[str, tuple[str, str]] = {
     "cfq-a": ("2025-04-03", "2025-12-31"),
@@ -34,6 +40,16 @@ def crate_version(located: Located) -> str | None:
         return None
     m = _VERSION.search(text)
     return m.group(1) if m and _NAME.search(text) else None
+
+
+def _crate_checksum(root: Path, version: str) -> str | None:
+    """sha256 of the ``.crate`` file cargo downloaded (= the registry's checksum), for a registry source
+    directory ``~/.cargo/registry/src/<index>/quiche-V``."""
+    crate = root.parent.parent.parent / "cache" / root.parent.name / f"quiche-{version}.crate"
+    try:
+        return hashlib.sha256(crate.read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 class CloudflareQuicheTarget(Target):
@@ -83,6 +99,31 @@ class CloudflareQuicheTarget(Target):
             features["version"] = version
         lo, hi = ERA_DATES[era]
         return Identity(era, self.algorithms(located), features, lo, hi, tuple(notes))
+
+    def release(self, located: Located) -> Release | None:
+        """The crate release: version from Cargo.toml, the git commit it was packaged from
+        (``.cargo_vcs_info.json``), the registry checksum (fetched file or cargo's download cache)."""
+        version = crate_version(located)
+        if version is None:
+            return None
+        crate: dict[str, object] = {"name": "quiche", "version": version}
+        fetched = read_source_file(located.root) or {}
+        given = fetched.get("crate")
+        checksum = given.get("checksum") if isinstance(given, dict) else None
+        crate["checksum"] = checksum or _crate_checksum(located.root, version)
+        commit = None
+        try:
+            vcs = json.loads((located.root / ".cargo_vcs_info.json").read_text(encoding="utf-8"))
+            commit = vcs.get("git", {}).get("sha1")
+            if vcs.get("path_in_vcs") is not None:
+                crate["path_in_vcs"] = vcs["path_in_vcs"]
+        except (OSError, ValueError, AttributeError):
+            pass
+        crate["features"] = list(FEATURES)
+        if not crate["checksum"]:
+            del crate["checksum"]
+        how = "quicsm patch fetch" if fetched else "Cargo.toml"
+        return Release(version, {"crate": crate}, commit if isinstance(commit, str) else None, None, how)
 
 
 register(CloudflareQuicheTarget())

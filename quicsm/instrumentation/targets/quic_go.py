@@ -12,16 +12,28 @@ with Reno in ``internal/ackhandler/sent_packet_handler.go``. Eras follow the sen
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, ClassVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from quicsm.instrumentation.targets import Identity, Located, Target, register
+from quicsm.instrumentation.targets import Identity, Located, Release, Target, read_source_file, register
 
 if TYPE_CHECKING:
     from quicsm.instrumentation.placement import Edit
 
-__all__ = ["ERA_DATES", "QuicGoTarget", "add_imports", "go_imports", "module_version"]
+__all__ = [
+    "ERA_DATES",
+    "MODULE",
+    "QuicGoTarget",
+    "add_imports",
+    "build_requirements",
+    "go_imports",
+    "module_version",
+]
+
+MODULE = "github.com/quic-go/quic-go"
 
 ERA_DATES: dict[str, tuple[str, str]] = {
     "go-a": ("2020-01-01", "2023-09-10"),
@@ -139,9 +151,83 @@ def add_imports(text: str, paths: list[str]) -> str:
 
 
 def module_version(located: Located) -> str | None:
-    """The module version when the tree is (a copy named like) a module-cache directory ``quic-go@vX``."""
-    m = _VERSION_DIR.search(located.root.name)
-    return m.group(1) if m else None
+    """The module version: from the tree's :data:`SOURCE_FILE`, or from a module-cache directory name
+    ``quic-go@vX`` (a copy named like one counts too)."""
+    rel = _release(located.root)
+    return rel.version if rel else None
+
+
+def _release(root: Path) -> Release | None:
+    data = read_source_file(root)
+    mod = data.get("module") if data else None
+    if isinstance(mod, dict) and mod.get("path") == MODULE and isinstance(mod.get("version"), str):
+        return Release(str(mod["version"]), {"module": dict(mod)}, None, _str(data, "date"), "quicsm patch fetch")
+    m = _VERSION_DIR.search(root.name)
+    if not m:
+        return None
+    version = m.group(1)
+    module: dict[str, object] = {"path": MODULE, "version": version}
+    date = None
+    # a directory of the Go module cache: its download cache beside it has the zip hash and release time
+    dl = root.parent.parent.parent / "cache" / "download" / MODULE / "@v"
+    try:
+        module["sum"] = (dl / f"{version}.ziphash").read_text(encoding="utf-8").strip()
+        info = json.loads((dl / f"{version}.info").read_text(encoding="utf-8"))
+        date = str(info.get("Time", ""))[:10] or None
+    except (OSError, ValueError):
+        pass
+    return Release(version, {"module": module}, None, date, "go module cache" if "sum" in module else "directory name")
+
+
+def _str(data: Mapping[str, object] | None, key: str) -> str | None:
+    val = data.get(key) if data else None
+    return str(val) if isinstance(val, str) and val else None
+
+
+def _grep(root: Path, pattern: str, *globs: str) -> bool:
+    rx = re.compile(pattern, re.MULTILINE)
+    for g in globs:
+        for p in sorted(root.glob(g)):
+            try:
+                if rx.search(p.read_text(encoding="utf-8", errors="replace")):
+                    return True
+            except OSError:
+                continue
+    return False
+
+
+QTLS_TOOLCHAINS = {"qtls-go1-20": "go1.20.14", "qtls-go1-19": "go1.19.13"}
+"""quic-go up to v0.40 carries its TLS in qtls-go1-NN, which builds only with that Go release."""
+
+
+def build_requirements(root: Path) -> dict[str, Any]:
+    """What building the testbed's Go server and client against this quic-go source needs, read from the
+    source itself: ``build_tags`` picking the API shims of ``testbed/server`` and ``testbed/client``, and
+    the ``toolchain`` for versions that build only with an old Go.
+
+    * http3: ``quicgo_a`` while ``http3.Server`` has ``QuicConfig`` (to v0.42), ``quicgo_b`` while the
+      client is ``http3.RoundTripper`` with ``QUICConfig`` (v0.43-v0.46), none once ``http3.Transport`` exists;
+    * qlog: none with ``qlog.DefaultConnectionTracer`` (v0.46+), ``qlog_newtracer`` while
+      ``quic.Config.Tracer`` is a ``logging.Tracer`` (to v0.34), ``qlog_conntracer`` in between.
+    """
+    tags: list[str] = []
+    if _grep(root, r"^\s*QuicConfig\s+\*quic\.Config", "http3/server.go"):
+        tags.append("quicgo_a")
+    elif not _grep(root, r"^type Transport struct", "http3/*.go"):
+        tags.append("quicgo_b")
+    if not _grep(root, r"^func DefaultConnectionTracer\(", "qlog/*.go"):
+        newtracer = _grep(root, r"^\s*Tracer\s+logging\.Tracer\b", "interface.go", "config.go")
+        tags.append("qlog_newtracer" if newtracer else "qlog_conntracer")
+    toolchain = None
+    try:
+        go_mod = (root / "go.mod").read_text(encoding="utf-8")
+    except OSError:
+        go_mod = ""
+    for qtls, release in QTLS_TOOLCHAINS.items():
+        if f"github.com/quic-go/{qtls} " in go_mod:
+            toolchain = release
+            break
+    return {"build_tags": tags, "toolchain": toolchain}
 
 
 class QuicGoTarget(Target):
@@ -161,6 +247,10 @@ class QuicGoTarget(Target):
     roots: ClassVar[tuple[str, ...]] = ("",)
     dirs: ClassVar[tuple[str, ...]] = ("internal/congestion", "internal/ackhandler")
     extensions: ClassVar[tuple[str, ...]] = (".go",)
+    exclusive_note: ClassVar[str] = (
+        "quic-go runs one congestion sender: the reno set keeps Reno, as quic-go ships, the cubic set switches "
+        "the sender to Cubic"
+    )
 
     def identify(self, located: Located) -> Identity:
         """Era from the sender's API (see the module docstring), plus the features found as evidence."""
@@ -191,6 +281,19 @@ class QuicGoTarget(Target):
             features["version"] = version
         lo, hi = ERA_DATES[era]
         return Identity(era, self.algorithms(located), features, lo, hi, tuple(notes))
+
+    def release(self, located: Located) -> Release | None:
+        """The quic-go release of the tree, with the module block a set made for it carries: path,
+        version, go.sum hash and what the testbed build needs (:func:`build_requirements`)."""
+        rel = _release(located.root)
+        if rel is None:
+            return None
+        module = dict(rel.manifest["module"])  # type: ignore[call-overload]
+        req = build_requirements(located.root)
+        module["build_tags"] = req["build_tags"]
+        if req["toolchain"]:
+            module["toolchain"] = req["toolchain"]
+        return Release(rel.version, {"module": module}, rel.commit, rel.date, rel.source)
 
     # ---- porter hooks ---------------------------------------------------------------------------
     def port_edits(self, edits: list[Edit]) -> list[Edit]:

@@ -29,6 +29,7 @@ What a stack says about itself (class attributes) and does (methods):
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,7 @@ __all__ = [
     "Built",
     "Progress",
     "RunContext",
+    "Source",
     "Stack",
     "all_stacks",
     "get",
@@ -88,6 +90,31 @@ class Built:
 
 
 @dataclass(frozen=True)
+class Source:
+    """A release of a stack's source as a registry served it."""
+
+    version: str
+    dir: Path
+    release: Mapping[str, Any]
+    """What a patch set made for it records: ``{"module": {...}}`` or ``{"crate": {...}}``."""
+    origin: str
+    """Where it came from (``Go module proxy``, ``crates.io``)."""
+    date: str | None = None
+    """Release date, when the registry says."""
+
+    def record(self) -> dict[str, Any]:
+        """The content of the tree's SOURCE_FILE."""
+        import datetime as dt
+
+        return {
+            **dict(self.release),
+            **({"date": self.date} if self.date else {}),
+            "from": self.origin,
+            "fetched": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        }
+
+
+@dataclass(frozen=True)
 class RunContext:
     """One page load as :meth:`Stack.session` sees it (after the server is ready, before the client)."""
 
@@ -115,6 +142,8 @@ class Stack:
     default_version: ClassVar[str] = ""
     packet_threshold: ClassVar[bool] = False
     """Whether the server can be rebuilt with a fixed packet-reordering threshold (``--packet-threshold``)."""
+    target: ClassVar[str | None] = None
+    """The patch target (:mod:`quicsm.instrumentation.targets`) of the stack's source, if it has one."""
 
     # ---- versions and checks ----------------------------------------------------------------------
     def normalize_version(self, version: str) -> str:
@@ -136,6 +165,8 @@ class Stack:
             raise TestbedError(f"cc {cfg.cc!r} on {self.name}: choose {' or '.join(self.ccs)}")
         if cfg.client not in self.clients:
             raise TestbedError(f"client {cfg.client!r} on {self.name}: choose {' or '.join(self.clients)}")
+        if cfg.patch_set and self.target is None:
+            raise TestbedError(f"--set: stack {self.name} takes no patch set")
         if cfg.packet_threshold is not None and not self.packet_threshold:
             able = [s.name for s in all_stacks() if s.packet_threshold]
             raise TestbedError(f"packet threshold: only the {' and '.join(able)} server can be rebuilt with one")
@@ -146,6 +177,35 @@ class Stack:
             if a != b:
                 option = "--" + self.version_field.replace("_", "-")
                 raise TestbedError(f"--stack-version {a} and {option} {b} disagree: give one")
+
+    # ---- source -----------------------------------------------------------------------------------
+    def pristine_source(self, version: str, *, progress: Progress | None = None) -> Source:
+        """The registry's pristine source of ``version`` (read-only, in a download cache)."""
+        raise TestbedError(f"stack {self.name} has no source quicsm can fetch and patch")
+
+    def fetch(self, version: str, dest: Path, *, progress: Progress | None = None) -> Source:
+        """A writable copy of the pristine source of ``version`` at ``dest`` (which must not exist), with a
+        :data:`~quicsm.instrumentation.targets.SOURCE_FILE` saying which release it is; written beside
+        ``dest`` and renamed into place."""
+        import json
+        import shutil
+        import tempfile
+
+        from quicsm.instrumentation.targets import SOURCE_FILE
+        from quicsm.testbed.buildtools import copy_writable
+
+        src = self.pristine_source(self.normalize_version(version), progress=progress)
+        if dest.exists():
+            raise TestbedError(f"{dest}: already exists (give a new directory)")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.quicsm-fetch-", dir=dest.parent))
+        try:
+            copy_writable(src.dir, tmp / "tree")
+            (tmp / "tree" / SOURCE_FILE).write_text(json.dumps(src.record(), indent=1) + "\n", encoding="utf-8")
+            os.rename(tmp / "tree", dest)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return Source(src.version, dest, src.release, src.origin, src.date)
 
     # ---- building ---------------------------------------------------------------------------------
     def build(self, cfg: RunConfig, *, progress: Progress | None = None, force: bool = False) -> Built:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from quicsm.testbed.stacks import Built, Progress, Stack, register
+from quicsm.testbed.stacks import Built, Progress, Source, Stack, register
 
 if TYPE_CHECKING:
     from quicsm.testbed.runner import RunConfig, ServerClient
@@ -22,6 +22,24 @@ class QuicGoStack(Stack):
     version_field: ClassVar[str] = "quic_go_version"
     default_version: ClassVar[str] = "v0.65.0"
     packet_threshold: ClassVar[bool] = True
+    target: ClassVar[str | None] = "quic-go"
+
+    def pristine_source(self, version: str, *, progress: Progress | None = None) -> Source:
+        from quicsm.testbed.build import MODULE, download_module
+
+        if progress is not None:
+            progress(f"fetching {MODULE}@{version} from the Go module proxy")
+        from quicsm.instrumentation.targets import get_target
+
+        mod = download_module(version)
+        target = get_target("quic-go")
+        located = target.locate(mod.dir)
+        rel = target.release(located) if located else None
+        module = {"path": MODULE, "version": mod.version, "sum": mod.sum}
+        if rel is not None:
+            module = {**dict(rel.manifest["module"]), **module}  # type: ignore[call-overload]
+        date = rel.date if rel else None
+        return Source(mod.version, mod.dir, {"module": module}, "Go module proxy (go mod download)", date)
 
     def normalize_version(self, version: str) -> str:
         return version if version.startswith("v") else "v" + version
@@ -33,17 +51,21 @@ class QuicGoStack(Stack):
 
     def build(self, cfg: RunConfig, *, progress: Progress | None = None, force: bool = False) -> Built:
         from quicsm.testbed import build
+        from quicsm.testbed.sets import resolve_set
 
         version = self.version(cfg)
+        chosen = resolve_set(self, version, cfg.cc, cfg.patch_set, progress=progress)
+        ps = chosen.patch_set
         if cfg.packet_threshold is not None:
             from quicsm.testbed.threshold import build_threshold_server
 
-            base = build.build_binaries(version, cfg.cc, force=force, progress=progress)
-            res = build_threshold_server(version, cfg.cc, cfg.packet_threshold)
+            base = build.build_binaries(version, cfg.cc, force=force, progress=progress, patch_set=ps)
+            res = build_threshold_server(version, cfg.cc, cfg.packet_threshold, patch_set=ps)
             res_meta = {**base.meta, "packet_threshold": cfg.packet_threshold}
         else:
-            res = build.build_binaries(version, cfg.cc, force=force, progress=progress)
+            res = build.build_binaries(version, cfg.cc, force=force, progress=progress, patch_set=ps)
             res_meta = dict(res.meta)
+        res_meta["patch_set_choice"] = chosen.to_json()
         return Built(
             stack=self.name,
             version=res.version,

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from quicsm.testbed.stacks import Built, Progress, Stack, get, register
+from quicsm.testbed.stacks import Built, Progress, Source, Stack, get, register
 
 if TYPE_CHECKING:
     from quicsm.testbed.runner import RunConfig, ServerClient
@@ -23,6 +23,23 @@ class QuicheStack(Stack):
     ccs: ClassVar[tuple[str, ...]] = ("reno", "cubic", "bbr2")
     version_field: ClassVar[str] = "quiche_version"
     default_version: ClassVar[str] = "0.30.0"
+    target: ClassVar[str | None] = "cloudflare-quiche"
+
+    def pristine_source(self, version: str, *, progress: Progress | None = None) -> Source:
+        from quicsm.instrumentation.targets import get_target
+        from quicsm.testbed.quiche_build import registry_source
+
+        if progress is not None:
+            progress(f"fetching quiche {version} from crates.io")
+        path = registry_source(version)
+        target = get_target("cloudflare-quiche")
+        located = target.locate(path)
+        rel = target.release(located) if located else None
+        if rel is None:
+            from quicsm.errors import TestbedError
+
+            raise TestbedError(f"{path}: not a quiche crate (no Cargo.toml naming quiche {version})")
+        return Source(version, path, dict(rel.manifest), "crates.io (cargo fetch)")
 
     def normalize_version(self, version: str) -> str:
         return version.removeprefix("v")
@@ -43,11 +60,14 @@ class QuicheStack(Stack):
         from dataclasses import replace
 
         from quicsm.testbed.quiche_build import build_quiche_server
+        from quicsm.testbed.sets import resolve_set
 
         version = self.version(cfg)
-        server = build_quiche_server(version, cfg.cc, progress=progress)
+        chosen = resolve_set(self, version, cfg.cc, cfg.patch_set, progress=progress)
+        server = build_quiche_server(version, cfg.cc, progress=progress, patch_set=chosen.patch_set, force=force)
         # the client carries no instrumentation: the quic-go client of the run's quic_go_version
-        client = get("quic-go").build(replace(cfg, stack="quic-go", cc="reno", stack_version=None), progress=progress)
+        client_cfg = replace(cfg, stack="quic-go", cc="reno", stack_version=None, patch_set=None)
+        client = get("quic-go").build(client_cfg, progress=progress)
         return Built(
             stack=self.name,
             version=version,
@@ -57,7 +77,11 @@ class QuicheStack(Stack):
             patch_set=server.patch_set,
             cached=server.cached and client.cached,
             seconds=round(server.seconds + client.seconds, 3),
-            meta={**server.meta, "client": {"quic_go": client.version, "patch_set": client.patch_set}},
+            meta={
+                **server.meta,
+                "patch_set_choice": chosen.to_json(),
+                "client": {"quic_go": client.version, "patch_set": client.patch_set},
+            },
         )
 
     def server_argv(self, cfg: RunConfig, bins: ServerClient, addr: str, log_path: Path) -> list[str]:
