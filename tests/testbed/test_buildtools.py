@@ -39,7 +39,9 @@ def test_progress_forwards_lines_and_says_the_time_when_silent(tmp_path: Path) -
     )
     assert out == "out\n" and flag.exists(), seen
     first = seen.index("Compiling a v1")
-    assert any(s.startswith("building x: ") and "so far (its last line: Compiling a v1)" in s for s in seen[first + 1 :])
+    assert any(
+        s.startswith("building x: ") and "so far (its last line: Compiling a v1)" in s for s in seen[first + 1 :]
+    )
 
 
 def test_quiet_without_progress_and_failure_carries_the_tail(tmp_path: Path) -> None:
