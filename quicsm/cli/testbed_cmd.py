@@ -230,6 +230,12 @@ def testbed() -> None:
 @click.option(
     "--retries", default=1, show_default=True, type=int, help="Redo a failed or emulator-late run this often."
 )
+@click.option(
+    "--late-limit",
+    default=None,
+    metavar="MS",
+    help="Count a run as emulator-late when 1 % of packets leave the relay later than this (default 2ms).",
+)
 @click.option("--keep-going", is_flag=True, help="Exit 0 even when some runs stayed bad after the retries.")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Output directory.")
 def run(
@@ -258,6 +264,7 @@ def run(
     seed: int,
     timeout: float,
     retries: int,
+    late_limit: str | None,
     keep_going: bool,
     out: str,
 ) -> None:
@@ -269,7 +276,15 @@ def run(
            --cpu-quota 10% --runs 10 --name mobile --out runs/fig13
     """
     from quicsm.testbed import netns
-    from quicsm.testbed.runner import RunConfig, parse_duration, parse_loss, parse_quota, parse_size
+    from quicsm.testbed.runner import (
+        LATE_P99_LIMIT_US,
+        RunConfig,
+        parse_duration,
+        parse_late_limit,
+        parse_loss,
+        parse_quota,
+        parse_size,
+    )
     from quicsm.traces import parse_label
 
     if runs < 1:
@@ -298,6 +313,7 @@ def run(
         timeout_s=timeout,
         name=name,
         labels=tuple(parse_label(x) for x in labels),
+        late_limit_ms=LATE_P99_LIMIT_US / 1000 if late_limit is None else parse_late_limit(late_limit),
     )
     _run_scenarios([(cfg, runs)], Path(out), retries, keep_going)
 
@@ -308,6 +324,12 @@ def run(
     "--out", default=None, type=click.Path(file_okay=False), help="Output directory (default: the file's `out`)."
 )
 @click.option("--retries", default=1, show_default=True, type=int)
+@click.option(
+    "--late-limit",
+    default=None,
+    metavar="MS",
+    help="Count a run as emulator-late when 1 % of packets leave the relay later than this (overrides the file's late_limit; default 2ms).",
+)
 @click.option("--keep-going", is_flag=True, help="Exit 0 even when some runs stayed bad after the retries.")
 @click.option("--dry-run", is_flag=True, help="Only check the file and list the runs.")
 @click.option(
@@ -321,6 +343,7 @@ def matrix(
     file: str,
     out: str | None,
     retries: int,
+    late_limit: str | None,
     keep_going: bool,
     dry_run: bool,
     baseline: str | None,
@@ -335,6 +358,15 @@ def matrix(
     from quicsm.testbed.matrix import load_matrix
 
     m = load_matrix(Path(file))
+    if late_limit is not None:
+        from dataclasses import replace
+
+        from quicsm.testbed.runner import parse_late_limit
+
+        limit = parse_late_limit(late_limit)
+        m = replace(
+            m, scenarios=tuple(replace(sc, config=replace(sc.config, late_limit_ms=limit)) for sc in m.scenarios)
+        )
     target = Path(out) if out else m.out
     if target is None:
         raise TestbedError(f"{file}: no `out` in the file and no --out given")

@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 __all__ = ["FlowSpec", "FlowScenario", "FlowResult", "run_flows", "parse_flow", "BASE_PORT"]
 
 BASE_PORT = 4433
-LATE_P99_LIMIT_US = 2000
 _GO_LOG_TIME = re.compile(rb"^(\d{4}/\d\d/\d\d \d\d:\d\d:\d\d\.\d{6}) .*?QUICSM .*?\bt_us=(-?\d+)")
 
 
@@ -255,8 +254,9 @@ def run_flows(sc: FlowScenario, run_dir: Path, *, index: int = 0) -> FlowResult:
         if tracer is not None:
             tracer.stop()
     stats = emu.relay_stats
-    late_p99 = max(stats.get(d, {}).get("late_us", {}).get("p99", 0) for d in ("down", "up")) if stats else None
-    emulator_ok = late_p99 is not None and late_p99 <= LATE_P99_LIMIT_US
+    from quicsm.testbed.runner import relay_lateness
+
+    late_p99, emulator_ok = relay_lateness(stats)
     series = _series(stats, emu.topo.server_ip, len(sc.flows))
     bin_s = float(stats.get("bin_ms", 100)) / 1000 if stats else 0.1
     t0_relay = int(stats.get("t0_unix_ns", 0)) if stats else 0

@@ -29,7 +29,7 @@ from typing import Any
 
 from quicsm.errors import TestbedError
 from quicsm.testbed import netns
-from quicsm.testbed.runner import RunConfig, parse_duration, parse_loss, parse_quota, parse_size
+from quicsm.testbed.runner import RunConfig, parse_duration, parse_late_limit, parse_loss, parse_quota, parse_size
 
 __all__ = ["Scenario", "Matrix", "load_matrix", "config_from_mapping", "KEY_ALIASES"]
 
@@ -43,6 +43,7 @@ KEY_ALIASES = {
     "timeout": "timeout_s",
     "duration": "duration_s",
     "set": "patch_set",
+    "late_limit": "late_limit_ms",
 }
 _FIELDS = {f.name for f in fields(RunConfig)}
 
@@ -90,6 +91,8 @@ def config_from_mapping(d: dict[str, Any], *, where: str) -> tuple[RunConfig, in
                 val = tuple((str(k), str(v)) for k, v in val.items())
             elif name == "duration_s":
                 val = parse_duration(val)
+            elif name == "late_limit_ms":
+                val = parse_late_limit(val)
             elif name in ("rtt_ms", "jitter_ms", "timeout_s"):
                 val = float(val)
             elif name in ("objects", "seed", "packet_threshold"):

@@ -17,7 +17,7 @@ from quicsm.cli.main import cli
 from quicsm.errors import TestbedError
 from quicsm.testbed import registry
 from quicsm.testbed.matrix import load_matrix
-from quicsm.testbed.runner import RunConfig, RunResult, parse_duration
+from quicsm.testbed.runner import RunConfig, RunResult, parse_duration, parse_late_limit, relay_lateness
 from quicsm.testbed.stacks import Built
 
 
@@ -53,6 +53,45 @@ def test_matrix_takes_duration(tmp_path: Path) -> None:
     assert (a.config.duration_s, b.config.duration_s) == (30.0, 90.0)
     res = CliRunner().invoke(cli, ["testbed", "matrix", str(f), "--out", str(tmp_path / "o"), "--dry-run"])
     assert res.exit_code == 0 and "long flow 30 s" in res.output
+
+
+def test_late_limit_parsing_validation_and_lateness() -> None:
+    assert parse_late_limit("20ms") == 20 and parse_late_limit("0.05s") == 50 and parse_late_limit("7") == 7
+    with pytest.raises(TestbedError, match="late limit '5 furlongs'"):
+        parse_late_limit("5 furlongs")
+    with pytest.raises(TestbedError, match="late limit 0 ms"):
+        RunConfig(late_limit_ms=0)
+    stats = {"down": {"late_us": {"p99": 2500}}, "up": {"late_us": {"p99": 100}}}
+    assert relay_lateness(stats) == (2500, False)  # the worst direction counts, against 2 ms by default
+    assert relay_lateness(stats, 3000) == (2500, True)
+    assert relay_lateness(None) == (None, False) and relay_lateness({}) == (None, False)  # no relay report
+    assert "than 20 ms late" in RunResult(Path("r"), True, 1.0, False, late_limit_ms=20).reason()
+
+
+def test_late_limit_from_the_command_line_and_the_matrix(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    f = tmp_path / "m.toml"
+    f.write_text(
+        '[defaults]\nlate_limit = "10ms"\n[[scenario]]\nname = "a"\n[[scenario]]\nname = "b"\nlate_limit = 4\n'
+    )
+    assert [sc.config.late_limit_ms for sc in load_matrix(f).scenarios] == [10.0, 4.0]
+    import quicsm.cli.testbed_cmd as cmd
+
+    seen: list[float] = []
+
+    def fake(items: Any, out: Path, retries: int, keep_going: bool = False, **kw: Any) -> list[Path]:
+        seen.extend(cfg.late_limit_ms for cfg, _ in items)
+        return []
+
+    monkeypatch.setattr(cmd, "_run_scenarios", fake)
+    assert CliRunner().invoke(cli, ["testbed", "matrix", str(f), "--out", str(tmp_path / "o")]).exit_code == 0
+    res = CliRunner().invoke(cli, ["testbed", "matrix", str(f), "--out", str(tmp_path / "o"), "--late-limit", "30ms"])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(cli, ["testbed", "run", "--out", str(tmp_path / "o"), "--late-limit", "25ms"])
+    assert res.exit_code == 0, res.output
+    assert CliRunner().invoke(cli, ["testbed", "run", "--out", str(tmp_path / "o")]).exit_code == 0
+    assert seen == [10.0, 4.0, 30.0, 30.0, 25.0, 2.0]
+    res = CliRunner().invoke(cli, ["testbed", "run", "--out", str(tmp_path / "o"), "--late-limit", "soon"])
+    assert res.exit_code != 0 and "late limit 'soon'" in res.output
 
 
 def _result(tmp: Path, name: str, ok: bool = True, late: bool = False, redone: tuple[str, ...] = ()) -> RunResult:

@@ -116,6 +116,7 @@ def test_testbed_run_stack_tcp_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "runs"
     run = [sys.executable, "-m", "quicsm", "testbed", "run", "--stack", "tcp", "--cc", "reno", "--rate", "10"]
     run += ["--delay", "36", "--loss", "5%", "--size", "500KB", "--retries", "2", "--out", str(out), "--name", "tcp"]
+    run += ["--late-limit", "50ms"]  # it checks the stack and the tracer, not the emulator's timing
     proc = subprocess.run(run, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     (run_dir,) = sorted(out.glob("tcp-*"))
