@@ -5,6 +5,8 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import os
+import traceback
 from pathlib import Path
 
 CC = "congestion_control"
@@ -245,3 +247,26 @@ def one_file_set(
         )
     )
     return d
+
+
+def killed_at_step(op: str, root: Path, sets: list, fault_after: int) -> tuple[int, str]:
+    """Run ``engine.<op>`` in a forked child that SIGKILLs itself after its ``fault_after``-th step: a real
+    kill of a real process, without an interpreter start per kill point. Returns (status, child's error):
+    status is the negative signal number when killed, else the exit code (3 when the op raised)."""
+    from quicsm.instrumentation import engine, journal
+
+    err = root.parent / f"{root.name}.err"
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 0
+        try:
+            os.environ[journal.FAULT_ENV] = str(fault_after)
+            journal._steps = 0
+            getattr(engine, op)(root, sets=sets)
+        except BaseException:
+            err.write_text(traceback.format_exc())
+            code = 3
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    return code, err.read_text() if err.exists() else ""

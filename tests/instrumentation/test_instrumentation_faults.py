@@ -5,7 +5,7 @@ after its N-th file step, ``QUICSM_FAULT_AFTER=N``), and ``python -m quicsm`` or
 a timer at random moments. Afterwards the
 tree must be exactly pristine or exactly patched (bytes and modes) once ``status`` has run, ``status``
 must say which, and the next ``apply``/``revert`` must finish. ``QUICSM_FAULT_TRIALS`` sets the number of
-timed kills (default 12).
+timed kills (default 12 under CI=true, 4 in the fast lane elsewhere).
 """
 
 from __future__ import annotations
@@ -18,15 +18,14 @@ import signal
 import subprocess
 import sys
 import time
-import traceback
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from instr_fixtures import cubic_edits, make_set, one_file_set, write_tree
+from instr_fixtures import cubic_edits, killed_at_step, make_set, one_file_set, write_tree
 
 import quicsm
-from quicsm.instrumentation import engine, journal
+from quicsm.instrumentation import engine
 from quicsm.instrumentation.journal import FAULT_ENV, JOURNAL_DIR
 from quicsm.instrumentation.patchset import load_patch_set
 
@@ -128,26 +127,6 @@ def _after_kill(world, root: Path, killed: bool) -> str:
     return f"{physical}->{settled}"
 
 
-def _forked(op: str, root: Path, sets: list, fault_after: int) -> tuple[int, str]:
-    """Run ``engine.<op>`` in a forked child that SIGKILLs itself after its ``fault_after``-th step: a real
-    kill of a real process, without an interpreter start per kill point. Returns (status, child's error)."""
-    err = root.parent / f"{root.name}.err"
-    pid = os.fork()
-    if pid == 0:  # the child: never returns into pytest
-        code = 0
-        try:
-            os.environ[FAULT_ENV] = str(fault_after)
-            journal._steps = 0
-            getattr(engine, op)(root, sets=sets)
-        except BaseException:
-            err.write_text(traceback.format_exc())
-            code = 3
-        os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-    return code, err.read_text() if err.exists() else ""
-
-
 def _sweep(world, op: str, start: str, tag: str) -> Counter:
     outcomes: Counter = Counter()
     n = 0
@@ -155,7 +134,7 @@ def _sweep(world, op: str, start: str, tag: str) -> Counter:
         n += 1
         root = world["base"] / f"{tag}{n}"
         shutil.copytree(world[start], root)
-        code, err = _forked(op, root, world["sets"], n)
+        code, err = killed_at_step(op, root, world["sets"], n)
         if code == 0:
             want = "patched" if op == "apply" else "pristine"
             assert classify(state(root), world["pristine"], world["patched"]) == want
@@ -183,7 +162,7 @@ def test_kill_revert_at_every_step(world):
 
 
 def test_kill_cli_apply_and_revert_at_random_moments(world):
-    trials = int(os.environ.get("QUICSM_FAULT_TRIALS", "12"))
+    trials = int(os.environ.get("QUICSM_FAULT_TRIALS", "12" if os.environ.get("CI") == "true" else "4"))
     rng = random.Random(11)
     outcomes: Counter = Counter()
     span = {}

@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from instr_fixtures import cubic_edits, make_set, snapshot, write_tree
+from instr_fixtures import cubic_edits, killed_at_step, make_set, snapshot, write_tree
 
-import quicsm
 from quicsm.cli.main import cli
 from quicsm.errors import PatchError
 from quicsm.instrumentation import journal
-from quicsm.instrumentation.journal import FAULT_ENV, JOURNAL_DIR, Change
+from quicsm.instrumentation.journal import JOURNAL_DIR, Change
+from quicsm.instrumentation.patchset import load_patch_set
 
 
 def test_commit_refuses_a_file_changed_while_preparing(tmp_path: Path) -> None:
@@ -47,13 +45,11 @@ def _killed_apply(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
     root = tmp_path / "src"
     paths = write_tree(root, "E")
     d = make_set(tmp_path / "sets", root, cubic_edits(paths))
-    env = dict(os.environ, PYTHONPATH=str(Path(quicsm.__file__).resolve().parent.parent))
+    sets = [load_patch_set(d)]
     cubic, sentpm = (root / paths[n] for n in ("tcp_cubic_sender_bytes.cc", "quic_sent_packet_manager.cc"))
     pristine = snapshot(root)
     for n in range(1, 40):
-        env[FAULT_ENV] = str(n)
-        cmd = [sys.executable, "-m", "quicsm", "patch", "apply", str(root), "--set", str(d)]
-        assert subprocess.run(cmd, env=env, check=False).returncode == -signal.SIGKILL
+        assert killed_at_step("apply", root, sets, n)[0] == -signal.SIGKILL
         if (root / JOURNAL_DIR).exists() and ("QUICSM" in cubic.read_text()) != ("QUICSM" in sentpm.read_text()):
             return root, d, paths
         journal.recover(root)
