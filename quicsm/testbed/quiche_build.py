@@ -89,11 +89,45 @@ _LIBCLANG = re.compile(r"^libclang(?:-\d+(?:\.\d+)*)?\.so(?:\.\d+)*$")
 """Names bindgen (clang-sys) loads: ``libclang.so``, ``libclang.so.1``, ``libclang-14.so.1``; not
 ``libclang-cpp.so.14`` (the C++ library of the same package family, which lacks the C API)."""
 LIBCLANG_DIRS = ("/usr/lib/llvm-*/lib", "/usr/lib/*-linux-gnu", "/usr/lib64", "/usr/lib")
+CLANG_HEADERS = (
+    "/usr/lib/llvm-{N}/lib/clang/*/include",
+    "/usr/lib/clang/{N}*/include",
+    "/usr/lib64/clang/{N}*/include",
+    "/usr/local/lib/clang/{N}*/include",
+)
+"""Where clang's resource headers (``stddef.h``, ...) of LLVM ``N`` live; besides these, ``clang/*/include``
+beside the library itself (and beside the file it links to) is always looked at."""
 
 
-def find_libclang(dirs: tuple[str, ...] = LIBCLANG_DIRS) -> str:
-    """A libclang bindgen can load (boring-sys generates its BoringSSL bindings with it): ``$LIBCLANG_PATH``
-    (a directory or the file) first, then the usual directories, newest LLVM first."""
+def _llvm_major(lib: str) -> str | None:
+    """The LLVM major version of a libclang, from its name or the file it links to (``libclang-14.so.1``,
+    ``llvm-14/lib/libclang.so.1``, ``libclang.so.14.0.6``)."""
+    for path in (lib, os.path.realpath(lib)):
+        m = re.search(r"libclang-(\d+)", os.path.basename(path)) or re.search(r"/llvm-(\d+)/", path)
+        m = m or re.search(r"\.so\.(\d{2,})(?:\.\d+)*$", os.path.basename(path))
+        if m:
+            return m.group(1)
+    return None
+
+
+def _clang_headers(lib: str, headers: tuple[str, ...]) -> str | None:
+    """The ``include`` directory holding clang's ``stddef.h`` for ``lib``'s LLVM; bindgen loads libclang
+    but parses BoringSSL's headers with these (libclang1-N alone lacks them: "'stddef.h' file not found")."""
+    patterns = [os.path.join(os.path.dirname(p), "clang", "*", "include") for p in (lib, os.path.realpath(lib))]
+    major = _llvm_major(lib)
+    if major:
+        patterns += [h.replace("{N}", major) for h in headers]
+    for pattern in patterns:
+        for inc in sorted(glob.glob(pattern), reverse=True):
+            if os.path.isfile(os.path.join(inc, "stddef.h")):
+                return inc
+    return None
+
+
+def find_libclang(dirs: tuple[str, ...] = LIBCLANG_DIRS, headers: tuple[str, ...] = CLANG_HEADERS) -> str:
+    """A libclang bindgen can load (boring-sys generates its BoringSSL bindings with it) whose LLVM's resource
+    headers are installed: ``$LIBCLANG_PATH`` (a directory or the file) first, then the usual directories,
+    newest LLVM first."""
     env = os.environ.get("LIBCLANG_PATH")
     candidates: list[str] = []
     if env:
@@ -101,9 +135,19 @@ def find_libclang(dirs: tuple[str, ...] = LIBCLANG_DIRS) -> str:
     for pattern in dirs:
         hits = glob.glob(os.path.join(pattern, "libclang*.so*"))
         candidates += sorted(hits, key=lambda p: [int(x) for x in re.findall(r"\d+", p)], reverse=True)
+    headless: list[str] = []
     for path in candidates:
         if _LIBCLANG.match(os.path.basename(path)) and os.path.isfile(path):
-            return path
+            if _clang_headers(path, headers):
+                return path
+            headless.append(path)
+    if headless:
+        major = _llvm_major(headless[0])
+        where = f"/usr/lib/llvm-{major}/lib/clang/*/include" if major else "clang/*/include beside it"
+        raise TestbedError(
+            f"{headless[0]} is there but not clang's resource headers for it (no stddef.h in {where}): "
+            "bindgen would fail building BoringSSL with \"'stddef.h' file not found\": apt-get install -y libclang-dev"
+        )
     seen = sorted({os.path.basename(p) for p in candidates})
     also = f" (found only {', '.join(seen)}, which bindgen cannot load)" if seen else ""
     raise TestbedError(

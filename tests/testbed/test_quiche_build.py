@@ -35,7 +35,13 @@ def test_old_rust_says_what_to_install(monkeypatch, tmp_path) -> None:
 def test_missing_libclang_says_what_to_install(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("LIBCLANG_PATH", str(tmp_path))
     with pytest.raises(TestbedError, match="apt-get install -y libclang-dev"):
-        quiche_build.find_libclang(dirs=(str(tmp_path),))
+        quiche_build.find_libclang(dirs=(str(tmp_path),), headers=())
+
+
+def _headers(include: Path) -> Path:
+    include.mkdir(parents=True)
+    (include / "stddef.h").write_text("/* clang's resource header */\n")
+    return include
 
 
 def test_libclang_cpp_alone_is_not_libclang(monkeypatch, tmp_path) -> None:
@@ -44,22 +50,65 @@ def test_libclang_cpp_alone_is_not_libclang(monkeypatch, tmp_path) -> None:
     monkeypatch.delenv("LIBCLANG_PATH", raising=False)
     llvm = tmp_path / "llvm-14" / "lib"
     llvm.mkdir(parents=True)
+    _headers(llvm / "clang" / "14.0.6" / "include")
     (llvm / "libclang-cpp.so.14").write_bytes(b"\x7fELF")
     (tmp_path / "libclang-cpp.so").symlink_to(llvm / "libclang-cpp.so.14")
     dirs = (str(tmp_path / "llvm-*" / "lib"), str(tmp_path))
     with pytest.raises(
         TestbedError, match=r"found only libclang-cpp.so, libclang-cpp.so.14, which bindgen cannot load"
     ):
-        quiche_build.find_libclang(dirs=dirs)
+        quiche_build.find_libclang(dirs=dirs, headers=())
     monkeypatch.setenv("LIBCLANG_PATH", str(llvm))
     with pytest.raises(TestbedError, match="apt-get install -y libclang-dev"):
-        quiche_build.find_libclang(dirs=dirs)
+        quiche_build.find_libclang(dirs=dirs, headers=())
     (llvm / "libclang-14.so.1").write_bytes(b"\x7fELF")  # what libclang1-14 installs
-    assert quiche_build.find_libclang(dirs=dirs) == str(llvm / "libclang-14.so.1")
+    assert quiche_build.find_libclang(dirs=dirs, headers=()) == str(llvm / "libclang-14.so.1")
     (llvm / "libclang-14.so.1").unlink()
     (llvm / "libclang.so.1").write_bytes(b"\x7fELF")
     monkeypatch.delenv("LIBCLANG_PATH")
-    assert quiche_build.find_libclang(dirs=dirs) == str(llvm / "libclang.so.1")
+    assert quiche_build.find_libclang(dirs=dirs, headers=()) == str(llvm / "libclang.so.1")
+
+
+def test_libclang_without_its_resource_headers_is_refused(monkeypatch, tmp_path) -> None:
+    """libclang1-N alone (no libclang-common-N-dev): bindgen loads the library but boring-sys then fails with
+    "'stddef.h' file not found" (measured here, issue 17.3), so the check must want the headers too."""
+    monkeypatch.delenv("LIBCLANG_PATH", raising=False)
+    lib = tmp_path / "usr-lib"
+    lib.mkdir()
+    (lib / "libclang-99.so.99.0.1").write_bytes(b"\x7fELF")
+    (lib / "libclang-99.so.1").symlink_to("libclang-99.so.99.0.1")
+    (lib / "libclang-cpp.so.99").write_bytes(b"\x7fELF")
+    llvm = tmp_path / "llvm-{N}" / "lib" / "clang" / "*" / "include"
+    headers = (str(llvm),)
+    with pytest.raises(TestbedError) as err:
+        quiche_build.find_libclang(dirs=(str(lib),), headers=headers)
+    msg = str(err.value)
+    assert "libclang-99.so" in msg and "stddef.h" in msg and msg.endswith("apt-get install -y libclang-dev")
+    assert "/usr/lib/llvm-99/lib/clang/*/include" in msg
+    # headers of another LLVM do not count
+    _headers(tmp_path / "llvm-98" / "lib" / "clang" / "98.0.1" / "include")
+    with pytest.raises(TestbedError, match="stddef.h"):
+        quiche_build.find_libclang(dirs=(str(lib),), headers=headers)
+    # an include directory without stddef.h does not count either
+    (tmp_path / "llvm-99" / "lib" / "clang" / "99.0.1" / "include").mkdir(parents=True)
+    with pytest.raises(TestbedError, match="stddef.h"):
+        quiche_build.find_libclang(dirs=(str(lib),), headers=headers)
+    # what libclang-dev (libclang-common-99-dev) installs
+    (tmp_path / "llvm-99" / "lib" / "clang" / "99.0.1" / "include" / "stddef.h").write_text("")
+    assert quiche_build.find_libclang(dirs=(str(lib),), headers=headers) in {
+        str(lib / "libclang-99.so.1"),
+        str(lib / "libclang-99.so.99.0.1"),
+    }
+
+
+def test_libclang_headers_beside_the_library(monkeypatch, tmp_path) -> None:
+    """Fedora-style /usr/lib64/libclang.so.N with /usr/lib64/clang/N/include: where libclang itself looks."""
+    monkeypatch.delenv("LIBCLANG_PATH", raising=False)
+    (tmp_path / "libclang.so.1").write_bytes(b"\x7fELF")
+    with pytest.raises(TestbedError, match="clang/\\*/include beside it"):
+        quiche_build.find_libclang(dirs=(str(tmp_path),), headers=())
+    _headers(tmp_path / "clang" / "17" / "include")
+    assert quiche_build.find_libclang(dirs=(str(tmp_path),), headers=()) == str(tmp_path / "libclang.so.1")
 
 
 def test_libclang_names_bindgen_loads() -> None:
