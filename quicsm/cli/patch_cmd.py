@@ -412,7 +412,7 @@ def fetch(stack: str, version: str, dest: Path) -> None:
     names = {s.target: s for s in stacks.all_stacks() if s.target}
     st = names.get(stack) or stacks.get(stack)
     src = st.fetch(version, dest, progress=lambda line: click.echo(line, err=True))
-    click.echo(f"fetched {st.name} {src.version} from the {src.origin} into {dest}")
+    click.echo(f"fetched {st.name} {src.version} from {src.origin} into {dest}")
 
 
 @patch.command()

@@ -39,7 +39,7 @@ class QuicGoStack(Stack):
         if rel is not None:
             module = {**dict(rel.manifest["module"]), **module}  # type: ignore[call-overload]
         date = rel.date if rel else None
-        return Source(mod.version, mod.dir, {"module": module}, "Go module proxy (go mod download)", date)
+        return Source(mod.version, mod.dir, {"module": module}, "the Go module proxy (go mod download)", date)
 
     def normalize_version(self, version: str) -> str:
         return version if version.startswith("v") else "v" + version
