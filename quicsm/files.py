@@ -270,11 +270,20 @@ def open_binary(path: str) -> BinaryIO:
 
 @contextmanager
 def atomic_output(path: str, binary: bool = True) -> Iterator[IO[Any]]:
-    """Yield a temp file beside ``path``; rename it over ``path`` only if the block finishes. ``-`` = stdout."""
+    """Yield a temp file beside ``path``; rename it over ``path`` only if the block finishes. ``-`` = stdout;
+    a path that is not a regular file (``/dev/null``, a FIFO) is written in place."""
     if path == "-":
         yield sys.stdout.buffer if binary else sys.stdout
         return
     target = Path(path)
+    try:
+        special = not stat.S_ISREG(os.stat(target).st_mode) and not stat.S_ISDIR(os.stat(target).st_mode)
+    except OSError:
+        special = False
+    if special:  # /dev/null, a FIFO, /dev/stdout: write into it; renaming over it would replace the device
+        with open(target, "wb" if binary else "w") as fh:
+            yield fh
+        return
     target.parent.mkdir(parents=True, exist_ok=True)
     mode = file_mode(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
