@@ -48,7 +48,7 @@ setup(
             "testbed/data/*",
             "traces/_scan.pyi",
             "py.typed",
-            "inference/_check.pyi",
+            "inference/fastcheck.pyi",
         ]
     },
     install_requires=[
@@ -78,7 +78,9 @@ setup(
     # compiler their pure-Python twins are used.
     ext_modules=[
         Extension("quicsm.traces._scan", ["quicsm/traces/_scan.c"], extra_compile_args=["-O3"], optional=True),
-        Extension("quicsm.inference._check", ["quicsm/inference/_check.c"], extra_compile_args=["-O3"], optional=True),
+        Extension(
+            "quicsm.inference.fastcheck", ["quicsm/inference/fastcheck.c"], extra_compile_args=["-O3"], optional=True
+        ),
     ],
     cmdclass={"build_py": BuildPyWithTestbed},
     entry_points={"console_scripts": ["quicsm=quicsm.cli.main:main"]},

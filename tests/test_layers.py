@@ -50,6 +50,5 @@ def test_no_private_name_crosses_a_module() -> None:
     allowed = {
         ("quicsm.traces.columnar", "quicsm.traces._scan"),  # the C extension's module
         ("quicsm.traces.logscan", "quicsm.traces._scan"),
-        ("quicsm.inference.checker", "quicsm.inference"),  # _check: synoptic's to rename (log.md, 2026-11-25)
     }
     assert [(a, b, n) for a, b, n in crossing if (a, b) not in allowed and _layer(a) in ORDER] == []

@@ -10,7 +10,7 @@ invariants there are. :func:`counterexample` then walks the product of the graph
 invariant's two-state automaton to return a shortest violating walk, which refinement splits along.
 
 Refinement and coarsening run these thousands of times on graphs of hundreds of partitions, so the
-optional C extension ``quicsm.inference._check`` does the walks (one breadth-first search per invariant
+optional C extension ``quicsm.inference.fastcheck`` does the walks (one breadth-first search per invariant
 row for :func:`violations`, whose matrix closures cost one step per unit of the graph's diameter).
 Without it the pure-Python code below runs; tests/inference/test_check_c.py holds the two equal.
 """
@@ -25,11 +25,13 @@ import numpy as np
 
 from quicsm.inference.invariants import KINDS, InvariantSet
 
-_check: Any
+native: Any
+"""The C extension :mod:`quicsm.inference.fastcheck`, or None (no compiler at install time): then the
+pure-Python twins below run. Tests set it to None to run the twins."""
 try:
-    from quicsm.inference import _check
-except ImportError:  # no compiler at install time: the pure-Python twins below
-    _check = None
+    from quicsm.inference import fastcheck as native
+except ImportError:
+    native = None
 
 __all__ = ["Csr", "Edges", "counterexample", "synoptic_counterexample", "violated", "violations", "walk_states"]
 
@@ -130,7 +132,7 @@ def violations(edges: Edges, ptype: np.ndarray, inv: InvariantSet) -> dict[str, 
     size = len(inv.labels)
     initial, terminal = size - 2, size - 1
     src, dst = np.nonzero(edges) if isinstance(edges, np.ndarray) else edges
-    if _check is not None:
+    if native is not None:
         return _violations_c(np.asarray(src), np.asarray(dst), np.asarray(ptype), inv)
     fwd: Step = (src, dst)
     bwd: Step = (dst, src)
@@ -169,7 +171,7 @@ def _violations_c(src: np.ndarray, dst: np.ndarray, ptype: np.ndarray, inv: Inva
     bwd = Csr.from_edges(dst, src, nodes)
     out = {kind: np.zeros((size, size), dtype=np.uint8) for kind in KINDS}
     mined = [np.ascontiguousarray(m, dtype=np.uint8) for m in (inv.nfby, inv.ap, inv.afby)]
-    _check.violations(*fwd, *bwd, _int32(ptype), size, *mined, out["NFby"], out["AP"], out["AFby"])
+    native.violations(*fwd, *bwd, _int32(ptype), size, *mined, out["NFby"], out["AP"], out["AFby"])
     return {kind: m.view(bool) for kind, m in out.items()}
 
 
@@ -210,9 +212,9 @@ def counterexample(
     an ``a`` still waiting; for NFby/AP the violation happens on the way and the walk is the shortest
     whole walk containing one. ``a`` may be the INITIAL type (``INITIAL AFby x``).
     """
-    if _check is not None:
+    if native is not None:
         g = _csr(succ)
-        found: list[int] | None = _check.shortest(*g, _int32(ptype), KIND_CODES[kind], a, b, initial, terminal_type)
+        found: list[int] | None = native.shortest(*g, _int32(ptype), KIND_CODES[kind], a, b, initial, terminal_type)
         return found
     return _counterexample_py(_lists(succ), ptype, kind, a, b, initial, terminal_type)
 
@@ -308,9 +310,9 @@ def synoptic_counterexample(
     list successors in Synoptic's order (:meth:`PartitionGraph.ordered_successors`): among equally
     short walks that order decides which one is found, and with it which partitions are split.
     """
-    if _check is not None:
+    if native is not None:
         g = _csr(succ)
-        walk = _check.synoptic_walk(*g, _int32(ptype), KIND_CODES[kind], a, b, initial, terminal_type)
+        walk = native.synoptic_walk(*g, _int32(ptype), KIND_CODES[kind], a, b, initial, terminal_type)
     else:
         walk = _synoptic_walk_py(_lists(succ), ptype, kind, a, b, initial, terminal_type)
     if walk is None or kind == "AFby":

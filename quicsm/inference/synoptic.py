@@ -312,8 +312,8 @@ def _stitch_splits(graph: PartitionGraph, walk: list[int]) -> list[tuple[int, np
     would be a trace breaking an invariant mined from the traces.
     """
     part = graph.part
-    if checker._check is not None and part.dtype == np.int32:
-        found = checker._check.stitch(
+    if checker.native is not None and part.dtype == np.int32:
+        found = checker.native.stitch(
             part, graph.terminal_type, graph.types, graph.members[walk[0]], np.asarray(walk, dtype=np.int32)
         )
         if found is None:

@@ -1,4 +1,4 @@
-"""The C invariant checker (quicsm/inference/_check.c) against its pure-Python twins in checker.py.
+"""The C invariant checker (quicsm/inference/fastcheck.c) against its pure-Python twins in checker.py.
 
 Random typed graphs (self-loops, unreachable nodes, empty slots, several INITIAL/TERMINAL nodes) and
 every kind of invariant: the same failing invariants, the same walks, node for node.
@@ -17,7 +17,7 @@ from quicsm.inference import checker
 from quicsm.inference.checker import Csr, counterexample, synoptic_counterexample, violations
 from quicsm.inference.invariants import KINDS, InvariantSet
 
-pytestmark = pytest.mark.skipif(checker._check is None, reason="the C checker is not built (no compiler)")
+pytestmark = pytest.mark.skipif(checker.native is None, reason="the C checker is not built (no compiler)")
 
 
 def _graph(rnd: random.Random) -> tuple[list[list[int]], list[int], InvariantSet]:
@@ -65,14 +65,14 @@ def test_c_checker_equals_the_python_one(rnd: random.Random) -> None:
                     counterexample(Csr.from_lists(succ), ptype, kind, a, b, 0, size - 1),
                     synoptic_counterexample(succ, ptype, kind, a, b, 0, size - 1),
                 )
-    c_module, checker._check = checker._check, None  # the pure-Python twins (hypothesis runs no fixtures per example)
+    c_module, checker.native = checker.native, None  # the pure-Python twins (hypothesis runs no fixtures per example)
     try:
         py_fail = violations((src, dst), types, inv)
         for (kind, a, b), (short, syn) in walks.items():
             assert counterexample(succ, ptype, kind, a, b, 0, size - 1) == short, (kind, a, b)
             assert synoptic_counterexample(Csr.from_lists(succ), ptype, kind, a, b, 0, size - 1) == syn, (kind, a, b)
     finally:
-        checker._check = c_module
+        checker.native = c_module
     for kind in KINDS:
         assert np.array_equal(c_fail[kind], py_fail[kind]), kind
 
@@ -81,14 +81,14 @@ def test_walks_are_found_on_a_small_graph() -> None:
     """Not vacuous: on INITIAL -> x -> y -> TERMINAL, both checkers find the walk breaking x NFby y."""
     succ = [[1], [2], [3], []]
     ptype = [2, 0, 1, 3]
-    for c_module in (checker._check, None):
-        saved, checker._check = checker._check, c_module
+    for c_module in (checker.native, None):
+        saved, checker.native = checker.native, c_module
         try:
             assert counterexample(succ, ptype, "NFby", 0, 1, 0, 3) == [0, 1, 2, 3]
             assert synoptic_counterexample(succ, ptype, "NFby", 0, 1, 0, 3) == [0, 1, 2]
             assert counterexample(succ, ptype, "NFby", 1, 0, 0, 3) is None
         finally:
-            checker._check = saved
+            checker.native = saved
 
 
 def test_csr_round_trip_keeps_successor_order() -> None:
@@ -109,9 +109,9 @@ def test_engine_draws_the_same_model_with_either_checker(rnd: random.Random) -> 
     letters = "ABCDE"[: rnd.randint(2, 5)]
     seqs = [[rnd.choice(letters) for _ in range(rnd.randint(1, 12))] for _ in range(rnd.randint(1, 8))]
     with_c = infer_synoptic(seqs)
-    c_module, checker._check = checker._check, None
+    c_module, checker.native = checker.native, None
     try:
         without = infer_synoptic(seqs)
     finally:
-        checker._check = c_module
+        checker.native = c_module
     assert with_c.model == without.model and with_c.paths == without.paths

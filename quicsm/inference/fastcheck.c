@@ -515,6 +515,6 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_check", NULL, -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "fastcheck", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__check(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit_fastcheck(void) { return PyModule_Create(&module); }

@@ -1,4 +1,4 @@
-"""Type stub for the C invariant checker (quicsm/inference/_check.c); the pure-Python twins are in checker.py."""
+"""Type stub for the C invariant checker (quicsm/inference/fastcheck.c); the pure-Python twins are in checker.py."""
 
 from typing import Any
 
