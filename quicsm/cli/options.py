@@ -251,7 +251,8 @@ def engine_options(f: F) -> F:
         "--synoptic-seed",
         type=int,
         default=None,
-        help="Synoptic's --randomSeed for --engine synoptic-jar (default 1; recorded in the model).",
+        help="Synoptic's --randomSeed: for --engine synoptic-jar (default 1; recorded in the model); with "
+        "--engine synoptic, replay the original's choices for that seed (the model the jar draws with it; slower).",
     )(f)
     f = click.option(
         "--java",
@@ -310,8 +311,12 @@ def engine_opts(kw: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         from quicsm.inference.synoptic_jar import check_runtime
 
         check_runtime(jar, java or "java")  # before any input is read
-    elif seed is not None or java is not None or java_options or timeout is not None:
-        raise click.UsageError(
-            "--synoptic-seed, --java, --java-option and --timeout apply to --engine synoptic-jar only"
-        )
+    elif java is not None or java_options or timeout is not None:
+        raise click.UsageError("--java, --java-option and --timeout apply to --engine synoptic-jar only")
+    elif seed is not None:
+        if engine != "synoptic":
+            raise click.UsageError("--synoptic-seed applies to --engine synoptic and synoptic-jar only")
+        if refine is not None:
+            raise click.UsageError("--synoptic-seed replays Synoptic's own refinement: leave out --refine")
+        opts["seed"] = seed
     return engine, opts

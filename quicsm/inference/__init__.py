@@ -85,7 +85,7 @@ ENGINE_SPECS: tuple[EngineSpec, ...] = (
     EngineSpec(
         "synoptic",
         "quicsm.inference.synoptic:infer_synoptic",
-        {"k": int, "coarsen": bool, "refine": str},
+        {"k": int, "coarsen": bool, "refine": str, "seed": int},
         "Synoptic (FSE'11): invariant-guided refinement, then k-Tails coarsening (k=1)",
     ),
     EngineSpec(

@@ -29,12 +29,13 @@ from typing import Any
 import numpy as np
 
 from quicsm.errors import InferenceError
-from quicsm.inference import checker
 from quicsm.inference.checker import counterexample, synoptic_counterexample, violated, walk_states
 from quicsm.inference.invariants import InvariantSet, mine_encoded
+from quicsm.inference.jvm import JavaRandom
 from quicsm.inference.model import InferenceResult
 from quicsm.inference.packed import EncodedLog, encode_sequences, first_positions, result_from_nodes
 from quicsm.inference.partitions import PartitionGraph
+from quicsm.inference.replay import ReplayStats, mined_order, replay_coarsen, replay_refine, split_masks, stitch
 
 __all__ = ["DEFAULT_K", "infer_synoptic", "synoptic_encoded"]
 
@@ -60,12 +61,20 @@ MAX_LOGGED_STEPS = 1000
 
 
 def infer_synoptic(
-    sequences: Sequence[Sequence[str]], k: int = DEFAULT_K, coarsen: bool = True, refine: str = DEFAULT_REFINE
+    sequences: Sequence[Sequence[str]],
+    k: int = DEFAULT_K,
+    coarsen: bool = True,
+    refine: str = DEFAULT_REFINE,
+    seed: int | None = None,
 ) -> InferenceResult:
-    """Learn a Synoptic model of ``sequences``; ``k`` is Synoptic's k of the coarsening merges."""
+    """Learn a Synoptic model of ``sequences``; ``k`` is Synoptic's k of the coarsening merges.
+
+    With ``seed``, refinement and coarsening replay the original's choices for ``--randomSeed=seed``
+    (:mod:`quicsm.inference.replay`; ``refine`` is then not used): the model
+    ``java -jar synoptic.jar --randomSeed=seed`` draws, slower than ``stitch``."""
     started = time.perf_counter()
     log = encode_sequences(sequences)
-    return synoptic_encoded(log, k=k, coarsen=coarsen, started=started, refine=refine)
+    return synoptic_encoded(log, k=k, coarsen=coarsen, started=started, refine=refine, seed=seed)
 
 
 def synoptic_encoded(
@@ -74,9 +83,12 @@ def synoptic_encoded(
     coarsen: bool = True,
     started: float | None = None,
     refine: str = DEFAULT_REFINE,
+    seed: int | None = None,
 ) -> InferenceResult:
     if k < 1:
         raise InferenceError(f"synoptic: k must be >= 1 (k = 1 merges partitions of one state), got {k}")
+    if seed is not None and k != 1:
+        raise InferenceError(f"synoptic: a seed replays Synoptic's own coarsening, which has k = 1 (got k = {k})")
     t0 = time.perf_counter() if started is None else started
     timings: dict[str, float] = {"encode": time.perf_counter() - t0}
     mark = time.perf_counter()
@@ -89,12 +101,23 @@ def synoptic_encoded(
     steps: list[dict[str, Any]] = []
     if refine not in REFINEMENTS:
         raise InferenceError(f"synoptic: refine must be one of {', '.join(REFINEMENTS)}, got {refine!r}")
-    splits = (_refine_stitch if refine == "stitch" else _refine_consistent)(graph, inv, steps)
+    stats = ReplayStats()
+    if seed is not None:
+        replay_refine(graph, inv, mined_order(log, inv), JavaRandom(seed), stats)
+        splits = stats.rounds
+        refine = "replay"
+    else:
+        splits = (_refine_stitch if refine == "stitch" else _refine_consistent)(graph, inv, steps)
     timings["refine"] = time.perf_counter() - mark
     refined_partitions = sum(1 for t in graph.ptype if t >= 0)
 
     mark = time.perf_counter()
-    merges = _coarsen(graph, inv, k, steps, _first_seen_order(log)) if coarsen else 0
+    if not coarsen:
+        merges = 0
+    elif seed is not None:
+        merges = replay_coarsen(graph, inv, log, stats)
+    else:
+        merges = _coarsen(graph, inv, k, steps, _first_seen_order(log))
     timings["coarsen"] = time.perf_counter() - mark
 
     left = violated(graph.edge_arrays(), graph.types_array(), inv)
@@ -116,7 +139,13 @@ def synoptic_encoded(
         "k": k,
         "refine": refine,
     }
-    res = result_from_nodes("synoptic", labels, graph.part, graph.offsets, details, k=k, coarsen=coarsen, refine=refine)
+    if seed is not None:
+        details["seed"] = seed
+        details["arbitrary_splits"] = stats.arbitrary
+    params: dict[str, Any] = {"k": k, "coarsen": coarsen, "refine": refine}
+    if seed is not None:
+        params["seed"] = seed
+    res = result_from_nodes("synoptic", labels, graph.part, graph.offsets, details, **params)
     timings["paths"] = time.perf_counter() - mark
     res.details["partitions_final"] = len(res.model.nodes)
     res.details["seconds"] = {name: round(v, 4) for name, v in timings.items()}
@@ -311,39 +340,8 @@ def _stitch_splits(graph: PartitionGraph, walk: list[int]) -> list[tuple[int, np
     events that stay) and both sides are non-empty. The stitch exists: a walk whose events all went on
     would be a trace breaking an invariant mined from the traces.
     """
-    part = graph.part
-    if checker.native is not None and part.dtype == np.int32:
-        found = checker.native.stitch(
-            part, graph.terminal_type, graph.types, graph.members[walk[0]], np.asarray(walk, dtype=np.int32)
-        )
-        if found is None:
-            raise InferenceError("synoptic: internal error, a counterexample is taken by a trace")
-        prev, cur, nxt = found
-    else:
-        hot = graph.members[walk[0]]
-        prev = cur = nxt = -1
-        for node in walk:
-            prev, cur, nxt = cur, nxt, node
-            hot = hot[part[hot] == node]
-            if len(hot) == 0:
-                break
-            hot = hot[graph.has_succ[hot]] + 1
-        else:
-            raise InferenceError("synoptic: internal error, a counterexample is taken by a trace")
-    members = graph.members[cur]
-    out: list[tuple[int, np.ndarray]] = []
-    has_succ = graph.has_succ[members]
-    outgoing = np.zeros(len(members), dtype=bool)
-    outgoing[has_succ] = part[members[has_succ] + 1] == nxt
-    if outgoing.any() and not outgoing.all():
-        out.append((cur, outgoing))
-    if prev >= 0:
-        has_pred = graph.has_pred[members]
-        incoming = np.zeros(len(members), dtype=bool)
-        incoming[has_pred] = part[members[has_pred] - 1] == prev
-        if incoming.any() and not incoming.all():
-            out.append((cur, incoming))
-    return out
+    prev, cur, nxt = stitch(graph, walk)
+    return [(cur, mask) for mask in split_masks(graph, graph.members[cur], prev, nxt)]
 
 
 def _split_satisfies(graph: PartitionGraph, part: int, keep: np.ndarray, kind: str, a: int, b: int) -> bool:
