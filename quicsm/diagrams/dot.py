@@ -448,12 +448,13 @@ def _aligned_part(
 ) -> _Part:
     """One cluster of a side-by-side: nodes in the shared slot order, grouped by the shared ranks.
 
-    Real edges do not constrain ranks there (``constraint=false``), so every state sits at its shared
-    rank; slots this model lacks get an invisible node of about the same size.
+    The shared ranks come from breadth-first search over the union of edges, so no real edge goes more
+    than one rank down and the edges may keep constraining the layout (with ``constraint=false`` on
+    them, Graphviz 2.43 fails with "trouble in init_rank" on two clusters of BBR models, whose states
+    share ranks with many flat edges between them); slots this model lacks get an invisible node of
+    about the same size.
     """
     part = _part(am, options, overlay, prefix=f"m{index}n", label=_cluster_label(title, am))
-    for e in part.edges:
-        e.attrs["constraint"] = "false"
     drawn = {item.src: item for item in part.nodes}
     slot_ids = {slot: f"m{index}n{node_id}" for node_id, slot in _slots_of(am).items()}
     shift = 0 if options.terminals else 1
