@@ -1,13 +1,21 @@
-"""BBR on long flows, two implementations: the whole cycle (bbr2_cycle.md) and Fig. 13 for BBR
+"""BBR on long flows, three implementations: the whole cycle (bbr2_cycle.md) and Fig. 13 for BBR
 (fig13_bbr_long.md).
 
-    sudo python3 experiments/bbr_long.py                  # run bbr_long.toml, bundle, analyse, draw
+    sudo python3 experiments/bbr_long.py                  # runs in locked stretches, bundle, analyse, draw
+    sudo python3 experiments/bbr_long.py --only quiche    # only the scenarios whose name starts so
     python3 experiments/bbr_long.py --analyse-only        # analyse runs already made (or the bundle)
 
 Scenarios (``experiments/bbr_long.toml``): Cloudflare quiche 0.30.0 BBR2 and quinn-proto 0.11.19 BBR (v1)
 behind the same path (50 Mbit/s, 36 ms RTT, 1-BDP queue), the Go client streaming for ``duration``
-seconds, unthrottled (desktop) and under a 10 % CPU quota (mobile); the same under a Fig. 11 rate schedule.
-Good runs are bundled into ``traces/bbr-long/<scenario>/`` and everything is computed from the bundle.
+seconds, unthrottled (desktop) and under a 10 % CPU quota (mobile); the same under a Fig. 11 rate schedule
+and an RTT step. ``experiments/bbr_long_tcp.toml`` has the same for the kernel's TCP BBR (v1), which needs
+the IP-layer relay (its scenarios run with ``QUICSM_EMULATOR=ip``).
+
+Runs are made until each scenario has its ``runs`` good runs, one or two runs per stretch under the
+testbed lock (``flock /tmp/quicsm-testbed.lock``) so other users get turns; a run the emulator was late
+for (or that failed) is redone up to twice, the bad attempt kept under ``<out>/_rejected/`` and counted in
+the report. Good runs are bundled into ``traces/bbr-long/<scenario>/`` and everything is computed from
+the bundle.
 """
 
 from __future__ import annotations
@@ -16,6 +24,8 @@ import argparse
 import datetime as dt
 import json
 import math
+import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -26,7 +36,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bbr import cycle_stats, mode_visits, summarise
-from _common import fmt_p, git_rev, mean_sd, table, welch_p
+from _common import fmt_p, git_rev, mean_sd, table
 from bundle_traces import bundle
 
 from quicsm.testbed.runner import read_meta
@@ -34,7 +44,16 @@ from quicsm.traces import Trace, parse_inputs
 
 HERE = Path(__file__).resolve().parent
 TRACES = HERE.parent / "traces" / "bbr-long"
-IMPLS = {"quiche": ("Cloudflare quiche 0.30.0", "BBR2"), "quinn": ("quinn-proto 0.11.19", "BBR (v1)")}
+LOCK = "/tmp/quicsm-testbed.lock"
+SCENARIO_FILES = {HERE / "bbr_long.toml": "udp", HERE / "bbr_long_tcp.toml": "ip"}
+"""Scenario file -> emulator mode its runs need (the kernel's TCP needs the IP-layer relay)."""
+IMPLS = {
+    "quiche": ("Cloudflare quiche 0.30.0", "BBR2"),
+    "quinn": ("quinn-proto 0.11.19", "BBR (v1)"),
+    "tcp": ("Linux kernel tcp_bbr", "BBR (v1)"),
+}
+NAMES = {"quiche": "quiche BBR2", "quinn": "quinn BBR", "tcp": "Linux TCP BBR"}
+"""Set names in the side-by-side comparison."""
 SHARE_STATES = ("Startup", "Drain", "ProbeBw.Down", "ProbeBw.Cruise", "ProbeBw.Refill", "ProbeBw.Up", "ProbeRtt")
 
 # Design values, from the sources (experiments/bbr_implementations.md): what the cycle should look like at
@@ -64,6 +83,18 @@ DESIGN = {
         "probe_rtt_interval": "10 s from the last ProbeRtt start, whatever the RTT samples",
         "probe_rtt": "200 ms at 0.75 BDP",
     },
+    "tcp": {
+        "cruise": "6 phases of ≥ 1 min RTT: ≈ 216 ms",
+        "up": "≥ 1 min RTT (36 ms), held until inflight ≥ 1.25 BDP unless loss",
+        "down": "≤ 1 min RTT, ends early at inflight ≤ BDP",
+        "refill": "— (no such phase in v1)",
+        "cycle": "8 phases of ≥ 1 min RTT: ≈ 0.29 s",
+        "ups_per_cycle": "1",
+        "downs_per_cycle": "1",
+        "probe_rtt_first": "≈ 10 s (min-RTT filter expires 10 s after the last sample at or below it)",
+        "probe_rtt_interval": "10 s from the last ProbeRtt's end, unless an RTT sample at or below the min RTT",
+        "probe_rtt": "max(200 ms, 1 round) at ≤ 4 packets, after inflight drains to 4 packets",
+    },
 }
 ROWS = [
     ("cruise", "ProbeBw.Cruise stay"),
@@ -80,7 +111,15 @@ ROWS = [
 
 
 def _quicsm(*args: str) -> str:
-    return subprocess.run([sys.executable, "-m", "quicsm", *args], check=True, capture_output=True, text=True).stdout
+    """``quicsm ARGS`` from the repository's root, so the paths it writes into reports are relative."""
+    root = HERE.parent
+    return subprocess.run(
+        [sys.executable, "-m", "quicsm", *args], check=True, capture_output=True, text=True, cwd=root
+    ).stdout
+
+
+def _rel(path: Path) -> str:
+    return str(path.relative_to(HERE.parent))
 
 
 def load(group: Path) -> list[tuple[Trace, dict[str, Any]]]:
@@ -123,15 +162,15 @@ def fmt_ms(x: float) -> str:
 
 
 def cycle_report(groups: dict[str, list[tuple[Trace, dict[str, Any]]]]) -> str:
-    rows = []
-    for impl in IMPLS:
-        runs = groups.get(f"{impl}-desktop", [])
-        if not runs:
-            continue
-        got = summarise(cycle_stats(t) for t, _ in runs)
-        for key, label in ROWS:
-            rows.append([f"{impl}", label, got[key], DESIGN[impl][key]])
-    return table(["stack", "measure", "measured: median (min–max), n", "design value"], rows)
+    """Each measure of the cycle, one row per implementation: measured on the desktop runs, and the
+    design value from its source."""
+    got = {
+        impl: summarise(cycle_stats(t) for t, _ in groups[f"{impl}-desktop"])
+        for impl in IMPLS
+        if groups.get(f"{impl}-desktop")
+    }
+    rows = [[label, NAMES[impl], got[impl][key], DESIGN[impl][key]] for key, label in ROWS for impl in got]
+    return table(["measure", "implementation", "measured: median (min–max), n", "design value (from its source)"], rows)
 
 
 def schedule_report(groups: dict[str, list[tuple[Trace, dict[str, Any]]]]) -> str:
@@ -171,22 +210,53 @@ def schedule_report(groups: dict[str, list[tuple[Trace, dict[str, Any]]]]) -> st
 
 
 def rtt_step_report(groups: dict[str, list[tuple[Trace, dict[str, Any]]]]) -> str:
-    """When ProbeRtt is entered around an RTT step: every entry's time, and the min RTT the lines carry."""
+    """When ProbeRtt is entered around an RTT step: every entry's time, and the RTT the controller holds on
+    the entry line and on its last line (its min RTT where it logs one; the kernel logs only srtt)."""
     rows = []
     for impl in IMPLS:
         for trace, meta in groups.get(f"{impl}-rttstep", []):
-            step = (meta.get("params") or {}).get("rtt_step") or "?"
+            step = (meta.get("params") or {}).get("rtt_step") or meta["labels"].get("rtt_step") or "?"
             t0 = trace.start_us
             entries = [e for e in trace.events if e.kind == "transition" and e.state == "ProbeRtt"]
-            at = ", ".join(
-                f"{(e.t_us - t0) / 1e6:.2f} s (min RTT {e.min_rtt_us / 1000:.1f} ms)" for e in entries if e.min_rtt_us
-            )
-            rtts = sorted({round(e.min_rtt_us / 1000) for e in trace.events if e.min_rtt_us})
-            rows.append([impl, meta["labels"]["run"], step, at or "none", f"{rtts[0]}–{rtts[-1]} ms" if rtts else "—"])
-    return table(["stack", "run", "RTT step (after:RTT)", "ProbeRtt entries", "min RTT seen"], rows)
+
+            def rtt(e: Any) -> str:
+                return f"{e.min_rtt_us / 1000:.1f}" if e.min_rtt_us else "—"
+
+            at = ", ".join(f"{(e.t_us - t0) / 1e6:.2f} s ({rtt(e)})" for e in entries)
+            rtts = [e.min_rtt_us for e in trace.events if e.min_rtt_us]
+            last = f"{rtts[-1] / 1000:.1f} ms" if rtts else "not logged"
+            rows.append([NAMES[impl], meta["labels"]["run"], step, at or "none", last, _cwnd_between(trace, entries)])
+    return table(
+        [
+            "implementation",
+            "run",
+            "RTT step (after:RTT)",
+            "ProbeRtt entries (min RTT on the line, ms)",
+            "min RTT at the end",
+            "median ProbeBw cwnd (KB) before, between and after the ProbeRtt entries",
+        ],
+        rows,
+    )
+
+
+def _cwnd_between(trace: Trace, entries: list[Any]) -> str:
+    """Median cwnd of the ProbeBw lines in each stretch cut by the ProbeRtt entries: BBR's cwnd target is
+    2 x bandwidth x min RTT, so it shows when a controller takes a new min RTT even where none is logged."""
+    cuts = [trace.start_us, *(e.t_us for e in entries), trace.end_us + 1]
+    out = []
+    for a, b in zip(cuts, cuts[1:], strict=False):
+        xs = [e.cwnd for e in trace.events if a <= e.t_us < b and e.cwnd and e.state.startswith("ProbeBw")]
+        out.append(f"{statistics.median(xs) / 1000:.0f}" if xs else "—")
+    return " / ".join(out)
 
 
 def fig13_report(groups: dict[str, list[tuple[Trace, dict[str, Any]]]]) -> tuple[str, list[list[str]]]:
+    """Per implementation, each measure per connection, desktop against mobile: Welch's t-test (p, and p
+    after Holm's correction over the implementation's measures), Hedges' g and Mann-Whitney's p."""
+    import numpy as np
+
+    from quicsm.compare.stats import holm, mann_whitney, welch
+
     rows, details = [], []
     for impl in IMPLS:
         d, m = groups.get(f"{impl}-desktop", []), groups.get(f"{impl}-mobile", [])
@@ -196,7 +266,14 @@ def fig13_report(groups: dict[str, list[tuple[Trace, dict[str, Any]]]]) -> tuple
             ("ProbeBw.Up share (mode view)", lambda t, _: mode_shares(t).get("ProbeBw.Up", 0.0), "{:.3f}"),
             ("ProbeBw.Down share (mode view)", lambda t, _: mode_shares(t).get("ProbeBw.Down", 0.0), "{:.3f}"),
             ("ProbeBw.Cruise share (mode view)", lambda t, _: mode_shares(t).get("ProbeBw.Cruise", 0.0), "{:.3f}"),
-            ("ApplicationLimited share", lambda t, _: shares(t).get("ApplicationLimited", 0.0), "{:.3f}"),
+            ("ProbeBw.Refill share (mode view)", lambda t, _: mode_shares(t).get("ProbeBw.Refill", 0.0), "{:.3f}"),
+            ("ProbeRtt share", lambda t, _: mode_shares(t).get("ProbeRtt", 0.0), "{:.3f}"),
+            ("ApplicationLimited share", lambda t, _: _app_limited_share(t), "{:.3f}"),
+            (
+                "Up stays per second",
+                lambda t, _: len(cycle_stats(t).up_s) / max(cycle_stats(t).duration_s, 1e-9),
+                "{:.2f}",
+            ),
             (
                 "median ProbeBw.Up stay (ms)",
                 lambda t, _: 1000 * statistics.median(cycle_stats(t).up_s or [math.nan]),
@@ -213,21 +290,50 @@ def fig13_report(groups: dict[str, list[tuple[Trace, dict[str, Any]]]]) -> tuple
             ("data packets per ACK packet (relay)", lambda _, meta: acks_per_data(meta) or math.nan, "{:.1f}"),
             ("goodput (Mbit/s)", lambda _, meta: _goodput(meta), "{:.1f}"),
         ]
+        block = []
         for name, fn, fmt in measures:
-            a = [fn(t, meta) for t, meta in d]
-            b = [fn(t, meta) for t, meta in m]
-            a2 = [x for x in a if not math.isnan(x)]
-            b2 = [x for x in b if not math.isnan(x)]
-            ma, sa = mean_sd(a2)
-            mb, sb = mean_sd(b2)
-            p = welch_p(b2, a2) if len(a2) > 1 and len(b2) > 1 else None
+            a = [x for x in (fn(t, meta) for t, meta in d) if not math.isnan(x)]
+            b = [x for x in (fn(t, meta) for t, meta in m) if not math.isnan(x)]
+            if not a and not b:
+                continue  # not logged by this implementation
+            ma, sa = mean_sd(a)
+            mb, sb = mean_sd(b)
+            w = welch(np.asarray(a), np.asarray(b)) if len(a) > 1 and len(b) > 1 else None
+            u = mann_whitney(np.asarray(a), np.asarray(b)) if len(a) > 1 and len(b) > 1 else None
+            block.append([NAMES[impl], name, _cell(ma, sa, fmt), _cell(mb, sb, fmt), w, u])
+        adj = holm([r[4].p_value if r[4] and r[4].p_value is not None else 1.0 for r in block])
+        for r, pa in zip(block, adj, strict=True):
+            w, u = r[4], r[5]
+            g = f"{w.effect_size:+.2f}" if w and w.effect_size is not None else "n/a"
             rows.append(
-                [impl, name, f"{fmt.format(ma)} ± {fmt.format(sa)}", f"{fmt.format(mb)} ± {fmt.format(sb)}", fmt_p(p)]
+                [*r[:4], fmt_p(w.p_value if w else None), fmt_p(pa if w else None), g, fmt_p(u.p_value if u else None)]
             )
-        details.append([impl, str(len(d)), str(len(m))])
-    return table(
-        ["stack", "measure (per connection)", "desktop mean ± sd", "mobile mean ± sd", "p (Welch)"], rows
-    ), details
+        details.append([NAMES[impl], str(len(d)), str(len(m))])
+    header = [
+        "implementation",
+        "measure (per connection)",
+        "desktop mean ± sd",
+        "mobile mean ± sd",
+        "p (Welch)",
+        "p (Holm)",
+        "Hedges' g",
+        "p (Mann-Whitney)",
+    ]
+    return table(header, rows), details
+
+
+def _cell(mu: float, sd: float, fmt: str) -> str:
+    return "—" if math.isnan(mu) else f"{fmt.format(mu)} ± {fmt.format(sd)}"
+
+
+def _app_limited_share(trace: Trace) -> float:
+    """Time share with the app-limited flag up: the ``app_limited=1`` field where the lines carry it (the
+    kernel's), held until the next line; else the ApplicationLimited state the QUIC sets print."""
+    flags = [(e.t_us, dict(e.extra).get("app_limited")) for e in trace.events]
+    if not any(f is not None for _, f in flags):
+        return shares(trace).get("ApplicationLimited", 0.0)
+    on = sum(t2 - t for (t, f), (t2, _) in zip(flags, flags[1:], strict=False) if f == "1")
+    return on / max(trace.duration_us, 1)
 
 
 def _goodput(meta: dict[str, Any]) -> float:
@@ -278,43 +384,191 @@ def _up_ended_quietly(trace: Trace) -> float:
     return sum(exits) / len(exits) if exits else math.nan
 
 
+# -- making the runs ----------------------------------------------------------------------------------
+
+
+def scenario_tables() -> dict[str, tuple[dict[str, Any], str]]:
+    """Every scenario of the scenario files: name -> (its keys with the defaults merged, emulator mode)."""
+    import tomllib
+
+    out: dict[str, tuple[dict[str, Any], str]] = {}
+    for path, mode in SCENARIO_FILES.items():
+        data = tomllib.loads(path.read_text())
+        for item in data["scenario"]:
+            out[item["name"]] = ({**data.get("defaults", {}), **item}, mode)
+    return out
+
+
+def _good(run: Path) -> bool:
+    try:
+        meta = read_meta(run)
+    except Exception:  # a run cut off before its meta.json was written
+        return False
+    return bool(meta["result"]["ok"] and meta["emulator"]["ok"])
+
+
+def attempts(out: Path, name: str) -> dict[str, int]:
+    """What it took to get a scenario's good runs: attempts, good runs, attempts that were only
+    emulator-late and attempts that failed (redone attempts are kept in ``out/_rejected``)."""
+    runs = [p for p in out.glob(f"{name}-[0-9][0-9]") if (p / "meta.json").is_file()]
+    tried = runs + [p for p in (out / "_rejected").glob(f"{name}-[0-9][0-9]-attempt*") if (p / "meta.json").is_file()]
+    got = {"attempts": len(tried), "good": 0, "late": 0, "failed": 0}
+    for p in tried:
+        meta = read_meta(p)
+        if not meta["result"]["ok"]:
+            got["failed"] += 1
+        elif not meta["emulator"]["ok"]:
+            got["late"] += 1
+        else:
+            got["good"] += 1
+    return got
+
+
+def series(out: Path, names: list[str], retries: int, per_stretch: int = 4) -> None:
+    """Good runs until every scenario in ``names`` has its ``runs``: each stretch holds the testbed lock in
+    a child process for at most ``per_stretch`` runs (about 40 s each): desktop and mobile runs of one
+    stack alternate, in alternating order; other scenarios of the same emulator follow one another. A
+    scenario that gains no good run in three stretches running is given up, and said so."""
+    tables = scenario_tables()
+    stuck: dict[str, int] = {}
+    k = 0
+    while True:
+        have = {n: sum(_good(p) for p in out.glob(f"{n}-[0-9][0-9]")) for n in names}
+        need = {n: int(tables[n][0].get("runs", 1)) - have[n] for n in names}
+        short = [n for n in names if need[n] > 0 and stuck.get(n, 0) < 3]
+        if not short:
+            break
+        first = short[0]
+        stack, _, kind = first.partition("-")
+        partner = {"desktop": f"{stack}-mobile", "mobile": f"{stack}-desktop"}.get(kind)
+        batch: list[str] = []
+        if partner in short:
+            pair = [first, partner] if k % 2 == 0 else [partner, first]
+            while len(batch) < per_stretch and any(batch.count(n) < need[n] for n in pair):
+                batch += [n for n in pair if batch.count(n) < need[n]]
+        else:
+            same = [n for n in short if tables[n][1] == tables[first][1]]
+            for n in same:
+                batch += [n] * min(need[n], per_stretch - len(batch))
+        batch = batch[:per_stretch]
+        k += 1
+        spec = json.dumps({"out": str(out), "retries": retries, "tables": [tables[n][0] for n in batch]})
+        env = {**os.environ, "QUICSM_EMULATOR": tables[first][1]}
+        subprocess.run(["flock", LOCK, sys.executable, __file__, "--stretch", spec], env=env, check=False)
+        for n in dict.fromkeys(batch):
+            now = sum(_good(p) for p in out.glob(f"{n}-[0-9][0-9]"))
+            stuck[n] = 0 if now > have[n] else stuck.get(n, 0) + 1
+            print(f"[series] {n}: {now}/{tables[n][0].get('runs', 1)} good runs", file=sys.stderr, flush=True)
+    for n, times in stuck.items():
+        if times >= 3:
+            print(f"[series] {n}: given up after three stretches without a good run", file=sys.stderr)
+
+
+def stretch(spec: dict[str, Any]) -> None:
+    """In the child, under the lock: one run of each scenario table, redone up to ``retries`` times."""
+    from quicsm.testbed.matrix import config_from_mapping
+    from quicsm.testbed.runner import run_many
+
+    out = Path(spec["out"])
+    out.mkdir(parents=True, exist_ok=True)
+    for tab in spec["tables"]:
+        cfg, _ = config_from_mapping({k: v for k, v in tab.items() if k != "runs"}, where=tab["name"])
+        bins = cfg.server_stack.build(cfg)
+        for res in run_many(cfg, bins, out, runs=1, retries=spec["retries"]):
+            why = "good" if res.good else res.reason()
+            print(f"[stretch] {res.run_dir.name}: {why} (redone {len(res.redone)}x)", file=sys.stderr, flush=True)
+
+
+def thin_updates(log: Path, every_us: int = 100_000) -> None:
+    """Keep every transition line of a bundled log but metric updates only every ``every_us`` per
+    connection, or where the recovery sub-state or the app-limited flag changes: the kernel tracer writes one
+    per ACK that moves cwnd (about 2,400 lines in 30 s of TCP BBR); the analysis reads transitions,
+    ``recovery=`` and ``app_limited=``."""
+    import gzip
+    import re
+
+    rx = re.compile(r"conn=(\S+) t_us=(\d+)")
+    kept: list[bytes] = []
+    last: dict[str, tuple[int, tuple[str | None, ...]]] = {}
+    with gzip.open(log, "rb") as f:
+        for raw in f:
+            line = raw.decode()
+            m = rx.search(line)
+            if "ev=update" not in line or m is None:
+                kept.append(raw)
+                if m:
+                    last[m.group(1)] = (int(m.group(2)), _flags(line))
+                continue
+            conn, t, rec = m.group(1), int(m.group(2)), _flags(line)
+            prev = last.get(conn)
+            if prev is None or t - prev[0] >= every_us or rec != prev[1]:
+                kept.append(raw)
+                last[conn] = (t, rec)
+    tmp = log.with_suffix(".tmp")
+    with open(tmp, "wb") as raw_out:
+        with gzip.GzipFile(filename="server.log", mode="wb", fileobj=raw_out, mtime=0, compresslevel=9) as gz:
+            gz.writelines(kept)
+    os.replace(tmp, log)
+
+
+def _flags(line: str) -> tuple[str | None, ...]:
+    """The recovery sub-state and the app-limited flag of a line (None where absent)."""
+    out = []
+    for key in (" recovery=", " app_limited="):
+        i = line.find(key)
+        out.append(line[i + len(key) :].split(" ", 1)[0].strip() if i >= 0 else None)
+    return tuple(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scenarios", default=str(HERE / "bbr_long.toml"))
-    ap.add_argument("--out", default=None, help="run directory (default: the scenario file's out)")
+    ap.add_argument("--out", default="/tmp/qsm-exp/bbr-long", help="run directory")
+    ap.add_argument("--only", default="", help="comma-separated scenario name prefixes to run (default: all)")
+    ap.add_argument("--retries", type=int, default=2, help="redo a late or failed run this often")
     ap.add_argument("--analyse-only", action="store_true", help="no new runs; bundle what --out holds, if any")
     ap.add_argument("--no-bundle", action="store_true", help="analyse traces/bbr-long as it is")
+    ap.add_argument("--stretch", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    from quicsm.testbed.matrix import load_matrix
-
-    m = load_matrix(Path(args.scenarios))
-    out = Path(args.out) if args.out else m.out
-    assert out is not None
-    names = [sc.config.name for sc in m.scenarios]
+    if args.stretch:
+        stretch(json.loads(args.stretch))
+        return
+    out = Path(args.out)
+    names = list(scenario_tables())
     if not args.analyse_only:
-        subprocess.run(
-            [sys.executable, "-m", "quicsm", "testbed", "matrix", args.scenarios, "--out", str(out), "--retries", "2"],
-            check=True,
-        )
+        prefixes = tuple(x for x in args.only.split(",") if x)
+        series(out, [n for n in names if not prefixes or n.startswith(prefixes)], args.retries)
     if not args.no_bundle and out.is_dir():
+        ledger = TRACES / "attempts.json"
+        counts = json.loads(ledger.read_text()) if ledger.is_file() else {}
         for n in names:
+            if not any(out.glob(f"{n}-[0-9][0-9]")):
+                continue
             shutil.rmtree(TRACES / n, ignore_errors=True)
-        bundle(out, TRACES, {n: n for n in names}, None)
+            bundle(out, TRACES, {n: n}, None)
+            counts[n] = attempts(out, n)
+            if n.startswith("tcp-"):
+                for log in (TRACES / n).glob("*/server.log.gz"):
+                    thin_updates(log)
+        ledger.write_text(json.dumps(counts, indent=1, sort_keys=True) + "\n")
     groups = {n: load(TRACES / n) for n in names if (TRACES / n).is_dir()}
-    for n in ("quiche-desktop", "quinn-desktop"):
-        if groups.get(n):
-            _quicsm("diagram", str(TRACES / n), "-o", str(HERE / f"bbr_cycle_{n.split('-')[0]}.svg"))
-    sets = [str(TRACES / n) for n in ("quiche-desktop", "quinn-desktop") if groups.get(n)]
-    if len(sets) == 2:
-        _quicsm(
-            "compare", *sets, "--name", "quiche BBR2", "--name", "quinn BBR", "--diagram", str(HERE / "bbr_compare.svg")
-        )
+    for impl in IMPLS:  # Fig. 3b: one diagram per implementation, every state of its desktop runs
+        if groups.get(f"{impl}-desktop"):
+            _quicsm("diagram", _rel(TRACES / f"{impl}-desktop"), "-o", _rel(HERE / f"bbr_cycle_{impl}.svg"))
+    have = [impl for impl in IMPLS if groups.get(f"{impl}-desktop")]
+    if len(have) >= 2:
+        # side by side: the directly-follows engine keeps one node per state, so the machines line up
+        # (Synoptic's refinement splits a state into several nodes where its histories differ)
+        args = [_rel(TRACES / f"{impl}-desktop") for impl in have]
+        for impl in have:
+            args += ["--name", NAMES[impl]]
+        _quicsm("compare", *args, "--engine", "dfg", "--diagram", _rel(HERE / "bbr_compare.svg"))
         (HERE / "bbr_compare.md").write_text(
-            _quicsm("compare", *sets, "--name", "quiche BBR2", "--name", "quinn BBR", "--format", "markdown")
+            f"<!-- quicsm compare {shlex.join(args)} --engine dfg --format markdown -->\n"
+            + _quicsm("compare", *args, "--engine", "dfg", "--format", "markdown")
         )
     for impl in IMPLS:  # fixed rate vs the rate schedule; the report draws the states under the rate curve
         if groups.get(f"{impl}-schedule") and groups.get(f"{impl}-desktop"):
-            pair = [str(TRACES / f"{impl}-desktop"), str(TRACES / f"{impl}-schedule")]
+            pair = [_rel(TRACES / f"{impl}-desktop"), _rel(TRACES / f"{impl}-schedule")]
             _quicsm(
                 "compare",
                 *pair,
@@ -323,24 +577,52 @@ def main() -> None:
                 "--name",
                 "schedule",
                 "--html",
-                str(HERE / f"bbr_schedule_{impl}.html"),
+                _rel(HERE / f"bbr_schedule_{impl}.html"),
                 "--timelines",
                 "2",
             )
     now = f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC"
     runs_rows = []
+    ledger = TRACES / "attempts.json"
+    tried = json.loads(ledger.read_text()) if ledger.is_file() else {}
     for n, runs in groups.items():
         plts = [meta["result"].get("plt_ms") or 0 for _, meta in runs]
         sizes = [(log.stat().st_size) for log in sorted((TRACES / n).glob("*/server.log.gz"))]
         lines = [len(t.events) for t, _ in runs]
+        lates = [meta["emulator"].get("late_p99_us") for _, meta in runs]
+        lates = [x / 1000 for x in lates if x is not None]
+        c = tried.get(n, {})
         runs_rows.append(
-            [n, len(runs), f"{mean_sd(plts)[0] / 1000:.1f} s", f"{max(lines)}", f"{max(sizes) / 1024:.0f} KiB"]
+            [
+                n,
+                len(runs),
+                c.get("attempts", "?"),
+                c.get("late", "?"),
+                c.get("failed", "?"),
+                f"{min(lates):.1f}–{max(lates):.1f} ms" if lates else "—",
+                f"{mean_sd(plts)[0] / 1000:.1f} s",
+                f"{max(lines)}",
+                f"{max(sizes) / 1024:.0f} KiB",
+            ]
         )
-    head = table(["scenario", "runs", "mean duration", "max log lines", "max server.log.gz"], runs_rows)
+    head = table(
+        [
+            "scenario",
+            "good runs",
+            "attempts",
+            "emulator late",
+            "failed",
+            "relay lateness p99 (good runs)",
+            "mean duration",
+            "max log lines",
+            "max server.log.gz",
+        ],
+        runs_rows,
+    )
     text = (
-        f"# The whole BBR cycle, from running code (two implementations)\n\nGenerated {now} by "
-        f"`experiments/bbr_long.py` (scenarios `experiments/bbr_long.toml`, repo {git_rev()}); traces in "
-        "`traces/bbr-long/`.\n\n"
+        f"# The whole BBR cycle, from running code (three implementations)\n\nGenerated {now} by "
+        f"`experiments/bbr_long.py` (scenarios `experiments/bbr_long.toml`, `experiments/bbr_long_tcp.toml`, "
+        f"repo {git_rev()}); traces in `traces/bbr-long/`.\n\n"
         + head
         + "\n## Cycle timing against the design values (desktop runs)\n\n"
         + cycle_report(groups)
@@ -352,7 +634,7 @@ def main() -> None:
     text = (
         f"# Fig. 13 for BBR on long flows: desktop vs a client at 10 % of a core\n\nGenerated {now} by "
         f"`experiments/bbr_long.py` (repo {git_rev()}); traces in `traces/bbr-long/`. Runs per stack "
-        f"(desktop, mobile): {', '.join(f'{i} {a}+{b}' for i, a, b in counts)}.\n\n" + f13
+        f"(desktop + mobile): {', '.join(f'{i} {a}+{b}' for i, a, b in counts)}.\n\n" + f13
     )
     _write(HERE / "fig13_bbr_long.md", text, HERE / "fig13_bbr_long.notes.md")
     print(json.dumps({n: len(r) for n, r in groups.items()}))
