@@ -7,9 +7,10 @@ appear; quiche cruises 2 s after Drain, then Refill, Up and Down), and a client 
 duration. Needs root and cargo; the quiche build also needs libclang (.ci/install.d/quiche.sh), the kernel's
 TCP bpftrace and the IP-layer relay (.ci/install.d/tcp.sh).
 
-Cost in CI: the builds are the cache entries test_quiche_e2e (quiche 0.30.0 bbr2), test_quinn_stack and
-test_tcp_stack use too, so what this file adds to a CI run is its three runs: 45-60 s with the builds
-cached (7-22 s a test, more when a late run is redone); cold figures in experiments/bbr2_cycle.md."""
+Cost in CI (experiments/bbr2_cycle.md, "What CI pays"): warm, 35 s of test time (8 s quiche, 10 s quinn,
+17 s kernel TCP); cold, the quiche 0.30.0 bbr2 and TCP builds are the cache entries test_quiche_e2e and
+test_tcp_stack build anyway, and this file adds the quinn server's cold cargo build, 218 CPU-seconds
+(about 2-4 min on two cores, estimated from the CPU time)."""
 
 from __future__ import annotations
 
