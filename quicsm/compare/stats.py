@@ -2,6 +2,11 @@
 
 Every function returns plain floats or ``None`` (never NaN) plus a note saying why a number is
 missing, so a comparison can print "too few connections" instead of a silent NaN.
+
+Welch's, the z-tests' and Fisher's p-values come from ``scipy.special`` (the t, normal and
+hypergeometric functions ``scipy.stats`` itself calls, with its arithmetic step for step, so the numbers
+are the same to the last bit); the tests only ``scipy.stats`` has (Mann-Whitney, chi-square) import it
+when first called: importing it is seconds of CPU, most of a ``quicsm check`` run.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
+from scipy.special import _ufuncs, ndtr, stdtr
 
 __all__ = [
     "CORRECTIONS",
@@ -108,8 +113,34 @@ def welch(a: np.ndarray, b: np.ndarray) -> TestResult:
     bad = _degenerate("welch", a, b, "hedges_g")
     if bad is not None:
         return bad
-    res = sps.ttest_ind(b, a, equal_var=False)
-    return TestResult("welch", _finite(res.statistic), _finite(res.pvalue), _finite(hedges_g(a, b)), "hedges_g")
+    t, p = _welch_t(b, a)
+    return TestResult("welch", _finite(t), _finite(p), _finite(hedges_g(a, b)), "hedges_g")
+
+
+def _sample_var(x: np.ndarray) -> np.floating:
+    """Variance (ddof 1) as ``scipy.stats.ttest_ind`` takes it: the mean of squared deviations, scaled."""
+    var = np.mean((x - np.mean(x, keepdims=True)) ** 2)
+    n = np.float64(len(x))
+    return var * (n / (n - 1))
+
+
+def _welch_t(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Welch's t of mean(x) - mean(y) and its two-sided p-value, computed as ``scipy.stats.ttest_ind(x, y,
+    equal_var=False)`` computes them (same operations in the same order: equal to the bit)."""
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    n1, n2 = len(x), len(y)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        vn1, vn2 = _sample_var(x) / n1, _sample_var(y) / n2
+        df = (vn1 + vn2) ** 2 / (vn1**2 / (n1 - 1) + vn2**2 / (n2 - 1))
+        if np.isnan(df):  # both variances zero: any df gives the same (undefined) answer
+            df = np.float64(1.0)
+        t = np.divide(np.mean(x) - np.mean(y), np.sqrt(vn1 + vn2))
+    return float(t), float(2 * stdtr(df, -np.abs(t)))
+
+
+def _normal_two_sided(z: float) -> float:
+    """Two-sided normal tail, as ``2 * scipy.stats.norm.sf(abs(z))``."""
+    return float(2 * ndtr(-np.asarray(abs(z))))
 
 
 def mann_whitney(a: np.ndarray, b: np.ndarray) -> TestResult:
@@ -117,6 +148,8 @@ def mann_whitney(a: np.ndarray, b: np.ndarray) -> TestResult:
     bad = _degenerate("mwu", a, b, "rank_biserial")
     if bad is not None:
         return bad
+    from scipy import stats as sps  # imported when first needed (seconds of start-up otherwise)
+
     res = sps.mannwhitneyu(b, a, alternative="two-sided")
     r = 2.0 * float(res.statistic) / (len(a) * len(b)) - 1.0
     return TestResult("mwu", _finite(res.statistic), _finite(res.pvalue), r, "rank_biserial")
@@ -153,7 +186,7 @@ def two_proportion_z(ka: int, na: int, kb: int, nb: int) -> TestResult:
     p = (ka + kb) / (na + nb)
     se = math.sqrt(p * (1 - p) * (1 / na + 1 / nb))
     z = (pb - pa) / se
-    return TestResult("z", z, float(2 * sps.norm.sf(abs(z))), pb - pa, "difference")
+    return TestResult("z", z, _normal_two_sided(z), pb - pa, "difference")
 
 
 def chi_square_2x2(ka: int, na: int, kb: int, nb: int) -> TestResult:
@@ -161,6 +194,8 @@ def chi_square_2x2(ka: int, na: int, kb: int, nb: int) -> TestResult:
     bad = _proportion_guard("chi2", ka, na, kb, nb)
     if bad is not None:
         return bad
+    from scipy import stats as sps  # imported when first needed
+
     table = np.array([[ka, na - ka], [kb, nb - kb]])
     chi2, p, _, _ = sps.chi2_contingency(table, correction=True)
     return TestResult("chi2", _finite(chi2), _finite(p), kb / nb - ka / na, "difference")
@@ -206,7 +241,7 @@ def cluster_proportion_z(ka: np.ndarray, na: np.ndarray, kb: np.ndarray, nb: np.
             "cluster", None, None, 0.0, "difference", "same probability in every connection; nothing to test"
         )
     z = (pb - pa) / se
-    return TestResult("cluster", z, float(2 * sps.norm.sf(abs(z))), pb - pa, "difference")
+    return TestResult("cluster", z, _normal_two_sided(z), pb - pa, "difference")
 
 
 def fisher_exact(ka: int, na: int, kb: int, nb: int) -> TestResult:
@@ -217,8 +252,81 @@ def fisher_exact(ka: int, na: int, kb: int, nb: int) -> TestResult:
         return TestResult("fisher", None, None, None, "difference", "an empty set; nothing to test")
     if not (0 <= ka <= na and 0 <= kb <= nb):
         raise ValueError(f"counts out of range: {ka}/{na} vs {kb}/{nb}")
-    res = sps.fisher_exact([[ka, na - ka], [kb, nb - kb]])
-    return TestResult("fisher", _finite(res.statistic), _finite(res.pvalue), kb / nb - ka / na, "difference")
+    odds, p = _fisher_2x2(np.array([[ka, na - ka], [kb, nb - kb]], dtype=np.int64))
+    return TestResult("fisher", _finite(odds), _finite(p), kb / nb - ka / na, "difference")
+
+
+def _fisher_2x2(c: np.ndarray) -> tuple[float, float]:
+    """Odds ratio and two-sided p-value of a 2x2 table, step for step as ``scipy.stats.fisher_exact`` takes
+    them (its hypergeometric pmf/cdf/sf are the ``scipy.special`` functions called here, with the same
+    support rules), so the p-value is equal to the bit."""
+    if 0 in c.sum(axis=0) or 0 in c.sum(axis=1):
+        return math.nan, 1.0
+    odds = c[0, 0] * c[1, 1] / (c[1, 0] * c[0, 1]) if c[1, 0] > 0 and c[0, 1] > 0 else np.inf
+    n1, n2, n = c[0, 0] + c[0, 1], c[1, 0] + c[1, 1], c[0, 0] + c[1, 0]
+    hg = _Hypergeom(n1 + n2, n1, n)
+    mode = int((n + 1) * (n1 + 1) / (n1 + n2 + 2))
+    pexact, pmode = hg.pmf(c[0, 0]), hg.pmf(mode)
+    epsilon = 1e-14
+    gamma = 1 + epsilon
+    with np.errstate(invalid="ignore"):
+        if np.abs(pexact - pmode) / np.maximum(pexact, pmode) <= epsilon:
+            return float(odds), 1.0
+    if c[0, 0] < mode:
+        plower = hg.cdf(c[0, 0])
+        if hg.pmf(n) > pexact * gamma:
+            return float(odds), float(plower)
+        guess = _search(lambda x: -hg.pmf(x), -pexact * gamma, mode, int(n))
+        p = plower + hg.sf(guess)
+    else:
+        pupper = hg.sf(c[0, 0] - 1)
+        if hg.pmf(0) > pexact * gamma:
+            return float(odds), float(pupper)
+        guess = _search(hg.pmf, pexact * gamma, 0, mode)
+        p = pupper + hg.cdf(guess)
+    return float(odds), float(min(p, 1.0))
+
+
+@dataclass(frozen=True, slots=True)
+class _Hypergeom:
+    """The hypergeometric law of ``draws`` from ``total`` items of which ``good`` are good, as
+    ``scipy.stats.hypergeom`` evaluates it: outside the support the answer is 0 or 1 without a call."""
+
+    total: int
+    good: int
+    draws: int
+
+    def _support(self) -> tuple[int, int]:
+        return max(self.draws - (self.total - self.good), 0), min(self.good, self.draws)
+
+    def _call(self, fn: Callable[..., float], k: int) -> np.float64:
+        return np.float64(np.clip(fn(np.float64(k), self.good, self.draws, self.total), 0, 1))
+
+    def pmf(self, k: int) -> np.float64:
+        lo, hi = self._support()
+        return self._call(_ufuncs._hypergeom_pmf, k) if lo <= k <= hi else np.float64(0.0)
+
+    def cdf(self, k: int) -> np.float64:
+        lo, hi = self._support()
+        return np.float64(1.0) if k >= hi else np.float64(0.0) if k < lo else self._call(_ufuncs._hypergeom_cdf, k)
+
+    def sf(self, k: int) -> np.float64:
+        lo, hi = self._support()
+        return np.float64(1.0) if k < lo else np.float64(0.0) if k >= hi else self._call(_ufuncs._hypergeom_sf, k)
+
+
+def _search(f: Callable[[int], np.float64], d: np.float64, lo: int, hi: int) -> int:
+    """The ``i`` in ``[lo, hi]`` with ``f(i) <= d < f(i + 1)`` for ``f`` ascending there (scipy's own search)."""
+    while lo < hi:
+        mid = lo + (hi - lo) // 2
+        at = f(mid)
+        if at < d:
+            lo = mid + 1
+        elif at > d:
+            hi = mid - 1
+        else:
+            return mid
+    return lo if f(lo) <= d else lo - 1
 
 
 EDGE_TESTS: dict[str, str] = {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from quicsm.compare.stats import (
     cluster_proportion_z,
     cohen_d,
     correct,
+    fisher_exact,
     hedges_g,
     holm,
     mann_whitney,
@@ -144,3 +146,66 @@ def test_bootstrap_is_seeded_and_brackets_the_mean() -> None:
     assert np.all(lo1 < x.mean(0)) and np.all(x.mean(0) < hi1)
     se = x.std(0, ddof=1) / math.sqrt(40)
     assert np.allclose(hi1 - lo1, 2 * 1.96 * se, rtol=0.25)
+
+
+def _bits(x: float | None) -> bytes:
+    return np.float64(np.nan if x is None else x).tobytes()
+
+
+@pytest.mark.parametrize("seed", range(1))
+def test_welch_and_z_p_values_are_scipy_stats_own_to_the_bit(seed: int) -> None:
+    """Welch's and the z-tests' p-values (now from scipy.special, so scipy.stats is not imported at start-up)
+    equal scipy.stats' to the last bit: compare's JSON does not move. Random sizes, scales (occupancy shares,
+    microsecond durations), a set without spread, ties, near-identical samples."""
+    rng = np.random.default_rng(seed)
+    cases = []
+    for _ in range(150):
+        na, nb = (int(n) for n in rng.integers(2, 400, size=2))
+        scale = float(10.0 ** rng.uniform(-6, 7))
+        a, b = rng.gamma(rng.uniform(0.2, 5), scale, na), rng.normal(scale, scale * rng.uniform(0.01, 3), nb)
+        cases.append((a, b))
+    cases += [
+        (np.array([0.2, 0.2, 0.2]), np.array([0.1, 0.3, 0.5, 0.5])),
+        (np.round(rng.random(50), 1), np.round(rng.random(9), 1)),
+    ]
+    cases.append((1.0 + 1e-15 * rng.random(20), 1.0 + 1e-15 * rng.random(30)))
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # scipy's note on near-identical samples
+        for a, b in cases:
+            ours, ref = welch(a, b), sps.ttest_ind(b, a, equal_var=False)
+            assert _bits(ours.statistic) == _bits(float(ref.statistic)), (a, b)
+            assert _bits(ours.p_value) == _bits(float(ref.pvalue)), (a, b)
+    for _ in range(1000):
+        na, nb = (int(n) for n in rng.integers(1, 10**6, size=2))
+        ka, kb = int(rng.integers(0, na + 1)), int(rng.integers(0, nb + 1))
+        res = two_proportion_z(ka, na, kb, nb)
+        if res.p_value is not None:
+            assert _bits(res.p_value) == _bits(float(2 * sps.norm.sf(abs(res.statistic))))
+    for _ in range(150):
+        m = int(rng.integers(2, 60))
+        na, nb = rng.integers(0, 50, size=m), rng.integers(0, 50, size=m)
+        ka, kb = rng.binomial(na, rng.random()), rng.binomial(nb, rng.random())
+        res = cluster_proportion_z(ka, na, kb, nb)
+        if res.p_value is not None:
+            assert _bits(res.p_value) == _bits(float(2 * sps.norm.sf(abs(res.statistic))))
+
+
+def test_fisher_p_values_are_scipy_stats_own_to_the_bit() -> None:
+    """Fisher's exact test (check's new/gone items) from scipy.special's hypergeometric functions equals
+    scipy.stats.fisher_exact to the bit: small and large tables, empty rows/columns, ties at the mode."""
+    rng = np.random.default_rng(7)
+    tables = [(k, n, j, m) for n in range(1, 5) for m in range(1, 5) for k in range(n + 1) for j in range(m + 1)]
+    for _ in range(150):
+        na, nb = (int(x) for x in rng.integers(1, 3000, size=2))
+        tables.append((int(rng.integers(0, na + 1)), na, int(rng.integers(0, nb + 1)), nb))
+        tables.append((int(rng.integers(0, 3)), na, int(rng.integers(0, 3)), nb))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for ka, na, kb, nb in tables:
+            ours, ref = fisher_exact(ka, na, kb, nb), sps.fisher_exact([[ka, na - ka], [kb, nb - kb]])
+            assert _bits(ours.p_value) == _bits(float(ref.pvalue)), (ka, na, kb, nb)
+            assert _bits(ours.statistic) == _bits(_finite(ref.statistic)), (ka, na, kb, nb)
+
+
+def _finite(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
