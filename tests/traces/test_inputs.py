@@ -39,10 +39,10 @@ def test_scopes_equal_the_pairwise_rule_on_colliding_paths() -> None:
 
 def test_scopes_of_many_files_take_linear_time() -> None:
     paths = [f"in/host{i % 50:02d}/run{i % 7}/server.log" for i in range(350)]
-    paths += [f"in/host{i % 50:02d}/conn-{i}.sqlog" for i in range(100_000)]
-    started = time.perf_counter()
+    paths += [f"in/host{i % 50:02d}/conn-{i}.sqlog" for i in range(20_000)]
+    started = time.process_time()  # CPU, not wall: other work on a shared machine does not count
     scopes = trace_scopes(paths)
-    assert time.perf_counter() - started < 5  # the pairwise rule: 10^10 comparisons
+    assert time.process_time() - started < 5  # linear: well under 1 s; the pairwise rule: 4 x 10^8 comparisons
     assert scopes["in/host07/conn-7.sqlog"] == "conn-7.sqlog"
     assert scopes["in/host07/run0/server.log"] == "host07/run0/server.log"
     assert len(set(scopes.values())) == len(scopes)
