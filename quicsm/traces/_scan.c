@@ -218,7 +218,7 @@ typedef struct { char *data; size_t len, cap; } Col;
 
 static int col_put(Col *c, const void *v, size_t n) {
     if (c->len + n > c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 1 << 16;
+        size_t cap = c->cap ? c->cap * 2 : 1 << 12;
         while (cap < c->len + n) cap *= 2;
         char *d = PyMem_Realloc(c->data, cap);
         if (!d) { PyErr_NoMemory(); return -1; }
@@ -231,12 +231,23 @@ static int col_put(Col *c, const void *v, size_t n) {
 
 /* Id of the string [a, b) in (table: bytes -> int, names: list of str), added when new; -1 for a NULL
  * span; -2 (no exception set) when the bytes are not UTF-8, which sends the line to the Python reader.
- * Ids found in the file's dict are kept for this call in an open-addressing table of spans into the
- * buffer, so a repeated string (connection keys interleave: a last-value memo misses) costs a hash and
- * a compare, not a bytes object and a dict lookup. */
+ * Ids found in the dict are kept for this call in an open-addressing table of spans into the buffer, so
+ * a repeated string (connection keys interleave: a last-value memo misses) costs a hash and a compare,
+ * not a bytes object and a dict lookup. The table is sized to the input (a 1 KB file does not zero
+ * 200 KB of slots: that was most of a small file's scan). */
 typedef struct { const char *a; Py_ssize_t n; int id; } Slot;
-enum { SEEN_SLOTS = 1 << 13, SEEN_MAX = SEEN_SLOTS / 4 * 3 };
-typedef struct { Slot *slot; int used; } Seen;
+typedef struct { Slot *slot; size_t mask; Py_ssize_t used, max; } Seen;
+
+static int seen_init(Seen *s, Py_ssize_t bytes) {
+    size_t n = 64;
+    while (n < (1 << 13) && (Py_ssize_t)n * 16 < bytes) n <<= 1;
+    s->slot = PyMem_Calloc(n, sizeof(Slot));
+    s->mask = n - 1;
+    s->used = 0;
+    s->max = (Py_ssize_t)(n / 4 * 3);
+    if (!s->slot) { PyErr_NoMemory(); return -1; }
+    return 0;
+}
 
 /* Eight bytes per multiply (a byte-wise FNV-1a was a third of the scan: one dependent multiply per byte
  * of every key), then a final mix so the low bits that pick the slot depend on every byte. Slots are
@@ -262,8 +273,8 @@ static size_t span_hash(const char *a, Py_ssize_t n) {
 static int intern(PyObject *table, PyObject *names, const char *a, const char *b, Seen *seen) {
     if (!a) return -1;
     Py_ssize_t n = b - a;
-    size_t at = span_hash(a, n) & (SEEN_SLOTS - 1);
-    for (Slot *s = &seen->slot[at]; s->a; at = (at + 1) & (SEEN_SLOTS - 1), s = &seen->slot[at])
+    size_t at = span_hash(a, n) & seen->mask;
+    for (Slot *s = &seen->slot[at]; s->a; at = (at + 1) & seen->mask, s = &seen->slot[at])
         if (s->n == n && memcmp(s->a, a, (size_t)n) == 0) return s->id;
     PyObject *key = PyBytes_FromStringAndSize(a, n);
     if (!key) return -3;
@@ -281,77 +292,136 @@ static int intern(PyObject *table, PyObject *names, const char *a, const char *b
         if (bad) { Py_DECREF(key); return -3; }
     }
     Py_DECREF(key);
-    if (seen->used < SEEN_MAX) {
+    if (seen->used < seen->max) {
         seen->slot[at].a = a; seen->slot[at].n = n; seen->slot[at].id = id;
         seen->used++;
     }
     return id;
 }
 
-enum { C_LINE, C_CONN, C_CC, C_T, C_PREV, C_STATE, C_METRICS, C_TRIGGER, N_COLS };
+enum { C_LINE, C_CONN, C_CC, C_T, C_PREV, C_STATE, C_METRICS, C_TRIGGER, C_SRC, N_COLS };
 
-static PyObject *scan_columns(PyObject *self, PyObject *args) {
-    Py_buffer buf, tag;
-    Py_ssize_t start, end, lineno;
-    PyObject *table, *names;
-    if (!PyArg_ParseTuple(args, "y*nny*nO!O!", &buf, &start, &end, &tag, &lineno, &PyDict_Type, &table, &PyList_Type, &names))
-        return NULL;
-    clamp_window(buf.len, &start, &end);
-    const char *base = (const char *)buf.buf, *stop = base + end, *pos = base + start, *line_at = pos;
-    const char *t = (const char *)tag.buf;
-    size_t tl = (size_t)tag.len;
-    Col cols[N_COLS] = {{0}};
-    Seen seen = {PyMem_Calloc(SEEN_SLOTS, sizeof(Slot)), 0};
-    long long rows = 0;
-    PyObject *fallback = PyList_New(0), *res = NULL;
-    if (!seen.slot) { PyErr_NoMemory(); goto done; }
-    if (!fallback) goto done;
+/* One call's output: the columns (C_SRC only for scan_files), rows the Python reader must parse. */
+typedef struct {
+    PyObject *table, *names, *fallback;
+    const char *t;
+    size_t tl;
+    Col cols[N_COLS];
+    Seen seen;
+    long long rows;
+} Scan;
+
+/* Canonical lines of [pos, stop) into the columns (file number src when with_src), from line lineno;
+ * returns the line number at stop, or -1 with an exception set. */
+static Py_ssize_t scan_region(Scan *s, const char *pos, const char *stop, Py_ssize_t lineno, int src, int with_src) {
+    const char *line_at = pos;
     while (pos < stop) {
         const char *hit, *eol;
-        if (!next_line(pos, stop, t, tl, &hit, &eol, &lineno, &line_at)) break;
+        if (!next_line(pos, stop, s->t, s->tl, &hit, &eol, &lineno, &line_at)) break;
         Fields f;
-        int ids[5] = {-1, -1, -1, -1, -1}, ok = parse_canonical(hit + tl, eol, &f), i;
+        int ids[5] = {-1, -1, -1, -1, -1}, ok = parse_canonical(hit + s->tl, eol, &f), i;
         if (ok) {
             const char *spans[5][2] = {{f.conn_a, f.conn_b}, {f.cc_a, f.cc_b}, {f.from_a, f.from_b}, {f.to_a, f.to_b}, {f.trig_a, f.trig_b}};
             for (i = 0; i < 5 && ok; i++) {
-                ids[i] = intern(table, names, spans[i][0], spans[i][1], &seen);
-                if (ids[i] == -3) goto done;
+                ids[i] = intern(s->table, s->names, spans[i][0], spans[i][1], &s->seen);
+                if (ids[i] == -3) return -1;
                 if (ids[i] == -2) ok = 0;
             }
         }
         long long ln = (long long)lineno, ms[7];
         if (!ok) {  /* the Python reader parses it (or reports it) and fills this row */
-            PyObject *item = Py_BuildValue("(Lny#)", rows, lineno, hit + tl, (Py_ssize_t)(eol - hit - (Py_ssize_t)tl));
-            if (!item || PyList_Append(fallback, item) < 0) { Py_XDECREF(item); goto done; }
+            PyObject *item = Py_BuildValue("(Lny#)", s->rows, lineno, hit + s->tl, (Py_ssize_t)(eol - hit - (Py_ssize_t)s->tl));
+            if (!item || PyList_Append(s->fallback, item) < 0) { Py_XDECREF(item); return -1; }
             Py_DECREF(item);
             for (i = 0; i < 5; i++) ids[i] = -1;
             f.t_us = 0;
             for (i = 0; i < 7; i++) f.has_m[i] = 0;
         }
         for (i = 0; i < 7; i++) ms[i] = f.has_m[i] ? f.m[i] : (long long)(-0x7fffffffffffffffLL - 1);
-        if (col_put(&cols[C_LINE], &ln, 8) || col_put(&cols[C_CONN], &ids[0], 4) || col_put(&cols[C_CC], &ids[1], 4) ||
-            col_put(&cols[C_T], &f.t_us, 8) || col_put(&cols[C_PREV], &ids[2], 4) || col_put(&cols[C_STATE], &ids[3], 4) ||
-            col_put(&cols[C_METRICS], ms, sizeof ms) || col_put(&cols[C_TRIGGER], &ids[4], 4))
-            goto done;
-        rows++;
+        Col *c = s->cols;
+        if (col_put(&c[C_LINE], &ln, 8) || col_put(&c[C_CONN], &ids[0], 4) || col_put(&c[C_CC], &ids[1], 4) ||
+            col_put(&c[C_T], &f.t_us, 8) || col_put(&c[C_PREV], &ids[2], 4) || col_put(&c[C_STATE], &ids[3], 4) ||
+            col_put(&c[C_METRICS], ms, sizeof ms) || col_put(&c[C_TRIGGER], &ids[4], 4) ||
+            (with_src && col_put(&c[C_SRC], &src, 4)))
+            return -1;
+        s->rows++;
         pos = eol;
     }
-    lineno += count_nl(line_at, stop);
-    {
-        PyObject *out = PyTuple_New(N_COLS);
-        if (!out) goto done;
-        for (int i = 0; i < N_COLS; i++) {
-            PyObject *b = PyBytes_FromStringAndSize(cols[i].data ? cols[i].data : "", (Py_ssize_t)cols[i].len);
-            if (!b) { Py_DECREF(out); goto done; }
-            PyTuple_SET_ITEM(out, i, b);
-        }
-        res = Py_BuildValue("(NOn)", out, fallback, lineno);
+    return lineno + count_nl(line_at, stop);
+}
+
+/* (columns as bytes, fallback list) of a finished scan; NULL on error. */
+static PyObject *scan_result(Scan *s, int ncols, PyObject *last) {
+    PyObject *out = last ? PyTuple_New(ncols) : NULL;
+    if (!out) { Py_XDECREF(last); return NULL; }
+    for (int i = 0; i < ncols; i++) {
+        PyObject *b = PyBytes_FromStringAndSize(s->cols[i].data ? s->cols[i].data : "", (Py_ssize_t)s->cols[i].len);
+        if (!b) { Py_DECREF(out); Py_DECREF(last); return NULL; }
+        PyTuple_SET_ITEM(out, i, b);
     }
-done:
-    for (int i = 0; i < N_COLS; i++) PyMem_Free(cols[i].data);
-    PyMem_Free(seen.slot);
-    Py_XDECREF(fallback);
+    return Py_BuildValue("(NON)", out, s->fallback, last);
+}
+
+static void scan_free(Scan *s) {
+    for (int i = 0; i < N_COLS; i++) PyMem_Free(s->cols[i].data);
+    PyMem_Free(s->seen.slot);
+    Py_XDECREF(s->fallback);
+}
+
+static PyObject *scan_columns(PyObject *self, PyObject *args) {
+    Py_buffer buf, tag;
+    Py_ssize_t start, end, lineno;
+    Scan s = {0};
+    PyObject *res = NULL;
+    if (!PyArg_ParseTuple(args, "y*nny*nO!O!", &buf, &start, &end, &tag, &lineno, &PyDict_Type, &s.table, &PyList_Type, &s.names))
+        return NULL;
+    clamp_window(buf.len, &start, &end);
+    s.t = (const char *)tag.buf;
+    s.tl = (size_t)tag.len;
+    const char *base = (const char *)buf.buf;
+    if (seen_init(&s.seen, end - start) == 0 && (s.fallback = PyList_New(0)) != NULL) {
+        lineno = scan_region(&s, base + start, base + end, lineno, 0, 0);
+        if (lineno >= 0) res = scan_result(&s, C_SRC, PyLong_FromSsize_t(lineno));
+    }
+    scan_free(&s);
     PyBuffer_Release(&buf);
+    PyBuffer_Release(&tag);
+    return res;
+}
+
+/* Many whole files joined in one buffer (file i is [bounds[i], bounds[i + 1])): each scanned from its line
+ * 1, its rows numbered i in a ninth column; with each file's line count (a last line without its newline
+ * counts). One call for a batch of small files instead of one per file. */
+static PyObject *scan_files(PyObject *self, PyObject *args) {
+    Py_buffer buf, bounds, tag;
+    Scan s = {0};
+    PyObject *res = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*y*O!O!", &buf, &bounds, &tag, &PyDict_Type, &s.table, &PyList_Type, &s.names))
+        return NULL;
+    Py_ssize_t nfiles = bounds.len / 8 - 1;
+    const long long *b = (const long long *)bounds.buf;
+    const char *base = (const char *)buf.buf;
+    s.t = (const char *)tag.buf;
+    s.tl = (size_t)tag.len;
+    long long *lines = NULL;
+    if (nfiles < 0 || bounds.len % 8) { PyErr_SetString(PyExc_ValueError, "bounds: int64 offsets, at least one"); goto out; }
+    for (Py_ssize_t i = 0; i < nfiles; i++)
+        if (b[i] < 0 || b[i] > b[i + 1] || b[i + 1] > buf.len) { PyErr_SetString(PyExc_ValueError, "bounds out of order"); goto out; }
+    if (seen_init(&s.seen, buf.len) < 0 || !(s.fallback = PyList_New(0))) goto out;
+    lines = PyMem_Malloc(sizeof(long long) * (size_t)(nfiles ? nfiles : 1));
+    if (!lines) { PyErr_NoMemory(); goto out; }
+    for (Py_ssize_t i = 0; i < nfiles; i++) {
+        const char *a = base + b[i], *e = base + b[i + 1];
+        Py_ssize_t end = scan_region(&s, a, e, 1, (int)i, 1);
+        if (end < 0) goto out;
+        lines[i] = (long long)(end - 1) + (e > a && e[-1] != '\n');
+    }
+    res = scan_result(&s, N_COLS, PyBytes_FromStringAndSize((const char *)lines, (Py_ssize_t)(8 * nfiles)));
+out:
+    PyMem_Free(lines);
+    scan_free(&s);
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&bounds);
     PyBuffer_Release(&tag);
     return res;
 }
@@ -360,6 +430,8 @@ static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS, "scan(buffer, start, end, tag, lineno, parse=False) -> ([(line, payload) or parsed tuple], lineno_at_end)"},
     {"scan_columns", scan_columns, METH_VARARGS,
      "scan_columns(buffer, start, end, tag, lineno, table, names) -> (8 column bytes, [(row, line, payload)], lineno_at_end)"},
+    {"scan_files", scan_files, METH_VARARGS,
+     "scan_files(buffer, bounds, tag, table, names) -> (9 column bytes, [(row, line, payload)], lines per file as int64 bytes)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -19,3 +19,10 @@ def scan_columns(
     metrics: 7 int64 per row, INT64_MIN when absent; trigger), strings as ids interned in ``table``/``names``;
     other lines as ``(row, line, payload)`` for the Python reader (their rows are placeholders); and the line
     number at ``end``."""
+
+def scan_files(
+    buffer: bytes, bounds: bytes, tag: bytes, table: dict[bytes, int], names: list[str], /
+) -> tuple[tuple[bytes, ...], list[tuple[int, int, bytes]], bytes]:
+    """Whole files joined in ``buffer`` (file ``i`` spans int64 ``bounds[i]`` to ``bounds[i + 1]``), each scanned
+    from its line 1 as :func:`scan_columns` scans a window, with a ninth column numbering each row's file
+    (int32); and each file's line count (int64; a last line without its newline counts)."""

@@ -21,7 +21,7 @@ import numpy as np
 from quicsm.traces.contract import TAG_BYTES, ContractError, parse_payload
 from quicsm.traces.distinct import PackedSequences, unique_inverse
 from quicsm.traces.events import EVENT_KINDS, METRIC_FIELDS, StateView, Trace, TraceEvent, TraceMeta
-from quicsm.traces.logscan import ScanState, find_tagged_py, scan_windows
+from quicsm.traces.logscan import BINARY_INPUT, ScanState, find_tagged_py, scan_windows
 from quicsm.traces.report import ParseReport
 from quicsm.traces.states import canonical_state
 
@@ -37,6 +37,7 @@ __all__ = [
     "stay_sequences",
     "available",
     "scan_columns_py",
+    "scan_files_py",
 ]
 
 NULL = np.iinfo(np.int64).min
@@ -57,10 +58,34 @@ def scan_columns_py(
     return raw, [(i, ln, payload) for i, (ln, payload) in enumerate(hits)], end
 
 
+def scan_files_py(
+    buf: bytes, bounds: bytes, tag: bytes, table: dict[bytes, int], names: list[str]
+) -> tuple[tuple[bytes, ...], list[tuple[int, int, bytes]], bytes]:
+    """The twin of the C ``scan_files``: whole files joined in ``buf`` (file ``i`` at ``bounds[i]`` to
+    ``bounds[i + 1]``, int64), each scanned from its line 1; a ninth column numbers each row's file; and
+    each file's line count."""
+    edges = np.frombuffer(bounds, np.int64).tolist()
+    parts: list[tuple[bytes, ...]] = []
+    fallback: list[tuple[int, int, bytes]] = []
+    lines, src, rows = [], [], 0
+    for i, (a, b) in enumerate(zip(edges, edges[1:])):
+        raw, fb, end = _scan_columns(buf, a, b, tag, 1, table, names)
+        fallback.extend((rows + r, ln, payload) for r, ln, payload in fb)
+        n = len(raw[0]) // 8
+        parts.append(raw)
+        src.append(np.full(n, i, np.int32).tobytes())
+        rows += n
+        lines.append(end - 1 + (b > a and buf[b - 1] != 10))
+    cols = tuple(b"".join(p[j] for p in parts) for j in range(8)) + (b"".join(src),)
+    return cols, fallback, np.asarray(lines, np.int64).tobytes()
+
+
 try:
     from quicsm.traces._scan import scan_columns as _scan_columns
+    from quicsm.traces._scan import scan_files as _scan_files
 except ImportError:  # pragma: no cover - depends on the install
     _scan_columns = scan_columns_py  # type: ignore[assignment]
+    _scan_files = scan_files_py
 
 
 def available() -> bool:
@@ -155,8 +180,8 @@ class _Columns:
     def reset(self) -> None:
         """Start the next batch (the string table stays: a file goes on in it)."""
         self.chunks: list[list[np.ndarray]] = []
-        self.src: list[int] = []
-        """Per chunk: the index of its file among the batch's sources."""
+        self.src: list[np.ndarray] = []
+        """Per chunk: per row, the index of its file among the batch's sources."""
         self.kind: list[tuple[int, int]] = []
         self.recovery: list[tuple[int, int]] = []
         self.extra: dict[int, tuple[tuple[str, str], ...]] = {}
@@ -177,15 +202,27 @@ class _Columns:
 
 BATCH_ROWS = 1 << 18
 """Records per batch: memory holds one batch and the open connections' records, whatever the file size."""
+JOIN_BYTES = 1 << 20
+"""Small files read whole are joined up to this size and scanned in one call (:meth:`ColumnReader.add`)."""
+
+
+def _views(raw: tuple[bytes, ...]) -> list[np.ndarray]:
+    """The scanner's raw columns as arrays (line, conn, cc, t_us, prev, state, metrics, trigger[, src])."""
+    types = (np.int64, np.int32, np.int32, np.int64, np.int32, np.int32, np.int64, np.int32, np.int32)
+    cols = [np.frombuffer(r, t) for r, t in zip(raw, types)]
+    cols[6] = cols[6].reshape(-1, 7)
+    return cols
 
 
 class ColumnReader:
     """Text logs read one after the other into column batches of whole traces.
 
     Fixed costs are paid once per run, not per file: one window buffer, one string table per batch, one
-    cutter. A batch gathers files until it holds ``batch_rows`` records; a file larger than that is cut
-    inside, the records of its connections still open carried to the next batch. Each file's traces
-    come out in the order the oracle in tests/traces/oracle.py gives them, files in the order read.
+    cutter. Small files read whole are joined and scanned in one call (:meth:`add`); larger ones are
+    streamed in windows (:meth:`read`). A batch gathers files until it holds ``batch_rows`` records; a
+    file larger than that is cut inside, the records of its connections still open carried to the next
+    batch. Each file's traces come out in the order the oracle in tests/traces/oracle.py gives them,
+    files in the order read.
     """
 
     def __init__(
@@ -202,37 +239,69 @@ class ColumnReader:
         self.cutter = TraceCutter(report)
         self.sources: list[LogSource] = []
         """The files of the batch being gathered; the last one may still be read."""
+        self.joined: list[bytes] = []
+        """Small files read whole, not scanned yet (the last of :attr:`sources`)."""
+        self.joined_bytes = 0
 
     def _problem(self, path: str, line: int, reason: str, kind: str) -> None:
         self.acc.problems.append(Problem(len(self.sources) - 1, line, reason, kind))
 
+    def add(self, data: bytes, path: str, scope: str, meta: TraceMeta) -> list[TraceColumns]:
+        """A small log read whole: joined with the next ones, scanned with them in one call. Returns the
+        batches that filled up (mostly none)."""
+        self.sources.append(LogSource(path, scope, meta))
+        self.joined.append(data)
+        self.joined_bytes += len(data)
+        return self._scan_joined() if self.joined_bytes >= JOIN_BYTES else []
+
+    def _scan_joined(self) -> list[TraceColumns]:
+        files, self.joined, self.joined_bytes = self.joined, [], 0
+        if not files:
+            return []
+        acc, report = self.acc, self.report
+        first = len(self.sources) - len(files)
+        bounds = np.zeros(len(files) + 1, np.int64)
+        np.cumsum([len(d) for d in files], out=bounds[1:])
+        raw, fallback, lines = _scan_files(b"".join(files), bounds.tobytes(), TAG_BYTES, acc.table, acc.names)
+        cols = _views(raw)
+        src = cols.pop() + first
+        report.bytes += int(bounds[-1])
+        report.lines += int(np.frombuffer(lines, np.int64).sum())
+        rows = len(src)
+        if fallback:
+            cols = [c.copy() for c in cols]
+            self._parse_fallback(cols, fallback, src)
+        for i, data in enumerate(files):  # binary sniffing: a NUL byte, and no contract line in the file
+            if b"\x00" in data and not (src == first + i).any():
+                acc.problems.append(Problem(first + i, 1, BINARY_INPUT, "binary input"))
+        if rows:
+            acc.chunks.append(cols)
+            acc.src.append(src)
+            acc.rows += rows
+        if self.on_bytes is not None:
+            self.on_bytes(int(bounds[-1]))
+        return [self._emit(file_done=True)] if acc.rows >= self.batch_rows else []
+
     def read(self, stream: BinaryIO, path: str, scope: str, meta: TraceMeta) -> Iterator[TraceColumns]:
         """Scan one log; yields the batches that filled up meanwhile (the rest waits for more files or :meth:`flush`)."""
+        yield from self._scan_joined()
         acc, st = self.acc, self.st
         self.sources.append(LogSource(path, scope, meta))
         st.next_file()
         windows = scan_windows(stream, path, self.report, self.on_bytes, st, chunk=self.chunk, problem=self._problem)
         for buf, cut in windows:
             raw, fallback, st.lineno = _scan_columns(buf, 0, cut, TAG_BYTES, st.lineno, acc.table, acc.names)
-            cols: list[np.ndarray] = [
-                np.frombuffer(raw[0], np.int64),
-                np.frombuffer(raw[1], np.int32),
-                np.frombuffer(raw[2], np.int32),
-                np.frombuffer(raw[3], np.int64),
-                np.frombuffer(raw[4], np.int32),
-                np.frombuffer(raw[5], np.int32),
-                np.frombuffer(raw[6], np.int64).reshape(-1, 7),
-                np.frombuffer(raw[7], np.int32),
-            ]
+            cols = _views(raw)
             rows = len(cols[0])
             st.hits += rows
             if not rows:
                 continue
+            src = np.full(rows, len(self.sources) - 1, np.int32)
             if fallback:
                 cols = [c.copy() for c in cols]
-                self._parse_fallback(cols, fallback)
+                self._parse_fallback(cols, fallback, src)
             acc.chunks.append(cols)
-            acc.src.append(len(self.sources) - 1)
+            acc.src.append(src)
             acc.rows += rows
             if acc.rows >= self.batch_rows:
                 yield self._emit(file_done=False)
@@ -244,6 +313,7 @@ class ColumnReader:
 
     def flush(self) -> Iterator[TraceColumns]:
         """The batch gathered so far (every file read is complete)."""
+        yield from self._scan_joined()
         if self.acc.rows or self.acc.problems or self.cutter.carry is not None:
             yield self._emit(file_done=True)
         self.sources = []
@@ -261,7 +331,7 @@ class ColumnReader:
             self.sources = self.sources[-1:]
         return out
 
-    def _parse_fallback(self, cols: list[np.ndarray], fallback: list[tuple[int, int, bytes]]) -> None:
+    def _parse_fallback(self, cols: list[np.ndarray], fallback: list[tuple[int, int, bytes]], src: np.ndarray) -> None:
         """Rows the C scanner left to the Python reader: parse, fill the row, or report and drop it."""
         acc = self.acc
         line, conn, cc, t_us, prev, state, metrics, trigger = cols
@@ -269,12 +339,14 @@ class ColumnReader:
             at = acc.rows + row
             try:
                 rec = parse_payload(payload.decode("utf-8"))
-            except UnicodeDecodeError:
-                self._problem("", lineno, "contract line is not UTF-8 text (binary garbage?)", "not UTF-8")
-                acc.dropped.append(at)
-                continue
-            except ContractError as exc:
-                self._problem("", lineno, f"malformed contract line: {exc}", "malformed contract line")
+            except (UnicodeDecodeError, ContractError) as exc:
+                bad = isinstance(exc, UnicodeDecodeError)
+                reason = (
+                    "contract line is not UTF-8 text (binary garbage?)" if bad else f"malformed contract line: {exc}"
+                )
+                acc.problems.append(
+                    Problem(int(src[row]), lineno, reason, "not UTF-8" if bad else "malformed contract line")
+                )
                 acc.dropped.append(at)
                 continue
             ev = rec.event
@@ -303,7 +375,7 @@ def _finish(acc: _Columns, report: ParseReport) -> EventColumns:
     line, conn, cc = cat(0, np.int64), cat(1, np.int32), cat(2, np.int32)
     t_us, prev, state = cat(3, np.int64), cat(4, np.int32), cat(5, np.int32)
     metrics, trigger = cat(6, np.int64, (7,)), cat(7, np.int32)
-    src = np.repeat(np.asarray(acc.src, np.int32), [len(c[0]) for c in acc.chunks])
+    src = (acc.src[0] if len(acc.src) == 1 else np.concatenate(acc.src)) if acc.src else np.zeros(0, np.int32)
     kind = np.zeros(len(line), np.int8)
     recovery = np.full(len(line), -1, np.int32)
     for at, k in acc.kind:

@@ -71,11 +71,13 @@ def input_kind(path: str) -> str:
 
 def open_input(path: str) -> tuple[str, BinaryIO]:
     """The input's kind and its bytes (gunzipped), from one open: the head that decides the kind is read
-    once and served again to the reader. Stdin is a log unless its name says otherwise (it has none)."""
+    once and served again to the reader; a file smaller than that comes back whole as a ``BytesIO``
+    (read with the system calls ``cat`` makes, no buffered file object). Stdin is a log unless its
+    name says otherwise (it has none)."""
     if path == STDIN:
         return kind_by_name(path), open_binary(path)
     try:
-        raw = open(path, "rb")
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except IsADirectoryError:
@@ -83,9 +85,17 @@ def open_input(path: str) -> tuple[str, BinaryIO]:
     except OSError as exc:
         raise InputError(f"{path}: cannot open ({exc.strerror})") from None
     try:
-        head = raw.read(HEAD_BYTES)
+        head = os.read(fd, HEAD_BYTES)
+        while 0 < len(head) < HEAD_BYTES:  # short reads end only at the end of the file
+            more = os.read(fd, HEAD_BYTES - len(head))
+            if not more:
+                break
+            head += more
+    except IsADirectoryError:
+        os.close(fd)
+        raise InputError(f"{path}: is a directory") from None
     except OSError as exc:
-        raw.close()
+        os.close(fd)
         raise InputError(f"{path}: cannot read ({exc.strerror})") from None
     by_name = kind_by_name(path)
     if head.startswith(GZIP_MAGIC):
@@ -93,14 +103,14 @@ def open_input(path: str) -> tuple[str, BinaryIO]:
             text = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, HEAD_BYTES)
         except zlib.error:
             text = b""
-        raw.seek(0)
-        return (sniff_bytes(text, by_name) if text else by_name), GzipReader(raw)  # type: ignore[return-value]
+        os.lseek(fd, 0, os.SEEK_SET)
+        return (sniff_bytes(text, by_name) if text else by_name), GzipReader(open(fd, "rb"))  # type: ignore[return-value]
     kind = sniff_bytes(head, by_name) if head else by_name
     if len(head) < HEAD_BYTES:  # the whole file: served from memory, no second read
-        raw.close()
+        os.close(fd)
         return kind, io.BytesIO(head)
-    raw.seek(0)
-    return kind, raw
+    os.lseek(fd, 0, os.SEEK_SET)
+    return kind, open(fd, "rb")
 
 
 def _walk_inputs(top: str) -> list[str]:
@@ -290,7 +300,7 @@ class Sidecars:
     def __call__(self, path: str) -> TraceMeta:
         if path == STDIN:
             return TraceMeta()
-        folder = os.path.dirname(path)  # as given: the same folder is spelled the same in one run
+        folder = path[: path.rfind("/") + 1]  # as given (with its slash): one folder is spelled alike in a run
         hit = self._by_dir.get(folder)
         if hit is None:
             hit = self._by_dir[folder] = _sidecar_in(os.path.abspath(folder or "."))

@@ -20,7 +20,16 @@ from typing import Any, BinaryIO
 from quicsm.traces.contract import TAG_BYTES, ContractError, ContractRecord, contract_event, parse_payload
 from quicsm.traces.report import ParseReport
 
-__all__ = ["scan_contract", "scan_windows", "find_tagged_py", "ScanState", "CHUNK", "C_FIELDS", "MAX_LINE"]
+__all__ = [
+    "BINARY_INPUT",
+    "scan_contract",
+    "scan_windows",
+    "find_tagged_py",
+    "ScanState",
+    "CHUNK",
+    "C_FIELDS",
+    "MAX_LINE",
+]
 
 CHUNK = 1 << 22
 _SNIFF = 1 << 16
@@ -28,6 +37,7 @@ _SNIFF = 1 << 16
 MAX_LINE = 1 << 24
 """Longer lines are skipped and reported (memory stays bounded on a file without newlines)."""
 _TAG_LEN = len(TAG_BYTES)
+BINARY_INPUT = "binary data and no contract line: not a quicsm log?"
 C_FIELDS = (
     "conn",
     "cc",
@@ -109,7 +119,7 @@ def scan_windows(
             "file shrank while being read",
         )
     if nul_seen and st.hits == 0:
-        problem(path, 1, "binary data and no contract line: not a quicsm log?", "binary input")
+        problem(path, 1, BINARY_INPUT, "binary input")
 
 
 def scan_contract(

@@ -10,6 +10,7 @@ Each input may have a sidecar ``meta.json`` in its directory (the testbed writes
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -139,6 +140,11 @@ def read_inputs(
                 side = sidecars(path)
                 meta = merged.get(id(side)) or merged.setdefault(id(side), over.over(side))
                 kind, stream = open_input(path)
+                if kind == "log" and type(stream) is io.BytesIO:  # read whole: joined with its neighbours
+                    filled = logs.add(stream.getvalue(), path, scopes[path], meta)
+                    if filled:
+                        yield from filled
+                    continue
             with stream:
                 if kind == "log":
                     yield from logs.read(stream, path, scopes[path], meta)

@@ -8,13 +8,15 @@ events) and the same report, whatever the batch size; and the summaries inferenc
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from quicsm.files import open_binary
 from quicsm.traces import columnar
-from quicsm.traces.contract import format_line
+from quicsm.traces.contract import TAG_BYTES, format_line
 from quicsm.traces.events import StateView, TraceMeta
 from quicsm.traces.inputs import FileBatch, input_kind
 from quicsm.traces.logscan import scan_contract
@@ -391,6 +393,9 @@ def _many_files() -> list[tuple[str, bytes]]:
     files.insert(3, ("h1/crafted.log", crafted()))
     files.insert(5, ("h2/real.log", open_binary(LOGS[0]).read()))
     files.append(("h0/empty.log", b"no contract here\n"))
+    files.append(("h1/binary.log", b"\x00\x01\x02 not a log\n\x00"))
+    files.append(("h2/no-newline.log", ("\n".join(small)).encode()))
+    files.append(("h0/zero.log", b""))
     return files
 
 
@@ -405,19 +410,43 @@ def _object_files(files: list[tuple[str, bytes]]) -> tuple[list, dict]:
     return out, report.to_json()
 
 
+@pytest.mark.parametrize("joined", [False, True])
 @pytest.mark.parametrize("batch_rows", [1, 2, 3, 11, columnar.BATCH_ROWS])
-def test_many_files_through_one_reader_give_each_files_object_path_traces(batch_rows: int) -> None:
-    """Files share batches (and a file spans batches): ids, events, order and report stay per file."""
+def test_many_files_through_one_reader_give_each_files_object_path_traces(batch_rows: int, joined: bool) -> None:
+    """Files share batches (and a file spans batches): ids, events, order and report stay per file;
+    ``joined``: small files read whole are scanned together (one call), the bundled log streamed between them."""
     files = _many_files()
     expected = _object_files(files)
     report = ParseReport(keep=1 << 20)
     reader = columnar.ColumnReader(report, batch_rows=batch_rows)
     got = []
     for path, data in files:
-        got += [t for b in reader.read(io.BytesIO(data), path, path[:2], META) for t in b.traces()]
+        if joined and not path.endswith("real.log"):
+            got += [t for b in reader.add(data, path, path[:2], META) for t in b.traces()]
+        else:
+            got += [t for b in reader.read(io.BytesIO(data), path, path[:2], META) for t in b.traces()]
     got += [t for b in reader.flush() for t in b.traces()]
-    assert len(expected[0]) > 10 and len({t.sources for t in expected[0]}) == 9
+    assert len(expected[0]) > 10 and len({t.sources for t in expected[0]}) == 10
+    assert any(i.reason.startswith("binary data") for i in report.issues)
     assert (got, report.to_json()) == expected
+
+
+def test_joined_files_scan_in_c_as_in_python() -> None:
+    """``scan_files`` (C) and its Python twin give the same columns, fallback rows and line counts."""
+    files = [data for _, data in _many_files()]
+    bounds = np.zeros(len(files) + 1, np.int64)
+    np.cumsum([len(d) for d in files], out=bounds[1:])
+    buf = b"".join(files)
+    ta: dict[bytes, int] = {}
+    tb: dict[bytes, int] = {}
+    na: list[str] = []
+    nb: list[str] = []
+    from quicsm.traces._scan import scan_files
+
+    c = scan_files(buf, bounds.tobytes(), TAG_BYTES, ta, na)
+    py = columnar.scan_files_py(buf, bounds.tobytes(), TAG_BYTES, tb, nb)
+    assert c == py and na == nb and len(c[1]) > 3
+    assert np.frombuffer(c[2], np.int64).tolist()[-3:] == [2, 2, 0]
 
 
 def test_a_run_over_many_files_opens_each_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -435,7 +464,15 @@ def test_a_run_over_many_files_opens_each_once(tmp_path: Path, monkeypatch: pyte
             opened.append(str(file))
         return real_open(file, *a, **k)
 
+    real_os_open = os.open
+
+    def counting_os(file, *a, **k):  # type: ignore[no-untyped-def]
+        if str(file).endswith(".log"):
+            opened.append(str(file))
+        return real_os_open(file, *a, **k)
+
     monkeypatch.setattr(builtins, "open", counting)
+    monkeypatch.setattr(os, "open", counting_os)
     result = parse_inputs([str(tmp_path)], require_transitions=False)
     assert result.report.files == 30 and sorted(opened) == sorted(str(p) for p in tmp_path.glob("*.log"))
 
