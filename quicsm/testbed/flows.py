@@ -309,6 +309,8 @@ def run_flows(sc: FlowScenario, run_dir: Path, *, index: int = 0) -> FlowResult:
         flow_meta.append(meta["flow"])  # type: ignore[arg-type]
         _write_json(flow_dirs[i] / "meta.json", meta)
     ok = error is None and all(r.get("finished") is False or r.get("ok") for r in results)
+    if not ok and error is None:
+        error = _failed_flows(run_dir, names, results)
     _write_json(
         run_dir / "meta.json",
         {
@@ -368,6 +370,23 @@ def _sleep_until(t: float, clients: list[Child | None] | None = None) -> None:
         time.sleep(min(left, 0.05))
 
 
+def _failed_flows(run_dir: Path, names: list[str], results: list[dict[str, Any]]) -> str:
+    """One line naming each flow whose client ended without a good result, with its error and the
+    last line its client wrote to stderr (e.g. a binary that vanished from the build cache)."""
+    parts = []
+    for name, r in zip(names, results, strict=False):
+        if r.get("finished") is False or r.get("ok"):
+            continue
+        last = ""
+        try:
+            lines = (run_dir / f"client-{name}.stderr").read_text(errors="replace").strip().splitlines()
+            last = lines[-1][:200] if lines else ""
+        except OSError:
+            pass
+        parts.append(f"flow {name}: {r.get('error') or 'no result'}" + (f" ({last})" if last else ""))
+    return "; ".join(parts)
+
+
 def _client_result(c: Child) -> dict[str, Any]:
     out = b""
     if c.popen.stdout is not None:
@@ -382,7 +401,7 @@ def _client_result(c: Child) -> dict[str, Any]:
             continue
         if isinstance(obj, dict):
             return obj
-    return {"ok": False, "error": "stopped at the end of the run"}
+    return {"ok": False, "error": f"client exited with status {c.popen.poll()} without a result"}
 
 
 def _series(stats: dict[str, Any], server_ip: str, n: int) -> list[list[int]]:
