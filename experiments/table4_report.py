@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import gzip
+import json
 import shutil
 import statistics
 import sys
@@ -15,7 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import fmt_p, git_rev, welch_p, write_report
 from _flows import load_series
 
-from quicsm.compare.fairness import fairness_markdown, flows_timeline_svg, load_flow_run, summarise_flows
+from quicsm.compare.fairness import FlowRun, fairness_markdown, flows_timeline_svg, load_flow_run, summarise_flows
+from quicsm.traces.events import StateView
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -72,6 +74,46 @@ def _bundle(runs: list[Path], dest: Path, keep_qlog: Path | None) -> None:
                         shutil.copyfileobj(src, gz)
 
 
+def _state_shares(runs: list[FlowRun]) -> str:
+    """Per flow: mean share of the measurement window in each state and entries per second, so BBR
+    modes (ProbeBw phases, ProbeRtt) can be read side by side for QUIC and the kernel's TCP."""
+    shares: dict[str, dict[str, list[float]]] = {}
+    rates: dict[str, dict[str, list[float]]] = {}
+    for r in runs:
+        lo, hi = r.window_s
+        for f in r.flows:
+            if f.trace is None or f.offset_s is None:
+                continue
+            sh: dict[str, float] = {}
+            n: dict[str, int] = {}
+            for v in f.trace.visits(StateView()):
+                a, b = max(lo, f.t(v.start_us)), min(hi, f.t(v.end_us))
+                if b > a:
+                    sh[v.state] = sh.get(v.state, 0.0) + b - a
+                    if f.t(v.start_us) >= lo:
+                        n[v.state] = n.get(v.state, 0) + 1
+            tot = sum(sh.values())
+            if tot <= 0:
+                continue
+            for st, v in sh.items():
+                shares.setdefault(f.name, {}).setdefault(st, []).append(v / tot)
+                rates.setdefault(f.name, {}).setdefault(st, []).append(n.get(st, 0) / tot)
+    states = sorted({st for d in shares.values() for st in d})
+    if not states:
+        return ""
+    rows = ["| flow | " + " | ".join(states) + " |", "|---|" + "---:|" * len(states)]
+    for name, d in shares.items():
+        cells = []
+        for st in states:
+            xs = d.get(st, [])
+            # a run where the flow never entered the state counts as 0
+            m = sum(xs) / len(runs) if xs else 0.0
+            e = sum(rates[name].get(st, [])) / len(runs)
+            cells.append(f"{m:.1%} ({e:.2f}/s)" if xs else "-")
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "Time share of each state over the window, mean over runs (entries per second):\n\n" + "\n".join(rows) + "\n"
+
+
 def report(out: Path, names: list[str]) -> None:
     sections = []
     summary_rows = []
@@ -80,17 +122,29 @@ def report(out: Path, names: list[str]) -> None:
         if not paths:
             continue
         runs = [load_flow_run(p) for p in paths]
-        rejected = len(list((out / "_rejected").glob(f"{name}-*"))) if (out / "_rejected").is_dir() else 0
+        late = failed = 0
+        for rej in (out / "_rejected").glob(f"{name}-[0-9][0-9]-attempt*"):
+            try:
+                m = json.loads((rej / "meta.json").read_text())
+            except (OSError, ValueError):
+                failed += 1
+                continue
+            if m.get("result", {}).get("ok"):
+                late += 1
+            else:
+                failed += 1
         sums = summarise_flows(runs)
         quic = next((s for s in sums if s.name.startswith("quic")), None)
         tcps = [s for s in sums if s.name.startswith("tcp")]
         text = [
             f"### {name}: {_title(name)}",
             "",
-            f"{len(runs)} runs ({rejected} redone: failed or emulator late).",
+            f"{len(runs)} runs ({late + failed} redone: {late} with the emulator late, {failed} failed).",
             "",
         ]
         text.append(fairness_markdown(runs))
+        if "bbr" in name:
+            text.append(_state_shares(runs))
         key = name.rsplit("-", 1)[1]
         if quic and key in PAPER and name.startswith(("quicgo", "quiche")):
             text.append("| flow | this testbed Mbit/s mean (sd) | paper (QUIC 34, Linux TCP Cubic) |")
