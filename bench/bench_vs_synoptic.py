@@ -12,7 +12,10 @@ The original runs only if a jar is configured (``--jar`` or ``$QUICSM_SYNOPTIC_J
 figures recorded on this project's machine are printed instead and marked as recorded. ``--events``
 also takes 1e7 to time ours alone (the original would need days).
 
-    python bench/bench_vs_synoptic.py [--events 1000 10000] [--runs 3] [--jar synoptic.jar] [--java java]
+``--verb infer`` times the model alone instead: ``quicsm infer server.log -o model.json`` against the
+jar as the ``synoptic-jar`` engine runs it (``-j --noModelOutput``: the JSON model, no DOT or PNG).
+
+    python bench/bench_vs_synoptic.py [--events 1000 10000] [--runs 3] [--verb diagram|infer] [--jar synoptic.jar]
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ def main() -> None:
     ap.add_argument("--jar", default=os.environ.get(ENV_JAR))
     ap.add_argument("--java", default="java")
     ap.add_argument("--keep", type=Path, help="write the inputs here and keep them")
+    ap.add_argument("--verb", choices=["diagram", "infer"], default="diagram", help="what both sides output")
     opts = ap.parse_args()
     quicsm = shutil.which("quicsm") or sys.exit("quicsm is not on PATH")
     for events in map(int, opts.events):
@@ -78,17 +82,23 @@ def main() -> None:
         with (work / "synoptic.log").open("w", encoding="utf-8") as fh:
             dump_synoptic_log(seqs, fh)
         n = sum(map(len, seqs))
-        ours = timed([quicsm, "diagram", "server.log", "-o", "model.png", "-q"], work, opts.runs)
-        print(f"events {n}, traces {len(seqs)}: ours (quicsm diagram -o model.png) {ours:.2f} s", flush=True)
+        out = "model.png" if opts.verb == "diagram" else "model.json"
+        ours = timed([quicsm, opts.verb, "server.log", "-o", out, "-q"], work, opts.runs)
+        print(f"events {n}, traces {len(seqs)}: ours (quicsm {opts.verb} -o {out}) {ours:.2f} s", flush=True)
         if events > 100_000:
             continue
         if opts.jar:
-            args = synoptic_arguments("synoptic.log", str(work / "original"), quiet=True)
+            json_only = opts.verb == "infer"
+            args = synoptic_arguments("synoptic.log", str(work / "original"), quiet=True, json_only=json_only)
             theirs = timed([opts.java, "-jar", opts.jar, *args], work, 1)
             note = "measured, one run"
+        elif opts.verb == "infer":
+            print("  original Synoptic: no jar configured (figures recorded for --verb infer: docs/inference.md)")
+            continue
         else:
             theirs, note = RECORDED_ORIGINAL_S.get(events, float("nan")), "recorded (no jar configured)"
-        print(f"  original Synoptic with its PNG: {theirs:.1f} s [{note}]; ratio {theirs / ours:.0f}x", flush=True)
+        what = "its PNG" if opts.verb == "diagram" else "its JSON model"
+        print(f"  original Synoptic with {what}: {theirs:.1f} s [{note}]; ratio {theirs / ours:.0f}x", flush=True)
 
 
 if __name__ == "__main__":
