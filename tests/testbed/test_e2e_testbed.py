@@ -147,6 +147,9 @@ def test_ctrl_c_mid_run_cleans_up(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # Ctrl-C in a terminal: a test run started in the background (nohup, `cmd &` in a script) hands its
+        # children an ignored SIGINT, which the run rightly keeps ignoring
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline = time.monotonic() + 90
@@ -170,7 +173,12 @@ def test_ctrl_c_mid_run_cleans_up(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:
-        proc.kill()
+        if proc.poll() is None:  # SIGTERM still cleans up; a bare SIGKILL would leave the path running
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
     assert proc.returncode == 130, err
     assert "interrupted" in err
     assert not (set(netns.list_namespaces()) & ours)
