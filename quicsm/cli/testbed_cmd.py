@@ -24,7 +24,7 @@ class _Registry(click.Choice):
         self._values = values
         super().__init__(values())
 
-    @property
+    @property  # type: ignore[override, unused-ignore]  # click 8.4 declares a Sequence, 8.5 a tuple
     def choices(self) -> tuple[str, ...]:
         return tuple(self._values())
 
