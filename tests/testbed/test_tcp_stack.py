@@ -60,12 +60,17 @@ def _transfer(tmp_path: Path, *, loss: float, size: int, cc: str = "cubic") -> t
 
 
 def test_tcp_through_loss_shows_recovery_and_loss(tmp_path: Path) -> None:
-    result, log, stats = _transfer(tmp_path, loss=0.10, size=600_000)
-    assert result["ok"] and result["proto"] == "HTTP/2.0" and result["tls"] == "TLS 1.3", result
-    assert stats["down"]["dropped"] > 10  # the relay really dropped the server's segments
-    (trace,) = parse_inputs([str(log)], require_transitions=True).traces
-    states = {e.state for e in trace.events if e.kind == "transition"}
-    assert {"SlowStart", "Recovery", "Loss"} <= states, states
+    for attempt in range(3):  # an RTO (Loss) under 10 % loss is likely in one transfer, not certain
+        (tmp_path / str(attempt)).mkdir()
+        result, log, stats = _transfer(tmp_path / str(attempt), loss=0.10, size=600_000)
+        assert result["ok"] and result["proto"] == "HTTP/2.0" and result["tls"] == "TLS 1.3", result
+        assert stats["down"]["dropped"] > 10  # the relay really dropped the server's segments
+        (trace,) = parse_inputs([str(log)], require_transitions=True).traces
+        states = {e.state for e in trace.events if e.kind == "transition"}
+        assert {"SlowStart", "Recovery"} <= states, states
+        if "Loss" in states:
+            break
+    assert "Loss" in states, states
     assert trace.cc == "cubic" and trace.events[-1].kind == "close"
     # the tracer saw the connection the relay carried: the flow's port matches the trace's key
     (flow,) = [f for f in stats["flows"] if f["proto"] == "tcp" and f["src"].endswith(":4433")]
