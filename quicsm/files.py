@@ -277,7 +277,8 @@ def atomic_output(path: str, binary: bool = True) -> Iterator[IO[Any]]:
         return
     target = Path(path)
     try:
-        special = not stat.S_ISREG(os.stat(target).st_mode) and not stat.S_ISDIR(os.stat(target).st_mode)
+        kind = os.stat(target).st_mode
+        special = not stat.S_ISREG(kind) and not stat.S_ISDIR(kind)
     except OSError:
         special = False
     if special:  # /dev/null, a FIFO, /dev/stdout: write into it; renaming over it would replace the device

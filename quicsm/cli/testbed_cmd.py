@@ -232,9 +232,10 @@ def testbed() -> None:
 )
 @click.option(
     "--late-limit",
-    default=None,
+    default="2ms",
+    show_default=True,
     metavar="MS",
-    help="Count a run as emulator-late when 1 % of packets leave the relay later than this (default 2ms).",
+    help="Count a run as emulator-late when 1 % of packets leave the relay later than this.",
 )
 @click.option("--keep-going", is_flag=True, help="Exit 0 even when some runs stayed bad after the retries.")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Output directory.")
@@ -264,7 +265,7 @@ def run(
     seed: int,
     timeout: float,
     retries: int,
-    late_limit: str | None,
+    late_limit: str,
     keep_going: bool,
     out: str,
 ) -> None:
@@ -277,7 +278,6 @@ def run(
     """
     from quicsm.testbed import netns
     from quicsm.testbed.runner import (
-        LATE_P99_LIMIT_US,
         RunConfig,
         parse_duration,
         parse_late_limit,
@@ -313,7 +313,7 @@ def run(
         timeout_s=timeout,
         name=name,
         labels=tuple(parse_label(x) for x in labels),
-        late_limit_ms=LATE_P99_LIMIT_US / 1000 if late_limit is None else parse_late_limit(late_limit),
+        late_limit_ms=parse_late_limit(late_limit),
     )
     _run_scenarios([(cfg, runs)], Path(out), retries, keep_going)
 
