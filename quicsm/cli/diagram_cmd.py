@@ -6,28 +6,14 @@ from typing import Any
 
 import click
 
-from quicsm.cli.options import (
-    dask_option,
-    engine_options,
-    engine_opts,
-    input_options,
-    load_summary,
-    report_option,
-    view_from,
-    view_options,
-)
+from quicsm.cli.options import learn_model, model_options
 from quicsm.cli.render_cmd import check_stdout, diagram_options, dot_options_from
 from quicsm.diagrams import output_format, write_diagram
 from quicsm.inference.annotate import save_model
-from quicsm.pipeline import learn
 
 
 @click.command()
-@input_options
-@dask_option
-@report_option
-@engine_options
-@view_options
+@model_options
 @diagram_options
 @click.option(
     "-o",
@@ -53,10 +39,7 @@ def diagram(output: str, json_path: str | None, fmt: str | None, **kw: Any) -> N
     options = dot_options_from(kw)
     fmt = output_format(output, fmt)
     check_stdout(output, fmt)
-    view = view_from(kw)
-    engine, opts = engine_opts(kw)  # first: a missing jar or Java is said before any input is read
-    summary = load_summary(kw, view)  # one summary of every input (here, or Dask tasks merged)
-    am = learn(summary, engine, **opts)
+    engine, am = learn_model(kw)
     if json_path:
         save_model(am, json_path)
     write_diagram(am, output, fmt, options)

@@ -7,19 +7,9 @@ from typing import Any
 
 import click
 
-from quicsm.cli.options import (
-    dask_option,
-    engine_options,
-    engine_opts,
-    input_options,
-    load_summary,
-    report_option,
-    view_from,
-    view_options,
-)
+from quicsm.cli.options import learn_model, model_options
 from quicsm.files import atomic_output
 from quicsm.inference.annotate import AnnotatedModel, save_model
-from quicsm.pipeline import learn
 
 
 def model_table(am: AnnotatedModel) -> str:
@@ -59,11 +49,7 @@ def write_model(am: AnnotatedModel, path: str, fmt: str) -> None:
 
 
 @click.command()
-@input_options
-@dask_option
-@report_option
-@engine_options
-@view_options
+@model_options
 @click.option(
     "-o", "--output", default="-", show_default=True, type=click.Path(allow_dash=True), help="Model file, - for stdout."
 )
@@ -84,10 +70,7 @@ def infer(output: str, fmt: str | None, **kw: Any) -> None:
     Example:
       quicsm infer traces.parquet --engine synoptic -o model.json
     """
-    view = view_from(kw)
-    engine, opts = engine_opts(kw)  # first: a missing jar or Java is said before any input is read
-    summary = load_summary(kw, view)  # one summary of every input (here, or Dask tasks merged)
-    am = learn(summary, engine, **opts)
+    engine, am = learn_model(kw)
     if fmt is None and output.endswith(".graphml"):
         fmt = "graphml"
     if fmt is None:

@@ -15,6 +15,7 @@ from quicsm.traces.parse import ParseResult, parse_inputs, parse_label
 from quicsm.traces.report import ParseReport
 
 if TYPE_CHECKING:
+    from quicsm.inference.annotate import AnnotatedModel
     from quicsm.traces.summary import Summary
 
 __all__ = [
@@ -24,8 +25,10 @@ __all__ = [
     "engine_options",
     "engine_opts",
     "input_options",
+    "learn_model",
     "load_inputs",
     "load_summary",
+    "model_options",
     "pop_inputs",
     "pop_parse_options",
     "report_option",
@@ -320,3 +323,20 @@ def engine_opts(kw: dict[str, Any]) -> tuple[str, dict[str, Any]]:
             raise click.UsageError("--synoptic-seed replays Synoptic's own refinement: leave out --refine")
         opts["seed"] = seed
     return engine, opts
+
+
+def model_options(f: F) -> F:
+    """Everything a verb that learns a model from inputs takes: inputs, --dask, --report, engine, view."""
+    for option in (view_options, engine_options, report_option, dask_option, input_options):
+        f = option(f)
+    return f
+
+
+def learn_model(kw: dict[str, Any]) -> tuple[str, AnnotatedModel]:
+    """The engine's name and the annotated model learnt from the inputs of :func:`model_options`."""
+    from quicsm.pipeline import learn
+
+    view = view_from(kw)
+    engine, opts = engine_opts(kw)  # first: a missing jar or Java is said before any input is read
+    summary = load_summary(kw, view)  # one summary of every input (here, or Dask tasks merged)
+    return engine, learn(summary, engine, **opts)

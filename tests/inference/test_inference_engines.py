@@ -195,7 +195,8 @@ def test_jar_options_through_the_cli(tmp_path: Path, write_log, monkeypatch: pyt
     """--java-option (repeatable) and --timeout reach the engine; a missing jar is said before input is read."""
     from conftest import synth_cubic_lines
 
-    import quicsm.cli.infer_cmd as infer_cmd
+    import quicsm.cli.options as options
+    import quicsm.pipeline as pipeline
 
     log = write_log("server.log", synth_cubic_lines(3, 8, seed=2))
     jar, fake = _stand_in_java(tmp_path, f"cat > \"$prefix.json\" <<'EOF'\n{SYNOPTIC_JSON}\nEOF\n")
@@ -205,7 +206,7 @@ def test_jar_options_through_the_cli(tmp_path: Path, write_log, monkeypatch: pyt
         seen.update(opts, engine=engine)
         raise InferenceError("stop here")
 
-    monkeypatch.setattr(infer_cmd, "learn", learn)
+    monkeypatch.setattr(pipeline, "learn", learn)
     base = ["infer", str(log), "--engine", "synoptic-jar", "--synoptic-jar", str(jar), "--java", str(fake), "-q"]
     r = CliRunner().invoke(cli, [*base, "--java-option=-Xmx2g", "--java-option", "-Xss4m", "--timeout", "90"])
     assert "stop here" in r.output, r.output
@@ -220,7 +221,7 @@ def test_jar_options_through_the_cli(tmp_path: Path, write_log, monkeypatch: pyt
     def no_input(*args: object, **kwargs: object) -> object:
         raise AssertionError("input read before the jar was checked")
 
-    monkeypatch.setattr(infer_cmd, "load_summary", no_input)
+    monkeypatch.setattr(options, "load_summary", no_input)
     r = CliRunner().invoke(cli, [*base[:-5], "--synoptic-jar", str(tmp_path / "missing.jar"), "-q"])
     assert r.exit_code != 0 and "missing.jar: Synoptic jar not found" in r.output, r.output
     r = CliRunner().invoke(cli, [*base[:-3], "--java", "no-such-java-binary", "-q"])
