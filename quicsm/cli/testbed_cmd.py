@@ -330,6 +330,13 @@ def run(
     metavar="MS",
     help="Count a run as emulator-late when 1 % of packets leave the relay later than this (overrides the file's late_limit; default 2ms).",
 )
+@click.option(
+    "--set",
+    "patch_set",
+    default=None,
+    metavar="NAME|DIR",
+    help="Patch set for every scenario (refused when the file names another one for a scenario).",
+)
 @click.option("--keep-going", is_flag=True, help="Exit 0 even when some runs stayed bad after the retries.")
 @click.option("--dry-run", is_flag=True, help="Only check the file and list the runs.")
 @click.option(
@@ -344,6 +351,7 @@ def matrix(
     out: str | None,
     retries: int,
     late_limit: str | None,
+    patch_set: str | None,
     keep_going: bool,
     dry_run: bool,
     baseline: str | None,
@@ -354,10 +362,14 @@ def matrix(
     With --check BASELINE the good new runs are then checked like `quicsm check BASELINE <runs>`, reports
     go to OUT/check.{txt,json,xml,md,html}, and the exit status is the check's (0 same, 1 changed, 2 bad
     input); runs still bad after the retries make it 2 (with --keep-going the good ones are checked).
-    """
-    from quicsm.testbed.matrix import load_matrix
 
-    m = load_matrix(Path(file))
+    --set NAME|DIR gives a patch set to every scenario, like `testbed run --set`; a scenario the file gives
+    another set is refused, not overridden. Every scenario's set is checked against its stack and --cc
+    before the first run (also with --dry-run).
+    """
+    from quicsm.testbed.matrix import load_matrix, with_set
+
+    m = with_set(load_matrix(Path(file)), patch_set)
     if late_limit is not None:
         from dataclasses import replace
 

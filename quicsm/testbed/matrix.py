@@ -10,7 +10,8 @@
     size = "10MB"
     runs = 10
     quic_go_version = "v0.65.0"   # any version the Go module proxy serves
-    # set = "my-sets/quic-go-v0.64.1-reno-port"   # a patch set of your own (name or directory)
+    # set = "my-sets/quic-go-v0.64.1-reno-port"   # a patch set of your own (name or directory);
+    #                             # `testbed matrix --set` gives one to every scenario that names none
 
     [[scenario]]
     name = "desktop"
@@ -23,7 +24,7 @@
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from quicsm.errors import TestbedError
 from quicsm.testbed import netns
 from quicsm.testbed.runner import RunConfig, parse_duration, parse_late_limit, parse_loss, parse_quota, parse_size
 
-__all__ = ["Scenario", "Matrix", "load_matrix", "config_from_mapping", "KEY_ALIASES"]
+__all__ = ["Scenario", "Matrix", "load_matrix", "config_from_mapping", "with_set", "KEY_ALIASES"]
 
 KEY_ALIASES = {
     "rate": "rate_mbps",
@@ -132,3 +133,43 @@ def load_matrix(path: Path) -> Matrix:
         scenarios.append(Scenario(cfg, runs))
     out = data.get("out")
     return Matrix(Path(path), tuple(scenarios), Path(out) if out else None)
+
+
+def with_set(m: Matrix, spec: str | None) -> Matrix:
+    """``m`` with ``--set spec`` given to every scenario, each scenario's set checked against its stack and
+    controller before anything runs. A scenario whose file names another set is refused, not overridden:
+    a set is what the runs measure, and a file naming two sets (say, stock and tuned) must not quietly
+    become one."""
+    from quicsm.errors import PatchError
+    from quicsm.instrumentation.patchset import PatchSet, find_patch_set
+    from quicsm.testbed.sets import given_set
+
+    def identity(name: str, where: str) -> tuple[str, ...]:
+        try:
+            ps: PatchSet = find_patch_set(name)
+        except PatchError as exc:
+            raise TestbedError(f"{where}: {exc}") from None
+        return (ps.target, ps.algorithm, ps.name, ps.diff_text)
+
+    if spec is not None:
+        cli = identity(spec, f"--set {spec}")
+        clash = [
+            f"scenario {i} ({sc.config.name}) has set = {sc.config.patch_set!r}"
+            for i, sc in enumerate(m.scenarios, 1)
+            if sc.config.patch_set not in (None, spec)
+            and identity(sc.config.patch_set, f"{m.path}: scenario {i} ({sc.config.name}): set") != cli
+        ]
+        if clash:
+            raise TestbedError(
+                f"{m.path}: {'; '.join(clash)}, and --set gives {spec!r}: a set the file names is not replaced; "
+                "drop --set, or remove `set` from the file"
+            )
+        m = replace(m, scenarios=tuple(replace(sc, config=replace(sc.config, patch_set=spec)) for sc in m.scenarios))
+    for i, sc in enumerate(m.scenarios, 1):
+        c = sc.config
+        if c.patch_set is not None:
+            try:
+                given_set(c.server_stack, c.cc, c.patch_set)
+            except TestbedError as exc:
+                raise TestbedError(f"{m.path}: scenario {i} ({c.name}): {exc}") from None
+    return m

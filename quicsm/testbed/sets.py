@@ -31,7 +31,7 @@ from quicsm.testbed.buildtools import FileLock, Progress, cache_root
 if TYPE_CHECKING:
     from quicsm.testbed.stacks import Source, Stack
 
-__all__ = ["Resolved", "made_sets_root", "release_version", "resolve_set"]
+__all__ = ["Resolved", "given_set", "made_sets_root", "release_version", "resolve_set"]
 
 
 @dataclass(frozen=True)
@@ -74,14 +74,7 @@ def resolve_set(
         raise TestbedError(f"stack {stack.name} takes no patch set")
     version = stack.normalize_version(version)
     if spec:
-        try:
-            given = find_patch_set(spec)
-        except PatchError as exc:
-            raise TestbedError(f"--set {spec}: {exc}") from None
-        if given.target != target:
-            raise TestbedError(f"--set {spec}: {given.name} is a set for {given.target}, not {target} ({stack.name})")
-        if given.algorithm != cc:
-            raise TestbedError(f"--set {spec}: {given.name} instruments {given.algorithm}, not --cc {cc}")
+        given = given_set(stack, cc, spec)
         if release_version(given) == version:
             res = Resolved(given, "given", f"{given.name} (--set), made for {stack.name} {version}")
             _say(progress, f"patch set: {res.why}")
@@ -91,6 +84,22 @@ def resolve_set(
     if own:
         return Resolved(own[0], "shipped", f"{own[0].name}, shipped for {stack.name} {version}")
     return _port(stack, version, cc, None, progress)
+
+
+def given_set(stack: Stack, cc: str, spec: str) -> PatchSet:
+    """The set ``--set spec`` names, if it is one for ``stack`` and ``cc`` (checked before anything is built
+    or run, so a matrix with a wrong set stops before its first scenario)."""
+    if stack.target is None:
+        raise TestbedError(f"--set {spec}: stack {stack.name} takes no patch set")
+    try:
+        given = find_patch_set(spec)
+    except PatchError as exc:
+        raise TestbedError(f"--set {spec}: {exc}") from None
+    if given.target != stack.target:
+        raise TestbedError(f"--set {spec}: {given.name} is a set for {given.target}, not {stack.target} ({stack.name})")
+    if given.algorithm != cc:
+        raise TestbedError(f"--set {spec}: {given.name} instruments {given.algorithm}, not --cc {cc}")
+    return given
 
 
 def _port(

@@ -116,6 +116,63 @@ def test_matrix_files_take_a_set(tmp_path: Path) -> None:
         load_matrix(f)
 
 
+def test_matrix_set_option(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`testbed matrix --set` gives the set to every scenario that names none, accepts the same set named
+    again (by name or as a copy of its directory), refuses a scenario whose file names another one, and
+    checks every scenario's set against its stack and controller before the first run."""
+    from typing import Any
+
+    from click.testing import CliRunner
+
+    import quicsm
+    import quicsm.cli.testbed_cmd as cmd
+    from quicsm.cli.main import cli
+
+    ran: list[list[tuple[str, str | None]]] = []
+
+    def fake(items: Any, out: Path, retries: int, keep_going: bool = False, **kw: Any) -> list[Path]:
+        ran.append([(cfg.name, cfg.patch_set) for cfg, _ in items])
+        return []
+
+    monkeypatch.setattr(cmd, "_run_scenarios", fake)
+    f = tmp_path / "m.toml"
+    out = ["--out", str(tmp_path / "o")]
+
+    def matrix(text: str, *args: str) -> Any:
+        f.write_text('[defaults]\nquic_go_version = "v0.65.0"\n' + text)
+        return CliRunner().invoke(cli, ["testbed", "matrix", str(f), *out, *args])
+
+    two = '[[scenario]]\nname = "a"\n[[scenario]]\nname = "b"\n'
+    res = matrix(two, "--set", "quic-go-v0.52.0-reno")
+    assert res.exit_code == 0, res.output
+    assert ran.pop() == [("a", "quic-go-v0.52.0-reno"), ("b", "quic-go-v0.52.0-reno")]
+    assert res.output.count(", set quic-go-v0.52.0-reno") == 2
+    # the same set named in the file and on the command line: a shipped name, or a copy of its directory
+    mine = tmp_path / "mine"
+    shutil.copytree(Path(quicsm.__file__).parent / "patches/quic-go/quic-go-v0.52.0-reno", mine)
+    res = matrix(
+        f'[[scenario]]\nname = "a"\nset = "{mine}"\n[[scenario]]\nname = "b"\n', "--set", "quic-go-v0.52.0-reno"
+    )
+    assert res.exit_code == 0, res.output
+    assert ran.pop() == [("a", "quic-go-v0.52.0-reno"), ("b", "quic-go-v0.52.0-reno")]
+    # another set in the file is refused with both names, before any run (and not only under --dry-run)
+    text = '[[scenario]]\nname = "stock"\n[[scenario]]\nname = "tuned"\nset = "quic-go-v0.43.1-reno"\n'
+    for extra in ((), ("--dry-run",)):
+        res = matrix(text, "--set", "quic-go-v0.52.0-reno", *extra)
+        assert res.exit_code != 0 and not ran
+        assert "scenario 2 (tuned) has set = 'quic-go-v0.43.1-reno'" in res.output, res.output
+        assert "--set gives 'quic-go-v0.52.0-reno'" in res.output and "not replaced" in res.output
+    # a set that does not fit a scenario's controller or stack stops the matrix before its first scenario
+    res = matrix(two + 'cc = "cubic"\n', "--set", "quic-go-v0.52.0-reno", "--dry-run")
+    assert res.exit_code != 0 and "scenario 2 (b): --set quic-go-v0.52.0-reno" in res.output
+    assert "instruments reno, not --cc cubic" in res.output
+    res = matrix('[[scenario]]\nname = "q"\nstack = "quiche"\ncc = "cubic"\nset = "quic-go-v0.52.0-cubic"\n')
+    assert res.exit_code != 0 and not ran and "scenario 1 (q)" in res.output
+    assert "is a set for quic-go, not cloudflare-quiche" in res.output
+    res = matrix(two, "--set", "nonesuch")
+    assert res.exit_code != 0 and "--set nonesuch: no patch set named 'nonesuch'" in res.output
+
+
 def test_saved_set_loads_like_any_other() -> None:
     res = resolve_set(stacks.get("quic-go"), "v0.59.1", "reno")
     ps = load_patch_set(res.patch_set.origin)
