@@ -1,4 +1,7 @@
-"""Parquet storage of traces: one row per event, trace metadata dictionary-encoded per row group.
+"""Parquet storage of traces: one row per event; a trace's metadata in the ``meta`` struct column of its
+first row (null on its other rows): key, cc, implementation and version as (dictionary) strings, sources
+a list, labels a map. The store's version is in the Arrow schema metadata (``quicsm-trace v2``); v1
+stores (metadata as JSON text in ``trace_meta``) still read.
 
 Rows are written in row groups as traces arrive (streaming); a trace's rows are contiguous, so reading
 back regroups them in order without a sort.
@@ -14,14 +17,35 @@ from typing import TYPE_CHECKING, Any
 from quicsm.errors import InputError
 from quicsm.files import atomic_output
 from quicsm.traces.events import METRIC_FIELDS, Trace, TraceEvent
-from quicsm.traces.store_meta import shell, stored_meta
 
 if TYPE_CHECKING:
-    from quicsm.traces.columnar import TraceColumns
+    import numpy as np
+
+    from quicsm.traces.columnar import SharedMeta, TraceColumns
 
 __all__ = ["write_parquet", "read_parquet", "store_batches", "StoreBatch", "SCHEMA"]
 
 _ROWS_PER_GROUP = 200_000
+
+
+STORE_VERSION = 2
+"""Written; 1 and 2 are read."""
+
+
+def _meta_type() -> Any:
+    import pyarrow as pa
+
+    text = pa.dictionary(pa.int32(), pa.string())
+    return pa.struct(
+        [
+            ("key", text),
+            ("cc", text),
+            ("implementation", text),
+            ("version", text),
+            ("sources", pa.list_(pa.string())),
+            ("labels", pa.map_(pa.string(), pa.string())),
+        ]
+    )
 
 
 def _schema() -> Any:
@@ -29,7 +53,7 @@ def _schema() -> Any:
 
     fields = [
         pa.field("trace", pa.dictionary(pa.int32(), pa.string())),
-        pa.field("trace_meta", pa.dictionary(pa.int32(), pa.string())),
+        pa.field("meta", _meta_type()),
         pa.field("t_us", pa.int64()),
         pa.field("state", pa.dictionary(pa.int32(), pa.string())),
         pa.field("kind", pa.dictionary(pa.int8(), pa.string())),
@@ -39,7 +63,7 @@ def _schema() -> Any:
         pa.field("trigger", pa.dictionary(pa.int32(), pa.string())),
         pa.field("extra", pa.string()),
     ]
-    return pa.schema(fields, metadata={b"quicsm": b"quicsm-trace v1"})
+    return pa.schema(fields, metadata={b"quicsm": f"quicsm-trace v{STORE_VERSION}".encode()})
 
 
 SCHEMA = _schema
@@ -91,7 +115,9 @@ class _Writer:
     def __init__(self, write: Callable[[Any, int], None], schema: Any) -> None:
         self.write = write
         self.schema = schema
-        self.cols: dict[str, list[Any]] = {f.name: [] for f in self.schema}
+        self.cols: dict[str, list[Any]] = {f.name: [] for f in self.schema if f.name != "meta"}
+        self.firsts: list[int] = []
+        self.shells: list[Trace] = []
         self.n = 0
         self.pending = 0
         """Traces gathered in ``cols``, not yet written."""
@@ -107,11 +133,12 @@ class _Writer:
 
     def add(self, t: Trace) -> None:
         self.pending += 1
-        meta = _meta_json(t.metadata())
+        self.firsts.append(len(self.cols["t_us"]))
+        self.shells.append(t)
         if not t.events:  # keep empty traces: one placeholder row of kind "none"
-            _row(self.cols, t.id, meta, None)
+            _row(self.cols, t.id, None)
         for e in t.events:
-            _row(self.cols, t.id, meta, e)
+            _row(self.cols, t.id, e)
         if len(self.cols["t_us"]) >= _ROWS_PER_GROUP:
             self.flush()
 
@@ -120,7 +147,18 @@ class _Writer:
 
         if self.cols["t_us"]:
             schema = self.schema
-            table = pa.table({k: pa.array(v, type=schema.field(k).type) for k, v in self.cols.items()}, schema=schema)
+            arrays = {k: pa.array(v, type=schema.field(k).type) for k, v in self.cols.items()}
+            shells = self.shells
+            arrays["meta"] = _metas(
+                len(self.cols["t_us"]),
+                self.firsts,
+                [t.key for t in shells],
+                [t.cc for t in shells],
+                shells,
+                list(range(len(shells))),
+            )
+            table = pa.table(arrays, schema=schema)
+            self.firsts, self.shells = [], []
             self._emit(table, self.pending)
             self.pending = 0
             for v in self.cols.values():
@@ -136,42 +174,51 @@ class _Writer:
         self.write(table, traces)
 
 
-def _meta_json(meta: dict[str, object]) -> str:
-    return json.dumps(meta, sort_keys=True, separators=(",", ":"))
+def _metas(rows: int, firsts: Any, keys: list[str], ccs: list[str], tpl: list[Trace], of: list[int]) -> Any:
+    """The ``meta`` column: trace i's key, cc and template ``tpl[of[i]]`` (the rest of its metadata) on its
+    first row (``firsts[i]``), null on the others."""
+    import numpy as np
+    import pyarrow as pa
 
+    from quicsm.traces import arrow_arrays as arr
 
-def _metas_json(tc: TraceColumns) -> list[str]:
-    """Every trace's :func:`_meta_json` (spliced when it can be, see :func:`_spliced_metas`)."""
-    return _spliced_metas(tc) or [_meta_json(tc.metadata(i)) for i in range(len(tc))]
+    first = np.asarray(firsts, np.int64)
+    later = np.ones(rows, bool)
+    later[first] = False
 
+    def texts(values: list[str], at: list[int], none: list[bool] | None = None) -> Any:
+        """Strings ``values[at[i]]`` on trace i's first row (null where ``none``)."""
+        idx = np.zeros(rows, np.int64)
+        idx[first] = at
+        mask = later.copy()
+        if none is not None:
+            mask[first] |= np.asarray(none, bool)
+        return arr.dictionary(idx, pa.int32(), values, mask)
 
-def _spliced_metas(tc: TraceColumns) -> list[str] | None:
-    """Traces of one file (one template) differ only in id, key and cc: the rest is encoded once per
-    template and the three are spliced in. None (encode each) when the first trace of a template
-    splices to anything but its full encoding."""
-    if not len(tc):
-        return None
-    from json.encoder import encode_basestring_ascii as text
+    def lists(parts: list[list[str]]) -> tuple[Any, Any]:
+        """Offsets of trace i's list on its first row (empty on the others), and the strings in order."""
+        lengths = np.zeros(rows + 1, np.int32)
+        lengths[first + 1] = [len(p) for p in parts]
+        return pa.Array.from_buffers(pa.int32(), rows + 1, [None, pa.py_buffer(np.cumsum(lengths, dtype=np.int32))]), (
+            arr.strings([x for p in parts for x in p])
+        )
 
-    parts: dict[int, tuple[str, str]] = {}
-    first: list[int] = []
-    for i, f in enumerate(tc.shared.of):
-        if f in parts:
-            continue
-        m = tc.metadata(i)
-        rest = {k: _meta_json({k: v})[1:-1] for k, v in m.items() if k not in ("cc", "id", "key")}
-        if set(rest) != {"implementation", "labels", "sources", "version"}:
-            return None
-        parts[f] = (f',{rest["implementation"]},"key":', f",{rest['labels']},{rest['sources']},{rest['version']}}}")
-        first.append(i)
-    try:
-        made = [
-            '{"cc":' + text(c) + ',"id":' + text(i) + parts[f][0] + text(k) + parts[f][1]
-            for c, i, k, f in zip(tc.ccs, tc.ids, tc.keys, tc.shared.of)
-        ]
-    except TypeError:  # a value that is not a string
-        return None
-    return made if all(made[i] == _meta_json(tc.metadata(i)) for i in first) else None
+    cc_ids: dict[str, int] = {}
+    cc = [cc_ids.setdefault(c, len(cc_ids)) for c in ccs]
+    src_offsets, src = lists([tpl[f].sources for f in of])  # type: ignore[misc]
+    labels = [tpl[f].labels for f in of]
+    lab_offsets, lab_keys = lists([list(m) for m in labels])
+    impl, version = [t.implementation for t in tpl], [t.version for t in tpl]
+    children = [
+        texts(keys, list(range(len(keys)))),
+        texts(list(cc_ids), cc),
+        texts([v or "" for v in impl], of, [impl[f] is None for f in of]),
+        texts([v or "" for v in version], of, [version[f] is None for f in of]),
+        pa.ListArray.from_arrays(src_offsets, src),
+        pa.MapArray.from_arrays(lab_offsets, lab_keys, arr.strings([v for m in labels for v in m.values()])),
+    ]
+    mask = pa.Array.from_buffers(pa.bool_(), rows, [None, pa.py_buffer(np.packbits(later, bitorder="little"))])
+    return pa.StructArray.from_arrays(children, fields=list(_meta_type()), mask=mask)
 
 
 def _columns_table(tc: TraceColumns, schema: Any) -> Any:
@@ -209,7 +256,7 @@ def _columns_table(tc: TraceColumns, schema: Any) -> Any:
         extras = pa.nulls(len(rows), pa.string())
     arrays = {
         "trace": arr.dictionary(trace_of, pa.int32(), tc.ids),
-        "trace_meta": arr.dictionary(trace_of, pa.int32(), _metas_json(tc)),
+        "meta": _metas(len(rows), tc.offsets[:-1], tc.keys, tc.ccs, tc.shared.templates, tc.shared.of),
         "t_us": arr.ints(ev.t_us[rows], pa.int64()),
         "state": interned(tc.state[rows], "state"),
         "kind": arr.dictionary(ev.kind[rows], pa.int8(), list(EVENT_KINDS)),
@@ -222,12 +269,11 @@ def _columns_table(tc: TraceColumns, schema: Any) -> Any:
     return pa.table(arrays, schema=schema)
 
 
-def _row(cols: dict[str, list[Any]], tid: str, meta: str, e: TraceEvent | None) -> None:
+def _row(cols: dict[str, list[Any]], tid: str, e: TraceEvent | None) -> None:
     cols["trace"].append(tid)
-    cols["trace_meta"].append(meta)
     if e is None:
         for k in cols:
-            if k not in ("trace", "trace_meta"):
+            if k != "trace":
                 cols[k].append(None)
         cols["kind"][-1] = "none"
         cols["t_us"][-1] = 0
@@ -257,31 +303,55 @@ def _one_line_errors(path: str, items: Iterator[Any]) -> Iterator[Any]:
         raise InputError(f"{path}: bad Parquet trace file ({type(exc).__name__}: {str(exc)[:200]})") from None
 
 
-def _open_store(path: str) -> Any:
+def _open_store(path: str) -> tuple[Any, int]:
+    """The file and its store version (1: metadata as JSON text, 2: as columns)."""
     import pyarrow.parquet as pq
 
     try:
         pf = pq.ParquetFile(path)
     except Exception as exc:  # pyarrow raises several types for a bad file
         raise InputError(f"{path}: not a readable Parquet file ({exc})") from None
-    if b"quicsm" not in (pf.schema_arrow.metadata or {}):
+    mark = (pf.schema_arrow.metadata or {}).get(b"quicsm")
+    if mark is None:
         raise InputError(f"{path}: Parquet file was not written by quicsm (no quicsm schema metadata)")
-    return pf
+    version = {b"quicsm-trace v1": 1, b"quicsm-trace v2": 2}.get(mark)
+    if version is None:
+        raise InputError(
+            f"{path}: store version {mark.decode(errors='replace')!r} is not one this quicsm reads (v1, v2)"
+        )
+    return pf, version
+
+
+def _shell(tid: str, m: dict[str, Any] | None) -> Trace:
+    """A trace without events from its metadata (a decoded v1 text, or a v2 ``meta`` row)."""
+    if m is None:
+        raise ValueError("a trace without its metadata")
+    labels = m.get("labels") or {}
+    return Trace(
+        id=m.get("id", tid),
+        cc=m["cc"],
+        events=[],
+        key=m.get("key", ""),
+        implementation=m.get("implementation"),
+        version=m.get("version"),
+        sources=tuple(m.get("sources") or ()),
+        labels=dict(labels),
+    )
 
 
 def _read_parquet(path: str) -> Iterator[Trace]:
-    pf = _open_store(path)
+    pf, version = _open_store(path)
     cur: Trace | None = None
     for g in range(pf.num_row_groups):
         table = pf.read_row_group(g)
-        _refuse_nulls(table, path)
+        _refuse_nulls(table, path, version)
         rows = table.to_pydict()
         for i in range(len(rows["t_us"])):
             tid = rows["trace"][i]
             if cur is None or cur.id != tid:
                 if cur is not None:
                     yield cur
-                cur = shell(json.loads(rows["trace_meta"][i]))
+                cur = _shell(tid, json.loads(rows["trace_meta"][i]) if version == 1 else rows["meta"][i])
             if rows["kind"][i] == "none":
                 continue
             if rows["state"][i] is None:
@@ -303,7 +373,7 @@ def _read_parquet(path: str) -> Iterator[Trace]:
         yield cur
 
 
-SUMMARY_COLUMNS = ("trace", "trace_meta", "t_us", "state", "kind", "prev", "recovery")
+SUMMARY_COLUMNS = ("trace", "meta", "t_us", "state", "kind", "prev", "recovery")
 """What state sequences and stays are made of; metrics, triggers and extras are not read for them."""
 
 
@@ -313,14 +383,16 @@ def read_parquet_columns(path: str, *, metrics: bool = True) -> Iterator[TraceCo
     as :func:`quicsm.traces.parse_inputs` leaves them out. ``metrics=False`` reads only
     :data:`SUMMARY_COLUMNS` (metrics come back unknown, no triggers or extras): enough for summaries,
     and the rest of the file is never decompressed. InputError (one line) for a damaged file."""
-    yield from _one_line_errors(path, _read_parquet_columns(path, None if metrics else list(SUMMARY_COLUMNS)))
+    yield from _one_line_errors(path, _read_parquet_columns(path, metrics))
 
 
-def _read_parquet_columns(path: str, columns: list[str] | None) -> Iterator[TraceColumns]:
+def _read_parquet_columns(path: str, metrics: bool) -> Iterator[TraceColumns]:
     import numpy as np
     import pyarrow as pa
 
-    pf = _open_store(path)
+    pf, version = _open_store(path)
+    meta = "trace_meta" if version == 1 else "meta"
+    columns = None if metrics else [meta if c == "meta" else c for c in SUMMARY_COLUMNS]
     groups = pf.num_row_groups
     table: Any = pf.read_row_group(0, columns=columns) if groups else None
     for g in range(groups):
@@ -334,15 +406,15 @@ def _read_parquet_columns(path: str, columns: list[str] | None) -> Iterator[Trac
             later = pa.concat_tables([table.slice(last), later]).unify_dictionaries().combine_chunks()
             table = table.slice(0, last)
         if table.num_rows:
-            yield _table_columns(table, path)
+            yield _table_columns(table, path, version)
         table = later
         pa.default_memory_pool().release_unused()  # the allocator keeps freed groups otherwise (RSS)
 
 
-def _refuse_nulls(table: Any, path: str) -> None:
+def _refuse_nulls(table: Any, path: str, version: int) -> None:
     """Columns every row has, in a store quicsm wrote: a damaged or foreign one is refused, by both
     readers alike, rather than read with invented values (a time of 0, an empty state)."""
-    for name in ("trace", "trace_meta", "t_us", "kind"):
+    for name in ("trace", "t_us", "kind", *(("trace_meta",) if version == 1 else ())):
         if name in table.column_names and table.column(name).null_count:
             raise InputError(f"{path}: bad Parquet trace file (a row without {name})")
 
@@ -351,7 +423,7 @@ def _trace_at(table: Any, row: int) -> Any:
     return table.column("trace")[row].as_py()
 
 
-def _table_columns(table: Any, path: str) -> TraceColumns:
+def _table_columns(table: Any, path: str, version: int) -> TraceColumns:
     import numpy as np
 
     from quicsm.traces.columnar import NULL, EventColumns, SharedMeta, TraceColumns
@@ -376,9 +448,14 @@ def _table_columns(table: Any, path: str) -> TraceColumns:
         raise InputError(f"{path}: bad Parquet trace file (unknown event kind in {kind_names})")
     trace_idx = _ints(cols["trace"].indices, -1)
     starts = np.flatnonzero(np.r_[True, trace_idx[1:] != trace_idx[:-1]]) if n else np.zeros(0, np.int64)
-    _refuse_nulls(table, path)
-    meta_col = cols["trace_meta"]
-    ids_keys_ccs, stored = stored_meta(meta_col.dictionary, _ints(meta_col.indices, 0)[starts])
+    _refuse_nulls(table, path, version)
+    if version == 1:
+        texts = cols["trace_meta"].dictionary.to_pylist()
+        shells = [_shell("", json.loads(texts[i])) for i in _ints(cols["trace_meta"].indices, 0)[starts].tolist()]
+        ids_keys_ccs = ([t.id for t in shells], [t.key for t in shells], [t.cc for t in shells])
+        stored = SharedMeta(shells, list(range(len(shells))))
+    else:
+        ids_keys_ccs, stored = _stored_meta(cols, starts)
     real = kind >= 0  # "none" rows stand for empty traces: left out
     counts = np.add.reduceat(real.astype(np.int64), starts) if n else np.zeros(0, np.int64)
     keep_trace = counts > 0
@@ -424,6 +501,85 @@ def _table_columns(table: Any, path: str) -> TraceColumns:
         state,
         SharedMeta(stored.templates, [stored.of[i] for i in kept]),
     )
+
+
+def _stored_meta(cols: dict[str, Any], starts: np.ndarray) -> tuple[tuple[list[str], list[str], list[str]], SharedMeta]:
+    """The v2 metadata of a batch's traces (on their first rows, ``starts``): ids, keys and ccs, and the
+    rest kept once per distinct value (found on the columns' value ids, not per trace in Python)."""
+    import numpy as np
+
+    from quicsm.traces.columnar import SharedMeta
+
+    meta = cols["meta"]
+    if _nulls(meta)[starts].any():
+        raise ValueError("a trace without its metadata")
+    field = meta.field
+    owned = (
+        _texts(cols["trace"], starts, "id"),
+        _texts(field("key"), starts, "key"),
+        _texts(field("cc"), starts, "cc"),
+    )
+    labels = field("labels")
+    value = _value_ids(labels.values.field("value"))
+    signature = np.hstack(
+        [
+            _value_ids(field("implementation"))[starts, None],
+            _value_ids(field("version"))[starts, None],
+            _segments(field("sources"), starts, _value_ids(field("sources").values)),
+            _segments(
+                labels, starts, _value_ids(labels.values.field("key")) * (int(value.max(initial=0)) + 2) + value + 1
+            ),
+        ]
+    )
+    _, first, of = np.unique(signature, axis=0, return_index=True, return_inverse=True)
+    templates = [_shell("", meta[j].as_py()) for j in starts[first].tolist()]
+    return owned, SharedMeta(templates, of.reshape(-1).tolist())
+
+
+def _nulls(arr: Any) -> np.ndarray:
+    """Per entry of an Arrow array, whether it is null (from its validity bitmap)."""
+    import numpy as np
+
+    bits = arr.buffers()[0]
+    if bits is None or not arr.null_count:
+        return np.zeros(len(arr), bool)
+    return np.unpackbits(np.frombuffer(bits, np.uint8), bitorder="little")[arr.offset : arr.offset + len(arr)] == 0
+
+
+def _texts(col: Any, starts: np.ndarray, name: str) -> list[str]:
+    """The strings of a dictionary column at rows ``starts`` (none of them null)."""
+    values = col.dictionary.to_pylist()
+    idx = _ints(col.indices, -1)[starts]
+    if (idx < 0).any():
+        raise ValueError(f"a trace without its {name}")
+    return [values[i] for i in idx.tolist()]
+
+
+def _value_ids(arr: Any) -> np.ndarray:
+    """Per entry, an id of its value (equal values, equal ids; -1 for null)."""
+    import numpy as np
+    import pyarrow as pa
+
+    ids: dict[object, int] = {None: -1}
+    if pa.types.is_dictionary(arr.type):
+        remap = [ids.setdefault(v, len(ids) - 1) for v in arr.dictionary.to_pylist()]
+        return np.asarray(remap + [-1], np.int64)[_ints(arr.indices, len(remap))]
+    return np.asarray([ids.setdefault(v, len(ids) - 1) for v in arr.to_pylist()], np.int64)
+
+
+def _segments(lists: Any, starts: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Per row in ``starts``, its list's length and entries' ids (into ``lists.values``) padded with -2:
+    equal rows, equal lists."""
+    import numpy as np
+
+    bounds = _ints(lists.offsets, 0)
+    lengths = bounds[starts + 1] - bounds[starts]
+    out = np.full((len(starts), int(lengths.max(initial=0)) + 1), -2, np.int64)
+    out[:, 0] = lengths
+    heads = np.cumsum(lengths) - lengths
+    at = np.arange(int(lengths.sum())) - np.repeat(heads, lengths)
+    out[np.repeat(np.arange(len(starts)), lengths), at + 1] = ids[np.repeat(bounds[starts], lengths) + at]
+    return out
 
 
 def _ints(arr: Any, fill: int) -> Any:

@@ -156,7 +156,6 @@ def load_seeds() -> Seeds:
             "jsonl": jsonl,
             "meta": metas or [b'{"implementation": "x", "labels": {"a": "b"}}'],
             "line": lines,
-            "storemeta": _store_metas(logs[:2]),
             "baseline": _baselines(logs[:2]),
         }
     )
@@ -179,24 +178,6 @@ def _baselines(logs: list[bytes]) -> list[bytes]:
             two = make_baseline([("a", "seed", rows[:2]), ("b", "seed", rows[2:] or rows)], split_by="scenario")
             out.append(gzip.decompress(bundle_bytes(two)))
     return out
-
-
-def _store_metas(logs: list[bytes]) -> list[bytes]:
-    """Per-trace metadata texts as the Parquet writer stores them (one per line): as written for logs
-    (the reader's fastest way), and with odd values (escapes, several shared parts)."""
-    import tempfile
-
-    from quicsm.traces import iter_traces
-    from quicsm.traces.parquet import _meta_json
-
-    texts = []
-    with tempfile.TemporaryDirectory() as d:
-        src = Path(d) / "s.log"
-        src.write_bytes(logs[0])
-        texts += [_meta_json(t.metadata()) for t in list(iter_traces([str(src)]))[:10]]
-    odd = {"id": 'q"\\\u2603', "key": 'caf\u00e9,"', "cc": "bbr", "implementation": "x", "version": None}
-    extra = _meta_json({**odd, "sources": ["a", 'b",'], "labels": {"k": "v", "id": "x"}})
-    return ["\n".join(texts).encode(), "\n".join([*texts, extra]).encode()]
 
 
 def _trace_file(log: bytes) -> bytes:

@@ -143,40 +143,6 @@ def _run_cli(data: bytes, scratch: Path) -> str | None:
     return None
 
 
-def _run_store_meta(data: bytes, scratch: Path) -> str | None:
-    """The store reader's ways of splitting per-trace metadata against decoding each text whole: the same
-    values, or both refuse (the reader turns any exception into one InputError line). Traces pick their
-    texts in order, and in a shuffled order with repeats."""
-    import json
-
-    import numpy as np
-    import pyarrow as pa
-
-    from quicsm.traces.store_meta import shell, stored_meta
-
-    texts = data.decode("utf-8", "replace").split("\n")
-    values = pa.array(texts, pa.string())
-    for pick in (list(range(len(texts))), [(i * 7 + 3) % len(texts) for i in range(2 * len(texts))]):
-        want: object
-        got: object
-        try:
-            whole = [shell(json.loads(texts[i])) for i in pick]
-            want = [(t.id, t.key, t.cc, t.implementation, t.version, t.sources, t.labels) for t in whole]
-        except Exception:  # any refusal counts as one
-            want = "refused"
-        try:
-            (ids, keys, ccs), shared = stored_meta(values, np.asarray(pick, np.int64))
-            tpl = [shared.templates[j] for j in shared.of]
-            got = [
-                (i, k, c, t.implementation, t.version, t.sources, t.labels) for i, k, c, t in zip(ids, keys, ccs, tpl)
-            ]
-        except Exception:
-            got = "refused"
-        if got != want:
-            return f"store metadata split {str(got)[:150]} != whole decoding {str(want)[:150]}"
-    return None
-
-
 def _run_baseline(data: bytes, scratch: Path) -> None:
     """The baseline bundle reader (quicsm check): a checked bundle, or one InputError line."""
     from quicsm.check.bundle import read_baseline
@@ -205,7 +171,6 @@ TARGETS: list[Target] = [
     Target("sqlog", "sqlog", _parse_file("s.sqlog"), weight=2),
     Target("sqlog.gz", "sqlog", _parse_file("s.sqlog.gz"), gzip=True),
     Target("traces-parquet", "parquet", _run_parquet),
-    Target("store-meta", "storemeta", _run_store_meta, weight=2),
     Target("cli-stdin", "log", _run_cli),
     Target("baseline-bundle", "baseline", _run_baseline, weight=2),
     Target("baseline-bundle.gz", "baseline", _run_baseline, gzip=True),

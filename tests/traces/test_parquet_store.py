@@ -1,0 +1,160 @@
+"""The Parquet store: v2 keeps each trace's metadata in Arrow columns (a struct on the trace's first row),
+both writers (trace objects, column batches) write the same values, both readers read them back, and
+stores written by the previous release (v1, metadata as JSON text) still read as they did."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from quicsm.errors import InputError
+from quicsm.traces import parquet
+from quicsm.traces.columnar import SharedMeta, TraceColumns
+from quicsm.traces.events import Trace, TraceEvent
+from quicsm.traces.parse import iter_traces
+from quicsm.traces.store import read_traces
+
+DATA = Path(__file__).parents[1] / "data" / "store"
+REPO = Path(__file__).parents[2]
+ODD = ["", "a", 'q"uote', "back\\slash", "caf\u00e9", "\u2603", "tab\there", "\U0001f600", '"}{,:', "a\x00b"]
+
+
+def _odd_traces(seed: int, n: int = 60) -> list[Trace]:
+    rng = random.Random(seed)
+    pick = lambda: rng.choice(ODD) + str(rng.randrange(3))  # noqa: E731
+    out = []
+    for i in range(n):
+        events = [
+            TraceEvent(t, rng.choice(["Up", "Down"]), "transition", None, cwnd=t) for t in range(rng.randrange(3))
+        ]
+        out.append(
+            Trace(
+                id=f"f:{pick()}:{i}",
+                cc=rng.choice(["cubic", "bbr", pick()]),
+                events=events,
+                key=pick(),
+                implementation=rng.choice([None, "quic-go", pick()]),
+                version=rng.choice([None, "v1", pick()]),
+                sources=rng.choice([(), ("a.log",), (pick(), pick()), ("a\x00", "b"), ("a", "\x00b")]),
+                labels=rng.choice([{}, {"client": "desktop"}, {pick(): pick(), "z": pick()}, {"a": "", "": "a"}]),
+            )
+        )
+    return out
+
+
+def _write_objects(traces: list[Trace], tmp_path: Path) -> str:
+    path = str(tmp_path / "objects.parquet")
+    parquet.write_parquet(traces, path)
+    return path
+
+
+def _as_columns(traces: list[Trace], tmp_path: Path) -> TraceColumns:
+    """``traces`` written by the object writer and read back as one column batch."""
+    (got,) = parquet.read_parquet_columns(_write_objects(traces, tmp_path))
+    return got
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_odd_metadata_round_trips_through_both_writers_and_both_readers(seed: int, tmp_path: Path) -> None:
+    traces = _odd_traces(seed)
+    with_events = [t for t in traces if t.events]
+    assert list(parquet.read_parquet(_write_objects(traces, tmp_path))) == traces
+    tc = _as_columns(traces, tmp_path)
+    assert list(tc.traces()) == with_events
+    # the metadata shared by traces is kept once per distinct value, and only traces with equal values share
+    distinct = {(t.implementation, t.version, t.sources, tuple(t.labels.items())) for t in with_events}
+    assert len({tc.shared.of[i] for i in range(len(tc))}) == len(distinct)
+    columns = str(tmp_path / "c.parquet")
+    parquet.write_parquet([tc], columns)
+    assert [t for t in parquet.read_parquet(columns)] == with_events
+    assert [t for b in parquet.read_parquet_columns(columns, metrics=False) for t in b.traces()] == [
+        Trace(
+            t.id,
+            t.cc,
+            [TraceEvent(e.t_us, e.state, e.kind, e.prev) for e in t.events],
+            t.key,
+            t.implementation,
+            t.version,
+            t.sources,
+            t.labels,
+        )
+        for t in with_events
+    ]
+
+
+def test_v2_metadata_is_arrow_columns_on_each_traces_first_row(tmp_path: Path) -> None:
+    traces = _odd_traces(7, 20)
+    path = _write_objects(traces, tmp_path)
+    schema = pq.read_schema(path)
+    assert schema.metadata[b"quicsm"] == b"quicsm-trace v2"
+    meta = schema.field("meta").type
+    assert pa.types.is_struct(meta) and "trace_meta" not in schema.names
+    assert pa.types.is_map(meta.field("labels").type) and pa.types.is_list(meta.field("sources").type)
+    assert pa.types.is_dictionary(meta.field("cc").type)
+    table = pq.read_table(path)
+    rows = table.to_pylist()
+    firsts = [r for i, r in enumerate(rows) if i == 0 or rows[i - 1]["trace"] != r["trace"]]
+    assert [r["trace"] for r in firsts] == [t.id for t in traces]
+    assert [dict(r["meta"]["labels"]) for r in firsts] == [t.labels for t in traces]
+    assert all(r["meta"] is None for r in rows if r not in firsts)
+
+
+def test_v1_stores_of_the_previous_release_still_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """fig13-v1.parquet and odd-v1.parquet were written by the release before v2 (quicsm parse of
+    traces/fig13, and write_parquet of the traces below)."""
+    monkeypatch.chdir(REPO)  # the sources are the paths the store was written from
+    logs = list(iter_traces(["traces/fig13"]))
+    store = str(DATA / "fig13-v1.parquet")
+    assert pq.read_schema(store).metadata[b"quicsm"] == b"quicsm-trace v1"
+    assert read_traces(store) == logs
+    assert [t for tc in parquet.read_parquet_columns(store) for t in tc.traces()] == logs
+    odd = read_traces(str(DATA / "odd-v1.parquet"))
+    assert [(t.id, t.key, t.sources, t.labels) for t in odd] == [
+        ('f:a"b:1', "k\u00e9", ("a.log", 'b,"c'), {"client": "desk\ttop", "z": "\u2603"}),
+        ("f:a:2", "k2", (), {}),
+        ("g:3", "k3", ("g.log",), {}),
+    ]
+    assert [t for tc in parquet.read_parquet_columns(str(DATA / "odd-v1.parquet")) for t in tc.traces()] == [
+        t for t in odd if t.events
+    ]
+
+
+def test_a_store_version_this_release_does_not_know_is_refused_in_one_line(tmp_path: Path) -> None:
+    path = _write_objects(_odd_traces(1, 3), tmp_path)
+    table = pq.read_table(path)
+    future = str(tmp_path / "future.parquet")
+    pq.write_table(table.replace_schema_metadata({b"quicsm": b"quicsm-trace v3"}), future)
+    for read in (read_traces, lambda p: list(parquet.read_parquet_columns(p))):
+        with pytest.raises(InputError) as err:
+            read(future)
+        assert str(err.value) == f"{future}: store version 'quicsm-trace v3' is not one this quicsm reads (v1, v2)"
+
+
+def test_a_trace_whose_first_row_lost_its_metadata_is_refused(tmp_path: Path) -> None:
+    path = _write_objects(_odd_traces(2, 4), tmp_path)
+    table = pq.read_table(path)
+    meta = table.column("meta").combine_chunks()
+    blank = pa.array([None] * len(meta), meta.type)
+    broken = str(tmp_path / "broken.parquet")
+    pq.write_table(table.set_column(table.schema.get_field_index("meta"), "meta", blank), broken)
+    for read in (read_traces, lambda p: list(parquet.read_parquet_columns(p))):
+        with pytest.raises(InputError, match="broken.parquet: bad Parquet trace file .*without its metadata"):
+            read(broken)
+
+
+def test_shared_metadata_is_per_distinct_value(tmp_path: Path) -> None:
+    base = dict(cc="cubic", events=[TraceEvent(1, "Up", "transition", None)], implementation="x", version="1")
+    traces = [
+        Trace(id="a", key="a", sources=("s",), labels={"k": "v"}, **base),  # type: ignore[arg-type]
+        Trace(id="b", key="b", sources=("s",), labels={"k": "v"}, **base),  # type: ignore[arg-type]
+        Trace(id="c", key="c", sources=("s",), labels={"v": "k"}, **base),  # type: ignore[arg-type]
+        Trace(id="d", key="d", sources=("s", ""), labels={"k": "v"}, **base),  # type: ignore[arg-type]
+    ]
+    tc = _as_columns(traces, tmp_path)
+    of = tc.shared.of
+    assert of[0] == of[1] and len({of[1], of[2], of[3]}) == 3
+    assert isinstance(tc.shared, SharedMeta) and list(tc.traces()) == traces
