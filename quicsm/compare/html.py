@@ -17,7 +17,7 @@ from quicsm import __version__
 from quicsm.compare.comparison import Comparison
 from quicsm.compare.figures import diff_dot, side_by_side_dot, svg_of
 from quicsm.compare.ratecurve import rate_log_for, rate_timeline_svg
-from quicsm.compare.report import fmt_p, model_lines
+from quicsm.compare.report import by_corrected_p, edge_record, fmt_p, fmt_pct, fmt_pp, model_lines, state_record
 from quicsm.compare.report import to_json as comparison_json
 from quicsm.compare.sets import TraceSet
 from quicsm.compare.stats import EDGE_TESTS
@@ -30,17 +30,18 @@ __all__ = ["heatmap", "pick_timelines", "timeline_traces", "to_html"]
 
 @lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.PackageLoader("quicsm.compare", "templates"), autoescape=True, undefined=jinja2.StrictUndefined
     )
+    env.filters.update(pct=fmt_pct, p=fmt_p, pp=fmt_pp)
+    env.globals["direction"] = _dir
+    return env
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
-
-
-def _dir(x: float | None, sig: bool) -> str:
-    if not sig or not x:
+def _dir(r: dict[str, Any]) -> str:
+    """The CSS class of a record's difference: up or down when significant."""
+    x = r["difference"]
+    if not r["significant"] or not x:
         return "muted"
     return "up" if x > 0 else "down"
 
@@ -109,50 +110,18 @@ def to_html(c: Comparison, *, timelines: int = 3, diagrams: bool = True) -> str:
         for n in names:
             s = c.summaries[n][i]
             ci = "n/a" if s.ci_low is None or s.ci_high is None else f"{100 * s.ci_low:.1f}–{100 * s.ci_high:.1f}"
-            cells.append({"mean": _pct(s.mean), "median": _pct(s.median), "ci": ci, "pooled": _pct(s.pooled)})
+            cells.append({"mean": fmt_pct(s.mean), "median": fmt_pct(s.median), "ci": ci, "pooled": fmt_pct(s.pooled)})
         occupancy.append({"state": st, "cells": cells})
     pairs = []
     for p in c.pairs:
-        states = [
-            {
-                "state": r.state,
-                "mean_a": _pct(r.mean_a),
-                "mean_b": _pct(r.mean_b),
-                "diff": f"{100 * r.difference:+.1f} pp",
-                "dir": _dir(r.difference, r.significant),
-                "p": fmt_p(r.result.p_value),
-                "q": fmt_p(r.p_corrected),
-                "significant": r.significant,
-                "effect": "n/a"
-                if r.result.effect_size is None
-                else f"{r.result.effect_size:+.2f} ({r.result.effect_measure})",
-                "note": r.result.note,
-            }
-            for r in sorted(p.states, key=lambda r: (r.p_corrected is None, r.p_corrected or 0.0))
-        ]
-        edges = [
-            {
-                "edge": f"{e.src} → {e.dst}",
-                "prob_a": _pct(e.prob_a),
-                "prob_b": _pct(e.prob_b),
-                "diff": "n/a" if e.difference is None else f"{100 * e.difference:+.1f} pp",
-                "dir": _dir(e.difference, e.significant),
-                "p": fmt_p(e.result.p_value),
-                "q": fmt_p(e.p_corrected),
-                "significant": e.significant,
-                "counts": f"{e.count_a}/{e.out_a} vs {e.count_b}/{e.out_b}",
-                "note": "; ".join(x for x in (f"only in {e.only_in}" if e.only_in else "", e.result.note) if x),
-            }
-            for e in sorted(p.edges, key=lambda e: (e.p_corrected is None, e.p_corrected or 0.0))
-        ]
         diff_svg, diff_error = _try_svg(lambda p=p: diff_dot(c, p)) if diagrams and c.models else (None, None)
         mlines = model_lines(p.models.to_json(), lambda t: t)[1:] if p.models else []
         pairs.append(
             {
                 "a": p.a,
                 "b": p.b,
-                "states": states,
-                "edges": edges,
+                "states": by_corrected_p(p.states, state_record),
+                "edges": by_corrected_p(p.edges, edge_record),
                 "model_lines": mlines,
                 "diff_svg": Markup(diff_svg) if diff_svg else None,
                 "diff_error": diff_error,

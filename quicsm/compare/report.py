@@ -9,14 +9,19 @@ import csv
 import io
 import json
 import math
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from quicsm.compare.comparison import Comparison, EdgeRow, StateRow
 
 __all__ = [
     "COMPARE_FORMAT_VERSION",
     "WRITERS",
+    "by_corrected_p",
+    "edge_record",
+    "fmt_pct",
+    "fmt_pp",
+    "state_record",
     "fmt_p",
     "model_lines",
     "to_csv",
@@ -27,6 +32,7 @@ __all__ = [
 ]
 
 COMPARE_FORMAT_VERSION = 1
+R = TypeVar("R", StateRow, EdgeRow)
 
 
 def _num(x: float | None, digits: int = 6) -> float | None:
@@ -42,7 +48,8 @@ def _p(x: float | None) -> float | None:
     return float(f"{x:.4g}")
 
 
-def _state_json(r: StateRow) -> dict[str, Any]:
+def state_record(r: StateRow) -> dict[str, Any]:
+    """A state test as every writer shows it (JSON as is; CSV, text, Markdown and HTML format these values)."""
     return {
         "state": r.state,
         "mean_a": _num(r.mean_a),
@@ -63,7 +70,8 @@ def _state_json(r: StateRow) -> dict[str, Any]:
     }
 
 
-def _edge_json(r: EdgeRow) -> dict[str, Any]:
+def edge_record(r: EdgeRow) -> dict[str, Any]:
+    """An edge test as every writer shows it (see :func:`state_record`)."""
     return {
         "src": r.src,
         "dst": r.dst,
@@ -129,8 +137,8 @@ def to_json(c: Comparison) -> dict[str, Any]:
             {
                 "a": p.a,
                 "b": p.b,
-                "states": [_state_json(r) for r in p.states],
-                "edges": [_edge_json(r) for r in p.edges],
+                "states": [state_record(r) for r in p.states],
+                "edges": [edge_record(r) for r in p.edges],
                 "models": p.models.to_json() if p.models else None,
             }
             for p in c.pairs
@@ -165,58 +173,35 @@ CSV_COLUMNS = [
 def to_csv(c: Comparison) -> str:
     """One row per state test (kind=state, values are mean shares) and per edge (kind=edge, probabilities)."""
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
+    w = csv.writer(buf, lineterminator="\n")  # None is written as an empty cell
     w.writerow(CSV_COLUMNS)
-
-    def blank(x):
-        return "" if x is None else x
-
     for p in c.pairs:
-        for r in p.states:
-            j = _state_json(r)
+        for j in map(state_record, p.states):
             w.writerow(
-                [
-                    "state",
-                    p.a,
-                    p.b,
-                    r.state,
-                    j["mean_a"],
-                    j["mean_b"],
-                    j["difference"],
-                    blank(j["p_value"]),
-                    blank(j["p_corrected"]),
-                    r.significant,
-                    j["test"],
-                    blank(j["effect_size"]),
-                    j["effect_measure"],
-                    r.n_a,
-                    r.n_b,
-                    r.result.note,
-                ]
+                ["state", p.a, p.b, j["state"], j["mean_a"], j["mean_b"], j["difference"], j["p_value"]]
+                + [j["p_corrected"], j["significant"], j["test"], j["effect_size"], j["effect_measure"], j["n_a"]]
+                + [j["n_b"], j["note"]]
             )
-        for e in p.edges:
-            j = _edge_json(e)
+        for j in map(edge_record, p.edges):
             w.writerow(
-                [
-                    "edge",
-                    p.a,
-                    p.b,
-                    f"{e.src}->{e.dst}",
-                    blank(j["prob_a"]),
-                    blank(j["prob_b"]),
-                    blank(j["difference"]),
-                    blank(j["p_value"]),
-                    blank(j["p_corrected"]),
-                    e.significant,
-                    j["test"],
-                    blank(j["difference"]),
-                    "difference",
-                    e.out_a,
-                    e.out_b,
-                    "; ".join(x for x in (e.result.note, f"only in {e.only_in}" if e.only_in else "") if x),
-                ]
+                ["edge", p.a, p.b, f"{j['src']}->{j['dst']}", j["prob_a"], j["prob_b"], j["difference"]]
+                + [j["p_value"], j["p_corrected"], j["significant"], j["test"], j["difference"], "difference"]
+                + [j["out_a"], j["out_b"], _notes(j["note"], _only(j))]
             )
     return buf.getvalue()
+
+
+def by_corrected_p(rows: Sequence[R], record: Callable[[R], dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows' records, the smallest corrected p first, those without one last (the report tables' order)."""
+    return [record(r) for r in sorted(rows, key=lambda r: (r.p_corrected is None, r.p_corrected or 0.0))]
+
+
+def _only(j: dict[str, Any]) -> str:
+    return f"only in {j['only_in']}" if j["only_in"] else ""
+
+
+def _notes(*notes: str | None) -> str:
+    return "; ".join(n for n in notes if n)
 
 
 def fmt_p(p: float | None) -> str:
@@ -225,8 +210,16 @@ def fmt_p(p: float | None) -> str:
     return f"{p:.2e}" if p < 1e-3 else f"{p:.3f}"
 
 
-def _pct(x: float | None) -> str:
+def fmt_pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def fmt_pp(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:+.1f} pp"
+
+
+def _signed(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:+.2f}"
 
 
 def _ci(lo: float | None, hi: float | None) -> str:
@@ -272,7 +265,7 @@ def _render(c: Comparison, markdown: bool) -> str:
     for k, st in enumerate(c.states):
         rows.append(
             [st]
-            + [_pct(c.summaries[n][k].mean) for n in c.summaries]
+            + [fmt_pct(c.summaries[n][k].mean) for n in c.summaries]
             + [_ci(c.summaries[n][k].ci_low, c.summaries[n][k].ci_high) for n in c.summaries]
         )
     out += _table(header, rows, markdown)
@@ -281,16 +274,16 @@ def _render(c: Comparison, markdown: bool) -> str:
         out.append(h(f"{p.b} vs {p.a}: states"))
         rows = [
             [
-                r.state,
-                _pct(r.mean_a),
-                _pct(r.mean_b),
-                f"{100 * r.difference:+.1f} pp",
-                fmt_p(r.result.p_value),
-                fmt_p(r.p_corrected) + _sig(r.significant),
-                "n/a" if r.result.effect_size is None else f"{r.result.effect_size:+.2f}",
-                r.result.note,
+                j["state"],
+                fmt_pct(j["mean_a"]),
+                fmt_pct(j["mean_b"]),
+                fmt_pp(j["difference"]),
+                fmt_p(j["p_value"]),
+                fmt_p(j["p_corrected"]) + _sig(j["significant"]),
+                _signed(j["effect_size"]),
+                j["note"] or "",
             ]
-            for r in sorted(p.states, key=lambda r: (r.p_corrected is None, r.p_corrected or 0.0))
+            for j in by_corrected_p(p.states, state_record)
         ]
         out += _table(["state", p.a, p.b, "diff", "p", "p adj", "effect", "note"], rows, markdown)
         out.append("")
@@ -298,15 +291,15 @@ def _render(c: Comparison, markdown: bool) -> str:
         erows = [e for e in p.edges if e.result.p_value is not None or e.only_in]
         rows = [
             [
-                f"{e.src} -> {e.dst}",
-                _pct(e.prob_a),
-                _pct(e.prob_b),
-                "n/a" if e.difference is None else f"{100 * e.difference:+.1f} pp",
-                fmt_p(e.result.p_value),
-                fmt_p(e.p_corrected) + _sig(e.significant),
-                f"only in {e.only_in}" if e.only_in else e.result.note,
+                f"{j['src']} -> {j['dst']}",
+                fmt_pct(j["prob_a"]),
+                fmt_pct(j["prob_b"]),
+                fmt_pp(j["difference"]),
+                fmt_p(j["p_value"]),
+                fmt_p(j["p_corrected"]) + _sig(j["significant"]),
+                _only(j) or j["note"] or "",
             ]
-            for e in sorted(erows, key=lambda e: (e.p_corrected is None, e.p_corrected or 0.0))
+            for j in by_corrected_p(erows, edge_record)
         ]
         out += _table(["edge", p.a, p.b, "diff", "p", "p adj", "note"], rows, markdown)
         hidden = len(p.edges) - len(erows)
