@@ -101,7 +101,11 @@ def _try_svg(make_dot: Any) -> tuple[str | None, str | None]:
         return None, str(exc)
 
 
-def to_html(c: Comparison, *, timelines: int = 3, diagrams: bool = True) -> str:
+def to_html(
+    c: Comparison, *, timelines: int = 3, diagrams: bool = True, sections: Sequence[tuple[str, str]] = ()
+) -> str:
+    """``sections``: extra (title, pre-rendered HTML) parts shown above the state tables, e.g. the
+    fairness view of multi-flow runs (quicsm.compare.fairness); their HTML is trusted as given."""
     o = c.options
     names = [s.name for s in c.sets]
     occupancy = []
@@ -164,6 +168,7 @@ def to_html(c: Comparison, *, timelines: int = 3, diagrams: bool = True) -> str:
             side_by_side_error=side_error,
             pairs=pairs,
             timelines=lines,
+            sections=[{"title": t, "html": Markup(h)} for t, h in sections],
             version=__version__,
         )
     )

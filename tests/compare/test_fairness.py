@@ -133,3 +133,20 @@ def test_compare_on_flow_runs_gives_the_fairness_view(tmp_path: Path) -> None:
     assert page.startswith("<!DOCTYPE html>") and page.count("<svg") == 2 and "0.962" in page
     res = CliRunner().invoke(cli, ["compare", str(a), "--format", "csv"])
     assert res.exit_code == 0 and res.output.splitlines()[0].startswith("name,stack,cc,runs,mean_mbps")
+
+
+def test_html_report_renders_extra_sections_above_the_state_tables() -> None:
+    """The hook the fairness view uses: (title, HTML) sections come before the occupancy table,
+    the title escaped, the HTML as given."""
+    from compare_fixtures import make_set
+
+    from quicsm.compare import CompareOptions, compare
+    from quicsm.compare.html import to_html
+
+    c = compare(
+        [make_set("a", 4, 0.1, seed=1), make_set("b", 4, 0.5, seed=2)], CompareOptions(resamples=0, models=False)
+    )
+    html = to_html(c, timelines=0, sections=[("Flows <&> shares", '<table id="extra"><tr><td>x</td></tr></table>')])
+    assert '<h2 id="section1">Flows &lt;&amp;&gt; shares</h2>' in html
+    assert html.index('<table id="extra">') < html.index('id="occupancy"')
+    assert "section1" not in to_html(c, timelines=0)
