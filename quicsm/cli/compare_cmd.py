@@ -205,16 +205,12 @@ def compare(
       quicsm compare 'runs/v0.33/*.log' 'runs/v0.65/*.log' --format json
       quicsm compare all.parquet --where client=desktop --vs client=mobile
       quicsm compare all.parquet --by version --heatmap versions.svg
-      quicsm compare runs/table4/quicgo-tcp1-* --html fairness.html   (multi-flow runs: fairness)
+      quicsm compare runs/table4/quicgo-tcp1-* --html fairness.html   (multi-flow runs: a set per flow, fairness first)
     """
     from pathlib import Path
 
-    from quicsm.compare.fairness import is_flow_run, write_fairness
+    from quicsm.compare.fairness import FlowComparison, compare_flow_runs, fairness_output, is_flow_run
     from quicsm.compare.report import WRITERS
-
-    if all(is_flow_run(Path(p)) for p in inputs):  # quicsm.testbed.flows runs: the fairness view
-        write_fairness(inputs, fmt=fmt, output=output, html_path=html_path, timelines=timelines or 3)
-        return
 
     for path in (diagram_path, diff_path):
         if path:
@@ -222,40 +218,62 @@ def compare(
 
             output_format(path)  # a bad suffix fails now, before anything is computed or written
     view = StateView(phases=phases, recovery=recovery_states)
-    if len(inputs) > 2 and not names and not (vs or by) and all(os.path.isdir(p) for p in inputs):
-        # Most likely an unquoted glob the shell expanded: say what was made of it.
-        click.echo(
-            f"note: {len(inputs)} sets, one per directory ({', '.join(inputs[:3])}, ...); to compare groups of runs, "
-            "quote the globs (compare 'runs/a-*' 'runs/b-*') or give --name for each set",
-            err=True,
-        )
-    sets = build_sets(
-        inputs,
-        names=names,
-        where=where,
-        vs=vs,
-        by=by,
-        order=order.split(",") if order else None,
-        view=view,
-        metrics=bool(html_path and timelines),
-        dask=dask,
-        strict=strict,
-        progress=sys.stderr.isatty() and not os.environ.get("CI") if progress is None else progress,
-        storage_options=storage_options or None,
-    )
-    if not quiet:
-        _echo_skipped(sets)
-    close_dask(dask)  # the LocalCluster's workers are not needed for the analysis
     options = CompareOptions(view=view, **kw)
-    result = run_compare(sets, options)
+    fc: FlowComparison | None = None
+    if all(is_flow_run(Path(p)) for p in inputs):  # quicsm.testbed.flows runs: one set per flow name
+        if names or where or vs or by:
+            raise InputError(
+                "multi-flow run directories: the sets are the flows; --name/--where/--vs/--by do not apply"
+            )
+        fc = compare_flow_runs(inputs, options, metrics=bool(html_path and timelines), strict=strict)
+        sets = fc.sets
+        if fc.comparison is None:  # a single flow name: the fairness view alone
+            _write(output, fairness_output(fc, fmt))
+            if html_path:
+                from quicsm.compare.fairness import flows_report_html
+
+                _write(html_path, flows_report_html(fc, timelines=timelines))
+            return
+        result = fc.comparison
+    else:
+        if len(inputs) > 2 and not names and not (vs or by) and all(os.path.isdir(p) for p in inputs):
+            # Most likely an unquoted glob the shell expanded: say what was made of it.
+            click.echo(
+                f"note: {len(inputs)} sets, one per directory ({', '.join(inputs[:3])}, ...); to compare groups of runs, "
+                "quote the globs (compare 'runs/a-*' 'runs/b-*') or give --name for each set",
+                err=True,
+            )
+        sets = build_sets(
+            inputs,
+            names=names,
+            where=where,
+            vs=vs,
+            by=by,
+            order=order.split(",") if order else None,
+            view=view,
+            metrics=bool(html_path and timelines),
+            dask=dask,
+            strict=strict,
+            progress=sys.stderr.isatty() and not os.environ.get("CI") if progress is None else progress,
+            storage_options=storage_options or None,
+        )
+        if not quiet:
+            _echo_skipped(sets)
+        close_dask(dask)  # the LocalCluster's workers are not needed for the analysis
+        result = run_compare(sets, options)
     if not quiet and (fmt != "text" or output != "-"):
         for w in result.warnings:
             click.echo(f"warning: {w}", err=True)
-    _write(output, WRITERS[fmt](result))
+    _write(output, fairness_output(fc, fmt) if fc else WRITERS[fmt](result))
     if html_path:
         from quicsm.compare.html import to_html
 
-        _write(html_path, to_html(result, timelines=timelines))
+        if fc:
+            from quicsm.compare.fairness import flows_report_html
+
+            _write(html_path, flows_report_html(fc, timelines=timelines))
+        else:
+            _write(html_path, to_html(result, timelines=timelines))
     if diagram_path or diff_path:
         from quicsm.compare.figures import diff_dot, side_by_side_dot
         from quicsm.diagrams.render import write_picture

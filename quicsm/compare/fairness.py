@@ -16,10 +16,14 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quicsm.errors import QuicsmError
 from quicsm.traces.events import StateView, Trace
+
+if TYPE_CHECKING:
+    from quicsm.compare.comparison import CompareOptions, Comparison
+    from quicsm.compare.sets import TraceSet
 
 __all__ = [
     "Flow",
@@ -34,6 +38,12 @@ __all__ = [
     "fairness_json",
     "flows_timeline_svg",
     "fairness_html",
+    "fairness_section",
+    "FlowComparison",
+    "flow_sets",
+    "compare_flow_runs",
+    "flows_report_html",
+    "fairness_output",
     "write_fairness",
 ]
 
@@ -400,9 +410,9 @@ def flows_timeline_svg(run: FlowRun, *, width: int = 860, title: str | None = No
     return "\n".join(out)
 
 
-def fairness_html(runs: Sequence[FlowRun], *, timelines: int = 3) -> str:
-    """A self-contained page: the fairness table, Jain's index per run, and the Fig. 5-style
-    timelines of the first ``timelines`` runs."""
+def _fairness_body(runs: Sequence[FlowRun], *, timelines: int = 3) -> str:
+    """The fairness table, Jain's index per run and the Fig. 5-style timelines of the first
+    ``timelines`` runs, as an HTML fragment (the fairness page's body and the report's section)."""
     import re
 
     md = fairness_markdown(runs)
@@ -420,38 +430,142 @@ def fairness_html(runs: Sequence[FlowRun], *, timelines: int = 3) -> str:
     )
     figs = "".join(f'<div class="figure">{flows_timeline_svg(r)}</div>' for r in runs[:timelines])
     tail = next((ln for ln in md.splitlines() if ln.startswith("Jain")), "")
+    width = max((len(r.flows) for r in runs), default=1)
+    return (
+        f'<table class="fairness">{"".join(rows)}</table>'
+        f"<p>{escape(tail)}</p><h3>Runs</h3><table><tr><th>run</th><th>scenario</th><th>Jain</th>"
+        f'<th colspan="{width}">Mbit/s per flow</th></tr>{jain}</table>'
+        f"<h3>Timelines (one time axis per run)</h3>{figs}"
+    )
+
+
+def fairness_section(runs: Sequence[FlowRun], *, timelines: int = 3) -> tuple[str, str]:
+    """The fairness view as a (title, HTML) section of the compare report (``to_html(sections=...)``)."""
+    return (
+        f"Fairness of flows on one bottleneck ({len(runs)} run{'s' if len(runs) != 1 else ''})",
+        _fairness_body(runs, timelines=timelines),
+    )
+
+
+def fairness_html(runs: Sequence[FlowRun], *, timelines: int = 3) -> str:
+    """A self-contained page of the fairness view alone (multi-flow runs with a single flow name)."""
+    title, body = fairness_section(runs, timelines=timelines)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>Fairness</title><style>'
         "body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1200px;padding:0 1em}"
         "table{border-collapse:collapse;font-size:.9em;margin:.5em 0 1em}th,td{border:1px solid #ddd;padding:3px 8px}"
         "th{background:#f3f3f3}.figure svg{max-width:100%;height:auto}</style></head><body>"
-        f"<h1>Fairness of flows on one bottleneck ({len(runs)} runs)</h1><table>{''.join(rows)}</table>"
-        f"<p>{escape(tail)}</p><h2>Runs</h2><table><tr><th>run</th><th>scenario</th><th>Jain</th>"
-        f"<th>Mbit/s per flow</th></tr>{jain}</table><h2>Timelines</h2>{figs}</body></html>\n"
+        f"<h1>{escape(title)}</h1>{body}</body></html>\n"
     )
 
 
-def write_fairness(paths: Sequence[str], *, fmt: str, output: str, html_path: str | None, timelines: int = 3) -> None:
-    """``quicsm compare`` on multi-flow run directories: the fairness table (``fmt`` text or markdown
-    as Markdown, json, csv) to ``output``, and with ``html_path`` the fairness page."""
+def _flow_logs(runs: Sequence[FlowRun]) -> dict[str, list[str]]:
+    """Per flow name (in the order flows first appear), the contract logs of that flow in every run."""
+    out: dict[str, list[str]] = {}
+    for r in runs:
+        for f in r.flows:
+            log = _server_log(r.path / f"flow-{f.name}")
+            paths = out.setdefault(f.name, [])
+            if log.exists():
+                paths.append(str(log))
+    return out
+
+
+def flow_sets(
+    runs: Sequence[FlowRun], view: StateView = StateView(), *, metrics: bool = False, strict: bool = False
+) -> list[TraceSet]:
+    """One trace set per flow name (``quic``, ``tcp1``, ...): that flow's connections in all runs, so
+    the usual comparison puts e.g. the QUIC flow's states beside the TCP flows' of the same runs."""
+    from quicsm.compare.sets import load_rows
+
+    sets = []
+    for name, paths in _flow_logs(runs).items():
+        if not paths:
+            raise QuicsmError(f"flow {name!r}: no server log in any run ({', '.join(str(r.path) for r in runs)})")
+        origin = f"flow-{name} of {len(paths)} run{'s' if len(paths) != 1 else ''}"
+        sets.append(load_rows(paths, view, name=name, origin=origin, metrics=metrics, strict=strict))
+    return sets
+
+
+@dataclass
+class FlowComparison:
+    """Multi-flow runs and the comparison of their flows' traces (None with a single flow name)."""
+
+    runs: list[FlowRun]
+    comparison: Comparison | None
+    sets: list[TraceSet] = field(default_factory=list)
+
+
+def compare_flow_runs(
+    paths: Sequence[str | Path],
+    options: CompareOptions | None = None,
+    *,
+    metrics: bool = False,
+    strict: bool = False,
+) -> FlowComparison:
+    """What ``quicsm compare RUN...`` does with multi-flow run directories: read the runs (throughput,
+    Jain, timelines) and compare the flows' traces, one set per flow name, with ``options``.
+    ``metrics``: read cwnd samples too (for the report's per-connection timelines)."""
+    from quicsm.compare.comparison import CompareOptions, compare
+
+    options = options or CompareOptions()
+    runs = [load_flow_run(p) for p in paths]
+    if len(_flow_logs(runs)) < 2:
+        return FlowComparison(runs, None)
+    sets = flow_sets(runs, options.view, metrics=metrics, strict=strict)
+    return FlowComparison(runs, compare(sets, options), sets)
+
+
+def flows_report_html(fc: FlowComparison, *, timelines: int = 3, diagrams: bool = True) -> str:
+    """The compare HTML report of the flows' traces with the fairness view as its first section."""
+    if fc.comparison is None:
+        return fairness_html(fc.runs, timelines=timelines or 3)
+    from quicsm.compare.html import to_html
+
+    section = fairness_section(fc.runs, timelines=timelines or 3)
+    return to_html(fc.comparison, timelines=timelines, diagrams=diagrams, sections=[section])
+
+
+def fairness_output(fc: FlowComparison, fmt: str) -> str:
+    """``quicsm compare RUN... --format fmt``: the fairness table (Markdown for text and markdown),
+    then the flows' comparison in the same format; JSON holds both (``"comparison"``: the usual
+    compare JSON); CSV is the per-flow fairness table only."""
     import csv
     import io
-    import sys
 
-    from quicsm.files import atomic_output
+    from quicsm.compare.report import WRITERS
+    from quicsm.compare.report import to_json as comparison_json
 
-    runs = [load_flow_run(p) for p in paths]
+    runs = fc.runs
     if fmt == "json":
-        text = json.dumps(fairness_json(runs), indent=2, default=str) + "\n"
-    elif fmt == "csv":
+        data = fairness_json(runs)
+        if fc.comparison is not None:
+            data["comparison"] = comparison_json(fc.comparison)
+        return json.dumps(data, indent=2, default=str) + "\n"
+    if fmt == "csv":
         buf = io.StringIO()
         rows: list[dict[str, Any]] = [asdict(s) for s in summarise_flows(runs)]
         w = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else ["name"])
         w.writeheader()
         w.writerows(rows)
-        text = buf.getvalue()
-    else:
-        text = fairness_markdown(runs)
+        return buf.getvalue()
+    text = fairness_markdown(runs)
+    if fc.comparison is not None:
+        text += "\n" + WRITERS[fmt](fc.comparison)
+    return text
+
+
+def write_fairness(
+    paths: Sequence[str], *, fmt: str, output: str, html_path: str | None, timelines: int = 3
+) -> FlowComparison:
+    """``quicsm compare`` on multi-flow run directories with default options (see :func:`fairness_output`
+    and :func:`flows_report_html`); returns what it wrote."""
+    import sys
+
+    from quicsm.files import atomic_output
+
+    fc = compare_flow_runs(paths, metrics=bool(html_path and timelines))
+    text = fairness_output(fc, fmt)
     if output == "-":
         sys.stdout.write(text)
     else:
@@ -459,4 +573,5 @@ def write_fairness(paths: Sequence[str], *, fmt: str, output: str, html_path: st
             fh.write(text)
     if html_path:
         with atomic_output(html_path, binary=False) as fh:
-            fh.write(fairness_html(runs, timelines=timelines))
+            fh.write(flows_report_html(fc, timelines=timelines))
+    return fc

@@ -126,13 +126,57 @@ def test_compare_on_flow_runs_gives_the_fairness_view(tmp_path: Path) -> None:
 
     a, b = _run(tmp_path / "a", 3.0, 2.0), _run(tmp_path / "b", 3.2, 1.8)
     html = tmp_path / "f.html"
-    res = CliRunner().invoke(cli, ["compare", str(a), str(b), "--html", str(html)])
+    res = CliRunner().invoke(cli, ["compare", str(a), str(b), "--html", str(html), "--timelines", "1"])
     assert res.exit_code == 0, res.output
+    # the fairness table first, then the usual comparison of the two flows' traces (one set per flow)
     assert "| quic | quic-go | cubic | 2 |" in res.output and "Jain's index" in res.output
+    assert res.output.index("Jain's index") < res.output.index("tcp1 vs quic")
     page = html.read_text()
-    assert page.startswith("<!DOCTYPE html>") and page.count("<svg") == 2 and "0.962" in page
+    assert page.startswith("<!DOCTYPE html>") and "0.962" in page
+    assert page.index("Fairness of flows on one bottleneck (2 runs)") < page.index('id="occupancy"')
     res = CliRunner().invoke(cli, ["compare", str(a), "--format", "csv"])
-    assert res.exit_code == 0 and res.output.splitlines()[0].startswith("name,stack,cc,runs,mean_mbps")
+    assert res.exit_code == 0 and res.stdout.splitlines()[0].startswith("name,stack,cc,runs,mean_mbps")
+    res = CliRunner().invoke(cli, ["compare", str(a), "--format", "json", "-q"])
+    data = json.loads(res.stdout)
+    assert [s["name"] for s in data["comparison"]["sets"]] == ["quic", "tcp1"] and len(data["runs"]) == 1
+    res = CliRunner().invoke(cli, ["compare", str(a), str(b), "--name", "x"])
+    assert res.exit_code != 0 and "the sets are the flows" in res.output
+
+
+TABLE4 = Path(__file__).resolve().parents[2] / "traces" / "table4" / "quicgo-tcp2"
+
+
+def test_html_report_of_bundled_flow_runs_holds_fairness_and_state_tables(tmp_path: Path) -> None:
+    """IMC'17 Table 4 runs (quic-go Cubic vs two kernel TCP Cubic flows): the main compare report holds
+    the fairness view (shares, Jain's index, one Fig. 5 timeline per run shown) above the usual state
+    tables of the flows' traces, one set per flow; the Python API gives the same page as the verb."""
+    from html import unescape
+
+    from click.testing import CliRunner
+
+    from quicsm.cli.main import cli
+    from quicsm.compare import CompareOptions
+    from quicsm.compare.fairness import compare_flow_runs, flows_report_html
+
+    runs = sorted(str(p) for p in TABLE4.iterdir())[:3]
+    assert len(runs) == 3
+    html = tmp_path / "report.html"
+    res = CliRunner().invoke(cli, ["compare", *runs, "--html", str(html), "--timelines", "1", "-q"])
+    assert res.exit_code == 0, res.output
+    page = html.read_text()
+    fair = page.index("Fairness of flows on one bottleneck (3 runs)")
+    assert fair < page.index('id="occupancy"') < page.index("tcp1 vs quic") < page.index("tcp2 vs quic")
+    assert "Jain's index over the flows of a run" in unescape(page)
+    for flow in ("quic", "tcp1", "tcp2"):
+        assert f"<td>{flow}</td>" in page and f"flow-{flow} of 3 runs" in page
+    loaded = [load_flow_run(r) for r in runs]
+    for r in loaded:  # each run's Jain index, as the page prints it
+        assert f"<td>{r.jain:.3f}</td>" in page
+    assert '<td class="l">CongestionAvoidance</td>' in page and '<td class="l">Recovery</td>' in page
+    assert page.count("(Jain ") == 1  # --timelines 1: one Fig. 5 timeline
+    fc = compare_flow_runs(runs, CompareOptions(engine="synoptic"), metrics=True)  # the verb's default engine
+    assert [s.name for s in fc.sets] == ["quic", "tcp1", "tcp2"] and [len(s) for s in fc.sets] == [3, 3, 3]
+    assert flows_report_html(fc, timelines=1) == page
 
 
 def test_html_report_renders_extra_sections_above_the_state_tables() -> None:
