@@ -30,7 +30,15 @@ from typing import Any
 
 from quicsm.errors import TestbedError
 from quicsm.instrumentation.patchset import PatchSet, shipped_patch_sets
-from quicsm.testbed.buildtools import FileLock, Progress, apply_patch_set, cache_root, copy_writable, run_tool
+from quicsm.testbed.buildtools import (
+    FileLock,
+    Progress,
+    apply_patch_set,
+    cache_root,
+    copy_writable,
+    install_entry,
+    run_tool,
+)
 from quicsm.testbed.sources import testbed_root
 
 __all__ = [
@@ -406,12 +414,9 @@ def build_binaries(
     entry = root / f"{plan.source.version}-{plan.ps.algorithm}-{plan.key()[:16]}"
     meta_path = entry / "build.json"
     with FileLock(root / f".{entry.name}.lock"):
-        if force and entry.exists():
-            shutil.rmtree(entry)
-        cached = meta_path.is_file() and all((entry / "bin" / b).is_file() for b in PROGRAMS.values())
+        # --force rebuilds beside the entry and swaps it in: a run using the old binaries keeps them
+        cached = not force and meta_path.is_file() and all((entry / "bin" / b).is_file() for b in PROGRAMS.values())
         if not cached:
-            if entry.exists():
-                shutil.rmtree(entry)  # an incomplete entry (should not happen: entries appear by rename)
             tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=root))
             try:
                 if progress is not None:
@@ -423,7 +428,7 @@ def build_binaries(
                 meta["seconds"] = round(time.monotonic() - t0, 2)
                 (tmp / "build.json").write_text(json.dumps(meta, indent=2) + "\n")
                 # The replace path names the temporary directory; builds are done, so rename is safe.
-                os.replace(tmp, entry)
+                install_entry(tmp, entry)
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise

@@ -32,6 +32,7 @@ __all__ = [
     "copy_writable",
     "dir_size",
     "format_duration",
+    "install_entry",
     "run_tool",
 ]
 
@@ -63,6 +64,39 @@ class FileLock:
     def __exit__(self, *exc: object) -> None:
         fcntl.flock(self.fd, fcntl.LOCK_UN)
         os.close(self.fd)
+
+
+def install_entry(staging: Path, entry: Path) -> None:
+    """Put the finished cache entry ``staging`` (a directory beside ``entry``) in place of ``entry``.
+
+    An existing entry (``--force``, or one of an older quicsm) is swapped with the new one in a single
+    ``renameat2(RENAME_EXCHANGE)`` and removed afterwards, so a run that resolved a binary in it always
+    finds one at that path: the old binaries stay until the new ones are there. Without renameat2 the
+    old entry is renamed aside first (the path is missing for that moment only)."""
+    if entry.exists():
+        if _exchange(staging, entry):
+            shutil.rmtree(staging, ignore_errors=True)  # now the old entry
+            return
+        aside = Path(f"{staging}.old")
+        os.replace(entry, aside)
+        try:
+            os.replace(staging, entry)
+        finally:
+            shutil.rmtree(aside, ignore_errors=True)
+        return
+    os.replace(staging, entry)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths (Linux renameat2 RENAME_EXCHANGE); False where that is unavailable."""
+    import ctypes
+
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    return fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
 
 
 def copy_writable(src: Path, dst: Path, *, ignore: Callable[[str, list[str]], set[str]] | None = None) -> None:

@@ -24,7 +24,15 @@ from typing import Any
 
 from quicsm.errors import TestbedError
 from quicsm.instrumentation.patchset import PatchSet, shipped_patch_sets
-from quicsm.testbed.buildtools import FileLock, Progress, apply_patch_set, cache_root, copy_writable, run_tool
+from quicsm.testbed.buildtools import (
+    FileLock,
+    Progress,
+    apply_patch_set,
+    cache_root,
+    copy_writable,
+    install_entry,
+    run_tool,
+)
 from quicsm.testbed.sources import testbed_root
 
 __all__ = [
@@ -318,9 +326,7 @@ def build_quiche_server(
     meta_path = entry / "build.json"
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(root / f".{entry.name}.lock"):
-        if force and entry.exists():
-            shutil.rmtree(entry)
-        if binary.is_file() and meta_path.is_file():
+        if not force and binary.is_file() and meta_path.is_file():  # --force: built beside it, swapped in
             meta = json.loads(meta_path.read_text())
             return QuicheServer(binary, version, ps.name, True, round(time.monotonic() - t0, 3), meta)
         with tempfile.TemporaryDirectory(prefix="quicsm-quiche-", dir=root) as tmp:
@@ -391,9 +397,7 @@ def build_quiche_server(
                     shutil.copy2(target_dir / "release" / BINARY, staging_entry / BINARY)
                     (staging_entry / "Cargo.lock").write_text(used_lock, encoding="utf-8")
                     (staging_entry / "build.json").write_text(json.dumps(meta, indent=2) + "\n")
-                    if entry.exists():
-                        shutil.rmtree(entry)  # an entry of an older quicsm, without build.json
-                    os.replace(staging_entry, entry)
+                    install_entry(staging_entry, entry)  # also replaces an older quicsm's entry
                 except BaseException:
                     shutil.rmtree(staging_entry, ignore_errors=True)
                     raise

@@ -25,7 +25,15 @@ from typing import Any
 
 from quicsm.errors import TestbedError
 from quicsm.instrumentation.patchset import PatchSet, shipped_patch_sets
-from quicsm.testbed.buildtools import FileLock, Progress, apply_patch_set, cache_root, copy_writable, run_tool
+from quicsm.testbed.buildtools import (
+    FileLock,
+    Progress,
+    apply_patch_set,
+    cache_root,
+    copy_writable,
+    install_entry,
+    run_tool,
+)
 from quicsm.testbed.quiche_build import find_cargo
 from quicsm.testbed.sources import testbed_root
 
@@ -181,7 +189,5 @@ def build_quinn_server(version: str, *, cache_dir: Path | None = None, progress:
             staging = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=root))
             shutil.copy2(target_dir / "release" / BINARY, staging / BINARY)
             (staging / "build.json").write_text(json.dumps(meta, indent=2))
-            if entry.exists():
-                shutil.rmtree(entry)
-            os.replace(staging, entry)
+            install_entry(staging, entry)
     return QuinnServer(binary, version, ps.name, False, round(time.monotonic() - t0, 3), meta)

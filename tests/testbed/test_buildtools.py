@@ -57,3 +57,76 @@ def test_quiet_without_progress_and_failure_carries_the_tail(tmp_path: Path) -> 
 
 def test_format_duration() -> None:
     assert [format_duration(s) for s in (0.4, 42, 60, 605.2)] == ["0 s", "42 s", "1 min 00 s", "10 min 05 s"]
+
+
+def test_install_entry_swaps_a_cache_entry_without_a_moment_it_is_missing(tmp_path: Path) -> None:
+    """A run that resolved a binary in a cache entry keeps finding one while --force replaces the entry."""
+    import threading
+
+    from quicsm.testbed.buildtools import install_entry
+
+    entry = tmp_path / "v1-reno-abc"
+    (entry / "bin").mkdir(parents=True)
+    (entry / "bin" / "quicsm-client").write_text("build 0")
+    missing: list[int] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        k = 0
+        while not stop.is_set():
+            k += 1
+            if not (entry / "bin" / "quicsm-client").is_file():
+                missing.append(k)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        for i in range(1, 201):
+            staging = tmp_path / f".tmp-v1-reno-abc-{i}"
+            (staging / "bin").mkdir(parents=True)
+            (staging / "bin" / "quicsm-client").write_text(f"build {i}")
+            install_entry(staging, entry)
+    finally:
+        stop.set()
+        watcher.join()
+    assert not missing
+    assert (entry / "bin" / "quicsm-client").read_text() == "build 200"
+    assert [p.name for p in tmp_path.iterdir()] == [entry.name]  # the old entries are gone
+    fresh = tmp_path / ".tmp-new"
+    (fresh / "bin").mkdir(parents=True)
+    install_entry(fresh, tmp_path / "v2-reno-abc")  # no entry yet: a plain rename
+    assert (tmp_path / "v2-reno-abc" / "bin").is_dir() and not fresh.exists()
+
+
+def test_forced_quic_go_build_keeps_the_old_binaries_until_the_new_ones_are_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """build_binaries(force=True) builds beside the cache entry (it used to delete the entry first,
+    and a client binary vanished under a run that was using it)."""
+    from types import SimpleNamespace
+
+    from quicsm.testbed import build
+
+    plan = SimpleNamespace(
+        source=SimpleNamespace(version="v0.65.0"),
+        ps=SimpleNamespace(algorithm="reno", name="set"),
+        key=lambda: "0" * 64,
+    )
+    monkeypatch.setattr(build, "_plan", lambda version, variant, ps: plan)
+    seen: list[bool] = []
+
+    def fake_build(plan: object, tmp: Path, progress: object) -> dict[str, object]:
+        old = tmp_path / "v0.65.0-reno-0000000000000000" / "bin" / "quicsm-client"
+        seen.append(old.is_file())
+        (tmp / "bin").mkdir()
+        for b in build.PROGRAMS.values():
+            (tmp / "bin" / b).write_text(f"build {len(seen)}")
+        return {"version": "v0.65.0", "go_version": "go", "build_tags": []}
+
+    monkeypatch.setattr(build, "_build_entry", fake_build)
+    first = build.build_binaries("v0.65.0", cache_dir=tmp_path)
+    assert not first.cached and first.client.read_text() == "build 1"
+    assert build.build_binaries("v0.65.0", cache_dir=tmp_path).cached and len(seen) == 1
+    forced = build.build_binaries("v0.65.0", cache_dir=tmp_path, force=True)
+    assert not forced.cached and seen == [False, True] and forced.client.read_text() == "build 2"
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == [forced.cache_dir.name]
