@@ -329,6 +329,20 @@ def build_quiche_server(
         if not force and binary.is_file() and meta_path.is_file():  # --force: built beside it, swapped in
             meta = json.loads(meta_path.read_text())
             return QuicheServer(binary, version, ps.name, True, round(time.monotonic() - t0, 3), meta)
+        twin = None if force else _same_build(root, f"quiche-{version}-*-{set_sha}-{src_key}", entry)
+        if twin is not None:
+            meta = {
+                **json.loads((twin / "build.json").read_text()),
+                "patch_set": ps.name,
+                "cc": cc,
+                "same_build_as": twin.name,
+                "seconds": round(time.monotonic() - t0, 2),
+                "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+            if progress is not None:
+                progress(f"{ps.name} is the change {twin.name} was built with: its binary serves --cc {cc} too")
+            _place(entry, root, twin / BINARY, (twin / "Cargo.lock").read_text(encoding="utf-8"), meta)
+            return QuicheServer(binary, version, ps.name, False, round(time.monotonic() - t0, 3), meta)
         with tempfile.TemporaryDirectory(prefix="quicsm-quiche-", dir=root) as tmp:
             work = Path(tmp)
             patched = _patched_source(cargo, version, ps, root, work)
@@ -392,13 +406,27 @@ def build_quiche_server(
                     "seconds": round(time.monotonic() - t0, 2),
                     "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 }
-                staging_entry = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=root))
-                try:
-                    shutil.copy2(target_dir / "release" / BINARY, staging_entry / BINARY)
-                    (staging_entry / "Cargo.lock").write_text(used_lock, encoding="utf-8")
-                    (staging_entry / "build.json").write_text(json.dumps(meta, indent=2) + "\n")
-                    install_entry(staging_entry, entry)  # also replaces an older quicsm's entry
-                except BaseException:
-                    shutil.rmtree(staging_entry, ignore_errors=True)
-                    raise
+                _place(entry, root, target_dir / "release" / BINARY, used_lock, meta)
     return QuicheServer(binary, version, ps.name, False, round(time.monotonic() - t0, 3), meta)
+
+
+def _same_build(root: Path, pattern: str, entry: Path) -> Path | None:
+    """A finished cache entry built from the same patched source, lock and server sources as ``entry``
+    (the Reno and Cubic sets are one change: the controller is chosen when the server starts)."""
+    for twin in sorted(root.glob(pattern)):
+        if twin != entry and (twin / BINARY).is_file() and (twin / "build.json").is_file():
+            return twin
+    return None
+
+
+def _place(entry: Path, root: Path, binary: Path, lock_text: str, meta: dict[str, Any]) -> None:
+    """Write the cache entry whole (binary, its Cargo.lock, build.json) or not at all."""
+    staging_entry = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=root))
+    try:
+        shutil.copy2(binary, staging_entry / BINARY)
+        (staging_entry / "Cargo.lock").write_text(lock_text, encoding="utf-8")
+        (staging_entry / "build.json").write_text(json.dumps(meta, indent=2) + "\n")
+        install_entry(staging_entry, entry)  # also replaces an older quicsm's entry
+    except BaseException:
+        shutil.rmtree(staging_entry, ignore_errors=True)
+        raise

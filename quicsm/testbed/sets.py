@@ -18,6 +18,7 @@ sentence for the user.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -123,10 +124,10 @@ def _port(
             det = detect(tree, sets=pool, target=stack.target)
             ranked = [c for c in det.candidates if c.kind != "incomplete"]
             candidates = [(c.patch_set, c.kind) for c in ranked]
+            if not candidates:
+                raise TestbedError(_nothing_to_port(stack, version, cc, pool, det))
         else:
             candidates = [(ps, "given") for ps in sets]
-        if not candidates:
-            raise TestbedError(f"{stack.name} {version}: no {cc} patch set of {stack.target} to port from")
         skipped: list[str] = []
         for ps, kind in candidates:
             res = plan_port(ps, tree)
@@ -155,6 +156,29 @@ def _port(
     raise TestbedError(
         f"{stack.name} {version}: no {cc} patch set ports to it: " + " | ".join(skipped) + ". Nothing was built."
     )
+
+
+def _nothing_to_port(stack: Stack, version: str, cc: str, pool: list[PatchSet], det: Any) -> str:
+    """Why no set of ``cc`` can be ported to this release, in one line: the files every set needs that the
+    release lacks, what the release does have sets for, and which releases have ``cc`` sets."""
+    lacks = sorted({c.reason for c in det.candidates if c.kind == "incomplete"})
+    have = [a for a in det.identity.algorithms if a != cc and a in stack.ccs]
+    made_for = sorted({v for v in (release_version(ps) for ps in pool) if v}, key=_version_key)
+    return (
+        f"{stack.name} {version} cannot run --cc {cc}: "
+        + (
+            f"no {cc} patch set of {stack.target}"
+            if not pool
+            else f"its {cc} sets need what it lacks ({'; '.join(lacks)})"
+        )
+        + (f"; shipped {cc} sets are for {stack.name} {', '.join(made_for)}" if made_for else "")
+        + (f"; it can run --cc {' or '.join(have)}" if have else "")
+        + ". Nothing was built."
+    )
+
+
+def _version_key(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", v))
 
 
 def _scratch_tree(src: Source, dest: Path) -> Path:

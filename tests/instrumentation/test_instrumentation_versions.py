@@ -187,3 +187,44 @@ def test_quiche_reno_and_cubic_are_one_change_and_status_says_patched(tmp_path: 
     assert "not applied: cloudflare-quiche-0.30.0-bbr2" in last and "mixed" not in out
     rows = engine.status(tree)
     assert engine.tree_state(rows) == "patched"
+
+
+@pytest.mark.parametrize(
+    ("version", "era", "best"),
+    [
+        ("0.20.0", "cfq-0", "exact"),  # the same src/recovery/mod.rs as 0.20.1
+        ("0.21.0", "cfq-0", "applies"),
+        ("0.22.0", "cfq-1", "exact"),
+    ],
+)
+def test_quiche_before_0_23_is_detected_and_instrumented(tmp_path: Path, version: str, era: str, best: str) -> None:
+    """Before 0.23 quiche has no congestion/recovery.rs (0.22) or no congestion/ at all (0.20, 0.21: the
+    senders' state is in src/recovery/mod.rs); detect tells the era and ranks the 0.20.1/0.22.0 sets, apply
+    and revert work, and --cc bbr2 (gcongestion, 0.23 on) is refused in one line saying why."""
+    if shutil.which("cargo") is None and not os.access(Path.home() / ".cargo/bin/cargo", os.X_OK):
+        pytest.skip("needs cargo (Rust >= 1.88, .ci/install.d/quiche.sh)")
+    from quicsm.errors import TestbedError
+    from quicsm.testbed import stacks
+    from quicsm.testbed.sets import resolve_set
+
+    tree = tmp_path / "q"
+    code, out = _run("patch", "fetch", "quiche", version, str(tree))
+    assert code == 0, out
+    code, out = _run("patch", "detect", str(tree))
+    assert code == 0 and f"era {era}," in out and "found twice" not in out, out
+    own = "0.22.0" if era == "cfq-1" else "0.20.1"
+    ranked = [line.split() for line in out.splitlines() if line.startswith("  ") and "cloudflare-quiche-" in line]
+    assert ranked[0][0] == best and ranked[0][2] == f"cloudflare-quiche-{own}-cubic", out
+    code, out = _run("patch", "apply", str(tree), "-a", "cubic")
+    assert code == 0, out
+    src = tree / ("src/recovery/congestion/mod.rs" if era == "cfq-1" else "src/recovery/mod.rs")
+    assert src.read_text().count("QUICSM v=1 conn={} t_us={} cc={} ev=close") == 1
+    code, out = _run("patch", "status", str(tree))
+    assert code == 0 and _flat(out).splitlines()[-1].startswith("tree patched: "), out
+    assert _run("patch", "revert", str(tree))[0] == 0
+    code, out = _run("patch", "status", str(tree))
+    assert "pristine" in out and "QUICSM" not in src.read_text(), out
+    with pytest.raises(TestbedError) as err:
+        resolve_set(stacks.get("quiche"), version, "bbr2")
+    assert str(err.value).startswith(f"quiche {version} cannot run --cc bbr2: ")
+    assert "lacks src/recovery/gcongestion/bbr2.rs" in str(err.value) and "--cc reno or cubic" in str(err.value)

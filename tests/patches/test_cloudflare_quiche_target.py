@@ -42,4 +42,39 @@ def test_shipped_sets_span_three_versions() -> None:
     sets = shipped_patch_sets("cloudflare-quiche")
     versions = sorted(ps.name.split("-")[2] for ps in sets if ps.algorithm == "bbr2")
     assert len(versions) >= 3 and versions[0] == "0.24.0" and versions[-1] == "0.30.0"
-    assert {ps.era for ps in sets} == {"cfq-a", "cfq-b"}
+    assert {ps.era for ps in sets} == {"cfq-0", "cfq-1", "cfq-a", "cfq-b"}
+    old = sorted(ps.name for ps in sets if ps.era in ("cfq-0", "cfq-1"))
+    assert old == [f"cloudflare-quiche-{v}-{cc}" for v in ("0.20.1", "0.22.0") for cc in ("cubic", "reno")]
+
+
+def test_eras_before_gcongestion(tmp_path: Path) -> None:
+    """0.20/0.21 keep Reno and Cubic beside src/recovery/mod.rs (cfq-0); 0.22 has src/recovery/congestion/
+    without gcongestion (cfq-1). Both are found through the upstream layout: mod.rs is named in several
+    directories of the crate, so a search by file name alone would stop at "mod.rs found twice"."""
+    target = get_target("cloudflare-quiche")
+    a, b = tmp_path / "a", tmp_path / "b"
+    for root, version, sub in ((a, "0.21.0", "src/recovery"), (b, "0.22.0", "src/recovery/congestion")):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+        (root / "Cargo.toml").write_text(f'[package]\nname = "quiche"\nversion = "{version}"\n')
+        for name in ("cubic.rs", "reno.rs", "mod.rs"):
+            (root / sub / name).write_text("")
+        (root / "src/recovery/mod.rs").write_text("pub struct Recovery {}\n")
+        for other in ("src/h3/mod.rs", "src/h3/qpack/mod.rs", "src/crypto/mod.rs"):
+            (root / other).parent.mkdir(parents=True, exist_ok=True)
+            (root / other).write_text("")
+    old, new = target.locate(a), target.locate(b)
+    assert old is not None and new is not None and old.layout == new.layout == "checkout"
+    assert (target.identify(old).era, target.identify(new).era) == ("cfq-0", "cfq-1")
+    assert old.files["mod.rs"] == "src/recovery/mod.rs" and old.files["cubic.rs"] == "src/recovery/cubic.rs"
+    assert new.files["mod.rs"] == "src/recovery/congestion/mod.rs"  # the newer layout's file wins
+    assert set(target.identify(old).algorithms) == {"reno", "cubic"}
+
+
+def test_loose_trees_are_not_searched_for_mod_rs(tmp_path: Path) -> None:
+    """Outside the upstream layout (copied files, another Rust crate such as quinn) mod.rs is not looked for
+    by name: several of them are no error, and the named sender files are still found."""
+    for rel in ("x/mod.rs", "y/mod.rs", "x/cubic.rs"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    loc = get_target("cloudflare-quiche").locate(tmp_path)
+    assert loc is not None and loc.layout == "loose" and dict(loc.files) == {"cubic.rs": "x/cubic.rs"}

@@ -4,6 +4,9 @@
 the set applied, the sender driven by a small simulated path (10 Mbit/s, 40 ms, drop-tail queue, an
 RTT step to expire min_rtt, an idle gap) and Abseil logging at ``--stderrthreshold=0``; see
 docs/patch-sets.md. The timer states come from QuicSentPacketManager, which the driver does not run.
+``run-cloudflare-quiche-<version>-<cc>-<cc>.log.gz`` are whole ``server.log`` files of one testbed run
+(`bench/bench_versions.py`: 50 Mbit/s, 36 ms RTT, 1 % loss, 2 MB) of quicsm-quiche-server built against
+that crates.io release with the set applied (2026-11-26).
 """
 
 from __future__ import annotations

@@ -228,3 +228,49 @@ def test_cmake_must_be_new_enough(monkeypatch, tmp_path) -> None:
         quiche_build.find_cmake()
     cmake.write_text("#!/bin/sh\necho 'cmake version 3.25.1'\n")
     assert quiche_build.find_cmake() == str(cmake)
+
+
+def test_reno_and_cubic_share_one_build(monkeypatch, tmp_path) -> None:
+    """The Reno and Cubic sets of a release are one change (the controller is a flag of the server), so the
+    second of them takes the first one's binary instead of a cargo build; another change (BBR2) or --force
+    builds; each cache entry still names its own set and controller."""
+    from quicsm.instrumentation.patchset import find_patch_set
+
+    monkeypatch.setattr(quiche_build, "find_cargo", lambda: "cargo")
+    monkeypatch.setattr(quiche_build, "find_libclang", lambda: "libclang.so")
+    monkeypatch.setattr(quiche_build, "find_cmake", lambda: "cmake")
+    src = tmp_path / "patched"
+    (src / "src").mkdir(parents=True)
+    (src / "src/lib.rs").write_text("")
+    monkeypatch.setattr(quiche_build, "_patched_source", lambda *a: src)
+    builds: list[str] = []
+
+    def cargo(argv: list[str], cwd: Path, what: str, env=None, progress=None) -> None:  # type: ignore[no-untyped-def]
+        assert argv[1] == "build", argv  # 0.30.0 has a committed lock: no generate-lockfile
+        out = Path(env["CARGO_TARGET_DIR"]) / "release"
+        out.mkdir(parents=True, exist_ok=True)
+        (out / quiche_build.BINARY).write_text(f"built for {what}")
+        builds.append(what)
+
+    monkeypatch.setattr(quiche_build, "_run", cargo)
+    said: list[str] = []
+
+    def build(cc: str, **kw):  # type: ignore[no-untyped-def]
+        ps = find_patch_set(f"cloudflare-quiche-0.30.0-{cc}")
+        return quiche_build.build_quiche_server(
+            "0.30.0", cc, cache_dir=tmp_path / "cache", patch_set=ps, progress=said.append, **kw
+        )
+
+    cubic = build("cubic")
+    reno = build("reno")
+    assert len(builds) == 1 and not reno.cached and reno.binary != cubic.binary
+    assert reno.binary.read_text() == cubic.binary.read_text() == f"built for {builds[0]}"
+    assert reno.meta["same_build_as"] == cubic.binary.parent.name
+    assert (reno.meta["cc"], reno.meta["patch_set"]) == ("reno", "cloudflare-quiche-0.30.0-reno")
+    assert reno.meta["lock_sha256"] == cubic.meta["lock_sha256"]
+    assert any("its binary serves --cc reno too" in line for line in said)
+    assert build("reno").cached and len(builds) == 1
+    build("bbr2")
+    assert len(builds) == 2  # another change
+    build("reno", force=True)
+    assert len(builds) == 3 and "same_build_as" not in build("reno").meta

@@ -105,9 +105,14 @@ class Target:
     """Why two of its sets that change the same lines cannot both be applied (said in that error)."""
 
     # ---- locating -------------------------------------------------------------------------------
+    layout_names: ClassVar[frozenset[str]] = frozenset()
+    """Sender file names too common to look for by name alone (``mod.rs``): known inside the upstream
+    layout (``dirs``), never searched for in a loose tree (a crate has a dozen of them)."""
+
     def known_names(self) -> set[str]:
         names = {n for files in self.algorithm_files.values() for n in files}
         names.update(self.classes)
+        names.update(self.layout_names)
         return names
 
     def locate(self, src: Path, *, loose: bool = True) -> Located | None:
@@ -141,7 +146,7 @@ class Target:
 
     def _locate_loose(self, src: Path) -> Located | None:
         """Files found by name anywhere (shallow) under ``src``; each name must be unique."""
-        wanted = self.known_names()
+        wanted = self.known_names() - self.layout_names
         found: dict[str, str] = {}
         base = src.resolve()
         for dirpath, dirnames, filenames in os.walk(base):
