@@ -108,38 +108,64 @@ def test_jar_engine_reads_a_real_synoptic_json_export(tmp_path: Path) -> None:
     assert len(res.model.nodes) == len(seed1.labels) > len(set(seed1.labels.values()))
 
 
-AT_SIZE_MEASURED = {"inputs": 24, "equal": 13, "outside": 1, "one_language_missed": 0}
-"""2026-11-25, engine default (stitch): inputs recorded; inputs whose model is language-equal to some
-seed's, whose node count is outside the seeds' range, and single-language inputs we miss."""
+AT_SIZE_INPUTS = 38
+"""Inputs recorded at size (2026-11-25: 24; 2026-11-26: 38)."""
+SEEDS_DISAGREE = {
+    "bench-1k",
+    "bench-1k-s1",
+    "bench-1k-s2",
+    "bench-1k-s3",
+    "bench-short-1k",
+    "bench-long-1k",
+    "bench-desktop-1k",
+    "bench-throttled-1k",
+    "markov-6st-m100-x2-f3-1k",
+    "markov-8st-m30-x3-f2-1k",
+    "markov-7st-m200-x1-f3-1k",
+    "markov-6st-m60-x3-f3-1k",
+    "markov-4st-m100-x2-f2-1k",
+    "bench-1k-s4",
+    "fig10-v0.52.0-jitter",
+    "qlog-quiche",
+    "fig10-jitter",
+    "traces-all",
+    "check-reno-a",
+    "markov-4st-m60-x3-f2-2.5k",
+    "table4-quicgo-tcp4",
+}
+"""Measured, engine default (stitch): the inputs whose model has none of the seeds' languages. On each
+of them Synoptic's own five seeds draw more than one language (2-5), so what the original draws there
+is its seeded shuffle's choice (the replay of a seed matches it: test_synoptic_replay.py). Every other
+input's model has the language of some seed's model, the single-language inputs included."""
+OUTSIDE_NODE_RANGE = {"bench-1k": 46, "markov-7st-m200-x1-f3-1k": 22, "table4-quicgo-tcp4": 30}
+"""Measured: our node count where it lies outside the seeds' range (bench-1k 37-44, markov-7st 23-26,
+table4-quicgo-tcp4 25-28)."""
 
 
 def test_at_size_recording_is_at_size_with_every_seed() -> None:
     data = recorded(AT_SIZE)
-    assert len(data) >= AT_SIZE_MEASURED["inputs"]
+    assert len(data) >= AT_SIZE_INPUTS
     for name, rec in data.items():
         events = sum(map(len, rec["sequences"]))
         assert 1_000 <= events <= 20_000, (name, events)
         assert [m["seed"] for m in rec["synoptic"]] == [1, 2, 3, 4, 5], name
         assert all(m["command"][-1].endswith("traces.log") and "-j" in m["command"] for m in rec["synoptic"])
+    assert SEEDS_DISAGREE | set(OUTSIDE_NODE_RANGE) <= set(data)
 
 
 @pytest.mark.slow
 def test_at_size_node_counts_and_languages_against_synoptic() -> None:
-    """Our model against Synoptic's five at size: node count inside the seeds' range on every input, and
-    the language of some seed's model; an input whose seeds all draw one language must be matched."""
-    outside: list[tuple[str, int, list[int]]] = []
-    missed: list[str] = []
-    equal = 0
+    """Per input, our model against Synoptic's five at size: the language of some seed's model unless
+    the seeds disagree (SEEDS_DISAGREE), the node count inside the seeds' range unless measured outside
+    (OUTSIDE_NODE_RANGE). Each case is held exactly, so a change either way shows."""
+    cases: dict[str, tuple[bool, bool, int]] = {}
     for name, rec in recorded(AT_SIZE).items():
         ours = infer_synoptic(rec["sequences"]).model
         theirs = synoptic_models(name, AT_SIZE)
         sizes = [len(a.labels) for a in theirs]
-        if not min(sizes) <= len(ours.nodes) <= max(sizes):
-            outside.append((name, len(ours.nodes), sizes))
         hit = any(same_language(ours, a) for a in theirs)
-        equal += hit
-        if not hit and len(language_classes(theirs)) == 1:
-            missed.append(name)
-    assert len(outside) <= AT_SIZE_MEASURED["outside"], outside
-    assert len(missed) <= AT_SIZE_MEASURED["one_language_missed"], missed
-    assert equal >= AT_SIZE_MEASURED["equal"], f"{equal} of {len(recorded(AT_SIZE))} language-equal"
+        cases[name] = (hit, min(sizes) <= len(ours.nodes) <= max(sizes), len(ours.nodes))
+        if not hit:
+            assert len(language_classes(theirs)) > 1, f"{name}: the seeds agree and we miss their language"
+    assert {n for n, (hit, _, _) in cases.items() if not hit} == SEEDS_DISAGREE
+    assert {n: size for n, (_, inside, size) in cases.items() if not inside} == OUTSIDE_NODE_RANGE

@@ -7,7 +7,7 @@ is written as soon as it ends (``DIR/<input>.s<seed>.json``), so a long recordin
 ``--collect`` gathers them with the inputs' state sequences into the recording the tests read.
 
     nice -n 19 python tests/data/synoptic/record_at_size.py --jar synoptic.jar --dir runs/
-    python tests/data/synoptic/record_at_size.py --dir runs/ --collect recorded-at-size.json.gz
+    python tests/data/synoptic/record_at_size.py --dir runs/ --collect recorded-at-size.json.gz  # adds to it
 
 Inputs (:func:`inputs`): random Markov congestion-control logs of several shapes (seeded), the
 bundled trace sets (``traces/``) and real qlog files with the quiche testbed sets.
@@ -163,6 +163,18 @@ def inputs() -> dict[str, Callable[[], Sequences]]:
         3000, states=7, mean_length=150, modes=2, fanout=3, seed=131
     )
     out["traces-all"] = _traces("fig13", *FIG10, *QUICHE)
+    # round 3 (issue 24): 1.5k-4k events of new shapes and real testbed sets the original finishes in minutes
+    out["check-reno-a"] = _traces("check/reno-a")  # quic-go v0.65.0 Reno, clean link
+    for i, (events, states, mean_length, modes, fanout) in enumerate(
+        ((2000, 5, 30, 2, 3), (2500, 4, 60, 3, 2), (3500, 6, 250, 1, 2), (4000, 8, 120, 2, 2))
+    ):
+        name = f"markov-{states}st-m{mean_length}-x{modes}-f{fanout}-{events / 1000:g}k"
+        out[name] = lambda i=i, n=events, s=states, m=mean_length, x=modes, f=fanout: random_markov(
+            n, states=s, mean_length=m, modes=x, fanout=f, seed=141 + i
+        )
+    out["check-quiche-cubic-0.24.0"] = _traces("check/quiche-cubic-0.24.0")  # quiche Cubic, clean and jitter
+    out["check-cubic-loss"] = _traces("check/cubic-loss")  # quic-go v0.65.0 Cubic, 1 % loss
+    out["table4-quicgo-tcp4"] = _traces("table4/quicgo-tcp4")  # quic-go and kernel TCP Cubic, one bottleneck
     out["bench-5k"] = lambda: bench_shape(5000, seed=51)
     out["bench-10k"] = lambda: bench_shape(10_000)  # bench/bench_vs_synoptic.py's input
     return out
@@ -205,10 +217,18 @@ def _normalised(run: dict) -> dict:
 
 
 def collect(runs: Path, dest: Path, java: str) -> None:
-    """Every input with all five seeds recorded, with its state sequences, into ``dest``."""
+    """Every input with all five seeds recorded, with its state sequences, into ``dest``; the inputs an
+    existing ``dest`` holds are kept as they are (recordings made in earlier sessions, other run dirs)."""
     made = inputs()
+    kept: dict[str, dict] = {}
+    if dest.exists():
+        with gzip.open(dest, "rt", encoding="utf-8") as fh:
+            kept = json.load(fh)["inputs"]
     data: dict[str, dict] = {}
     for name, make in made.items():
+        if name in kept:
+            data[name] = kept[name]
+            continue
         files = sorted(runs.glob(f"{name}.s*.json"))
         if len(files) < 5:
             if files:
