@@ -45,6 +45,7 @@ setup(
             "diagrams/templates/*",
             "compare/templates/*",
             "check/templates/*",
+            "schemas/*.json",
             "testbed/data/*",
             "traces/_scan.pyi",
             "py.typed",
@@ -66,6 +67,7 @@ setup(
         "test": [
             "pytest>=7",
             "hypothesis>=6",
+            "jsonschema>=4",  # the shipped JSON Schemas are checked against real outputs
             "ruff==0.17.6",  # lint tools pinned: a new release must not turn CI red without a line of ours changing
             "mypy==2.4.1",
             "dask[distributed]>=2024.1",

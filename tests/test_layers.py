@@ -7,7 +7,19 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "quicsm"
-ORDER = ["errors", "files", "fleet", "traces", "inference", "pipeline", "diagrams", "compare", "check", "cli"]
+ORDER = [
+    "errors",
+    "files",
+    "formats",
+    "fleet",
+    "traces",
+    "inference",
+    "pipeline",
+    "diagrams",
+    "compare",
+    "check",
+    "cli",
+]
 """The pipeline's layers, bottom first (instrumentation and testbed stand beside it)."""
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import gzip
 import io
-import re
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ import msgspec
 from quicsm import __version__
 from quicsm.compare.stays import Connection
 from quicsm.errors import InputError
+from quicsm.formats import msgspec_where
 from quicsm.inference.annotate import AnnotatedModel
 from quicsm.traces.events import StateView, Trace
 
@@ -50,7 +50,6 @@ BUNDLE_FORMAT_VERSION = 1
 MAX_BUNDLE_BYTES = 256 << 20
 """Largest decompressed bundle read (a gzip bomb stops here; a 10,000-connection bundle is ~5 MB)."""
 
-_MSGSPEC_PATH = re.compile(r"at `\$\.?([^`]*)`")
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 Name = Annotated[str, msgspec.Meta(min_length=1)]
 
@@ -232,11 +231,6 @@ def _raw(path: str) -> bytes:
 
 def _fail(path: str, where: str, what: str) -> InputError:
     return InputError(f"{path}: {where}: {what}" if where else f"{path}: {what}")
-
-
-def msgspec_where(msg: str) -> str:
-    """msgspec's ``- at `$.sets[0].name``` as ``at sets[0].name``, the way the other readers name a field."""
-    return _MSGSPEC_PATH.sub(lambda m: f"at {m.group(1) or 'the top level'}", msg)
 
 
 def read_baseline(data: bytes, path: str = "<baseline>") -> Baseline:

@@ -137,7 +137,7 @@ def parse_config(text: str | bytes, source: str = "<config>") -> CheckConfig:
     try:
         return msgspec.toml.decode(text, type=CheckConfig)
     except msgspec.ValidationError as exc:
-        from quicsm.check.bundle import msgspec_where
+        from quicsm.formats import msgspec_where
 
         raise InputError(f"{source}: {msgspec_where(str(exc))}") from None
     except msgspec.DecodeError as exc:

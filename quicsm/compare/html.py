@@ -17,7 +17,17 @@ from quicsm import __version__
 from quicsm.compare.comparison import Comparison
 from quicsm.compare.figures import diff_dot, side_by_side_dot, svg_of
 from quicsm.compare.ratecurve import rate_log_for, rate_timeline_svg
-from quicsm.compare.report import by_corrected_p, edge_record, fmt_p, fmt_pct, fmt_pp, model_lines, state_record
+from quicsm.compare.report import (
+    EdgeRecord,
+    StateRecord,
+    by_corrected_p,
+    edge_record,
+    fmt_p,
+    fmt_pct,
+    fmt_pp,
+    model_lines,
+    state_record,
+)
 from quicsm.compare.report import to_json as comparison_json
 from quicsm.compare.sets import TraceSet
 from quicsm.compare.stats import EDGE_TESTS
@@ -38,10 +48,10 @@ def _env() -> jinja2.Environment:
     return env
 
 
-def _dir(r: dict[str, Any]) -> str:
+def _dir(r: StateRecord | EdgeRecord) -> str:
     """The CSS class of a record's difference: up or down when significant."""
-    x = r["difference"]
-    if not r["significant"] or not x:
+    x = r.difference
+    if not r.significant or not x:
         return "muted"
     return "up" if x > 0 else "down"
 

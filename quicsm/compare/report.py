@@ -10,7 +10,9 @@ import io
 import json
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
+
+import msgspec
 
 from quicsm.compare.comparison import Comparison, EdgeRow, StateRow
 
@@ -33,6 +35,7 @@ __all__ = [
 
 COMPARE_FORMAT_VERSION = 1
 R = TypeVar("R", StateRow, EdgeRow)
+Rec = TypeVar("Rec")
 
 
 def _num(x: float | None, digits: int = 6) -> float | None:
@@ -48,47 +51,185 @@ def _p(x: float | None) -> float | None:
     return float(f"{x:.4g}")
 
 
-def state_record(r: StateRow) -> dict[str, Any]:
-    """A state test as every writer shows it (JSON as is; CSV, text, Markdown and HTML format these values)."""
-    return {
-        "state": r.state,
-        "mean_a": _num(r.mean_a),
-        "mean_b": _num(r.mean_b),
-        "difference": _num(r.difference),
-        "p_value": _p(r.result.p_value),
-        "p_corrected": _p(r.p_corrected),
-        "significant": r.significant,
-        "test": r.result.test,
-        "statistic": _num(r.result.statistic, 4),
-        "effect_size": _num(r.result.effect_size, 4),
-        "effect_measure": r.result.effect_measure,
-        "n_a": r.n_a,
-        "n_b": r.n_b,
-        "visited_a": r.visited_a,
-        "visited_b": r.visited_b,
-        "note": r.result.note or None,
-    }
+class StateRecord(msgspec.Struct):
+    """A state test as every writer shows it: the JSON as is; CSV, text, Markdown and HTML format it."""
+
+    state: str
+    mean_a: float | None
+    """Mean per-connection share of time in the state in set a (0..1)."""
+    mean_b: float | None
+    difference: float | None
+    """``mean_b - mean_a``."""
+    p_value: float | None
+    p_corrected: float | None
+    significant: bool
+    test: str
+    statistic: float | None
+    effect_size: float | None
+    effect_measure: str
+    n_a: int
+    n_b: int
+    visited_a: int
+    visited_b: int
+    note: str | None
+    """Why no test ran, or a caveat."""
+
+    def rounded(self) -> StateRecord:
+        """As the JSON and CSV carry it: p-values to 4 significant digits, statistics to 4 decimals, the
+        rest to 6 (the text and HTML tables format the unrounded record)."""
+        return msgspec.structs.replace(
+            self,
+            **{k: _num(getattr(self, k)) for k in ("mean_a", "mean_b", "difference")},
+            **{k: _num(getattr(self, k), 4) for k in ("statistic", "effect_size")},
+            **{k: _p(getattr(self, k)) for k in ("p_value", "p_corrected")},
+        )
 
 
-def edge_record(r: EdgeRow) -> dict[str, Any]:
-    """An edge test as every writer shows it (see :func:`state_record`)."""
-    return {
-        "src": r.src,
-        "dst": r.dst,
-        "prob_a": _num(r.prob_a),
-        "prob_b": _num(r.prob_b),
-        "difference": _num(r.difference),
-        "p_value": _p(r.result.p_value),
-        "p_corrected": _p(r.p_corrected),
-        "significant": r.significant,
-        "test": r.result.test,
-        "count_a": r.count_a,
-        "count_b": r.count_b,
-        "out_a": r.out_a,
-        "out_b": r.out_b,
-        "only_in": r.only_in,
-        "note": r.result.note or None,
-    }
+class EdgeRecord(msgspec.Struct):
+    """An edge test as every writer shows it (see :class:`StateRecord`)."""
+
+    src: str
+    dst: str
+    prob_a: float | None
+    """Probability of leaving ``src`` along this edge in set a; null when ``src`` was never left there."""
+    prob_b: float | None
+    difference: float | None
+    p_value: float | None
+    p_corrected: float | None
+    significant: bool
+    test: str
+    count_a: int
+    count_b: int
+    out_a: int
+    out_b: int
+    only_in: str | None
+    note: str | None
+
+    def rounded(self) -> EdgeRecord:
+        """As the JSON and CSV carry it (see :meth:`StateRecord.rounded`)."""
+        return msgspec.structs.replace(
+            self,
+            **{k: _num(getattr(self, k)) for k in ("prob_a", "prob_b", "difference")},
+            **{k: _p(getattr(self, k)) for k in ("p_value", "p_corrected")},
+        )
+
+
+class OptionsRecord(msgspec.Struct):
+    test: Literal["welch", "mwu"]
+    alpha: float
+    correction: Literal["holm", "bonferroni", "bh"]
+    edge_test: Literal["cluster", "z", "chi2"]
+    bootstrap_resamples: int
+    confidence: float
+    seed: int
+    engine: str
+    k: int | None
+    phases: bool
+    recovery_states: bool
+    pairs: Literal["all", "baseline"]
+
+
+class SkippedRecord(msgspec.Struct):
+    records: int
+    files: list[str]
+
+
+class SetRecord(msgspec.Struct):
+    name: str
+    origin: str
+    traces: int
+    connections: int
+    dropped: int
+    controllers: list[str]
+    implementations: list[str]
+    versions: list[str]
+    sources: int
+    skipped: SkippedRecord | msgspec.UnsetType = msgspec.UNSET
+    """Present only when some input records or files were skipped."""
+
+
+class OccupancyRecord(msgspec.Struct):
+    state: str
+    n: int
+    visited: int
+    mean: float | None
+    median: float | None
+    ci_low: float | None
+    ci_high: float | None
+    pooled: float | None
+
+
+class WitnessRecord(msgspec.Struct):
+    sequence: list[str]
+    length: int
+    divergence: str
+
+
+class RejectedRecord(msgspec.Struct):
+    count: int
+    of: int
+    example: str | None
+    example_states: list[str] | None
+
+
+class NodeCounts(msgspec.Struct):
+    a: int
+    b: int
+
+
+class ModelDiffRecord(msgspec.Struct):
+    a: str
+    b: str
+    engine: str
+    nodes: NodeCounts
+    identical_language: bool
+    states_only_in_a: list[str]
+    states_only_in_b: list[str]
+    edges_only_in_a: list[tuple[str, str]]
+    edges_only_in_b: list[tuple[str, str]]
+    accepted_by_a_not_b: list[WitnessRecord]
+    accepted_by_b_not_a: list[WitnessRecord]
+    traces_rejected: dict[Literal["a_by_b", "b_by_a"], RejectedRecord]
+    notes: list[str]
+
+
+class PairRecord(msgspec.Struct):
+    a: str
+    b: str
+    states: list[StateRecord]
+    edges: list[EdgeRecord]
+    models: ModelDiffRecord | None
+
+
+class CompareFile(msgspec.Struct, forbid_unknown_fields=True):
+    """The ``quicsm-compare`` JSON (docs/compare.md); :func:`to_json` writes it."""
+
+    format: Literal["quicsm-compare"]
+    format_version: int
+    options: OptionsRecord
+    sets: list[SetRecord]
+    warnings: list[str]
+    occupancy: dict[str, list[OccupancyRecord]]
+    """Per set, every state's occupancy summary."""
+    comparisons: list[PairRecord]
+
+
+def state_record(r: StateRow) -> StateRecord:
+    """The one record of a state test (unrounded: :meth:`StateRecord.rounded` for the JSON's values)."""
+    res = r.result
+    return StateRecord(
+        *(r.state, r.mean_a, r.mean_b, r.difference, res.p_value, r.p_corrected, r.significant, res.test),
+        *(res.statistic, res.effect_size, res.effect_measure, r.n_a, r.n_b, r.visited_a, r.visited_b, res.note or None),
+    )
+
+
+def edge_record(r: EdgeRow) -> EdgeRecord:
+    """The one record of an edge test (unrounded: :meth:`EdgeRecord.rounded` for the JSON's values)."""
+    res = r.result
+    return EdgeRecord(
+        *(r.src, r.dst, r.prob_a, r.prob_b, r.difference, res.p_value, r.p_corrected, r.significant, res.test),
+        *(r.count_a, r.count_b, r.out_a, r.out_b, r.only_in, res.note or None),
+    )
 
 
 def to_json(c: Comparison) -> dict[str, Any]:
@@ -137,8 +278,8 @@ def to_json(c: Comparison) -> dict[str, Any]:
             {
                 "a": p.a,
                 "b": p.b,
-                "states": [state_record(r) for r in p.states],
-                "edges": [edge_record(r) for r in p.edges],
+                "states": [msgspec.to_builtins(state_record(r).rounded()) for r in p.states],
+                "edges": [msgspec.to_builtins(edge_record(r).rounded()) for r in p.edges],
                 "models": p.models.to_json() if p.models else None,
             }
             for p in c.pairs
@@ -176,28 +317,26 @@ def to_csv(c: Comparison) -> str:
     w = csv.writer(buf, lineterminator="\n")  # None is written as an empty cell
     w.writerow(CSV_COLUMNS)
     for p in c.pairs:
-        for j in map(state_record, p.states):
+        for j in (state_record(r).rounded() for r in p.states):
             w.writerow(
-                ["state", p.a, p.b, j["state"], j["mean_a"], j["mean_b"], j["difference"], j["p_value"]]
-                + [j["p_corrected"], j["significant"], j["test"], j["effect_size"], j["effect_measure"], j["n_a"]]
-                + [j["n_b"], j["note"]]
+                ["state", p.a, p.b, j.state, j.mean_a, j.mean_b, j.difference, j.p_value, j.p_corrected]
+                + [j.significant, j.test, j.effect_size, j.effect_measure, j.n_a, j.n_b, j.note]
             )
-        for j in map(edge_record, p.edges):
+        for e in (edge_record(r).rounded() for r in p.edges):
             w.writerow(
-                ["edge", p.a, p.b, f"{j['src']}->{j['dst']}", j["prob_a"], j["prob_b"], j["difference"]]
-                + [j["p_value"], j["p_corrected"], j["significant"], j["test"], j["difference"], "difference"]
-                + [j["out_a"], j["out_b"], _notes(j["note"], _only(j))]
+                ["edge", p.a, p.b, f"{e.src}->{e.dst}", e.prob_a, e.prob_b, e.difference, e.p_value, e.p_corrected]
+                + [e.significant, e.test, e.difference, "difference", e.out_a, e.out_b, _notes(e.note, _only(e))]
             )
     return buf.getvalue()
 
 
-def by_corrected_p(rows: Sequence[R], record: Callable[[R], dict[str, Any]]) -> list[dict[str, Any]]:
+def by_corrected_p(rows: Sequence[R], record: Callable[[R], Rec]) -> list[Rec]:
     """The rows' records, the smallest corrected p first, those without one last (the report tables' order)."""
     return [record(r) for r in sorted(rows, key=lambda r: (r.p_corrected is None, r.p_corrected or 0.0))]
 
 
-def _only(j: dict[str, Any]) -> str:
-    return f"only in {j['only_in']}" if j["only_in"] else ""
+def _only(e: EdgeRecord) -> str:
+    return f"only in {e.only_in}" if e.only_in else ""
 
 
 def _notes(*notes: str | None) -> str:
@@ -274,14 +413,14 @@ def _render(c: Comparison, markdown: bool) -> str:
         out.append(h(f"{p.b} vs {p.a}: states"))
         rows = [
             [
-                j["state"],
-                fmt_pct(j["mean_a"]),
-                fmt_pct(j["mean_b"]),
-                fmt_pp(j["difference"]),
-                fmt_p(j["p_value"]),
-                fmt_p(j["p_corrected"]) + _sig(j["significant"]),
-                _signed(j["effect_size"]),
-                j["note"] or "",
+                j.state,
+                fmt_pct(j.mean_a),
+                fmt_pct(j.mean_b),
+                fmt_pp(j.difference),
+                fmt_p(j.p_value),
+                fmt_p(j.p_corrected) + _sig(j.significant),
+                _signed(j.effect_size),
+                j.note or "",
             ]
             for j in by_corrected_p(p.states, state_record)
         ]
@@ -291,13 +430,13 @@ def _render(c: Comparison, markdown: bool) -> str:
         erows = [e for e in p.edges if e.result.p_value is not None or e.only_in]
         rows = [
             [
-                f"{j['src']} -> {j['dst']}",
-                fmt_pct(j["prob_a"]),
-                fmt_pct(j["prob_b"]),
-                fmt_pp(j["difference"]),
-                fmt_p(j["p_value"]),
-                fmt_p(j["p_corrected"]) + _sig(j["significant"]),
-                _only(j) or j["note"] or "",
+                f"{j.src} -> {j.dst}",
+                fmt_pct(j.prob_a),
+                fmt_pct(j.prob_b),
+                fmt_pp(j.difference),
+                fmt_p(j.p_value),
+                fmt_p(j.p_corrected) + _sig(j.significant),
+                _only(j) or j.note or "",
             ]
             for j in by_corrected_p(erows, edge_record)
         ]

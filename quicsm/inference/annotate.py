@@ -11,9 +11,12 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
-from typing import Any, NoReturn
+from typing import Annotated, Any, Literal, NoReturn
+
+import msgspec
 
 from quicsm.errors import InferenceError, InputError
+from quicsm.formats import checked
 from quicsm.inference.model import INITIAL, TERMINAL, Edge, InferenceResult, Model, Node
 from quicsm.traces.events import StateView, Trace, Visit
 
@@ -22,7 +25,10 @@ __all__ = [
     "MODEL_FORMAT_VERSION",
     "SUM_TOLERANCE",
     "AnnotatedModel",
+    "EdgeRecord",
     "EdgeStats",
+    "ModelFile",
+    "NodeRecord",
     "NodeStats",
     "annotate",
     "load_model",
@@ -201,8 +207,56 @@ def save_model(model: AnnotatedModel, path: str) -> None:
         fh.write("\n")
 
 
+Count = Annotated[int, msgspec.Meta(ge=0)]
+Share = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
+
+
+class NodeRecord(msgspec.Struct):
+    """A node of the model JSON; ``kind``, ``initial``, ``terminal`` and ``mean_dwell_us`` follow from
+    the rest (written for readers, checked when present)."""
+
+    id: Count
+    """The node's position in ``nodes``."""
+    state: Annotated[str, msgspec.Meta(min_length=1)]
+    visits: Count
+    time_us: Count
+    time_fraction: Share
+    """Share of all connections' time spent here (0 for INITIAL and TERMINAL)."""
+    kind: Literal["initial", "terminal", "state"] | None = None
+    initial: bool | None = None
+    terminal: bool | None = None
+    mean_dwell_us: float | None = None
+
+
+class EdgeRecord(msgspec.Struct):
+    """An edge of the model JSON: ``probability`` is ``count`` over all steps out of ``src``."""
+
+    src: Count
+    dst: Count
+    count: Annotated[int, msgspec.Meta(ge=1)]
+    probability: Share
+
+
+class ModelFile(msgspec.Struct):
+    """The model JSON (docs/model-format.md), as :meth:`AnnotatedModel.to_json` writes it."""
+
+    format: Literal["quicsm-model"]
+    format_version: Annotated[int, msgspec.Meta(ge=1)]
+    engine: str
+    nodes: list[NodeRecord]
+    edges: list[EdgeRecord]
+    traces: Count
+    events: Count
+    total_time_us: Count
+    params: dict[str, Any] = {}
+    meta: dict[str, Any] = {}
+    sources: Count = 0
+    """Distinct input files the traces came from."""
+
+
 class _ModelReader:
-    """Checks a model JSON document field by field, failing with ``source: where: what``."""
+    """Checks a model JSON document: its shape against :class:`ModelFile`, then what a shape cannot say
+    (ids in order, one INITIAL and TERMINAL, sums), failing with ``source: where: what``."""
 
     def __init__(self, source: str) -> None:
         self.source = source
@@ -210,100 +264,49 @@ class _ModelReader:
     def fail(self, where: str, what: str) -> NoReturn:
         raise InputError(f"{self.source}: {where}: {what}" if where else f"{self.source}: {what}")
 
-    def field(self, obj: dict[str, Any], key: str, where: str, kind: type | tuple[type, ...]) -> Any:
-        if key not in obj:
-            self.fail(where, f"missing field {key!r}")
-        value = obj[key]
-        kinds = kind if isinstance(kind, tuple) else (kind,)
-        if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
-            names = " or ".join(
-                {
-                    int: "an integer",
-                    float: "a number",
-                    str: "a string",
-                    dict: "an object",
-                    list: "a list",
-                    bool: "true/false",
-                }[k]
-                for k in kinds
-            )
-            self.fail(f"{where}.{key}" if where else key, f"expected {names}, got {json.dumps(value)[:40]}")
-        return value
-
-    def count(self, obj: dict[str, Any], key: str, where: str, minimum: int = 0) -> int:
-        value: int = self.field(obj, key, where, int)
-        if value < minimum:
-            self.fail(f"{where}.{key}" if where else key, f"must be >= {minimum}, got {value}")
-        return value
-
-    def fraction(self, obj: dict[str, Any], key: str, where: str) -> float:
-        value = float(self.field(obj, key, where, (int, float)))
-        if not 0.0 <= value <= 1.0:
-            self.fail(f"{where}.{key}", f"must be between 0 and 1, got {value}")
-        return value
-
     def read(self, data: Any) -> AnnotatedModel:
         if not isinstance(data, dict):
             self.fail("", "a model file must hold a JSON object")
         fmt = data.get("format")
         if fmt != MODEL_FORMAT:
             self.fail("format", f"expected {MODEL_FORMAT!r}, got {json.dumps(fmt)} (is this a quicsm model file?)")
-        version = self.count(data, "format_version", "", 1)
-        if version > MODEL_FORMAT_VERSION:
+        version = data.get("format_version")
+        if isinstance(version, int) and version > MODEL_FORMAT_VERSION:
             self.fail(
                 "format_version", f"{version} is newer than this quicsm reads ({MODEL_FORMAT_VERSION}); upgrade quicsm"
             )
-        engine = self.field(data, "engine", "", str)
-        params = self.field(data, "params", "", dict) if "params" in data else {}
-        meta = self.field(data, "meta", "", dict) if "meta" in data else {}
-        nodes = self.nodes(self.field(data, "nodes", "", list))
-        edges = self.edges(self.field(data, "edges", "", list), nodes)
-        total = self.count(data, "total_time_us", "")
-        if sum(n.time_us for n in nodes) != total:
+        m = checked(data, ModelFile, self.source)
+        nodes = self.nodes(m.nodes)
+        edges = self.edges(m.edges, nodes)
+        if sum(n.time_us for n in nodes) != m.total_time_us:
             self.fail(
-                "total_time_us", f"{total} is not the sum of the nodes' time_us ({sum(n.time_us for n in nodes)})"
+                "total_time_us",
+                f"{m.total_time_us} is not the sum of the nodes' time_us ({sum(n.time_us for n in nodes)})",
             )
         model = Model(
-            engine, [Node(n.id, n.state) for n in nodes], [Edge(e.src, e.dst, e.count) for e in edges], dict(params)
+            m.engine, [Node(n.id, n.state) for n in nodes], [Edge(e.src, e.dst, e.count) for e in edges], m.params
         )
-        return AnnotatedModel(
-            model,
-            nodes,
-            edges,
-            self.count(data, "traces", ""),
-            self.count(data, "events", ""),
-            total,
-            self.count(data, "sources", "") if "sources" in data else 0,
-            dict(meta),
-        )
+        return AnnotatedModel(model, nodes, edges, m.traces, m.events, m.total_time_us, m.sources, m.meta)
 
-    def nodes(self, items: list[Any]) -> list[NodeStats]:
+    def nodes(self, items: list[NodeRecord]) -> list[NodeStats]:
         out: list[NodeStats] = []
         for i, item in enumerate(items):
             where = f"nodes[{i}]"
-            if not isinstance(item, dict):
-                self.fail(where, "expected an object")
-            node_id = self.count(item, "id", where)
-            if node_id != i:
-                self.fail(f"{where}.id", f"is {node_id}; node ids must be 0..{len(items) - 1} in list order")
-            state = self.field(item, "state", where, str)
-            if not state:
-                self.fail(f"{where}.state", "is empty")
-            kind = Node(node_id, state).kind
+            if item.id != i:
+                self.fail(f"{where}.id", f"is {item.id}; node ids must be 0..{len(items) - 1} in list order")
+            kind = Node(item.id, item.state).kind
             for key, expected in (("kind", kind), ("initial", kind == "initial"), ("terminal", kind == "terminal")):
-                if key in item and item[key] != expected:
+                value = getattr(item, key)
+                if value is not None and value != expected:
                     self.fail(
                         f"{where}.{key}",
-                        f"is {json.dumps(item[key])} but state {state!r} makes it {json.dumps(expected)}",
+                        f"is {json.dumps(value)} but state {item.state!r} makes it {json.dumps(expected)}",
                     )
-            share = self.fraction(item, "time_fraction", where)
-            if kind != "state" and share:
-                self.fail(f"{where}.time_fraction", f"{state} is synthetic and takes no time, got {share}")
-            out.append(
-                NodeStats(
-                    node_id, state, kind, self.count(item, "visits", where), self.count(item, "time_us", where), share
+            if kind != "state" and item.time_fraction:
+                self.fail(
+                    f"{where}.time_fraction", f"{item.state} is synthetic and takes no time, got {item.time_fraction}"
                 )
-            )
+            out.append(NodeStats(item.id, item.state, kind, item.visits, item.time_us, item.time_fraction))
         for synthetic in (INITIAL, TERMINAL):
             found = sum(1 for n in out if n.state == synthetic)
             if found != 1:
@@ -313,24 +316,21 @@ class _ModelReader:
             self.fail("nodes", f"time_fraction over state nodes sums to {shares:.9f}, not 1")
         return out
 
-    def edges(self, items: list[Any], nodes: list[NodeStats]) -> list[EdgeStats]:
+    def edges(self, items: list[EdgeRecord], nodes: list[NodeStats]) -> list[EdgeStats]:
         out: list[EdgeStats] = []
         seen: set[tuple[int, int]] = set()
-        for i, item in enumerate(items):
+        for i, r in enumerate(items):
             where = f"edges[{i}]"
-            if not isinstance(item, dict):
-                self.fail(where, "expected an object")
-            src, dst = self.count(item, "src", where), self.count(item, "dst", where)
-            for key, node_id in (("src", src), ("dst", dst)):
+            e = EdgeStats(r.src, r.dst, r.count, r.probability)
+            for key, node_id in (("src", e.src), ("dst", e.dst)):
                 if node_id >= len(nodes):
                     self.fail(f"{where}.{key}", f"node {node_id} does not exist (model has {len(nodes)} nodes)")
-            if nodes[src].kind == "terminal" or nodes[dst].kind == "initial":
-                self.fail(where, f"edge {nodes[src].state} -> {nodes[dst].state} leaves TERMINAL or enters INITIAL")
-            if (src, dst) in seen:
-                self.fail(where, f"duplicate edge {src} -> {dst}")
-            seen.add((src, dst))
-            count = self.count(item, "count", where, 1)
-            out.append(EdgeStats(src, dst, count, self.fraction(item, "probability", where)))
+            if nodes[e.src].kind == "terminal" or nodes[e.dst].kind == "initial":
+                self.fail(where, f"edge {nodes[e.src].state} -> {nodes[e.dst].state} leaves TERMINAL or enters INITIAL")
+            if (e.src, e.dst) in seen:
+                self.fail(where, f"duplicate edge {e.src} -> {e.dst}")
+            seen.add((e.src, e.dst))
+            out.append(e)
         out_total: Counter[int] = Counter()
         out_prob: dict[int, float] = {}
         for e in out:

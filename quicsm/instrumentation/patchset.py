@@ -14,15 +14,19 @@ from functools import cached_property
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Annotated, Any, Literal, get_args
 
-from quicsm.errors import PatchError
+import msgspec
+
+from quicsm.errors import InputError, PatchError
+from quicsm.formats import checked
 from quicsm.instrumentation.diff import FilePatch, parse_diff
 
 __all__ = [
     "ALGORITHMS",
     "DIFF",
     "MANIFEST",
+    "Manifest",
     "PatchFile",
     "PatchSet",
     "Upstream",
@@ -35,14 +39,48 @@ __all__ = [
     "shipped_set_dirs",
 ]
 
-ALGORITHMS: tuple[str, ...] = ("cubic", "reno", "bbr", "bbr2", "bbr3")
+Algorithm = Literal["cubic", "reno", "bbr", "bbr2", "bbr3"]
+ALGORITHMS: tuple[str, ...] = get_args(Algorithm)
 MANIFEST = "manifest.json"
 DIFF = "changes.diff"
-_HEX40 = re.compile(r"^[0-9a-f]{40}$")
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
-_REQUIRED = ("name", "target", "algorithm", "era", "description", "upstream", "files", "states", "runtime", "validated")
+Text = Annotated[str, msgspec.Meta(pattern=r"\S")]
+"""A string with something in it."""
+
+
+class ManifestUpstream(msgspec.Struct):
+    repository: Text
+    commit: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{40}$")] | None = None
+    """Required but for ported sets and Go module releases pinned by ``module.path/version/sum``."""
+    date: Annotated[str, msgspec.Meta(pattern=r"^\d{4}-\d{2}-\d{2}$")] | None = None
+    """YYYY-MM-DD; required but for ported sets."""
+    path_root: str = ""
+
+
+class ManifestFile(msgspec.Struct):
+    path: Text
+    """Relative to the target's source root."""
+    sha256: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}$")]
+    """Of the pristine file."""
+
+
+class ManifestValidated(msgspec.Struct):
+    how: Text
+
+
+class Manifest(msgspec.Struct):
+    """A patch set's ``manifest.json`` (docs/patching.md); other fields (``ported_from``, ``module``,
+    ...) are kept as the set's extras."""
+
+    name: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")]
+    target: Text
+    algorithm: Algorithm
+    era: Text
+    description: Text
+    upstream: ManifestUpstream
+    files: Annotated[list[ManifestFile], msgspec.Meta(min_length=1)]
+    states: Annotated[list[Annotated[str, msgspec.Meta(min_length=1)]], msgspec.Meta(min_length=1)]
+    runtime: Text
+    validated: ManifestValidated
 
 
 @dataclass(frozen=True)
@@ -116,91 +154,48 @@ def check_relative_path(path: str, where: str) -> None:
         raise PatchError(f"{where}: path {path!r} points into .git")
 
 
-def _req(m: dict[str, Any], key: str, typ: type | tuple[type, ...], where: str) -> Any:
-    if key not in m:
-        raise PatchError(f"{where}: missing field {key!r}")
-    val = m[key]
-    if not isinstance(val, typ) or (isinstance(val, str) and not val.strip()):
-        tn = typ.__name__ if isinstance(typ, type) else "/".join(t.__name__ for t in typ)
-        raise PatchError(f"{where}: field {key!r} must be a non-empty {tn}, got {val!r}")
-    return val
-
-
 def _validate(m: Any, diff_text: str, where: str, dir_name: str | None, target_dir: str | None) -> PatchSet:
     if not isinstance(m, dict):
         raise PatchError(f"{where}: top level must be a JSON object")
-    for key in _REQUIRED:
-        if key not in m:
-            raise PatchError(f"{where}: missing field {key!r}")
-    name = _req(m, "name", str, where)
-    if not _NAME.match(name):
-        raise PatchError(f"{where}: field 'name' {name!r} must be letters, digits, '.', '_', '+', '-'")
+    try:
+        man = checked(m, Manifest, where)
+    except InputError as exc:
+        raise PatchError(str(exc)) from None
+    name, target, up = man.name, man.target, man.upstream
     if dir_name is not None and name != dir_name:
-        raise PatchError(f"{where}: field 'name' is {name!r} but the directory is {dir_name!r}")
-    target = _req(m, "target", str, where)
+        raise PatchError(f"{where}: name: is {name!r} but the directory is {dir_name!r}")
     if target_dir is not None and target != target_dir:
-        raise PatchError(f"{where}: field 'target' is {target!r} but the set lives under patches/{target_dir}/")
-    algorithm = _req(m, "algorithm", str, where)
-    if algorithm not in ALGORITHMS:
-        raise PatchError(f"{where}: field 'algorithm' is {algorithm!r}, expected one of {', '.join(ALGORITHMS)}")
-    era = _req(m, "era", str, where)
-    description = _req(m, "description", str, where)
-    up = _req(m, "upstream", dict, where)
-    repo = _req(up, "repository", str, f"{where}: upstream")
-    commit = up.get("commit")
+        raise PatchError(f"{where}: target: is {target!r} but the set lives under patches/{target_dir}/")
     # A Go module release fetched from the module proxy is pinned by its go.sum hash instead of a commit.
     go_module = isinstance(m.get("module"), dict) and all(
         isinstance(m["module"].get(k), str) and m["module"][k] for k in ("path", "version", "sum")
     )
-    if commit is None and "ported_from" not in m and not go_module:
+    if up.commit is None and "ported_from" not in m and not go_module:
         raise PatchError(
-            f"{where}: field 'upstream.commit' is required (only ported sets and Go module "
+            f"{where}: upstream.commit: required (only ported sets and Go module "
             f"releases with module.path/version/sum may leave it null)"
         )
-    if commit is not None and (not isinstance(commit, str) or not _HEX40.match(commit)):
-        raise PatchError(f"{where}: field 'upstream.commit' must be 40 lower-case hex digits, got {commit!r}")
-    date = up.get("date")
-    if date is not None and (not isinstance(date, str) or not _DATE.match(date)):
-        raise PatchError(f"{where}: field 'upstream.date' must be YYYY-MM-DD, got {date!r}")
-    if date is None and "ported_from" not in m:
-        raise PatchError(f"{where}: field 'upstream.date' is required")
-    path_root = up.get("path_root", "")
-    if not isinstance(path_root, str):
-        raise PatchError(f"{where}: field 'upstream.path_root' must be a string")
-    files_raw = _req(m, "files", list, where)
-    if not files_raw:
-        raise PatchError(f"{where}: field 'files' must list at least one file")
+    if up.date is None and "ported_from" not in m:
+        raise PatchError(f"{where}: upstream.date: required")
     files: list[PatchFile] = []
-    for k, f in enumerate(files_raw):
+    for k, f in enumerate(man.files):
         fw = f"{where}: files[{k}]"
-        if not isinstance(f, dict):
-            raise PatchError(f"{fw}: must be an object with 'path' and 'sha256'")
-        path = _req(f, "path", str, fw)
-        check_relative_path(path, fw)
-        sha = _req(f, "sha256", str, fw)
-        if not _HEX64.match(sha):
-            raise PatchError(f"{fw}: field 'sha256' must be 64 lower-case hex digits, got {sha!r}")
-        if any(p.path == path for p in files):
-            raise PatchError(f"{fw}: path {path!r} listed twice")
-        files.append(PatchFile(path, sha))
-    states = _req(m, "states", list, where)
-    if not states or not all(isinstance(s, str) and s for s in states):
-        raise PatchError(f"{where}: field 'states' must be a non-empty list of state names")
-    runtime = _req(m, "runtime", str, where)
-    validated = _req(m, "validated", dict, where)
-    _req(validated, "how", str, f"{where}: validated")
-    extra = {k: v for k, v in m.items() if k not in _REQUIRED}
+        check_relative_path(f.path, fw)
+        if any(p.path == f.path for p in files):
+            raise PatchError(f"{fw}: path {f.path!r} listed twice")
+        files.append(PatchFile(f.path, f.sha256))
+    extra = {k: v for k, v in m.items() if k not in Manifest.__struct_fields__}
     ps = PatchSet(
         name,
         target,
-        algorithm,
-        era,
-        description,
-        Upstream(repo, commit, date, path_root),
+        man.algorithm,
+        man.era,
+        man.description,
+        Upstream(up.repository, up.commit, up.date, up.path_root),
         tuple(files),
-        tuple(states),
-        runtime,
-        validated,
+        tuple(man.states),
+        man.runtime,
+        m["validated"],
         diff_text,
         where.rsplit("/", 1)[0],
         extra,

@@ -11,11 +11,14 @@ import gzip
 import json
 import zlib
 from collections.abc import Iterable, Iterator
-from typing import IO, Any
+from typing import IO, Annotated, Any, Literal
+
+import msgspec
 
 from quicsm.errors import InputError
 from quicsm.files import atomic_output, open_binary
-from quicsm.traces.events import EVENT_KINDS, METRIC_FIELDS, Trace, TraceEvent
+from quicsm.formats import checked
+from quicsm.traces.events import METRIC_FIELDS, Trace, TraceEvent
 
 __all__ = [
     "TRACE_FORMAT",
@@ -24,7 +27,8 @@ __all__ = [
     "read_traces",
     "iter_trace_file",
     "event_to_json",
-    "event_from_json",
+    "EventLine",
+    "TraceLine",
     "trace_to_json",
     "trace_from_json",
 ]
@@ -47,52 +51,64 @@ def event_to_json(e: TraceEvent) -> dict[str, Any]:
     return d
 
 
-_INT_MIN, _INT_MAX = -(1 << 63), (1 << 63) - 1
+Int64 = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
+Count = Annotated[int, msgspec.Meta(ge=0, le=(1 << 63) - 1)]
 
 
-def _int(d: dict[str, Any], key: str, low: int) -> int | None:
-    v = d.get(key)
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= _INT_MAX:
-        raise ValueError(f"{key} must be an integer from {low} to 2^63-1, not {v!r:.40}")
-    return v
+class EventLine(msgspec.Struct, forbid_unknown_fields=False):
+    """One event of a trace line (:class:`~quicsm.traces.events.TraceEvent`); absent fields are unknown."""
+
+    t_us: Int64
+    state: str
+    kind: Literal["transition", "update", "metrics", "close"] = "transition"
+    prev: str | None = None
+    cwnd: Count | None = None
+    inflight: Count | None = None
+    ssthresh: Count | None = None
+    pacing_bps: Count | None = None
+    bw_bps: Count | None = None
+    min_rtt_us: Count | None = None
+    srtt_us: Count | None = None
+    recovery: str | None = None
+    trigger: str | None = None
+    extra: list[tuple[str, str]] = []
+    """Other contract fields of the line, as ``[key, value]`` pairs."""
+
+    def event(self) -> TraceEvent:
+        return TraceEvent(
+            *(self.t_us, self.state, self.kind, self.prev, self.cwnd, self.inflight, self.ssthresh),
+            *(self.pacing_bps, self.bw_bps, self.min_rtt_us, self.srtt_us, self.recovery, self.trigger),
+            tuple(self.extra),
+        )
 
 
-def _text(d: dict[str, Any], key: str, *, required: bool = False) -> str | None:
-    v = d.get(key)
-    if v is None and not required:
-        return None
-    if not isinstance(v, str):
-        raise ValueError(f"{key} must be a string, not {type(v).__name__}")
-    return v
+class TraceLine(msgspec.Struct):
+    """One line of a trace file (JSON Lines): a connection's metadata and its events."""
 
+    format: Literal["quicsm-trace"]
+    v: Literal[1]
+    """Format version (:data:`TRACE_FORMAT_VERSION`)."""
+    id: str
+    cc: str
+    events: list[EventLine]
+    key: str | None = ""
+    implementation: str | None = None
+    version: str | None = None
+    sources: list[str] = []
+    """Input files the trace came from."""
+    labels: dict[str, str] | None = None
 
-def event_from_json(d: dict[str, Any]) -> TraceEvent:
-    """One event of a trace file; ValueError (saying which field) on a wrong type or range."""
-    if not isinstance(d, dict):
-        raise ValueError(f"an event must be an object, not {type(d).__name__}")
-    kind = d.get("kind", "transition")
-    if kind not in EVENT_KINDS:
-        raise ValueError(f"unknown event kind {str(kind)[:40]!r}")
-    extra = d.get("extra", ())
-    if not isinstance(extra, (list, tuple)) or not all(
-        isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in extra
-    ):
-        raise ValueError("extra must be a list of [key, value] strings")
-    t_us = _int(d, "t_us", _INT_MIN)
-    if t_us is None:
-        raise ValueError("event without t_us")
-    return TraceEvent(
-        t_us=t_us,
-        state=_text(d, "state", required=True) or "",
-        kind=kind,
-        prev=_text(d, "prev"),
-        recovery=_text(d, "recovery"),
-        trigger=_text(d, "trigger"),
-        extra=tuple((k, v) for k, v in extra),
-        **{k: _int(d, k, 0) for k in METRIC_FIELDS},
-    )
+    def trace(self) -> Trace:
+        return Trace(
+            self.id,
+            self.cc,
+            [e.event() for e in self.events],
+            self.key or "",
+            self.implementation,
+            self.version,
+            tuple(self.sources),
+            dict(self.labels or {}),
+        )
 
 
 def trace_to_json(t: Trace) -> dict[str, Any]:
@@ -104,27 +120,9 @@ def trace_to_json(t: Trace) -> dict[str, Any]:
     }
 
 
-def trace_from_json(d: dict[str, Any]) -> Trace:
-    """One line of a trace file; ValueError (saying which field) on a wrong shape."""
-    events = d.get("events")
-    if not isinstance(events, list):
-        raise ValueError("events must be a list")
-    sources = d.get("sources", ())
-    if not isinstance(sources, list | tuple) or not all(isinstance(x, str) for x in sources):
-        raise ValueError("sources must be a list of strings")
-    labels = d.get("labels") or {}
-    if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
-        raise ValueError("labels must map names to strings")
-    return Trace(
-        id=_text(d, "id", required=True) or "",
-        cc=_text(d, "cc", required=True) or "",
-        events=[event_from_json(e) for e in events],
-        key=_text(d, "key") or "",
-        implementation=_text(d, "implementation"),
-        version=_text(d, "version"),
-        sources=tuple(sources),
-        labels=dict(labels),
-    )
+def trace_from_json(d: Any, source: str = "<trace>") -> Trace:
+    """One line of a trace file, decoded or not; InputError naming ``source`` and the field on a wrong shape."""
+    return checked(d, TraceLine, source).trace()
 
 
 def _is_parquet(path: str) -> bool:
@@ -169,17 +167,7 @@ def iter_trace_file(path: str) -> Iterator[Trace]:
                 return
             if not raw.strip():
                 continue
-            try:
-                d = json.loads(raw.decode("utf-8"))
-                if not isinstance(d, dict) or d.get("format") != TRACE_FORMAT:
-                    raise ValueError(f"not a {TRACE_FORMAT} record")
-                if d.get("v") != TRACE_FORMAT_VERSION:
-                    raise ValueError(f"trace format v={d.get('v')!r:.20} is not supported")
-                trace = trace_from_json(d)
-            except RecursionError:
-                raise InputError(f"{path}:{n}: bad trace record (JSON nested too deeply)") from None
-            except ValueError as exc:  # also JSONDecodeError, UnicodeDecodeError, 4301-digit integers
-                raise InputError(f"{path}:{n}: bad trace record ({str(exc)[:200]})") from None
+            trace = trace_from_json(raw, f"{path}:{n}: bad trace record")
             yield trace
 
 

@@ -86,7 +86,7 @@ def _damaged(baseline, edit) -> bytes:
         (lambda d: d["sets"][0]["model"].update(traces=3), "model.traces: 3, but the set holds 8"),
         (
             lambda d: d["sets"][0]["model"]["nodes"][1].update(time_fraction=2.0),
-            "time_fraction: must be between 0 and 1",
+            "time_fraction: expected `float` <= 1.0",
         ),
         (lambda d: d.update(engine="ktails"), "model.engine"),
         (lambda d: d.update(states=["X", "X"]), "appears twice"),

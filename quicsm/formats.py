@@ -1,0 +1,55 @@
+"""Checked decoding of the JSON files quicsm reads, against formats declared once as msgspec structs.
+
+Each format (trace JSON Lines, model JSON, compare JSON, the patch-set manifest, check's bundle and
+report) is a msgspec ``Struct`` beside the code that writes it: decoding validates against it, and
+the JSON Schemas shipped in ``quicsm/schemas/`` are generated from it (tests/test_schemas.py holds
+them in sync). msgspec was chosen for check's bundle first: one C pass decodes and validates, and its
+errors carry the JSON path. A bad file is one :class:`~quicsm.errors.InputError` line: the file, the
+path in it, and why.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, TypeVar
+
+import msgspec
+
+from quicsm.errors import InputError
+
+__all__ = ["checked", "msgspec_where", "problem"]
+
+T = TypeVar("T")
+_WHERE = re.compile(r"at `\$\.?([^`]*)`")
+_AT_END = re.compile(r" - at `\$\.?([^`]*)`$")
+
+
+def msgspec_where(msg: str) -> str:
+    """msgspec's ``- at `$.sets[0].name``` as ``at sets[0].name``, the way the other readers name a field."""
+    return _WHERE.sub(lambda m: f"at {m.group(1) or 'the top level'}", msg)
+
+
+def problem(exc: msgspec.ValidationError) -> tuple[str, str]:
+    """Where in the document (``nodes[3].visits``, or empty at the top) and what is wrong, on one line."""
+    msg = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(exc))
+    m = _AT_END.search(msg)
+    what = msg[: m.start()] if m else msg
+    return (m.group(1) if m else ""), what[:1].lower() + what[1:]
+
+
+def checked(data: Any, kind: type[T], source: str, *, what: str = "JSON") -> T:
+    """``data`` (JSON bytes or text, or objects already decoded) as ``kind``; InputError ``source: where:
+    why`` when it does not hold the declared shape."""
+    try:
+        if isinstance(data, bytes | str):
+            return msgspec.json.decode(data, type=kind)
+        return msgspec.convert(data, kind)
+    except msgspec.ValidationError as exc:
+        where, why = problem(exc)
+        raise InputError(f"{source}: {where}: {why}" if where else f"{source}: {why}") from None
+    except msgspec.DecodeError as exc:
+        raise InputError(f"{source}: not valid {what} ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{source}: not UTF-8 text at byte {exc.start}") from None
+    except RecursionError:
+        raise InputError(f"{source}: {what} nested too deeply") from None
