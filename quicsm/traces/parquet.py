@@ -290,8 +290,10 @@ def _row(cols: dict[str, list[Any]], tid: str, e: TraceEvent | None) -> None:
 
 
 def read_parquet(path: str) -> Iterator[Trace]:
-    """Traces back from :func:`write_parquet`'s file; InputError (one line) for a damaged or foreign file."""
-    yield from _one_line_errors(path, _read_parquet(path))
+    """Traces back from :func:`write_parquet`'s file, empty ones too; InputError (one line) for a damaged
+    or foreign file."""
+    for batch in _one_line_errors(path, _read_parquet_columns(path, True, empty=True)):
+        yield from batch.traces()
 
 
 def _one_line_errors(path: str, items: Iterator[Any]) -> Iterator[Any]:
@@ -322,13 +324,11 @@ def _open_store(path: str) -> tuple[Any, int]:
     return pf, version
 
 
-def _shell(tid: str, m: dict[str, Any] | None) -> Trace:
+def _shell(m: dict[str, Any]) -> Trace:
     """A trace without events from its metadata (a decoded v1 text, or a v2 ``meta`` row)."""
-    if m is None:
-        raise ValueError("a trace without its metadata")
     labels = m.get("labels") or {}
     return Trace(
-        id=m.get("id", tid),
+        id=m.get("id", ""),
         cc=m["cc"],
         events=[],
         key=m.get("key", ""),
@@ -337,40 +337,6 @@ def _shell(tid: str, m: dict[str, Any] | None) -> Trace:
         sources=tuple(m.get("sources") or ()),
         labels=dict(labels),
     )
-
-
-def _read_parquet(path: str) -> Iterator[Trace]:
-    pf, version = _open_store(path)
-    cur: Trace | None = None
-    for g in range(pf.num_row_groups):
-        table = pf.read_row_group(g)
-        _refuse_nulls(table, path, version)
-        rows = table.to_pydict()
-        for i in range(len(rows["t_us"])):
-            tid = rows["trace"][i]
-            if cur is None or cur.id != tid:
-                if cur is not None:
-                    yield cur
-                cur = _shell(tid, json.loads(rows["trace_meta"][i]) if version == 1 else rows["meta"][i])
-            if rows["kind"][i] == "none":
-                continue
-            if rows["state"][i] is None:
-                raise InputError(f"{path}: bad Parquet trace file (an event without a state)")
-            extra = rows["extra"][i]
-            cur.events.append(
-                TraceEvent(
-                    t_us=rows["t_us"][i],
-                    state=rows["state"][i],
-                    kind=rows["kind"][i],
-                    prev=rows["prev"][i],
-                    recovery=rows["recovery"][i],
-                    trigger=rows["trigger"][i],
-                    extra=tuple((k, v) for k, v in json.loads(extra)) if extra else (),
-                    **{k: rows[k][i] for k in METRIC_FIELDS},
-                )
-            )
-    if cur is not None:
-        yield cur
 
 
 SUMMARY_COLUMNS = ("trace", "meta", "t_us", "state", "kind", "prev", "recovery")
@@ -386,7 +352,7 @@ def read_parquet_columns(path: str, *, metrics: bool = True) -> Iterator[TraceCo
     yield from _one_line_errors(path, _read_parquet_columns(path, metrics))
 
 
-def _read_parquet_columns(path: str, metrics: bool) -> Iterator[TraceColumns]:
+def _read_parquet_columns(path: str, metrics: bool, *, empty: bool = False) -> Iterator[TraceColumns]:
     import numpy as np
     import pyarrow as pa
 
@@ -406,7 +372,7 @@ def _read_parquet_columns(path: str, metrics: bool) -> Iterator[TraceColumns]:
             later = pa.concat_tables([table.slice(last), later]).unify_dictionaries().combine_chunks()
             table = table.slice(0, last)
         if table.num_rows:
-            yield _table_columns(table, path, version)
+            yield _table_columns(table, path, version, empty)
         table = later
         pa.default_memory_pool().release_unused()  # the allocator keeps freed groups otherwise (RSS)
 
@@ -423,7 +389,7 @@ def _trace_at(table: Any, row: int) -> Any:
     return table.column("trace")[row].as_py()
 
 
-def _table_columns(table: Any, path: str, version: int) -> TraceColumns:
+def _table_columns(table: Any, path: str, version: int, empty: bool) -> TraceColumns:
     import numpy as np
 
     from quicsm.traces.columnar import NULL, EventColumns, SharedMeta, TraceColumns
@@ -451,14 +417,14 @@ def _table_columns(table: Any, path: str, version: int) -> TraceColumns:
     _refuse_nulls(table, path, version)
     if version == 1:
         texts = cols["trace_meta"].dictionary.to_pylist()
-        shells = [_shell("", json.loads(texts[i])) for i in _ints(cols["trace_meta"].indices, 0)[starts].tolist()]
+        shells = [_shell(json.loads(texts[i])) for i in _ints(cols["trace_meta"].indices, 0)[starts].tolist()]
         ids_keys_ccs = ([t.id for t in shells], [t.key for t in shells], [t.cc for t in shells])
         stored = SharedMeta(shells, list(range(len(shells))))
     else:
         ids_keys_ccs, stored = _stored_meta(cols, starts)
     real = kind >= 0  # "none" rows stand for empty traces: left out
     counts = np.add.reduceat(real.astype(np.int64), starts) if n else np.zeros(0, np.int64)
-    keep_trace = counts > 0
+    keep_trace = counts >= 0 if empty else counts > 0
     offsets = np.zeros(int(keep_trace.sum()) + 1, np.int64)
     np.cumsum(counts[keep_trace], out=offsets[1:])
     if n and all(k in cols for k in METRIC_FIELDS):
@@ -532,7 +498,7 @@ def _stored_meta(cols: dict[str, Any], starts: np.ndarray) -> tuple[tuple[list[s
         ]
     )
     _, first, of = np.unique(signature, axis=0, return_index=True, return_inverse=True)
-    templates = [_shell("", meta[j].as_py()) for j in starts[first].tolist()]
+    templates = [_shell(meta[j].as_py()) for j in starts[first].tolist()]
     return owned, SharedMeta(templates, of.reshape(-1).tolist())
 
 

@@ -61,9 +61,6 @@ class Overrides:
     version: str | None = None
     cc: str | None = None
 
-    def keywords(self) -> dict[str, Any]:
-        return {"labels": self.labels, "implementation": self.implementation, "version": self.version, "cc": self.cc}
-
     def over(self, base: TraceMeta) -> TraceMeta:
         return TraceMeta(
             implementation=self.implementation or base.implementation,
