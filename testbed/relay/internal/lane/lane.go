@@ -1,6 +1,6 @@
 // Package lane is one direction of an impairment relay: every packet gets its own delay
 // (fixed + uniform jitter, so jitter reorders as netem's tfifo does) or is dropped, and a
-// pinned sender thread releases it at its departure time. The UDP relay and the IP-layer
+// pinned sender thread releases it at its departure time, sleeping until then. The UDP relay and the IP-layer
 // (TUN) relay share it, so both impair packets by exactly the same rules.
 package lane
 
@@ -75,6 +75,13 @@ type Lane struct {
 	h    pktHeap
 	Done sync.WaitGroup
 
+	// The sender sleeps (a futex wait on wake) until its head packet is due, or while idle; a reader
+	// whose packet is due before sleepUntil bumps wake and wakes it. The sender thus no longer
+	// wakes every 200 us to poll: as SCHED_FIFO, each such wake-up preempted the endpoints' threads
+	// on that CPU (10,000 a second for two lanes), which made them answer later in the handshake.
+	wake       uint32 // futex word (sync/atomic functions only)
+	sleepUntil atomic.Int64
+
 	// origin is the arrival time of the relay's first packet, shared by both lanes (delay steps).
 	origin *atomic.Int64
 
@@ -120,43 +127,60 @@ func (l *Lane) Push(p *Packet) {
 	l.nextSeq++
 	p.seq = l.nextSeq
 	l.in.push(p)
+	if su := l.sleepUntil.Load(); su != 0 && p.depart < su {
+		atomic.AddUint32(&l.wake, 1)
+		rt.FutexWake(&l.wake)
+	}
 	l.readerMu.Unlock()
 }
 
-// Run is the sender: a pinned thread that never parks in the Go scheduler. It polls the
-// queue and sleeps with nanosleep until the head packet is due, at most 200 us at a time, so a
-// newly queued packet due earlier than the head is late by no more than that.
+// Run is the sender: a pinned thread that never parks in the Go scheduler. It sleeps until the
+// head packet is due (or, idle, until a packet comes or idleNs passed), and a reader whose packet is
+// due earlier than that wakes it (see Push), so packets leave on time without polling.
 func (l *Lane) Run(stop *atomic.Bool) {
 	defer l.Done.Done()
 	l.gotFIFO.Store(rt.PinThread(l.fifo))
-	const chunk = 200_000
+	const idleNs = 50_000_000 // an idle sender still looks at stop this often
 	for !stop.Load() {
 		for p := l.in.pop(); p != nil; p = l.in.pop() {
 			heap.Push(&l.h, p)
 		}
-		if len(l.h) == 0 {
-			rt.Sleep(chunk)
-			continue
-		}
-		head := l.h[0]
-		if head.depart > rt.Now() {
-			rt.SleepUntil(head.depart, chunk)
-			continue
-		}
-		heap.Pop(&l.h)
-		head.Out.Send(head.Data)
 		now := rt.Now()
-		l.late.Add((now - head.depart) / 1000)
-		l.sent++
-		l.bytesSent += uint64(len(head.Data))
-		if head.seq < l.maxSentSeq {
-			l.reordered++
-		} else {
-			l.maxSentSeq = head.seq
+		until := now + idleNs
+		if len(l.h) > 0 {
+			head := l.h[0]
+			if head.depart <= now {
+				heap.Pop(&l.h)
+				l.send(head)
+				continue
+			}
+			until = head.depart
 		}
-		if l.OnSent != nil {
-			l.OnSent(head, now)
+		seen := atomic.LoadUint32(&l.wake)
+		l.sleepUntil.Store(until)
+		if p := l.in.pop(); p != nil { // came in before sleepUntil was visible: no wake-up for it
+			l.sleepUntil.Store(0)
+			heap.Push(&l.h, p)
+			continue
 		}
+		rt.FutexWait(&l.wake, seen, until-rt.Now())
+		l.sleepUntil.Store(0)
+	}
+}
+
+func (l *Lane) send(head *Packet) {
+	head.Out.Send(head.Data)
+	now := rt.Now()
+	l.late.Add((now - head.depart) / 1000)
+	l.sent++
+	l.bytesSent += uint64(len(head.Data))
+	if head.seq < l.maxSentSeq {
+		l.reordered++
+	} else {
+		l.maxSentSeq = head.seq
+	}
+	if l.OnSent != nil {
+		l.OnSent(head, now)
 	}
 }
 

@@ -12,8 +12,10 @@ import (
 )
 
 const (
-	prSetTimerSlack = 29
-	schedFIFO       = 1
+	prSetTimerSlack  = 29
+	schedFIFO        = 1
+	futexWaitPrivate = 128 // FUTEX_WAIT | FUTEX_PRIVATE_FLAG
+	futexWakePrivate = 129 // FUTEX_WAKE | FUTEX_PRIVATE_FLAG
 )
 
 var base = time.Now()
@@ -63,6 +65,23 @@ func Sleep(d int64) {
 		}
 		ts = rem
 	}
+}
+
+// FutexWait sleeps until *addr differs from val, FutexWake is called on addr, or d nanoseconds
+// passed, on the current thread without handing its P away (like Sleep): a sender can sleep to a
+// packet's departure and still be woken at once by a packet due earlier.
+func FutexWait(addr *uint32, val uint32, d int64) {
+	if d <= 0 {
+		return
+	}
+	ts := syscall.NsecToTimespec(d)
+	_, _, _ = syscall.RawSyscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWaitPrivate, uintptr(val),
+		uintptr(unsafe.Pointer(&ts)), 0, 0)
+}
+
+// FutexWake wakes a thread in FutexWait on addr.
+func FutexWake(addr *uint32) {
+	_, _, _ = syscall.RawSyscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWakePrivate, 1, 0, 0, 0)
 }
 
 // SleepUntil sleeps until the monotonic time t (from Now), in chunks of at most maxChunk so
