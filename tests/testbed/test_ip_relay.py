@@ -88,9 +88,10 @@ def test_delay_step_changes_the_delay_mid_run(bins: RelayBinaries, tmp_path: Pat
         mode="ip",
     )
     owd = res["owd_us"]
-    # packets sent before the step cross in 20 ms, the rest in 40 ms: the median is 40 ms and the mean shows the
-    # early ones (a quarter when the sender starts on time; fewer when a loaded machine starts it late)
-    assert 30_000 < owd["mean"] < 39_000 and 39_500 < owd["p50"] < 42_000, owd
+    # packets sent in the first 0.5 s after the relay's first packet (a quarter of them) cross in 20 ms, the rest
+    # in 40 ms: the 10th percentile is an early one, the median a late one. Quantiles, not the mean: a loaded
+    # machine's tail (p90 76 ms seen at load 20) moved the mean past its bound once.
+    assert 19_500 < owd["p10"] < 30_000 and 39_500 < owd["p50"] < 42_000, owd
 
 
 def test_argv_and_modes() -> None:

@@ -43,6 +43,7 @@ func (s *Sample) Add(v int64) {
 type Summary struct {
 	N    int64   `json:"n"`
 	Mean float64 `json:"mean"`
+	P10  int64   `json:"p10"`
 	P50  int64   `json:"p50"`
 	P90  int64   `json:"p90"`
 	P99  int64   `json:"p99"`
@@ -59,6 +60,6 @@ func (s *Sample) Summarize() Summary {
 	v := append([]int64(nil), s.vals...)
 	sort.Slice(v, func(i, j int) bool { return v[i] < v[j] })
 	at := func(q float64) int64 { return v[int(q*float64(len(v)-1)+0.5)] }
-	out.P50, out.P90, out.P99 = at(0.50), at(0.90), at(0.99)
+	out.P10, out.P50, out.P90, out.P99 = at(0.10), at(0.50), at(0.90), at(0.99)
 	return out
 }
