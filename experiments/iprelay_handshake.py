@@ -1,7 +1,8 @@
-"""Where the IP relay's extra 5-10 ms to the first HTML goes: one quic-go page load per run, captured
-with tcpdump on the client's (c0) and the server's (s0) interface, through the UDP relay, the IP
-relay, and the IP relay with ECN off in both quic-go endpoints (the IP relay carries the ECN bits, the
-UDP relay does not, so quic-go marks ECT(0) only through the IP relay). Arms alternate run by run.
+"""The handshake through the IP relay and through the UDP relay, taken apart with packet captures: one
+quic-go page load per run, captured with tcpdump on the client's (c0) and the server's (s0) interface.
+Arms (``--arms``, alternating run by run): ``udp``, ``ip``, ``ip-noecn`` (ECN off in both quic-go
+endpoints: the IP relay carries the ECN bits, the UDP relay does not) and ``ip-nort`` (the relay's two
+sender threads without SCHED_FIFO).
 
 From each pair of captures, per run:
 - transit: one-way time through the emulator (client's first packet at c0 -> at s0, and the server's
@@ -52,6 +53,11 @@ def one(arm: str, out: Path) -> None:
     mode = arm.split("-")[0]
     if arm.endswith("-noecn"):
         os.environ["QUIC_GO_DISABLE_ECN"] = "true"  # inherited by server and client
+    if arm.endswith("-nort"):  # the relay's two sender threads without SCHED_FIFO
+        import quicsm.testbed.emulator as emulator_mod
+
+        plain = emulator_mod.iprelay_argv
+        emulator_mod.iprelay_argv = lambda *a, **k: [*plain(*a, **k), "-rt=false"]  # type: ignore[assignment]
     out.mkdir(parents=True, exist_ok=True)
     cfg = runner.RunConfig(cc="reno", rate_mbps=50, rtt_ms=36, size=runner.parse_size("1MB"))
     bins = stack_for(cfg)
@@ -92,13 +98,13 @@ def one(arm: str, out: Path) -> None:
     (out / "client.json").write_text(json.dumps(res))
 
 
-def run(out: Path, rounds: int, per_lock: int = 3) -> None:
-    taken = len(list(out.glob("udp-[0-9][0-9]")))
+def run(out: Path, rounds: int, per_lock: int = 3, arms: tuple[str, ...] = ARMS) -> None:
+    taken = len(list(out.glob(f"{arms[0]}-[0-9][0-9]")))
     k = taken
     while k < taken + rounds:
         n = min(per_lock, taken + rounds - k)
         steps = [
-            f"{sys.executable} {__file__} one {arm} {out / f'{arm}-{i:02d}'}" for i in range(k, k + n) for arm in ARMS
+            f"{sys.executable} {__file__} one {arm} {out / f'{arm}-{i:02d}'}" for i in range(k, k + n) for arm in arms
         ]
         subprocess.run(["flock", LOCK, "bash", "-c", " ; ".join(steps)], check=False)
         k += n
@@ -135,9 +141,11 @@ def phases(run_dir: Path) -> dict[str, float]:
 
 
 def analyse(out: Path) -> None:
-    rows: dict[str, list[dict[str, float]]] = {a: [] for a in ARMS}
+    present = sorted({d.name.rsplit("-", 1)[0] for d in out.glob("*-[0-9][0-9]")})
+    arms = [a for a in ARMS if a in present] + [a for a in present if a not in ARMS]
+    rows: dict[str, list[dict[str, float]]] = {a: [] for a in arms}
     bad = 0
-    for arm in ARMS:
+    for arm in arms:
         for d in sorted(out.glob(f"{arm}-[0-9][0-9]")):
             try:
                 r = phases(d)
@@ -163,7 +171,7 @@ def analyse(out: Path) -> None:
         pp = "" if arm == "udp" else fmt_p(welch_p([r["page"] for r in rs], [r["page"] for r in rows["udp"]]))
         lines.append(f"| {arm} | {len(rs)} | " + " | ".join(cells) + f" | {pc} | {pp} |")
     loads = [r["load"] for rs in rows.values() for r in rs if r["load"] == r["load"]] or [float("nan")]
-    text = f"""# The IP relay's handshake time, taken apart with packet captures
+    text = f"""# The handshake through the IP relay and the UDP relay, taken apart with packet captures
 
 {__doc__.split(chr(10) + chr(10) + "    sudo")[0]}
 
@@ -185,11 +193,12 @@ def main() -> None:
     ap.add_argument("args", nargs="*")
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--arms", default=",".join(ARMS), help="e.g. udp,ip,ip-nort (-nort: relay senders not SCHED_FIFO)")
     a = ap.parse_args()
     if a.what == "one":
         one(a.args[0], Path(a.args[1]))
     elif a.what == "run":
-        run(Path(a.out), a.rounds)
+        run(Path(a.out), a.rounds, arms=tuple(a.arms.split(",")))
     else:
         analyse(Path(a.out))
 
