@@ -1,10 +1,12 @@
 """One emulated path, up for the duration of a ``with`` block: namespaces, tbf, relay, and an
 optional bandwidth schedule (a new rate every period, Fig. 11). Teardown always runs.
 
-Two relays (``mode``): ``ip`` routes every packet of any protocol through the IP-layer relay, so
-TCP and QUIC flows share one path and one set of impairments and clients dial the server's own
-address; ``udp`` is the UDP relay (QUIC only), kept to compare against. ``QUICSM_EMULATOR=udp|ip``
-overrides the default for a process."""
+Two relays (``mode``): ``ip`` (the default, every stack) routes every packet of any protocol through
+the IP-layer relay, so TCP and QUIC flows share one path and one set of impairments and clients dial
+the server's own address; ``udp`` is the UDP relay (QUIC only), kept to compare against.
+``QUICSM_EMULATOR=udp|ip`` overrides the default for a process. Both relays share their impairment
+code (testbed/relay/internal/lane); experiments/iprelay_handshake.md and iprelay_fig13.md hold them
+against each other."""
 
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ __all__ = ["RateSchedule", "Emulator", "SERVER_PORT", "RELAY_PORT", "MODES", "de
 SERVER_PORT = 4433
 RELAY_PORT = 4433
 MODES = ("udp", "ip")
-DEFAULT_MODE = "udp"
+DEFAULT_MODE = "ip"
 
 
 def default_mode() -> str:

@@ -39,10 +39,19 @@ def test_rate_is_the_configured_rate(bins: RelayBinaries, tmp_path: Path) -> Non
     assert res["received"] < 13e6 * 2.0 / 8 / 1228  # the excess was dropped, not delivered
 
 
-def test_delay_without_jitter_keeps_order(bins: RelayBinaries, tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["ip", "udp"])  # the default relay, and the UDP relay QUICSM_EMULATOR=udp selects
+def test_delay_without_jitter_keeps_order(bins: RelayBinaries, tmp_path: Path, mode: str) -> None:
     res, stats = probe(
-        bins, tmp_path, rate_bps=100_000_000, relay_cfg=RelayConfig(delay_ms=20), offered_bps=2e6, size=200, seconds=1.5
+        bins,
+        tmp_path,
+        rate_bps=100_000_000,
+        relay_cfg=RelayConfig(delay_ms=20),
+        offered_bps=2e6,
+        size=200,
+        seconds=1.5,
+        mode=mode,
     )
+    assert (stats.get("mode") == "ip") == (mode == "ip")  # the IP relay says so in its summary
     owd = res["owd_us"]
     assert 20_000 <= owd["p50"] < 21_500, owd
     assert res["reordered"] == 0

@@ -40,7 +40,9 @@ class TcpStack(Stack):
 
         super().validate(cfg)
         if default_mode() != "ip":
-            raise TestbedError("stack tcp needs the IP-layer relay: run with QUICSM_EMULATOR=ip")
+            raise TestbedError(
+                "stack tcp needs the IP-layer relay (the default): unset QUICSM_EMULATOR or set it to ip"
+            )
         if cfg.stack_version and cfg.stack_version != platform.release():
             raise TestbedError(f"stack tcp runs this kernel ({platform.release()}), not {cfg.stack_version}")
 
