@@ -195,7 +195,13 @@ def _route_through_tun(topo: Topology) -> None:
     """In ``rly``: everything arriving on r0 or r1 goes to the TUN device (table 100); what the relay
     writes back into it arrives on ``qt0``, matches no rule and is forwarded by the main table."""
     rly = topo.ns("rly")
-    _ip(rly, "tuntap", "add", "dev", TUN_DEV, "mode", "tun")
+    try:
+        _ip(rly, "tuntap", "add", "dev", TUN_DEV, "mode", "tun")
+    except TestbedError as exc:
+        raise TestbedError(
+            f"the IP-layer relay (the default emulator) needs a TUN device ({exc}): load the tun module "
+            "(modprobe tun) or give the container /dev/net/tun; QUIC stacks can use the UDP relay: QUICSM_EMULATOR=udp"
+        ) from None
     # A long device queue: packets wait there only while the relay's reader is descheduled, and a
     # drop there would be loss the relay never counts (the count is kept: tun_drops()).
     _ip(rly, "link", "set", TUN_DEV, "txqueuelen", "10000", "up")
