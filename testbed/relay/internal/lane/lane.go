@@ -64,6 +64,10 @@ type Lane struct {
 	Name string
 	cfg  Config
 	fifo bool
+	// CPU, when >= 0, binds the sender thread to that CPU (set before Run). The two lanes' SCHED_FIFO
+	// senders on one CPU cannot preempt each other: one waited out the other's burst of sends (send
+	// lateness p99 1.0 ms; 0.19 ms with one lane per CPU, 50 Mbit/s, load 15).
+	CPU int
 
 	readerMu sync.Mutex // readers only: rng, sequence numbers, receive counters
 	rng      *rand.Rand
@@ -98,7 +102,7 @@ type Lane struct {
 // New makes a lane; fifo asks for SCHED_FIFO on its sender thread.
 func New(name string, cfg Config, seed uint64, fifo bool) *Lane {
 	return &Lane{Name: name, cfg: cfg, fifo: fifo, rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)), in: newMPSC(),
-		origin: new(atomic.Int64)}
+		origin: new(atomic.Int64), CPU: -1}
 }
 
 // Push draws the packet's fate: dropped, or queued for arrive + delay (+ jitter).
@@ -140,6 +144,9 @@ func (l *Lane) Push(p *Packet) {
 func (l *Lane) Run(stop *atomic.Bool) {
 	defer l.Done.Done()
 	l.gotFIFO.Store(rt.PinThread(l.fifo))
+	if l.CPU >= 0 && !rt.PinCPU(l.CPU) {
+		l.CPU = -1
+	}
 	const idleNs = 50_000_000 // an idle sender still looks at stop this often
 	for !stop.Load() {
 		for p := l.in.pop(); p != nil; p = l.in.pop() {
@@ -193,6 +200,7 @@ type Stats struct {
 	Reordered uint64     `json:"reordered"`
 	Queued    int        `json:"queued"`
 	FIFO      bool       `json:"sched_fifo"`
+	CPU       int        `json:"cpu"`
 	LateUs    rt.Summary `json:"late_us"`
 }
 
@@ -201,5 +209,5 @@ func (l *Lane) Stats() Stats {
 	l.readerMu.Lock()
 	defer l.readerMu.Unlock()
 	return Stats{Received: l.received, Dropped: l.dropped, Sent: l.sent, BytesSent: l.bytesSent,
-		Reordered: l.reordered, Queued: len(l.h), FIFO: l.gotFIFO.Load(), LateUs: l.late.Summarize()}
+		Reordered: l.reordered, Queued: len(l.h), FIFO: l.gotFIFO.Load(), CPU: l.CPU, LateUs: l.late.Summarize()}
 }

@@ -90,6 +90,9 @@ func (f *Flags) Start(prog string) *Pair {
 		stats: *f.stats,
 	}
 	p.Up.origin = p.Down.origin // one origin: the first packet in either direction
+	if cpus := rt.AllowedCPUs(); len(cpus) >= 2 && *f.fifo {
+		p.Down.CPU, p.Up.CPU = cpus[0], cpus[1] // one real-time sender per CPU
+	}
 	for _, l := range []*Lane{p.Down, p.Up} {
 		l.Done.Add(1)
 		go l.Run(&p.stop)

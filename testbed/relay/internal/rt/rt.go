@@ -49,6 +49,33 @@ func PinThread(fifo bool) bool {
 	return errno == 0
 }
 
+// AllowedCPUs lists the CPUs the calling thread may run on (nil if that cannot be read).
+func AllowedCPUs() []int {
+	var mask [16]uint64
+	n, _, errno := syscall.RawSyscall(syscall.SYS_SCHED_GETAFFINITY, 0, uintptr(len(mask)*8), uintptr(unsafe.Pointer(&mask[0])))
+	if errno != 0 {
+		return nil
+	}
+	var cpus []int
+	for i := 0; i < int(n)*8; i++ {
+		if mask[i/64]&(1<<(uint(i)%64)) != 0 {
+			cpus = append(cpus, i)
+		}
+	}
+	return cpus
+}
+
+// PinCPU binds the calling thread (locked to its goroutine) to one CPU; it returns whether it could.
+func PinCPU(cpu int) bool {
+	if cpu < 0 || cpu >= 16*64 {
+		return false
+	}
+	var mask [16]uint64
+	mask[cpu/64] |= 1 << (uint(cpu) % 64)
+	_, _, errno := syscall.RawSyscall(syscall.SYS_SCHED_SETAFFINITY, 0, uintptr(len(mask)*8), uintptr(unsafe.Pointer(&mask[0])))
+	return errno == 0
+}
+
 // Sleep sleeps d with nanosleep on the current thread (no Go timer, no scheduler round trip).
 func Sleep(d int64) {
 	if d <= 0 {
