@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import glob
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING
@@ -169,7 +169,10 @@ def load_rows(
 
 
 def _read_back(
-    chosen: Sequence[Connection], files: Sequence[str], scopes: dict[str, str], storage_options: dict[str, str] | None
+    chosen: Sequence[Connection],
+    files: Sequence[str],
+    scopes: Mapping[str, str],
+    storage_options: dict[str, str] | None,
 ) -> list[Trace]:
     """The traces of ``chosen`` with their events, read again from the files that hold them."""
     from quicsm.traces.parse import read_inputs

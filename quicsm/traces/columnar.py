@@ -26,6 +26,7 @@ from quicsm.traces.report import ParseReport
 from quicsm.traces.states import canonical_state
 
 __all__ = [
+    "BATCH_FILES",
     "BATCH_ROWS",
     "ColumnReader",
     "EventColumns",
@@ -202,6 +203,9 @@ class _Columns:
 
 BATCH_ROWS = 1 << 18
 """Records per batch: memory holds one batch and the open connections' records, whatever the file size."""
+BATCH_FILES = 1 << 13
+"""Files per batch at most: a batch's memory is mostly per trace and per file when files are small
+(10^6 files of ~1 KB: 2 KB a file in a batch of 2^18 records, 140 MB; 16 MB in batches of 8,192 files)."""
 JOIN_BYTES = 1 << 20
 """Small files read whole are joined up to this size and scanned in one call (:meth:`ColumnReader.add`)."""
 
@@ -219,9 +223,9 @@ class ColumnReader:
 
     Fixed costs are paid once per run, not per file: one window buffer, one string table per batch, one
     cutter. Small files read whole are joined and scanned in one call (:meth:`add`); larger ones are
-    streamed in windows (:meth:`read`). A batch gathers files until it holds ``batch_rows`` records; a
-    file larger than that is cut inside, the records of its connections still open carried to the next
-    batch. Each file's traces come out in the order the oracle in tests/traces/oracle.py gives them,
+    streamed in windows (:meth:`read`). A batch gathers files until it holds ``batch_rows`` records or
+    ``batch_files`` files; a file larger than that is cut inside, the records of its connections
+    still open carried to the next batch. Each file's traces come out in the order the oracle in tests/traces/oracle.py gives them,
     files in the order read.
     """
 
@@ -232,8 +236,10 @@ class ColumnReader:
         *,
         chunk: int | None = None,
         batch_rows: int = BATCH_ROWS,
+        batch_files: int = BATCH_FILES,
     ) -> None:
-        self.report, self.on_bytes, self.chunk, self.batch_rows = report, on_bytes, chunk, batch_rows
+        self.report, self.on_bytes, self.chunk = report, on_bytes, chunk
+        self.batch_rows, self.batch_files = batch_rows, batch_files
         self.acc = _Columns()
         self.st = ScanState()
         self.cutter = TraceCutter(report)
@@ -280,7 +286,8 @@ class ColumnReader:
             acc.rows += rows
         if self.on_bytes is not None:
             self.on_bytes(int(bounds[-1]))
-        return [self._emit(file_done=True)] if acc.rows >= self.batch_rows else []
+        full = acc.rows >= self.batch_rows or len(self.sources) >= self.batch_files
+        return [self._emit(file_done=True)] if full else []
 
     def read(self, stream: BinaryIO, path: str, scope: str, meta: TraceMeta) -> Iterator[TraceColumns]:
         """Scan one log; yields the batches that filled up meanwhile (the rest waits for more files or :meth:`flush`)."""
@@ -308,7 +315,7 @@ class ColumnReader:
         gz = getattr(stream, "error", None)
         if gz is not None and not getattr(stream, "error_raised", True):  # a gzip stream that broke unnoticed
             self._problem(path, 0, f"truncated or corrupt input ({gz})", "truncated input")
-        if acc.rows >= self.batch_rows:
+        if acc.rows >= self.batch_rows or len(self.sources) >= self.batch_files:
             yield self._emit(file_done=True)
 
     def flush(self) -> Iterator[TraceColumns]:

@@ -15,7 +15,7 @@ import stat
 import sys
 import zlib
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -29,6 +29,7 @@ __all__ = [
     "INPUT_SUFFIXES",
     "SIDECAR",
     "STDIN",
+    "Scopes",
     "Sidecars",
     "expand_input",
     "expand_inputs",
@@ -183,32 +184,78 @@ def expand_inputs(args: Sequence[str], storage_options: dict[str, str] | None = 
     return out
 
 
-def trace_scopes(paths: Sequence[str]) -> dict[str, str]:
+class Scopes(Mapping[str, str]):
+    """The trace-id scope of each path (:func:`trace_scopes`): its file name, unless listed apart. A
+    name is cut from the path when asked for, so a run over 10^6 files holds no scope string a file."""
+
+    __slots__ = ("_paths", "_apart")
+
+    def __init__(self, paths: Sequence[str], apart: dict[str, str]) -> None:
+        self._paths, self._apart = paths, apart
+
+    def __getitem__(self, path: str) -> str:
+        hit = self._apart.get(path)
+        return hit if hit is not None else path[path.rfind("/") + 1 :]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys(self._paths))
+
+    def __len__(self) -> int:
+        return len(set(self._paths))
+
+
+def trace_scopes(paths: Sequence[str]) -> Scopes:
     """Short, unique trace-id prefixes: the file name, or more of the path where names collide.
 
-    A path gets the shortest suffix of its components that no other path shares (all of it when none
-    is unique). Suffixes are counted one length at a time, only for the paths still colliding, so the
-    work is O(files x depth) (a count over all paths per length: 10^6 files, a few dictionaries).
+    A path gets the shortest suffix of its (normalised) components that no other path shares, all of
+    it when none is unique; a path given twice collides with itself. File names are counted as
+    strings; only the paths whose names collide are looked at again, one component more each round,
+    and only they (and names that normalising changes) are kept apart. Each folder is normalised once,
+    so the work is O(files x depth); the memory, beside the paths, a name and two dictionary slots a
+    file while counting, and nothing a file after.
     """
-    parts = {p: os.path.normpath(p).split(os.sep) for p in paths}
-    names: dict[str, str] = {}
-    if len(parts) < len(paths):  # a path given twice collides with itself at every length: all of it
-        for p, n in Counter(paths).items():
-            if n > 1:
-                names[p] = "/".join(parts[p])
-    open_ = [p for p in parts if p not in names]  # paths not yet given a unique suffix
-    depth = 1
-    while open_:
-        counts = Counter(tuple(q[-depth:]) for q in parts.values())
+    prefixes: dict[str, str] = {}  # folder as given, with its slash -> normalised, with its slash
+
+    def split(p: str) -> tuple[str, str]:
+        cut = p.rfind("/") + 1
+        name = p[cut:]
+        if name in ("", ".", ".."):  # not a file name: the whole path normalised
+            full = os.path.normpath(p)
+            cut = full.rfind("/") + 1
+            return full[:cut], full[cut:]
+        if not cut:
+            return "", name
+        folder = p[:cut]
+        prefix = prefixes.get(folder)
+        if prefix is None:  # a folder and a plain name normalise as the folder alone would
+            prefix = prefixes[folder] = os.path.normpath(folder + "_")[:-1]
+        return prefix, name
+
+    apart: dict[str, str] = {}
+    colliding: list[tuple[str, str, int]] = []  # path, normalised, where its suffix of this round starts
+    bases = [split(p)[1] for p in paths]
+    counts = Counter(bases)
+    for p, name in zip(paths, bases):
+        if counts[name] > 1:
+            prefix, name = split(p)
+            if prefix:
+                colliding.append((p, prefix + name, len(prefix)))
+                continue
+        if len(p) - p.rfind("/") - 1 != len(name) or not p.endswith(name):  # not the name as given
+            apart[p] = name
+    del bases, counts
+    while colliding:
+        keys = [full[full.rfind("/", 0, start - 1) + 1 :] for _, full, start in colliding]
+        counts = Counter(keys)
         left = []
-        for p in open_:
-            mine = parts[p]
-            if depth >= len(mine) or counts[tuple(mine[-depth:])] <= 1:
-                names[p] = "/".join(mine[-depth:])
+        for (p, full, _), key in zip(colliding, keys):
+            start = len(full) - len(key)
+            if not start or counts[key] <= 1:
+                apart[p] = key
             else:
-                left.append(p)
-        open_, depth = left, depth + 1
-    return names
+                left.append((p, full, start))
+        colliding = left
+    return Scopes(paths, apart)
 
 
 @dataclass(frozen=True, slots=True)

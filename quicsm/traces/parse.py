@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -101,7 +101,7 @@ def read_inputs(
     on_bytes: Callable[[int], None] | None = None,
     stores: bool = True,
     metrics: bool = True,
-    scopes: dict[str, str] | None = None,
+    scopes: Mapping[str, str] | None = None,
     storage_options: dict[str, str] | None = None,
 ) -> Iterator[Trace | TraceColumns]:
     """Every input's traces, in input order: text logs (local or URLs, streamed, files one after the

@@ -409,21 +409,36 @@ def _object_files(files: list[tuple[str, bytes]]) -> tuple[list, dict]:
 
 
 @pytest.mark.parametrize("joined", [False, True])
-@pytest.mark.parametrize("batch_rows", [1, 2, 3, 11, columnar.BATCH_ROWS])
-def test_many_files_through_one_reader_give_each_files_object_path_traces(batch_rows: int, joined: bool) -> None:
+@pytest.mark.parametrize(
+    ("batch_rows", "batch_files"),
+    [(1, columnar.BATCH_FILES), (2, 1), (3, 2), (11, 3), (columnar.BATCH_ROWS, 2), (columnar.BATCH_ROWS, 1 << 13)],
+)
+def test_many_files_through_one_reader_give_each_files_object_path_traces(
+    batch_rows: int, batch_files: int, joined: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Files share batches (and a file spans batches): ids, events, order and report stay per file;
-    ``joined``: small files read whole are scanned together (one call), the bundled log streamed between them."""
+    ``joined``: small files read whole are scanned together (one call), the bundled log streamed between
+    them. A batch closes at ``batch_rows`` records or ``batch_files`` files, whichever comes first."""
     files = _many_files()
     expected = _object_files(files)
     report = ParseReport(keep=1 << 20)
-    reader = columnar.ColumnReader(report, batch_rows=batch_rows)
-    got = []
+    reader = columnar.ColumnReader(report, batch_rows=batch_rows, batch_files=batch_files)
+    monkeypatch.setattr(columnar, "JOIN_BYTES", 1)  # joined files are scanned as they come: batches can close
+    got, batches = [], 0
     for path, data in files:
         if joined and not path.endswith("real.log"):
-            got += [t for b in reader.add(data, path, path[:2], META) for t in b.traces()]
+            out = reader.add(data, path, path[:2], META)
         else:
-            got += [t for b in reader.read(io.BytesIO(data), path, path[:2], META) for t in b.traces()]
-    got += [t for b in reader.flush() for t in b.traces()]
+            out = list(reader.read(io.BytesIO(data), path, path[:2], META))
+        got += [t for b in out for t in b.traces()]
+        batches += len(out)
+    out = list(reader.flush())
+    got += [t for b in out for t in b.traces()]
+    batches += len(out)
+    if (
+        batch_rows == columnar.BATCH_ROWS
+    ):  # the files alone cut the batches (the last file is empty: no batch of its own)
+        assert len(files) // batch_files <= batches <= -(-len(files) // batch_files), batches
     assert len(expected[0]) > 10 and len({t.sources for t in expected[0]}) == 10
     assert any(i.reason.startswith("binary data") for i in report.issues)
     assert (got, report.to_json()) == expected
