@@ -42,6 +42,7 @@ __all__ = [
     "write_store",
     "parse_label",
     "no_transitions",
+    "listed",
     "progress_bar",
 ]
 
@@ -212,11 +213,18 @@ def relabel(t: Trace, meta: TraceMeta) -> Trace:
     )
 
 
-def _input_bytes(paths: Iterable[str]) -> int | None:
+def _input_bytes(files: Iterable[str]) -> int | None:
     try:
-        return sum(os.path.getsize(p) for p in expand_inputs(list(paths)) if p != STDIN and "://" not in p)
-    except (OSError, InputError):
+        return sum(os.path.getsize(p) for p in files if p != STDIN and "://" not in p)
+    except OSError:
         return None
+
+
+def listed(paths: Sequence[str], storage_options: dict[str, str] | None) -> tuple[list[str], Mapping[str, str]]:
+    """The inputs' files (:func:`expand_inputs`: listed once, shared by the progress bar and the
+    reader) and their trace-id scopes."""
+    files = expand_inputs(paths, storage_options)
+    return files, trace_scopes(files)
 
 
 def parse_inputs(
@@ -257,9 +265,16 @@ def parse_inputs(
             traces.extend(got)
             report.merge(part)
     else:
-        with progress_bar(paths, progress) as on_bytes:
+        files, scopes = listed(paths, storage_options)
+        with progress_bar(files, progress) as on_bytes:
             items = read_inputs(
-                paths, over, report=report, on_bytes=on_bytes, stores=False, storage_options=storage_options
+                files,
+                over,
+                report=report,
+                on_bytes=on_bytes,
+                stores=False,
+                scopes=scopes,
+                storage_options=storage_options,
             )
             traces = [t for t in _objects_of(items) if t.events]
     if require_transitions and not any(any(True for _ in t.transitions()) for t in traces):
@@ -352,27 +367,31 @@ def write_store(
                 tally.merge(got.kept)
                 yield from got.batches
         else:
-            items = read_inputs(paths, over, report=report, on_bytes=on_bytes, storage_options=storage_options)
+            items = read_inputs(
+                files, over, report=report, on_bytes=on_bytes, scopes=scopes, storage_options=storage_options
+            )
             yield from keep_traces(items, where, tally)
         if not tally.transitions:  # raised inside the writer: the output file is not made
             raise no_transitions(paths, report)
         if where and not tally.kept:
             raise no_match(where)
 
-    with progress_bar(paths, progress and not dask) as on_bytes:
+    files, scopes = ([], {}) if dask else listed(paths, storage_options)
+    with progress_bar(files, progress and not dask) as on_bytes:
         n = write_parquet(stream(on_bytes), output)
     return n, report, tally
 
 
 @contextmanager
-def progress_bar(paths: Sequence[str], progress: bool) -> Iterator[Callable[[int], None] | None]:
-    """A byte progress bar on stderr over the inputs (tqdm), as the reader's ``on_bytes``; None without one."""
+def progress_bar(files: Sequence[str], progress: bool) -> Iterator[Callable[[int], None] | None]:
+    """A byte progress bar on stderr over the input files (listed: :func:`listed`), as the reader's
+    ``on_bytes``; None without one."""
     if not progress:
         yield None
         return
     from tqdm import tqdm
 
-    bar = tqdm(total=_input_bytes(paths), unit="B", unit_scale=True, desc="parse", file=sys.stderr, leave=False)
+    bar = tqdm(total=_input_bytes(files), unit="B", unit_scale=True, desc="parse", file=sys.stderr, leave=False)
     try:
         yield bar.update
     finally:

@@ -16,7 +16,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from quicsm.traces.events import StateView, Trace
-from quicsm.traces.parse import Overrides, no_match, no_transitions, progress_bar, read_inputs
+from quicsm.traces.parse import Overrides, listed, no_match, no_transitions, progress_bar, read_inputs
 from quicsm.traces.report import ParseReport
 from quicsm.traces.select import Selector, trace_matches
 
@@ -26,6 +26,12 @@ if TYPE_CHECKING:  # imported (with NumPy) when sequences are first packed: ``pa
     from quicsm.traces.inputs import FileBatch
 
 __all__ = ["SequenceStats", "Summary", "fold", "summarize", "summarize_traces"]
+
+
+FOLD_EVERY = 1 << 16
+"""Sequences added (one a trace) before they are folded into the distinct ones: memory holds the
+distinct sequences and at most this many more, not one sequence a trace of the run (10^6 traces of
+~1 KB files: about 120 MB, and twice that while folding at the end)."""
 
 
 @dataclass(slots=True)
@@ -85,6 +91,8 @@ class Summary:
         stays.extend(durations)
         event_counts.append(events)
         self.traces += 1
+        if len(lengths) >= FOLD_EVERY:
+            self.packed()
         if has_transition:
             self.transitions = True
 
@@ -123,6 +131,8 @@ class Summary:
 
         if len(seqs):
             self._parts.append(seqs.relabel(np.asarray([self._code(n) for n in names], np.int64)))
+            if sum(len(p) for p in self._parts) >= FOLD_EVERY:  # a run of 10^6 traces holds its distinct few
+                self.packed()
 
     def packed(self) -> PackedSequences:
         """The distinct sequences (first-appearance order), folding in whatever was added since."""
@@ -296,9 +306,16 @@ def summarize(
     over = Overrides(dict(labels or {}), implementation, version, cc)
     if not dask:
         total = Summary(view=view, report=ParseReport(strict=strict))
-        with progress_bar(inputs, progress) as on_bytes:
+        files, scopes = listed(inputs, storage_options)
+        with progress_bar(files, progress) as on_bytes:
             items = read_inputs(
-                inputs, over, report=total.report, on_bytes=on_bytes, metrics=False, storage_options=storage_options
+                files,
+                over,
+                report=total.report,
+                on_bytes=on_bytes,
+                metrics=False,
+                scopes=scopes,
+                storage_options=storage_options,
             )
             fold(items, total, where)
     else:

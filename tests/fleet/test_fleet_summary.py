@@ -89,6 +89,26 @@ def test_merge_order_and_reports(fleet_dir: Path, tmp_path: Path) -> None:
     }
 
 
+@pytest.mark.parametrize("fold_every", [1, 3, 50])
+def test_summary_folded_as_it_goes_equals_one_fold_at_the_end(
+    fleet_dir: Path, monkeypatch: pytest.MonkeyPatch, fold_every: int
+) -> None:
+    """Sequences are folded into the distinct ones every FOLD_EVERY traces (memory: the distinct few, not
+    one a trace): the same sequences, counts, stays and events, in the same order, and the same model."""
+    import numpy as np
+
+    from quicsm.traces import summary as summary_module
+
+    once = summarize_inputs([str(fleet_dir)])
+    monkeypatch.setattr(summary_module, "FOLD_EVERY", fold_every)
+    folded = summarize_inputs([str(fleet_dir)])
+    a, b = once.packed(), folded.packed()
+    assert once.names == folded.names and len(a) == len(b) < once.traces
+    for field in ("codes", "offsets", "counts", "events", "durations_us"):
+        assert np.array_equal(getattr(a, field), getattr(b, field)), field
+    assert _model(learn(folded, "synoptic")) == _model(learn(once, "synoptic"))
+
+
 @pytest.mark.parametrize("chunk, dense", [(1, True), (7, False), (1000, False)])
 def test_annotation_in_chunks_equals_annotation_at_once(
     fleet_dir: Path, monkeypatch: pytest.MonkeyPatch, chunk: int, dense: bool
