@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from quicsm.traces.events import Trace, TraceEvent, TraceMeta
-from quicsm.traces.qlog_values import DECODER, JSON_ERRORS, BadValue, count_value, loads, time_value
+from quicsm.traces.qlog_values import DECODER, JSON_ERRORS, BadValue, count_value, decode_record, loads, time_value
 from quicsm.traces.report import ParseReport
 from quicsm.traces.states import INIT, canonical_state, is_known_state, numeric_state, split_state
 
@@ -44,10 +44,21 @@ _WANTED = re.compile(rb"congestion|metric|cc_state", re.IGNORECASE)
 _EVENTS_KEY = re.compile(r'"events"\s*:\s*\[')
 _GZIP_ERRORS = (gzip.BadGzipFile, zlib.error, EOFError, OSError)
 _BLOCK = 1 << 16
+_PLAIN_KEYS = frozenset(("time", "name", "data"))
+_ROLES: dict[str, str | None] = {}
 
 
 def event_role(name: str) -> str | None:
     """``state``, ``metrics``, ``mvfst`` (state inside a metrics event) or None, for any generation."""
+    role = _ROLES.get(name, "?")
+    if role == "?":
+        role = _role(name)
+        if len(_ROLES) < 4096:  # names a run meets are few; a fuzzed file's many are not kept
+            _ROLES[name] = role
+    return role
+
+
+def _role(name: str) -> str | None:
     short = name.rsplit(":", 1)[-1].lower()
     if short in _STATE_NAMES:
         return "state"
@@ -78,7 +89,7 @@ class _TraceState:
     """State after the last transition read (None before the first)."""
 
     def t_us(self, raw: Any) -> int:
-        t = time_value(raw)
+        t = raw if type(raw) is float and -1e15 <= raw <= 1e15 else time_value(raw)  # the common case first
         if self.time_format == "delta":
             t += self.last_time
             self.last_time = t
@@ -108,25 +119,31 @@ Locate = Callable[[], tuple[int, str]]
 """Where an event is, asked only when there is a problem: (file line, "JSON-SEQ record 12" or the like)."""
 
 
+_METRIC_KEYS = (
+    ("cwnd", ("congestion_window", "cwnd", "current_cwnd"), False, False),
+    ("inflight", ("bytes_in_flight", "inflight"), False, False),
+    ("ssthresh", ("ssthresh", "slow_start_threshold"), False, True),
+    ("pacing_bps", ("pacing_rate",), False, False),
+    ("min_rtt_us", ("min_rtt",), True, False),
+    ("srtt_us", ("smoothed_rtt",), True, False),
+)
+"""(field, the keys stacks write it under, in the file's time unit, unbounded), in field order."""
+
+
 def _metrics(
     st: _TraceState, data: dict[str, Any], t: int, state: str, path: str, at: Locate, report: ParseReport
 ) -> TraceEvent:
     values: dict[str, int | None] = {}
-    rtt_scale = st.time_scale
-    spec = (
-        ("cwnd", ("congestion_window", "cwnd", "current_cwnd"), 1.0, False),
-        ("inflight", ("bytes_in_flight", "inflight"), 1.0, False),
-        ("ssthresh", ("ssthresh", "slow_start_threshold"), 1.0, True),
-        ("pacing_bps", ("pacing_rate",), 1.0, False),
-        ("min_rtt_us", ("min_rtt",), rtt_scale, False),
-        ("srtt_us", ("smoothed_rtt",), rtt_scale, False),
-    )
-    for out, keys, scale, unbounded in spec:
-        key = next((k for k in keys if k in data), None)
-        if key is None:
+    for out, keys, timed, unbounded in _METRIC_KEYS:
+        for key in keys:
+            if key in data:
+                break
+        else:
             continue
         try:
-            values[out] = count_value(data[key], field=key, scale=scale, unbounded_ok=unbounded)
+            values[out] = count_value(
+                data[key], field=key, scale=st.time_scale if timed else 1.0, unbounded_ok=unbounded
+            )
         except BadValue as exc:
             line, where = at()
             report.problem(path, line, f"{where}: {exc}; field dropped", "bad qlog field")
@@ -449,8 +466,10 @@ def _read_records(
     tail = b""
     record_no = 0
     line = 1
-    kind = "NDJSON line" if sep == b"\n" else "JSON-SEQ record"
+    per_record = 1 if sep == b"\n" else 0  # an NDJSON record ends its line; a JSON-SEQ one holds its own
+    kind = "NDJSON line" if per_record else "JSON-SEQ record"
     blocks = _read_blocks(stream, path, report, lambda: line)
+    wanted, time_at = _WANTED.search, _TIME.search
     done = False
     while not done:
         block = next(blocks, b"")
@@ -462,28 +481,28 @@ def _read_records(
         for part in parts:
             record_no += 1
             here = line
-            line += part.count(b"\n") + (1 if sep == b"\n" else 0)
-            text = part.strip()
-            if not text:
-                continue
-            if header_seen and _WANTED.search(text) is None:
+            line += part.count(b"\n") + per_record
+            if header_seen and wanted(part) is None:
                 # packet-level events: skip JSON decoding, keep only their time (it extends the last stay)
-                m = _TIME.search(text)
+                m = time_at(part)
                 if m is not None:
                     try:
                         st.t_us(float(m.group(1)))
                     except (BadValue, ValueError):
                         pass
                 continue
+            text = part.strip()
+            if not text:
+                continue
             try:
-                rec = loads(text)
+                rec = decode_record(text)
             except RecursionError:
                 report.problem(path, here, f"{kind} {record_no} nested too deeply", "bad qlog record")
                 continue
             except JSON_ERRORS as exc:
                 report.problem(path, here, f"{kind} {record_no} is not JSON ({exc})", "bad qlog record")
                 continue
-            if not isinstance(rec, dict):
+            if type(rec) is not dict:
                 report.problem(path, here, f"{kind} {record_no} is not a JSON object", "bad qlog record")
                 continue
             if not header_seen:
@@ -491,18 +510,21 @@ def _read_records(
                 if any(k in rec for k in ("trace", "qlog_version", "qlog_format", "file_schema")):
                     _header(rec, rec.get("trace") or {}, st)
                     continue
+            if rec.keys() <= _PLAIN_KEYS and type(name := rec.get("name")) is str and name:
+                _handle(st, name, rec.get("data"), rec.get("time"), path, _rec_locate(here, kind, record_no), report)
+                continue
             parts_ = _event_parts(rec, None)
             if parts_ is None:
                 continue
             name, data, time, delta = parts_
             if delta:
                 st.time_format = "delta"
-            _handle(st, name, data, time, path, _rec_locate(here, f"{kind} {record_no}"), report)
+            _handle(st, name, data, time, path, _rec_locate(here, kind, record_no), report)
     report.lines += line - 1
     out = _finish(st, path, meta, 0, report)
     if out is not None:
         yield out
 
 
-def _rec_locate(line: int, where: str) -> Locate:
-    return lambda: (line, where)
+def _rec_locate(line: int, kind: str, number: int) -> Locate:
+    return lambda: (line, f"{kind} {number}")

@@ -151,6 +151,26 @@ def _run_baseline(data: bytes, scratch: Path) -> None:
     return None
 
 
+def _run_qlog_agreement(data: bytes, scratch: Path) -> str | None:
+    """The qlog readers (JSON-SEQ, NDJSON, whole document) give the old reader's traces and report
+    (tests/traces/qlog_oracle.py), problems with their lines and reasons included."""
+    from quicsm.traces import qlog
+    from tests.traces import qlog_oracle
+
+    for name in ("read_sqlog", "read_ndjson", "read_qlog"):
+        got, want = [], []
+        for module, out in ((qlog, got), (qlog_oracle, want)):
+            report = ParseReport(keep=1 << 30)
+            try:
+                out.append(list(getattr(module, name)(io.BytesIO(data), "x", TraceMeta(), report)))
+            except Exception as exc:  # both must fail alike
+                out.append(repr(exc))
+            out.append(report.to_json())
+        if got != want:
+            return f"qlog {name} differs from the old reader's"
+    return None
+
+
 def _run_parquet(data: bytes, scratch: Path) -> None:
     return _parse_file("t.parquet")(data, scratch)
 
@@ -170,6 +190,7 @@ TARGETS: list[Target] = [
     Target("qlog.gz", "qlog", _parse_file("s.qlog.gz"), gzip=True),
     Target("sqlog", "sqlog", _parse_file("s.sqlog"), weight=2),
     Target("sqlog.gz", "sqlog", _parse_file("s.sqlog.gz"), gzip=True),
+    Target("qlog-agreement", "sqlog", _run_qlog_agreement, weight=2),
     Target("traces-parquet", "parquet", _run_parquet),
     Target("cli-stdin", "log", _run_cli),
     Target("baseline-bundle", "baseline", _run_baseline, weight=2),
