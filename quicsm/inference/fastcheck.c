@@ -16,6 +16,9 @@
  *     checker.synoptic_counterexample's search (Synoptic's FsmModelChecker), the walk before its cut.
  * stitch(part, terminal_type, types, start, walk) -> (prev, cur, nxt)
  *     synoptic._stitch_splits's walk of the events taking a counterexample until none goes on.
+ * split_steps(part, has_succ, has_pred, members, moving, p, seen) -> int
+ *     partitions.PartitionGraph.successors_if_split's steps touching partition p if it were split by
+ *     `moving`: one pass over p's events instead of numpy's gathers, masks and counts over millions of them.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -507,11 +510,69 @@ done:
     return result;
 }
 
+/* ---- split_steps --------------------------------------------------------------------------------- */
+
+/* The steps touching p's events if the events with moving[i] set went to a new partition q: seen (uint8,
+ * 4 x width) gets row 0 / 1 [d] = 1 for a step from the staying / moving side out to partition d, row 2 / 3
+ * [s] = 1 for a step from partition s into the staying / moving side; the return value has bit
+ * 2 * from + to set for a step within p (0 staying, 1 moving side). Members are sorted, so a step within p
+ * goes to the next member. */
+static PyObject *split_steps(PyObject *self, PyObject *args) {
+    PyObject *po, *so, *ro, *mo, *vo, *out;
+    int p;
+    if (!PyArg_ParseTuple(args, "OOOOOiO", &po, &so, &ro, &mo, &vo, &p, &out)) return NULL;
+    Arr part, succ, pred, members, moving, seen;
+    Arr *got[6] = {&part, &succ, &pred, &members, &moving, &seen};
+    PyObject *objs[6] = {po, so, ro, mo, vo, out};
+    const Py_ssize_t sizes[6] = {4, 1, 1, 4, 1, 1};
+    const char *names[6] = {"part", "has_succ", "has_pred", "members", "moving", "seen"};
+    int k = 0;
+    for (; k < 6; k++)
+        if (get_arr(objs[k], got[k], sizes[k], k == 5, names[k]) < 0) break;
+    PyObject *result = NULL;
+    if (k < 6) goto done;
+    if (moving.n != members.n || succ.n != part.n || pred.n != part.n || seen.n % 4) {
+        PyErr_SetString(PyExc_ValueError, "split_steps: array sizes disagree");
+        goto done;
+    }
+    const int32_t *pt = I32(part), *mem = I32(members);
+    const uint8_t *hs = (const uint8_t *)succ.view.buf, *hp = (const uint8_t *)pred.view.buf;
+    const uint8_t *mv = (const uint8_t *)moving.view.buf;
+    uint8_t *sn = (uint8_t *)seen.view.buf;
+    const Py_ssize_t width = seen.n / 4, n = members.n;
+    long inner = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const int32_t e = mem[i];
+        const int side = mv[i] != 0;
+        if (e < 0 || e >= part.n) {
+            PyErr_SetString(PyExc_IndexError, "split_steps: member outside the log");
+            goto done;
+        }
+        if (hs[e] && e + 1 < part.n) {
+            const int32_t d = pt[e + 1];
+            if (d == p) {
+                if (i + 1 < n) inner |= 1L << (2 * side + (mv[i + 1] != 0));
+            } else if (d >= 0 && d < width) {
+                sn[side * width + d] = 1;
+            }
+        }
+        if (hp[e] && e > 0) {
+            const int32_t s = pt[e - 1];
+            if (s != p && s >= 0 && s < width) sn[(2 + side) * width + s] = 1;
+        }
+    }
+    result = PyLong_FromLong(inner);
+done:
+    for (int j = 0; j < k; j++) PyBuffer_Release(&got[j]->view);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"violations", violations, METH_VARARGS, "Write the failing mined invariants into the out matrices."},
     {"shortest", shortest, METH_VARARGS, "Shortest counterexample walk, or None."},
     {"synoptic_walk", synoptic_walk, METH_VARARGS, "Synoptic's counterexample walk before its cut, or None."},
     {"stitch", stitch, METH_VARARGS, "(prev, cur, nxt) where the events taking a walk stop, or None."},
+    {"split_steps", split_steps, METH_VARARGS, "The steps touching a partition if it were split (see above)."},
     {NULL, NULL, 0, NULL},
 };
 

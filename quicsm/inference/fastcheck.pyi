@@ -31,3 +31,8 @@ def synoptic_walk(
 
 def stitch(part: Any, terminal_type: int, types: Any, start: Any, walk: Any, /) -> tuple[int, int, int] | None:
     """(prev, cur, nxt) of :func:`quicsm.inference.synoptic._stitch_splits`, None if a trace takes the whole walk."""
+
+def split_steps(part: Any, has_succ: Any, has_pred: Any, members: Any, moving: Any, p: int, seen: Any, /) -> int:
+    """Steps touching partition ``p`` if ``moving`` of its members left it, into ``seen`` (uint8 4 x width): rows
+    out from the staying / moving side, in to the staying / moving side; returns the steps within p as bits
+    ``1 << (2 * from_moving + to_moving)``."""

@@ -13,6 +13,7 @@ from collections import Counter
 
 import numpy as np
 
+from quicsm.inference import checker
 from quicsm.inference.checker import Csr
 from quicsm.inference.packed import CHUNK, EncodedLog, count_pairs
 
@@ -180,27 +181,44 @@ class PartitionGraph:
     def successors_if_split(self, p: int, moving: np.ndarray) -> Csr:
         """:meth:`successors` as they would be after ``split(p, moving)`` (new partition: ``size``),
         without changing the graph: the edges not touching ``p``, and those the steps touching ``p``
-        would take (:meth:`_split_frame`), so the cost follows ``p``'s size, not the log's.
+        would take, so the cost follows ``p``'s size, not the log's.
 
-        A partition's steps out (and in) are counted per partition on the moving side only; the staying
-        side has the rest of the frame's counts. No key per step is built: on a 10^7-event log a
-        partition holds millions of events and each candidate split is tried."""
-        out_at, out_dst, out_total, in_at, in_src, in_total, inner_from, inner_to, outside = self._split_frame(p)
+        One pass over p's events in the C extension (``fastcheck.split_steps``); without it, the steps
+        out of and into p counted per partition on the moving side (the staying side has the rest of
+        :meth:`_split_frame`'s counts). No key per step is built: on a 10^7-event log a partition holds
+        millions of events and each candidate split is tried."""
         q = len(self.members)
         width = q + 1
-        out_moving = np.bincount(out_dst[moving[out_at]], minlength=width)
-        in_moving = np.bincount(in_src[moving[in_at]], minlength=width)
-        a, b = moving[inner_from], moving[inner_to]
-        n_a, n_b, n_ab = int(np.count_nonzero(a)), int(np.count_nonzero(b)), int(np.count_nonzero(a & b))
-        inner = [(q, q, n_ab), (q, p, n_a - n_ab), (p, q, n_b - n_ab), (p, p, len(a) - n_a - n_b + n_ab)]
+        members = self.members[p]
+        native = checker.native
+        if native is not None and members.dtype == np.int32:
+            seen = np.zeros((4, width), dtype=np.uint8)
+            bits = native.split_steps(
+                self.part, self.has_succ, self.has_pred, members, np.ascontiguousarray(moving, dtype=bool), p, seen
+            )
+            src_all, dst_all = self.edge_arrays()
+            kept = (src_all != p) & (dst_all != p)
+            outside = src_all[kept] * width + dst_all[kept]
+            out_stay, out_move, in_stay, in_move = seen.astype(bool)
+        else:
+            out_at, out_dst, out_total, in_at, in_src, in_total, inner_from, inner_to, outside = self._split_frame(p)
+            out_moving = np.bincount(out_dst[moving[out_at]], minlength=width)
+            in_moving = np.bincount(in_src[moving[in_at]], minlength=width)
+            out_stay, out_move = out_total > out_moving, out_moving > 0
+            in_stay, in_move = in_total > in_moving, in_moving > 0
+            a, b = moving[inner_from], moving[inner_to]
+            n_a, n_b, n_ab = int(np.count_nonzero(a)), int(np.count_nonzero(b)), int(np.count_nonzero(a & b))
+            counts = (len(a) - n_a - n_b + n_ab, n_b - n_ab, n_a - n_ab, n_ab)  # bit 2 * from + to, 1 = moving
+            bits = sum(1 << i for i, n in enumerate(counts) if n > 0)
+        sides = (p, q)
         keys = np.concatenate(
             [
                 outside,
-                np.flatnonzero(out_moving) + q * width,
-                np.flatnonzero(out_total - out_moving) + p * width,
-                np.flatnonzero(in_moving) * width + q,
-                np.flatnonzero(in_total - in_moving) * width + p,
-                np.array([s * width + d for s, d, n in inner if n > 0], dtype=np.int64),
+                np.flatnonzero(out_stay) + p * width,
+                np.flatnonzero(out_move) + q * width,
+                np.flatnonzero(in_stay) * width + p,
+                np.flatnonzero(in_move) * width + q,
+                np.array([sides[i >> 1] * width + sides[i & 1] for i in range(4) if bits >> i & 1], dtype=np.int64),
             ]
         )
         keys.sort()

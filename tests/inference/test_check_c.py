@@ -115,3 +115,33 @@ def test_engine_draws_the_same_model_with_either_checker(rnd: random.Random) -> 
     finally:
         checker.native = c_module
     assert with_c.model == without.model and with_c.paths == without.paths
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_split_preview_in_c_equals_numpy_and_the_split(rnd: random.Random) -> None:
+    """PartitionGraph.successors_if_split through fastcheck.split_steps and through numpy: the same CSR,
+    and the successors the graph really has after that split (self-steps within the partition included)."""
+    from test_inference_synoptic import random_split
+
+    from quicsm.inference import partitions
+    from quicsm.inference.packed import encode_sequences
+    from quicsm.inference.partitions import PartitionGraph
+
+    seqs = [[rnd.choice("abc") for _ in range(rnd.randint(1, 12))] for _ in range(rnd.randint(1, 6))]
+    g = PartitionGraph(encode_sequences(seqs))
+    for _ in range(4):
+        chosen = random_split(g, rnd)
+        if chosen is None:
+            break
+        p, moving = chosen
+        in_c = g.successors_if_split(p, moving)
+        saved = partitions.checker
+        partitions.checker = type("NoNative", (), {"native": None})  # type: ignore[assignment]
+        try:
+            in_numpy = g.successors_if_split(p, moving)
+        finally:
+            partitions.checker = saved
+        assert np.array_equal(in_c.indptr, in_numpy.indptr) and np.array_equal(in_c.indices, in_numpy.indices)
+        g.split(p, moving)
+        assert in_c.lists() == g.successors()

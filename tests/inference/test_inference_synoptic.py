@@ -15,8 +15,11 @@ from quicsm.inference.annotate import annotate
 from quicsm.traces.events import Trace, TraceEvent
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from quicsm.inference.invariants import InvariantSet
     from quicsm.inference.model import Model
+    from quicsm.inference.partitions import PartitionGraph
 
 TRACES = st.lists(st.lists(st.sampled_from("abcd"), max_size=7), min_size=1, max_size=6).filter(any)
 
@@ -190,12 +193,25 @@ def test_synoptic_counterexample_finds_a_violation_exactly_when_one_exists(seqs:
                     assert states[-1] == 2 and states[-2] != 2
 
 
+def random_split(g: PartitionGraph, rnd: random.Random) -> tuple[int, np.ndarray] | None:
+    """A partition of ``g`` with two or more events and a random two-sided mask of them, or None."""
+    import numpy as np
+
+    live = [p for p in range(g.size) if g.ptype[p] >= 0 and len(g.members[p]) > 1]
+    if not live:
+        return None
+    p = rnd.choice(live)
+    moving = np.array([rnd.random() < 0.5 for _ in g.members[p]])
+    if moving.all() or not moving.any():
+        moving[0] = not moving[0]
+    return p, moving
+
+
 @settings(max_examples=60, deadline=None)
 @given(TRACES, st.randoms(use_true_random=False))
 def test_ordered_successors_follow_the_first_event_after_splits(seqs: list[list[str]], rnd: random.Random) -> None:
     """Synoptic's successor order (first event of the partition, in log order, stepping there), kept
     up to date lazily through splits and merges; a trial split's successors."""
-    import numpy as np
 
     from quicsm.inference.packed import encode_sequences
     from quicsm.inference.partitions import PartitionGraph
@@ -211,13 +227,10 @@ def test_ordered_successors_follow_the_first_event_after_splits(seqs: list[list[
 
     assert g.ordered_successors() == brute() == g.ordered_csr().lists()
     for _ in range(6):
-        live = [p for p in range(g.size) if g.ptype[p] >= 0 and len(g.members[p]) > 1]
-        if not live:
+        chosen = random_split(g, rnd)
+        if chosen is None:
             break
-        p = rnd.choice(live)
-        moving = np.array([rnd.random() < 0.5 for _ in g.members[p]])
-        if moving.all() or not moving.any():
-            moving[0] = not moving[0]
+        p, moving = chosen
         trial = g.successors_if_split(p, moving).lists()
         q = g.split(p, moving)
         assert trial == g.successors()
