@@ -269,9 +269,9 @@ def main(argv: list[str] | None = None) -> int:
     seen_groups = {base.group} if base else set()
     for v in versions:
         for cc in ccs:
-            if args.stack == "quiche" and cc == "bbr2" and tuple(int(x) for x in v.split(".")) < (0, 23, 0):
-                # gcongestion (the BBRv2 the sets instrument) is in quiche from 0.23; `testbed run` says so too
-                print(f"quiche {v} bbr2: not run (no src/recovery/gcongestion before 0.23)", file=sys.stderr)
+            if args.stack == "quiche" and cc == "bbr2" and tuple(int(x) for x in v.split(".")) < (0, 23, 6):
+                # gcongestion's BBRv2 (what the sets instrument) is in quiche from 0.23.6; `testbed run` says so
+                print(f"quiche {v} bbr2: not run (no src/recovery/gcongestion/bbr2.rs before 0.23.6)", file=sys.stderr)
                 continue
             r = one(args.stack, v, cc, work, args.force)
             if r.group and r.group not in seen_groups:

@@ -6,7 +6,7 @@ Not to be confused with the ``quiche`` target (Google's C++ QUICHE inside Chromi
 
 * ``cfq-0``: Reno and Cubic keep their state in ``src/recovery/mod.rs``'s ``Recovery`` (0.20, 0.21);
 * ``cfq-1``: that state moved to ``src/recovery/congestion/mod.rs``, loss detection still in
-  ``src/recovery/mod.rs`` (0.22, from 2024-06-25);
+  ``src/recovery/mod.rs`` (0.22, from 2024-06-25; 0.23.0-0.23.5 add ``congestion/recovery.rs``, no gcongestion);
 * ``cfq-a``: ``gcongestion/bandwidth.rs`` (0.24.x, from 2025-04);
 * ``cfq-b``: ``Bandwidth`` moved up to ``src/recovery/bandwidth.rs`` (0.26 onwards).
 """
