@@ -14,7 +14,7 @@ from typing import Any, Literal, TypeVar
 
 import msgspec
 
-from quicsm.compare.comparison import Comparison, EdgeRow, StateRow
+from quicsm.compare.comparison import Comparison, EdgeRow, SetInfo, StateRow
 
 __all__ = [
     "COMPARE_FORMAT_VERSION",
@@ -232,44 +232,30 @@ def edge_record(r: EdgeRow) -> EdgeRecord:
     )
 
 
+def _set_record(s: SetInfo) -> SetRecord:
+    skipped = SkippedRecord(s.skipped_records, list(s.skipped_files))
+    return SetRecord(
+        *(s.name, s.origin, s.traces, s.connections, s.dropped, list(s.controllers), list(s.implementations)),
+        *(list(s.versions), s.sources, skipped if s.skipped_records or s.skipped_files else msgspec.UNSET),
+    )
+
+
 def to_json(c: Comparison) -> dict[str, Any]:
     """The documented ``quicsm-compare`` JSON (docs/compare.md)."""
     return {
         "format": "quicsm-compare",
         "format_version": COMPARE_FORMAT_VERSION,
         "options": c.options.to_json(),
-        "sets": [
-            {
-                "name": s.name,
-                "origin": s.origin,
-                "traces": s.traces,
-                "connections": s.connections,
-                "dropped": s.dropped,
-                "controllers": list(s.controllers),
-                "implementations": list(s.implementations),
-                "versions": list(s.versions),
-                "sources": s.sources,
-                **(
-                    {"skipped": {"records": s.skipped_records, "files": list(s.skipped_files)}}
-                    if s.skipped_records or s.skipped_files
-                    else {}
-                ),
-            }
-            for s in c.sets
-        ],
+        "sets": [msgspec.to_builtins(_set_record(s)) for s in c.sets],
         "warnings": list(c.warnings),
         "occupancy": {
             name: [
-                {
-                    "state": s.state,
-                    "n": s.n,
-                    "visited": s.visited,
-                    "mean": _num(s.mean),
-                    "median": _num(s.median),
-                    "ci_low": _num(s.ci_low),
-                    "ci_high": _num(s.ci_high),
-                    "pooled": _num(s.pooled),
-                }
+                msgspec.to_builtins(
+                    OccupancyRecord(
+                        *(s.state, s.n, s.visited, _num(s.mean), _num(s.median), _num(s.ci_low), _num(s.ci_high)),
+                        _num(s.pooled),
+                    )
+                )
                 for s in rows
             ]
             for name, rows in c.summaries.items()

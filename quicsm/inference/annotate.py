@@ -76,33 +76,34 @@ class AnnotatedModel:
     meta: dict[str, Any]
 
     def to_json(self) -> dict[str, Any]:
-        """The documented model JSON (docs/model-format.md)."""
-        return {
-            "format": MODEL_FORMAT,
-            "format_version": MODEL_FORMAT_VERSION,
-            "engine": self.model.engine,
-            "params": self.model.params,
-            "traces": self.traces,
-            "sources": self.sources,
-            "events": self.events,
-            "total_time_us": self.total_time_us,
-            "meta": self.meta,
-            "nodes": [
-                {
-                    "id": n.id,
-                    "state": n.state,
-                    "kind": n.kind,
-                    "initial": n.kind == "initial",
-                    "terminal": n.kind == "terminal",
-                    "visits": n.visits,
-                    "time_us": n.time_us,
-                    "mean_dwell_us": round(n.mean_dwell_us, 3),
-                    "time_fraction": n.time_fraction,
-                }
+        """The documented model JSON (docs/model-format.md): a :class:`ModelFile` as plain values."""
+        m = ModelFile(
+            format="quicsm-model",
+            format_version=MODEL_FORMAT_VERSION,
+            engine=self.model.engine,
+            params=self.model.params,
+            traces=self.traces,
+            sources=self.sources,
+            events=self.events,
+            total_time_us=self.total_time_us,
+            meta=self.meta,
+            nodes=[
+                NodeRecord(
+                    id=n.id,
+                    state=n.state,
+                    kind=n.kind,  # type: ignore[arg-type]
+                    initial=n.kind == "initial",
+                    terminal=n.kind == "terminal",
+                    visits=n.visits,
+                    time_us=n.time_us,
+                    mean_dwell_us=round(n.mean_dwell_us, 3),
+                    time_fraction=n.time_fraction,
+                )
                 for n in self.nodes
             ],
-            "edges": [{"src": e.src, "dst": e.dst, "count": e.count, "probability": e.probability} for e in self.edges],
-        }
+            edges=[EdgeRecord(e.src, e.dst, e.count, e.probability) for e in self.edges],
+        )
+        return msgspec.to_builtins(m, enc_hook=lambda x: x.item())  # NumPy scalars
 
     @classmethod
     def from_json(cls, data: Any, source: str = "<model>") -> AnnotatedModel:
@@ -211,21 +212,21 @@ Count = Annotated[int, msgspec.Meta(ge=0)]
 Share = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
 
 
-class NodeRecord(msgspec.Struct):
-    """A node of the model JSON; ``kind``, ``initial``, ``terminal`` and ``mean_dwell_us`` follow from
-    the rest (written for readers, checked when present)."""
+class NodeRecord(msgspec.Struct, kw_only=True):
+    """A node of the model JSON, fields in written order; ``kind``, ``initial``, ``terminal`` and
+    ``mean_dwell_us`` follow from the rest (checked when present)."""
 
     id: Count
     """The node's position in ``nodes``."""
     state: Annotated[str, msgspec.Meta(min_length=1)]
-    visits: Count
-    time_us: Count
-    time_fraction: Share
-    """Share of all connections' time spent here (0 for INITIAL and TERMINAL)."""
     kind: Literal["initial", "terminal", "state"] | None = None
     initial: bool | None = None
     terminal: bool | None = None
+    visits: Count
+    time_us: Count
     mean_dwell_us: float | None = None
+    time_fraction: Share
+    """Share of all connections' time spent here (0 for INITIAL and TERMINAL)."""
 
 
 class EdgeRecord(msgspec.Struct):
@@ -237,21 +238,21 @@ class EdgeRecord(msgspec.Struct):
     probability: Share
 
 
-class ModelFile(msgspec.Struct):
-    """The model JSON (docs/model-format.md), as :meth:`AnnotatedModel.to_json` writes it."""
+class ModelFile(msgspec.Struct, kw_only=True):
+    """The model JSON (docs/model-format.md), fields in written order."""
 
     format: Literal["quicsm-model"]
     format_version: Annotated[int, msgspec.Meta(ge=1)]
     engine: str
-    nodes: list[NodeRecord]
-    edges: list[EdgeRecord]
-    traces: Count
-    events: Count
-    total_time_us: Count
     params: dict[str, Any] = {}
-    meta: dict[str, Any] = {}
+    traces: Count
     sources: Count = 0
     """Distinct input files the traces came from."""
+    events: Count
+    total_time_us: Count
+    meta: dict[str, Any] = {}
+    nodes: list[NodeRecord]
+    edges: list[EdgeRecord]
 
 
 class _ModelReader:

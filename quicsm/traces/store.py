@@ -18,7 +18,7 @@ import msgspec
 from quicsm.errors import InputError
 from quicsm.files import atomic_output, open_binary
 from quicsm.formats import checked
-from quicsm.traces.events import METRIC_FIELDS, Trace, TraceEvent
+from quicsm.traces.events import Trace, TraceEvent
 
 __all__ = [
     "TRACE_FORMAT",
@@ -26,7 +26,6 @@ __all__ = [
     "write_traces",
     "read_traces",
     "iter_trace_file",
-    "event_to_json",
     "EventLine",
     "TraceLine",
     "trace_to_json",
@@ -35,28 +34,13 @@ __all__ = [
 
 TRACE_FORMAT = "quicsm-trace"
 TRACE_FORMAT_VERSION = 1
-_EVENT_OPTIONAL = ("prev", *METRIC_FIELDS, "recovery", "trigger")
-
-
-def event_to_json(e: TraceEvent) -> dict[str, Any]:
-    d: dict[str, Any] = {"t_us": e.t_us, "state": e.state}
-    if e.kind != "transition":
-        d["kind"] = e.kind
-    for k in _EVENT_OPTIONAL:
-        v = getattr(e, k)
-        if v is not None:
-            d[k] = v
-    if e.extra:
-        d["extra"] = [list(p) for p in e.extra]
-    return d
-
-
 Int64 = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
 Count = Annotated[int, msgspec.Meta(ge=0, le=(1 << 63) - 1)]
 
 
-class EventLine(msgspec.Struct, forbid_unknown_fields=False):
-    """One event of a trace line (:class:`~quicsm.traces.events.TraceEvent`); absent fields are unknown."""
+class EventLine(msgspec.Struct, omit_defaults=True):
+    """One event of a trace line (:class:`~quicsm.traces.events.TraceEvent`, same fields in the same
+    order); absent fields are unknown, and the writer leaves out what is unknown."""
 
     t_us: Int64
     state: str
@@ -82,21 +66,21 @@ class EventLine(msgspec.Struct, forbid_unknown_fields=False):
         )
 
 
-class TraceLine(msgspec.Struct):
-    """One line of a trace file (JSON Lines): a connection's metadata and its events."""
+class TraceLine(msgspec.Struct, kw_only=True):
+    """One line of a trace file (JSON Lines): a connection's metadata and its events, in written order."""
 
     format: Literal["quicsm-trace"]
     v: Literal[1]
     """Format version (:data:`TRACE_FORMAT_VERSION`)."""
     id: str
-    cc: str
-    events: list[EventLine]
     key: str | None = ""
+    cc: str
     implementation: str | None = None
     version: str | None = None
     sources: list[str] = []
     """Input files the trace came from."""
     labels: dict[str, str] | None = None
+    events: list[EventLine]
 
     def trace(self) -> Trace:
         return Trace(
@@ -112,12 +96,10 @@ class TraceLine(msgspec.Struct):
 
 
 def trace_to_json(t: Trace) -> dict[str, Any]:
-    return {
-        "format": TRACE_FORMAT,
-        "v": TRACE_FORMAT_VERSION,
-        **t.metadata(),
-        "events": [event_to_json(e) for e in t.events],
-    }
+    """A trace as its line's JSON object (dumped with :mod:`json`, which escapes non-ASCII text)."""
+    events = [EventLine(*e[:-1], e.extra or []) for e in t.events]  # type: ignore[arg-type]
+    line = TraceLine(format=TRACE_FORMAT, v=TRACE_FORMAT_VERSION, events=events, **t.metadata())  # type: ignore[arg-type]
+    return msgspec.to_builtins(line)
 
 
 def trace_from_json(d: Any, source: str = "<trace>") -> Trace:
