@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import Any
+from typing import Any, Literal
 
+import msgspec
 import numpy as np
 
 from quicsm.compare.modeldiff import ModelDiff, diff_models
@@ -38,6 +39,23 @@ __all__ = [
     "pairs_for",
     "test_pairs",
 ]
+
+
+class OptionsRecord(msgspec.Struct):
+    """The compare JSON's ``options``."""
+
+    test: Literal["welch", "mwu"]
+    alpha: float
+    correction: Literal["holm", "bonferroni", "bh"]
+    edge_test: Literal["cluster", "z", "chi2"]
+    bootstrap_resamples: int
+    confidence: float
+    seed: int
+    engine: str
+    k: int | None
+    phases: bool
+    recovery_states: bool
+    pairs: Literal["all", "baseline"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,20 +91,10 @@ class CompareOptions:
             raise InputError(f"confidence must be between 0 and 1, not {self.confidence}")
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "test": self.test,
-            "alpha": self.alpha,
-            "correction": self.correction,
-            "edge_test": self.edge_test,
-            "bootstrap_resamples": self.resamples,
-            "confidence": self.confidence,
-            "seed": self.seed,
-            "engine": self.engine,
-            "k": self.k,
-            "phases": self.view.phases,
-            "recovery_states": self.view.recovery,
-            "pairs": "all" if self.all_pairs else "baseline",
-        }
+        """The options as the compare JSON holds them (:class:`OptionsRecord`)."""
+        view, pairs = self.view, "all" if self.all_pairs else "baseline"
+        o = (self.test, self.alpha, self.correction, self.edge_test, self.resamples, self.confidence, self.seed)
+        return msgspec.to_builtins(OptionsRecord(*o, self.engine, self.k, view.phases, view.recovery, pairs))  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True)

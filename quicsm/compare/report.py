@@ -14,7 +14,7 @@ from typing import Any, Literal, TypeVar
 
 import msgspec
 
-from quicsm.compare.comparison import Comparison, EdgeRow, SetInfo, StateRow
+from quicsm.compare.comparison import Comparison, EdgeRow, OptionsRecord, SetInfo, StateRow
 
 __all__ = [
     "COMPARE_FORMAT_VERSION",
@@ -112,21 +112,6 @@ class EdgeRecord(msgspec.Struct):
             **{k: _num(getattr(self, k)) for k in ("prob_a", "prob_b", "difference")},
             **{k: _p(getattr(self, k)) for k in ("p_value", "p_corrected")},
         )
-
-
-class OptionsRecord(msgspec.Struct):
-    test: Literal["welch", "mwu"]
-    alpha: float
-    correction: Literal["holm", "bonferroni", "bh"]
-    edge_test: Literal["cluster", "z", "chi2"]
-    bootstrap_resamples: int
-    confidence: float
-    seed: int
-    engine: str
-    k: int | None
-    phases: bool
-    recovery_states: bool
-    pairs: Literal["all", "baseline"]
 
 
 class SkippedRecord(msgspec.Struct):
