@@ -85,6 +85,18 @@ def test_written_files_hold_to_their_declarations(tmp_path: Path) -> None:
         _validate("patch-manifest", json.loads(manifest.read_text()))
 
 
+def test_trace_line_leaves_out_a_transitions_kind_whatever_the_string_object() -> None:
+    """msgspec omits a default by identity: a kind read from elsewhere (a Dask worker's pickled events,
+    a joined string) must still be left out, as the JSON Lines writer always did."""
+    from quicsm.traces.events import Trace, TraceEvent
+    from quicsm.traces.store import trace_to_json
+
+    kind = "".join(["trans", "ition"])
+    events = [TraceEvent(1, "SlowStart", kind), TraceEvent(2, "SlowStart", "".join(["upd", "ate"]), cwnd=5)]
+    got = trace_to_json(Trace("a", "cubic", events))["events"]
+    assert got == [{"t_us": 1, "state": "SlowStart"}, {"t_us": 2, "state": "SlowStart", "kind": "update", "cwnd": 5}]
+
+
 def test_compare_docs_example_is_a_compare_file() -> None:
     text = (ROOT / "docs" / "compare.md").read_text()
     example = re.search(r"```json\n(\{\n  \"format\": \"quicsm-compare\".*?)\n```", text, re.S)

@@ -11,7 +11,7 @@ import gzip
 import json
 import zlib
 from collections.abc import Iterable, Iterator
-from typing import IO, Annotated, Any, Literal
+from typing import IO, Annotated, Any, Final, Literal
 
 import msgspec
 
@@ -34,6 +34,8 @@ __all__ = [
 
 TRACE_FORMAT = "quicsm-trace"
 TRACE_FORMAT_VERSION = 1
+_TRANSITION: Final = "transition"
+"""EventLine's default kind: its writer passes this very object (msgspec omits defaults by identity)."""
 Int64 = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
 Count = Annotated[int, msgspec.Meta(ge=0, le=(1 << 63) - 1)]
 
@@ -44,7 +46,7 @@ class EventLine(msgspec.Struct, omit_defaults=True):
 
     t_us: Int64
     state: str
-    kind: Literal["transition", "update", "metrics", "close"] = "transition"
+    kind: Literal["transition", "update", "metrics", "close"] = _TRANSITION
     prev: str | None = None
     cwnd: Count | None = None
     inflight: Count | None = None
@@ -97,7 +99,10 @@ class TraceLine(msgspec.Struct, kw_only=True):
 
 def trace_to_json(t: Trace) -> dict[str, Any]:
     """A trace as its line's JSON object (dumped with :mod:`json`, which escapes non-ASCII text)."""
-    events = [EventLine(*e[:-1], e.extra or []) for e in t.events]  # type: ignore[arg-type]
+    events = [
+        EventLine(e.t_us, e.state, _TRANSITION if e.kind == _TRANSITION else e.kind, *e[3:-1], e.extra or [])  # type: ignore[arg-type]
+        for e in t.events
+    ]
     line = TraceLine(format=TRACE_FORMAT, v=TRACE_FORMAT_VERSION, events=events, **t.metadata())  # type: ignore[arg-type]
     return msgspec.to_builtins(line)
 
