@@ -6,7 +6,6 @@ writers read the same records, so every output says the same thing.
 
 from __future__ import annotations
 
-import math
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from itertools import groupby
@@ -17,6 +16,7 @@ import msgspec
 from quicsm import __version__
 from quicsm.check.config import CheckConfig
 from quicsm.check.gate import CheckResult, Finding, ScenarioResult
+from quicsm.compare.report import json_number, json_p
 
 __all__ = [
     "CHECK_FORMAT",
@@ -105,14 +105,6 @@ class CheckReport(msgspec.Struct):
     warnings: list[str]
 
 
-def _num(x: float | None, digits: int = 6) -> float | None:
-    return None if x is None or not math.isfinite(x) else round(float(x), digits)
-
-
-def _p(x: float | None) -> float | None:
-    return None if x is None or not math.isfinite(x) else float(f"{x:.4g}")
-
-
 def _finding(f: Finding) -> FindingRecord:
     w = f.witness
     return FindingRecord(
@@ -123,13 +115,13 @@ def _finding(f: Finding) -> FindingRecord:
         f.failed,
         f.ignored,
         f.reason(),
-        _num(f.baseline),
-        _num(f.new),
-        _num(f.difference),
-        _p(f.p_value),
-        _p(f.p_corrected),
+        json_number(f.baseline),
+        json_number(f.new),
+        json_number(f.difference),
+        json_p(f.p_value),
+        json_p(f.p_corrected),
         f.alpha,
-        _num(f.effect_size, 4),
+        json_number(f.effect_size, 4),
         f.effect_measure,
         f.min_effect,
         f.min_support,

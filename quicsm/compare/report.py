@@ -23,6 +23,8 @@ __all__ = [
     "edge_record",
     "fmt_pct",
     "fmt_pp",
+    "json_number",
+    "json_p",
     "state_record",
     "fmt_p",
     "model_lines",
@@ -38,13 +40,14 @@ R = TypeVar("R", StateRow, EdgeRow)
 Rec = TypeVar("Rec")
 
 
-def _num(x: float | None, digits: int = 6) -> float | None:
+def json_number(x: float | None, digits: int = 6) -> float | None:
+    """A number as the JSON reports carry it (compare's and check's): rounded, null when not finite."""
     if x is None or not math.isfinite(x):
         return None
     return round(float(x), digits)
 
 
-def _p(x: float | None) -> float | None:
+def json_p(x: float | None) -> float | None:
     """p-values keep their magnitude (1e-12 must not round to 0)."""
     if x is None or not math.isfinite(x):
         return None
@@ -79,9 +82,9 @@ class StateRecord(msgspec.Struct):
         rest to 6 (the text and HTML tables format the unrounded record)."""
         return msgspec.structs.replace(
             self,
-            **{k: _num(getattr(self, k)) for k in ("mean_a", "mean_b", "difference")},
-            **{k: _num(getattr(self, k), 4) for k in ("statistic", "effect_size")},
-            **{k: _p(getattr(self, k)) for k in ("p_value", "p_corrected")},
+            **{k: json_number(getattr(self, k)) for k in ("mean_a", "mean_b", "difference")},
+            **{k: json_number(getattr(self, k), 4) for k in ("statistic", "effect_size")},
+            **{k: json_p(getattr(self, k)) for k in ("p_value", "p_corrected")},
         )
 
 
@@ -109,8 +112,8 @@ class EdgeRecord(msgspec.Struct):
         """As the JSON and CSV carry it (see :meth:`StateRecord.rounded`)."""
         return msgspec.structs.replace(
             self,
-            **{k: _num(getattr(self, k)) for k in ("prob_a", "prob_b", "difference")},
-            **{k: _p(getattr(self, k)) for k in ("p_value", "p_corrected")},
+            **{k: json_number(getattr(self, k)) for k in ("prob_a", "prob_b", "difference")},
+            **{k: json_p(getattr(self, k)) for k in ("p_value", "p_corrected")},
         )
 
 
@@ -237,8 +240,16 @@ def to_json(c: Comparison) -> dict[str, Any]:
             name: [
                 msgspec.to_builtins(
                     OccupancyRecord(
-                        *(s.state, s.n, s.visited, _num(s.mean), _num(s.median), _num(s.ci_low), _num(s.ci_high)),
-                        _num(s.pooled),
+                        *(
+                            s.state,
+                            s.n,
+                            s.visited,
+                            json_number(s.mean),
+                            json_number(s.median),
+                            json_number(s.ci_low),
+                            json_number(s.ci_high),
+                        ),
+                        json_number(s.pooled),
                     )
                 )
                 for s in rows
