@@ -27,22 +27,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
+from bench_fleet import ENV, run
 from small_files import make_qlogs, make_text_logs
-
-ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-
-
-def run(cmd: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of one whole process."""
-    started = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - started
-    err = proc.stderr.read().decode() if proc.stderr else ""
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{err}")
-    return wall, usage.ru_maxrss / 1024
-
 
 STARTUP_PROBE = """
 import os, runpy, sys
