@@ -36,8 +36,8 @@ from quicsm.testbed.buildtools import (
     apply_patch_set,
     cache_root,
     copy_writable,
-    install_entry,
     run_tool,
+    staged_entry,
 )
 from quicsm.testbed.sources import testbed_root
 
@@ -417,8 +417,7 @@ def build_binaries(
         # --force rebuilds beside the entry and swaps it in: a run using the old binaries keeps them
         cached = not force and meta_path.is_file() and all((entry / "bin" / b).is_file() for b in PROGRAMS.values())
         if not cached:
-            tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=root))
-            try:
+            with staged_entry(entry) as tmp:
                 if progress is not None:
                     tags = ",".join(plan.build_tags) or "none"
                     progress(
@@ -427,11 +426,6 @@ def build_binaries(
                 meta = _build_entry(plan, tmp, progress)
                 meta["seconds"] = round(time.monotonic() - t0, 2)
                 (tmp / "build.json").write_text(json.dumps(meta, indent=2) + "\n")
-                # The replace path names the temporary directory; builds are done, so rename is safe.
-                install_entry(tmp, entry)
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
         meta = json.loads(meta_path.read_text())
     res = _result(plan, entry, meta, cached=cached, seconds=round(time.monotonic() - t0, 3))
     if out_dir is not None:

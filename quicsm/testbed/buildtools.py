@@ -13,10 +13,12 @@ import fcntl
 import os
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Self
 
@@ -64,6 +66,19 @@ class FileLock:
     def __exit__(self, *exc: object) -> None:
         fcntl.flock(self.fd, fcntl.LOCK_UN)
         os.close(self.fd)
+
+
+@contextmanager
+def staged_entry(entry: Path) -> Iterator[Path]:
+    """A staging directory beside ``entry`` that becomes ``entry`` (:func:`install_entry`) when the block
+    ends and is removed when it raises: the cache holds whole entries or none."""
+    staging = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=entry.parent))
+    try:
+        yield staging
+        install_entry(staging, entry)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
 
 
 def install_entry(staging: Path, entry: Path) -> None:

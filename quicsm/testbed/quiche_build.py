@@ -30,8 +30,8 @@ from quicsm.testbed.buildtools import (
     apply_patch_set,
     cache_root,
     copy_writable,
-    install_entry,
     run_tool,
+    staged_entry,
 )
 from quicsm.testbed.sources import testbed_root
 
@@ -341,7 +341,7 @@ def build_quiche_server(
             }
             if progress is not None:
                 progress(f"{ps.name} is the change {twin.name} was built with: its binary serves --cc {cc} too")
-            _place(entry, root, twin / BINARY, (twin / "Cargo.lock").read_text(encoding="utf-8"), meta)
+            _place(entry, twin / BINARY, (twin / "Cargo.lock").read_text(encoding="utf-8"), meta)
             return QuicheServer(binary, version, ps.name, False, round(time.monotonic() - t0, 3), meta)
         with tempfile.TemporaryDirectory(prefix="quicsm-quiche-", dir=root) as tmp:
             work = Path(tmp)
@@ -406,7 +406,7 @@ def build_quiche_server(
                     "seconds": round(time.monotonic() - t0, 2),
                     "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 }
-                _place(entry, root, target_dir / "release" / BINARY, used_lock, meta)
+                _place(entry, target_dir / "release" / BINARY, used_lock, meta)
     return QuicheServer(binary, version, ps.name, False, round(time.monotonic() - t0, 3), meta)
 
 
@@ -419,14 +419,9 @@ def _same_build(root: Path, pattern: str, entry: Path) -> Path | None:
     return None
 
 
-def _place(entry: Path, root: Path, binary: Path, lock_text: str, meta: dict[str, Any]) -> None:
+def _place(entry: Path, binary: Path, lock_text: str, meta: dict[str, Any]) -> None:
     """Write the cache entry whole (binary, its Cargo.lock, build.json) or not at all."""
-    staging_entry = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=root))
-    try:
-        shutil.copy2(binary, staging_entry / BINARY)
-        (staging_entry / "Cargo.lock").write_text(lock_text, encoding="utf-8")
-        (staging_entry / "build.json").write_text(json.dumps(meta, indent=2) + "\n")
-        install_entry(staging_entry, entry)  # also replaces an older quicsm's entry
-    except BaseException:
-        shutil.rmtree(staging_entry, ignore_errors=True)
-        raise
+    with staged_entry(entry) as staging:  # also replaces an older quicsm's entry
+        shutil.copy2(binary, staging / BINARY)
+        (staging / "Cargo.lock").write_text(lock_text, encoding="utf-8")
+        (staging / "build.json").write_text(json.dumps(meta, indent=2) + "\n")

@@ -31,8 +31,8 @@ from quicsm.testbed.buildtools import (
     apply_patch_set,
     cache_root,
     copy_writable,
-    install_entry,
     run_tool,
+    staged_entry,
 )
 from quicsm.testbed.quiche_build import find_cargo
 from quicsm.testbed.sources import testbed_root
@@ -186,8 +186,7 @@ def build_quinn_server(version: str, *, cache_dir: Path | None = None, progress:
                 "seconds": round(time.monotonic() - t0, 2),
                 "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             }
-            staging = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=root))
-            shutil.copy2(target_dir / "release" / BINARY, staging / BINARY)
-            (staging / "build.json").write_text(json.dumps(meta, indent=2))
-            install_entry(staging, entry)
+            with staged_entry(entry) as staging:
+                shutil.copy2(target_dir / "release" / BINARY, staging / BINARY)
+                (staging / "build.json").write_text(json.dumps(meta, indent=2))
     return QuinnServer(binary, version, ps.name, False, round(time.monotonic() - t0, 3), meta)
