@@ -16,7 +16,6 @@ from markupsafe import Markup
 from quicsm import __version__
 from quicsm.compare.comparison import Comparison
 from quicsm.compare.figures import diff_dot, side_by_side_dot, svg_of
-from quicsm.compare.ratecurve import rate_log_for, rate_timeline_svg
 from quicsm.compare.report import (
     EdgeRecord,
     StateRecord,
@@ -31,7 +30,7 @@ from quicsm.compare.report import (
 from quicsm.compare.report import to_json as comparison_json
 from quicsm.compare.sets import TraceSet
 from quicsm.compare.stats import EDGE_TESTS
-from quicsm.compare.svg import heatmap_svg, timeline_svg
+from quicsm.compare.svg import heatmap_svg, rate_log_for, rate_timeline_svg, timeline_svg
 from quicsm.errors import QuicsmError
 from quicsm.traces.events import StateView, Trace
 

@@ -1,18 +1,30 @@
-"""Hand-written SVG for reports: cwnd/bytes-in-flight timelines with state shading (IMC'17 Fig. 5/9)
-and the N-way occupancy heatmap. Pure strings, no plotting library, so the HTML stays self-contained.
+"""Hand-written SVG for reports: cwnd/bytes-in-flight timelines with state shading (IMC'17 Fig. 5/9), the
+N-way occupancy heatmap, and a testbed run's bottleneck rate above the state strip. Pure strings, no plotting
+library, so the HTML stays self-contained.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Sequence
 from html import escape
+from pathlib import Path
 
 from quicsm.diagrams.style import family_style
 from quicsm.traces.events import StateView, Trace
 from quicsm.traces.states import state_family
 
-__all__ = ["downsample", "heatmap_svg", "nice_ticks", "state_colour", "step_path", "timeline_svg"]
+__all__ = [
+    "downsample",
+    "heatmap_svg",
+    "nice_ticks",
+    "rate_log_for",
+    "rate_timeline_svg",
+    "state_colour",
+    "step_path",
+    "timeline_svg",
+]
 
 
 def state_colour(state: str) -> str:
@@ -33,6 +45,73 @@ def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
         out.append(round(v, 10))
         v += step
     return out
+
+
+def _svg_open(cls: str, width: int, height: int) -> str:
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="{cls}" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">'
+    )
+
+
+_PHASE_OPACITY = {"Up": "0.95", "Down": "0.15", "Refill": "0.6", "Cruise": "0.35"}
+
+
+def _opacity(state: str, in_ms: bool) -> str:
+    """Timelines shade lightly behind their curves; a state strip (``in_ms=False``) shades ProbeBw's phases,
+    which share a family colour, by phase (Up darkest, Down lightest)."""
+    return "0.22" if in_ms else _PHASE_OPACITY.get(state.partition(".")[2], "0.5")
+
+
+def _state_rects(
+    trace: Trace, view: StateView, x: Callable[[float], float], *, y: float, height: float, in_ms: bool
+) -> tuple[list[str], dict[str, str]]:
+    """One shaded rectangle per state visit on the time axis ``x`` (ms, or seconds unless ``in_ms``),
+    and the states seen with their colours, for :func:`_state_legend`."""
+    t0, scale, digits, unit = trace.start_us, (1000 if in_ms else 1e6), (1 if in_ms else 3), ("ms" if in_ms else "s")
+    out: list[str] = []
+    seen: dict[str, str] = {}
+    for v in trace.visits(view):
+        if v.duration_us <= 0:
+            continue
+        colour = state_colour(v.state)
+        seen.setdefault(v.state, colour)
+        a, b = (v.start_us - t0) / scale, (v.end_us - t0) / scale
+        x0, x1 = x(a), x(b)
+        out.append(
+            f'<rect x="{x0:.1f}" y="{y}" width="{max(x1 - x0, 0.3):.1f}" height="{height}" fill="{colour}" '
+            f'fill-opacity="{_opacity(v.state, in_ms)}"><title>{escape(v.state)} {a:.{digits}f}-{b:.{digits}f} '
+            f"{unit}</title></rect>"
+        )
+    return out, seen
+
+
+def _state_legend(seen: dict[str, str], lx: float, ly: float, *, in_ms: bool) -> list[str]:
+    """A legend swatch per state, below the legend line at ``ly``."""
+    out = []
+    for state, colour in sorted(seen.items()):
+        ly += 15
+        out.append(
+            f'<rect x="{lx}" y="{ly - 6}" width="18" height="10" fill="{colour}" '
+            f'fill-opacity="{_opacity(state, in_ms)}"/><text x="{lx + 22}" y="{ly + 3}">{escape(state)}</text>'
+        )
+    return out
+
+
+def _x_ticks(end: float, x: Callable[[float], float], axis_y: float) -> list[str]:
+    return [
+        f'<line x1="{x(tv):.1f}" y1="{axis_y}" x2="{x(tv):.1f}" y2="{axis_y + 4}" stroke="#444"/>'
+        f'<text x="{x(tv):.1f}" y="{axis_y + 16}" text-anchor="middle">{tv:g}</text>'
+        for tv in nice_ticks(0, end)
+    ]
+
+
+def _y_ticks(ymax: float, y: Callable[[float], float], left: float, label: Callable[[float], str]) -> list[str]:
+    return [
+        f'<line x1="{left - 4}" y1="{y(yv):.1f}" x2="{left}" y2="{y(yv):.1f}" stroke="#444"/>'
+        f'<text x="{left - 6}" y="{y(yv) + 4:.1f}" text-anchor="end">{label(yv)}</text>'
+        for yv in nice_ticks(0, ymax, 4)
+    ]
 
 
 def _bytes(v: float) -> str:
@@ -88,36 +167,15 @@ def timeline_svg(
         return top + ph * (1 - v / ymax)
 
     out = [
-        (
-            f'<svg xmlns="http://www.w3.org/2000/svg" class="timeline" width="{width}" height="{height}" '
-            f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">'
-        )
+        _svg_open("timeline", width, height),
+        f'<text x="{left}" y="16" font-weight="bold">{escape(title or trace.id)}</text>',
     ]
-    out.append(f'<text x="{left}" y="16" font-weight="bold">{escape(title or trace.id)}</text>')
-    seen: dict[str, str] = {}
-    for v in trace.visits(view):
-        if v.duration_us <= 0:
-            continue
-        colour = state_colour(v.state)
-        seen.setdefault(v.state, colour)
-        x0, x1 = x((v.start_us - t0) / 1000), x((v.end_us - t0) / 1000)
-        out.append(
-            f'<rect x="{x0:.1f}" y="{top}" width="{max(x1 - x0, 0.3):.1f}" height="{ph}" fill="{colour}" '
-            f'fill-opacity="0.22"><title>{escape(v.state)} {(v.start_us - t0) / 1000:.1f}-'
-            f"{(v.end_us - t0) / 1000:.1f} ms</title></rect>"
-        )
+    rects, seen = _state_rects(trace, view, x, y=top, height=ph, in_ms=True)
+    out += rects
     out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#444"/>')
-    for tv in nice_ticks(0, end_ms):
-        out.append(
-            f'<line x1="{x(tv):.1f}" y1="{top + ph}" x2="{x(tv):.1f}" y2="{top + ph + 4}" stroke="#444"/>'
-            f'<text x="{x(tv):.1f}" y="{top + ph + 16}" text-anchor="middle">{tv:g}</text>'
-        )
+    out += _x_ticks(end_ms, x, top + ph)
     out.append(f'<text x="{left + pw / 2}" y="{height - 4}" text-anchor="middle">time since first event (ms)</text>')
-    for yv in nice_ticks(0, ymax, 4):
-        out.append(
-            f'<line x1="{left - 4}" y1="{y(yv):.1f}" x2="{left}" y2="{y(yv):.1f}" stroke="#444"/>'
-            f'<text x="{left - 6}" y="{y(yv) + 4:.1f}" text-anchor="end">{_bytes(yv)}</text>'
-        )
+    out += _y_ticks(ymax, y, left, _bytes)
     if cwnd:
         out.append(f'<path d="{step_path(cwnd, x, y, end_ms)}" fill="none" stroke="#08306b" stroke-width="1.4"/>')
     if infl:
@@ -141,12 +199,7 @@ def timeline_svg(
         f'<line x1="{lx}" y1="{ly}" x2="{lx + 18}" y2="{ly}" stroke="#d94801" stroke-dasharray="3,2"/>'
         f'<text x="{lx + 22}" y="{ly + 4}">bytes in flight</text>'
     )
-    for state, colour in sorted(seen.items()):
-        ly += 15
-        out.append(
-            f'<rect x="{lx}" y="{ly - 6}" width="18" height="10" fill="{colour}" fill-opacity="0.22"/>'
-            f'<text x="{lx + 22}" y="{ly + 3}">{escape(state)}</text>'
-        )
+    out += _state_legend(seen, lx, ly, in_ms=True)
     out.append("</svg>")
     return "".join(out)
 
@@ -201,5 +254,87 @@ def heatmap_svg(
                 f'fill="{fg}">{100 * v:.1f}%{escape(mark)}</text>'
             )
     out.append(f'<text x="8" y="{height - 8}" fill="#555">* significant difference from the first set</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def rate_log_for(trace: Trace) -> list[tuple[float, float]] | None:
+    """``[(seconds, bit/s), ...]``: the bottleneck rate schedule (Fig. 11) the emulator of the trace's testbed run
+    followed (``emulator.rate_log`` of the sidecar ``meta.json``), or None. The schedule starts when the client is
+    launched, so it is aligned with the connection's first event, one handshake off: small against periods of a
+    second or more."""
+    for src in trace.sources:
+        meta = Path(src).parent / "meta.json"
+        try:
+            data = json.loads(meta.read_text())
+        except (OSError, ValueError):
+            continue
+        log = (data.get("emulator") or {}).get("rate_log") if isinstance(data, dict) else None
+        if isinstance(log, list) and log:
+            try:
+                return [(float(t), float(r)) for t, r in log]
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
+def rate_timeline_svg(
+    trace: Trace,
+    rate_log: Sequence[tuple[float, float]],
+    view: StateView = StateView(),
+    *,
+    width: int = 760,
+    title: str | None = None,
+) -> str:
+    """Bottleneck rate (step curve) and the sender's pacing rate (dots, when logged) in Mbit/s over time,
+    with the state strip below on the same time axis (seconds since the connection's first event)."""
+    left, right, top = 64, 150, 26
+    plot_h, strip_h, gap, bottom = 150, 22, 8, 34
+    height = top + plot_h + gap + strip_h + bottom
+    pw = width - left - right
+    t0 = trace.start_us
+    end_s = max(trace.duration_us / 1e6, rate_log[-1][0] if rate_log else 0.0, 1e-3)
+    pacing = [((e.t_us - t0) / 1e6, e.pacing_bps / 1e6) for e in trace.events if e.pacing_bps]
+    ymax = max([r / 1e6 for _, r in rate_log] + [p for _, p in pacing] + [1.0]) * 1.08
+
+    def x(t: float) -> float:
+        return left + pw * min(max(t, 0.0), end_s) / end_s
+
+    def y(v: float) -> float:
+        return top + plot_h * (1 - v / ymax)
+
+    out = [
+        _svg_open("rate-timeline", width, height),
+        f'<text x="{left}" y="16" font-weight="bold">{escape(title or trace.id)}</text>',
+        f'<rect x="{left}" y="{top}" width="{pw}" height="{plot_h}" fill="none" stroke="#444"/>',
+        *_y_ticks(ymax, y, left, lambda v: f"{v:g}"),
+    ]
+    out.append(
+        f'<text x="14" y="{top + plot_h / 2}" transform="rotate(-90 14 {top + plot_h / 2})" '
+        'text-anchor="middle">Mbit/s</text>'
+    )
+    rate = step_path([(t, r / 1e6) for t, r in rate_log], x, y, end_s)
+    out.append(f'<path d="{rate}" fill="none" stroke="#08306b" stroke-width="1.6"/>')
+    for t, p in pacing:
+        out.append(f'<circle cx="{x(t):.1f}" cy="{y(p):.1f}" r="1.6" fill="#d94801"/>')
+    strip_y = top + plot_h + gap
+    rects, seen = _state_rects(trace, view, x, y=strip_y, height=strip_h, in_ms=False)
+    out += rects
+    out.append(f'<rect x="{left}" y="{strip_y}" width="{pw}" height="{strip_h}" fill="none" stroke="#444"/>')
+    out += _x_ticks(end_s, x, strip_y + strip_h)
+    out.append(
+        f'<text x="{left + pw / 2}" y="{height - 4}" text-anchor="middle">time since the connection started (s)</text>'
+    )
+    lx, ly = left + pw + 12, top + 6
+    out.append(
+        f'<line x1="{lx}" y1="{ly}" x2="{lx + 18}" y2="{ly}" stroke="#08306b" stroke-width="1.6"/>'
+        f'<text x="{lx + 22}" y="{ly + 4}">bottleneck rate</text>'
+    )
+    if pacing:
+        ly += 15
+        out.append(
+            f'<circle cx="{lx + 9}" cy="{ly}" r="2" fill="#d94801"/><text x="{lx + 22}" y="{ly + 4}">pacing rate</text>'
+        )
+    out += _state_legend(seen, lx, ly, in_ms=False)
     out.append("</svg>")
     return "".join(out)

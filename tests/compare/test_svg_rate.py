@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from quicsm.compare.ratecurve import rate_log_for, rate_timeline_svg
+from quicsm.compare.svg import rate_log_for, rate_timeline_svg
 from quicsm.traces.events import Trace, TraceEvent
 
 
