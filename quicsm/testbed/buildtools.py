@@ -10,32 +10,42 @@ elapsed; on failure the error carries the tail of its output.
 from __future__ import annotations
 
 import fcntl
+import glob
+import hashlib
 import os
 import shutil
 import subprocess
+import tarfile
 import tempfile
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 from quicsm.errors import PatchError, TestbedError
-from quicsm.instrumentation.patchset import PatchSet
+from quicsm.instrumentation.patchset import PatchSet, shipped_patch_sets
 
 __all__ = [
     "HEARTBEAT_S",
     "FileLock",
     "Progress",
+    "RustServer",
     "apply_patch_set",
     "cache_root",
+    "cargo_line",
     "copy_writable",
+    "crate_source",
+    "crate_versions",
     "dir_size",
     "format_duration",
     "install_entry",
     "run_tool",
+    "shipped_set",
+    "source_digest",
 ]
 
 Progress = Callable[[str], None]
@@ -240,3 +250,76 @@ def run_tool(
             f"exit status {rc}):\n{err or '(no output)'}"
         )
     return out[0] if out else ""
+
+
+# ---- what the cargo-built servers (quiche, quinn) share ------------------------------------------
+
+
+@dataclass(frozen=True)
+class RustServer:
+    binary: Path
+    version: str
+    patch_set: str
+    cached: bool
+    seconds: float = 0.0
+    meta: dict[str, Any] = field(default_factory=dict)
+    """How it was built (build.json of the cache entry): cargo version, locked crate versions."""
+
+
+def shipped_set(target: str, name: str) -> PatchSet:
+    """The shipped patch set ``name`` of ``target``; a clear error listing what exists."""
+    sets = {ps.name: ps for ps in shipped_patch_sets(target)}
+    if name not in sets:
+        raise TestbedError(f"no patch set {name} (shipped for {target}: {', '.join(sorted(sets)) or 'none'})")
+    return sets[name]
+
+
+def crate_versions(lock_text: str, crates: Sequence[str]) -> dict[str, str]:
+    """Crate -> version for ``crates`` in a Cargo.lock (several versions joined by ``,``)."""
+    import tomllib
+
+    found: dict[str, list[str]] = {}
+    for pkg in tomllib.loads(lock_text).get("package", []):
+        if pkg.get("name") in crates:
+            found.setdefault(pkg["name"], []).append(str(pkg.get("version")))
+    return {k: ",".join(sorted(v)) for k, v in sorted(found.items())}
+
+
+def source_digest(root: Path, *, skip_top: tuple[str, ...] = ()) -> str:
+    """sha256 of a cargo project's sources: build outputs, ``Cargo.lock`` and the ``skip_top`` folders aside."""
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        parts = p.relative_to(root).parts
+        if p.is_file() and "target" not in parts and parts[0] not in skip_top and p.name != "Cargo.lock":
+            h.update(str(p.relative_to(root)).encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def cargo_line(line: str) -> bool:
+    """cargo's status lines worth showing as progress (``Compiling x v1``, ``Finished``...)."""
+    return line.lstrip().split(" ", 1)[0] in ("Compiling", "Downloaded", "Downloading", "Finished", "Locking")
+
+
+def crate_source(cargo: str, crate: str, version: str, work: Path, progress: Progress | None = None) -> Path:
+    """``<crate>-<version>`` from cargo's registry (unpacked source, or the downloaded .crate unpacked into
+    ``work``), fetched through cargo when missing. Read-only by convention: copy it before patching."""
+    home = Path(os.environ.get("CARGO_HOME", Path.home() / ".cargo"))
+    for _ in range(2):
+        hits = glob.glob(str(home / "registry/src/*" / f"{crate}-{version}"))
+        if hits:
+            return Path(hits[0])
+        crates = glob.glob(str(home / "registry/cache/*" / f"{crate}-{version}.crate"))
+        if crates:
+            with tarfile.open(crates[0]) as tar:
+                tar.extractall(work / "unpacked", filter="data")
+            return work / "unpacked" / f"{crate}-{version}"
+        fetch = work / "fetch"
+        (fetch / "src").mkdir(parents=True, exist_ok=True)
+        (fetch / "src/main.rs").write_text("fn main() {}\n")
+        (fetch / "Cargo.toml").write_text(
+            '[package]\nname = "quicsm-fetch"\nversion = "0.0.0"\nedition = "2021"\n\n'
+            f'[dependencies]\n{crate} = {{ version = "={version}", default-features = false }}\n'
+        )
+        run_tool([cargo, "fetch"], cwd=fetch, what=f"fetching {crate} {version} from crates.io", progress=progress)
+    raise TestbedError(f"{crate} {version} not in the cargo registry after cargo fetch")

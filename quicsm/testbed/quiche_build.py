@@ -18,19 +18,25 @@ import shutil
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from quicsm.errors import TestbedError
-from quicsm.instrumentation.patchset import PatchSet, shipped_patch_sets
+from quicsm.instrumentation.patchset import PatchSet
 from quicsm.testbed.buildtools import (
     FileLock,
     Progress,
+    RustServer,
     apply_patch_set,
     cache_root,
+    cargo_line,
     copy_writable,
+    crate_source,
+    crate_versions,
     run_tool,
+    shipped_set,
+    source_digest,
     staged_entry,
 )
 from quicsm.testbed.sources import testbed_root
@@ -51,15 +57,7 @@ TARGET = "cloudflare-quiche"
 BINARY = "quicsm-quiche-server"
 
 
-@dataclass(frozen=True)
-class QuicheServer:
-    binary: Path
-    version: str
-    patch_set: str
-    cached: bool
-    seconds: float = 0.0
-    meta: dict[str, Any] = field(default_factory=dict)
-    """How it was built (build.json of the cache entry): cargo version, locked crate versions."""
+QuicheServer = RustServer
 
 
 def find_cargo() -> str:
@@ -187,59 +185,20 @@ def find_cmake() -> str:
 
 def quiche_patch_set(version: str, cc: str) -> PatchSet:
     """The shipped ``cloudflare-quiche-<version>-<cc>`` set; a clear error listing what exists."""
-    sets = {ps.name: ps for ps in shipped_patch_sets(TARGET)}
-    name = f"{TARGET}-{version}-{cc}"
-    if name not in sets:
-        have = ", ".join(sorted(sets)) or "none"
-        raise TestbedError(f"no patch set {name} (shipped for {TARGET}: {have})")
-    return sets[name]
+    return shipped_set(TARGET, f"{TARGET}-{version}-{cc}")
 
 
 def registry_source(version: str) -> Path:
     """``quiche-<version>`` in cargo's registry source cache (read-only by convention), fetched when missing."""
     cargo = find_cargo()
     with tempfile.TemporaryDirectory(prefix="quicsm-fetch-") as tmp:
-        return _registry_source(cargo, version, Path(tmp))
-
-
-def _registry_source(cargo: str, version: str, work: Path) -> Path:
-    """``quiche-<version>`` in cargo's registry source cache, fetched through cargo when missing."""
-    pattern = str(Path(os.environ.get("CARGO_HOME", Path.home() / ".cargo")) / "registry/src/*" / f"quiche-{version}")
-    hits = glob.glob(pattern)
-    if not hits:
-        (work / "fetch/src").mkdir(parents=True)
-        (work / "fetch/src/main.rs").write_text("fn main() {}\n")
-        (work / "fetch/Cargo.toml").write_text(
-            f'[package]\nname = "quicsm-fetch"\nversion = "0.0.0"\nedition = "2021"\n\n'
-            f'[dependencies]\nquiche = "={version}"\n'
-        )
-        _run([cargo, "fetch", "-q"], work / "fetch", f"fetching quiche {version} from crates.io")
-        hits = glob.glob(pattern)
-    if not hits:
-        raise TestbedError(f"quiche {version} not in the cargo registry after cargo fetch ({pattern})")
-    return Path(hits[0])
+        return crate_source(cargo, "quiche", version, Path(tmp))
 
 
 def _run(
     argv: list[str], cwd: Path, what: str, env: dict[str, str] | None = None, progress: Progress | None = None
 ) -> None:
-    run_tool(argv, cwd=cwd, what=what, env=env, progress=progress, show=_cargo_line)
-
-
-def _cargo_line(line: str) -> bool:
-    """cargo's status lines worth showing as progress (``Compiling x v1``, ``Finished``...)."""
-    return line.lstrip().split(" ", 1)[0] in ("Compiling", "Downloaded", "Downloading", "Finished", "Locking")
-
-
-def _digest(root: Path) -> str:
-    """sha256 of the server sources (build outputs and the per-version locks aside)."""
-    h = hashlib.sha256()
-    for p in sorted(root.rglob("*")):
-        parts = p.relative_to(root).parts
-        if p.is_file() and "target" not in parts and parts[0] != "locks" and p.name != "Cargo.lock":
-            h.update(str(p.relative_to(root)).encode())
-            h.update(p.read_bytes())
-    return h.hexdigest()[:16]
+    run_tool(argv, cwd=cwd, what=what, env=env, progress=progress, show=cargo_line)
 
 
 LOCK_DIR = "locks"
@@ -254,15 +213,7 @@ def committed_lock(server_src: Path, version: str) -> Path | None:
     return path if path.is_file() else None
 
 
-def locked_crates(lock_text: str) -> dict[str, str]:
-    """Crate -> version for :data:`KEY_CRATES` in a Cargo.lock (several versions joined by ``,``)."""
-    import tomllib
-
-    found: dict[str, list[str]] = {}
-    for pkg in tomllib.loads(lock_text).get("package", []):
-        if pkg.get("name") in KEY_CRATES:
-            found.setdefault(pkg["name"], []).append(str(pkg.get("version")))
-    return {k: ",".join(sorted(v)) for k, v in sorted(found.items())}
+locked_crates = partial(crate_versions, crates=KEY_CRATES)
 
 
 def _cargo_version(cargo: str) -> str:
@@ -277,7 +228,7 @@ def _patched_source(cargo: str, version: str, ps: PatchSet, root: Path, work: Pa
     set_sha = hashlib.sha256(ps.diff_text.encode()).hexdigest()[:12]
     patched = root / "quiche-src" / f"quiche-{version}-{set_sha}"
     if not patched.is_dir():
-        pristine = _registry_source(cargo, version, work)
+        pristine = crate_source(cargo, "quiche", version, work)
         staging = work / "quiche"
         copy_writable(pristine, staging)
         apply_patch_set(ps, staging, f"quiche {version}")
@@ -320,7 +271,7 @@ def build_quiche_server(
     root = cache_dir or cache_root()
     set_sha = hashlib.sha256(ps.diff_text.encode()).hexdigest()[:12]
     lock_sha = hashlib.sha256((lock_text or "").encode()).hexdigest()
-    src_key = hashlib.sha256(f"{_digest(server_src)}\0{lock_sha}".encode()).hexdigest()[:16]
+    src_key = hashlib.sha256(f"{source_digest(server_src, skip_top=(LOCK_DIR,))}\0{lock_sha}".encode()).hexdigest()[:16]
     entry = root / f"quiche-{version}-{cc}-{set_sha}-{src_key}"
     binary = entry / BINARY
     meta_path = entry / "build.json"

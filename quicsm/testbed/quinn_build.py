@@ -11,27 +11,30 @@ server sources and lock).
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import json
 import os
 import shutil
-import tarfile
 import tempfile
 import time
-from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any
 
 from quicsm.errors import TestbedError
-from quicsm.instrumentation.patchset import PatchSet, shipped_patch_sets
+from quicsm.instrumentation.patchset import PatchSet
 from quicsm.testbed.buildtools import (
     FileLock,
     Progress,
+    RustServer,
     apply_patch_set,
     cache_root,
+    cargo_line,
     copy_writable,
+    crate_source,
+    crate_versions,
     run_tool,
+    shipped_set,
+    source_digest,
     staged_entry,
 )
 from quicsm.testbed.quiche_build import find_cargo
@@ -48,76 +51,18 @@ KEY_CRATES = ("quinn", "quinn-proto", "quinn-udp", "h3", "h3-quinn", "rustls", "
 """Crates whose locked versions each run's meta.json reports (the whole lock is named by its sha256)."""
 
 
-@dataclass(frozen=True)
-class QuinnServer:
-    binary: Path
-    version: str
-    patch_set: str
-    cached: bool
-    seconds: float = 0.0
-    meta: dict[str, Any] = field(default_factory=dict)
+QuinnServer = RustServer
+locked_crates = partial(crate_versions, crates=KEY_CRATES)
 
 
 def quinn_patch_set(version: str) -> PatchSet:
     """The shipped ``quinn-<version>-bbr`` set; a clear error listing what exists."""
-    sets = {ps.name: ps for ps in shipped_patch_sets(TARGET)}
-    name = f"{TARGET}-{version}-bbr"
-    if name not in sets:
-        raise TestbedError(f"no patch set {name} (shipped for {TARGET}: {', '.join(sorted(sets)) or 'none'})")
-    return sets[name]
+    return shipped_set(TARGET, f"{TARGET}-{version}-bbr")
 
 
 def committed_lock(server_src: Path, version: str) -> Path | None:
     path = server_src / LOCK_DIR / f"quinn-proto-{version}.lock"
     return path if path.is_file() else None
-
-
-def _registry_source(cargo: str, version: str, work: Path, progress: Progress | None) -> Path:
-    """``quinn-proto-<version>`` from cargo's registry (unpacked source, or the downloaded .crate)."""
-    home = Path(os.environ.get("CARGO_HOME", Path.home() / ".cargo"))
-    for _ in range(2):
-        hits = glob.glob(str(home / "registry/src/*" / f"quinn-proto-{version}"))
-        if hits:
-            return Path(hits[0])
-        crates = glob.glob(str(home / "registry/cache/*" / f"quinn-proto-{version}.crate"))
-        if crates:
-            with tarfile.open(crates[0]) as tar:
-                tar.extractall(work / "unpacked", filter="data")
-            return work / "unpacked" / f"quinn-proto-{version}"
-        fetch = work / "fetch"
-        (fetch / "src").mkdir(parents=True, exist_ok=True)
-        (fetch / "src/main.rs").write_text("fn main() {}\n")
-        (fetch / "Cargo.toml").write_text(
-            '[package]\nname = "quicsm-fetch"\nversion = "0.0.0"\nedition = "2021"\n\n'
-            f'[dependencies]\nquinn-proto = {{ version = "={version}", default-features = false }}\n'
-        )
-        run_tool([cargo, "fetch"], cwd=fetch, what=f"fetching quinn-proto {version}", progress=progress)
-    raise TestbedError(f"quinn-proto {version} not in the cargo registry after cargo fetch")
-
-
-def locked_crates(lock_text: str) -> dict[str, str]:
-    """Crate -> version for :data:`KEY_CRATES` in a Cargo.lock (several versions joined by ``,``)."""
-    import tomllib
-
-    found: dict[str, list[str]] = {}
-    for pkg in tomllib.loads(lock_text).get("package", []):
-        if pkg.get("name") in KEY_CRATES:
-            found.setdefault(pkg["name"], []).append(str(pkg.get("version")))
-    return {k: ",".join(sorted(v)) for k, v in sorted(found.items())}
-
-
-def _digest(root: Path) -> str:
-    h = hashlib.sha256()
-    for p in sorted(root.rglob("*")):
-        parts = p.relative_to(root).parts
-        if p.is_file() and "target" not in parts and p.name != "Cargo.lock":
-            h.update(str(p.relative_to(root)).encode())
-            h.update(p.read_bytes())
-    return h.hexdigest()[:16]
-
-
-def _cargo_line(line: str) -> bool:
-    return line.lstrip().split(" ", 1)[0] in ("Compiling", "Downloaded", "Finished", "Locking")
 
 
 def build_quinn_server(version: str, *, cache_dir: Path | None = None, progress: Progress | None = None) -> QuinnServer:
@@ -135,7 +80,7 @@ def build_quinn_server(version: str, *, cache_dir: Path | None = None, progress:
         )
     root = cache_dir or cache_root()
     set_sha = hashlib.sha256(ps.diff_text.encode()).hexdigest()[:12]
-    entry = root / f"quinn-{version}-{set_sha}-{_digest(server_src)}"
+    entry = root / f"quinn-{version}-{set_sha}-{source_digest(server_src)}"
     binary = entry / BINARY
     meta_path = entry / "build.json"
     root.mkdir(parents=True, exist_ok=True)
@@ -150,7 +95,7 @@ def build_quinn_server(version: str, *, cache_dir: Path | None = None, progress:
         ):
             work = Path(tmp)
             patched = work / f"quinn-proto-{version}"
-            copy_writable(_registry_source(cargo, version, work, progress), patched)
+            copy_writable(crate_source(cargo, "quinn-proto", version, work, progress), patched)
             apply_patch_set(ps, patched, f"quinn-proto {version}")
             server = work / "server"
             shutil.copytree(server_src, server, ignore=shutil.ignore_patterns("target", LOCK_DIR, "Cargo.lock"))
@@ -173,7 +118,7 @@ def build_quinn_server(version: str, *, cache_dir: Path | None = None, progress:
                 what=f"building {BINARY} against {ps.name}",
                 env=env,
                 progress=progress,
-                show=_cargo_line,
+                show=cargo_line,
             )
             meta = {
                 "version": version,
