@@ -31,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -76,17 +76,8 @@ class Built:
     where the patch set came from. Copied into each run's ``meta.json`` as ``build``."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "stack": self.stack,
-            "version": self.version,
-            "cc": self.cc,
-            "server": str(self.server),
-            "client": str(self.client),
-            "patch_set": self.patch_set,
-            "cached": self.cached,
-            "seconds": self.seconds,
-            "meta": dict(self.meta),
-        }
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {**d, "server": str(self.server), "client": str(self.client), "meta": dict(self.meta)}
 
 
 @dataclass(frozen=True)
@@ -236,8 +227,26 @@ class Stack:
         return {}
 
 
+def with_go_client(stack: Stack, cfg: RunConfig, server: Any, progress: Progress | None, **meta: Any) -> Built:
+    """A Rust server build (:class:`~quicsm.testbed.buildtools.RustServer`) and the uninstrumented quic-go
+    client of the run's ``quic_go_version`` that loads the page from it."""
+    client_cfg = replace(cfg, stack="quic-go", cc="reno", stack_version=None, patch_set=None)
+    client = get("quic-go").build(client_cfg, progress=progress)
+    return Built(
+        stack=stack.name,
+        version=server.version,
+        cc=cfg.cc,
+        server=server.binary,
+        client=client.client,
+        patch_set=server.patch_set,
+        cached=server.cached and client.cached,
+        seconds=round(server.seconds + client.seconds, 3),
+        meta={**server.meta, **meta, "client": {"quic_go": client.version, "patch_set": client.patch_set}},
+    )
+
+
 def _field_default(name: str) -> Any:
-    from dataclasses import MISSING, fields
+    from dataclasses import MISSING
 
     from quicsm.testbed.runner import RunConfig
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from quicsm.testbed.stacks import Built, Progress, Source, Stack, get, register
+from quicsm.testbed.stacks import Built, Progress, Source, Stack, register, with_go_client
 
 if TYPE_CHECKING:
     from quicsm.testbed.runner import RunConfig, ServerClient
@@ -57,32 +57,13 @@ class QuicheStack(Stack):
         return sorted(ok, key=lambda v: tuple(int(x) for x in v.split(".") if x.isdigit()))
 
     def build(self, cfg: RunConfig, *, progress: Progress | None = None, force: bool = False) -> Built:
-        from dataclasses import replace
-
         from quicsm.testbed.quiche_build import build_quiche_server
         from quicsm.testbed.sets import resolve_set
 
         version = self.version(cfg)
         chosen = resolve_set(self, version, cfg.cc, cfg.patch_set, progress=progress)
         server = build_quiche_server(version, cfg.cc, progress=progress, patch_set=chosen.patch_set, force=force)
-        # the client carries no instrumentation: the quic-go client of the run's quic_go_version
-        client_cfg = replace(cfg, stack="quic-go", cc="reno", stack_version=None, patch_set=None)
-        client = get("quic-go").build(client_cfg, progress=progress)
-        return Built(
-            stack=self.name,
-            version=version,
-            cc=cfg.cc,
-            server=server.binary,
-            client=client.client,
-            patch_set=server.patch_set,
-            cached=server.cached and client.cached,
-            seconds=round(server.seconds + client.seconds, 3),
-            meta={
-                **server.meta,
-                "patch_set_choice": chosen.to_json(),
-                "client": {"quic_go": client.version, "patch_set": client.patch_set},
-            },
-        )
+        return with_go_client(self, cfg, server, progress, patch_set_choice=chosen.to_json())
 
     def server_argv(self, cfg: RunConfig, bins: ServerClient, addr: str, log_path: Path) -> list[str]:
         return [*super().server_argv(cfg, bins, addr, log_path), "-cc", cfg.cc]

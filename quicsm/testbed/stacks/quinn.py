@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from quicsm.testbed.stacks import Built, Progress, Stack, get, register
+from quicsm.testbed.stacks import Built, Progress, Stack, register, with_go_client
 
 if TYPE_CHECKING:
     from quicsm.testbed.runner import RunConfig, ServerClient
@@ -35,24 +35,9 @@ class QuinnStack(Stack):
         return sorted(found, key=lambda v: tuple(int(x) for x in v.split(".") if x.isdigit()))
 
     def build(self, cfg: RunConfig, *, progress: Progress | None = None, force: bool = False) -> Built:
-        from dataclasses import replace
-
         from quicsm.testbed.quinn_build import build_quinn_server
 
-        version = self.version(cfg)
-        server = build_quinn_server(version, progress=progress)
-        client = get("quic-go").build(replace(cfg, stack="quic-go", cc="reno", stack_version=None), progress=progress)
-        return Built(
-            stack=self.name,
-            version=version,
-            cc=cfg.cc,
-            server=server.binary,
-            client=client.client,
-            patch_set=server.patch_set,
-            cached=server.cached and client.cached,
-            seconds=round(server.seconds + client.seconds, 3),
-            meta={**server.meta, "client": {"quic_go": client.version, "patch_set": client.patch_set}},
-        )
+        return with_go_client(self, cfg, build_quinn_server(self.version(cfg), progress=progress), progress)
 
     def server_argv(self, cfg: RunConfig, bins: ServerClient, addr: str, log_path: Path) -> list[str]:
         return [*super().server_argv(cfg, bins, addr, log_path), "-cc", cfg.cc]
