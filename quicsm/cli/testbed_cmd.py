@@ -239,36 +239,7 @@ def testbed() -> None:
 )
 @click.option("--keep-going", is_flag=True, help="Exit 0 even when some runs stayed bad after the retries.")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Output directory.")
-def run(
-    rate: str,
-    rtt: float,
-    jitter: float,
-    loss: str,
-    queue: str,
-    schedule: str | None,
-    rtt_step: str | None,
-    client: str,
-    cpu_quota: str | None,
-    objects: int,
-    size: str,
-    duration: str | None,
-    runs: int,
-    quic_go_version: str,
-    stack: str,
-    quiche_version: str,
-    stack_version: str | None,
-    patch_set: str | None,
-    cc: str,
-    packet_threshold: int | None,
-    name: str,
-    labels: tuple[str, ...],
-    seed: int,
-    timeout: float,
-    retries: int,
-    late_limit: str,
-    keep_going: bool,
-    out: str,
-) -> None:
+def run(runs: int, retries: int, keep_going: bool, out: str, **kw: Any) -> None:
     """Run page loads through the emulator and keep each run's server log and metadata.
 
     \b
@@ -276,45 +247,12 @@ def run(
       sudo quicsm testbed run --rate 50 --delay 36 --queue 1bdp --size 10MB \\
            --cpu-quota 10% --runs 10 --name mobile --out runs/fig13
     """
-    from quicsm.testbed import netns
-    from quicsm.testbed.runner import (
-        RunConfig,
-        parse_duration,
-        parse_late_limit,
-        parse_loss,
-        parse_quota,
-        parse_size,
-    )
+    from quicsm.testbed.matrix import config_from_mapping
     from quicsm.traces import parse_label
 
-    if runs < 1:
-        raise TestbedError("--runs must be at least 1")
-    cfg = RunConfig(
-        rate_mbps=netns.parse_rate(rate) / 1e6,
-        rtt_ms=rtt,
-        jitter_ms=jitter,
-        loss=parse_loss(loss),
-        queue=queue,
-        client=client,
-        cpu_quota=parse_quota(cpu_quota),
-        objects=objects,
-        size=parse_size(size),
-        duration_s=parse_duration(duration),
-        quic_go_version=quic_go_version,
-        stack=stack,
-        quiche_version=quiche_version,
-        stack_version=stack_version,
-        patch_set=patch_set,
-        cc=cc,
-        packet_threshold=packet_threshold,
-        schedule=schedule,
-        rtt_step=rtt_step,
-        seed=seed,
-        timeout_s=timeout,
-        name=name,
-        labels=tuple(parse_label(x) for x in labels),
-        late_limit_ms=parse_late_limit(late_limit),
-    )
+    kw["labels"] = dict(parse_label(x) for x in kw["labels"])
+    given = {k: v for k, v in kw.items() if v is not None}  # the options a scenario file would set
+    cfg, runs = config_from_mapping({**given, "runs": runs}, where="")
     _run_scenarios([(cfg, runs)], Path(out), retries, keep_going)
 
 

@@ -63,7 +63,9 @@ class Matrix:
 
 
 def config_from_mapping(d: dict[str, Any], *, where: str) -> tuple[RunConfig, int]:
-    """Turn one scenario's keys (with aliases and unit strings) into a RunConfig and a run count."""
+    """Turn one scenario's keys (with aliases and unit strings) into a RunConfig and a run count; errors start
+    with ``where`` (a scenario of a file; none for ``testbed run``'s options)."""
+    where = f"{where}: " if where else ""
     kw: dict[str, Any] = {}
     runs = 1
     for key, val in d.items():
@@ -72,7 +74,7 @@ def config_from_mapping(d: dict[str, Any], *, where: str) -> tuple[RunConfig, in
             if name == "runs":
                 runs = int(val)
                 if runs < 1:
-                    raise ValueError("runs must be at least 1")
+                    raise ValueError("must be at least 1")
                 continue
             if name not in _FIELDS:
                 raise ValueError(
@@ -100,11 +102,11 @@ def config_from_mapping(d: dict[str, Any], *, where: str) -> tuple[RunConfig, in
                 val = int(val)
             kw[name] = val
         except (TypeError, ValueError, TestbedError) as exc:
-            raise TestbedError(f"{where}: {key}: {exc}") from None
+            raise TestbedError(f"{where}{key}: {exc}") from None
     try:
         return RunConfig(**kw), runs
     except TestbedError as exc:
-        raise TestbedError(f"{where}: {exc}") from None
+        raise TestbedError(f"{where}{exc}") from None
 
 
 def load_matrix(path: Path) -> Matrix:
