@@ -21,7 +21,7 @@ from typing import IO, Any, BinaryIO
 
 from quicsm.errors import InputError
 
-__all__ = ["STDIN", "GzipReader", "atomic_output", "file_mode", "is_gzip", "open_binary"]
+__all__ = ["STDIN", "GzipReader", "atomic_output", "file_mode", "is_gzip", "open_binary", "write_output"]
 
 STDIN = "-"
 GZIP_MAGIC = b"\x1f\x8b"
@@ -299,6 +299,12 @@ def atomic_output(path: str, binary: bool = True) -> Iterator[IO[Any]]:
         except FileNotFoundError:
             pass
         raise
+
+
+def write_output(path: str, data: str | bytes) -> None:
+    """Write ``data`` whole to ``path`` (``-`` = stdout) through :func:`atomic_output`."""
+    with atomic_output(path, binary=isinstance(data, bytes)) as fh:
+        fh.write(data)
 
 
 def file_mode(path: str) -> int:

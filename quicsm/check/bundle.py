@@ -203,11 +203,10 @@ def bundle_bytes(b: Baseline) -> bytes:
 
 def save_baseline(b: Baseline, path: str) -> int:
     """Write ``b`` atomically to ``path`` (``-`` = stdout); returns its size in bytes."""
-    from quicsm.files import atomic_output
+    from quicsm.files import write_output
 
     data = bundle_bytes(b)
-    with atomic_output(path) as fh:
-        fh.write(data)
+    write_output(path, data)
     return len(data)
 
 

@@ -10,6 +10,7 @@ import click
 
 from quicsm.cli.baseline_cmd import selector
 from quicsm.errors import QuicsmError
+from quicsm.files import write_output
 
 __all__ = ["check", "check_runs", "run_check"]
 
@@ -20,13 +21,6 @@ class BadInput(click.ClickException):
     """A QuicsmError (bad baseline, config or runs) as exit status 2, so CI can tell it from a change."""
 
     exit_code = BAD_INPUT
-
-
-def _write(path: str, text: str) -> None:
-    from quicsm.files import atomic_output
-
-    with atomic_output(path, binary=False) as fh:
-        fh.write(text)
 
 
 def run_check(
@@ -56,14 +50,14 @@ def run_check(
         if kind == "html":
             from quicsm.check.html import to_html
 
-            _write(path, to_html(result))
+            write_output(path, to_html(result))
         else:
-            _write(path, WRITERS[kind](result))
+            write_output(path, WRITERS[kind](result))
     text = WRITERS[fmt](result)
     if output == "-":
         click.echo(text, nl=False)
     else:
-        _write(output, text)
+        write_output(output, text)
     return result.exit_code
 
 

@@ -14,7 +14,7 @@ from quicsm.compare import compare as run_compare
 from quicsm.compare.sets import TraceSet, parse_selector
 from quicsm.compare.stats import CORRECTIONS, EDGE_TESTS, SAMPLE_TESTS
 from quicsm.errors import InputError
-from quicsm.files import atomic_output
+from quicsm.files import write_output
 from quicsm.traces.events import StateView
 from quicsm.traces.report import ParseReport
 
@@ -39,11 +39,6 @@ def _echo_skipped(sets: list[TraceSet]) -> None:
         click.echo(f"warning: reading the input(s) of set(s) {', '.join(names)}:", err=True)
         for line in report.summary().splitlines()[1:]:  # the problems, not the "read N files" line
             click.echo(f"  {line}", err=True)
-
-
-def _write(path: str, data: str | bytes) -> None:
-    with atomic_output(path, binary=isinstance(data, bytes)) as fh:
-        fh.write(data)
 
 
 def _pair_path(path: str, k: int, a: str, b: str, many: bool) -> str:
@@ -228,11 +223,11 @@ def compare(
         fc = compare_flow_runs(inputs, options, metrics=bool(html_path and timelines), strict=strict)
         sets = fc.sets
         if fc.comparison is None:  # a single flow name: the fairness view alone
-            _write(output, fairness_output(fc, fmt))
+            write_output(output, fairness_output(fc, fmt))
             if html_path:
                 from quicsm.compare.fairness import flows_report_html
 
-                _write(html_path, flows_report_html(fc, timelines=timelines))
+                write_output(html_path, flows_report_html(fc, timelines=timelines))
             return
         result = fc.comparison
     else:
@@ -264,16 +259,16 @@ def compare(
     if not quiet and (fmt != "text" or output != "-"):
         for w in result.warnings:
             click.echo(f"warning: {w}", err=True)
-    _write(output, fairness_output(fc, fmt) if fc else WRITERS[fmt](result))
+    write_output(output, fairness_output(fc, fmt) if fc else WRITERS[fmt](result))
     if html_path:
         from quicsm.compare.html import to_html
 
         if fc:
             from quicsm.compare.fairness import flows_report_html
 
-            _write(html_path, flows_report_html(fc, timelines=timelines))
+            write_output(html_path, flows_report_html(fc, timelines=timelines))
         else:
-            _write(html_path, to_html(result, timelines=timelines))
+            write_output(html_path, to_html(result, timelines=timelines))
     if diagram_path or diff_path:
         from quicsm.compare.figures import diff_dot, side_by_side_dot
         from quicsm.diagrams.render import write_picture
@@ -287,7 +282,7 @@ def compare(
     if heatmap_path:
         from quicsm.compare.html import heatmap
 
-        _write(heatmap_path, heatmap(result))
+        write_output(heatmap_path, heatmap(result))
     if not quiet:
         written = [p for p in (html_path, diagram_path, diff_path, heatmap_path) if p]
         if output != "-":

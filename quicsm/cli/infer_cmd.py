@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from quicsm.cli.options import learn_model, model_options
-from quicsm.files import atomic_output
+from quicsm.files import write_output
 from quicsm.inference.annotate import AnnotatedModel, save_model
 
 
@@ -44,8 +44,7 @@ def write_model(am: AnnotatedModel, path: str, fmt: str) -> None:
 
         write_graphml(am, path)
         return
-    with atomic_output(path, binary=False) as fh:
-        fh.write(model_table(am) + "\n")
+    write_output(path, model_table(am) + "\n")
 
 
 @click.command()

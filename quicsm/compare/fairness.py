@@ -44,7 +44,6 @@ __all__ = [
     "compare_flow_runs",
     "flows_report_html",
     "fairness_output",
-    "write_fairness",
 ]
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
@@ -553,25 +552,3 @@ def fairness_output(fc: FlowComparison, fmt: str) -> str:
     if fc.comparison is not None:
         text += "\n" + WRITERS[fmt](fc.comparison)
     return text
-
-
-def write_fairness(
-    paths: Sequence[str], *, fmt: str, output: str, html_path: str | None, timelines: int = 3
-) -> FlowComparison:
-    """``quicsm compare`` on multi-flow run directories with default options (see :func:`fairness_output`
-    and :func:`flows_report_html`); returns what it wrote."""
-    import sys
-
-    from quicsm.files import atomic_output
-
-    fc = compare_flow_runs(paths, metrics=bool(html_path and timelines))
-    text = fairness_output(fc, fmt)
-    if output == "-":
-        sys.stdout.write(text)
-    else:
-        with atomic_output(output, binary=False) as fh:
-            fh.write(text)
-    if html_path:
-        with atomic_output(html_path, binary=False) as fh:
-            fh.write(flows_report_html(fc, timelines=timelines))
-    return fc

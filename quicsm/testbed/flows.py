@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from quicsm.errors import TestbedError
-from quicsm.files import atomic_output
+from quicsm.files import write_output
 from quicsm.testbed import netns, stacks
 from quicsm.testbed.emulator import Emulator
 from quicsm.testbed.procs import Child
@@ -147,8 +147,7 @@ class FlowResult:
 
 
 def _write_json(path: Path, obj: Any) -> None:
-    with atomic_output(str(path), binary=False) as f:
-        f.write(json.dumps(obj, indent=2, sort_keys=True, default=str))
+    write_output(str(path), json.dumps(obj, indent=2, sort_keys=True, default=str))
 
 
 def _binaries(sc: FlowScenario) -> dict[int, tuple[Path, Path]]:

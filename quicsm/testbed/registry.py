@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from quicsm.files import atomic_output
+from quicsm.files import write_output
 
 __all__ = [
     "CleanupPlan",
@@ -83,8 +83,7 @@ def register(tag: str, prefix: str, run_dir: Path | str) -> RunEntry:
     entry = RunEntry(tag, prefix, pid, _start_time(pid), os.getuid(), str(run_dir), round(time.time(), 3))
     d = registry_dir()
     d.mkdir(parents=True, exist_ok=True)
-    with atomic_output(str(d / f"{tag}.json"), binary=False) as fh:
-        fh.write(json.dumps(asdict(entry), indent=1))
+    write_output(str(d / f"{tag}.json"), json.dumps(asdict(entry), indent=1))
     return entry
 
 
