@@ -4,20 +4,9 @@ from __future__ import annotations
 
 import click
 
-from quicsm.errors import InputError
+from quicsm.cli.options import selector
 
 __all__ = ["baseline"]
-
-
-def selector(ctx: click.Context, param: click.Parameter, value: str | None) -> dict[str, str] | None:
-    from quicsm.traces.select import parse_selector
-
-    if value is None:
-        return None
-    try:
-        return parse_selector(value)
-    except InputError as exc:
-        raise click.BadParameter(str(exc)) from None
 
 
 @click.group()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from quicsm.cli.baseline_cmd import selector
+from quicsm.cli.options import selector
 from quicsm.errors import QuicsmError
 from quicsm.files import write_output
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import click
 
-from quicsm.cli.options import close_dask, dask_option, storage_option
+from quicsm.cli.options import close_dask, dask_option, selector, storage_option
 from quicsm.compare import CompareOptions, build_sets
 from quicsm.compare import compare as run_compare
-from quicsm.compare.sets import TraceSet, parse_selector
+from quicsm.compare.sets import TraceSet
 from quicsm.compare.stats import CORRECTIONS, EDGE_TESTS, SAMPLE_TESTS
 from quicsm.errors import InputError
 from quicsm.files import write_output
@@ -19,13 +19,6 @@ from quicsm.traces.events import StateView
 from quicsm.traces.report import ParseReport
 
 __all__ = ["compare"]
-
-
-def _selector(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[dict[str, str]]:
-    try:
-        return [parse_selector(v) for v in values]
-    except InputError as exc:
-        raise click.BadParameter(str(exc)) from None
 
 
 def _echo_skipped(sets: list[TraceSet]) -> None:
@@ -56,7 +49,7 @@ def _pair_path(path: str, k: int, a: str, b: str, many: bool) -> str:
     "--where",
     "where",
     multiple=True,
-    callback=_selector,
+    callback=selector,
     metavar="K=V[,K=V]",
     help="With --vs: selects the first set from the dataset. Otherwise: keeps only matching traces in every set.",
 )
@@ -64,7 +57,7 @@ def _pair_path(path: str, k: int, a: str, b: str, many: bool) -> str:
     "--vs",
     "vs",
     multiple=True,
-    callback=_selector,
+    callback=selector,
     metavar="K=V[,K=V]",
     help="Another set selected from the same dataset (repeatable for N-way).",
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -13,6 +13,7 @@ from quicsm.inference import ENGINES
 from quicsm.traces.events import StateView
 from quicsm.traces.parse import ParseResult, parse_inputs, parse_label
 from quicsm.traces.report import ParseReport
+from quicsm.traces.select import parse_selector
 
 if TYPE_CHECKING:
     from quicsm.inference.annotate import AnnotatedModel
@@ -30,8 +31,10 @@ __all__ = [
     "load_summary",
     "model_options",
     "pop_inputs",
+    "parsed_by",
     "pop_parse_options",
     "report_option",
+    "selector",
     "storage_option",
     "write_report",
     "view_from",
@@ -41,11 +44,24 @@ __all__ = [
 F = Callable[..., Any]
 
 
-def _labels(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
-    try:
-        return dict(parse_label(v) for v in values)
-    except Exception as exc:
-        raise click.BadParameter(str(exc)) from None
+def parsed_by(parse: Callable[[str], Any], collect: Callable[[Iterator[Any]], Any] = list) -> Callable[..., Any]:
+    """A click callback putting the option's value (each value of a repeatable one, ``collect``-ed) through
+    ``parse``; what ``parse`` refuses is a usage error naming the option."""
+
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        try:
+            if isinstance(value, tuple):
+                return collect(parse(v) for v in value)
+            return None if value is None else parse(value)
+        except Exception as exc:
+            raise click.BadParameter(str(exc)) from None
+
+    return callback
+
+
+_labels = parsed_by(parse_label, dict)
+selector = parsed_by(parse_selector)
+"""``--where K=V[,K=V]`` as a selector (repeatable: a list of them)."""
 
 
 def input_options(f: F) -> F:
@@ -93,18 +109,11 @@ def input_options(f: F) -> F:
     return f
 
 
-def _storage_options(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
-    try:
-        return dict(parse_label(v) for v in values)
-    except Exception as exc:
-        raise click.BadParameter(str(exc)) from None
-
-
 storage_option = click.option(
     "--storage-option",
     "storage_options",
     multiple=True,
-    callback=_storage_options,
+    callback=_labels,
     metavar="KEY=VALUE",
     help="fsspec option for URL inputs (repeatable), e.g. endpoint_url=http://127.0.0.1:9000; Dask workers get it too.",
 )
