@@ -213,10 +213,6 @@ class Comparison:
     def pair(self, a: str, b: str) -> PairComparison:
         return next(p for p in self.pairs if p.a == a and p.b == b)
 
-    @property
-    def significant_states(self) -> list[StateRow]:
-        return [r for p in self.pairs for r in p.states if r.significant]
-
 
 def pairs_for(n: int, all_pairs: bool) -> list[tuple[int, int]]:
     """Baseline mode compares every set with the first; ``all_pairs`` compares every pair."""

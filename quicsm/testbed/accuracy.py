@@ -22,8 +22,6 @@ from quicsm.testbed.system import require_root
 
 __all__ = ["RateRow", "DelayRow", "ReorderRow", "LossRow", "AccuracyReport", "measure_accuracy", "probe"]
 
-PROBE_PORT = 4433
-
 
 @dataclass(frozen=True, slots=True)
 class RateRow:

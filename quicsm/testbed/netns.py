@@ -42,8 +42,6 @@ __all__ = [
 
 PREFIX = "qsm"
 ROLES = ("srv", "bn", "rly", "cli")
-ETH_OVERHEAD = 14
-"""tbf counts the Ethernet header; rates are configured as link rates, like the paper's tc."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ import hashlib
 import os
 import shutil
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from quicsm.errors import TestbedError
@@ -50,9 +50,6 @@ class RelayConfig:
                 raise TestbedError(f"loss {p} must be a probability in [0, 1)")
         if self.delay_step is not None and (self.delay_step[0] <= 0 or self.delay_step[1] < 0):
             raise TestbedError(f"delay step {self.delay_step}: needs after_s > 0 and a delay >= 0 ms")
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)

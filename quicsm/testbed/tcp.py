@@ -11,7 +11,7 @@ asks for it on its own.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from quicsm.errors import TestbedError
@@ -51,9 +51,6 @@ class TcpTuning:
     def tuned(cls) -> TcpTuning:
         """ANRW'19's TCP+: IW 32, pacing, no slow start after idle, tuned buffers."""
         return cls(initcwnd=32, pacing=True, slow_start_after_idle=False, buffers=16 << 20)
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
 
 
 def tcp_source_dir() -> Path:
