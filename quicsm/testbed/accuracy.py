@@ -7,6 +7,7 @@ up to the kernel's own path.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import uuid
@@ -181,31 +182,26 @@ def measure_accuracy(
     bins = build_relay()
     work.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()[0]
+    run = functools.partial(probe, bins, seconds=seconds, mode=mode)
     rates = []
     for mbps in rates_mbps:
-        res, _ = probe(
-            bins,
+        res, _ = run(
             work / f"rate-{mbps:g}",
             rate_bps=int(mbps * 1e6),
             relay_cfg=RelayConfig(delay_ms=5),
             offered_bps=mbps * 1e6 * 1.15,
             size=1200,
-            seconds=seconds,
-            mode=mode,
         )
         achieved = res["rate_bps"] / 1e6
         rates.append(RateRow(mbps, mbps * 1.15, achieved, achieved / mbps, achieved * (1228 + 14) / 1228 / mbps))
     delays = []
     for d in delays_ms:
-        res, stats = probe(
-            bins,
+        res, stats = run(
             work / f"delay-{d:g}",
             rate_bps=100_000_000,
             relay_cfg=RelayConfig(delay_ms=d),
             offered_bps=4e6,
             size=200,
-            seconds=seconds,
-            mode=mode,
         )
         owd = res["owd_us"]
         base = int(d * 1000)
@@ -222,29 +218,23 @@ def measure_accuracy(
         )
     reorder = []
     for jitter, mbps in ((10.0, 10.0), (0.0, 10.0)):
-        res, _ = probe(
-            bins,
+        res, _ = run(
             work / f"jitter-{jitter:g}",
             rate_bps=int(mbps * 1e6),
             relay_cfg=RelayConfig(delay_ms=56, jitter_ms=jitter),
             offered_bps=mbps * 1e6 * 0.9,
             size=1200,
-            seconds=seconds,
-            mode=mode,
         )
         n = max(1, res["received"])
         reorder.append(ReorderRow(56, jitter, mbps, res["received"], res["reordered"] / n, res["reordered_ge3"] / n))
     loss_rows = []
     for p in losses:
-        res, stats = probe(
-            bins,
+        res, stats = run(
             work / f"loss-{p:g}",
             rate_bps=100_000_000,
             relay_cfg=RelayConfig(delay_ms=5, loss=p),
             offered_bps=4e6,
             size=200,
-            seconds=seconds,
-            mode=mode,
         )
         sent = int(stats["up"]["received"])
         got = int(res["received"])
