@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from quicsm.cli.options import close_dask, dask_option, selector, storage_option
+from quicsm.cli.options import close_dask, dask_option, output_option, selector, storage_option
 from quicsm.compare import CompareOptions, build_sets
 from quicsm.compare import compare as run_compare
 from quicsm.compare.sets import TraceSet
@@ -128,9 +128,7 @@ def _pair_path(path: str, k: int, a: str, b: str, many: bool) -> str:
     show_default=True,
     help="Tables on the terminal, JSON for scripts (docs/compare.md), CSV or Markdown.",
 )
-@click.option(
-    "-o", "--output", default="-", show_default=True, type=click.Path(allow_dash=True), help="Where --format goes."
-)
+@output_option("Where --format goes.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Self-contained HTML report.")
 @click.option(
     "--diagram",

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from quicsm.cli.options import learn_model, model_options
+from quicsm.cli.options import learn_model, model_options, output_option
 from quicsm.cli.render_cmd import check_stdout, diagram_options, dot_options_from
 from quicsm.diagrams import output_format, write_diagram
 from quicsm.inference.annotate import save_model
@@ -15,14 +15,7 @@ from quicsm.inference.annotate import save_model
 @click.command()
 @model_options
 @diagram_options
-@click.option(
-    "-o",
-    "--output",
-    default="diagram.svg",
-    show_default=True,
-    type=click.Path(allow_dash=True, dir_okay=False),
-    help="Picture file (.svg .png .pdf .dot), - for stdout.",
-)
+@output_option("Picture file (.svg .png .pdf .dot), - for stdout.", "diagram.svg", dir_okay=False)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Also write the annotated model JSON here.")
 def diagram(output: str, json_path: str | None, fmt: str | None, **kw: Any) -> None:
     """Parse, infer and draw: the controller's state diagram with time shares and edge probabilities.

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from quicsm.cli.options import input_options, load_inputs, view_from, view_options
+from quicsm.cli.options import input_options, load_inputs, output_option, view_from, view_options
 from quicsm.files import atomic_output
 from quicsm.inference.export import EXPORT_FORMATS, dump_synoptic_log, model_prefix, synoptic_command_line
 
@@ -23,14 +23,7 @@ from quicsm.inference.export import EXPORT_FORMATS, dump_synoptic_log, model_pre
     show_default=True,
     help="Tool to export for.",
 )
-@click.option(
-    "-o",
-    "--output",
-    default="-",
-    show_default=True,
-    type=click.Path(allow_dash=True),
-    help="Log file for the tool; - for stdout.",
-)
+@output_option("Log file for the tool; - for stdout.")
 def export(target: str, output: str, **kw: Any) -> None:
     """Write the traces' state sequences for the original Synoptic and print how to run it.
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from quicsm.cli.options import learn_model, model_options
+from quicsm.cli.options import learn_model, model_options, output_option
 from quicsm.files import write_output
 from quicsm.inference.annotate import AnnotatedModel, save_model
 
@@ -49,9 +49,7 @@ def write_model(am: AnnotatedModel, path: str, fmt: str) -> None:
 
 @click.command()
 @model_options
-@click.option(
-    "-o", "--output", default="-", show_default=True, type=click.Path(allow_dash=True), help="Model file, - for stdout."
-)
+@output_option("Model file, - for stdout.")
 @click.option(
     "--format",
     "fmt",

@@ -30,6 +30,7 @@ __all__ = [
     "load_inputs",
     "load_summary",
     "model_options",
+    "output_option",
     "pop_inputs",
     "parsed_by",
     "pop_parse_options",
@@ -117,6 +118,12 @@ storage_option = click.option(
     metavar="KEY=VALUE",
     help="fsspec option for URL inputs (repeatable), e.g. endpoint_url=http://127.0.0.1:9000; Dask workers get it too.",
 )
+
+
+def output_option(help: str, default: str = "-", *, dir_okay: bool = True) -> Callable[[F], F]:
+    """``-o/--output`` (``-``: stdout)."""
+    path = click.Path(allow_dash=True, dir_okay=dir_okay)
+    return click.option("-o", "--output", default=default, show_default=True, type=path, help=help)
 
 
 def pop_inputs(kw: dict[str, Any]) -> list[str]:

@@ -12,6 +12,7 @@ from quicsm.cli.options import (
     echo_parse_summary,
     input_options,
     load_inputs,
+    output_option,
     pop_inputs,
     pop_parse_options,
     report_option,
@@ -22,14 +23,7 @@ from quicsm.cli.options import (
 @click.command()
 @input_options
 @dask_option
-@click.option(
-    "-o",
-    "--output",
-    default="-",
-    show_default=True,
-    type=click.Path(allow_dash=True),
-    help="Traces file: .jsonl, .jsonl.gz or .parquet; - for JSON Lines on stdout.",
-)
+@output_option("Traces file: .jsonl, .jsonl.gz or .parquet; - for JSON Lines on stdout.")
 @report_option
 def parse(output: str, **kw: Any) -> None:
     """Parse logs (any prefix, .gz, - for stdin) and qlogs into per-connection traces.

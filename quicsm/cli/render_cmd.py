@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from quicsm.cli.options import output_option
 from quicsm.diagrams import (
     FORMATS,
     RANKDIRS,
@@ -86,14 +87,7 @@ def check_stdout(output: str, fmt: str) -> None:
 
 @click.command()
 @click.argument("models", nargs=-1, required=True, type=click.Path(allow_dash=True, dir_okay=False))
-@click.option(
-    "-o",
-    "--output",
-    default="-",
-    show_default=True,
-    type=click.Path(allow_dash=True, dir_okay=False),
-    help="Picture file (.svg .png .pdf .dot), - for stdout.",
-)
+@output_option("Picture file (.svg .png .pdf .dot), - for stdout.", dir_okay=False)
 @diagram_options
 def render(models: tuple[str, ...], output: str, fmt: str | None, **kw: Any) -> None:
     """Draw a model (from `quicsm infer`, docs/model-format.md) as a state diagram.
