@@ -36,3 +36,50 @@ def split_steps(part: Any, has_succ: Any, has_pred: Any, members: Any, moving: A
     """Steps touching partition ``p`` if ``moving`` of its members left it, into ``seen`` (uint8 4 x width): rows
     out from the staying / moving side, in to the staying / moving side; returns the steps within p as bits
     ``1 << (2 * from_moving + to_moving)``."""
+
+def holds_if_split(
+    indptr: Any,
+    indices: Any,
+    ptype: Any,
+    part: Any,
+    has_succ: Any,
+    has_pred: Any,
+    members: Any,
+    events: Any,
+    mark: Any,
+    p: int,
+    kind: int,
+    a: int,
+    b: int,
+    initial: int,
+    terminal_type: int,
+    /,
+) -> bool:
+    """Would ``a kind b`` hold if ``events`` stayed in ``p`` and its other members formed a new partition?
+    ``mark`` (bool per event, all False) is scratch space, left all False."""
+
+def ordered_successors(part: Any, has_succ: Any, rank: Any, indptr: Any, indices: Any, /) -> int:
+    """Each partition's successors in the order its events (``rank``: int64 place within the partition)
+    first step into them, written into ``indptr`` / ``indices`` (int32); returns the number of edges."""
+
+def split_masks(
+    part: Any, has_succ: Any, has_pred: Any, order: Any, prev: int, nxt: int, out_mask: Any, in_mask: Any, /
+) -> int:
+    """:func:`quicsm.inference.replay.split_masks` into two bool arrays; bit 0 / 1: the outgoing / incoming
+    split leaves both sides non-empty."""
+
+def coarsen(
+    src: Any,
+    dst: Any,
+    ptype: Any,
+    plist: Any,
+    nfpred: Any,
+    appred: Any,
+    afsucc: Any,
+    initial: int,
+    terminal: int,
+    merges: Any,
+    /,
+) -> tuple[int, int]:
+    """:func:`quicsm.inference.replay.replay_coarsen` on a graph that holds every invariant: (kept, merged)
+    pairs into ``merges`` (int32, 2 x nodes); returns (merges, trials). Types <= 64."""

@@ -48,7 +48,17 @@ class PartitionGraph:
         self._arrays: tuple[np.ndarray, np.ndarray] | None = None
         self._ordered: Csr | None = None
         self._steps = np.flatnonzero(self.has_succ).astype(self.part.dtype) if n <= SCAN_EVENTS else None
-        for a in range(0, n - 1, CHUNK):  # every step i -> i + 1 out of a non-TERMINAL event, by mask
+        self.count_edges = True
+        """False: splits and merges leave :attr:`edges` stale (a caller that needs no edges for a while,
+        as the replay's refinement, sets it and calls :meth:`recount` after)."""
+        self.recount()
+
+    def recount(self) -> None:
+        """Count :attr:`edges` anew from every step ``i -> i + 1`` out of a non-TERMINAL event."""
+        self.edges = Counter()
+        self.count_edges = True
+        n = len(self.part)
+        for a in range(0, n - 1, CHUNK):
             b = min(a + CHUNK, n - 1)
             mask = self.has_succ[a:b]
             self._add_pairs(self.part[a:b][mask], self.part[a + 1 : b + 1][mask], +1)
@@ -62,7 +72,8 @@ class PartitionGraph:
 
     def _count(self, steps: np.ndarray, sign: int) -> None:
         """Add (or remove) the edges taken by the steps ``i -> i + 1`` to the edge counts."""
-        if len(steps):
+        self._arrays = self._ordered = None
+        if len(steps) and self.count_edges:
             self._add_pairs(self.part[steps], self.part[steps + 1], sign)
 
     def _add_pairs(self, src_parts: np.ndarray, dst_parts: np.ndarray, sign: int) -> None:
@@ -91,7 +102,7 @@ class PartitionGraph:
         self._frames.clear()
         self._arrays = self._ordered = None
         self._dirty.update((p, q))
-        steps = self._touching(moved)
+        steps = self._touching(moved) if self.count_edges else moved[:0]
         self._count(steps, -1)
         self.part[moved] = q
         self.members[p] = kept
@@ -113,6 +124,30 @@ class PartitionGraph:
         self.members[q] = moved[:0]
         self.ptype[q] = -1
         self._count(steps, +1)
+
+    def merge_many(self, pairs: np.ndarray) -> None:
+        """:meth:`merge` of each (kept, merged) row in turn, done at once: one pass over the log."""
+        if not len(pairs):
+            return
+        rep = np.arange(len(self.members), dtype=np.int64)
+        for p, q in pairs.tolist():  # a kept partition may itself be merged later: follow the chain at the end
+            rep[q] = p
+        while True:
+            up = rep[rep]
+            if np.array_equal(up, rep):
+                break
+            rep = up
+        self.part = rep[self.part].astype(self.part.dtype)
+        order = np.argsort(self.part, kind="stable")
+        bounds = np.searchsorted(self.part[order], np.arange(len(self.members) + 1))
+        index = self.members[0].dtype
+        for p in range(len(self.members)):
+            self.members[p] = order[bounds[p] : bounds[p + 1]].astype(index)
+        for q in pairs[:, 1].tolist():
+            self.ptype[q] = -1
+        self._frames.clear()
+        self._dirty.update(range(len(self.members)))
+        self.recount()
 
     def edge_arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """The partition graph's edges as (src, dst) arrays, sorted."""

@@ -122,6 +122,7 @@ class _Ordered:
         self.steps = np.flatnonzero(graph.has_succ).astype(np.int64)
         self.rank = np.zeros(len(graph.part), dtype=np.int64)
         self._dirty: set[int] = set(range(len(self.order)))
+        self.ptype = np.asarray(graph.ptype, dtype=np.int32)  # the graph's, as the C walks take it
 
     def mask(self, p: int, events: np.ndarray) -> np.ndarray:
         """Which of ``order[p]`` are in ``events``."""
@@ -149,6 +150,7 @@ class _Ordered:
         self.order[p] = self.order[p][keep]
         self.order.append(events)
         self._dirty.update((p, q))
+        self.ptype = np.append(self.ptype, np.int32(g.ptype[q]))
         return q
 
     def ordered_csr(self) -> Csr:
@@ -159,6 +161,11 @@ class _Ordered:
             self.rank[o] = np.arange(len(o))
         self._dirty.clear()
         part = g.part
+        if checker.native is not None and part.dtype == np.int32:  # one pass over the log in C
+            indptr = np.empty(len(self.order) + 1, dtype=np.int32)
+            indices = np.empty(len(self.steps), dtype=np.int32)
+            edges = checker.native.ordered_successors(part, g.has_succ, self.rank, indptr, indices)
+            return Csr(indptr, indices[:edges])
         steps = self.steps
         width = len(self.order) + 1
         keys = part[steps].astype(np.int64) * width + part[steps + 1]
@@ -220,20 +227,48 @@ def split_masks(graph: PartitionGraph, members: np.ndarray, prev: int, nxt: int)
 
 def _candidates(state: _Ordered, walk: list[int]) -> list[tuple[int, np.ndarray]]:
     """``Bisimulation.getSplitsUnconstrained``: (partition, events split out, in its current order)."""
-    prev, cur, nxt = stitch(state.graph, walk)
-    o = state.order[cur]
-    return [(cur, o[mask]) for mask in split_masks(state.graph, o, prev, nxt)]
-
-
-def _holds_after_split(state: _Ordered, p: int, events: np.ndarray, inv: Invariant) -> bool:
     g = state.graph
+    prev, cur, nxt = stitch(g, walk)
+    o = state.order[cur]
+    if checker.native is not None and o.dtype == np.int32:
+        masks = np.empty((2, len(o)), dtype=bool)
+        valid = checker.native.split_masks(g.part, g.has_succ, g.has_pred, o, prev, nxt, masks[0], masks[1])
+        return [(cur, o[masks[i]]) for i in (0, 1) if valid >> i & 1]
+    return [(cur, o[mask]) for mask in split_masks(g, o, prev, nxt)]
+
+
+def _holds_after_split(
+    state: _Ordered, succ: Csr, ptype: np.ndarray, p: int, events: np.ndarray, inv: Invariant
+) -> bool:
+    """Would ``inv`` hold if ``events`` were split off ``p``? ``succ`` / ``ptype``: the graph as it is
+    (splits are tried, not made, within a round)."""
+    g = state.graph
+    kind, a, b = inv
+    native = checker.native
+    if native is not None and g.part.dtype == np.int32:  # one search on the split graph, built on the fly
+        holds: bool = native.holds_if_split(
+            succ.indptr,
+            succ.indices,
+            ptype,
+            g.part,
+            g.has_succ,
+            g.has_pred,
+            g.members[p],
+            events,
+            state.mark,
+            p,
+            checker.KIND_CODES[kind],
+            a,
+            b,
+            g.initial(),
+            g.terminal_type,
+        )
+        return holds
     state.mark[events] = True
     moving = ~state.mark[g.members[p]]
     state.mark[events] = False
-    succ = g.successors_if_split(p, moving)
-    ptype = np.append(g.types_array(), g.ptype[p])
-    kind, a, b = inv
-    return counterexample(succ, ptype, kind, a, b, g.initial(), g.terminal_type) is None
+    trial = g.successors_if_split(p, moving)
+    return counterexample(trial, np.append(ptype, g.ptype[p]), kind, a, b, g.initial(), g.terminal_type) is None
 
 
 def _incorporate(sets: list[np.ndarray], split: list[np.ndarray], mark: np.ndarray) -> list[np.ndarray]:
@@ -262,16 +297,34 @@ def replay_refine(
     state = _Ordered(graph)
     unsat = list(order)
     limit = len(graph.part)
+    # with the C extension nothing below reads the edge counts: they are counted once at the end
+    graph.count_edges = checker.native is None or graph.part.dtype != np.int32
+    try:
+        _replay_rounds(state, unsat, rng, stats, limit, progress)
+    finally:
+        graph.recount()
+    return state
+
+
+def _replay_rounds(
+    state: _Ordered,
+    unsat: list[Invariant],
+    rng: JavaRandom,
+    stats: ReplayStats,
+    limit: int,
+    progress: Callable[[ReplayStats], None] | None,
+) -> None:
+    graph = state.graph
     while True:
         succ = state.ordered_csr()
-        ptype = graph.types_array()
+        ptype = state.ptype
         cexs: list[tuple[Invariant, list[int]]] = []
         for i in unsat:
             walk = synoptic_counterexample(succ, ptype, i[0], i[1], i[2], graph.initial(), graph.terminal_type)
             if walk is not None:
                 cexs.append((i, walk))
         if not cexs:
-            return state
+            return
         cexs.sort(key=lambda c: len(c[1]))
         unsat = [i for i, _ in cexs]
         rng.shuffle(cexs)
@@ -285,7 +338,7 @@ def replay_refine(
             for p, events in cands:
                 rest = state.reorder_first(p, events)
                 stats.trials += 1
-                if _holds_after_split(state, p, events, i):
+                if _holds_after_split(state, succ, ptype, p, events, i):
                     split = [events, rest]
                     todo[p] = _incorporate(todo[p], split, state.mark) if p in todo else split
                     break
@@ -314,16 +367,27 @@ def replay_coarsen(graph: PartitionGraph, inv: InvariantSet, log: EncodedLog, st
     shows them, then the partitions refinement made, in the order it made them. A failed trial's
     rewind removes and re-adds the second partition, which moves it to the end; each pass scans the
     order it started with.
+
+    With the C extension (and at most 64 types) the same scan runs in ``fastcheck.coarsen``
+    (:func:`_coarsen_c`): a trial checks only what the merge adds, per partition bit masks of the types
+    reaching it and of the invariants' automaton states it reaches, grown from the merged partition and
+    rewound when an invariant breaks; and a pass starts where the last merge's kept partition stood,
+    as every pair before it has failed already (those among the partitions before it in this or an
+    earlier pass, those with a moved partition when that was tried).
     """
     first = first_positions(log.codes, len(log.names))
     present = np.flatnonzero(first < len(log.codes))
     seen = present[np.argsort(first[present], kind="stable")].tolist()
     start = [graph.initial_type, graph.terminal_type, *seen]
-    plist = start + [p for p in range(len(graph.ptype)) if p not in set(start) and graph.ptype[p] >= 0]
+    known = set(start)
+    plist = start + [p for p in range(len(graph.ptype)) if p not in known and graph.ptype[p] >= 0]
     synthetic = {graph.initial_type, graph.terminal_type}
     failed: set[tuple[int, int]] = set()
     edges = graph.edge_arrays()
     ptype = graph.types_array()
+    size = len(inv.labels)
+    if checker.native is not None and size <= 64 and not violated(edges, ptype, inv):
+        return _coarsen_c(graph, inv, edges, ptype, plist, stats)
     merges = 0
     while True:
         merged = None
@@ -357,3 +421,41 @@ def replay_coarsen(graph: PartitionGraph, inv: InvariantSet, log: EncodedLog, st
         plist = [x for x in plist if x not in gone] + [x for x in moved if x != q]
         graph.merge(p, q)
         merges += 1
+
+
+def _type_masks(matrix: np.ndarray, axis: int) -> np.ndarray:
+    """Each row (``axis`` 1) or column (``axis`` 0) of a types x types matrix as a 64-bit mask of the
+    other index."""
+    bits = np.left_shift(np.uint64(1), np.arange(len(matrix), dtype=np.uint64))
+    spread = np.where(matrix, bits[None, :] if axis == 1 else bits[:, None], np.uint64(0))
+    return np.ascontiguousarray(np.bitwise_or.reduce(spread, axis=axis), dtype=np.uint64)
+
+
+def _coarsen_c(
+    graph: PartitionGraph,
+    inv: InvariantSet,
+    edges: tuple[np.ndarray, np.ndarray],
+    ptype: np.ndarray,
+    plist: list[int],
+    stats: ReplayStats,
+) -> int:
+    """:func:`replay_coarsen` in the C extension (``fastcheck.coarsen``): the same scan and merges, each
+    trial checking only what the merge adds (the graph before it holds every invariant, so a merge
+    breaks one only along walks through the merged partition)."""
+    nodes = len(ptype)
+    out = np.empty(2 * nodes, dtype=np.int32)
+    merges, trials = checker.native.coarsen(
+        np.ascontiguousarray(edges[0], dtype=np.int32),
+        np.ascontiguousarray(edges[1], dtype=np.int32),
+        np.ascontiguousarray(ptype, dtype=np.int32),
+        np.asarray(plist, dtype=np.int32),
+        _type_masks(inv.nfby, 0),
+        _type_masks(inv.ap, 0),
+        _type_masks(inv.afby, 1),
+        graph.initial_type,
+        graph.terminal_type,
+        out,
+    )
+    stats.trials += trials
+    graph.merge_many(out[: 2 * merges].reshape(-1, 2))
+    return int(merges)
