@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include <Python.h>
 #include <string.h>
+#include <math.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
@@ -426,12 +427,425 @@ out:
     return res;
 }
 
+/* ---- qlog records (JSON-SEQ, NDJSON): the plain quic-go shape straight into columns ----
+ *
+ * scan_qlogs(buffer, bounds, seps, table, names): whole small qlog files joined in one buffer, file i at
+ * int64 bounds[i] to bounds[i + 1], split into records at seps[i] (0x1E or '\n'). The reader it stands for
+ * is quicsm/traces/qlog.py's _read_records; only what that reader would do without a word of report is
+ * decided here, in a strict subset of JSON: records {"time": number, "name": "...", "data": {...}} with
+ * ASCII strings. A file holding anything else (another key, an escape in a string that matters, a state
+ * given as a number or with "old", a bad or missing time or field, mvfst's event, nesting over 64 levels)
+ * gets status 1 and no rows: the Python reader reads it, with its own messages. The first non-blank record
+ * is the header, handed back as a span for the Python reader's _header to judge (it may send the file back).
+ * Per row: file, kind (0 transition, 2 metrics), time as written (float64: the file's unit is the header's),
+ * state and trigger ids (interned; -1 none), cwnd, inflight, ssthresh, pacing (int64, INT64_MIN absent),
+ * min_rtt and smoothed_rtt as written (float64, NaN absent: scaled by the file's unit in Python). */
+
+#define QNULL ((long long)(-0x7fffffffffffffffLL - 1))
+#define QMAX 0x7fffffffffffffffLL /* = qlog_values.MAX_COUNT */
+
+typedef struct { const char *a, *b; } Span;
+enum { J_BAD, J_STR, J_NUM, J_OBJ, J_ARR, J_TRUE, J_FALSE, J_NULL };
+
+static int jws(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+static const char *skip_jws(const char *p, const char *e) { while (p < e && jws((unsigned char)*p)) p++; return p; }
+
+/* A JSON string at p ('"'): its end (after the quote) or NULL; *plain = no escape, printable ASCII only.
+ * Non-ASCII bytes are refused outright (no UTF-8 check here): such a file goes to the Python reader. */
+static const char *jstring(const char *p, const char *e, int *plain) {
+    *plain = 1;
+    for (p++; p < e; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c == '"') return p + 1;
+        if (c < 0x20 || c >= 0x7f) return NULL;
+        if (c == '\\') {
+            *plain = 0;
+            if (++p >= e) return NULL;
+            c = (unsigned char)*p;
+            if (c == 'u') {
+                for (int i = 0; i < 4; i++) {
+                    if (++p >= e) return NULL;
+                    c = (unsigned char)*p;
+                    if (!((c >= '0' && c <= '9') || ((c | 32) >= 'a' && (c | 32) <= 'f'))) return NULL;
+                }
+            } else if (!strchr("\"\\/bfnrt", c)) return NULL;
+        }
+    }
+    return NULL;
+}
+
+/* A JSON number at p (RFC 8259 grammar): its end or NULL; *integer = no fraction, no exponent. */
+static const char *jnumber(const char *p, const char *e, int *integer) {
+    const char *s = p;
+    *integer = 1;
+    if (p < e && *p == '-') p++;
+    if (p >= e || *p < '0' || *p > '9') return NULL;
+    if (*p == '0') p++;
+    else while (p < e && *p >= '0' && *p <= '9') p++;
+    if (p < e && *p == '.') {
+        *integer = 0; p++;
+        if (p >= e || *p < '0' || *p > '9') return NULL;
+        while (p < e && *p >= '0' && *p <= '9') p++;
+    }
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        *integer = 0; p++;
+        if (p < e && (*p == '+' || *p == '-')) p++;
+        if (p >= e || *p < '0' || *p > '9') return NULL;
+        while (p < e && *p >= '0' && *p <= '9') p++;
+    }
+    if (p - s > 30) return NULL; /* long numbers: the Python reader's guards decide */
+    return p;
+}
+
+/* Any JSON value at p: its end, or NULL if it is not (strict) JSON or nests deeper than 64. */
+static const char *jvalue(const char *p, const char *e, int depth, int *type) {
+    int plain, integer;
+    *type = J_BAD;
+    if (p >= e || depth > 64) return NULL;
+    switch (*p) {
+    case '"': *type = J_STR; return jstring(p, e, &plain);
+    case '{': case '[': {
+        char close = *p == '{' ? '}' : ']';
+        int t;
+        *type = *p == '{' ? J_OBJ : J_ARR;
+        p = skip_jws(p + 1, e);
+        if (p < e && *p == close) return p + 1;
+        for (;;) {
+            if (close == '}') {
+                if (p >= e || *p != '"' || !(p = jstring(p, e, &plain))) return NULL;
+                p = skip_jws(p, e);
+                if (p >= e || *p != ':') return NULL;
+                p = skip_jws(p + 1, e);
+            }
+            if (!(p = jvalue(p, e, depth + 1, &t))) return NULL;
+            p = skip_jws(p, e);
+            if (p < e && *p == ',') { p = skip_jws(p + 1, e); continue; }
+            if (p < e && *p == close) return p + 1;
+            return NULL;
+        }
+    }
+    case 't': *type = J_TRUE; return lit(&p, e, "true") ? p : NULL;
+    case 'f': *type = J_FALSE; return lit(&p, e, "false") ? p : NULL;
+    case 'n': *type = J_NULL; return lit(&p, e, "null") ? p : NULL;
+    default: *type = J_NUM; return jnumber(p, e, &integer);
+    }
+}
+
+static int span_is(Span s, const char *word) {
+    size_t n = strlen(word);
+    return (size_t)(s.b - s.a) == n && memcmp(s.a, word, n) == 0;
+}
+
+/* One object's members: for each of `keys`, the value's span and type (a->NULL: absent). 0 if the object
+ * is not strict JSON, a wanted key comes twice or is written with an escape (it might be one of them), or
+ * (strict) a key is not among `keys`. */
+static int jmembers(const char *p, const char *e, const char *const *keys, int nkeys, Span *vals, int *types, int strict,
+                    int depth) {
+    int plain, t, i;
+    for (i = 0; i < nkeys; i++) { vals[i].a = vals[i].b = NULL; types[i] = J_BAD; }
+    if (p >= e || *p != '{') return 0;
+    p = skip_jws(p + 1, e);
+    if (p < e && *p == '}') return skip_jws(p + 1, e) == e;
+    for (;;) {
+        const char *ka = p + 1, *kb;
+        if (p >= e || *p != '"' || !(kb = jstring(p, e, &plain))) return 0;
+        Span key = {ka, kb - 1};
+        p = skip_jws(kb, e);
+        if (p >= e || *p != ':') return 0;
+        p = skip_jws(p + 1, e);
+        const char *va = p;
+        if (!(p = jvalue(p, e, depth + 1, &t))) return 0;
+        if (!plain) return 0;
+        for (i = 0; i < nkeys && !span_is(key, keys[i]); i++) {}
+        if (i < nkeys) {
+            if (vals[i].a) return 0;
+            vals[i].a = va; vals[i].b = p; types[i] = t;
+        } else if (strict) return 0;
+        p = skip_jws(p, e);
+        if (p < e && *p == ',') { p = skip_jws(p + 1, e); continue; }
+        if (p < e && *p == '}') return skip_jws(p + 1, e) == e;
+        return 0;
+    }
+}
+
+static const char *const REC_KEYS[3] = {"time", "name", "data"};
+static const char *const STATE_KEYS[6] = {"new", "new_state", "state", "old", "old_state", "trigger"};
+static const char *const METRIC_KEYS[10] = {"congestion_window", "cwnd", "current_cwnd", "bytes_in_flight", "inflight",
+                                            "ssthresh", "slow_start_threshold", "pacing_rate", "min_rtt", "smoothed_rtt"};
+/* qlog._METRIC_KEYS: (first key, keys) per field cwnd, inflight, ssthresh, pacing, min_rtt, smoothed_rtt */
+static const int METRIC_FIRST[7] = {0, 3, 5, 7, 8, 9, 10};
+
+static int ci_has(const char *p, const char *e, const char *w) {
+    size_t n = strlen(w);
+    for (; (size_t)(e - p) >= n; p++) {
+        size_t i = 0;
+        while (i < n && (p[i] | (p[i] >= 'A' && p[i] <= 'Z' ? 32 : 0)) == w[i]) i++;
+        if (i == n) return 1;
+    }
+    return 0;
+}
+
+/* qlog._WANTED: records that may matter (others are not decoded, only their time kept). */
+static int wanted(const char *p, const char *e) {
+    return ci_has(p, e, "congestion") || ci_has(p, e, "metric") || ci_has(p, e, "cc_state");
+}
+
+static int rx_space(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+/* qlog._TIME then float(): the time of a record not decoded. 1 with *t when the regex matches and float()
+ * takes the match; 0 otherwise (the record then has no time, as in the Python reader). */
+static int regex_time(const char *p, const char *e, double *t) {
+    for (;;) {
+        const char *q = p;
+        while ((size_t)(e - q) >= 6 && memcmp(q, "\"time\"", 6) != 0) q++;
+        if ((size_t)(e - q) < 6) return 0;
+        p = q + 1;
+        q += 6;
+        while (q < e && rx_space((unsigned char)*q)) q++;
+        if (q >= e || *q != ':') continue;
+        q++;
+        while (q < e && rx_space((unsigned char)*q)) q++;
+        const char *a = q;
+        if (q < e && *q == '-' && q + 1 < e && q[1] >= '0' && q[1] <= '9') q++;
+        if (q >= e || *q < '0' || *q > '9') continue;
+        q++;
+        for (int n = 0; n < 30 && q < e && strchr("0123456789.eE+-", *q) && *q; n++) q++;
+        /* float(): digits ["." digits] [e [+-] digits], '-' only first (the match starts with a digit or '-') */
+        const char *s = a;
+        if (*s == '-') s++;
+        while (s < q && *s >= '0' && *s <= '9') s++;
+        if (s < q && *s == '.') { s++; while (s < q && *s >= '0' && *s <= '9') s++; }
+        if (s < q && (*s == 'e' || *s == 'E')) {
+            s++;
+            if (s < q && (*s == '+' || *s == '-')) s++;
+            if (s >= q || *s < '0' || *s > '9') return 0;
+            while (s < q && *s >= '0' && *s <= '9') s++;
+        }
+        if (s != q) return 0; /* float() raises ValueError: no time */
+        char tmp[40];
+        memcpy(tmp, a, (size_t)(q - a));
+        tmp[q - a] = 0;
+        *t = strtod(tmp, NULL);
+        return 1;
+    }
+}
+
+static double num_of(Span s) {
+    char tmp[40];
+    size_t n = (size_t)(s.b - s.a);
+    memcpy(tmp, s.a, n);
+    tmp[n] = 0;
+    return strtod(tmp, NULL);
+}
+
+/* A usable event time (qlog_values.time_value): a number, finite, |t| <= 1e15. */
+static int good_time(Span s, int type, double *t) {
+    if (type != J_NUM) return 0;
+    *t = num_of(s);
+    return isfinite(*t) && fabs(*t) <= 1e15;
+}
+
+typedef struct {
+    Scan *s;
+    Col src, kind, t, state, trig, metrics, timed;
+    int file;
+    long long rows;
+} QScan;
+
+static int qput(QScan *q, int kind, double t, int state, int trig, const long long *m, const double *timed) {
+    signed char k = (signed char)kind;
+    if (col_put(&q->src, &q->file, 4) || col_put(&q->kind, &k, 1) || col_put(&q->t, &t, 8) || col_put(&q->state, &state, 4) ||
+        col_put(&q->trig, &trig, 4) || col_put(&q->metrics, m, 56) || col_put(&q->timed, timed, 16))
+        return -1;
+    q->rows++;
+    return 0;
+}
+
+/* An ASCII name that qlog's _role knows: 1 state, 2 metrics, 3 mvfst, 0 none (after the last ':', any case). */
+static int role_of(Span name) {
+    const char *a = name.b;
+    while (a > name.a && a[-1] != ':') a--;
+    char low[32];
+    size_t n = (size_t)(name.b - a);
+    if (n >= sizeof low) return 0;
+    for (size_t i = 0; i < n; i++) low[i] = (char)(a[i] >= 'A' && a[i] <= 'Z' ? a[i] | 32 : a[i]);
+    low[n] = 0;
+    static const char *const states[] = {"congestion_state_updated", "congestion_state_update", "cc_state_update", "congestion_state"};
+    static const char *const metrics[] = {"metrics_updated", "recovery_metrics_updated", "metric_update", "metrics_update"};
+    for (int i = 0; i < 4; i++) {
+        if (!strcmp(low, states[i])) return 1;
+        if (!strcmp(low, metrics[i])) return 2;
+    }
+    return !strcmp(low, "congestion_metric_update") ? 3 : 0;
+}
+
+/* One record decoded (a wanted one): 1 handled (maybe a row), 0 the file goes to the Python reader, -1 error. */
+static int qrecord(QScan *q, const char *p, const char *e, double *max_t, int *has_max) {
+    Span v[10];
+    int ty[10], plain;
+    if (!jmembers(p, e, REC_KEYS, 3, v, ty, 1, 0)) return 0;
+    if (!v[1].a || ty[1] != J_STR || !jstring(v[1].a, v[1].b, &plain) || !plain || v[1].b - v[1].a <= 2) return 0;
+    Span name = {v[1].a + 1, v[1].b - 1};
+    int role = role_of(name);
+    double t;
+    if (role == 0) {
+        if (!v[0].a || ty[0] == J_NULL) return 1;
+        if (ty[0] == J_STR) return 0; /* a time as a string: float() decides */
+        if (good_time(v[0], ty[0], &t)) {
+            if (!*has_max || t > *max_t) *max_t = t;
+            *has_max = 1;
+        }
+        return 1;
+    }
+    if (role == 3 || !v[2].a || ty[2] != J_OBJ || !v[0].a || !good_time(v[0], ty[0], &t)) return 0;
+    if (!*has_max || t > *max_t) *max_t = t;
+    *has_max = 1;
+    long long m[7];
+    double timed[2] = {NAN, NAN};
+    for (int i = 0; i < 7; i++) m[i] = QNULL;
+    if (role == 1) {
+        if (!jmembers(v[2].a, v[2].b, STATE_KEYS, 6, v, ty, 0, 1) || v[3].a || v[4].a) return 0;
+        int w = v[0].a ? 0 : v[1].a ? 1 : 2;
+        if (!v[w].a || ty[w] != J_STR || !jstring(v[w].a, v[w].b, &plain) || !plain || v[w].b - v[w].a <= 2) return 0;
+        int digits = 1;
+        for (const char *c = v[w].a + 1; c < v[w].b - 1; c++) digits &= (*c >= '0' && *c <= '9');
+        if (digits) return 0; /* picoquic's numbered states: the Python reader maps them */
+        int state = intern(q->s->table, q->s->names, v[w].a + 1, v[w].b - 1, &q->s->seen), trig = -1;
+        if (state < -1) return state == -3 ? -1 : 0;
+        if (v[5].a && ty[5] == J_STR) {
+            if (!jstring(v[5].a, v[5].b, &plain) || !plain) return 0;
+            const char *b = v[5].b - 1;
+            if (b - (v[5].a + 1) > 200) b = v[5].a + 1 + 200;
+            trig = intern(q->s->table, q->s->names, v[5].a + 1, b, &q->s->seen);
+            if (trig < -1) return trig == -3 ? -1 : 0;
+        }
+        return qput(q, 0, t, state, trig, m, timed) ? -1 : 1;
+    }
+    if (!jmembers(v[2].a, v[2].b, METRIC_KEYS, 10, v, ty, 0, 1)) return 0;
+    for (int f = 0; f < 6; f++) {
+        int k = METRIC_FIRST[f];
+        while (k < METRIC_FIRST[f + 1] && !v[k].a) k++;
+        if (k == METRIC_FIRST[f + 1] || ty[k] == J_NULL) continue;
+        if (ty[k] != J_NUM || *v[k].a == '-') return 0;
+        int integer;
+        jnumber(v[k].a, v[k].b, &integer);
+        if (f >= 4) { /* an RTT in the file's unit, scaled in Python: exact as a double below 2^53 */
+            double x = num_of(v[k]);
+            if (v[k].b - v[k].a > 15 || x >= 1e15) return 0;
+            timed[f - 4] = x;
+            continue;
+        }
+        if (!integer || v[k].b - v[k].a > 19) return 0;
+        unsigned long long x = 0;
+        for (const char *c = v[k].a; c < v[k].b; c++) x = x * 10 + (unsigned long long)(*c - '0');
+        if (x >= (unsigned long long)QMAX) {
+            if (f != 2) return 0; /* out of range: reported by the Python reader */
+            x = (unsigned long long)QMAX; /* ssthresh: unbounded */
+        }
+        m[f == 3 ? 3 : f] = (long long)x;
+    }
+    return qput(q, 2, t, -1, -1, m, timed) ? -1 : 1;
+}
+
+static const char *strip_l(const char *p, const char *e) { while (p < e && rx_space((unsigned char)*p)) p++; return p; }
+static const char *strip_r(const char *p, const char *e) { while (e > p && rx_space((unsigned char)e[-1])) e--; return e; }
+
+static PyObject *scan_qlogs(PyObject *self, PyObject *args) {
+    Py_buffer buf, bounds, seps;
+    Scan s = {0};
+    QScan q = {0};
+    PyObject *res = NULL, *info = NULL, *maxes = NULL;
+    long long *fi = NULL;
+    double *mx = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*y*O!O!", &buf, &bounds, &seps, &PyDict_Type, &s.table, &PyList_Type, &s.names)) return NULL;
+    Py_ssize_t nfiles = bounds.len / 8 - 1;
+    const long long *b = (const long long *)bounds.buf;
+    const char *base = (const char *)buf.buf;
+    q.s = &s;
+    if (nfiles < 0 || bounds.len % 8 || seps.len < nfiles) { PyErr_SetString(PyExc_ValueError, "bounds: int64 offsets; seps: a byte a file"); goto out; }
+    for (Py_ssize_t i = 0; i < nfiles; i++)
+        if (b[i] < 0 || b[i] > b[i + 1] || b[i + 1] > buf.len) { PyErr_SetString(PyExc_ValueError, "bounds out of order"); goto out; }
+    if (seen_init(&s.seen, buf.len) < 0) goto out;
+    fi = PyMem_Calloc((size_t)(nfiles ? nfiles : 1), 4 * sizeof(long long));
+    mx = PyMem_Calloc((size_t)(nfiles ? nfiles : 1), sizeof(double));
+    if (!fi || !mx) { PyErr_NoMemory(); goto out; }
+    for (Py_ssize_t i = 0; i < nfiles; i++) {
+        const char *a = base + b[i], *e = base + b[i + 1];
+        char sep = ((const char *)seps.buf)[i];
+        long long first_row = q.rows;
+        size_t marks[7] = {q.src.len, q.kind.len, q.t.len, q.state.len, q.trig.len, q.metrics.len, q.timed.len};
+        int header = 0, ok = 1, has_max = 0;
+        double max_t = 0;
+        q.file = (int)i;
+        fi[4 * i + 1] = fi[4 * i + 2] = -1;
+        while (ok) {
+            const char *end = memchr(a, sep, (size_t)(e - a));
+            if (!end) end = e;
+            if (!header) {
+                const char *x = strip_l(a, end), *y = strip_r(x, end);
+                if (x < y) { header = 1; fi[4 * i + 1] = x - base; fi[4 * i + 2] = y - base; }
+            } else if (!wanted(a, end)) {
+                double t;
+                if (regex_time(a, end, &t) && isfinite(t) && fabs(t) <= 1e15) {
+                    if (!has_max || t > max_t) max_t = t;
+                    has_max = 1;
+                }
+            } else {
+                const char *x = strip_l(a, end), *y = strip_r(x, end);
+                if (x < y) {
+                    int r = qrecord(&q, x, y, &max_t, &has_max);
+                    if (r < 0) goto out;
+                    ok = r;
+                }
+            }
+            if (end == e) break;
+            a = end + 1;
+        }
+        if (!ok || !header) { /* the Python reader reads this file: its rows go */
+            q.rows = first_row;
+            q.src.len = marks[0]; q.kind.len = marks[1]; q.t.len = marks[2]; q.state.len = marks[3];
+            q.trig.len = marks[4]; q.metrics.len = marks[5]; q.timed.len = marks[6];
+        }
+        fi[4 * i] = !ok || !header;
+        fi[4 * i + 3] = q.rows - first_row;
+        mx[i] = has_max ? max_t : NAN;
+    }
+    info = PyBytes_FromStringAndSize((const char *)fi, (Py_ssize_t)(32 * nfiles));
+    maxes = PyBytes_FromStringAndSize((const char *)mx, (Py_ssize_t)(8 * nfiles));
+    if (info && maxes) {
+        Col *cols[7] = {&q.src, &q.kind, &q.t, &q.state, &q.trig, &q.metrics, &q.timed};
+        PyObject *out = PyTuple_New(7);
+        for (int c = 0; out && c < 7; c++) {
+            PyObject *x = PyBytes_FromStringAndSize(cols[c]->data ? cols[c]->data : "", (Py_ssize_t)cols[c]->len);
+            if (!x) { Py_CLEAR(out); break; }
+            PyTuple_SET_ITEM(out, c, x);
+        }
+        if (out) res = Py_BuildValue("(NOON)", out, info, maxes, PyLong_FromLongLong(q.rows));
+    }
+out:
+    Py_XDECREF(info);
+    Py_XDECREF(maxes);
+    PyMem_Free(fi);
+    PyMem_Free(mx);
+    {
+        Col *cols[7] = {&q.src, &q.kind, &q.t, &q.state, &q.trig, &q.metrics, &q.timed};
+        for (int c = 0; c < 7; c++) PyMem_Free(cols[c]->data);
+    }
+    PyMem_Free(s.seen.slot);
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&bounds);
+    PyBuffer_Release(&seps);
+    return res;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS, "scan(buffer, start, end, tag, lineno, parse=False) -> ([(line, payload) or parsed tuple], lineno_at_end)"},
     {"scan_columns", scan_columns, METH_VARARGS,
      "scan_columns(buffer, start, end, tag, lineno, table, names) -> (8 column bytes, [(row, line, payload)], lineno_at_end)"},
     {"scan_files", scan_files, METH_VARARGS,
      "scan_files(buffer, bounds, tag, table, names) -> (9 column bytes, [(row, line, payload)], lines per file as int64 bytes)"},
+    {"scan_qlogs", scan_qlogs, METH_VARARGS,
+     "scan_qlogs(buffer, bounds, seps, table, names) -> (7 column bytes, file info int64 x4, max times float64, rows)"},
     {NULL, NULL, 0, NULL},
 };
 

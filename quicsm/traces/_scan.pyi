@@ -26,3 +26,12 @@ def scan_files(
     """Whole files joined in ``buffer`` (file ``i`` spans int64 ``bounds[i]`` to ``bounds[i + 1]``), each scanned
     from its line 1 as :func:`scan_columns` scans a window, with a ninth column numbering each row's file
     (int32); and each file's line count (int64; a last line without its newline counts)."""
+
+def scan_qlogs(
+    buffer: bytes, bounds: bytes, seps: bytes, table: dict[bytes, int], names: list[str], /
+) -> tuple[tuple[bytes, ...], bytes, bytes, int]:
+    """Whole JSON-SEQ/NDJSON qlogs joined in ``buffer`` (file ``i`` spans int64 ``bounds[i]`` to ``bounds[i + 1]``,
+    records split at the byte ``seps[i]``): 7 raw columns (file int32, kind int8, time as written float64, state
+    and trigger ids int32, cwnd/inflight/ssthresh/pacing int64 x7 per row, min_rtt/smoothed_rtt float64 x2 per row);
+    per file int64 (status: 0 read here, 1 for the Python reader; header start, end; rows); per file the last time
+    seen (float64, NaN: none); and the number of rows."""

@@ -35,6 +35,7 @@ __all__ = [
     "SharedMeta",
     "TraceCutter",
     "iter_trace_columns",
+    "intern",
     "stay_sequences",
     "available",
     "scan_columns_py",
@@ -118,6 +119,9 @@ class EventColumns:
     """Fields the contract does not name, by row (rare: only records the Python reader parsed)."""
     problems: list[Problem] = field(default_factory=list)
     """Problems met while reading these records, not reported yet."""
+    first_seen: bool = False
+    """A store writes this batch's string dictionaries in order of first appearance, as it writes trace
+    objects (qlog batches: their stores stay the bytes the object path wrote), not in table order."""
 
     def __len__(self) -> int:
         return len(self.t_us)
@@ -191,14 +195,20 @@ class _Columns:
         self.rows = 0
 
     def intern(self, text: str | None) -> int:
-        if text is None:
-            return -1
-        key = text.encode("utf-8", "surrogatepass")
-        hit = self.table.get(key)
-        if hit is None:
-            hit = self.table[key] = len(self.names)
-            self.names.append(text)
-        return hit
+        return intern(self.table, self.names, text)
+
+
+def intern(table: dict[bytes, int], names: list[str], text: str | None) -> int:
+    """The id of ``text`` in a string table (the C scanner's: UTF-8 bytes -> id, ``names`` by id), added
+    when new; -1 for None."""
+    if text is None:
+        return -1
+    key = text.encode("utf-8", "surrogatepass")
+    hit = table.get(key)
+    if hit is None:
+        hit = table[key] = len(names)
+        names.append(text)
+    return hit
 
 
 BATCH_ROWS = 1 << 18

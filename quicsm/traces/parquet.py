@@ -234,15 +234,19 @@ def _columns_table(tc: TraceColumns, schema: Any) -> Any:
     rows = tc.order
     trace_of = np.repeat(np.arange(len(tc), dtype=np.int32), np.diff(tc.offsets))
 
-    def interned(ids: np.ndarray, field: str) -> Any:
+    def interned(ids: np.ndarray, field: str, names: list[str] = ev.names) -> Any:
         """Ids into the string table (-1: null) as a dictionary array holding only the strings used
-        (the table also holds every connection key); a remap by table position, no sort."""
+        (the table also holds every connection key); a remap by table position, no sort (by first
+        appearance for a batch marked ``first_seen``)."""
         index_type = schema.field(field).type.index_type
         null = ids < 0
-        used = np.flatnonzero(np.bincount(ids[~null], minlength=len(ev.names))) if len(ids) else ids[:0]
-        remap = np.zeros(len(ev.names) + 1, np.int64)
+        if ev.first_seen:
+            used = _first_seen(ids, len(names))
+        else:
+            used = np.flatnonzero(np.bincount(ids[~null], minlength=len(names))) if len(ids) else ids[:0]
+        remap = np.zeros(len(names) + 1, np.int64)
         remap[used] = np.arange(len(used))
-        return arr.dictionary(remap[ids], index_type, [ev.names[i] for i in used.tolist()], null)
+        return arr.dictionary(remap[ids], index_type, [names[i] for i in used.tolist()], null)
 
     metrics = np.take(ev.metrics.T, rows, axis=1)  # one contiguous row per metric
     if ev.extra:
@@ -254,12 +258,22 @@ def _columns_table(tc: TraceColumns, schema: Any) -> Any:
         extras = pa.array(extra, pa.string())
     else:
         extras = pa.nulls(len(rows), pa.string())
+    trace_ids = tc.ids
+    if ev.first_seen and len(set(trace_ids)) < len(trace_ids):  # one dictionary entry per distinct id
+        index: dict[str, int] = {}
+        trace_of = np.asarray([index.setdefault(i, len(index)) for i in trace_ids], np.int32)[trace_of]
+        trace_ids = list(index)
+    kinds = (
+        interned(ev.kind[rows].astype(np.int64), "kind", list(EVENT_KINDS))
+        if ev.first_seen
+        else arr.dictionary(ev.kind[rows], pa.int8(), list(EVENT_KINDS))
+    )
     arrays = {
-        "trace": arr.dictionary(trace_of, pa.int32(), tc.ids),
+        "trace": arr.dictionary(trace_of, pa.int32(), trace_ids),
         "meta": _metas(len(rows), tc.offsets[:-1], tc.keys, tc.ccs, tc.shared.templates, tc.shared.of),
         "t_us": arr.ints(ev.t_us[rows], pa.int64()),
         "state": interned(tc.state[rows], "state"),
-        "kind": arr.dictionary(ev.kind[rows], pa.int8(), list(EVENT_KINDS)),
+        "kind": kinds,
         "prev": interned(ev.prev[rows], "prev"),
         **{k: arr.ints(metrics[j], pa.int64(), metrics[j] == NULL) for j, k in enumerate(METRIC_FIELDS)},
         "recovery": interned(ev.recovery[rows], "recovery"),
@@ -267,6 +281,15 @@ def _columns_table(tc: TraceColumns, schema: Any) -> Any:
         "extra": extras,
     }
     return pa.table(arrays, schema=schema)
+
+
+def _first_seen(ids: Any, size: int) -> Any:
+    """The ids (>= 0) found in ``ids``, in order of first appearance."""
+    import numpy as np
+
+    pos = np.flatnonzero(ids >= 0)
+    used, first = np.unique(ids[pos], return_index=True)
+    return used[np.argsort(first)]
 
 
 def _row(cols: dict[str, list[Any]], tid: str, e: TraceEvent | None) -> None:

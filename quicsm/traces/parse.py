@@ -116,6 +116,7 @@ def read_inputs(
     """
     from quicsm.fleet.sources import is_url, open_url
     from quicsm.traces.columnar import ColumnReader
+    from quicsm.traces.qlog_columns import QlogBatcher
 
     report = report if report is not None else ParseReport()
     if not paths:
@@ -126,6 +127,7 @@ def read_inputs(
     sidecars = Sidecars()
     merged: dict[int, TraceMeta] = {}  # per sidecar (one per folder)
     logs = ColumnReader(report, on_bytes)
+    qlogs = QlogBatcher(report, on_bytes)
     for path in paths:
         report.files += 1
         try:
@@ -138,16 +140,24 @@ def read_inputs(
                 side = sidecars(path)
                 meta = merged.get(id(side)) or merged.setdefault(id(side), over.over(side))
                 kind, stream = open_input(path)
-                if kind == "log" and type(stream) is io.BytesIO:  # read whole: joined with its neighbours
-                    filled = logs.add(stream.getvalue(), path, scopes[path], meta)
-                    if filled:
-                        yield from filled
+                if type(stream) is io.BytesIO and kind in ("log", "sqlog", "ndjson"):  # read whole: joined
+                    if kind == "log":
+                        yield from qlogs.flush()
+                        yield from logs.add(stream.getvalue(), path, scopes[path], meta)
+                    else:
+                        yield from logs.flush()
+                        yield from qlogs.add(stream.getvalue(), path, meta, kind)
                     continue
             with stream:
                 if kind == "log":
+                    yield from qlogs.flush()
                     yield from logs.read(stream, path, scopes[path], meta)
                     continue
                 yield from logs.flush()  # what the logs before this input left, in input order
+                if kind in ("qlog", "sqlog", "ndjson"):  # one batch with the small qlogs around it
+                    yield from qlogs.add_traces(_objects(stream, path, kind, meta, report, on_bytes))
+                    continue
+                yield from qlogs.flush()
                 if stores and kind == "traces-parquet":
                     yield from _store_batches(path, meta, report, metrics)
                 else:
@@ -160,6 +170,7 @@ def read_inputs(
                 raise
             raise err from exc
     yield from logs.flush()
+    yield from qlogs.flush()
 
 
 def _objects(

@@ -33,7 +33,16 @@ from quicsm.traces.qlog_values import DECODER, JSON_ERRORS, BadValue, count_valu
 from quicsm.traces.report import ParseReport
 from quicsm.traces.states import INIT, canonical_state, is_known_state, numeric_state, split_state
 
-__all__ = ["read_qlog", "read_sqlog", "read_ndjson", "event_role"]
+__all__ = [
+    "read_qlog",
+    "read_sqlog",
+    "read_ndjson",
+    "read_records",
+    "read_header",
+    "event_role",
+    "guess_impl",
+    "TraceState",
+]
 
 _STATE_NAMES = {"congestion_state_updated", "congestion_state_update", "cc_state_update", "congestion_state"}
 _METRIC_NAMES = {"metrics_updated", "recovery_metrics_updated", "metric_update", "metrics_update"}
@@ -70,7 +79,7 @@ def _role(name: str) -> str | None:
 
 
 @dataclass(slots=True)
-class _TraceState:
+class TraceState:
     """One qlog trace being read: its time base, stack hints and the events found so far."""
 
     conn: str
@@ -131,7 +140,7 @@ _METRIC_KEYS = (
 
 
 def _metrics(
-    st: _TraceState, data: dict[str, Any], t: int, state: str, path: str, at: Locate, report: ParseReport
+    st: TraceState, data: dict[str, Any], t: int, state: str, path: str, at: Locate, report: ParseReport
 ) -> TraceEvent:
     values: dict[str, int | None] = {}
     for out, keys, timed, unbounded in _METRIC_KEYS:
@@ -150,7 +159,7 @@ def _metrics(
     return TraceEvent(t_us=t, state=state, kind="metrics", **values)  # type: ignore[arg-type]
 
 
-def _handle(st: _TraceState, name: str, data: Any, time: Any, path: str, at: Locate, report: ParseReport) -> None:
+def _handle(st: TraceState, name: str, data: Any, time: Any, path: str, at: Locate, report: ParseReport) -> None:
     role = event_role(name)
     if role is None:
         if time is not None:
@@ -214,7 +223,7 @@ def _recovery(data: dict[str, Any]) -> str | None:
     )
 
 
-def _finish(st: _TraceState, path: str, meta: TraceMeta, index: int, report: ParseReport) -> Trace | None:
+def _finish(st: TraceState, path: str, meta: TraceMeta, index: int, report: ParseReport) -> Trace | None:
     if not any(e.kind == "transition" for e in st.events):
         return None
     events = sorted(st.events, key=lambda e: e.t_us)
@@ -230,7 +239,7 @@ def _finish(st: _TraceState, path: str, meta: TraceMeta, index: int, report: Par
     if st.max_t is not None and st.max_t > events[-1].t_us:
         events.append(TraceEvent(t_us=st.max_t, state=events[-1].state, kind="close"))
     report.traces += 1
-    impl = meta.implementation or _guess_impl(st.title)
+    impl = meta.implementation or guess_impl(st.title)
     return Trace(
         id=f"{path}:{st.conn}" if index == 0 else f"{path}:{st.conn}#{index + 1}",
         cc=meta.cc or _guess_cc(events, impl, st.cc_hint),
@@ -243,7 +252,7 @@ def _finish(st: _TraceState, path: str, meta: TraceMeta, index: int, report: Par
     )
 
 
-def _guess_impl(title: str) -> str | None:
+def guess_impl(title: str) -> str | None:
     low = title.lower()
     for name in ("quic-go", "picoquic", "quiche", "neqo", "mvfst", "aioquic"):
         if name in low:
@@ -263,7 +272,7 @@ def _guess_cc(events: list[TraceEvent], impl: str | None, hint: str | None) -> s
     return "unknown"
 
 
-def _header(rec: dict[str, Any], trace: Any, st: _TraceState) -> None:
+def read_header(rec: dict[str, Any], trace: Any, st: TraceState) -> None:
     """File- and trace-level fields: title, code version, time unit and format, connection id."""
     st.title += f" {rec.get('title', '')} {rec.get('description', '')}"
     confs = [c for c in (rec.get("configuration"), trace.get("configuration") if isinstance(trace, dict) else None)]
@@ -394,8 +403,8 @@ def read_qlog(stream: BinaryIO, path: str, meta: TraceMeta, report: ParseReport)
         if not isinstance(trace, dict) or not isinstance(trace.get("events"), list):
             report.problem(path, 1, f"traces[{index}] has no events list (an error entry?)", "bad qlog")
             continue
-        st = _TraceState(conn=f"trace{index}", cc_hint=meta.cc)
-        _header(doc, trace, st)
+        st = TraceState(conn=f"trace{index}", cc_hint=meta.cc)
+        read_header(doc, trace, st)
         fields = trace.get("event_fields")
         fields = [str(f).lower() for f in fields] if isinstance(fields, list) else None
         for n, ev in enumerate(trace["events"]):
@@ -443,17 +452,17 @@ def read_sqlog(
     stream: BinaryIO, path: str, meta: TraceMeta, report: ParseReport, on_bytes: Callable[[int], None] | None = None
 ) -> Iterator[Trace]:
     """Stream a JSON-SEQ qlog: a header record, then one record per event (one connection per file)."""
-    return _read_records(stream, path, meta, report, on_bytes, _RS)
+    return read_records(stream, path, meta, report, on_bytes, _RS)
 
 
 def read_ndjson(
     stream: BinaryIO, path: str, meta: TraceMeta, report: ParseReport, on_bytes: Callable[[int], None] | None = None
 ) -> Iterator[Trace]:
     """Stream an NDJSON qlog (quic-go up to v0.4x): a header line, then one event object per line."""
-    return _read_records(stream, path, meta, report, on_bytes, b"\n")
+    return read_records(stream, path, meta, report, on_bytes, b"\n")
 
 
-def _read_records(
+def read_records(
     stream: BinaryIO,
     path: str,
     meta: TraceMeta,
@@ -461,7 +470,7 @@ def _read_records(
     on_bytes: Callable[[int], None] | None,
     sep: bytes,
 ) -> Iterator[Trace]:
-    st = _TraceState(conn="conn", cc_hint=meta.cc)
+    st = TraceState(conn="conn", cc_hint=meta.cc)
     header_seen = False
     tail = b""
     record_no = 0
@@ -508,7 +517,7 @@ def _read_records(
             if not header_seen:
                 header_seen = True
                 if any(k in rec for k in ("trace", "qlog_version", "qlog_format", "file_schema")):
-                    _header(rec, rec.get("trace") or {}, st)
+                    read_header(rec, rec.get("trace") or {}, st)
                     continue
             if rec.keys() <= _PLAIN_KEYS and type(name := rec.get("name")) is str and name:
                 _handle(st, name, rec.get("data"), rec.get("time"), path, _rec_locate(here, kind, record_no), report)

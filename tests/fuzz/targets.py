@@ -153,8 +153,10 @@ def _run_baseline(data: bytes, scratch: Path) -> None:
 
 def _run_qlog_agreement(data: bytes, scratch: Path) -> str | None:
     """The qlog readers (JSON-SEQ, NDJSON, whole document) give the old reader's traces and report
-    (tests/traces/qlog_oracle.py), problems with their lines and reasons included."""
+    (tests/traces/qlog_oracle.py), problems with their lines and reasons included; the C scanner's
+    batches (JSON-SEQ, NDJSON) give the Python reader's."""
     from quicsm.traces import qlog
+    from quicsm.traces.qlog_columns import QlogBatcher
     from tests.traces import qlog_oracle
 
     for name in ("read_sqlog", "read_ndjson", "read_qlog"):
@@ -168,6 +170,16 @@ def _run_qlog_agreement(data: bytes, scratch: Path) -> str | None:
             out.append(report.to_json())
         if got != want:
             return f"qlog {name} differs from the old reader's"
+    for kind, name in (("sqlog", "read_sqlog"), ("ndjson", "read_ndjson")):  # the C scanner's batches
+        want = []
+        report = ParseReport(keep=1 << 30)
+        want.append(list(getattr(qlog, name)(io.BytesIO(data), "x", TraceMeta(), report)))
+        want.append(report.to_json())
+        report = ParseReport(keep=1 << 30)
+        batcher = QlogBatcher(report)
+        batches = batcher.add(data, "x", TraceMeta(), kind) + batcher.flush()
+        if [[t for tc in batches for t in tc.traces()], report.to_json()] != want:
+            return f"qlog {kind} batches differ from the Python reader's"
     return None
 
 

@@ -1,0 +1,303 @@
+"""The C qlog scanner's batches (quicsm/traces/qlog_columns.py) against the Python reader
+(quicsm/traces/qlog.py): the same traces in the same order, the same report, the same Parquet bytes, on
+every JSON-SEQ/NDJSON qlog we have, on files made of tricky records, and on mutated ones. Each test also
+counts the files the scanner decided itself, so that none passes by handing everything back."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from quicsm.traces import parquet, qlog, qlog_columns
+from quicsm.traces.columnar import TraceColumns
+from quicsm.traces.events import Trace, TraceMeta
+from quicsm.traces.parquet import write_parquet
+from quicsm.traces.qlog_columns import QlogBatcher
+from quicsm.traces.report import ParseReport
+from quicsm.traces.sniff import sniff_bytes
+from tests.fuzz.mutate import load_seeds, mutate
+from tests.traces.test_qlog_oracle import QLOGS
+
+pytestmark = pytest.mark.skipif(not qlog_columns.available(), reason="the C scanner is not built")
+
+META = TraceMeta()
+
+
+def _kind(data: bytes) -> str:
+    kind = sniff_bytes(data[:65536], "sqlog")
+    return kind if kind in ("sqlog", "ndjson") else "sqlog"
+
+
+def _decided(files: list[tuple[str, bytes, str]]) -> int:
+    """How many of the files the C scanner reads itself (the others go to the Python reader)."""
+    from quicsm.traces._scan import scan_qlogs
+
+    n = 0
+    for _, data, kind in files:
+        bounds = np.array([0, len(data)], np.int64).tobytes()
+        _, info, _, _ = scan_qlogs(data, bounds, b"\x1e" if kind == "sqlog" else b"\n", {}, [])
+        status, a, b, _ = np.frombuffer(info, np.int64)
+        st_ = qlog_columns.header_state(data[a:b], META) if status == 0 else None
+        n += st_ is not None and st_.time_format == "relative"
+    return n
+
+
+def _python(files: list[tuple[str, bytes, str]], meta: TraceMeta = META) -> tuple[list[Trace], dict[str, object]]:
+    report = ParseReport(keep=1 << 20)
+    traces: list[Trace] = []
+    for path, data, kind in files:
+        read = qlog.read_sqlog if kind == "sqlog" else qlog.read_ndjson
+        traces += read(io.BytesIO(data), path, meta, report)
+    return traces, report.to_json()
+
+
+def _columns(
+    files: list[tuple[str, bytes, str]], meta: TraceMeta = META
+) -> tuple[list[TraceColumns], dict[str, object]]:
+    report = ParseReport(keep=1 << 20)
+    b = QlogBatcher(report)
+    batches: list[TraceColumns] = []
+    for path, data, kind in files:
+        batches += b.add(data, path, meta, kind)
+    batches += b.flush()
+    return batches, report.to_json()
+
+
+def _agree(files: list[tuple[str, bytes, str]], meta: TraceMeta = META) -> list[Trace]:
+    want, want_report = _python(files, meta)
+    batches, got_report = _columns(files, meta)
+    got = [t for tc in batches for t in tc.traces()]
+    assert got == want
+    assert got_report == want_report
+    return want
+
+
+def _store(items: list[Trace] | list[TraceColumns], tmp: Path, name: str) -> bytes:
+    write_parquet(items, str(tmp / name))
+    return (tmp / name).read_bytes()
+
+
+def test_every_qlog_we_have_is_read_as_the_python_reader_reads_it() -> None:
+    files = []
+    for path in QLOGS:
+        raw = Path(path).read_bytes()
+        data = gzip.decompress(raw) if path.endswith(".gz") else raw
+        if sniff_bytes(data[:65536], "qlog") in ("sqlog", "ndjson"):
+            files.append((path, data, _kind(data)))
+    assert len(files) >= 10
+    assert _decided(files) >= 4  # quic-go's JSON-SEQ and NDJSON, quiche's BBR2
+    for one in files:
+        assert _agree([one])
+        _agree([one], TraceMeta(cc="cubic", implementation="x", version="1", labels={"a": "b"}))
+        head = (one[0], one[1][: 1 << 16], one[2])  # cut files
+        _agree([head])
+    assert _agree(files)  # one batch, traces in file order
+
+
+def _record(rng: random.Random) -> bytes:
+    """One event record, mostly plain, sometimes in a shape the scanner must hand back."""
+    num = rng.choice(
+        ["0", "12", "12.5", "1e3", "1E-2", "-5", "1.0", "123456789012.125", "1e16", "1e400", '"7"', "null", "true"]
+    )
+    time = rng.choice(["12.345", "0", "7", "1.5e2", "-1", num])
+    roll = rng.random()
+    if roll < 0.35:
+        name = rng.choice(
+            [
+                "recovery:congestion_state_updated",
+                "quic:congestion_state_updated",
+                "CONGESTION_STATE_UPDATED",
+                "x:cc_state_update",
+            ]
+        )
+        new = rng.choice(
+            [
+                '"slow_start"',
+                '"congestion_avoidance"',
+                '"recovery"',
+                '"application_limited"',
+                '"startup"',
+                '"probe_bw"',
+                '"ProbeBw.Up"',
+                '"weird"',
+                '"3"',
+                '""',
+                "null",
+                "5",
+                '"slow\\u005fstart"',
+            ]
+        )
+        data = [f'"new":{new}']
+        if rng.random() < 0.3:
+            data.append('"trigger":' + rng.choice(['"loss"', '""', "5", "null", json.dumps("x" * 250)]))
+        if rng.random() < 0.1:
+            data.append('"old":"slow_start"')
+        if rng.random() < 0.1:
+            data.append(rng.choice(['"new":"recovery"', '"state":"recovery"', '"new_state":"recovery"']))
+    elif roll < 0.7:
+        name = rng.choice(["recovery:metrics_updated", "quic:recovery_metrics_updated", "METRIC_UPDATE"])
+        keys = [
+            "congestion_window",
+            "cwnd",
+            "bytes_in_flight",
+            "ssthresh",
+            "min_rtt",
+            "smoothed_rtt",
+            "pacing_rate",
+            "other",
+        ]
+        vals = [
+            "14600",
+            "0",
+            str(2**63 - 1),
+            str(2**63),
+            str(2**64 - 1),
+            "12.5",
+            "-1",
+            "null",
+            '"12"',
+            "25.25",
+            "1e2",
+            "{}",
+        ]
+        data = [f'"{rng.choice(keys)}":{rng.choice(vals)}' for _ in range(rng.randint(0, 4))]
+    else:
+        name = rng.choice(["transport:packet_sent", "transport:packet_received", "recovery:loss_timer_updated"])
+        data = [
+            rng.choice(['"header":{"packet_number":5}', '"note":"metric"', '"a":[1,2,{"b":null}]', '"s":"\\u00e9"'])
+        ]
+    fields = [f'"time":{time}', f'"name":"{name}"', '"data":{' + ",".join(data) + "}"]
+    if rng.random() < 0.1:
+        fields.pop(rng.randrange(3))
+    if rng.random() < 0.05:
+        fields.append(rng.choice(['"category":"x"', '"time":3', '"Name":"y"']))
+    rng.shuffle(fields) if rng.random() < 0.2 else None
+    sep = rng.choice([",", ", ", " ,\t"])
+    text = "{" + sep.join(fields) + "}"
+    if rng.random() < 0.03:
+        text = rng.choice(
+            [
+                "not json",
+                "[1,2]",
+                '{"time": 1,',
+                "",
+                '{"time":1,"name":"a:congestion_state_updated","data":{"new":"recovery"}}x',
+            ]
+        )
+    return text.encode()
+
+
+def _header(rng: random.Random, odcid: str) -> bytes:
+    common = {"ODCID": odcid, "time_format": rng.choice(["relative"] * 8 + ["delta"])}
+    trace: dict[str, object] = {"common_fields": common, "vantage_point": {"type": "server"}}
+    if rng.random() < 0.2:
+        trace["configuration"] = {"time_units": "us"}
+    head: dict[str, object] = {
+        "qlog_version": "0.3",
+        "qlog_format": "JSON-SEQ",
+        "title": rng.choice(["quic-go qlog", "x"]),
+        "trace": trace,
+    }
+    if rng.random() < 0.2:
+        head["code_version"] = "v1.2"
+    if rng.random() < 0.05:
+        return b'{"time":1,"name":"x:y"}'
+    return json.dumps(head).encode()
+
+
+def _file(rng: random.Random, i: int, plain: bool = False) -> tuple[str, bytes, str]:
+    kind = rng.choice(["sqlog", "ndjson"])
+    recs = [_header(rng, f"{i:04x}")] + [_record(rng) for _ in range(rng.randint(0, 12))]
+    if plain:
+        recs = [json.dumps({"qlog_version": "0.3", "trace": {"common_fields": {"ODCID": f"c{i}"}}}).encode()]
+        recs += [
+            b'{"time":%d.5,"name":"recovery:congestion_state_updated","data":{"new":"%s"}}' % (j, s)
+            for j, s in enumerate([b"slow_start", b"congestion_avoidance"][: rng.randint(1, 2)])
+        ]
+        recs += [
+            b'{"time":%d,"name":"recovery:metrics_updated","data":{"congestion_window":%d}}' % (j, j) for j in range(3)
+        ]
+        recs += [b'{"time":%d,"name":"transport:packet_sent","data":{}}' % (9 + i % 3)]
+    if kind == "sqlog":
+        data = b"".join(b"\x1e" + r + rng.choice([b"\n", b"", b" \n"]) for r in recs)
+    else:
+        data = b"\n".join(recs) + rng.choice([b"\n", b""])
+    return f"h{i % 3}/{i:04x}_server.{kind}", data, kind
+
+
+def test_files_of_tricky_records_are_read_as_the_python_reader_reads_them() -> None:
+    rng = random.Random(18)
+    files = [_file(rng, i) for i in range(600)]
+    decided = _decided(files)
+    assert 30 < decided < len(files)  # the scanner decides many, hands back many
+    traces = _agree(files)
+    assert len(traces) > 100
+    for i in range(0, 600, 97):  # and each alone
+        _agree(files[i : i + 1])
+
+
+@given(st.integers(0, 2**32))
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_random_files_are_read_as_the_python_reader_reads_them(seed: int) -> None:
+    rng = random.Random(seed)
+    _agree([_file(rng, i) for i in range(rng.randint(1, 6))])
+
+
+def test_mutated_qlogs_are_read_as_the_python_reader_reads_them() -> None:
+    seeds = load_seeds()
+    rng = random.Random(24)
+    small = [_file(rng, i, plain=True)[1] for i in range(20)]
+    files = []
+    for i in range(300):
+        base = seeds.pick(rng, "sqlog") if i % 2 else rng.choice(small)
+        data = mutate(base, rng, seeds, "sqlog")
+        kind = "ndjson" if i % 3 == 0 else "sqlog"
+        if kind == "ndjson":
+            data = data.replace(b"\x1e", b"")
+        files.append((f"m/{i}.{kind}", data, kind))
+    assert _decided(files) > 30
+    _agree(files)
+
+
+def test_the_store_is_the_store_the_trace_objects_make(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Row groups close where the object writer closes them (made small here: several per store),
+    string dictionaries in order of first appearance: the same bytes."""
+    monkeypatch.setattr(qlog_columns, "ROWS_PER_GROUP", 97)
+    monkeypatch.setattr(parquet, "_ROWS_PER_GROUP", 97)
+    rng = random.Random(5)
+    files = [_file(rng, i, plain=i % 5 != 0) for i in range(200)]
+    want, _ = _python(files)
+    batches, _ = _columns(files)
+    assert len(batches) > 3
+    assert _store(batches, tmp_path, "a.parquet") == _store(want, tmp_path, "b.parquet")
+    meta = TraceMeta(cc="bbr", labels={"k": "v"})
+    want, _ = _python(files, meta)
+    batches, _ = _columns(files, meta)
+    assert _store(batches, tmp_path, "c.parquet") == _store(want, tmp_path, "d.parquet")
+
+
+def test_a_bad_record_is_named_with_its_file_and_line(tmp_path: Path) -> None:
+    from quicsm.errors import ParseError
+    from quicsm.traces.parse import read_inputs
+
+    head = b'\x1e{"qlog_version":"0.3","trace":{"common_fields":{"ODCID":"c%d"}}}\n'
+    state = b'\x1e{"time":1,"name":"recovery:congestion_state_updated","data":{"new":"slow_start"}}\n'
+    metric = b'\x1e{"time":2,"name":"recovery:metrics_updated","data":{"congestion_window":%s}}\n'
+    for i in range(4):
+        (tmp_path / f"{i}.sqlog").write_bytes(head % i + state + metric % (b'"1"' if i == 2 else b"1"))
+    report = ParseReport()
+    got = [t for tc in read_inputs([str(tmp_path)], report=report) for t in tc.traces()]  # type: ignore[union-attr]
+    assert [t.key for t in got] == ["c0", "c1", "c2", "c3"]
+    assert [(i.path, i.line) for i in report.issues] == [(str(tmp_path / "2.sqlog"), 3)]
+    assert "congestion_window is str '1', not a number" in report.issues[0].reason
+    with pytest.raises(ParseError) as err:
+        list(read_inputs([str(tmp_path)], report=ParseReport(strict=True)))
+    assert f"{tmp_path / '2.sqlog'}:3" in str(err.value)
