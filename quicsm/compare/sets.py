@@ -130,17 +130,20 @@ def load_rows(
     strict: bool = False,
     progress: bool = False,
     storage_options: dict[str, str] | None = None,
+    listed: bool = False,
 ) -> TraceSet:
     """The connections of ``paths`` as rows for ``view``, in the order :func:`quicsm.traces.parse_inputs`
     gives their traces: text logs and Parquet stores from columns (no object per event), other inputs
     from trace objects; the same error when no input has a transition. ``metrics``: read a store's
     metrics too (to know which connections have cwnd samples). ``dask``: batches of files as tasks,
-    the workers return rows. ``strict``: the first problem record is an error (``file:line: reason``)."""
+    the workers return rows. ``strict``: the first problem record is an error (``file:line: reason``).
+    ``listed``: ``paths`` are files already listed (:func:`expand_set`), not listed again."""
     from quicsm.fleet.run import map_tasks
     from quicsm.traces.inputs import expand_inputs, file_batches, show_batches, trace_scopes
     from quicsm.traces.parse import no_transitions, progress_bar, read_inputs
 
-    files = expand_inputs(list(paths), storage_options) if paths else []
+    files = list(paths) if listed else expand_inputs(list(paths), storage_options) if paths else []
+    scopes = trace_scopes(files)
     report = ParseReport(strict=strict)
     rows: list[Connection] = []
     if dask:
@@ -157,13 +160,12 @@ def load_rows(
                 report=report,
                 on_bytes=on_bytes,
                 metrics=metrics,
-                scopes=trace_scopes(files),
+                scopes=scopes,
                 storage_options=storage_options,
             )
             rows = rows_of(items, view)
     if not any(r.has_transition for r in rows):
         raise no_transitions(list(paths), report)
-    scopes = trace_scopes(files)
     fetch = partial(_read_back, files=files, scopes=scopes, storage_options=storage_options)
     return TraceSet(name, tuple(rows), origin, tuple(files), view, fetch, report)
 
@@ -292,8 +294,15 @@ def build_sets(
     """
 
     def load(paths: list[str]) -> TraceSet:
-        return load_rows(
-            paths, view, metrics=metrics, dask=dask, strict=strict, progress=progress, storage_options=storage_options
+        return load_rows(  # every caller below lists its paths first (expand_set)
+            paths,
+            view,
+            metrics=metrics,
+            dask=dask,
+            strict=strict,
+            progress=progress,
+            storage_options=storage_options,
+            listed=True,
         )
 
     combined = {k: v for sel in where for k, v in sel.items()}
