@@ -263,8 +263,9 @@ def engine_options(f: F) -> F:
         "--refine",
         type=click.Choice(["stitch", "consistent"]),
         default=None,
-        help="Refinement of --engine synoptic: stitch (Synoptic's split selection, default) or consistent "
-        "(split by invariant-automaton state: faster, further from Synoptic's models). See docs/inference.md.",
+        help="Refinement of --engine synoptic: stitch (Synoptic's split selection, a fixed order where it draws "
+        "at random) or consistent (split by invariant-automaton state: faster, further from Synoptic's models). "
+        "Default: Synoptic's own choices for seed 1, replayed, where affordable, else stitch. See docs/inference.md.",
     )(f)
     f = click.option(
         "--synoptic-seed",
@@ -355,4 +356,11 @@ def learn_model(kw: dict[str, Any]) -> tuple[str, AnnotatedModel]:
     view = view_from(kw)
     engine, opts = engine_opts(kw)  # first: a missing jar or Java is said before any input is read
     summary = load_summary(kw, view)  # one summary of every input (here, or Dask tasks merged)
-    return engine, learn(summary, engine, **opts)
+    am = learn(summary, engine, **opts)
+    if am.model.params.get("replay_over_budget"):
+        click.echo(
+            "note: synoptic: replaying Synoptic's seed-1 choices would take too long on these inputs; "
+            "used the stitch refinement instead (docs/inference.md)",
+            err=True,
+        )
+    return engine, am

@@ -44,13 +44,24 @@ from quicsm.inference.jvm import JavaRandom, hashset_order, identity_hashes, str
 from quicsm.inference.packed import EncodedLog, first_positions
 from quicsm.inference.partitions import PartitionGraph
 
-__all__ = ["ReplayStats", "mined_order", "replay_coarsen", "replay_refine", "split_masks", "stitch"]
+__all__ = [
+    "MIN_ROUNDS",
+    "OverBudget",
+    "ReplayStats",
+    "mined_order",
+    "replay_coarsen",
+    "replay_refine",
+    "split_masks",
+    "stitch",
+]
 
 EVENT_TYPE_HASH = 1301 + 1907
 """``EventType.hashCode()`` of an ordinary (neither INITIAL nor TERMINAL) type; ``StringEventType``
 adds its label's ``String.hashCode()``."""
 
 Invariant = tuple[str, int, int]
+MIN_ROUNDS = 64
+"""A budgeted replay is not started when this many rounds' passes over the log alone exceed the budget."""
 
 
 def _first_occurrence(codes: np.ndarray) -> list[int]:
@@ -108,7 +119,15 @@ class ReplayStats:
     arbitrary: int = 0
     trials: int = 0
     draws: int = 0
+    work: int = 0
+    """Refinement's work so far, in steps of the graph walked: per round the log's events (the ordered
+    successors) and the partitions times the searches (counterexamples and split trials); it predicts
+    the replay's time within a factor of about two, machine-independently."""
     steps: list[dict[str, Any]] = field(default_factory=list)
+
+
+class OverBudget(Exception):
+    """The replay's refinement needed more than its work budget (:attr:`ReplayStats.work`)."""
 
 
 class _Ordered:
@@ -292,15 +311,21 @@ def replay_refine(
     stats: ReplayStats,
     *,
     progress: Callable[[ReplayStats], None] | None = None,
+    budget: int | None = None,
 ) -> _Ordered:
-    """``Bisimulation.splitUntilAllInvsSatisfied`` on ``graph`` with Synoptic's draws from ``rng``."""
+    """``Bisimulation.splitUntilAllInvsSatisfied`` on ``graph`` with Synoptic's draws from ``rng``.
+
+    With ``budget``, raise :class:`OverBudget` once ``stats.work`` exceeds it (the graph is then half
+    refined: start over from a new one)."""
+    if budget is not None and len(graph.part) * MIN_ROUNDS > budget:
+        raise OverBudget  # not even MIN_ROUNDS rounds would fit
     state = _Ordered(graph)
     unsat = list(order)
     limit = len(graph.part)
     # with the C extension nothing below reads the edge counts: they are counted once at the end
     graph.count_edges = checker.native is None or graph.part.dtype != np.int32
     try:
-        _replay_rounds(state, unsat, rng, stats, limit, progress)
+        _replay_rounds(state, unsat, rng, stats, limit, progress, budget)
     finally:
         graph.recount()
     return state
@@ -313,9 +338,11 @@ def _replay_rounds(
     stats: ReplayStats,
     limit: int,
     progress: Callable[[ReplayStats], None] | None,
+    budget: int | None,
 ) -> None:
     graph = state.graph
     while True:
+        trials = stats.trials
         succ = state.ordered_csr()
         ptype = state.ptype
         cexs: list[tuple[Invariant, list[int]]] = []
@@ -343,6 +370,9 @@ def _replay_rounds(
                     todo[p] = _incorporate(todo[p], split, state.mark) if p in todo else split
                     break
         stats.rounds += 1
+        stats.work += len(graph.part) + len(ptype) * (len(cexs) + stats.trials - trials)
+        if budget is not None and stats.work > budget:
+            raise OverBudget
         if todo:
             for p, sets in todo.items():
                 for s in sets[1:]:

@@ -10,8 +10,10 @@
    the state their own trace prefix leaves the automaton in. Such a partition always exists (a walk
    whose partitions all agree would be a trace breaking an invariant mined from the traces), both
    sides are non-empty, and sides stay consistent, so refinement ends after few splits with every
-   invariant holding. That is ``refine="consistent"``; the default ``stitch`` chooses its splits as
-   Synoptic does (:func:`_refine_stitch`) and draws Synoptic's models.
+   invariant holding. That is ``refine="consistent"``; ``stitch`` chooses its splits as Synoptic does
+   (:func:`_refine_stitch`) with a fixed order where Synoptic draws at random; the default replays
+   Synoptic's own draws for seed 1 (:mod:`quicsm.inference.replay`) where that is affordable
+   (:data:`REPLAY_BUDGET`), else runs ``stitch``.
 4. Coarsen: merge partitions of one type whose k-step futures match (k-Tails, k=1 by default) when
    the merged graph still satisfies every invariant.
 
@@ -35,19 +37,39 @@ from quicsm.inference.jvm import JavaRandom
 from quicsm.inference.model import InferenceResult
 from quicsm.inference.packed import EncodedLog, encode_sequences, first_positions, result_from_nodes
 from quicsm.inference.partitions import PartitionGraph
-from quicsm.inference.replay import ReplayStats, mined_order, replay_coarsen, replay_refine, split_masks, stitch
+from quicsm.inference.replay import (
+    MIN_ROUNDS,
+    OverBudget,
+    ReplayStats,
+    mined_order,
+    replay_coarsen,
+    replay_refine,
+    split_masks,
+    stitch,
+)
 
 __all__ = ["DEFAULT_K", "infer_synoptic", "synoptic_encoded"]
 
 DEFAULT_K = 1
 """Synoptic's default coarsening (``mergePartitions(pGraph, invs, 1)``): k = 1 merges partitions of one type."""
 REFINEMENTS = ("consistent", "stitch")
-"""``stitch`` (default): Synoptic's split selection (below), the models Synoptic draws (301 of 305
-recorded inputs language-equal to Synoptic's model for some seed, all 5 bundled ones isomorphic).
-``consistent``: split the first partition of a counterexample whose events disagree with it, by
-automaton state: fewer rounds, further from Synoptic (252 of 305). 10^6 / 10^7 bench events:
-stitch 1.3 s / 13 s, consistent 0.6 s / 4.2 s."""
-DEFAULT_REFINE = "stitch"
+"""``stitch``: Synoptic's split selection (below) with a fixed order where Synoptic draws at random
+(301 of 305 small recorded inputs language-equal to Synoptic's model for some seed). ``consistent``:
+split the first partition of a counterexample whose events disagree with it, by automaton state:
+fewer rounds, further from Synoptic (252 of 305). 10^6 / 10^7 bench events: stitch 1.3 s / 13 s,
+consistent 0.6 s / 4.2 s. Without either (the default), the replay of Synoptic's seed
+:data:`DEFAULT_SEED` within :data:`REPLAY_BUDGET`, else ``stitch``."""
+DEFAULT_REFINE: str | None = None
+DEFAULT_SEED = 1
+"""The seed the default replays: Synoptic's choices for ``--randomSeed=1``."""
+REPLAY_BUDGET = 20_000_000
+"""Work (:attr:`~quicsm.inference.replay.ReplayStats.work`) the default's replay may take before it is
+given up for ``stitch``: 0.6-1 s of CPU on this project's machine. Measured work: every recorded input
+(10^3 - 6.8 x 10^3 events) 0.02 - 4.7 x 10^6 (real trace sets need few arbitrary splits, random logs
+hundreds); ``bench_infer.synth`` random logs 4.7 x 10^6 at 10^3 events (0.4 s), 3.4 x 10^7 at 3 x 10^3
+(1.6 s), 2.4 x 10^8 at 10^4 (7 s): the replay's work grows with the square of the events (a round per
+arbitrary split, each over the whole graph). Where it is over, the original itself takes about an
+hour or more (over 3,000 s of CPU at 10^4 events), so there is no recording to match."""
 ARBITRARY_ROUNDS = 16
 """Refinement rounds without an invariant-satisfying split that make Synoptic's arbitrary split
 (:func:`_arbitrary_split`); later ones make the consistent split. Language-equal recorded inputs
@@ -64,14 +86,17 @@ def infer_synoptic(
     sequences: Sequence[Sequence[str]],
     k: int = DEFAULT_K,
     coarsen: bool = True,
-    refine: str = DEFAULT_REFINE,
+    refine: str | None = DEFAULT_REFINE,
     seed: int | None = None,
 ) -> InferenceResult:
     """Learn a Synoptic model of ``sequences``; ``k`` is Synoptic's k of the coarsening merges.
 
     With ``seed``, refinement and coarsening replay the original's choices for ``--randomSeed=seed``
     (:mod:`quicsm.inference.replay`; ``refine`` is then not used): the model
-    ``java -jar synoptic.jar --randomSeed=seed`` draws, slower than ``stitch``."""
+    ``java -jar synoptic.jar --randomSeed=seed`` draws. With neither ``seed`` nor ``refine`` (and k = 1),
+    the replay of seed :data:`DEFAULT_SEED` as long as its work stays within :data:`REPLAY_BUDGET`,
+    else ``stitch``; ``params["refine"]`` says which ran (``replay``, with ``seed``; or ``stitch``, with
+    ``replay_over_budget``)."""
     started = time.perf_counter()
     log = encode_sequences(sequences)
     return synoptic_encoded(log, k=k, coarsen=coarsen, started=started, refine=refine, seed=seed)
@@ -82,7 +107,7 @@ def synoptic_encoded(
     k: int = DEFAULT_K,
     coarsen: bool = True,
     started: float | None = None,
-    refine: str = DEFAULT_REFINE,
+    refine: str | None = DEFAULT_REFINE,
     seed: int | None = None,
 ) -> InferenceResult:
     if k < 1:
@@ -99,14 +124,28 @@ def synoptic_encoded(
     graph = PartitionGraph(log)
     initial_partitions = sum(1 for t in graph.ptype if t >= 0)
     steps: list[dict[str, Any]] = []
-    if refine not in REFINEMENTS:
+    if refine is not None and refine not in REFINEMENTS:
         raise InferenceError(f"synoptic: refine must be one of {', '.join(REFINEMENTS)}, got {refine!r}")
     stats = ReplayStats()
+    budget = None
+    over_budget = False
+    if seed is None and refine is None:
+        if k == 1:  # Synoptic's own arbitrary split, seed 1's, where it is affordable
+            seed, budget = DEFAULT_SEED, REPLAY_BUDGET
+        else:  # the replay's coarsening is Synoptic's, k = 1
+            refine = "stitch"
+    if budget is not None and len(graph.part) * MIN_ROUNDS > budget:  # not even a few rounds would fit
+        over_budget, seed, refine = True, None, "stitch"
     if seed is not None:
-        replay_refine(graph, inv, mined_order(log, inv), JavaRandom(seed), stats)
-        splits = stats.rounds
-        refine = "replay"
-    else:
+        try:
+            replay_refine(graph, inv, mined_order(log, inv), JavaRandom(seed), stats, budget=budget)
+            splits = stats.rounds
+            refine = "replay"
+        except OverBudget:
+            graph = PartitionGraph(log)  # start over, half refined is no model
+            over_budget, seed, refine = True, None, "stitch"
+    if seed is None:
+        assert refine is not None
         splits = (_refine_stitch if refine == "stitch" else _refine_consistent)(graph, inv, steps)
     timings["refine"] = time.perf_counter() - mark
     refined_partitions = sum(1 for t in graph.ptype if t >= 0)
@@ -142,9 +181,14 @@ def synoptic_encoded(
     if seed is not None:
         details["seed"] = seed
         details["arbitrary_splits"] = stats.arbitrary
+    if budget is not None:
+        details["replay_work"] = stats.work
+        details["replay_budget"] = budget
     params: dict[str, Any] = {"k": k, "coarsen": coarsen, "refine": refine}
     if seed is not None:
         params["seed"] = seed
+    if over_budget:  # the default gave the replay up: say so in the model
+        params["replay_over_budget"] = True
     res = result_from_nodes("synoptic", labels, graph.part, graph.offsets, details, **params)
     timings["paths"] = time.perf_counter() - mark
     res.details["partitions_final"] = len(res.model.nodes)

@@ -94,3 +94,26 @@ def test_every_recorded_input_and_seed_replayed() -> None:
     assert runs == 5 * len(recorded(AT_SIZE))
     assert equal >= REPLAY_MEASURED["equal"], f"{equal} of {runs} language-equal"
     assert isomorphic_count >= REPLAY_MEASURED["isomorphic"], f"{isomorphic_count} of {runs} isomorphic"
+
+
+def test_cli_default_says_when_it_gives_the_replay_up(tmp_path: Path, write_log, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The default engine replays seed 1 (params say so); over its work budget it draws the stitch
+    refinement's model, marks the model and says so on stderr."""
+    import json
+
+    from conftest import synth_cubic_lines
+
+    from quicsm.inference import synoptic
+
+    log = write_log("server.log", synth_cubic_lines(6, 15, seed=9))
+    out = tmp_path / "model.json"
+    r = CliRunner().invoke(cli, ["infer", str(log), "-o", str(out), "-q"])
+    assert r.exit_code == 0, r.output
+    params = json.loads(out.read_text())["params"]
+    assert params["refine"] == "replay" and params["seed"] == 1 and "note:" not in r.output
+    monkeypatch.setattr(synoptic, "REPLAY_BUDGET", 0)
+    r = CliRunner().invoke(cli, ["infer", str(log), "-o", str(out), "-q"])
+    assert r.exit_code == 0, r.output
+    params = json.loads(out.read_text())["params"]
+    assert params["refine"] == "stitch" and params["replay_over_budget"] is True and "seed" not in params
+    assert "note: synoptic: replaying Synoptic's seed-1 choices would take too long" in r.output
