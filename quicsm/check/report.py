@@ -291,6 +291,11 @@ def _case_name(f: Finding) -> str:
     return f.item if f.kind != "controller" else "congestion controller"
 
 
+def _counts(el: ET.Element, tests: int, failures: int, skipped: int) -> None:
+    for k, v in (("tests", tests), ("failures", failures), ("errors", 0), ("skipped", skipped)):
+        el.set(k, str(v))
+
+
 def to_junit(r: CheckResult) -> str:
     """JUnit XML: a test suite per scenario and kind, one test case per state and per edge (and one for
     the controller name); a case fails when any of its checks failed, and is skipped when ignored."""
@@ -324,15 +329,9 @@ def to_junit(r: CheckResult) -> str:
                     for f in checks
                 )
                 ET.SubElement(case, "system-out").text = out
-            suite.set("tests", str(n))
-            suite.set("failures", str(nf))
-            suite.set("errors", "0")
-            suite.set("skipped", str(ns))
+            _counts(suite, n, nf, ns)
             total, failures, skipped = total + n, failures + nf, skipped + ns
-    root.set("tests", str(total))
-    root.set("failures", str(failures))
-    root.set("errors", "0")
-    root.set("skipped", str(skipped))
+    _counts(root, total, failures, skipped)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 

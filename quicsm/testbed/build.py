@@ -23,7 +23,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,7 +50,6 @@ __all__ = [
     "cache_root",
     "find_go",
     "go_source_digest",
-    "iter_builds",
     "patch_set_for",
     "testbed_source_dir",
 ]
@@ -450,10 +449,3 @@ def _install(res: BuildResult, out_dir: Path) -> BuildResult:
             raise
         paths[prog] = dst
     return BuildResult(**{**res.__dict__, "server": paths["server"], "client": paths["client"]})
-
-
-def iter_builds(versions: list[str] | None = None, variants: tuple[str, ...] = VARIANTS) -> Iterator[BuildResult]:
-    """Build every (version, variant) pair, oldest version first (for benchmarks and warm-up)."""
-    for v in versions or available_versions():
-        for var in variants:
-            yield build_binaries(v, var)
