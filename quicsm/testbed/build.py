@@ -49,6 +49,8 @@ __all__ = [
     "build_binaries",
     "cache_root",
     "find_go",
+    "go_build",
+    "go_env",
     "go_source_digest",
     "patch_set_for",
     "testbed_source_dir",
@@ -195,7 +197,7 @@ def patch_set_for(version: str, variant: str = "reno") -> PatchSet:
 # ---- running go -----------------------------------------------------------------------------------
 
 
-def _go_env(toolchain: str | None) -> dict[str, str]:
+def go_env(toolchain: str | None) -> dict[str, str]:
     """Environment of every go command: a pinned toolchain (never an implicit switch), no cgo, no VCS stamping
     (the testbed sources sit inside the quicsm checkout)."""
     env = {**os.environ, "CGO_ENABLED": "0", "GOTOOLCHAIN": toolchain or "local", "GOFLAGS": "-buildvcs=false"}
@@ -215,7 +217,7 @@ def _go_version(toolchain: str | None) -> str:
     out = _run_go(
         ["env", "GOVERSION"],
         cwd=Path(tempfile.gettempdir()),
-        env=_go_env(toolchain),
+        env=go_env(toolchain),
         what=f"checking the Go toolchain {toolchain or '(installed)'}",
     )
     return out.strip()
@@ -238,7 +240,7 @@ def download_module(version: str) -> ModuleSource:
         proc = subprocess.run(
             [find_go(), "mod", "download", "-json", f"{MODULE}@{version}"],
             cwd=tempfile.gettempdir(),
-            env={**_go_env(None), "GOFLAGS": ""},
+            env={**go_env(None), "GOFLAGS": ""},
             capture_output=True,
             text=True,
             timeout=_BUILD_TIMEOUT_S,
@@ -261,11 +263,31 @@ def _go_directive(go_mod: Path) -> str:
     return m.group(1) if m else "1.20"
 
 
-def _write_modfile(path: Path, module: str, go_line: str, version: str, patched: Path) -> None:
-    path.write_text(
-        f"module {module}\n\ngo {go_line}\n\nrequire {MODULE} {version}\n\nreplace {MODULE} => {patched}\n",
+def go_build(
+    prog: str,
+    binary: Path,
+    patched: Path,
+    version: str,
+    *,
+    tags: tuple[str, ...],
+    env: Mapping[str, str],
+    what: str,
+    progress: Progress | None = None,
+) -> None:
+    """``go build`` the testbed program ``prog`` into ``binary`` against the patched quic-go copy ``patched``,
+    through a modfile beside ``patched`` (``replace`` => it), so the repository's go.mod is never touched."""
+    modfile = patched.parent / f"{prog}.patched.mod"
+    go_line = _go_directive(patched / "go.mod")
+    modfile.write_text(
+        f"module quicsm/testbed/{prog}\n\ngo {go_line}\n\nrequire {MODULE} {version}\n\nreplace {MODULE} => {patched}\n",
         encoding="utf-8",
     )
+    args = ["build", "-mod=mod", f"-modfile={modfile}", "-trimpath", "-o", str(binary)]
+    if tags:
+        args.append("-tags=" + ",".join(tags))
+    if progress is not None:
+        args.append("-v")  # prints each package as it is compiled
+    _run_go([*args, "."], cwd=testbed_source_dir() / prog, env=env, what=what, progress=progress)
 
 
 # ---- the build ------------------------------------------------------------------------------------
@@ -352,26 +374,15 @@ def _result(plan: _Plan, entry: Path, meta: Mapping[str, Any], *, cached: bool, 
 
 def _build_entry(plan: _Plan, tmp: Path, progress: Progress | None) -> dict[str, Any]:
     ps, version = plan.ps, plan.source.version
-    env = _go_env(plan.toolchain)
+    env = go_env(plan.toolchain)
     patched = tmp / "quic-go"
     copy_writable(plan.source.dir, patched)
     apply_patch_set(ps, patched, f"{MODULE}@{version}")
-    go_line = _go_directive(patched / "go.mod")
     (tmp / "bin").mkdir()
     for prog, binary in PROGRAMS.items():
-        modfile = tmp / f"{prog}.patched.mod"
-        _write_modfile(modfile, f"quicsm/testbed/{prog}", go_line, version, patched)
-        args = ["build", "-mod=mod", f"-modfile={modfile}", "-trimpath", "-o", str(tmp / "bin" / binary)]
-        if plan.build_tags:
-            args.append("-tags=" + ",".join(plan.build_tags))
-        if progress is not None:
-            args.append("-v")  # prints each package as it is compiled
-        _run_go(
-            [*args, "."],
-            cwd=plan.sources / prog,
-            env=env,
-            what=f"building {binary} against {ps.name}",
-            progress=progress,
+        what = f"building {binary} against {ps.name}"
+        go_build(
+            prog, tmp / "bin" / binary, patched, version, tags=plan.build_tags, env=env, what=what, progress=progress
         )
     return {
         "version": version,

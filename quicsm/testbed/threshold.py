@@ -53,7 +53,7 @@ def build_threshold_server(
             }
         )
     toolchain = base.meta.get("toolchain")
-    env = build._go_env(str(toolchain) if toolchain else None)
+    env = build.go_env(str(toolchain) if toolchain else None)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=entry.parent))
     try:
         patched = tmp / "quic-go"
@@ -61,28 +61,13 @@ def build_threshold_server(
         src = patched / THRESHOLD_FILE
         src.write_text(raise_threshold_source(src.read_text(), threshold, where=str(src)))
         (tmp / "bin").mkdir()
-        modfile = tmp / "server.patched.mod"
-        build._write_modfile(
-            modfile,
-            "quicsm/testbed/server",
-            build._go_directive(patched / "go.mod"),
-            base.version,
-            entry / "quic-go",
-        )
         # The replace target is the final path: build after moving into place.
         if entry.exists():
             shutil.rmtree(entry)
         tmp.rename(entry)
         tmp = entry
-        args = ["build", "-mod=mod", f"-modfile={entry / 'server.patched.mod'}", "-trimpath", "-o", str(server)]
-        if base.build_tags:
-            args.append("-tags=" + ",".join(base.build_tags))
-        build._run_go(
-            [*args, "."],
-            cwd=build.testbed_source_dir() / "server",
-            env=env,
-            what=f"building quicsm-server with packetThreshold={threshold}",
-        )
+        what = f"building quicsm-server with packetThreshold={threshold}"
+        build.go_build("server", server, entry / "quic-go", base.version, tags=base.build_tags, env=env, what=what)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
