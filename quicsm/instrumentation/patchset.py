@@ -47,7 +47,7 @@ Text = Annotated[str, msgspec.Meta(pattern=r"\S")]
 """A string with something in it."""
 
 
-class ManifestUpstream(msgspec.Struct):
+class ManifestUpstream(msgspec.Struct, frozen=True):
     repository: Text
     commit: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{40}$")] | None = None
     """Required but for ported sets and Go module releases pinned by ``module.path/version/sum``."""
@@ -56,11 +56,20 @@ class ManifestUpstream(msgspec.Struct):
     path_root: str = ""
 
 
-class ManifestFile(msgspec.Struct):
+class ManifestFile(msgspec.Struct, frozen=True):
     path: Text
     """Relative to the target's source root."""
     sha256: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}$")]
     """Of the pristine file."""
+
+    @property
+    def basename(self) -> str:
+        return PurePosixPath(self.path).name
+
+
+Upstream = ManifestUpstream
+"""Where a set was made and validated (None for the commit of a ported set without one)."""
+PatchFile = ManifestFile
 
 
 class ManifestValidated(msgspec.Struct):
@@ -81,28 +90,6 @@ class Manifest(msgspec.Struct):
     states: Annotated[list[Annotated[str, msgspec.Meta(min_length=1)]], msgspec.Meta(min_length=1)]
     runtime: Text
     validated: ManifestValidated
-
-
-@dataclass(frozen=True)
-class Upstream:
-    """Where the set was made and validated: repository, commit (None for a ported set without one), date."""
-
-    repository: str
-    commit: str | None
-    date: str | None
-    path_root: str = ""
-
-
-@dataclass(frozen=True)
-class PatchFile:
-    """One file the set patches: path relative to the target's source root, sha256 of the pristine file."""
-
-    path: str
-    sha256: str
-
-    @property
-    def basename(self) -> str:
-        return PurePosixPath(self.path).name
 
 
 @dataclass(frozen=True)
@@ -177,13 +164,10 @@ def _validate(m: Any, diff_text: str, where: str, dir_name: str | None, target_d
         )
     if up.date is None and "ported_from" not in m:
         raise PatchError(f"{where}: upstream.date: required")
-    files: list[PatchFile] = []
     for k, f in enumerate(man.files):
-        fw = f"{where}: files[{k}]"
-        check_relative_path(f.path, fw)
-        if any(p.path == f.path for p in files):
-            raise PatchError(f"{fw}: path {f.path!r} listed twice")
-        files.append(PatchFile(f.path, f.sha256))
+        check_relative_path(f.path, f"{where}: files[{k}]")
+        if any(p.path == f.path for p in man.files[:k]):
+            raise PatchError(f"{where}: files[{k}]: path {f.path!r} listed twice")
     extra = {k: v for k, v in m.items() if k not in Manifest.__struct_fields__}
     ps = PatchSet(
         name,
@@ -191,8 +175,8 @@ def _validate(m: Any, diff_text: str, where: str, dir_name: str | None, target_d
         man.algorithm,
         man.era,
         man.description,
-        Upstream(up.repository, up.commit, up.date, up.path_root),
-        tuple(files),
+        up,
+        tuple(man.files),
         tuple(man.states),
         man.runtime,
         m["validated"],
@@ -213,7 +197,7 @@ def _validate(m: Any, diff_text: str, where: str, dir_name: str | None, target_d
     in_diff = [fp.path for fp in fps]
     if len(set(in_diff)) != len(in_diff):
         raise PatchError(f"{diff_where}: a file appears in more than one section; merge its hunks")
-    listed = {f.path for f in files}
+    listed = {f.path for f in man.files}
     if set(in_diff) != listed:
         extra_d = sorted(set(in_diff) - listed)
         missing = sorted(listed - set(in_diff))
@@ -317,13 +301,8 @@ def manifest_dict(ps: PatchSet) -> dict[str, Any]:
         "algorithm": ps.algorithm,
         "era": ps.era,
         "description": ps.description,
-        "upstream": {
-            "repository": ps.upstream.repository,
-            "commit": ps.upstream.commit,
-            "date": ps.upstream.date,
-            "path_root": ps.upstream.path_root,
-        },
-        "files": [{"path": f.path, "sha256": f.sha256} for f in ps.files],
+        "upstream": msgspec.to_builtins(ps.upstream),
+        "files": msgspec.to_builtins(ps.files),
         "states": list(ps.states),
         "runtime": ps.runtime,
         "validated": ps.validated,
