@@ -85,27 +85,14 @@ def hedges_g(a: np.ndarray, b: np.ndarray) -> float | None:
 
 def _degenerate(name: str, a: np.ndarray, b: np.ndarray, measure: str) -> TestResult | None:
     """The cases a test cannot handle, decided explicitly instead of by NaN."""
+    why = None
     if len(a) < MIN_SAMPLE or len(b) < MIN_SAMPLE:
-        return TestResult(
-            name,
-            None,
-            None,
-            None,
-            measure,
-            f"too few connections for a test (n={len(a)} vs n={len(b)}; need {MIN_SAMPLE} each)",
-        )
-    if np.ptp(a) == 0 and np.ptp(b) == 0:
+        why = f"too few connections for a test (n={len(a)} vs n={len(b)}; need {MIN_SAMPLE} each)"
+    elif np.ptp(a) == 0 and np.ptp(b) == 0:
         if a[0] == b[0]:
             return TestResult(name, 0.0, 1.0, 0.0, measure, "identical constant values in both sets")
-        return TestResult(
-            name,
-            None,
-            None,
-            None,
-            measure,
-            f"no spread in either set ({a[0]:.4g} vs {b[0]:.4g}); a test is meaningless",
-        )
-    return None
+        why = f"no spread in either set ({a[0]:.4g} vs {b[0]:.4g}); a test is meaningless"
+    return None if why is None else TestResult(name, None, None, None, measure, why)
 
 
 def welch(a: np.ndarray, b: np.ndarray) -> TestResult:
