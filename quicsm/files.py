@@ -21,7 +21,16 @@ from typing import IO, Any, BinaryIO
 
 from quicsm.errors import InputError
 
-__all__ = ["STDIN", "GzipReader", "atomic_output", "file_mode", "is_gzip", "open_binary", "write_output"]
+__all__ = [
+    "STDIN",
+    "GzipReader",
+    "atomic_output",
+    "exchange_paths",
+    "file_mode",
+    "is_gzip",
+    "open_binary",
+    "write_output",
+]
 
 STDIN = "-"
 GZIP_MAGIC = b"\x1f\x8b"
@@ -299,6 +308,18 @@ def atomic_output(path: str, binary: bool = True) -> Iterator[IO[Any]]:
         except FileNotFoundError:
             pass
         raise
+
+
+def exchange_paths(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (Linux ``renameat2(RENAME_EXCHANGE)``); False where that is unavailable."""
+    import ctypes
+
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    return fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
 
 
 def write_output(path: str, data: str | bytes) -> None:

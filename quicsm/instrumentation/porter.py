@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from quicsm.errors import PatchError
+from quicsm.files import exchange_paths
 from quicsm.instrumentation.appliers import Applier, default_applier
 from quicsm.instrumentation.detection import Detection, detect, normalize_line, sha256_bytes
 from quicsm.instrumentation.journal import fault_step
@@ -355,20 +356,6 @@ def _release(res: PortResult) -> Release | None:
     return res.detection.target.release(res.detection.located)
 
 
-def _exchange(a: Path, b: Path) -> bool:
-    """Swap two directories in one atomic step (Linux ``renameat2(RENAME_EXCHANGE)``); False if unsupported."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        fn = libc.renameat2
-    except (OSError, AttributeError):
-        return False
-    at_fdcwd, rename_exchange = -100, 2
-    rc = fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange)
-    return rc == 0
-
-
 def _leftovers(out_dir: Path) -> list[Path]:
     """Build or replaced directories a killed ``write_patch_set`` left beside ``out_dir``."""
     prefix = f".{out_dir.name}.quicsm-"
@@ -401,7 +388,7 @@ def write_patch_set(out_dir: Path, manifest: dict[str, Any], diff: str, *, force
             fault_step()
         load_patch_set(tmp)  # never write a set the loader would refuse
         if out_dir.exists():
-            if not _exchange(tmp, out_dir):
+            if not exchange_paths(tmp, out_dir):
                 old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.quicsm-old-", dir=out_dir.parent))
                 os.rmdir(old)
                 os.rename(out_dir, old)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from quicsm.errors import PatchError, TestbedError
+from quicsm.files import exchange_paths
 from quicsm.instrumentation.patchset import PatchSet, shipped_patch_sets
 
 __all__ = [
@@ -99,7 +100,7 @@ def install_entry(staging: Path, entry: Path) -> None:
     finds one at that path: the old binaries stay until the new ones are there. Without renameat2 the
     old entry is renamed aside first (the path is missing for that moment only)."""
     if entry.exists():
-        if _exchange(staging, entry):
+        if exchange_paths(staging, entry):
             shutil.rmtree(staging, ignore_errors=True)  # now the old entry
             return
         aside = Path(f"{staging}.old")
@@ -110,18 +111,6 @@ def install_entry(staging: Path, entry: Path) -> None:
             shutil.rmtree(aside, ignore_errors=True)
         return
     os.replace(staging, entry)
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Atomically swap two paths (Linux renameat2 RENAME_EXCHANGE); False where that is unavailable."""
-    import ctypes
-
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).renameat2
-    except (AttributeError, OSError):
-        return False
-    at_fdcwd, rename_exchange = -100, 2
-    return fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
 
 
 def copy_writable(src: Path, dst: Path, *, ignore: Callable[[str, list[str]], set[str]] | None = None) -> None:
