@@ -29,7 +29,7 @@ from quicsm.errors import TestbedError
 from quicsm.files import write_output
 from quicsm.testbed import netns, stacks
 from quicsm.testbed.emulator import Emulator
-from quicsm.testbed.procs import Child
+from quicsm.testbed.procs import Child, last_json_object
 from quicsm.testbed.relay import RelayConfig, build_relay
 from quicsm.testbed.system import require_root
 from quicsm.testbed.tcp import TCP_CCS, TcpTuning, apply_tuning, build_tcp, client_argv, server_argv
@@ -393,14 +393,10 @@ def _client_result(c: Child) -> dict[str, Any]:
             out = c.popen.stdout.read() or b""
         except (OSError, ValueError):
             out = b""
-    for line in reversed(out.decode(errors="replace").splitlines()):
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(obj, dict):
-            return obj
-    return {"ok": False, "error": f"client exited with status {c.popen.poll()} without a result"}
+    return last_json_object(out) or {
+        "ok": False,
+        "error": f"client exited with status {c.popen.poll()} without a result",
+    }
 
 
 def _series(stats: dict[str, Any], server_ip: str, n: int) -> list[list[int]]:

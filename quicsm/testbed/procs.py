@@ -17,7 +17,19 @@ from typing import Any
 from quicsm.errors import TestbedError
 from quicsm.testbed.netns import ns_argv
 
-__all__ = ["Child", "ProcGroup"]
+__all__ = ["Child", "ProcGroup", "last_json_object"]
+
+
+def last_json_object(out: bytes) -> dict[str, Any] | None:
+    """The last line of ``out`` that is a JSON object (a client's result), if any."""
+    for line in reversed(out.decode(errors="replace").splitlines()):
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            return obj
+    return None
 
 
 @dataclass
@@ -116,14 +128,7 @@ class ProcGroup:
         except subprocess.TimeoutExpired:
             self.stop(child)
             raise TestbedError(f"{child.name} did not finish within {timeout:.0f} s") from None
-        last: dict[str, Any] | None = None
-        for line in (out or b"").decode(errors="replace").splitlines():
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(obj, dict):
-                last = obj
+        last = last_json_object(out or b"")
         if last is None:
             raise TestbedError(
                 f"{child.name} exited {child.popen.returncode} without a JSON result: {child.stderr_tail()}"

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from quicsm import __version__
 from quicsm.errors import TestbedError
+from quicsm.files import write_output
 from quicsm.testbed import cpu, netns, registry, stacks
 from quicsm.testbed.emulator import SERVER_PORT, Emulator, RateSchedule
 from quicsm.testbed.relay import RelayBinaries, RelayConfig, build_relay
@@ -314,9 +315,7 @@ def _now() -> str:
 
 
 def _write_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str))
-    os.replace(tmp, path)
+    write_output(str(path), json.dumps(obj, indent=2, sort_keys=True, default=str))
 
 
 def run_once(
