@@ -273,24 +273,9 @@ def to_json_text(c: Comparison) -> str:
     return json.dumps(to_json(c), indent=2, allow_nan=False) + "\n"
 
 
-CSV_COLUMNS = [
-    "kind",
-    "a",
-    "b",
-    "item",
-    "value_a",
-    "value_b",
-    "difference",
-    "p_value",
-    "p_corrected",
-    "significant",
-    "test",
-    "effect_size",
-    "effect_measure",
-    "n_a",
-    "n_b",
-    "note",
-]
+CSV_COLUMNS = (
+    "kind a b item value_a value_b difference p_value p_corrected significant test effect_size effect_measure n_a n_b note"
+).split()
 
 
 def to_csv(c: Comparison) -> str:
@@ -434,15 +419,11 @@ def _render(c: Comparison, markdown: bool) -> str:
 
 def model_lines(m: dict[str, Any], h: Callable[[str], str]) -> list[str]:
     out = [h(f"{m['b']} vs {m['a']}: models ({m['engine']}, {m['nodes']['b']} vs {m['nodes']['a']} nodes)")]
-    for key, label in (
-        ("states_only_in_a", f"states only in {m['a']}"),
-        ("states_only_in_b", f"states only in {m['b']}"),
-    ):
-        if m[key]:
-            out.append(f"{label}: {', '.join(m[key])}")
-    for key, label in (("edges_only_in_a", f"edges only in {m['a']}"), ("edges_only_in_b", f"edges only in {m['b']}")):
-        if m[key]:
-            out.append(f"{label}: {', '.join(f'{s}->{d}' for s, d in m[key])}")
+    for kind in ("states", "edges"):
+        for side in ("a", "b"):
+            if items := m[f"{kind}_only_in_{side}"]:
+                shown = items if kind == "states" else [f"{s}->{d}" for s, d in items]
+                out.append(f"{kind} only in {m[side]}: {', '.join(shown)}")
     for key, who, other in (("accepted_by_a_not_b", m["a"], m["b"]), ("accepted_by_b_not_a", m["b"], m["a"])):
         for w in m[key]:
             out.append(f"accepted by {who}, not {other}: {' '.join(w['sequence']) or '(empty)'}  [{w['divergence']}]")
