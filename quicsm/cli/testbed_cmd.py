@@ -150,7 +150,7 @@ def _run_scenarios(
     return [r.run_dir for r in results if r.good]
 
 
-@click.group()
+@click.group(context_settings={"show_default": True})
 def testbed() -> None:
     """Run instrumented quic-go or Cloudflare quiche servers through an emulated network (needs root).
 
@@ -162,46 +162,38 @@ def testbed() -> None:
 
 
 @testbed.command()
-@click.option("--rate", default="50", show_default=True, help="Bottleneck rate: Mbit/s or e.g. 500kbit, 50mbit.")
-@click.option(
-    "--delay", "rtt", default=36.0, show_default=True, type=float, help="Added round-trip delay in ms (half each way)."
-)
+@click.option("--rate", default="50", help="Bottleneck rate: Mbit/s or e.g. 500kbit, 50mbit.")
+@click.option("--delay", "rtt", default=36.0, type=float, help="Added round-trip delay in ms (half each way).")
 @click.option(
     "--jitter",
     default=0.0,
-    show_default=True,
     type=float,
     help="Uniform +- jitter in ms per packet and direction (reorders, like netem).",
 )
-@click.option("--loss", default="0", show_default=True, help="Loss per packet and direction: 0.01 or 1%.")
-@click.option(
-    "--queue", default="1bdp", show_default=True, help="Bottleneck queue: bytes (150kb) or BDP multiple (1bdp)."
-)
+@click.option("--loss", default="0", help="Loss per packet and direction: 0.01 or 1%.")
+@click.option("--queue", default="1bdp", help="Bottleneck queue: bytes (150kb) or BDP multiple (1bdp).")
 @click.option("--schedule", default=None, help="Bandwidth schedule random:MIN:MAX[:PERIOD_S] in Mbit/s (Fig. 11).")
 @click.option(
     "--rtt-step", default=None, help="RTT step within the run, AFTER:RTT (20s:80ms): the added RTT from then on."
 )
-@click.option("--client", type=click.Choice(["go", "chromium"]), default="go", show_default=True)
+@click.option("--client", type=click.Choice(["go", "chromium"]), default="go")
 @click.option("--cpu-quota", default=None, help="Client CPU quota as share of a core: 0.1 or 10% (mobile-like).")
-@click.option("--objects", default=1, show_default=True, type=int, help="Objects on the page.")
-@click.option("--size", default="10MB", show_default=True, help="Bytes per object (10MB, 100KB, 5000).")
+@click.option("--objects", default=1, type=int, help="Objects on the page.")
+@click.option("--size", default="10MB", help="Bytes per object (10MB, 100KB, 5000).")
 @click.option(
     "--duration",
     default=None,
     help="Long flow: fetch the objects back to back for this long (60s, 2m) instead of loading the page once.",
 )
-@click.option("--runs", default=1, show_default=True, type=int)
-@click.option(
-    "--quic-go-version", default="v0.65.0", show_default=True, help="quic-go of the server and of the Go client."
-)
+@click.option("--runs", default=1, type=int)
+@click.option("--quic-go-version", default="v0.65.0", help="quic-go of the server and of the Go client.")
 @click.option(
     "--stack",
     type=_STACKS,
     default="quic-go",
-    show_default=True,
     help="Server: instrumented quic-go, or Cloudflare quiche (testbed/quiche-server; needs Rust and libclang).",
 )
-@click.option("--quiche-version", default="0.30.0", show_default=True, help="Crate version with --stack quiche.")
+@click.option("--quiche-version", default="0.30.0", help="Crate version with --stack quiche.")
 @click.option("--stack-version", default=None, help="Version of the --stack (any stack; wins over the two above).")
 @click.option(
     "--set",
@@ -214,7 +206,6 @@ def testbed() -> None:
     "--cc",
     type=_CCS,
     default="reno",
-    show_default=True,
     help="Congestion controller (" + "; ".join(f"{s.name}: {', '.join(s.ccs)}" for s in stacks.all_stacks()) + ").",
 )
 @click.option(
@@ -223,17 +214,14 @@ def testbed() -> None:
     type=int,
     help="Rebuild the server with this fixed reordering threshold (quic-go versions with packetThreshold).",
 )
-@click.option("--name", default="run", show_default=True, help="Scenario name (run directories are NAME-NN).")
+@click.option("--name", default="run", help="Scenario name (run directories are NAME-NN).")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="Extra trace label (repeatable).")
-@click.option("--seed", default=1, show_default=True, type=int)
-@click.option("--timeout", default=120.0, show_default=True, type=float, help="Seconds a page load may take.")
-@click.option(
-    "--retries", default=1, show_default=True, type=int, help="Redo a failed or emulator-late run this often."
-)
+@click.option("--seed", default=1, type=int)
+@click.option("--timeout", default=120.0, type=float, help="Seconds a page load may take.")
+@click.option("--retries", default=1, type=int, help="Redo a failed or emulator-late run this often.")
 @click.option(
     "--late-limit",
     default="2ms",
-    show_default=True,
     metavar="MS",
     help="Count a run as emulator-late when 1 % of packets leave the relay later than this.",
 )
@@ -261,7 +249,7 @@ def run(runs: int, retries: int, keep_going: bool, out: str, **kw: Any) -> None:
 @click.option(
     "--out", default=None, type=click.Path(file_okay=False), help="Output directory (default: the file's `out`)."
 )
-@click.option("--retries", default=1, show_default=True, type=int)
+@click.option("--retries", default=1, type=int)
 @click.option(
     "--late-limit",
     default=None,
@@ -358,7 +346,7 @@ def matrix(
     help="Stack version (repeatable; `all`: every version with shipped sets). Default: the stack's default.",
 )
 @click.option("--cc", "ccs", multiple=True, type=_CCS, help="Default: every controller of the stack.")
-@click.option("--quic-go-version", default="v0.65.0", show_default=True, help="quic-go of the Go client.")
+@click.option("--quic-go-version", default="v0.65.0", help="quic-go of the Go client.")
 @click.option("--set", "patch_set", default=None, metavar="NAME|DIR", help="Patch set (one --stack, one --cc).")
 @click.option("--force", is_flag=True, help="Rebuild even what the cache holds.")
 def build_cmd(
@@ -424,8 +412,8 @@ def build_cmd(
 
 
 @testbed.command()
-@click.option("--out", default="testbed-accuracy", show_default=True, type=click.Path(file_okay=False))
-@click.option("--seconds", default=4.0, show_default=True, type=float, help="Probe duration per measurement.")
+@click.option("--out", default="testbed-accuracy", type=click.Path(file_okay=False))
+@click.option("--seconds", default=4.0, type=float, help="Probe duration per measurement.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of Markdown tables.")
 def accuracy(out: str, seconds: float, as_json: bool) -> None:
     """Measure the emulator: rate at 5/10/50/100 Mbit/s, delay error percentiles, reordering with jitter."""
