@@ -42,7 +42,7 @@ def _pair_path(path: str, k: int, a: str, b: str, many: bool) -> str:
     return f"{stem}.{k + 1}.{safe}{ext}"
 
 
-@click.command()
+@click.command(context_settings={"show_default": True})
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(allow_dash=True))
 @click.option("--name", "names", multiple=True, metavar="NAME", help="Name of each set, in order (repeatable).")
 @click.option(
@@ -67,22 +67,19 @@ def _pair_path(path: str, k: int, a: str, b: str, many: bool) -> str:
     "--test",
     type=click.Choice(list(SAMPLE_TESTS)),
     default="welch",
-    show_default=True,
     help="Per-state test on per-connection shares: Welch's t-test (the paper's) or Mann-Whitney U.",
 )
-@click.option("--alpha", type=float, default=0.01, show_default=True, help="Significance threshold after correction.")
+@click.option("--alpha", type=float, default=0.01, help="Significance threshold after correction.")
 @click.option(
     "--correction",
     type=click.Choice(list(CORRECTIONS)),
     default="holm",
-    show_default=True,
     help="Multiple-comparison correction across states (and, separately, across edges).",
 )
 @click.option(
     "--edge-test",
     type=click.Choice(list(EDGE_TESTS)),
     default="cluster",
-    show_default=True,
     help="Per-edge test: cluster (connections as units; calibrated), z or chi2 (every step independent).",
 )
 @click.option(
@@ -90,17 +87,13 @@ def _pair_path(path: str, k: int, a: str, b: str, many: bool) -> str:
     "resamples",
     type=click.IntRange(0, 100_000),
     default=2000,
-    show_default=True,
     help="Bootstrap resamples for the CI of each mean.",
 )
-@click.option("--confidence", type=float, default=0.95, show_default=True, help="Level of the bootstrap CI.")
-@click.option(
-    "--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap (results are deterministic)."
-)
+@click.option("--confidence", type=float, default=0.95, help="Level of the bootstrap CI.")
+@click.option("--seed", type=int, default=0, help="Seed of the bootstrap (results are deterministic).")
 @click.option(
     "--engine",
     default="synoptic",
-    show_default=True,
     help="Engine of the per-set models (model differences, diagrams): synoptic (as `diagram`), ktails, dfg.",
 )
 @click.option(
@@ -110,14 +103,13 @@ def _pair_path(path: str, k: int, a: str, b: str, many: bool) -> str:
     default=None,
     help="k of k-Tails as in Synoptic (k=1: same state). Defaults: synoptic coarsening 1, ktails 2.",
 )
-@click.option("--phases/--no-phases", default=True, show_default=True, help="Keep PROBE_BW phases as separate states.")
+@click.option("--phases/--no-phases", default=True, help="Keep PROBE_BW phases as separate states.")
 @click.option("--recovery-states", is_flag=True, help="Make BBR's recovery sub-state part of the state.")
 @click.option("--all-pairs", is_flag=True, help="N-way: test every pair instead of every set against the first.")
 @click.option(
     "--witnesses",
     type=click.IntRange(0, 50),
     default=3,
-    show_default=True,
     help="Shortest sequences shown per direction that one model accepts and the other rejects.",
 )
 @click.option(
@@ -125,7 +117,6 @@ def _pair_path(path: str, k: int, a: str, b: str, many: bool) -> str:
     "fmt",
     type=click.Choice(["text", "json", "csv", "markdown"]),
     default="text",
-    show_default=True,
     help="Tables on the terminal, JSON for scripts (docs/compare.md), CSV or Markdown.",
 )
 @output_option("Where --format goes.")
@@ -147,7 +138,6 @@ def _pair_path(path: str, k: int, a: str, b: str, many: bool) -> str:
     "--timelines",
     type=click.IntRange(0, 50),
     default=3,
-    show_default=True,
     help="cwnd/bytes-in-flight timelines per set in the HTML report.",
 )
 @click.option(
