@@ -47,7 +47,6 @@ def _pair_path(path: str, k: int, a: str, b: str, many: bool) -> str:
 @click.option("--name", "names", multiple=True, metavar="NAME", help="Name of each set, in order (repeatable).")
 @click.option(
     "--where",
-    "where",
     multiple=True,
     callback=selector,
     metavar="K=V[,K=V]",
@@ -55,7 +54,6 @@ def _pair_path(path: str, k: int, a: str, b: str, many: bool) -> str:
 )
 @click.option(
     "--vs",
-    "vs",
     multiple=True,
     callback=selector,
     metavar="K=V[,K=V]",

@@ -71,7 +71,6 @@ def input_options(f: F) -> F:
         click.argument("inputs", nargs=-1, required=False, type=click.Path(allow_dash=True)),
         click.option(
             "--files-from",
-            "files_from",
             metavar="LIST",
             help="Also read the inputs named in LIST, one a line (- for stdin), e.g. from find or aws s3 ls.",
         ),
@@ -93,7 +92,6 @@ def input_options(f: F) -> F:
         click.option("--cc", metavar="NAME", help="Congestion controller, for qlogs that do not name it."),
         click.option(
             "--where",
-            "where",
             multiple=True,
             callback=_labels,
             metavar="KEY=VALUE",
@@ -224,7 +222,6 @@ def close_dask(dask: str | None) -> None:
 def dask_option(f: F) -> F:
     return click.option(
         "--dask",
-        "dask",
         metavar="SCHEDULER",
         help="Read batches of input files as Dask tasks: local[:N] starts N local workers, or a scheduler "
         "address such as tcp://host:8786 (needs quicsm[fleet]). Results equal the local run. Pays off on "
@@ -276,7 +273,6 @@ def engine_options(f: F) -> F:
     )(f)
     f = click.option(
         "--java",
-        "java",
         default=None,
         help="Java runtime for --engine synoptic-jar (default: java on PATH; Synoptic's HEAD needs Java < 17).",
     )(f)

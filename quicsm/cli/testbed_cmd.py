@@ -226,7 +226,7 @@ def testbed() -> None:
     help="Count a run as emulator-late when 1 % of packets leave the relay later than this.",
 )
 @click.option("--keep-going", is_flag=True, help="Exit 0 even when some runs stayed bad after the retries.")
-@click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Output directory.")
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Output directory.")
 def run(runs: int, retries: int, keep_going: bool, out: str, **kw: Any) -> None:
     """Run page loads through the emulator and keep each run's server log and metadata.
 
