@@ -261,20 +261,19 @@ def list_namespaces(prefix: str = PREFIX) -> list[str]:
 
 def destroy(topo: Topology) -> list[str]:
     """Delete the topology's namespaces (their veths and qdiscs go with them); returns those removed."""
-    gone = []
-    for ns in topo.namespaces:
-        if ns not in list_namespaces(topo.prefix):
-            continue
-        _kill_ns_pids(ns)
-        if sh_ok(["ip", "netns", "delete", ns]):
-            gone.append(ns)
-    return gone
+    present = set(list_namespaces(topo.prefix))
+    return _delete([ns for ns in topo.namespaces if ns in present])
 
 
 def cleanup_all(prefix: str = PREFIX) -> list[str]:
     """Remove every namespace whose name starts with ``prefix`` (leftovers of killed runs)."""
+    return _delete(list_namespaces(prefix))
+
+
+def _delete(namespaces: list[str]) -> list[str]:
+    """Stop each namespace's processes and delete it; the ones deleted."""
     gone = []
-    for ns in list_namespaces(prefix):
+    for ns in namespaces:
         _kill_ns_pids(ns)
         if sh_ok(["ip", "netns", "delete", ns]):
             gone.append(ns)
