@@ -19,6 +19,7 @@ from __future__ import annotations
 import warnings as warnings_module
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +33,7 @@ from quicsm.compare.stays import Connection
 from quicsm.errors import InputError
 from quicsm.traces.select import label_value
 
-__all__ = ["CheckResult", "Finding", "ScenarioResult", "Witness", "check", "match_scenarios"]
+__all__ = ["CheckResult", "Finding", "ScenarioResult", "Witness", "check", "match_scenarios", "witness_text"]
 
 WITNESS_CONTEXT = 6
 """States of a witness path shown before the new state or edge."""
@@ -50,10 +51,12 @@ class Witness:
     length: int
     """Length of the connection's whole path."""
 
-    def text(self) -> str:
-        head = "... " if self.start else ""
-        tail = " ..." if self.start + len(self.path) < self.length else ""
-        return f"{self.connection}: {head}{' '.join(self.path)}{tail}"
+
+def witness_text(w: Witness | Any) -> str:
+    """A witness (or its record) as one line: the connection and its path, ``...`` where it is cut."""
+    head = "... " if w.start else ""
+    tail = " ..." if w.start + len(w.path) < w.length else ""
+    return f"{w.connection}: {head}{' '.join(w.path)}{tail}"
 
 
 @dataclass(slots=True)

@@ -15,7 +15,7 @@ import msgspec
 
 from quicsm import __version__
 from quicsm.check.config import CheckConfig
-from quicsm.check.gate import CheckResult, Finding, ScenarioResult
+from quicsm.check.gate import CheckResult, Finding, ScenarioResult, witness_text
 from quicsm.compare.report import json_number, json_p
 
 __all__ = [
@@ -230,12 +230,6 @@ def _strength(f: FindingRecord) -> tuple[bool, float]:
     return f.p_corrected is None, f.p_corrected or 0.0
 
 
-def witness_text(w: WitnessRecord) -> str:
-    head = "... " if w.start else ""
-    tail = " ..." if w.start + len(w.path) < w.length else ""
-    return f"{w.connection}: {head}{' '.join(w.path)}{tail}"
-
-
 def fmt_value(f: FindingRecord, x: float | None) -> str:
     if x is None:
         return "n/a"
@@ -317,7 +311,7 @@ def to_junit(r: CheckResult) -> str:
                     nf += 1
                     fail = ET.SubElement(case, "failure", message=failed[0].reason(), type=failed[0].check)
                     lines = [
-                        f"{f.check}: {f.reason()}" + (f"\nwitness {f.witness.text()}" if f.witness else "")
+                        f"{f.check}: {f.reason()}" + (f"\nwitness {witness_text(f.witness)}" if f.witness else "")
                         for f in failed
                     ]
                     fail.text = "\n".join(lines)

@@ -6,6 +6,7 @@ import pytest
 from check_fixtures import make_rows
 
 from quicsm.check import check, make_baseline, parse_config
+from quicsm.check.gate import witness_text
 from quicsm.errors import InputError
 
 
@@ -31,7 +32,7 @@ def test_extra_recovery_entry_fails_naming_recovery_with_a_witness(base) -> None
     assert new_edge.check == "new" and new_edge.support == (0, 20)
     w = new_edge.witness
     assert w is not None and w.connection.startswith("new-") and w.path[-2:] == ("SlowStart", "Recovery")
-    assert "SlowStart Recovery" in w.text()
+    assert "SlowStart Recovery" in witness_text(w)
 
 
 def test_tolerances_ignore_and_min_effect(base) -> None:
