@@ -34,7 +34,6 @@ def baseline() -> None:
     "--engine",
     type=click.Choice(["dfg", "synoptic", "ktails"]),
     default="dfg",
-    show_default=True,
     help="Model engine; new runs are modelled the same way.",
 )
 @click.option("--no-phases", is_flag=True, help="Fold PROBE_BW phases into one state (kept for the check).")

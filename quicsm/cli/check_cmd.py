@@ -94,9 +94,7 @@ def check_runs(baseline: str, inputs: list[str], config: str | None, out: Path) 
     "--config", type=click.Path(dir_okay=False), help="Tolerances (TOML): ignore, min_effect, alpha per state/edge."
 )
 @click.option("--where", callback=selector, metavar="K=V[,K=V]", help="Check only matching new connections.")
-@click.option(
-    "--format", "fmt", type=click.Choice(["text", "json", "junit", "markdown"]), default="text", show_default=True
-)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "junit", "markdown"]), default="text")
 @click.option(
     "-o", "--output", default="-", type=click.Path(dir_okay=False, allow_dash=True), help="Where --format goes."
 )

@@ -42,7 +42,7 @@ def _pair_path(path: str, k: int, a: str, b: str, many: bool) -> str:
     return f"{stem}.{k + 1}.{safe}{ext}"
 
 
-@click.command(context_settings={"show_default": True})
+@click.command()
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(allow_dash=True))
 @click.option("--name", "names", multiple=True, metavar="NAME", help="Name of each set, in order (repeatable).")
 @click.option(

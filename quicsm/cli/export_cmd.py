@@ -20,7 +20,6 @@ from quicsm.inference.export import EXPORT_FORMATS, dump_synoptic_log, model_pre
     "target",
     type=click.Choice(EXPORT_FORMATS),
     default="synoptic",
-    show_default=True,
     help="Tool to export for.",
 )
 @output_option("Log file for the tool; - for stdout.")

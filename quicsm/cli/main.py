@@ -62,7 +62,7 @@ class LazyGroup(click.Group):
             raise click.ClickException(f"truncated or corrupt compressed input ({exc})") from exc
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @click.version_option(__version__, prog_name="quicsm")
 def cli() -> None:
     """Instrument QUIC congestion controllers, infer their state machines, explain performance.

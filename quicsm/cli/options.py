@@ -121,7 +121,7 @@ storage_option = click.option(
 def output_option(help: str, default: str = "-", *, dir_okay: bool = True) -> Callable[[F], F]:
     """``-o/--output`` (``-``: stdout)."""
     path = click.Path(allow_dash=True, dir_okay=dir_okay)
-    return click.option("-o", "--output", default=default, show_default=True, type=path, help=help)
+    return click.option("-o", "--output", default=default, type=path, help=help)
 
 
 def pop_inputs(kw: dict[str, Any]) -> list[str]:
@@ -239,7 +239,6 @@ def view_options(f: F) -> F:
     f = click.option(
         "--phases/--no-phases",
         default=True,
-        show_default=True,
         help="Keep PROBE_BW phases (Up/Down/Cruise/Refill) as separate states.",
     )(f)
     return f
@@ -296,9 +295,7 @@ def engine_options(f: F) -> F:
         help="k of k-Tails, as in Synoptic: the length of the k-strings compared, the node itself included "
         "(k=1: same state; k=2: same state and same next states). Defaults: synoptic coarsening 1, ktails 2.",
     )(f)
-    f = click.option(
-        "--engine", default="synoptic", show_default=True, type=click.Choice(sorted(ENGINES)), help="Inference engine."
-    )(f)
+    f = click.option("--engine", default="synoptic", type=click.Choice(sorted(ENGINES)), help="Inference engine.")(f)
     return f
 
 

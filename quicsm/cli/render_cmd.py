@@ -44,7 +44,6 @@ def diagram_options(f: F) -> F:
             "--min-prob",
             type=click.FloatRange(0.0, 1.0),
             default=0.0,
-            show_default=True,
             metavar="P",
             help="Hide edges whose probability is below P (their states stay).",
         ),
@@ -59,7 +58,6 @@ def diagram_options(f: F) -> F:
             "--rankdir",
             type=click.Choice(RANKDIRS, case_sensitive=False),
             default="TB",
-            show_default=True,
             help="Layout direction: TB top to bottom, LR left to right, ...",
         ),
     ]

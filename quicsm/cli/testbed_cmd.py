@@ -150,7 +150,7 @@ def _run_scenarios(
     return [r.run_dir for r in results if r.good]
 
 
-@click.group(context_settings={"show_default": True})
+@click.group()
 def testbed() -> None:
     """Run instrumented quic-go or Cloudflare quiche servers through an emulated network (needs root).
 
