@@ -98,7 +98,6 @@ def _pair_path(path: str, k: int, a: str, b: str, many: bool) -> str:
     "-k",
     "k",
     type=click.IntRange(1, 50),
-    default=None,
     help="k of k-Tails as in Synoptic (k=1: same state). Defaults: synoptic coarsening 1, ktails 2.",
 )
 @click.option("--phases/--no-phases", default=True, help="Keep PROBE_BW phases as separate states.")

@@ -54,7 +54,6 @@ def write_model(am: AnnotatedModel, path: str, fmt: str) -> None:
     "--format",
     "fmt",
     type=click.Choice(["json", "graphml", "text"]),
-    default=None,
     help="json (docs/model-format.md), graphml, or a text table; default: graphml for *.graphml, "
     "json for other files, text on a terminal.",
 )

@@ -258,7 +258,6 @@ def engine_options(f: F) -> F:
     f = click.option(
         "--refine",
         type=click.Choice(["stitch", "consistent"]),
-        default=None,
         help="Refinement of --engine synoptic: stitch (Synoptic's split selection, a fixed order where it draws "
         "at random) or consistent (split by invariant-automaton state: faster, further from Synoptic's models). "
         "Default: Synoptic's own choices for seed 1, replayed, where affordable, else stitch. See docs/inference.md.",
@@ -266,13 +265,11 @@ def engine_options(f: F) -> F:
     f = click.option(
         "--synoptic-seed",
         type=int,
-        default=None,
         help="Synoptic's --randomSeed: for --engine synoptic-jar (default 1; recorded in the model); with "
         "--engine synoptic, replay the original's choices for that seed (the model the jar draws with it; slower).",
     )(f)
     f = click.option(
         "--java",
-        default=None,
         help="Java runtime for --engine synoptic-jar (default: java on PATH; Synoptic's HEAD needs Java < 17).",
     )(f)
     f = click.option(
@@ -284,14 +281,12 @@ def engine_options(f: F) -> F:
     f = click.option(
         "--timeout",
         type=click.FloatRange(min=0, min_open=True),
-        default=None,
         help="Seconds --engine synoptic-jar may run before it is stopped (default 3600).",
     )(f)
     f = click.option(
         "-k",
         "k",
         type=click.IntRange(1, 50),
-        default=None,
         help="k of k-Tails, as in Synoptic: the length of the k-strings compared, the node itself included "
         "(k=1: same state; k=2: same state and same next states). Defaults: synoptic coarsening 1, ktails 2.",
     )(f)

@@ -38,7 +38,6 @@ _ALGO = click.option(
 _APPLIER = click.option(
     "--applier",
     type=click.Choice(sorted(APPLIERS)),
-    default=None,
     help="Tool that applies diffs (default: git, else GNU patch).",
 )
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")

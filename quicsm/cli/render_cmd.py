@@ -37,7 +37,6 @@ def diagram_options(f: F) -> F:
             "--format",
             "fmt",
             type=click.Choice(FORMATS, case_sensitive=False),
-            default=None,
             help="Output format; default: from the -o suffix (.svg .png .pdf .dot), DOT on stdout.",
         ),
         click.option(
@@ -47,7 +46,7 @@ def diagram_options(f: F) -> F:
             metavar="P",
             help="Hide edges whose probability is below P (their states stay).",
         ),
-        click.option("--title", default=None, help="Title above the diagram."),
+        click.option("--title", help="Title above the diagram."),
         click.option(
             "--no-terminals", is_flag=True, help="Leave out the synthetic start (dot) and end (double circle) nodes."
         ),

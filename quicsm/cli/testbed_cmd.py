@@ -172,17 +172,14 @@ def testbed() -> None:
 )
 @click.option("--loss", default="0", help="Loss per packet and direction: 0.01 or 1%.")
 @click.option("--queue", default="1bdp", help="Bottleneck queue: bytes (150kb) or BDP multiple (1bdp).")
-@click.option("--schedule", default=None, help="Bandwidth schedule random:MIN:MAX[:PERIOD_S] in Mbit/s (Fig. 11).")
-@click.option(
-    "--rtt-step", default=None, help="RTT step within the run, AFTER:RTT (20s:80ms): the added RTT from then on."
-)
+@click.option("--schedule", help="Bandwidth schedule random:MIN:MAX[:PERIOD_S] in Mbit/s (Fig. 11).")
+@click.option("--rtt-step", help="RTT step within the run, AFTER:RTT (20s:80ms): the added RTT from then on.")
 @click.option("--client", type=click.Choice(["go", "chromium"]), default="go")
-@click.option("--cpu-quota", default=None, help="Client CPU quota as share of a core: 0.1 or 10% (mobile-like).")
+@click.option("--cpu-quota", help="Client CPU quota as share of a core: 0.1 or 10% (mobile-like).")
 @click.option("--objects", default=1, type=int, help="Objects on the page.")
 @click.option("--size", default="10MB", help="Bytes per object (10MB, 100KB, 5000).")
 @click.option(
     "--duration",
-    default=None,
     help="Long flow: fetch the objects back to back for this long (60s, 2m) instead of loading the page once.",
 )
 @click.option("--runs", default=1, type=int)
@@ -194,11 +191,10 @@ def testbed() -> None:
     help="Server: instrumented quic-go, or Cloudflare quiche (testbed/quiche-server; needs Rust and libclang).",
 )
 @click.option("--quiche-version", default="0.30.0", help="Crate version with --stack quiche.")
-@click.option("--stack-version", default=None, help="Version of the --stack (any stack; wins over the two above).")
+@click.option("--stack-version", help="Version of the --stack (any stack; wins over the two above).")
 @click.option(
     "--set",
     "patch_set",
-    default=None,
     metavar="NAME|DIR",
     help="Patch set for the server (default: the shipped one for the version, else one ported to it).",
 )
@@ -210,7 +206,6 @@ def testbed() -> None:
 )
 @click.option(
     "--packet-threshold",
-    default=None,
     type=int,
     help="Rebuild the server with this fixed reordering threshold (quic-go versions with packetThreshold).",
 )
@@ -246,20 +241,16 @@ def run(runs: int, retries: int, keep_going: bool, out: str, **kw: Any) -> None:
 
 @testbed.command()
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option(
-    "--out", default=None, type=click.Path(file_okay=False), help="Output directory (default: the file's `out`)."
-)
+@click.option("--out", type=click.Path(file_okay=False), help="Output directory (default: the file's `out`).")
 @click.option("--retries", default=1, type=int)
 @click.option(
     "--late-limit",
-    default=None,
     metavar="MS",
     help="Count a run as emulator-late when 1 % of packets leave the relay later than this (overrides the file's late_limit; default 2ms).",
 )
 @click.option(
     "--set",
     "patch_set",
-    default=None,
     metavar="NAME|DIR",
     help="Patch set for every scenario (refused when the file names another one for a scenario).",
 )
@@ -347,7 +338,7 @@ def matrix(
 )
 @click.option("--cc", "ccs", multiple=True, type=_CCS, help="Default: every controller of the stack.")
 @click.option("--quic-go-version", default="v0.65.0", help="quic-go of the Go client.")
-@click.option("--set", "patch_set", default=None, metavar="NAME|DIR", help="Patch set (one --stack, one --cc).")
+@click.option("--set", "patch_set", metavar="NAME|DIR", help="Patch set (one --stack, one --cc).")
 @click.option("--force", is_flag=True, help="Rebuild even what the cache holds.")
 def build_cmd(
     stack_names: tuple[str, ...],
