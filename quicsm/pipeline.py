@@ -21,10 +21,7 @@ __all__ = ["learn"]
 
 
 def learn(
-    data: Summary | Iterable[Trace],
-    engine: str = "synoptic",
-    view: StateView | None = None,
-    **opts: Any,
+    data: Summary | Iterable[Trace], engine: str = "synoptic", view: StateView | None = None, **opts: Any
 ) -> AnnotatedModel:
     """Infer a model with ``engine`` and annotate it with time shares and edge probabilities.
 

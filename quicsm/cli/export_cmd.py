@@ -15,13 +15,7 @@ from quicsm.inference.export import EXPORT_FORMATS, dump_synoptic_log, model_pre
 @click.command()
 @input_options
 @view_options
-@click.option(
-    "--to",
-    "target",
-    type=click.Choice(EXPORT_FORMATS),
-    default="synoptic",
-    help="Tool to export for.",
-)
+@click.option("--to", "target", type=click.Choice(EXPORT_FORMATS), default="synoptic", help="Tool to export for.")
 @output_option("Log file for the tool; - for stdout.")
 def export(target: str, output: str, **kw: Any) -> None:
     """Write the traces' state sequences for the original Synoptic and print how to run it.

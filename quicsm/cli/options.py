@@ -237,9 +237,7 @@ def view_options(f: F) -> F:
         help="Make BBR's recovery sub-state part of the state (ProbeBw/Conservation).",
     )(f)
     f = click.option(
-        "--phases/--no-phases",
-        default=True,
-        help="Keep PROBE_BW phases (Up/Down/Cruise/Refill) as separate states.",
+        "--phases/--no-phases", default=True, help="Keep PROBE_BW phases (Up/Down/Cruise/Refill) as separate states."
     )(f)
     return f
 

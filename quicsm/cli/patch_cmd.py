@@ -36,9 +36,7 @@ _ALGO = click.option(
     help="Only these algorithms (default: every one found in SRC).",
 )
 _APPLIER = click.option(
-    "--applier",
-    type=click.Choice(sorted(APPLIERS)),
-    help="Tool that applies diffs (default: git, else GNU patch).",
+    "--applier", type=click.Choice(sorted(APPLIERS)), help="Tool that applies diffs (default: git, else GNU patch)."
 )
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 

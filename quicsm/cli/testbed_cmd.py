@@ -165,10 +165,7 @@ def testbed() -> None:
 @click.option("--rate", default="50", help="Bottleneck rate: Mbit/s or e.g. 500kbit, 50mbit.")
 @click.option("--delay", "rtt", default=36.0, type=float, help="Added round-trip delay in ms (half each way).")
 @click.option(
-    "--jitter",
-    default=0.0,
-    type=float,
-    help="Uniform +- jitter in ms per packet and direction (reorders, like netem).",
+    "--jitter", default=0.0, type=float, help="Uniform +- jitter in ms per packet and direction (reorders, like netem)."
 )
 @click.option("--loss", default="0", help="Loss per packet and direction: 0.01 or 1%.")
 @click.option("--queue", default="1bdp", help="Bottleneck queue: bytes (150kb) or BDP multiple (1bdp).")

@@ -144,13 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.where:
         sel = parse_selector(args.where)
         rows = tuple(r for r in rows if trace_matches(r.trace, sel))
-    opts = CompareOptions(
-        view=view,
-        test=args.test,
-        alpha=args.alpha,
-        correction=args.correction,
-        models=False,
-    )
+    opts = CompareOptions(view=view, test=args.test, alpha=args.alpha, correction=args.correction, models=False)
     cal = calibrate(rows, splits=args.splits, options=opts, edge_tests=args.edge_tests.split(","), seed=args.seed)
     json.dump(cal.to_json(), sys.stdout, indent=2)
     sys.stdout.write("\n")

@@ -496,11 +496,7 @@ class FlowComparison:
 
 
 def compare_flow_runs(
-    paths: Sequence[str | Path],
-    options: CompareOptions | None = None,
-    *,
-    metrics: bool = False,
-    strict: bool = False,
+    paths: Sequence[str | Path], options: CompareOptions | None = None, *, metrics: bool = False, strict: bool = False
 ) -> FlowComparison:
     """What ``quicsm compare RUN...`` does with multi-flow run directories: read the runs (throughput,
     Jain, timelines) and compare the flows' traces, one set per flow name, with ``options``.

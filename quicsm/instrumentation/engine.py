@@ -500,12 +500,7 @@ def _record(
 
 
 def _port_missing(
-    src: str | Path,
-    det: Detection,
-    algorithms: list[str],
-    plans: list[Plan],
-    applier: Applier,
-    workdir: Path,
+    src: str | Path, det: Detection, algorithms: list[str], plans: list[Plan], applier: Applier, workdir: Path
 ) -> tuple[list[Plan], list[str], list[str], list[str]]:
     """Port a set for every algorithm that has none usable (files not already covered by ``plans``).
 

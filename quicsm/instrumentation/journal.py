@@ -211,12 +211,7 @@ def _stage(staging: Path, changes: list[Change], op: str) -> dict[str, Any]:
                 _write_blob(staging / f"{i}.{side}", data)
                 fault_step()
         entries.append(entry)
-    doc = {
-        "format": 1,
-        "op": op,
-        "at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        "files": entries,
-    }
+    doc = {"format": 1, "op": op, "at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), "files": entries}
     _write_blob(staging / _JOURNAL, (json.dumps(doc, indent=1) + "\n").encode())
     _fsync_dir(staging)
     return doc

@@ -197,11 +197,7 @@ def measure_accuracy(
     delays = []
     for d in delays_ms:
         res, stats = run(
-            work / f"delay-{d:g}",
-            rate_bps=100_000_000,
-            relay_cfg=RelayConfig(delay_ms=d),
-            offered_bps=4e6,
-            size=200,
+            work / f"delay-{d:g}", rate_bps=100_000_000, relay_cfg=RelayConfig(delay_ms=d), offered_bps=4e6, size=200
         )
         owd = res["owd_us"]
         base = int(d * 1000)

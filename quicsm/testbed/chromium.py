@@ -190,10 +190,7 @@ def load_page(
         wall_ms = (time.monotonic() - t0) * 1000
         timing = cdp.call(
             "Runtime.evaluate",
-            {
-                "expression": "JSON.stringify(performance.getEntriesByType('navigation')[0])",
-                "returnByValue": True,
-            },
+            {"expression": "JSON.stringify(performance.getEntriesByType('navigation')[0])", "returnByValue": True},
             session=session,
         )
         nav_t = json.loads(timing.get("result", {}).get("value") or "{}")

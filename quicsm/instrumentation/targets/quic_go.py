@@ -23,15 +23,7 @@ from quicsm.instrumentation.targets import Identity, Located, Release, Target, r
 if TYPE_CHECKING:
     from quicsm.instrumentation.placement import Edit
 
-__all__ = [
-    "ERA_DATES",
-    "MODULE",
-    "QuicGoTarget",
-    "add_imports",
-    "build_requirements",
-    "go_imports",
-    "module_version",
-]
+__all__ = ["ERA_DATES", "MODULE", "QuicGoTarget", "add_imports", "build_requirements", "go_imports", "module_version"]
 
 MODULE = "github.com/quic-go/quic-go"
 

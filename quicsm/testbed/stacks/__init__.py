@@ -42,17 +42,7 @@ if TYPE_CHECKING:
     from quicsm.testbed.procs import ProcGroup
     from quicsm.testbed.runner import RunConfig, ServerClient
 
-__all__ = [
-    "Built",
-    "Progress",
-    "RunContext",
-    "Source",
-    "Stack",
-    "all_stacks",
-    "get",
-    "names",
-    "register",
-]
+__all__ = ["Built", "Progress", "RunContext", "Source", "Stack", "all_stacks", "get", "names", "register"]
 
 Progress = Callable[[str], None]
 
