@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
@@ -53,12 +53,13 @@ def test_holm_equals_closed_testing_brute_force(ps: list[float]) -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(pvals, st.sampled_from([0.001, 0.01, 0.05, 0.1]))
+@example([0.0003333333333333334, 1.0, 1.0], 0.001)  # alpha / 3 < this p, 3 * p <= alpha
 def test_holm_rejections_match_the_step_down_procedure(ps: list[float], alpha: float) -> None:
     m = len(ps)
     order = sorted(range(m), key=lambda i: ps[i])
     rejected = set()
     for k, i in enumerate(order):
-        if ps[i] <= alpha / (m - k):
+        if (m - k) * ps[i] <= alpha:  # the arithmetic holm() does: at the boundary, alpha / (m - k) rounds apart
             rejected.add(i)
         else:
             break
@@ -67,10 +68,13 @@ def test_holm_rejections_match_the_step_down_procedure(ps: list[float], alpha: f
 
 @settings(max_examples=200, deadline=None)
 @given(pvals, st.sampled_from([0.01, 0.05, 0.1]))
+@example([0.0, 0.0, 0.05], 0.05)
 def test_bh_rejections_match_the_step_up_procedure(ps: list[float], alpha: float) -> None:
     m = len(ps)
     srt = sorted(ps)
-    k = max((r for r in range(1, m + 1) if srt[r - 1] <= r * alpha / m), default=0)
+    # srt[r-1] * m / r <= alpha, as benjamini_hochberg() computes it: r * alpha / m rounds apart at the
+    # boundary (ps = [0, 0, 0.05], alpha = 0.05: 3 * 0.05 / 3 > 0.05)
+    k = max((r for r in range(1, m + 1) if srt[r - 1] * m / r <= alpha), default=0)
     expected = {i for i, p in enumerate(ps) if k and p <= srt[k - 1]}
     assert {i for i, q in enumerate(benjamini_hochberg(ps)) if q <= alpha} == expected
 
