@@ -282,7 +282,9 @@ TASK_FILES = 4096
 
 
 SMALL_RUN_BYTES = 1 << 30
-"""Below this (and :data:`TASK_FILES` files), ``--dask`` gains nothing on a small cluster (docs/fleet.md)."""
+"""Below this, however many files, ``--dask`` gained nothing on a small cluster: two local workers lost
+to one process on 8 files / 26 MB (5-10x), 20,000 files / 17-22 MB (2.7-4x) and 200,000 files /
+224 MB (2x) on a 2-core VM (docs/fleet.md)."""
 
 
 def file_batches(
@@ -297,7 +299,7 @@ def file_batches(
     ``max_files`` files: tasks large enough that a scheduler's cost per task is small beside the work,
     and many enough to keep the workers busy. Relative paths are refused for a cluster whose workers
     run elsewhere (``tcp://``: they would look in their own directory); a run too small to gain from
-    Dask is said on stderr."""
+    Dask (under :data:`SMALL_RUN_BYTES` of local files) is said on stderr."""
     from quicsm.fleet.sources import is_url
 
     if dask and not dask.startswith("local"):
@@ -321,7 +323,7 @@ def file_batches(
             out.append(FileBatch(part, tuple(scopes[p] for p in part), size, options))
             start, size = i + 1, 0
     total = sum(b.bytes for b in out)
-    if dask and total < SMALL_RUN_BYTES and len(files) < max_files and not any(map(is_url, files)):
+    if dask and total < SMALL_RUN_BYTES and not any(map(is_url, files)):
         print(
             f"warning: --dask on {len(files)} file(s), {total / 1e6:.0f} MB: a run this small spends more on "
             "starting and feeding the cluster than it gains (docs/fleet.md: when Dask pays off)",

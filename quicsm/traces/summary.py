@@ -105,12 +105,12 @@ class Summary:
 
     def note_metadata(self, trace: Trace) -> None:
         """Sources, cc, implementation, version and common labels of a trace counted in this summary."""
-        seen = (trace.sources, trace.cc, trace.implementation, trace.version, tuple(trace.labels.items()))
-        if seen == self._last_meta:  # traces of one file mostly share their metadata
-            return
-        self._last_meta = seen
         for src in trace.sources:
             self.sources.setdefault(src)
+        seen = (trace.cc, trace.implementation, trace.version, tuple(trace.labels.items()))
+        if seen == self._last_meta:  # traces mostly share their metadata but the file (one a file: qlogs)
+            return
+        self._last_meta = seen
         for k, vals in self.values.items():
             value = getattr(trace, k)
             if value:
