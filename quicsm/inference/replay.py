@@ -60,6 +60,7 @@ EVENT_TYPE_HASH = 1301 + 1907
 adds its label's ``String.hashCode()``."""
 
 Invariant = tuple[str, int, int]
+Hint = tuple[np.ndarray, np.ndarray] | None
 MIN_ROUNDS = 64
 """A budgeted replay is not started when this many rounds' passes over the log alone exceed the budget."""
 
@@ -150,10 +151,11 @@ class _Ordered:
         self.mark[events] = False
         return out
 
-    def reorder_first(self, p: int, events: np.ndarray) -> np.ndarray:
-        """Try-and-rewind of a split keeping ``events`` in ``p``: they come first; returns the rest (old order)."""
-        inside = self.mask(p, events)
+    def reorder_first(self, p: int, events: np.ndarray, hint: Hint = None) -> np.ndarray:
+        """Try-and-rewind of a split keeping ``events`` in ``p``: they come first; returns the rest (old order).
+        ``hint``: (order, mask) the events were taken from, used while ``p``'s order is still that one."""
         o = self.order[p]
+        inside = hint[1] if hint is not None and hint[0] is o else self.mask(p, events)
         rest = o[~inside]
         self.order[p] = np.concatenate([o[inside], rest])
         self._dirty.add(p)
@@ -244,16 +246,17 @@ def split_masks(graph: PartitionGraph, members: np.ndarray, prev: int, nxt: int)
     return out
 
 
-def _candidates(state: _Ordered, walk: list[int]) -> list[tuple[int, np.ndarray]]:
-    """``Bisimulation.getSplitsUnconstrained``: (partition, events split out, in its current order)."""
+def _candidates(state: _Ordered, walk: list[int]) -> list[tuple[int, np.ndarray, Hint]]:
+    """``Bisimulation.getSplitsUnconstrained``: (partition, events split out in its current order, the
+    order and mask they were taken with)."""
     g = state.graph
     prev, cur, nxt = stitch(g, walk)
     o = state.order[cur]
     if checker.native is not None and o.dtype == np.int32:
         masks = np.empty((2, len(o)), dtype=bool)
         valid = checker.native.split_masks(g.part, g.has_succ, g.has_pred, o, prev, nxt, masks[0], masks[1])
-        return [(cur, o[masks[i]]) for i in (0, 1) if valid >> i & 1]
-    return [(cur, o[mask]) for mask in split_masks(g, o, prev, nxt)]
+        return [(cur, o[masks[i]], (o, masks[i])) for i in (0, 1) if valid >> i & 1]
+    return [(cur, o[mask], (o, mask)) for mask in split_masks(g, o, prev, nxt)]
 
 
 def _holds_after_split(
@@ -361,9 +364,9 @@ def _replay_rounds(
             cands = _candidates(state, walk)
             rng.shuffle(cands)
             if arbitrary is None and cands:
-                arbitrary = cands[0]
-            for p, events in cands:
-                rest = state.reorder_first(p, events)
+                arbitrary = cands[0][:2]
+            for p, events, hint in cands:
+                rest = state.reorder_first(p, events, hint)
                 stats.trials += 1
                 if _holds_after_split(state, succ, ptype, p, events, i):
                     split = [events, rest]
