@@ -5,13 +5,16 @@ Written independently of the engine (networkx reachability, plain loops), so the
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from itertools import pairwise, product
 
 import networkx as nx
+import numpy as np
 
 from quicsm.inference.invariants import Invariant
 from quicsm.inference.model import INITIAL, TERMINAL, Model
+from quicsm.inference.partitions import PartitionGraph
 
 
 def brute_invariants(seqs: Sequence[Sequence[str]]) -> set[Invariant]:
@@ -96,3 +99,15 @@ def k_future(seqs: Sequence[Sequence[str]], k: int) -> dict[tuple[str, ...], fro
         for i in range(1, len(f) + 1):
             fut.setdefault(f[:i], set()).update(f[i : i + j] for j in range(k + 1))
     return {p: frozenset(x for x in v if len(x) <= k) for p, v in fut.items()}
+
+
+def random_split(g: PartitionGraph, rnd: random.Random) -> tuple[int, np.ndarray] | None:
+    """A partition of ``g`` with two or more events and a random two-sided mask of them, or None."""
+    live = [p for p in range(g.size) if g.ptype[p] >= 0 and len(g.members[p]) > 1]
+    if not live:
+        return None
+    p = rnd.choice(live)
+    moving = np.array([rnd.random() < 0.5 for _ in g.members[p]])
+    if moving.all() or not moving.any():
+        moving[0] = not moving[0]
+    return p, moving

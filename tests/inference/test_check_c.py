@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from inference_oracles import random_split
 
 from quicsm.inference import checker
 from quicsm.inference.checker import Csr, counterexample, synoptic_counterexample, violations
@@ -122,8 +123,6 @@ def test_engine_draws_the_same_model_with_either_checker(rnd: random.Random) -> 
 def test_split_preview_in_c_equals_numpy_and_the_split(rnd: random.Random) -> None:
     """PartitionGraph.successors_if_split through fastcheck.split_steps and through numpy: the same CSR,
     and the successors the graph really has after that split (self-steps within the partition included)."""
-    from test_inference_synoptic import random_split
-
     from quicsm.inference import partitions
     from quicsm.inference.packed import encode_sequences
     from quicsm.inference.partitions import PartitionGraph

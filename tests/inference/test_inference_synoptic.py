@@ -8,18 +8,15 @@ from typing import TYPE_CHECKING
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from inference_oracles import brute_invariants, check_paths, holds_on_model
+from inference_oracles import brute_invariants, check_paths, holds_on_model, random_split
 
 from quicsm.inference import infer, infer_sequences
 from quicsm.inference.annotate import annotate
 from quicsm.traces.events import Trace, TraceEvent
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from quicsm.inference.invariants import InvariantSet
     from quicsm.inference.model import Model
-    from quicsm.inference.partitions import PartitionGraph
 
 TRACES = st.lists(st.lists(st.sampled_from("abcd"), max_size=7), min_size=1, max_size=6).filter(any)
 
@@ -191,20 +188,6 @@ def test_synoptic_counterexample_finds_a_violation_exactly_when_one_exists(seqs:
                     assert ptype[walk[-1]] == terminal and states[-1] == 1
                 else:  # cut right after the violation
                     assert states[-1] == 2 and states[-2] != 2
-
-
-def random_split(g: PartitionGraph, rnd: random.Random) -> tuple[int, np.ndarray] | None:
-    """A partition of ``g`` with two or more events and a random two-sided mask of them, or None."""
-    import numpy as np
-
-    live = [p for p in range(g.size) if g.ptype[p] >= 0 and len(g.members[p]) > 1]
-    if not live:
-        return None
-    p = rnd.choice(live)
-    moving = np.array([rnd.random() < 0.5 for _ in g.members[p]])
-    if moving.all() or not moving.any():
-        moving[0] = not moving[0]
-    return p, moving
 
 
 @settings(max_examples=60, deadline=None)
