@@ -32,11 +32,12 @@ def diagram(output: str, json_path: str | None, fmt: str | None, **kw: Any) -> N
     options = dot_options_from(kw)
     fmt = output_format(output, fmt)
     check_stdout(output, fmt)
+    quiet = kw["quiet"]
     engine, am = learn_model(kw)
     if json_path:
         save_model(am, json_path)
     write_diagram(am, output, fmt, options)
-    if output != "-":
+    if output != "-" and not quiet:
         click.echo(
             f"wrote {fmt.upper()} state diagram ({engine}: {len(am.nodes)} nodes, {len(am.edges)} edges, "
             f"{am.traces} connections) to {output}",

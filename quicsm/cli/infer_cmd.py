@@ -66,11 +66,12 @@ def infer(output: str, fmt: str | None, **kw: Any) -> None:
     Example:
       quicsm infer traces.parquet --engine synoptic -o model.json
     """
+    quiet = kw["quiet"]
     engine, am = learn_model(kw)
     if fmt is None and output.endswith(".graphml"):
         fmt = "graphml"
     if fmt is None:
         fmt = "text" if output == "-" and sys.stdout.isatty() else "json"
     write_model(am, output, fmt)
-    if output != "-":
+    if output != "-" and not quiet:
         click.echo(f"wrote {engine} model ({len(am.nodes)} nodes, {len(am.edges)} edges) to {output}", err=True)

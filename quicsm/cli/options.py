@@ -101,7 +101,12 @@ def input_options(f: F) -> F:
         click.option(
             "--progress/--no-progress", default=None, help="Progress bar (default: when stderr is a terminal)."
         ),
-        click.option("-q", "--quiet", is_flag=True, help="No summary on stderr (problem files are still named)."),
+        click.option(
+            "-q",
+            "--quiet",
+            is_flag=True,
+            help="No summary on stderr, not even the line naming the output (problem files are still named).",
+        ),
     ]
     for d in reversed(decorators):
         f = d(f)

@@ -32,7 +32,7 @@ def parse(output: str, **kw: Any) -> None:
     Example:
       quicsm parse server1.log server2.log.gz --label client=mobile -o mobile.parquet
     """
-    dask = kw.pop("dask")
+    dask, quiet = kw.pop("dask"), kw["quiet"]
     if output.lower().endswith(".parquet"):  # columns straight into the store, streamed
         from quicsm.traces.parse import Overrides, write_store
 
@@ -57,5 +57,5 @@ def parse(output: str, **kw: Any) -> None:
         from quicsm.traces.store import write_traces
 
         n = write_traces(load_inputs(kw, dask).traces, output)
-    if output != "-":
+    if output != "-" and not quiet:
         click.echo(f"wrote {n} trace(s) to {output}", err=True)

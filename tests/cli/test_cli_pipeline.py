@@ -115,3 +115,24 @@ def test_diagram_end_to_end(runner: CliRunner, write_log, tmp_path: Path, engine
     res = runner.invoke(cli, ["render", str(model), "-o", str(again)])
     assert res.exit_code == 0, res.output
     assert again.read_bytes() == svg.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("verb", "out_name"), [("parse", "t.parquet"), ("parse", "t.jsonl"), ("infer", "m.json"), ("diagram", "m.svg")]
+)
+def test_quiet_drops_the_summary_and_the_wrote_line_but_names_problem_files(
+    runner: CliRunner, write_log, tmp_path: Path, verb: str, out_name: str
+) -> None:
+    good = write_log("s.log", synth_cubic_lines(conns=3, steps=20, seed=5))
+    bad = tmp_path / "garbage.qlog"
+    bad.write_bytes(b"\x1e{not json\n")
+    out = tmp_path / out_name
+    loud = runner.invoke(cli, [verb, str(good), str(bad), "-o", str(out)])
+    assert loud.exit_code == 0, loud.output
+    assert "wrote" in loud.stderr and "garbage.qlog" in loud.stderr
+    out.unlink()
+    quiet = runner.invoke(cli, [verb, str(good), str(bad), "-o", str(out), "-q"])
+    assert quiet.exit_code == 0, quiet.output
+    assert out.stat().st_size > 0
+    assert "wrote" not in quiet.stderr and "read " not in quiet.stderr
+    assert "garbage.qlog" in quiet.stderr
