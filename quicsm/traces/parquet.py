@@ -23,9 +23,10 @@ if TYPE_CHECKING:
 
     from quicsm.traces.columnar import SharedMeta, TraceColumns
 
-__all__ = ["write_parquet", "read_parquet", "store_batches", "StoreBatch", "SCHEMA"]
+__all__ = ["ROWS_PER_GROUP", "write_parquet", "read_parquet", "store_batches", "StoreBatch", "SCHEMA"]
 
-_ROWS_PER_GROUP = 200_000
+ROWS_PER_GROUP = 200_000
+"""Rows per Parquet row group; the column readers (qlog_columns) close their batches where it closes them."""
 
 
 STORE_VERSION = 2
@@ -82,7 +83,7 @@ def write_parquet(traces: Iterable[Trace | TraceColumns | StoreBatch], path: str
     options = {"use_dictionary": dictionary, "write_statistics": ["t_us"], "compression_level": -3}
     with atomic_output(path) as fh, pq.ParquetWriter(fh, schema, compression="zstd", **options) as writer:
         out = _Writer(
-            lambda table, _: writer.write_table(table, row_group_size=max(_ROWS_PER_GROUP, table.num_rows)), schema
+            lambda table, _: writer.write_table(table, row_group_size=max(ROWS_PER_GROUP, table.num_rows)), schema
         )
         for item in traces:
             out.put(item)
@@ -139,7 +140,7 @@ class _Writer:
             _row(self.cols, t.id, None)
         for e in t.events:
             _row(self.cols, t.id, e)
-        if len(self.cols["t_us"]) >= _ROWS_PER_GROUP:
+        if len(self.cols["t_us"]) >= ROWS_PER_GROUP:
             self.flush()
 
     def flush(self) -> None:

@@ -40,6 +40,8 @@ __all__ = [
     "read_records",
     "read_header",
     "event_role",
+    "bbr_marks",
+    "guess_cc",
     "guess_impl",
     "TraceState",
 ]
@@ -242,7 +244,7 @@ def _finish(st: TraceState, path: str, meta: TraceMeta, index: int, report: Pars
     impl = meta.implementation or guess_impl(st.title)
     return Trace(
         id=f"{path}:{st.conn}" if index == 0 else f"{path}:{st.conn}#{index + 1}",
-        cc=meta.cc or _guess_cc(events, impl, st.cc_hint),
+        cc=meta.cc or _guess_cc_of(events, impl, st.cc_hint),
         events=events,
         key=st.conn,
         implementation=impl,
@@ -260,16 +262,30 @@ def guess_impl(title: str) -> str | None:
     return None
 
 
-def _guess_cc(events: list[TraceEvent], impl: str | None, hint: str | None) -> str:
-    """qlogs rarely name the controller; BBR states give it away, quic-go and picoquic default to Reno."""
-    states = {split_state(e.state) for e in events}
-    if any(s in ("Startup", "Drain", "ProbeBw", "ProbeRtt") for s, _ in states):
-        return "bbr2" if any(s == "ProbeBw" and p for s, p in states) else "bbr"
+_BBR_STATES = ("Startup", "Drain", "ProbeBw", "ProbeRtt")
+
+
+def bbr_marks(state: str) -> tuple[bool, bool]:
+    """Whether a state gives BBR away, and BBRv2 (a PROBE_BW phase), for :func:`guess_cc`."""
+    s, phase = split_state(state)
+    return s in _BBR_STATES, s == "ProbeBw" and bool(phase)
+
+
+def guess_cc(bbr: bool, bbr2: bool, impl: str | None, hint: str | None) -> str:
+    """qlogs rarely name the controller; BBR states give it away (``bbr``/``bbr2``: some state's
+    :func:`bbr_marks`), quic-go and picoquic default to Reno."""
+    if bbr:
+        return "bbr2" if bbr2 else "bbr"
     if hint:
         return hint
     if impl in ("quic-go", "picoquic"):
         return "reno"
     return "unknown"
+
+
+def _guess_cc_of(events: list[TraceEvent], impl: str | None, hint: str | None) -> str:
+    marks = [bbr_marks(state) for state in {e.state for e in events}]
+    return guess_cc(any(b for b, _ in marks), any(b2 for _, b2 in marks), impl, hint)
 
 
 def read_header(rec: dict[str, Any], trace: Any, st: TraceState) -> None:

@@ -7,7 +7,7 @@ file, which that reader then reads as before (its traces join the batch). Each f
 by the Python reader's own ``_header``. The traces are those the Python reader gives, in the same order:
 events sorted by time, metric samples before the first state event given the first state, a close
 event at the last time seen. Batches close as the Parquet writer closes row groups of trace objects
-(at the first trace that brings them to ``ROWS_PER_GROUP`` rows), and their string columns keep the
+(at the first trace that brings them to :data:`~quicsm.traces.parquet.ROWS_PER_GROUP` rows), and their string columns keep the
 order of first appearance (:attr:`~quicsm.traces.columnar.EventColumns.first_seen`), so a store written
 from them is the store written from the objects, byte for byte.
 """
@@ -21,21 +21,19 @@ from typing import Any
 
 import numpy as np
 
+from quicsm.traces import parquet
 from quicsm.traces.columnar import NULL, EventColumns, SharedMeta, TraceColumns, intern
 from quicsm.traces.events import EVENT_KINDS, METRIC_FIELDS, Trace, TraceMeta
-from quicsm.traces.qlog import TraceState, guess_impl, read_header, read_records
+from quicsm.traces.qlog import TraceState, bbr_marks, guess_cc, guess_impl, read_header, read_records
 from quicsm.traces.qlog_values import JSON_ERRORS, decode_record
 from quicsm.traces.report import ParseReport
-from quicsm.traces.states import INIT, canonical_state, is_known_state, split_state
+from quicsm.traces.states import INIT, canonical_state, is_known_state
 
-__all__ = ["QlogBatcher", "ROWS_PER_GROUP", "scan_qlogs_py", "available", "header_state"]
+__all__ = ["QlogBatcher", "scan_qlogs_py", "available", "header_state"]
 
-ROWS_PER_GROUP = 200_000
-"""= :data:`quicsm.traces.parquet._ROWS_PER_GROUP`: a batch ends where the object writer ends a row group."""
 JOIN_BYTES = 1 << 20
 """Small qlogs are joined up to this size and scanned in one call."""
 _HEADER_KEYS = ("trace", "qlog_version", "qlog_format", "file_schema")
-_BBR = ("Startup", "Drain", "ProbeBw", "ProbeRtt")
 _CLOSE = EVENT_KINDS.index("close")
 
 
@@ -139,11 +137,11 @@ class QlogBatcher:
         return out
 
     def _add_block(self, block: _Block) -> list[TraceColumns]:
-        """Gather ``block``; a batch closes at the first trace that brings it to ROWS_PER_GROUP rows."""
+        """Gather ``block``; a batch closes at the first trace that brings it to the store's row-group size."""
         out = []
         while len(block.ids):
             ends = self.rows + np.cumsum(block.lengths)
-            full = np.flatnonzero(ends >= ROWS_PER_GROUP)
+            full = np.flatnonzero(ends >= parquet.ROWS_PER_GROUP)
             if not len(full):
                 self.blocks.append(block)
                 self.rows = int(ends[-1])
@@ -362,13 +360,11 @@ class QlogBatcher:
         metrics_out = metrics[pick]
         metrics_out[is_close] = NULL
         lengths = np.diff(np.append(heads_at, n)) + closes
-        # cc: BBR states give it away; otherwise the stack's default
+        # cc: qlog.guess_cc on each file's states (bbr_marks per distinct state)
         bbr = np.zeros(len(self.names) + 1, bool)
         bbr2 = np.zeros(len(self.names) + 1, bool)
         for sid in np.unique(state[is_tr]).tolist() if n else []:
-            s, phase = split_state(self.names[sid])
-            bbr[sid] = s in _BBR
-            bbr2[sid] = s == "ProbeBw" and bool(phase)
+            bbr[sid], bbr2[sid] = bbr_marks(self.names[sid])
         tr_files = src[is_tr]
         any_bbr = np.zeros(len(files), bool)
         any_bbr[tr_files[bbr[state[is_tr]]]] = True
@@ -380,12 +376,7 @@ class QlogBatcher:
             assert st is not None
             meta = f.meta
             impl = meta.implementation or guess_impl(st.title)
-            if meta.cc:
-                cc = meta.cc
-            elif any_bbr[i]:
-                cc = "bbr2" if any_bbr2[i] else "bbr"
-            else:
-                cc = "reno" if impl in ("quic-go", "picoquic") else "unknown"
+            cc = meta.cc or guess_cc(bool(any_bbr[i]), bool(any_bbr2[i]), impl, st.cc_hint)
             ids.append(f"{f.path}:{st.conn}")
             keys.append(st.conn)
             ccs.append(cc)

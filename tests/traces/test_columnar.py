@@ -201,7 +201,7 @@ def test_parquet_store_read_as_columns_equals_the_object_reader(
 
     traces, _ = object_path(crafted() + open_binary(LOGS[0]).read())
     assert any(e.extra for t in traces for e in t.events) and any(e.recovery for t in traces for e in t.events)
-    monkeypatch.setattr(parquet, "_ROWS_PER_GROUP", 5)  # traces split across row groups
+    monkeypatch.setattr(parquet, "ROWS_PER_GROUP", 5)  # traces split across row groups
     store = str(tmp_path / "x.parquet")
     parquet.write_parquet([*traces, Trace(id="empty", cc="cubic", events=[])], store)
     got = [t for tc in parquet.read_parquet_columns(store) for t in tc.traces()]

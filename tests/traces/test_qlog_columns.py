@@ -270,8 +270,7 @@ def test_mutated_qlogs_are_read_as_the_python_reader_reads_them() -> None:
 def test_the_store_is_the_store_the_trace_objects_make(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Row groups close where the object writer closes them (made small here: several per store),
     string dictionaries in order of first appearance: the same bytes."""
-    monkeypatch.setattr(qlog_columns, "ROWS_PER_GROUP", 97)
-    monkeypatch.setattr(parquet, "_ROWS_PER_GROUP", 97)
+    monkeypatch.setattr(parquet, "ROWS_PER_GROUP", 97)
     rng = random.Random(5)
     files = [_file(rng, i, plain=i % 5 != 0) for i in range(200)]
     want, _ = _python(files)
