@@ -55,7 +55,9 @@ def test_delay_without_jitter_keeps_order(bins: RelayBinaries, tmp_path: Path, m
     if len(os.sched_getaffinity(0)) >= 2:  # one real-time sender per CPU: they cannot preempt each other
         assert stats["down"]["cpu"] >= 0 and stats["up"]["cpu"] >= 0 and stats["down"]["cpu"] != stats["up"]["cpu"]
     owd = res["owd_us"]
-    assert 20_000 <= owd["p50"] < 21_500, owd
+    # The floor is the configured delay; the median also carries the receiving probe's wake-ups, which
+    # are not real-time (21.5 ms under CI load). The relay's own lateness is held tight below.
+    assert 20_000 <= owd["p10"] < 21_000 and owd["p10"] <= owd["p50"] < 23_000, owd
     assert res["reordered"] == 0
     assert stats["up"]["late_us"]["p50"] < 500 and stats["up"]["sched_fifo"] is True
 
