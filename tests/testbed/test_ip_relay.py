@@ -91,7 +91,8 @@ def test_delay_step_changes_the_delay_mid_run(bins: RelayBinaries, tmp_path: Pat
     # packets sent in the first 0.5 s after the relay's first packet (a quarter of them) cross in 20 ms, the rest
     # in 40 ms: the 10th percentile is an early one, the median a late one. Quantiles, not the mean: a loaded
     # machine's tail (p90 76 ms seen at load 20) moved the mean past its bound once.
-    assert 19_500 < owd["p10"] < 30_000 and 39_500 < owd["p50"] < 42_000, owd
+    # The median also carries the receiving probe's wake-ups, not real-time (+1.5 ms seen under CI load).
+    assert 19_500 < owd["p10"] < 30_000 and 39_500 < owd["p50"] < 43_000, owd
 
 
 def test_argv_and_modes() -> None:
