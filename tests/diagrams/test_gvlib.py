@@ -1,0 +1,130 @@
+"""PNGs drawn by Graphviz in-process (quicsm.diagrams.gvlib): dot's pixels, or dot itself draws."""
+
+from __future__ import annotations
+
+import ctypes
+import subprocess
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from diagram_fixtures import make_model
+
+from quicsm.diagrams import DotOptions, find_dot, gvlib, render_side_by_side, run_dot, to_dot, write_picture
+from quicsm.errors import RenderError
+
+pytestmark = pytest.mark.skipif(gvlib._libs() is None, reason="Graphviz's libgvc/libcairo cannot be loaded")
+
+
+def _cairo_pixels(path: Path) -> tuple[int, int, bytes]:
+    """(width, height, premultiplied ARGB32 rows) of a PNG file, as cairo's own PNG reader gives them."""
+    cairo = ctypes.CDLL("libcairo.so.2")
+    cairo.cairo_image_surface_create_from_png.restype = ctypes.c_void_p
+    cairo.cairo_image_surface_create_from_png.argtypes = [ctypes.c_char_p]
+    for name in ("cairo_image_surface_get_width", "cairo_image_surface_get_height", "cairo_image_surface_get_stride"):
+        getattr(cairo, name).argtypes = [ctypes.c_void_p]
+    cairo.cairo_image_surface_get_data.restype = ctypes.c_void_p
+    cairo.cairo_image_surface_get_data.argtypes = [ctypes.c_void_p]
+    cairo.cairo_surface_status.argtypes = [ctypes.c_void_p]
+    cairo.cairo_surface_destroy.argtypes = [ctypes.c_void_p]
+    surface = cairo.cairo_image_surface_create_from_png(str(path).encode())
+    try:
+        assert cairo.cairo_surface_status(surface) == 0, f"cairo cannot read {path}"
+        width = cairo.cairo_image_surface_get_width(surface)
+        height = cairo.cairo_image_surface_get_height(surface)
+        stride = cairo.cairo_image_surface_get_stride(surface)
+        data = ctypes.string_at(cairo.cairo_image_surface_get_data(surface), stride * height)
+    finally:
+        cairo.cairo_surface_destroy(surface)
+    return width, height, data
+
+
+def _dot_png(dot_text: str, path: Path) -> None:
+    subprocess.run([find_dot(), "-Tpng", "-o", str(path)], input=dot_text.encode(), check=True)
+
+
+GRAPHS = {
+    "model": lambda: to_dot(make_model(15, seed=21), DotOptions(title="render test")),
+    "model-lr": lambda: to_dot(make_model(40, seed=5), DotOptions(rankdir="LR")),
+    "side-by-side": lambda: render_side_by_side([("a", make_model(12, seed=3)), ("b", make_model(12, seed=4))]),
+    "transparent": lambda: 'digraph { bgcolor="transparent"; a [style=filled, fillcolor="#ff000080"]; a -> b }',
+    "pad-xy": lambda: 'digraph { bgcolor=white; pad="0.5,0.1"; a -> b -> c; a -> c [label="x"] }',
+    "no-pad": lambda: 'digraph { bgcolor="#ffeedd"; a -> b }',
+}
+
+
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_in_process_png_has_dots_pixels(name: str, tmp_path: Path) -> None:
+    text = GRAPHS[name]()
+    ours = gvlib.draw_png(text)
+    assert ours is not None, "the in-process path declined a graph it should draw"
+    (tmp_path / "ours.png").write_bytes(ours)
+    _dot_png(text, tmp_path / "dot.png")
+    theirs = _cairo_pixels(tmp_path / "dot.png")
+    assert theirs[0] > 10 and theirs[1] > 10
+    assert _cairo_pixels(tmp_path / "ours.png") == theirs
+    assert gvlib.draw_png(text) == ours  # same text, same bytes
+
+
+def test_pictures_it_cannot_promise_are_left_to_dot(tmp_path: Path) -> None:
+    sized = 'digraph { bgcolor=white; size="1,1"; a -> b -> c }'
+    assert gvlib.draw_png(sized) is None
+    assert gvlib.draw_png("digraph { bgcolor=white; dpi=150; a -> b }") is None
+    assert gvlib.draw_png("digraph { a -> b }") is None  # no bgcolor: dot's PNG device paints white
+    assert gvlib.draw_png("digraph { a -> ; }") is None
+    png = run_dot(sized, "png")  # dot draws it
+    (tmp_path / "sized.png").write_bytes(png)
+    _dot_png(sized, tmp_path / "dot.png")
+    assert _cairo_pixels(tmp_path / "sized.png") == _cairo_pixels(tmp_path / "dot.png")
+    with pytest.raises(RenderError, match="syntax error"):  # and reports what is wrong with the text
+        write_picture("digraph { a -> ; }", str(tmp_path / "bad.png"))
+    assert not (tmp_path / "bad.png").exists()
+
+
+def test_a_layout_graphviz_fails_stays_in_the_child(tmp_path: Path) -> None:
+    """dot reports 'trouble in init_rank' on this side-by-side figure (a Graphviz 2.42 bug) and, run
+    in-process, corrupted the heap; the child declines it, this process goes on, dot's error is raised."""
+    text = render_side_by_side([("a", make_model(8, seed=1)), ("b", make_model(9, seed=2))])
+    assert gvlib.draw_png(text) is None
+    with pytest.raises(RenderError, match="init_rank"):
+        write_picture(text, str(tmp_path / "m.png"))
+    assert not (tmp_path / "m.png").exists()
+    assert gvlib.draw_png(GRAPHS["model"]()) is not None
+
+
+def test_undecided_rounding_is_left_to_dot() -> None:
+    assert gvlib._pixels(0.0, 100.0, 0.0) == 133  # 133.33
+    assert gvlib._pixels(0.0, 1885.8, 18.0) == 2562  # 2562.4, within 0.07 px of the printed value
+    assert gvlib._pixels(0.0, 1874.6, 0.0) is None  # 2499.47 +- 0.07: 2499 or 2500
+    assert gvlib._pixels(0.0, 123460.0, 0.0) is None  # beyond cairo's 32,767 pixels
+
+
+def _decode(png: bytes) -> np.ndarray:
+    """The pixels of a PNG written by encode_png (unfiltered rows, one IDAT)."""
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    channels = {2: 3, 6: 4}[png[25]]
+    size = int.from_bytes(png[33:37], "big")
+    assert png[37:41] == b"IDAT"
+    rows = np.frombuffer(zlib.decompress(png[41 : 41 + size]), dtype=np.uint8).reshape(height, -1)
+    assert (rows[:, 0] == 0).all()
+    return rows[:, 1:].reshape(height, width, channels)
+
+
+def test_encode_png_stores_cairos_pixels_unpremultiplied() -> None:
+    rng = np.random.default_rng(7)
+    argb = rng.integers(0, 256, size=(300, 257, 4), dtype=np.uint8)  # more rows than one band
+    argb[:, :, 3] = 255
+    rgb = _decode(gvlib.encode_png(argb))
+    assert rgb.shape == (300, 257, 3)
+    assert (rgb == argb[:, :, 2::-1]).all()
+    alpha = rng.integers(0, 256, size=(300, 257), dtype=np.uint8)
+    colour = rng.integers(0, 256, size=(300, 257, 3), dtype=np.uint16)
+    argb[:, :, :3] = (colour * alpha[:, :, None] // 255).astype(np.uint8)  # premultiplied: c <= a
+    argb[:, :, 3] = alpha
+    rgba = _decode(gvlib.encode_png(argb)).astype(np.int32)
+    assert (rgba[:, :, 3] == alpha).all()
+    back = rgba[:, :, [2, 1, 0]] * alpha[:, :, None].astype(np.int32)  # premultiply again: within one step
+    assert (np.abs(back - argb[:, :, :3].astype(np.int32) * 255) <= 255).all()
+    assert (rgba[alpha == 0][:, :3] == 0).all()
