@@ -85,8 +85,8 @@ def write_parquet(traces: Iterable[Trace | TraceColumns | StoreBatch], path: str
         out = _Writer(
             lambda table, _: writer.write_table(table, row_group_size=max(ROWS_PER_GROUP, table.num_rows)), schema
         )
-        for item in traces:
-            out.put(item)
+        for _ in map(out.put, traces):  # not ``for item in``: it would hold a batch while the next is read
+            pass
         out.flush()
     return out.n
 
@@ -103,8 +103,8 @@ def store_batches(traces: Iterable[Trace | TraceColumns]) -> list[StoreBatch]:
     """Traces as the row groups :func:`write_parquet` would write (a Dask worker's share of ``parse``)."""
     out: list[StoreBatch] = []
     w = _Writer(lambda table, traces: out.append(StoreBatch(table, traces)), _schema())
-    for item in traces:
-        w.put(item)
+    for _ in map(w.put, traces):
+        pass
     w.flush()
     return out
 
@@ -177,49 +177,58 @@ class _Writer:
 
 def _metas(rows: int, firsts: Any, keys: list[str], ccs: list[str], tpl: list[Trace], of: list[int]) -> Any:
     """The ``meta`` column: trace i's key, cc and template ``tpl[of[i]]`` (the rest of its metadata) on its
-    first row (``firsts[i]``), null on the others."""
+    first row (``firsts[i]``), null on the others. The templates' parts are encoded once and gathered
+    with NumPy: the only Python work per trace is its key and cc."""
     import numpy as np
     import pyarrow as pa
 
     from quicsm.traces import arrow_arrays as arr
 
     first = np.asarray(firsts, np.int64)
+    at = np.asarray(of, np.int64)
     later = np.ones(rows, bool)
     later[first] = False
 
-    def texts(values: list[str], at: list[int], none: list[bool] | None = None) -> Any:
-        """Strings ``values[at[i]]`` on trace i's first row (null where ``none``)."""
-        idx = np.zeros(rows, np.int64)
-        idx[first] = at
+    def texts(values: list[str], idx: Any, none: Any = None) -> Any:
+        """Strings ``values[idx[i]]`` on trace i's first row (null where ``none``)."""
+        full = np.zeros(rows, np.int32)
+        full[first] = idx
         mask = later.copy()
         if none is not None:
-            mask[first] |= np.asarray(none, bool)
-        return arr.dictionary(idx, pa.int32(), values, mask)
+            mask[first] |= none
+        return arr.dictionary(full, pa.int32(), values, mask)
 
-    def lists(parts: list[list[str]]) -> tuple[Any, Any]:
-        """Offsets of trace i's list on its first row (empty on the others), and the strings in order."""
+    def lists(parts: list[Any]) -> tuple[Any, Any]:
+        """Offsets of trace i's list ``parts[of[i]]`` on its first row (empty on the others), and the index
+        of each of their entries among the parts' entries in order."""
+        count = np.asarray([len(p) for p in parts], np.int64)
+        n = count[at]
         lengths = np.zeros(rows + 1, np.int32)
-        lengths[first + 1] = [len(p) for p in parts]
-        return pa.Array.from_buffers(pa.int32(), rows + 1, [None, pa.py_buffer(np.cumsum(lengths, dtype=np.int32))]), (
-            arr.strings([x for p in parts for x in p])
-        )
+        lengths[first + 1] = n
+        offsets = pa.Array.from_buffers(pa.int32(), rows + 1, [None, pa.py_buffer(np.cumsum(lengths, dtype=np.int32))])
+        return offsets, np.repeat((np.cumsum(count) - count)[at] - (np.cumsum(n) - n), n) + np.arange(n.sum())
 
     cc_ids: dict[str, int] = {}
     cc = [cc_ids.setdefault(c, len(cc_ids)) for c in ccs]
-    src_offsets, src = lists([tpl[f].sources for f in of])  # type: ignore[misc]
-    labels = [tpl[f].labels for f in of]
-    lab_offsets, lab_keys = lists([list(m) for m in labels])
-    impl, version = [t.implementation for t in tpl], [t.version for t in tpl]
+    src_offsets, src = lists([t.sources for t in tpl])
+    lab_offsets, lab = lists([t.labels for t in tpl])
+    impl, version = ([getattr(t, k) for t in tpl] for k in ("implementation", "version"))
     children = [
-        texts(keys, list(range(len(keys)))),
+        texts(keys, np.arange(len(keys))),
         texts(list(cc_ids), cc),
-        texts([v or "" for v in impl], of, [impl[f] is None for f in of]),
-        texts([v or "" for v in version], of, [version[f] is None for f in of]),
-        pa.ListArray.from_arrays(src_offsets, src),
-        pa.MapArray.from_arrays(lab_offsets, lab_keys, arr.strings([v for m in labels for v in m.values()])),
+        texts([v or "" for v in impl], at, np.asarray([v is None for v in impl], bool)[at]),
+        texts([v or "" for v in version], at, np.asarray([v is None for v in version], bool)[at]),
+        pa.ListArray.from_arrays(src_offsets, arr.taken([x for t in tpl for x in t.sources], src)),
+        pa.MapArray.from_arrays(
+            lab_offsets,
+            arr.taken([k for t in tpl for k in t.labels], lab),
+            arr.taken([v for t in tpl for v in t.labels.values()], lab),
+        ),
     ]
-    mask = pa.Array.from_buffers(pa.bool_(), rows, [None, pa.py_buffer(np.packbits(later, bitorder="little"))])
-    return pa.StructArray.from_arrays(children, fields=list(_meta_type()), mask=mask)
+    # from the validity bitmap: StructArray.from_arrays(mask=) inverts the mask with pyarrow.compute,
+    # whose import is 50 ms of a one-shot parse
+    valid = pa.py_buffer(np.packbits(~later, bitorder="little"))
+    return pa.Array.from_buffers(_meta_type(), rows, [valid], null_count=rows - len(first), children=children)
 
 
 def _columns_table(tc: TraceColumns, schema: Any) -> Any:
