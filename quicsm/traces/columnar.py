@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from quicsm.traces.contract import TAG_BYTES, ContractError, parse_payload
-from quicsm.traces.distinct import PackedSequences, unique_inverse
+from quicsm.traces.distinct import PackedSequences, stable_argsort, unique_inverse
 from quicsm.traces.events import EVENT_KINDS, METRIC_FIELDS, StateView, Trace, TraceEvent, TraceMeta
 from quicsm.traces.logscan import BINARY_INPUT, ScanState, find_tagged_py, scan_windows
 from quicsm.traces.report import ParseReport
@@ -133,15 +133,10 @@ class EventColumns:
         extra = {where[r]: v for r, v in self.extra.items() if r in where}
         return EventColumns(**arrays, names=self.names, extra=extra)  # problems stay with the batch that reported them
 
-    def then(self, later: EventColumns) -> EventColumns:
-        """This batch followed by ``later`` (same string table)."""
-        n = len(self)
-        arrays: dict[str, Any] = {k: np.concatenate([getattr(self, k), getattr(later, k)]) for k in _ARRAYS}
-        extra = {**self.extra, **{r + n: v for r, v in later.extra.items()}}
-        return EventColumns(**arrays, names=later.names, extra=extra, problems=later.problems)
-
 
 _ARRAYS = ("line", "src", "conn", "cc", "t_us", "prev", "state", "kind", "metrics", "trigger", "recovery")
+_SCANNED = ("line", "conn", "cc", "t_us", "prev", "state", "metrics", "trigger")
+"""The columns the scanner fills, in the order of its chunks."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,17 +331,16 @@ class ColumnReader:
         self.sources = []
 
     def _emit(self, *, file_done: bool) -> TraceColumns:
-        acc = self.acc
-        ev = _finish(acc, self.report)
-        ended = len(self.sources) if file_done else len(self.sources) - 1
-        out = self.cutter.cut(ev, self.sources, ended)
+        acc, sources = self.acc, self.sources
+        ended = len(sources) if file_done else len(sources) - 1
+        ev = _finish(acc, self.report, self.cutter.carry)
+        # the chunks are let go before the cut: memory holds the batch once, not twice
         if file_done:  # nothing goes on: a fresh string table, so it never grows with the run
-            self.acc = _Columns()
-            self.sources = []
+            self.acc, self.sources = _Columns(), []
         else:
             acc.reset()
-            self.sources = self.sources[-1:]
-        return out
+            self.sources = sources[-1:]
+        return self.cutter.cut(ev, sources, ended)
 
     def _parse_fallback(self, cols: list[np.ndarray], fallback: list[tuple[int, int, bytes]], src: np.ndarray) -> None:
         """Rows the C scanner left to the Python reader: parse, fill the row, or report and drop it."""
@@ -382,9 +376,14 @@ class ColumnReader:
                 acc.extra[at] = ev.extra
 
 
-def _finish(acc: _Columns, report: ParseReport) -> EventColumns:
+def _finish(acc: _Columns, report: ParseReport, head: EventColumns | None) -> EventColumns:
+    """The batch's records as columns, after ``head`` (those carried from the last batch): each column
+    made in one copy."""
+    heads = [] if head is None else [head]
+    old = 0 if head is None else len(head)
+
     def cat(i: int, dtype: Any, shape: tuple[int, ...] = ()) -> np.ndarray:
-        parts = [c[i] for c in acc.chunks]
+        parts = [getattr(h, _SCANNED[i]) for h in heads] + [c[i] for c in acc.chunks]
         if len(parts) == 1:
             return parts[0]
         return np.concatenate(parts) if parts else np.zeros((0, *shape), dtype)
@@ -392,13 +391,16 @@ def _finish(acc: _Columns, report: ParseReport) -> EventColumns:
     line, conn, cc = cat(0, np.int64), cat(1, np.int32), cat(2, np.int32)
     t_us, prev, state = cat(3, np.int64), cat(4, np.int32), cat(5, np.int32)
     metrics, trigger = cat(6, np.int64, (7,)), cat(7, np.int32)
-    src = (acc.src[0] if len(acc.src) == 1 else np.concatenate(acc.src)) if acc.src else np.zeros(0, np.int32)
+    srcs = [h.src for h in heads] + acc.src
+    src = (srcs[0] if len(srcs) == 1 else np.concatenate(srcs)) if srcs else np.zeros(0, np.int32)
     kind = np.zeros(len(line), np.int8)
     recovery = np.full(len(line), -1, np.int32)
+    if head is not None:
+        kind[:old], recovery[:old] = head.kind, head.recovery
     for at, k in acc.kind:
-        kind[at] = k
+        kind[old + at] = k
     for at, r in acc.recovery:
-        recovery[at] = r
+        recovery[old + at] = r
     # C rows carry the names as written: map every name to its canonical form (idempotent on canonical ones)
     canon = np.arange(max(len(acc.names), 1), dtype=np.int32)
     named = np.bincount(np.concatenate([state, prev]) + 1, minlength=1)[1:]  # ids in use (-1: none)
@@ -406,7 +408,7 @@ def _finish(acc: _Columns, report: ParseReport) -> EventColumns:
         canon[i] = acc.intern(canonical_state(acc.names[i]))
     state = np.where(state >= 0, canon[np.maximum(state, 0)], -1).astype(np.int32)
     prev = np.where(prev >= 0, canon[np.maximum(prev, 0)], -1).astype(np.int32)
-    extra = acc.extra
+    extra = {**(head.extra if head is not None else {}), **{old + r: v for r, v in acc.extra.items()}}
     arrays: dict[str, Any] = dict(
         line=line,
         src=src,
@@ -422,11 +424,11 @@ def _finish(acc: _Columns, report: ParseReport) -> EventColumns:
     )
     if acc.dropped:
         keep = np.ones(len(line), bool)
-        keep[acc.dropped] = False
+        keep[old + np.asarray(acc.dropped)] = False
         renum = np.cumsum(keep) - 1
         extra = {int(renum[r]): v for r, v in extra.items()}
         arrays = {k: a[keep] for k, a in arrays.items()}
-    report.records += len(arrays["line"])
+    report.records += len(arrays["line"]) - old
     return EventColumns(**arrays, names=acc.names, extra=extra, problems=acc.problems)
 
 
@@ -565,15 +567,12 @@ class TraceCutter:
         self.going_on = False
         """The next batch's first source is a file this batch did not end."""
 
-    def cut(self, batch: EventColumns, sources: list[LogSource], ended: int) -> TraceColumns:
-        """The traces this batch finishes: closed, their key started again, or their file ended (the
-        first ``ended`` of ``sources``; the others' still open traces are carried, ``sources[-1]``
-        going on as the next batch's first source)."""
-        ev = batch if self.carry is None else self.carry.then(batch)
+    def cut(self, ev: EventColumns, sources: list[LogSource], ended: int) -> TraceColumns:
+        """The traces a batch (:attr:`carry`'s records first) finishes: closed, their key started again,
+        or their file ended (the first ``ended`` of ``sources``; the others' still open traces are
+        carried, ``sources[-1]`` going on as the next batch's first source)."""
         old = 0 if self.carry is None else len(self.carry)
-        return self._cut(ev, old, sources, ended)
-
-    def _cut(self, ev: EventColumns, old: int, sources: list[LogSource], ended: int) -> TraceColumns:
+        self.carry = None
         n = len(ev)
         names = ev.names
         if len(self.opened) < len(names):
@@ -582,7 +581,7 @@ class TraceCutter:
         starts = (ev.kind == 0) & ((ev.prev == init) | (ev.state == init))
         many = n and ev.src[0] != ev.src[-1]  # several files: a connection is a (file, key) pair
         group = ev.src.astype(np.int64) * len(names) + ev.conn if many else ev.conn
-        by_conn = np.argsort(group, kind="stable")  # rows grouped by key, log order within a key
+        by_conn = stable_argsort(group)  # rows grouped by key, log order within a key
         conn_s = group[by_conn]
         first_of_key = np.ones(n, bool)
         first_of_key[1:] = conn_s[1:] != conn_s[:-1]
@@ -657,13 +656,14 @@ class TraceCutter:
         lengths = (ends - heads)[out]
         offsets = np.zeros(len(out) + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        take = np.concatenate([pos_order[heads[i] : ends[i]] for i in out]) if out else np.zeros(0, np.int64)
+        take = pos_order[np.repeat(heads[out] - offsets[:-1], lengths) + np.arange(offsets[-1])]
         keys = [names[c] for c in key_id[out].tolist()]
         ranks = rank[out].tolist()
         of = src[out].tolist()
         self.report.traces += len(out)
         scopes = [s.scope for s in sources]
-        ccs = [sources[f].meta.cc or names[c] for f, c in zip(of, ev.cc[first_row[out]].tolist())]
+        given = [s.meta.cc for s in sources]
+        ccs = [given[f] or names[c] for f, c in zip(of, ev.cc[first_row[out]].tolist())]
         return TraceColumns(
             ev,
             by_conn[take],

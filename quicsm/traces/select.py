@@ -86,3 +86,4 @@ def keep_traces(
             tally.ccs.update(item.ccs)
             tally.kept += len(item)
         yield item
+        del item  # not held while the next batch is read

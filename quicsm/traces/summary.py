@@ -231,15 +231,15 @@ def fold(items: Iterable[Trace | TraceColumns], s: Summary, where: Selector | No
 
     from quicsm.traces.columnar import stay_arrays
 
-    for item in items:
+    def one(item: Trace | TraceColumns) -> None:
         if isinstance(item, Trace):
             if not item.events:
-                continue
+                return
             if not where or trace_matches(item, where):
                 s.add(item)
             elif not s.transitions:
                 s.transitions = any(True for _ in item.transitions())
-            continue
+            return
         stays = stay_arrays(item, s.view)
         if where:
             shells = [item.shell(i) for i in range(len(item))]
@@ -247,10 +247,13 @@ def fold(items: Iterable[Trace | TraceColumns], s: Summary, where: Selector | No
             s.add_packed(stays.names, stays.seqs.take(keep), bool(stays.has_transition.any()))
             for shell in (t for t, k in zip(shells, keep.tolist()) if k):
                 s.note_metadata(shell)
-            continue
+            return
         s.add_packed(stays.names, stays.seqs, bool(stays.has_transition.any()))
         for shell in item.distinct_shells():
             s.note_metadata(shell)
+
+    for _ in map(one, items):  # not ``for item in``: it would hold a batch while the next is read
+        pass
     return s
 
 
