@@ -230,8 +230,8 @@ def dask_option(f: F) -> F:
         metavar="SCHEDULER",
         help="Read batches of input files as Dask tasks: local[:N] starts N local workers, or a scheduler "
         "address such as tcp://host:8786 (needs quicsm[fleet]). Results equal the local run. Pays off on "
-        "many cores and gigabytes; on 2 cores it broke even at 100 files / 9.6 GB and lost 2x on 200,000 "
-        "small files / 224 MB, 5-10x on 26 MB (docs/fleet.md).",
+        "many cores and gigabytes; on 2 shared cores it broke even at 100 files / 9.6 GB and lost 1.4x on "
+        "100,000 small files / 112 MB, 1.7x on 20,000, 5-10x on 26 MB (docs/fleet.md).",
     )(f)
 
 

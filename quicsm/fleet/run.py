@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -100,7 +101,9 @@ def map_tasks(
 
     client = client_for(dask)
     try:
-        futures: list[Any] = client.map(guarded(fn, remote=True), list(items), pure=False)
+        with warnings.catch_warnings():  # the batches' file lists are the graph: 10 MiB at 10^5 files, by design
+            warnings.filterwarnings("ignore", "Sending large graph", UserWarning)
+            futures: list[Any] = client.map(guarded(fn, remote=True), list(items), pure=False)
     except OSError as exc:
         raise lost(dask, exc) from None
     try:
