@@ -4,7 +4,8 @@ Per size (default 10^3 and 10^4 events of ``bench_infer.synth``'s Cubic-like tra
 written twice: as a quicsm contract log (``server.log``) and as Synoptic's log
 (:func:`quicsm.inference.export.dump_synoptic_log`). Then, as a user runs them, one after the other:
 
-- ours: ``quicsm diagram server.log -o model.png`` (parse, infer, annotate, draw the PNG with dot);
+- ours: ``quicsm diagram server.log -o model.png`` (parse, infer, annotate, draw the PNG: Graphviz's
+  library lays it out and draws dot's pixels, quicsm encodes them, :mod:`quicsm.diagrams.gvlib`);
 - the original: ``java -jar JAR -r ... -m ... -o model --randomSeed=1 synoptic.log``, whose default
   output is the final model's DOT file and its PNG (drawn with the same dot).
 
