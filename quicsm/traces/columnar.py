@@ -212,7 +212,7 @@ Batches run on from file to file, so most are full: at 2^18, parse -o x.parquet 
 peaked at 208 MB, at 2^17 at 156 MB, in the same time."""
 BATCH_FILES = 1 << 13
 """Files per batch at most: a batch's memory is mostly per trace and per file when files are small
-(10^6 files of ~1 KB: 2 KB a file, 140 MB in a batch of 70,000 of them; 16 MB in batches of 8,192 files)."""
+(10^6 files of ~1 KB: 2 KB a file; 75,000 of them held 140 MB, 8,192 hold 16 MB)."""
 JOIN_BYTES = 1 << 20
 """Small files read whole are joined up to this size and scanned in one call (:meth:`ColumnReader.add`)."""
 
