@@ -280,17 +280,10 @@ class ColumnReader:
         src = cols.pop() + first
         report.bytes += int(bounds[-1])
         report.lines += int(np.frombuffer(lines, np.int64).sum())
-        rows = len(src)
-        if fallback:
-            cols = [c.copy() for c in cols]
-            self._parse_fallback(cols, fallback, src)
+        self._add_chunk(cols, fallback, src)
         for i, data in enumerate(files):  # binary sniffing: a NUL byte, and no contract line in the file
             if b"\x00" in data and not (src == first + i).any():
                 acc.problems.append(Problem(first + i, 1, BINARY_INPUT, "binary input"))
-        if rows:
-            acc.chunks.append(cols)
-            acc.src.append(src)
-            acc.rows += rows
         if self.on_bytes is not None:
             self.on_bytes(int(bounds[-1]))
         full = acc.rows >= self.batch_rows or len(self.sources) >= self.batch_files
@@ -310,13 +303,7 @@ class ColumnReader:
             st.hits += rows
             if not rows:
                 continue
-            src = np.full(rows, len(self.sources) - 1, np.int32)
-            if fallback:
-                cols = [c.copy() for c in cols]
-                self._parse_fallback(cols, fallback, src)
-            acc.chunks.append(cols)
-            acc.src.append(src)
-            acc.rows += rows
+            self._add_chunk(cols, fallback, np.full(rows, len(self.sources) - 1, np.int32))
             if acc.rows >= self.batch_rows:
                 yield self._emit(file_done=False)
         gz = getattr(stream, "error", None)
@@ -343,6 +330,16 @@ class ColumnReader:
             acc.reset()
             self.sources = sources[-1:]
         return self.cutter.cut(ev, sources, ended)
+
+    def _add_chunk(self, cols: list[np.ndarray], fallback: list[tuple[int, int, bytes]], src: np.ndarray) -> None:
+        """Scanned rows into the batch, those the C scanner left to the Python reader parsed first."""
+        if fallback:
+            cols = [c.copy() for c in cols]
+            self._parse_fallback(cols, fallback, src)
+        if len(src):
+            self.acc.chunks.append(cols)
+            self.acc.src.append(src)
+            self.acc.rows += len(src)
 
     def _parse_fallback(self, cols: list[np.ndarray], fallback: list[tuple[int, int, bytes]], src: np.ndarray) -> None:
         """Rows the C scanner left to the Python reader: parse, fill the row, or report and drop it."""
@@ -533,9 +530,6 @@ class TraceColumns:
         for i, pair in enumerate(zip(self.shared.of, self.ccs)):
             first.setdefault(pair, i)
         return [self.shell(i) for i in first.values()]
-
-    def metadata(self, i: int) -> dict[str, object]:
-        return self.shell(i).metadata()
 
     def labels(self, view: StateView) -> tuple[np.ndarray, list[str]]:
         """Per row, the id of the state label ``view`` gives it (into the returned names)."""

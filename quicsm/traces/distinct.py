@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["PackedSequences", "distinct", "distinct_sorted", "label_hashes", "stable_argsort", "unique_inverse"]
+__all__ = ["PackedSequences", "distinct", "label_hashes", "stable_argsort", "unique_inverse"]
 
 _BASES = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F))
 """Odd 64-bit multipliers of the two position-weighted sums (arithmetic wraps modulo 2^64)."""
@@ -199,36 +199,16 @@ def _distinct_by_dict(p: PackedSequences) -> PackedSequences:
     return out
 
 
-def _marked(key: np.ndarray) -> tuple[np.ndarray, np.ndarray, int] | None:
-    """Which values of ``key`` occur, as marks over its range, and where each key falls in it; None when
-    the range is large next to the number of keys (then sorting is the cheaper way)."""
-    if not len(key):
-        return None
-    lo, hi = int(key.min()), int(key.max())
-    if hi - lo > 4 * len(key) + 4096:
-        return None
+def unique_inverse(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(key, return_inverse=True)`` of integer keys, without a sort when their range is small
+    next to their number (ids, pairs of ids): the values in use are marked over the range."""
+    lo, hi = (int(key.min()), int(key.max())) if len(key) else (0, 0)
+    if not len(key) or hi - lo > 4 * len(key) + 4096:
+        uniq, inv = np.unique(key, return_inverse=True)
+        return uniq, inv.reshape(-1)
     at = key - lo
     present = np.zeros(hi - lo + 1, bool)
     present[at] = True
-    return present, at, lo
-
-
-def distinct_sorted(key: np.ndarray) -> np.ndarray:
-    """``np.unique(key)`` of integer keys, without a sort when their range is small (ids, pairs of ids)."""
-    marked = _marked(key)
-    if marked is None:
-        return np.unique(key)
-    present, _, lo = marked
-    return np.flatnonzero(present) + lo
-
-
-def unique_inverse(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(key, return_inverse=True)`` of integer keys, without a sort when their range is small."""
-    marked = _marked(key)
-    if marked is None:
-        uniq, inv = np.unique(key, return_inverse=True)
-        return uniq, inv.reshape(-1)
-    present, at, lo = marked
     return np.flatnonzero(present) + lo, (np.cumsum(present) - 1)[at]
 
 

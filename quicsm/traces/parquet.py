@@ -591,6 +591,5 @@ def _ints(arr: Any, fill: int) -> Any:
         return np.full(n, fill, np.int64)
     values = np.frombuffer(bufs[1], arr.type.to_pandas_dtype(), count=start + n)[start:].astype(np.int64)
     if arr.null_count:
-        bits = np.unpackbits(np.frombuffer(bufs[0], np.uint8), bitorder="little")[start : start + n]
-        values[bits == 0] = fill
+        values[_nulls(arr)] = fill
     return values

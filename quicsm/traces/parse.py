@@ -37,6 +37,7 @@ __all__ = [
     "Overrides",
     "ParseResult",
     "iter_traces",
+    "read_batch",
     "read_inputs",
     "parse_inputs",
     "write_store",
@@ -304,15 +305,14 @@ def no_match(where: Selector) -> InputError:
 def traces_task(batch: FileBatch, *, over: Overrides, strict: bool) -> tuple[list[Trace], ParseReport]:
     """One Dask task of ``parse`` to JSON Lines: a batch of files' non-empty traces and its report."""
     report = ParseReport(strict=strict)
-    items = read_inputs(
-        batch.files,
-        over,
-        report=report,
-        stores=False,
-        scopes=batch.scope_map(),
-        storage_options=batch.storage_options(),
+    return [t for t in _objects_of(read_batch(batch, over, report, stores=False)) if t.events], report
+
+
+def read_batch(batch: FileBatch, over: Overrides, report: ParseReport, **kw: Any) -> Iterator[Trace | TraceColumns]:
+    """:func:`read_inputs` of one Dask task's files, their trace ids scoped as the whole run scopes them."""
+    return read_inputs(
+        batch.files, over, report=report, scopes=batch.scope_map(), storage_options=batch.storage_options(), **kw
     )
-    return [t for t in _objects_of(items) if t.events], report
 
 
 def _objects_of(items: Iterable[Trace | TraceColumns]) -> Iterator[Trace]:
@@ -330,10 +330,7 @@ def store_task(batch: FileBatch, *, over: Overrides, strict: bool, where: Select
 
     report = ParseReport(strict=strict)
     tally = Kept()
-    items = read_inputs(
-        batch.files, over, report=report, scopes=batch.scope_map(), storage_options=batch.storage_options()
-    )
-    return Stored(store_batches(keep_traces(items, where, tally)), report, tally)
+    return Stored(store_batches(keep_traces(read_batch(batch, over, report), where, tally)), report, tally)
 
 
 @dataclass(slots=True)

@@ -16,7 +16,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from quicsm.traces.events import StateView, Trace
-from quicsm.traces.parse import Overrides, listed, no_match, no_transitions, progress_bar, read_inputs
+from quicsm.traces.parse import Overrides, listed, no_match, no_transitions, progress_bar, read_batch, read_inputs
 from quicsm.traces.report import ParseReport
 from quicsm.traces.select import Selector, trace_matches
 
@@ -262,15 +262,7 @@ def summary_task(
 ) -> Summary:
     """One Dask task: a batch of files reduced to a summary."""
     report = ParseReport(strict=strict)
-    items = read_inputs(
-        batch.files,
-        over,
-        report=report,
-        metrics=False,
-        scopes=batch.scope_map(),
-        storage_options=batch.storage_options(),
-    )
-    return fold(items, Summary(view=view, report=report), where)
+    return fold(read_batch(batch, over, report, metrics=False), Summary(view=view, report=report), where)
 
 
 def _merged(a: Summary, b: Summary) -> Summary:
