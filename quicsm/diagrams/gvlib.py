@@ -135,7 +135,8 @@ def _canvas(libs: _Libs, g: int) -> tuple[int, int] | None:
 
 def draw_png(dot_text: str, timeout: float = 300.0) -> bytes | None:
     """``dot -Tpng``'s picture of ``dot_text`` as PNG bytes, or None where ``dot`` must draw it. A fresh
-    process (this module as a script) draws into a memory file; the pixels are encoded here."""
+    process (this module as a script) draws into a memory file; the pixels are encoded here. Raises
+    ``subprocess.TimeoutExpired`` after ``timeout`` seconds."""
     if _libs() is None or sys.byteorder != "little" or not hasattr(os, "memfd_create"):
         return None  # (encode_png reads cairo's pixels as B, G, R, A bytes)
     import subprocess
@@ -160,8 +161,8 @@ def draw_png(dot_text: str, timeout: float = 300.0) -> bytes | None:
             return None
         with mmap.mmap(fd, 4 * width * height, access=mmap.ACCESS_READ) as pixels:
             return encode_png(np.frombuffer(pixels, dtype=np.uint8).reshape(height, width, 4))
-    except (OSError, ValueError, subprocess.TimeoutExpired):
-        return None
+    except (OSError, ValueError):
+        return None  # (a layout over the time bound raises: dot would take as long)
     finally:
         os.close(fd)
 

@@ -69,11 +69,11 @@ def run_dot(dot_text: str, fmt: str, timeout: float = 300.0) -> bytes:
     if fmt not in ("svg", "png", "pdf"):
         raise RenderError(f"Graphviz output format must be svg, png or pdf, got {fmt!r}")
     program = find_dot()
-    if fmt == "png" and not os.environ.get(DOT_ENV):
-        drawn = draw_png(dot_text, timeout)  # dot's pixels, drawn by libgvc and encoded faster
-        if drawn is not None:
-            return drawn
     try:
+        if fmt == "png" and not os.environ.get(DOT_ENV):
+            drawn = draw_png(dot_text, timeout)  # dot's pixels, drawn by libgvc and encoded faster
+            if drawn is not None:
+                return drawn
         proc = subprocess.run(
             [program, f"-T{fmt}"],
             input=dot_text.encode("utf-8"),

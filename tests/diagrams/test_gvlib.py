@@ -128,3 +128,17 @@ def test_encode_png_stores_cairos_pixels_unpremultiplied() -> None:
     back = rgba[:, :, [2, 1, 0]] * alpha[:, :, None].astype(np.int32)  # premultiply again: within one step
     assert (np.abs(back - argb[:, :, :3].astype(np.int32) * 255) <= 255).all()
     assert (rgba[alpha == 0][:, :3] == 0).all()
+
+
+def test_a_layout_over_the_time_bound_is_not_drawn_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The drawing process runs out of time: run_dot says so at once, without running dot for as long again."""
+    ran: list[list[str]] = []
+
+    def slow(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[bytes]:
+        ran.append(cmd)
+        raise subprocess.TimeoutExpired(cmd, 0.01)
+
+    monkeypatch.setattr(subprocess, "run", slow)
+    with pytest.raises(RenderError, match="longer than"):
+        run_dot(GRAPHS["model"](), "png", timeout=0.01)
+    assert len(ran) == 1 and ran[0][-2].endswith("gvlib.py")
