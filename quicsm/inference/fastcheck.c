@@ -28,6 +28,9 @@
  *     search of `shortest` on the split graph, built on the fly from the graph's CSR and split_steps' pass.
  * ordered_successors(part, has_succ, rank, indptr, indices) -> edges
  *     every partition's successors in the order its events (by rank within the partition) first reach them.
+ * ordered_successors_update(part, has_succ, old_indptr, old_indices, touched, touched_ptr, touched_events,
+ *                           indptr, indices) -> edges
+ *     the same after a round, made again only for the partitions whose lists can have changed.
  * split_masks(part, has_succ, has_pred, order, prev, nxt, out_mask, in_mask) -> bits
  *     replay.split_masks: a stitch's outgoing and incoming candidate splits.
  * coarsen(src, dst, ptype, plist, nfpred, appred, afsucc, initial, terminal, merges) -> (merges, trials)
@@ -780,6 +783,96 @@ done:
     return result;
 }
 
+/* ordered_successors after a round, made again only where it can differ: `touched` (ascending partition
+ * ids, with `tptr` bounding each one's events in `tevents`, in the partition's order) get their lists from
+ * their events as ordered_successors makes them; every other partition's list is the old graph's
+ * (old_indptr / old_indices; a partition there must exist in it). Fills indptr / indices, returns the edges. */
+static PyObject *ordered_successors_update(PyObject *self, PyObject *args) {
+    PyObject *objs[9];
+    if (!PyArg_ParseTuple(args, "OOOOOOOOO", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4], &objs[5], &objs[6],
+                          &objs[7], &objs[8]))
+        return NULL;
+    Arr part, succ, optr, oidx, touched, tptr, tev, ptr, idx;
+    Arr *got[9] = {&part, &succ, &optr, &oidx, &touched, &tptr, &tev, &ptr, &idx};
+    const Py_ssize_t sizes[9] = {4, 1, 4, 4, 4, 4, 4, 4, 4};
+    const char *names[9] = {"part", "has_succ", "old_indptr", "old_indices", "touched",
+                            "touched_ptr", "touched_events", "indptr", "indices"};
+    int k = 0;
+    for (; k < 9; k++)
+        if (get_arr(objs[k], got[k], sizes[k], k >= 7, names[k]) < 0) break;
+    PyObject *result = NULL;
+    int32_t *stamp = NULL;
+    if (k < 9) goto done;
+    const Py_ssize_t n = part.n, nparts = ptr.n - 1, old_n = optr.n - 1;
+    if (succ.n != n || nparts < 0 || old_n < 0 || tptr.n != touched.n + 1) {
+        PyErr_SetString(PyExc_ValueError, "ordered_successors_update: array sizes disagree");
+        goto done;
+    }
+    const int32_t *pt = I32(part), *op = I32(optr), *oi = I32(oidx), *tu = I32(touched), *tp = I32(tptr),
+                  *te = I32(tev);
+    const uint8_t *hs = (const uint8_t *)succ.view.buf;
+    int32_t *out_ptr = (int32_t *)ptr.view.buf, *out_idx = (int32_t *)idx.view.buf;
+    stamp = malloc(sizeof(int32_t) * (size_t)(nparts ? nparts : 1));
+    if (!stamp) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t u = 0; u < nparts; u++) stamp[u] = -1;
+    Py_ssize_t edges = 0, t = 0;
+    for (Py_ssize_t u = 0; u < nparts; u++) {
+        out_ptr[u] = (int32_t)edges;
+        if (t < touched.n && tu[t] == u) {
+            if (tp[t] < 0 || tp[t + 1] < tp[t] || tp[t + 1] > tev.n) {
+                PyErr_SetString(PyExc_ValueError, "ordered_successors_update: bad touched_ptr");
+                goto done;
+            }
+            for (int32_t i = tp[t]; i < tp[t + 1]; i++) {
+                const int32_t e = te[i];
+                if (e < 0 || e >= n) {
+                    PyErr_SetString(PyExc_IndexError, "ordered_successors_update: event outside the log");
+                    goto done;
+                }
+                if (!hs[e] || e + 1 >= n) continue;
+                const int32_t d = pt[e + 1];
+                if (d < 0 || d >= nparts) {
+                    PyErr_SetString(PyExc_IndexError, "ordered_successors_update: partition out of range");
+                    goto done;
+                }
+                if (stamp[d] == (int32_t)u) continue;
+                stamp[d] = (int32_t)u;
+                if (edges >= idx.n) {
+                    PyErr_SetString(PyExc_ValueError, "ordered_successors_update: indices too short");
+                    goto done;
+                }
+                out_idx[edges++] = d;
+            }
+            t++;
+        } else {
+            if (u >= old_n || op[u] < 0 || op[u + 1] < op[u] || op[u + 1] > oidx.n) {
+                PyErr_SetString(PyExc_ValueError, "ordered_successors_update: partition not in the old graph");
+                goto done;
+            }
+            const int32_t len = op[u + 1] - op[u];
+            if (edges + len > idx.n) {
+                PyErr_SetString(PyExc_ValueError, "ordered_successors_update: indices too short");
+                goto done;
+            }
+            memcpy(out_idx + edges, oi + op[u], sizeof(int32_t) * (size_t)len);
+            edges += len;
+        }
+    }
+    if (t != touched.n) {
+        PyErr_SetString(PyExc_ValueError, "ordered_successors_update: touched not ascending or out of range");
+        goto done;
+    }
+    out_ptr[nparts] = (int32_t)edges;
+    result = PyLong_FromSsize_t(edges);
+done:
+    free(stamp);
+    for (int j = 0; j < k; j++) PyBuffer_Release(&got[j]->view);
+    return result;
+}
+
 /* ---- coarsening, as Synoptic's mergePartitions(pGraph, invs, 1) with a seed ---------------------------- */
 
 typedef struct {
@@ -1263,6 +1356,8 @@ static PyMethodDef methods[] = {
     {"split_steps", split_steps, METH_VARARGS, "The steps touching a partition if it were split (see above)."},
     {"holds_if_split", holds_if_split, METH_VARARGS, "Whether an invariant holds if a partition were split."},
     {"ordered_successors", ordered_successors, METH_VARARGS, "Successors per partition in its events' order."},
+    {"ordered_successors_update", ordered_successors_update, METH_VARARGS,
+     "ordered_successors made again for some partitions only."},
     {"split_masks", split_masks, METH_VARARGS, "The outgoing and incoming candidate splits at a stitch."},
     {"coarsen", coarsen, METH_VARARGS, "Synoptic's coarsening with its merge order, incrementally checked."},
     {NULL, NULL, 0, NULL},

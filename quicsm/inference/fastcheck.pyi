@@ -83,3 +83,18 @@ def coarsen(
 ) -> tuple[int, int]:
     """:func:`quicsm.inference.replay.replay_coarsen` on a graph that holds every invariant: (kept, merged)
     pairs into ``merges`` (int32, 2 x nodes); returns (merges, trials). Types <= 64."""
+
+def ordered_successors_update(
+    part: Any,
+    has_succ: Any,
+    old_indptr: Any,
+    old_indices: Any,
+    touched: Any,
+    touched_ptr: Any,
+    touched_events: Any,
+    indptr: Any,
+    indices: Any,
+    /,
+) -> int:
+    """:func:`ordered_successors` again, where only the ``touched`` partitions (ascending; their events in
+    order in ``touched_events``, bounded by ``touched_ptr``) can have other lists than the old CSR's."""

@@ -143,6 +143,10 @@ class _Ordered:
         self.rank = np.zeros(len(graph.part), dtype=np.int64)
         self._dirty: set[int] = set(range(len(self.order)))
         self.ptype = np.asarray(graph.ptype, dtype=np.int32)  # the graph's, as the C walks take it
+        # with the C extension, the last ordered_csr and the partitions whose lists can have changed since:
+        # those whose order changed or that were split, and those with a step into a split's moved events
+        self.csr: Csr | None = None
+        self._touched: set[int] = set()
 
     def mask(self, p: int, events: np.ndarray) -> np.ndarray:
         """Which of ``order[p]`` are in ``events``."""
@@ -159,6 +163,7 @@ class _Ordered:
         rest = o[~inside]
         self.order[p] = np.concatenate([o[inside], rest])
         self._dirty.add(p)
+        self._touched.add(p)
         return rest
 
     def split_off(self, p: int, events: np.ndarray) -> int:
@@ -171,12 +176,28 @@ class _Ordered:
         self.order[p] = self.order[p][keep]
         self.order.append(events)
         self._dirty.update((p, q))
+        if self.csr is not None:
+            entered = events[g.has_pred[events]] - 1
+            self._touched.update((p, q, *np.unique(g.part[entered]).tolist()))
         self.ptype = np.append(self.ptype, np.int32(g.ptype[q]))
         return q
 
     def ordered_csr(self) -> Csr:
         """Successors of every partition in the order its events (in Synoptic's order) reach them."""
         g = self.graph
+        if self.csr is not None:  # the C extension's: only the touched partitions' lists are made again
+            touched = sorted(self._touched)
+            self._touched.clear()
+            bounds = np.zeros(len(touched) + 1, dtype=np.int32)
+            np.cumsum([len(self.order[p]) for p in touched], out=bounds[1:])
+            events = np.concatenate([self.order[p] for p in touched]) if touched else g.part[:0]
+            indptr = np.empty(len(self.order) + 1, dtype=np.int32)
+            indices = np.empty(len(self.steps), dtype=np.int32)
+            edges = checker.native.ordered_successors_update(
+                g.part, g.has_succ, *self.csr, np.asarray(touched, dtype=np.int32), bounds, events, indptr, indices
+            )
+            self.csr = Csr(indptr, indices[:edges])
+            return self.csr
         for p in self._dirty:
             o = self.order[p]
             self.rank[o] = np.arange(len(o))
@@ -186,7 +207,9 @@ class _Ordered:
             indptr = np.empty(len(self.order) + 1, dtype=np.int32)
             indices = np.empty(len(self.steps), dtype=np.int32)
             edges = checker.native.ordered_successors(part, g.has_succ, self.rank, indptr, indices)
-            return Csr(indptr, indices[:edges])
+            self.csr = Csr(indptr, indices[:edges])  # from now on made again where it can change
+            self._touched.clear()
+            return self.csr
         steps = self.steps
         width = len(self.order) + 1
         keys = part[steps].astype(np.int64) * width + part[steps + 1]
