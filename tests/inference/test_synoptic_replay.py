@@ -136,3 +136,36 @@ def test_seed_1_replay_at_ten_thousand_events() -> None:
     default = infer_synoptic(rec["sequences"]).model
     assert default.params["refine"] == "stitch" and default.params["replay_over_budget"] is True
     assert not same_language(default, theirs[0])
+
+
+def test_successor_lists_made_again_only_where_a_round_changes_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The replay's rounds remake only the successor lists a round can change (ordered_successors_update):
+    every round's lists equal a whole pass over the log, and the seed's model is unchanged."""
+    import numpy as np
+
+    from quicsm.inference import checker, replay
+
+    if checker.native is None:
+        pytest.skip("the C extension is not built")
+    made = replay._Ordered.ordered_csr
+    rounds = remade = 0
+
+    def both(state: replay._Ordered) -> checker.Csr:
+        nonlocal rounds, remade
+        incremental = state.csr is not None
+        touched = len(state._touched)
+        got = made(state)
+        state.csr = None
+        whole = made(state)  # the whole pass (ranks of every reordered partition updated)
+        state.csr = got
+        assert np.array_equal(got.indptr, whole.indptr) and np.array_equal(got.indices, whole.indices), rounds
+        rounds += 1
+        remade += touched if incremental else len(got.indptr) - 1
+        return got
+
+    monkeypatch.setattr(replay._Ordered, "ordered_csr", both)
+    seqs = recorded(AT_SIZE)[REPLAYED]["sequences"]
+    res = infer_synoptic(seqs, seed=3)
+    assert isomorphic(res.model, synoptic_models(REPLAYED, AT_SIZE)[2])
+    assert rounds == res.details["refinement_rounds"] + 1 and rounds > 100
+    assert remade < rounds * 20  # a few partitions a round, not the graph
