@@ -315,9 +315,10 @@ done:
     return result;
 }
 
-/* Synoptic's HistoryNode in an arena: (walk length, node, index of the history before it), -1 = none. */
+/* Synoptic's HistoryNode in an arena: (node, index of the history before it, -1 = none); its length is
+ * kept where the search holds it (HL below). */
 typedef struct {
-    int32_t len, node, prev;
+    int32_t node, prev;
 } Hist;
 
 typedef struct {
@@ -325,7 +326,7 @@ typedef struct {
     Py_ssize_t n, cap;
 } Arena;
 
-static int32_t arena_add(Arena *ar, int32_t len, int32_t node, int32_t prev) {
+static int32_t arena_add(Arena *ar, int32_t node, int32_t prev) {
     if (ar->n == ar->cap) {
         Py_ssize_t cap = ar->cap ? ar->cap * 2 : 1024;
         Hist *h = realloc(ar->h, sizeof(Hist) * (size_t)cap);
@@ -333,15 +334,23 @@ static int32_t arena_add(Arena *ar, int32_t len, int32_t node, int32_t prev) {
         ar->h = h;
         ar->cap = cap;
     }
-    ar->h[ar->n] = (Hist){len, node, prev};
+    ar->h[ar->n] = (Hist){node, prev};
     return (int32_t)ar->n++;
 }
 
+/* A history as the search holds it: its arena index (-1: none) and its length, kept beside the index so
+ * comparing two histories reads no arena entry. */
+typedef struct {
+    int32_t h, len;
+} HL;
+
+static const HL NO_HISTORY = {-1, 0};
+
 /* preferShorter(old, new): the shorter history, new on a tie. */
-static int32_t prefer(const Arena *ar, int32_t old, int32_t nw) {
-    if (nw < 0) return old;
-    if (old < 0) return nw;
-    return ar->h[old].len < ar->h[nw].len ? old : nw;
+static inline HL prefer(HL old, HL nw) {
+    if (nw.h < 0) return old;
+    if (old.h < 0) return nw;
+    return old.len < nw.len ? old : nw;
 }
 
 /* The search of synoptic_walk. */
@@ -349,7 +358,7 @@ static PyObject *synoptic_search(WalkArgs w) {
     const int32_t *ptr = I32(w.ptr), *idx = I32(w.idx), *ptype = I32(w.ptype);
     Py_ssize_t n = w.ptype.n;
     int width = w.kind == 0 ? 2 : 3, fail = w.kind == 0 ? 0 : 2;
-    int32_t *states = malloc(sizeof(int32_t) * (size_t)(width * n));
+    HL *states = malloc(sizeof(HL) * (size_t)(width * n));
     int32_t *queue = malloc(sizeof(int32_t) * (size_t)(n + 1));
     uint8_t *queued = calloc((size_t)n, 1);
     Arena ar = {NULL, 0, 0};
@@ -359,76 +368,79 @@ static PyObject *synoptic_search(WalkArgs w) {
         PyErr_NoMemory();
         goto done;
     }
-    for (Py_ssize_t k = 0; k < width * n; k++) states[k] = -1;
-    int32_t start = arena_add(&ar, 1, w.initial, -1);
+    for (Py_ssize_t k = 0; k < width * n; k++) states[k] = NO_HISTORY;
+    int32_t start = arena_add(&ar, w.initial, -1);
     if (start < 0) {
         PyErr_NoMemory();
         goto done;
     }
-    int32_t typ = ptype[w.initial], *init = states + (Py_ssize_t)w.initial * width;
+    const HL first = {start, 1};
+    int32_t typ = ptype[w.initial];
+    HL *init = states + (Py_ssize_t)w.initial * width;
     if (w.kind == 0)
-        init[typ == w.a ? 0 : 1] = start;
+        init[typ == w.a ? 0 : 1] = first;
     else if (w.kind == 1)
-        init[typ == w.a ? 1 : 0] = start;
+        init[typ == w.a ? 1 : 0] = first;
     else
-        init[typ == w.a ? 1 : typ == w.b ? 2 : 0] = start;
+        init[typ == w.a ? 1 : typ == w.b ? 2 : 0] = first;
     /* the worklist is a ring of at most n queued nodes */
     Py_ssize_t head = 0, count = 0;
     queue[0] = w.initial;
     count = 1;
     queued[w.initial] = 1;
-    int32_t found = -1;
-    while (count > 0 && found < 0) {
+    HL found = NO_HISTORY;
+    while (count > 0 && found.h < 0) {
         int32_t node = queue[head];
         head = (head + 1) % n;
         count--;
         queued[node] = 0;
         for (int32_t e = ptr[node]; e < ptr[node + 1]; e++) {
             int32_t target = idx[e], tt = ptype[target];
-            int32_t *cur = states + (Py_ssize_t)node * width, *old = states + (Py_ssize_t)target * width;
-            int32_t h0 = cur[0], h1 = cur[1], h2 = width == 3 ? cur[2] : -1;
+            const HL *cur = states + (Py_ssize_t)node * width;
+            HL *old = states + (Py_ssize_t)target * width;
+            HL h0 = cur[0], h1 = cur[1], h2 = width == 3 ? cur[2] : NO_HISTORY;
             if (w.kind == 0) {
                 if (tt == w.a) {
-                    h0 = prefer(&ar, h1, h0);
-                    h1 = -1;
+                    h0 = prefer(h1, h0);
+                    h1 = NO_HISTORY;
                 } else if (tt == w.b) {
-                    h1 = prefer(&ar, h0, h1);
-                    h0 = -1;
+                    h1 = prefer(h0, h1);
+                    h0 = NO_HISTORY;
                 }
             } else if (w.kind == 1) {
                 if (tt == w.b) {
-                    h2 = prefer(&ar, h1, h2);
-                    h1 = -1;
+                    h2 = prefer(h1, h2);
+                    h1 = NO_HISTORY;
                 }
                 if (tt == w.a) {
-                    h1 = prefer(&ar, h0, h1);
-                    h0 = -1;
+                    h1 = prefer(h0, h1);
+                    h0 = NO_HISTORY;
                 }
             } else {
                 if (tt == w.a) {
-                    h1 = prefer(&ar, h0, h1);
-                    h0 = -1;
+                    h1 = prefer(h0, h1);
+                    h0 = NO_HISTORY;
                 } else if (tt == w.b) {
-                    h2 = prefer(&ar, h0, h2);
-                    h0 = -1;
+                    h2 = prefer(h0, h2);
+                    h0 = NO_HISTORY;
                 }
             }
-            int32_t upd[3] = {h0, h1, h2};
-            for (int i = 0; i < width; i++) {
-                /* a history that would lose to the one kept (shorter wins, a tie goes to the new one) is not made */
-                if (upd[i] >= 0 && old[i] >= 0 && ar.h[old[i]].len < ar.h[upd[i]].len + 1) upd[i] = -1;
-                if (upd[i] >= 0) {
-                    upd[i] = arena_add(&ar, ar.h[upd[i]].len + 1, target, upd[i]);
-                    if (upd[i] == -2) {
-                        PyErr_NoMemory();
-                        goto done;
-                    }
-                }
-            }
+            const HL upd[3] = {h0, h1, h2};
             int grows = 0;
-            for (int i = 0; i < width; i++) grows |= old[i] < 0 && upd[i] >= 0;
-            for (int i = 0; i < width; i++) old[i] = prefer(&ar, old[i], upd[i]);
-            if (old[fail] >= 0 && tt == w.terminal_type) {
+            for (int i = 0; i < width; i++) {
+                if (upd[i].h < 0) continue;
+                /* a history that would lose to the one kept (shorter wins, a tie goes to the new one) is not
+                 * made; one that is made replaces it */
+                if (old[i].h >= 0 && old[i].len < upd[i].len + 1) continue;
+                const int32_t made = arena_add(&ar, target, upd[i].h);
+                if (made == -2) {
+                    PyErr_NoMemory();
+                    goto done;
+                }
+                grows |= old[i].h < 0;
+                old[i] = (HL){made, upd[i].len + 1};
+            }
+            if (old[fail].h >= 0 && tt == w.terminal_type) {
                 found = old[fail];
                 break;
             }
@@ -439,19 +451,19 @@ static PyObject *synoptic_search(WalkArgs w) {
             }
         }
     }
-    if (found < 0) {
+    if (found.h < 0) {
         result = Py_None;
         Py_INCREF(result);
         goto done;
     }
-    Py_ssize_t len = ar.h[found].len;
+    Py_ssize_t len = found.len;
     walk = malloc(sizeof(int32_t) * (size_t)len);
     if (!walk) {
         PyErr_NoMemory();
         goto done;
     }
     Py_ssize_t i = len;
-    for (int32_t k = found; k >= 0 && i > 0; k = ar.h[k].prev) walk[--i] = ar.h[k].node;
+    for (int32_t k = found.h; k >= 0 && i > 0; k = ar.h[k].prev) walk[--i] = ar.h[k].node;
     result = walk_list(walk + i, len - i);
 done:
     free(states);
