@@ -26,6 +26,11 @@
  *                initial, terminal_type) -> bool
  *     would `a kind b` hold if `events` (of p) stayed and p's other members moved to a new partition: the
  *     search of `shortest` on the split graph, built on the fly from the graph's CSR and split_steps' pass.
+ *     With a last argument `witness` (int32, writable): -1 if it holds, else the length of a walk breaking
+ *     it written there (INITIAL first; 0 when it does not fit), node ids of the split graph (q = nodes).
+ * walk_in_graph(indptr, indices, walk, avoid) -> bool
+ *     every step of `walk` an edge and no node `avoid`: a walk breaking an invariant found once still
+ *     breaks it on any later graph where this holds (replay.py's trials).
  * ordered_successors(part, has_succ, rank, indptr, indices) -> edges
  *     every partition's successors in the order its events (by rank within the partition) first reach them.
  * ordered_successors_update(part, has_succ, old_indptr, old_indices, touched, touched_ptr, touched_events,
@@ -617,11 +622,13 @@ done:
  * nodes)? The breadth-first search of `shortest` on that graph, built on the fly from the graph's CSR and
  * the split's steps, so a candidate split costs p's events plus one search, not a new graph. */
 static PyObject *holds_if_split(PyObject *self, PyObject *args) {
-    PyObject *ipo, *ixo, *tyo, *po, *so, *ro, *mo, *eo, *ko;
+    PyObject *ipo, *ixo, *tyo, *po, *so, *ro, *mo, *eo, *ko, *wo = NULL;
     int p, kind, a, b, initial, terminal_type;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOiiiiii", &ipo, &ixo, &tyo, &po, &so, &ro, &mo, &eo, &ko, &p, &kind, &a, &b,
-                          &initial, &terminal_type))
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOiiiiii|O", &ipo, &ixo, &tyo, &po, &so, &ro, &mo, &eo, &ko, &p, &kind, &a,
+                          &b, &initial, &terminal_type, &wo))
         return NULL;
+    Arr wit = {0};
+    if (wo && get_arr(wo, &wit, 4, 1, "witness") < 0) return NULL;
     Arr ptr, idx, ptype, part, succ, pred, members, events, mark;
     Arr *got[9] = {&ptr, &idx, &ptype, &part, &succ, &pred, &members, &events, &mark};
     PyObject *objs[9] = {ipo, ixo, tyo, po, so, ro, mo, eo, ko};
@@ -632,7 +639,7 @@ static PyObject *holds_if_split(PyObject *self, PyObject *args) {
         if (get_arr(objs[k], got[k], sizes[k], k == 8, names[k]) < 0) break;
     PyObject *result = NULL;
     uint8_t *sn = NULL, *visited = NULL, *moving = NULL;
-    int32_t *queue = NULL;
+    int32_t *queue = NULL, *parent = NULL;
     if (k < 9) goto done;
     const Py_ssize_t nodes = ptype.n, width = nodes + 1;
     if (ptr.n != nodes + 1 || mark.n != part.n || succ.n != part.n || pred.n != part.n || p < 0 || p >= nodes ||
@@ -646,7 +653,8 @@ static PyObject *holds_if_split(PyObject *self, PyObject *args) {
     visited = calloc((size_t)(3 * width), 1);
     queue = malloc(sizeof(int32_t) * (size_t)(3 * width));
     moving = malloc((size_t)members.n + 1);
-    if (!sn || !visited || !queue || !moving) {
+    if (wo) parent = malloc(sizeof(int32_t) * (size_t)(3 * width));
+    if (!sn || !visited || !queue || !moving || (wo && !parent)) {
         PyErr_NoMemory();
         goto done;
     }
@@ -667,14 +675,17 @@ static PyObject *holds_if_split(PyObject *self, PyObject *args) {
 #define TYPE_OF(u) ((u) == q ? tp : ty[u])
     int32_t start = initial * 3 + step(kind, a, b, 0, ty[initial]);
     visited[start] = 1;
+    if (parent) parent[start] = -1;
     Py_ssize_t head = 0, tail = 0;
     queue[tail++] = start;
     int found = 0;
+    int32_t end = -1;
 #define VISIT(v)                                                    \
     do {                                                            \
         int32_t k2 = (v) * 3 + step(kind, a, b, state, TYPE_OF(v)); \
         if (!visited[k2]) {                                         \
             visited[k2] = 1;                                        \
+            if (parent) parent[k2] = key;                           \
             queue[tail++] = k2;                                     \
         }                                                           \
     } while (0)
@@ -682,6 +693,7 @@ static PyObject *holds_if_split(PyObject *self, PyObject *args) {
         int32_t key = queue[head++], node = key / 3, state = key % 3;
         if (TYPE_OF(node) == terminal_type && (state == 2 || (kind == 0 && state == 1))) {
             found = 1;
+            end = key;
             break;
         }
         if (node == p || node == q) {
@@ -706,12 +718,68 @@ static PyObject *holds_if_split(PyObject *self, PyObject *args) {
     }
 #undef VISIT
 #undef TYPE_OF
-    result = PyBool_FromLong(!found);
+    if (!wo) {
+        result = PyBool_FromLong(!found);
+    } else if (!found) {
+        result = PyLong_FromLong(-1);
+    } else { /* the violating walk, INITIAL first, when it fits */
+        Py_ssize_t len = 0;
+        for (int32_t key = end; key >= 0; key = parent[key]) len++;
+        int32_t *out = (int32_t *)wit.view.buf;
+        if (len > wit.n) {
+            len = 0;
+        } else {
+            Py_ssize_t i = len;
+            for (int32_t key = end; key >= 0; key = parent[key]) out[--i] = key / 3;
+        }
+        result = PyLong_FromSsize_t(len);
+    }
 done:
     free(sn);
     free(visited);
     free(queue);
     free(moving);
+    free(parent);
+    for (int j = 0; j < k; j++) PyBuffer_Release(&got[j]->view);
+    if (wo) PyBuffer_Release(&wit.view);
+    return result;
+}
+
+/* walk_in_graph(indptr, indices, walk, avoid) -> bool: every step of `walk` an edge of the graph, and no
+ * node of it `avoid`. */
+static PyObject *walk_in_graph(PyObject *self, PyObject *args) {
+    PyObject *ipo, *ixo, *wo;
+    int avoid;
+    if (!PyArg_ParseTuple(args, "OOOi", &ipo, &ixo, &wo, &avoid)) return NULL;
+    Arr ptr, idx, walk;
+    Arr *got[3] = {&ptr, &idx, &walk};
+    PyObject *objs[3] = {ipo, ixo, wo};
+    const char *names[3] = {"indptr", "indices", "walk"};
+    int k = 0;
+    for (; k < 3; k++)
+        if (get_arr(objs[k], got[k], 4, 0, names[k]) < 0) break;
+    PyObject *result = NULL;
+    if (k < 3) goto done;
+    const int32_t *ip = I32(ptr), *ix = I32(idx), *w = I32(walk);
+    const Py_ssize_t nodes = ptr.n - 1;
+    int ok = walk.n > 0;
+    for (Py_ssize_t i = 0; ok && i < walk.n; i++) {
+        const int32_t u = w[i];
+        if (u < 0 || u >= nodes || u == avoid) {
+            ok = 0;
+            break;
+        }
+        if (i + 1 == walk.n) break;
+        int has = 0;
+        for (int32_t e = ip[u]; e < ip[u + 1]; e++)
+            if (e >= 0 && e < idx.n && ix[e] == w[i + 1]) {
+                has = 1;
+                break;
+            }
+        ok = has;
+    }
+    result = PyBool_FromLong(ok);
+done:
     for (int j = 0; j < k; j++) PyBuffer_Release(&got[j]->view);
     return result;
 }
@@ -1367,6 +1435,7 @@ static PyMethodDef methods[] = {
     {"stitch", stitch, METH_VARARGS, "(prev, cur, nxt) where the events taking a walk stop, or None."},
     {"split_steps", split_steps, METH_VARARGS, "The steps touching a partition if it were split (see above)."},
     {"holds_if_split", holds_if_split, METH_VARARGS, "Whether an invariant holds if a partition were split."},
+    {"walk_in_graph", walk_in_graph, METH_VARARGS, "Whether a walk's steps are all edges, avoiding a node."},
     {"ordered_successors", ordered_successors, METH_VARARGS, "Successors per partition in its events' order."},
     {"ordered_successors_update", ordered_successors_update, METH_VARARGS,
      "ordered_successors made again for some partitions only."},

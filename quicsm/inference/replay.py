@@ -62,6 +62,8 @@ adds its label's ``String.hashCode()``."""
 Invariant = tuple[str, int, int]
 Hint = tuple[np.ndarray, np.ndarray] | None
 MIN_ROUNDS = 64
+WITNESSES = 8
+"""Breaking walks kept per invariant for later split trials (:func:`_holds_after_split`)."""
 """A budgeted replay is not started when this many rounds' passes over the log alone exceed the budget."""
 
 
@@ -120,6 +122,8 @@ class ReplayStats:
     arbitrary: int = 0
     trials: int = 0
     draws: int = 0
+    witnessed: int = 0
+    """Split trials decided by a walk an earlier trial found breaking the invariant (no search)."""
     work: int = 0
     """Refinement's work so far, in steps of the graph walked: per round the log's events (the ordered
     successors) and the partitions times the searches (counterexamples and split trials); it predicts
@@ -147,6 +151,8 @@ class _Ordered:
         # those whose order changed or that were split, and those with a step into a split's moved events
         self.csr: Csr | None = None
         self._touched: set[int] = set()
+        # per invariant, the last few walks that trials found breaking it, all clear of the tried split
+        self.witnesses: dict[Invariant, list[np.ndarray]] = {}
 
     def mask(self, p: int, events: np.ndarray) -> np.ndarray:
         """Which of ``order[p]`` are in ``events``."""
@@ -283,15 +289,27 @@ def _candidates(state: _Ordered, walk: list[int]) -> list[tuple[int, np.ndarray,
 
 
 def _holds_after_split(
-    state: _Ordered, succ: Csr, ptype: np.ndarray, p: int, events: np.ndarray, inv: Invariant
+    state: _Ordered, succ: Csr, ptype: np.ndarray, p: int, events: np.ndarray, inv: Invariant, stats: ReplayStats
 ) -> bool:
     """Would ``inv`` hold if ``events`` were split off ``p``? ``succ`` / ``ptype``: the graph as it is
-    (splits are tried, not made, within a round)."""
+    (splits are tried, not made, within a round).
+
+    With the C extension, a walk an earlier trial found breaking ``inv`` that avoids ``p`` and whose
+    steps are all still edges breaks it on the split graph too (a split of ``p`` changes only the edges
+    at ``p``; node types never change), so the answer is no without a search. Synoptic's trial answers
+    only yes or no, so which breaking walk shows it does not matter."""
     g = state.graph
     kind, a, b = inv
     native = checker.native
     if native is not None and g.part.dtype == np.int32:  # one search on the split graph, built on the fly
-        holds: bool = native.holds_if_split(
+        initial = g.initial()
+        known = state.witnesses.setdefault(inv, [])
+        for walk in known:
+            if walk[0] == initial and native.walk_in_graph(succ.indptr, succ.indices, walk, p):
+                stats.witnessed += 1
+                return False
+        found = np.empty(3 * (len(ptype) + 1), dtype=np.int32)
+        length: int = native.holds_if_split(
             succ.indptr,
             succ.indices,
             ptype,
@@ -305,10 +323,17 @@ def _holds_after_split(
             checker.KIND_CODES[kind],
             a,
             b,
-            g.initial(),
+            initial,
             g.terminal_type,
+            found,
         )
-        return holds
+        if length < 0:
+            return True
+        walk = found[:length].copy()
+        if length and native.walk_in_graph(succ.indptr, succ.indices, walk, p):  # clear of p and the new node
+            known.insert(0, walk)
+            del known[WITNESSES:]
+        return False
     state.mark[events] = True
     moving = ~state.mark[g.members[p]]
     state.mark[events] = False
@@ -391,7 +416,7 @@ def _replay_rounds(
             for p, events, hint in cands:
                 rest = state.reorder_first(p, events, hint)
                 stats.trials += 1
-                if _holds_after_split(state, succ, ptype, p, events, i):
+                if _holds_after_split(state, succ, ptype, p, events, i, stats):
                     split = [events, rest]
                     todo[p] = _incorporate(todo[p], split, state.mark) if p in todo else split
                     break

@@ -169,3 +169,33 @@ def test_successor_lists_made_again_only_where_a_round_changes_them(monkeypatch:
     assert isomorphic(res.model, synoptic_models(REPLAYED, AT_SIZE)[2])
     assert rounds == res.details["refinement_rounds"] + 1 and rounds > 100
     assert remade < rounds * 20  # a few partitions a round, not the graph
+
+
+def test_split_trials_decided_by_a_known_breaking_walk_agree_with_the_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trial answered from a walk an earlier trial found breaking the invariant (no search) gives the
+    search's answer every time, and many trials are answered so."""
+    from quicsm.inference import checker, replay
+
+    if checker.native is None:
+        pytest.skip("the C extension is not built")
+    tried = replay._holds_after_split
+    trials = witnessed = 0
+
+    def checked(state, succ, ptype, p, events, inv, stats):  # type: ignore[no-untyped-def]
+        nonlocal trials, witnessed
+        trials += 1
+        before = stats.witnessed
+        got = tried(state, succ, ptype, p, events, inv, stats)
+        if stats.witnessed > before:
+            witnessed += 1
+            known, state.witnesses[inv] = state.witnesses[inv], []
+            searched = tried(state, succ, ptype, p, events, inv, replay.ReplayStats())
+            state.witnesses[inv] = known
+            assert got is False and searched is False
+        return got
+
+    monkeypatch.setattr(replay, "_holds_after_split", checked)
+    seqs = recorded(AT_SIZE)[REPLAYED]["sequences"]
+    res = infer_synoptic(seqs, seed=3)
+    assert isomorphic(res.model, synoptic_models(REPLAYED, AT_SIZE)[2])
+    assert trials > 100 and witnessed > trials // 4, (witnessed, trials)
