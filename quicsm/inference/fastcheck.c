@@ -28,9 +28,9 @@
  *     search of `shortest` on the split graph, built on the fly from the graph's CSR and split_steps' pass.
  *     With a last argument `witness` (int32, writable): -1 if it holds, else the length of a walk breaking
  *     it written there (INITIAL first; 0 when it does not fit), node ids of the split graph (q = nodes).
- * walk_in_graph(indptr, indices, walk, avoid) -> bool
- *     every step of `walk` an edge and no node `avoid`: a walk breaking an invariant found once still
- *     breaks it on any later graph where this holds (replay.py's trials).
+ * walk_in_graph(indptr, indices, walks, bounds, avoid) -> index | -1
+ *     the first walk whose every step is an edge and no node `avoid`: a walk breaking an invariant found
+ *     once still breaks it on any later graph where this holds (replay.py's trials).
  * ordered_successors(part, has_succ, rank, indptr, indices) -> edges
  *     every partition's successors in the order its events (by rank within the partition) first reach them.
  * ordered_successors_update(part, has_succ, old_indptr, old_indices, touched, touched_ptr, touched_events,
@@ -745,40 +745,50 @@ done:
     return result;
 }
 
-/* walk_in_graph(indptr, indices, walk, avoid) -> bool: every step of `walk` an edge of the graph, and no
- * node of it `avoid`. */
+/* walk_in_graph(indptr, indices, walks, bounds, avoid) -> index | -1: the first of the walks (walk i is
+ * walks[bounds[i]:bounds[i + 1]]) whose every step is an edge of the graph and no node of which is `avoid`. */
 static PyObject *walk_in_graph(PyObject *self, PyObject *args) {
-    PyObject *ipo, *ixo, *wo;
+    PyObject *ipo, *ixo, *wo, *bo;
     int avoid;
-    if (!PyArg_ParseTuple(args, "OOOi", &ipo, &ixo, &wo, &avoid)) return NULL;
-    Arr ptr, idx, walk;
-    Arr *got[3] = {&ptr, &idx, &walk};
-    PyObject *objs[3] = {ipo, ixo, wo};
-    const char *names[3] = {"indptr", "indices", "walk"};
+    if (!PyArg_ParseTuple(args, "OOOOi", &ipo, &ixo, &wo, &bo, &avoid)) return NULL;
+    Arr ptr, idx, walks, bounds;
+    Arr *got[4] = {&ptr, &idx, &walks, &bounds};
+    PyObject *objs[4] = {ipo, ixo, wo, bo};
+    const char *names[4] = {"indptr", "indices", "walks", "bounds"};
     int k = 0;
-    for (; k < 3; k++)
+    for (; k < 4; k++)
         if (get_arr(objs[k], got[k], 4, 0, names[k]) < 0) break;
     PyObject *result = NULL;
-    if (k < 3) goto done;
-    const int32_t *ip = I32(ptr), *ix = I32(idx), *w = I32(walk);
+    if (k < 4) goto done;
+    const int32_t *ip = I32(ptr), *ix = I32(idx), *all = I32(walks), *bd = I32(bounds);
     const Py_ssize_t nodes = ptr.n - 1;
-    int ok = walk.n > 0;
-    for (Py_ssize_t i = 0; ok && i < walk.n; i++) {
-        const int32_t u = w[i];
-        if (u < 0 || u >= nodes || u == avoid) {
-            ok = 0;
-            break;
+    long first = -1;
+    for (Py_ssize_t wi = 0; wi + 1 < bounds.n && first < 0; wi++) {
+        if (bd[wi] < 0 || bd[wi + 1] < bd[wi] || bd[wi + 1] > walks.n) {
+            PyErr_SetString(PyExc_ValueError, "walk_in_graph: bad bounds");
+            goto done;
         }
-        if (i + 1 == walk.n) break;
-        int has = 0;
-        for (int32_t e = ip[u]; e < ip[u + 1]; e++)
-            if (e >= 0 && e < idx.n && ix[e] == w[i + 1]) {
-                has = 1;
+        const int32_t *w = all + bd[wi];
+        const Py_ssize_t len = bd[wi + 1] - bd[wi];
+        int ok = len > 0;
+        for (Py_ssize_t i = 0; ok && i < len; i++) {
+            const int32_t u = w[i];
+            if (u < 0 || u >= nodes || u == avoid) {
+                ok = 0;
                 break;
             }
-        ok = has;
+            if (i + 1 == len) break;
+            int has = 0;
+            for (int32_t e = ip[u]; e < ip[u + 1]; e++)
+                if (e >= 0 && e < idx.n && ix[e] == w[i + 1]) {
+                    has = 1;
+                    break;
+                }
+            ok = has;
+        }
+        if (ok) first = (long)wi;
     }
-    result = PyBool_FromLong(ok);
+    result = PyLong_FromLong(first);
 done:
     for (int j = 0; j < k; j++) PyBuffer_Release(&got[j]->view);
     return result;
@@ -1435,7 +1445,7 @@ static PyMethodDef methods[] = {
     {"stitch", stitch, METH_VARARGS, "(prev, cur, nxt) where the events taking a walk stop, or None."},
     {"split_steps", split_steps, METH_VARARGS, "The steps touching a partition if it were split (see above)."},
     {"holds_if_split", holds_if_split, METH_VARARGS, "Whether an invariant holds if a partition were split."},
-    {"walk_in_graph", walk_in_graph, METH_VARARGS, "Whether a walk's steps are all edges, avoiding a node."},
+    {"walk_in_graph", walk_in_graph, METH_VARARGS, "The first walk whose steps are all edges, avoiding a node."},
     {"ordered_successors", ordered_successors, METH_VARARGS, "Successors per partition in its events' order."},
     {"ordered_successors_update", ordered_successors_update, METH_VARARGS,
      "ordered_successors made again for some partitions only."},

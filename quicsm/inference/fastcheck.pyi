@@ -60,8 +60,9 @@ def holds_if_split(
     ``mark`` (bool per event, all False) is scratch space, left all False. With ``witness`` (int32,
     writable): -1 if it holds, else the length of a breaking walk written there (0: it did not fit)."""
 
-def walk_in_graph(indptr: Any, indices: Any, walk: Any, avoid: int, /) -> bool:
-    """Every step of ``walk`` an edge of the CSR graph, and no node of it ``avoid`` (or outside the graph)."""
+def walk_in_graph(indptr: Any, indices: Any, walks: Any, bounds: Any, avoid: int, /) -> int:
+    """The first walk (``walks[bounds[i]:bounds[i + 1]]``) whose every step is an edge of the CSR graph and
+    no node of which is ``avoid`` (or outside the graph); -1 if none."""
 
 def ordered_successors(part: Any, has_succ: Any, rank: Any, indptr: Any, indices: Any, /) -> int:
     """Each partition's successors in the order its events (``rank``: int64 place within the partition)

@@ -164,6 +164,7 @@ def test_successor_lists_made_again_only_where_a_round_changes_them(monkeypatch:
         return got
 
     monkeypatch.setattr(replay._Ordered, "ordered_csr", both)
+    monkeypatch.setattr(replay, "INCREMENTAL_FROM", 0)  # on from 10^3 events on, for this input
     seqs = recorded(AT_SIZE)[REPLAYED]["sequences"]
     res = infer_synoptic(seqs, seed=3)
     assert isomorphic(res.model, synoptic_models(REPLAYED, AT_SIZE)[2])
@@ -195,6 +196,7 @@ def test_split_trials_decided_by_a_known_breaking_walk_agree_with_the_search(mon
         return got
 
     monkeypatch.setattr(replay, "_holds_after_split", checked)
+    monkeypatch.setattr(replay, "INCREMENTAL_FROM", 0)  # on from 10^3 events on, for this input
     seqs = recorded(AT_SIZE)[REPLAYED]["sequences"]
     res = infer_synoptic(seqs, seed=3)
     assert isomorphic(res.model, synoptic_models(REPLAYED, AT_SIZE)[2])
