@@ -6,12 +6,11 @@
 from __future__ import annotations
 
 import atexit
-import sys
 from typing import Any
 
 from quicsm.errors import InputError
 
-__all__ = ["START", "parse_scheduler", "client_for", "close_clients", "lost", "worker_environ"]
+__all__ = ["parse_scheduler", "client_for", "close_clients", "lost", "worker_environ"]
 
 
 def parse_scheduler(spec: str) -> tuple[str, int | None]:
@@ -47,12 +46,7 @@ def client_for(spec: str) -> Any:
     if where == "local":
         import dask
 
-        with dask.config.set(
-            {
-                "distributed.nanny.pre-spawn-environ": worker_environ(),
-                "distributed.worker.multiprocessing-method": START,
-            }
-        ):
+        with dask.config.set({"distributed.nanny.pre-spawn-environ": worker_environ()}):
             cluster = LocalCluster(
                 n_workers=n or 2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=40
             )
@@ -68,12 +62,6 @@ def client_for(spec: str) -> Any:
     _CLIENTS[spec] = client
     return client
 
-
-START = "fork" if sys.platform == "linux" else "spawn"
-"""How a LocalCluster's worker processes start. Spawned, each imports Python, NumPy, Dask and quicsm
-afresh: 2.5-3.5 s before two workers were up on this 2-core VM, more than one process needs to read
-20,000 small qlogs. Forked, they start with the client's imports done (0.8-1.3 s, shutdown 0.1 s instead
-of 0.6-0.9 s; docs/fleet.md). Linux only: macOS's system libraries are not safe to fork after threads."""
 
 WORKER_MMAP_THRESHOLD = 64 << 20
 """glibc's mmap threshold in workers started here. Dask's nannies set ``MALLOC_TRIM_THRESHOLD_``, and
