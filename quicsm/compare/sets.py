@@ -110,13 +110,10 @@ def rows_task(
     batch: FileBatch, *, view: StateView, metrics: bool, strict: bool
 ) -> tuple[list[Connection], ParseReport]:
     """One Dask task of ``compare``: a batch of files as connection rows (never whole traces) and its report."""
-    from quicsm.traces.parse import read_inputs
+    from quicsm.traces.parse import Overrides, read_batch
 
     report = ParseReport(strict=strict)
-    items = read_inputs(
-        batch.files, report=report, metrics=metrics, scopes=batch.scope_map(), storage_options=batch.storage_options()
-    )
-    return rows_of(items, view), report
+    return rows_of(read_batch(batch, Overrides(), report, metrics=metrics), view), report
 
 
 def load_rows(
