@@ -26,6 +26,7 @@ import numpy as np
 from quicsm.errors import InferenceError
 from quicsm.inference.model import InferenceResult
 from quicsm.inference.packed import EncodedLog, encode_sequences, first_positions, result_from_nodes
+from quicsm.traces.distinct import ranges
 
 __all__ = ["DEFAULT_K", "infer_ktails", "ktails_encoded", "prefix_tree"]
 
@@ -81,21 +82,7 @@ def _dedupe(framed: np.ndarray, foff: np.ndarray) -> tuple[np.ndarray, np.ndarra
     lengths = (foff[1:] - foff[:-1])[first]
     uoff = np.zeros(len(first) + 1, dtype=np.int64)
     np.cumsum(lengths, out=uoff[1:])
-    return rep, framed[_ranges(foff[first], lengths)], uoff
-
-
-def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(s, s + n)`` for every (s, n), without a Python loop."""
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    out = np.ones(total, dtype=np.int64)
-    ends = np.cumsum(lengths)
-    heads = ends - lengths
-    nz = lengths > 0
-    out[heads[nz]] = starts[nz] - np.concatenate([[0], (starts + lengths - 1)[nz][:-1]])
-    out[0] = starts[nz][0]
-    return np.cumsum(out)
+    return rep, framed[ranges(foff[first], lengths)], uoff
 
 
 def prefix_tree(codes: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -129,7 +116,7 @@ def prefix_tree(codes: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.
         if len(tails):  # the rest of a trace nobody shares: a fresh chain of nodes
             starts = offsets[tails] + depth + 1
             rest = lengths[tails] - depth - 1
-            pos = _ranges(starts, rest)
+            pos = ranges(starts, rest)
             ids = next_id + np.arange(len(pos), dtype=np.int64)
             node[pos] = ids
             chain_parent = ids - 1
@@ -199,4 +186,4 @@ def dense_ids(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _map_back(unique_nodes: np.ndarray, uniq_off: np.ndarray, rep: np.ndarray, foff: np.ndarray) -> np.ndarray:
     """Node of every framed event of every trace, from the nodes of its distinct representative."""
-    return unique_nodes[_ranges(uniq_off[rep], foff[1:] - foff[:-1])]
+    return unique_nodes[ranges(uniq_off[rep], foff[1:] - foff[:-1])]

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from quicsm.traces.distinct import ranges
+
 __all__ = ["ints", "strings", "taken", "dictionary"]
 
 
@@ -60,8 +62,7 @@ def taken(values: list[str], idx: np.ndarray) -> Any:
     np.cumsum(out, out=offsets[1:])
     if offsets[-1] >= 1 << 31:
         return strings([values[i] for i in idx.tolist()])
-    heads = np.repeat((np.cumsum(size) - size)[idx] - offsets[:-1], out) + np.arange(offsets[-1])
-    data = np.frombuffer(b"".join(encoded), np.uint8)[heads]
+    data = np.frombuffer(b"".join(encoded), np.uint8)[ranges((np.cumsum(size) - size)[idx], out)]
     buffers = [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)]
     return pa.Array.from_buffers(pa.string(), len(idx), buffers, null_count=0)
 

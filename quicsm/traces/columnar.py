@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from quicsm.traces.contract import TAG_BYTES, ContractError, parse_payload
-from quicsm.traces.distinct import PackedSequences, stable_argsort, unique_inverse
+from quicsm.traces.distinct import PackedSequences, ranges, stable_argsort, unique_inverse
 from quicsm.traces.events import EVENT_KINDS, METRIC_FIELDS, StateView, Trace, TraceEvent, TraceMeta
 from quicsm.traces.logscan import BINARY_INPUT, ScanState, find_tagged_py, scan_windows
 from quicsm.traces.report import ParseReport
@@ -652,7 +652,7 @@ class TraceCutter:
         lengths = (ends - heads)[out]
         offsets = np.zeros(len(out) + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        take = pos_order[np.repeat(heads[out] - offsets[:-1], lengths) + np.arange(offsets[-1])]
+        take = pos_order[ranges(heads[out], lengths)]
         keys = [names[c] for c in key_id[out].tolist()]
         ranks = rank[out].tolist()
         of = src[out].tolist()

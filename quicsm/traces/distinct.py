@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["PackedSequences", "distinct", "label_hashes", "stable_argsort", "unique_inverse"]
+__all__ = ["PackedSequences", "distinct", "label_hashes", "ranges", "stable_argsort", "unique_inverse"]
 
 _BASES = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F))
 """Odd 64-bit multipliers of the two position-weighted sums (arithmetic wraps modulo 2^64)."""
@@ -224,3 +224,11 @@ def stable_argsort(key: np.ndarray) -> np.ndarray:
         return np.argsort(key.astype(np.uint16), kind="stable")
     low = np.argsort((key & 0xFFFF).astype(np.uint16), kind="stable")
     return low[np.argsort((key[low] >> 16).astype(np.uint16), kind="stable")]
+
+
+def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(s, s + n)`` for every (s, n), without a Python loop: the positions of
+    variable-length segments to gather in one ``take``."""
+    lengths = np.asarray(lengths, np.int64)
+    heads = np.cumsum(lengths) - lengths
+    return np.repeat(np.asarray(starts, np.int64) - heads, lengths) + np.arange(int(lengths.sum()), dtype=np.int64)

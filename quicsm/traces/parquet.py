@@ -183,6 +183,7 @@ def _metas(rows: int, firsts: Any, keys: list[str], ccs: list[str], tpl: list[Tr
     import pyarrow as pa
 
     from quicsm.traces import arrow_arrays as arr
+    from quicsm.traces.distinct import ranges
 
     first = np.asarray(firsts, np.int64)
     at = np.asarray(of, np.int64)
@@ -206,7 +207,7 @@ def _metas(rows: int, firsts: Any, keys: list[str], ccs: list[str], tpl: list[Tr
         lengths = np.zeros(rows + 1, np.int32)
         lengths[first + 1] = n
         offsets = pa.Array.from_buffers(pa.int32(), rows + 1, [None, pa.py_buffer(np.cumsum(lengths, dtype=np.int32))])
-        return offsets, np.repeat((np.cumsum(count) - count)[at] - (np.cumsum(n) - n), n) + np.arange(n.sum())
+        return offsets, ranges((np.cumsum(count) - count)[at], n)
 
     cc_ids: dict[str, int] = {}
     cc = [cc_ids.setdefault(c, len(cc_ids)) for c in ccs]

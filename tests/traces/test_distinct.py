@@ -88,3 +88,14 @@ def test_summary_codes_encode_as_the_engines_encode_lists() -> None:
     assert np.array_equal(log.codes, want.codes) and np.array_equal(log.offsets, want.offsets)
     assert list(log) == lists and log[-1] == lists[-1] and len(log) == 4
     assert encode_sequences(log) is log
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_ranges_is_the_concatenation_of_aranges(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 30))
+    starts = rng.integers(0, 1000, n)
+    lengths = rng.integers(0, 5, n)  # zero-length segments included
+    want = [x for s, k in zip(starts.tolist(), lengths.tolist()) for x in range(s, s + k)]
+    got = D.ranges(starts, lengths)
+    assert got.dtype == np.int64 and got.tolist() == want
