@@ -62,13 +62,13 @@ adds its label's ``String.hashCode()``."""
 Invariant = tuple[str, int, int]
 Hint = tuple[np.ndarray, np.ndarray] | None
 MIN_ROUNDS = 64
+"""A budgeted replay is not started when this many rounds' passes over the log alone exceed the budget."""
 INCREMENTAL_FROM = 4_000
 """From this many events on, a round remakes only the successor lists it can change and split trials look
 for a known breaking walk first; below it the whole pass and the search cost less than that bookkeeping
 (at 10^3 events it made the replay about 10 % slower)."""
 WITNESSES = 8
 """Breaking walks kept per invariant for later split trials (:func:`_holds_after_split`)."""
-"""A budgeted replay is not started when this many rounds' passes over the log alone exceed the budget."""
 
 
 def _first_occurrence(codes: np.ndarray) -> list[int]:
