@@ -13,7 +13,10 @@ reading happens at one of those tracepoints:
   which are the values the kernel's own slow-start test uses for that ACK.
 * ApplicationLimited: the kernel's app-limited mark (``tp->app_limited`` non-zero) on each ACK.
 * BBR: ``struct bbr``'s ``mode`` and ``pacing_gain`` on each ACK; a mode the previous ACK entered
-  is seen when the next one arrives, so BBR transitions are stamped up to one ACK interval late.
+  is seen when the next one arrives, so BBR transitions are stamped up to one ACK interval late. Drain
+  entered and left within one ACK (inflight already at the estimated BDP when Startup ends) is seen
+  as Startup followed by ProbeBw; BBR has no other way between them, so Drain is written in between,
+  at the same instant.
 
 Only sockets of the server's network namespace are traced (its inode is compared in the kernel),
 so other testbeds on the machine never leak in. bpftrace prints a socket only when one of the
@@ -331,6 +334,10 @@ class Translator:
             recovery = "NotInRecovery" if c.ca < 2 else ("Conservation" if c.conservation else "Growth")
             if state != c.state:
                 c.recovery = recovery
+                if c.state == "Startup" and state.startswith("ProbeBw"):
+                    # BBR leaves Startup only through Drain, which it also leaves within the same ACK when
+                    # inflight is already at the estimated BDP (tcp_bbr.c, bbr_check_drain): no ACK sees it
+                    self._emit(c, t_ns, "Drain", _bbr_trigger(c.state, "Drain"))
                 self._emit(c, t_ns, state, "init" if c.state == "Init" else _bbr_trigger(c.state, state))
             elif recovery != c.recovery:
                 c.recovery = recovery

@@ -129,6 +129,24 @@ def test_bbr_modes_and_probe_bw_phases() -> None:
     assert "trigger=full_bw" in lines[1] and "trigger=min_rtt_expired" in lines[-1]
 
 
+def test_bbr_drain_left_within_one_ack_is_written() -> None:
+    """Startup then ProbeBw on the next ACK: the kernel passed Drain in between (bbr_check_drain enters
+    and leaves it in one call when inflight is already small), at that ACK's instant."""
+    lines = translate(
+        [probe(0, 10, cc="bbr", mode=0, gain=739), probe(100, 80, cc="bbr", mode=2, gain=320)]
+        + [probe(5_000, 60, cc="bbr", mode=3, gain=256), probe(5_200, 60, cc="bbr", mode=2, gain=256)]
+    )
+    got = transitions(lines)
+    assert [(a, b) for a, b, _, _ in got] == [
+        ("Init", "Startup"),
+        ("Startup", "Drain"),
+        ("Drain", "ProbeBw.Up"),
+        ("ProbeBw.Up", "ProbeRtt"),
+        ("ProbeRtt", "ProbeBw.Cruise"),  # ProbeRtt goes back to ProbeBw directly: no Drain there
+    ]
+    assert got[1][2:] == ("full_bw", 100_000) and got[2][2:] == ("ack", 100_000)  # Drain: one instant
+
+
 def test_lines_parse_as_contract_traces(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text(
