@@ -68,7 +68,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--files", type=int, default=20)
     ap.add_argument("--mb", type=float, default=5.0, help="size of each file in MB")
-    ap.add_argument("--workers", type=int, default=2, help="Dask LocalCluster workers (0: no Dask case)")
+    ap.add_argument("--workers", type=int, default=2, help="--dask local:N workers (0: no Dask case)")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--dir", help="keep/reuse the logs here (default: a temporary directory, removed)")
     args = ap.parse_args()

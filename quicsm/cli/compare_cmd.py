@@ -216,23 +216,25 @@ def compare(
                 "quote the globs (compare 'runs/a-*' 'runs/b-*') or give --name for each set",
                 err=True,
             )
-        sets = build_sets(
-            inputs,
-            names=names,
-            where=where,
-            vs=vs,
-            by=by,
-            order=order.split(",") if order else None,
-            view=view,
-            metrics=bool(html_path and timelines),
-            dask=dask,
-            strict=strict,
-            progress=sys.stderr.isatty() and not os.environ.get("CI") if progress is None else progress,
-            storage_options=storage_options or None,
-        )
-        if not quiet:
-            _echo_skipped(sets)
-        close_dask(dask)  # the LocalCluster's workers are not needed for the analysis
+        try:
+            sets = build_sets(
+                inputs,
+                names=names,
+                where=where,
+                vs=vs,
+                by=by,
+                order=order.split(",") if order else None,
+                view=view,
+                metrics=bool(html_path and timelines),
+                dask=dask,
+                strict=strict,
+                progress=sys.stderr.isatty() and not os.environ.get("CI") if progress is None else progress,
+                storage_options=storage_options or None,
+            )
+            if not quiet:
+                _echo_skipped(sets)
+        finally:
+            close_dask(dask)  # the workers are not needed for the analysis
         result = run_compare(sets, options)
     if not quiet and (fmt != "text" or output != "-"):
         for w in result.warnings:

@@ -7,7 +7,6 @@ import gc
 import importlib
 import importlib.util
 import os
-import sys
 import zlib
 from typing import Any
 
@@ -15,6 +14,7 @@ import click
 
 from quicsm import __version__
 from quicsm.errors import QuicsmError
+from quicsm.fleet.malloc import keep_freed_memory
 
 __all__ = ["cli", "main", "COMMANDS"]
 
@@ -24,21 +24,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 
-def _keep_freed_memory() -> None:
-    """Fixed glibc malloc thresholds (mallopt(3)): the readers free a batch's arrays (megabytes each) and
-    allocate them again for the next batch, and glibc's moving thresholds gave them back to the kernel
-    every time, which zeroed fresh pages for each batch (parse -o x.parquet of 1.9 GB: 53k page faults
-    and 0.9 s of system time; 18k and 0.4 s with these)."""
-    import ctypes
-
-    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
-    if mallopt is not None:
-        mallopt(-1, 256 << 20)  # M_TRIM_THRESHOLD: keep up to 256 MiB free at the top of the heap
-        mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD: blocks below 32 MiB (glibc's cap) from the heap
-
-
-if sys.platform == "linux":  # glibc; musl has no mallopt (then nothing is done)
-    _keep_freed_memory()
+keep_freed_memory()  # glibc: a batch's freed arrays are reused, not returned to the kernel
 
 COMMANDS: dict[str, str] = {
     "parse": "quicsm.cli.parse_cmd:parse",

@@ -40,17 +40,19 @@ def parse(output: str, **kw: Any) -> None:
         strict, progress, options = parse_kw.pop("strict"), parse_kw.pop("progress"), parse_kw.pop("storage_options")
         over = Overrides(parse_kw.pop("labels"), **parse_kw)
         paths = pop_inputs(kw)
-        n, report, tally = write_store(
-            paths,
-            output,
-            over,
-            strict=strict,
-            where=where or None,
-            dask=dask,
-            progress=progress,
-            storage_options=options,
-        )
-        close_dask(dask)
+        try:
+            n, report, tally = write_store(
+                paths,
+                output,
+                over,
+                strict=strict,
+                where=where or None,
+                dask=dask,
+                progress=progress,
+                storage_options=options,
+            )
+        finally:
+            close_dask(dask)
         echo_parse_summary(report, tally.ccs, quiet)
         write_report(kw.pop("report_path"), report)
     else:

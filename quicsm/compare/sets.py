@@ -137,7 +137,7 @@ def load_rows(
     ``listed``: ``paths`` are files already listed (:func:`expand_set`), not listed again."""
     from quicsm.fleet.run import map_tasks
     from quicsm.traces.inputs import expand_inputs, file_batches, show_batches, trace_scopes
-    from quicsm.traces.parse import no_transitions, progress_bar, read_inputs
+    from quicsm.traces.parse import TASK_IMPORTS, no_transitions, progress_bar, read_inputs
 
     files = list(paths) if listed else expand_inputs(list(paths), storage_options) if paths else []
     scopes = trace_scopes(files)
@@ -147,7 +147,7 @@ def load_rows(
         task = partial(rows_task, view=view, metrics=metrics, strict=strict)
         batches = file_batches(files, dask=dask, storage_options=storage_options)
         shown = show_batches("dask: read", batches) if progress else None
-        for got, part in map_tasks(task, batches, dask=dask, progress=shown):
+        for got, part in map_tasks(task, batches, dask=dask, progress=shown, imports=TASK_IMPORTS):
             rows.extend(got)
             report.merge(part)
     elif files:

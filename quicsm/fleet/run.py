@@ -45,7 +45,8 @@ class guarded:
     comes back as a :class:`Failure`; ``where`` names the worker when the task ran on one."""
 
     fn: Callable[[Any], Any]
-    remote: bool = False
+    remote: str = ""
+    """Where it runs: "" here, ``"dask"`` on a Dask worker, ``"local"`` in a local worker process."""
 
     def __call__(self, item: Any) -> Any:
         try:
@@ -54,24 +55,25 @@ class guarded:
             err = as_quicsm_error(exc)
             if err is None:
                 raise
+            on = f" (on {_worker_name(self.remote)})" if self.remote else ""
             if isinstance(err, ParseError):
-                return Failure("ParseError", str(err), err.path, err.line, err.reason)
-            message = str(err)
-            if self.remote:
-                message += f" (on Dask worker {_worker_name()})"
-            return Failure(type(err).__name__, message)
+                return Failure("ParseError", str(err) + on, err.path, err.line, err.reason + on)
+            return Failure(type(err).__name__, str(err) + on)
 
 
-def _worker_name() -> str:
-    try:
-        from distributed import get_worker
+def _worker_name(remote: str) -> str:
+    import os
+    import socket
 
-        w = get_worker()
-        return f"{w.name} at {w.address}"
-    except Exception:
-        import socket
+    if remote == "dask":
+        try:
+            from distributed import get_worker
 
-        return socket.gethostname()
+            w = get_worker()
+            return f"Dask worker {w.name} at {w.address}"
+        except Exception:
+            pass
+    return f"local worker process {os.getpid()} on {socket.gethostname()}"
 
 
 def map_tasks(
@@ -80,30 +82,49 @@ def map_tasks(
     *,
     dask: str | None = None,
     progress: Callable[[T], None] | None = None,
+    imports: Sequence[str] = (),
 ) -> Iterator[R]:
     """``fn`` over ``items``, results in the order of ``items``; a failed task raises when reached.
 
-    Without ``dask``, here one after the other. With it, every task is submitted at once and each
-    result fetched when reached, then released on its worker (the client holds one at a time); the
-    tasks not yet reached are cancelled when the caller stops. ``progress(item)`` after each.
+    Without ``dask``, here one after the other. With ``local[:N]``, on N local worker processes
+    (:mod:`quicsm.fleet.pool`: at most 2N tasks ahead, so the client holds at most that many results).
+    Local workers start, and the first tasks go out, on the call. With a scheduler address, on the
+    first result asked for, every task is submitted at once and each result fetched when reached,
+    then released on its worker (the client holds one at a time). Either way the tasks not yet reached
+    are cancelled when the caller stops. ``progress(item)`` after each. ``imports``: modules the task
+    needs, imported here before local workers are forked (so they start with them, not each on its own).
     """
-    if not dask:
-        task = guarded(fn)
-        for item in items:
-            r = task(item)
-            if isinstance(r, Failure):
-                r.raise_()
-            if progress is not None:
-                progress(item)
-            yield r
-        return
+    from quicsm.fleet.cluster import parse_scheduler
+
+    where, n = parse_scheduler(dask) if dask else ("", None)
+    if dask and where != "local":
+        return _map_dask(fn, items, dask, progress)
+    if dask:
+        from quicsm.fleet.pool import map_local
+
+        results: Iterator[Any] = map_local(guarded(fn, remote="local"), items, n or 2, imports)  # started now
+    else:
+        results = map(guarded(fn), items)
+    return _checked(items, results, progress)
+
+
+def _checked(items: Sequence[T], results: Iterator[Any], progress: Callable[[T], None] | None) -> Iterator[Any]:
+    for item, r in zip(items, results):
+        if isinstance(r, Failure):
+            r.raise_()
+        if progress is not None:
+            progress(item)
+        yield r
+
+
+def _map_dask(fn: Callable[[T], R], items: Sequence[T], dask: str, progress: Callable[[T], None] | None) -> Iterator[R]:
     from quicsm.fleet.cluster import client_for, lost
 
     client = client_for(dask)
     try:
         with warnings.catch_warnings():  # the batches' file lists are the graph: 10 MiB at 10^5 files, by design
             warnings.filterwarnings("ignore", "Sending large graph", UserWarning)
-            futures: list[Any] = client.map(guarded(fn, remote=True), list(items), pure=False)
+            futures: list[Any] = client.map(guarded(fn, remote="dask"), list(items), pure=False)
     except OSError as exc:
         raise lost(dask, exc) from None
     try:

@@ -273,7 +273,7 @@ def parse_inputs(
         task = partial(traces_task, over=over, strict=strict)
         batches = file_batches(expand_inputs(paths, storage_options), dask=dask, storage_options=storage_options)
         shown = show_batches("dask: parsed", batches) if progress else None
-        for got, part in map_tasks(task, batches, dask=dask, progress=shown):
+        for got, part in map_tasks(task, batches, dask=dask, progress=shown, imports=TASK_IMPORTS):
             traces.extend(got)
             report.merge(part)
     else:
@@ -306,6 +306,19 @@ def traces_task(batch: FileBatch, *, over: Overrides, strict: bool) -> tuple[lis
     """One Dask task of ``parse`` to JSON Lines: a batch of files' non-empty traces and its report."""
     report = ParseReport(strict=strict)
     return [t for t in _objects_of(read_batch(batch, over, report, stores=False)) if t.events], report
+
+
+TASK_IMPORTS = (
+    "numpy",
+    "quicsm.fleet.sources",
+    "quicsm.traces.columnar",
+    "quicsm.traces.contract",
+    "quicsm.traces.logscan",
+    "quicsm.traces.parquet",
+    "quicsm.traces.qlog_columns",
+)
+"""What reading a batch imports on first use (:func:`quicsm.fleet.run.map_tasks`' ``imports``): forked
+local workers then start with it (each importing it cost 0.15-0.3 s of CPU)."""
 
 
 def read_batch(batch: FileBatch, over: Overrides, report: ParseReport, **kw: Any) -> Iterator[Trace | TraceColumns]:
@@ -362,15 +375,19 @@ def write_store(
     report = ParseReport(strict=strict)
     tally = Kept()
 
+    tasks: Iterator[Stored] = iter(())
+    if dask:  # local workers start here, before the writer (its allocator starts a thread)
+        from quicsm.fleet.run import map_tasks
+        from quicsm.traces.inputs import file_batches, show_batches
+
+        task = partial(store_task, over=over, strict=strict, where=where)
+        batches = file_batches(expand_inputs(paths, storage_options), dask=dask, storage_options=storage_options)
+        shown = show_batches("dask: written", batches) if progress else None
+        tasks = map_tasks(task, batches, dask=dask, progress=shown, imports=TASK_IMPORTS)
+
     def stream(on_bytes: Callable[[int], None] | None) -> Iterator[Any]:
         if dask:
-            from quicsm.fleet.run import map_tasks
-            from quicsm.traces.inputs import file_batches, show_batches
-
-            task = partial(store_task, over=over, strict=strict, where=where)
-            batches = file_batches(expand_inputs(paths, storage_options), dask=dask, storage_options=storage_options)
-            shown = show_batches("dask: written", batches) if progress else None
-            for got in map_tasks(task, batches, dask=dask, progress=shown):
+            for got in tasks:
                 report.merge(got.report)
                 tally.merge(got.kept)
                 yield from got.batches

@@ -16,7 +16,16 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from quicsm.traces.events import StateView, Trace
-from quicsm.traces.parse import Overrides, listed, no_match, no_transitions, progress_bar, read_batch, read_inputs
+from quicsm.traces.parse import (
+    TASK_IMPORTS,
+    Overrides,
+    listed,
+    no_match,
+    no_transitions,
+    progress_bar,
+    read_batch,
+    read_inputs,
+)
 from quicsm.traces.report import ParseReport
 from quicsm.traces.select import Selector, trace_matches
 
@@ -317,7 +326,7 @@ def summarize(
         batches = file_batches(expand_inputs(inputs, storage_options), dask=dask, storage_options=storage_options)
         task = partial(summary_task, view=view, over=over, strict=strict, where=where)
         shown = show_batches("dask: reduced", batches) if progress else None
-        parts = list(map_tasks(task, batches, dask=dask, progress=shown))
+        parts = list(map_tasks(task, batches, dask=dask, progress=shown, imports=TASK_IMPORTS))
         total = tree_merge(parts, _merged) or Summary(view=view, report=ParseReport(strict=strict))
     if require_transitions and not total.transitions:
         raise no_transitions(inputs, total.report)

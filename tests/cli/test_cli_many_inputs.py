@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -76,17 +77,35 @@ def test_relative_paths_are_refused_for_a_remote_cluster_not_a_local_one(
     monkeypatch.chdir(tmp_path)
     with pytest.raises(InputError, match="workers of tcp://sched:8786 run in their own directory"):
         file_batches(["h0/s0.log"], dask="tcp://sched:8786")
-    assert [b.files for b in file_batches(["h0/s0.log", "h1/s1.log"], dask="local:2")] == [("h0/s0.log", "h1/s1.log")]
+    assert [b.files for b in file_batches(["h0/s0.log", "h1/s1.log"], dask="local:2")] == [
+        ("h0/s0.log",),
+        ("h1/s1.log",),
+    ]
 
 
 def test_batches_keep_order_and_whole_run_scopes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     logs = [str(p) for p in _logs(tmp_path, 9)]
-    batches = file_batches(logs, dask="local:2", max_files=4)
+    batches = file_batches(logs, dask="tcp://sched:8786", max_files=4)
     assert [f for b in batches for f in b.files] == logs and [len(b.files) for b in batches] == [4, 4, 1]
     assert batches[0].scopes[0] == "s0.log"
+    assert [len(b.files) for b in file_batches(logs, dask="tcp://sched:8786")] == [9]
     capsys.readouterr()
-    assert [len(b.files) for b in file_batches(logs, dask="local:2")] == [9]
+    local = file_batches(logs, dask="local:2")  # local:N: at least TASKS_PER_WORKER tasks a worker
+    assert [b.files for b in local] == [(p,) for p in logs] and local[3].scopes == ("s3.log",)
     assert "a run this small" in capsys.readouterr().err
+
+
+def test_many_small_files_are_cut_by_count_from_a_sample_of_sizes(tmp_path: Path) -> None:
+    """Over SIZE_SAMPLE files, a sample is stat-ed; files that small are cut by count (no stat a file)
+    into tasks that say no size, so progress counts files; larger ones are still cut by size."""
+    logs = [str(p) for p in _logs(tmp_path, 1200)]
+    size = os.path.getsize(logs[0])
+    counted = file_batches(logs, dask="local:2")
+    assert [len(b.files) for b in counted] == [75] * 16 and {b.bytes for b in counted} == {0}
+    assert [f for b in counted for f in b.files] == logs
+    assert [len(b.files) for b in file_batches(logs, dask="local:3")] == [50] * 24
+    by_size = file_batches(logs, dask="tcp://sched:8786", target_bytes=100 * size)
+    assert {len(b.files) for b in by_size[:-1]} <= set(range(95, 101)) and sum(b.bytes for b in by_size) > 1000 * size
 
 
 def test_compare_json_records_skipped_records(tmp_path: Path) -> None:

@@ -5,7 +5,9 @@ Not a conftest.py: tests elsewhere import the root conftest by name, and a secon
 
 from __future__ import annotations
 
+import ctypes
 import gzip
+import os
 import random
 from pathlib import Path
 
@@ -63,3 +65,24 @@ def make_fleet_dir(tmp_path: Path) -> Path:
         else:
             (d / f"server{i}.log").write_bytes(text)
     return d
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [
+        (n, ctypes.c_size_t)
+        for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks")
+    ] + [("keepcost", ctypes.c_size_t)]
+
+
+def worker_state(_: object) -> tuple[int, int, str | None, int]:
+    """A local worker's (here, not in the test module: that imports the CLI, which sets malloc thresholds
+    on import): pid, parent pid, OPENBLAS_NUM_THREADS, and how many mmapped blocks a 16 MiB malloc added (0: from the heap)."""
+    libc = ctypes.CDLL(None)
+    libc.mallinfo2.restype = _Mallinfo2
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    before = libc.mallinfo2().hblks
+    block = libc.malloc(16 << 20)
+    mapped = libc.mallinfo2().hblks - before
+    libc.free(block)
+    return os.getpid(), os.getppid(), os.environ.get("OPENBLAS_NUM_THREADS"), mapped

@@ -1,4 +1,5 @@
-"""``--dask local:2``: a real LocalCluster of two worker processes gives byte-identical output."""
+"""``--dask``: two local worker processes (``local:2``) and a real two-worker Dask cluster reached by
+address give byte-identical output."""
 
 from __future__ import annotations
 
@@ -165,19 +166,3 @@ def test_dask_compare_json_is_identical(tmp_path: Path, scheduler: str) -> None:
     remote.unlink()
     code, out = _run(["compare", *sets, "--format", "json", "-o", str(remote), "-q", "--strict", "--dask", scheduler])
     assert code != 0 and f"{bad}:" in out and not remote.exists(), out
-
-
-def test_local_cluster_workers_keep_glibc_mmap_threshold() -> None:
-    """Dask's nannies set MALLOC_TRIM_THRESHOLD_, which freezes glibc's mmap threshold at 128 KiB (every
-    column array mapped and unmapped: workers took 1.6-1.8x the CPU of a lone process); ours raise it."""
-    from quicsm.fleet import cluster
-
-    client = cluster.client_for("local:2")
-    try:
-        env = client.run(lambda: (os.environ.get("MALLOC_MMAP_THRESHOLD_"), os.environ.get("MALLOC_TRIM_THRESHOLD_")))
-        assert len(env) == 2
-        for mmap, trim in env.values():
-            assert mmap == str(cluster.WORKER_MMAP_THRESHOLD)
-            assert trim is not None  # Dask's own setting is kept: workers still give memory back
-    finally:
-        cluster.close_clients()

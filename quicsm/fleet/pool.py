@@ -1,0 +1,115 @@
+"""``--dask local:N``: N worker processes of this machine, no scheduler.
+
+One machine needs no distributed scheduler: Dask itself runs GIL-bound Python on one machine with its
+local *processes* scheduler, a process pool. This is such a pool, driven so that results stream: tasks
+are submitted at most :func:`window` ahead of the one the caller waits for, results come back in
+input order, and the client holds at most that many (a 9.6 GB store is never held whole). The workers
+are **forked** from the client while it has no other thread (nothing can then be held locked in the
+child), so they start in milliseconds with the client's modules imported; with another thread running
+(an fsspec event loop, a test's server), or off Linux, they are spawned (each starts Python and imports
+what its tasks need: seconds).
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib
+import multiprocessing
+import os
+import sys
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from itertools import islice
+from typing import TypeVar
+
+from quicsm.errors import InputError
+from quicsm.fleet.malloc import keep_freed_memory
+
+__all__ = ["close_pools", "map_local", "pool_for", "start_method", "window"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_POOLS: dict[int, ProcessPoolExecutor] = {}
+
+
+def start_method() -> str:
+    """``fork`` when it is safe (Linux, and this process runs no other thread, Python's or a native
+    library's), else ``spawn`` (a
+    forkserver would give workers the environment of when it started, not of this run)."""
+    if sys.platform == "linux" and threading.active_count() == 1 and _os_threads() == 1:
+        return "fork"
+    return "spawn"
+
+
+def _os_threads() -> int:
+    """Threads of this process, those of native libraries too (pyarrow's allocator starts one on import)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 1
+
+
+def _worker_started() -> None:
+    # as the CLI process: one BLAS thread (spawned workers import NumPy after this), fixed malloc thresholds
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
+    keep_freed_memory()
+
+
+def pool_for(n: int) -> ProcessPoolExecutor:
+    """The pool of ``n`` workers of this process (made on first use, closed by :func:`close_pools` or at exit)."""
+    pool = _POOLS.get(n)
+    if pool is None:
+        ctx = multiprocessing.get_context(start_method())
+        pool = ProcessPoolExecutor(n, mp_context=ctx, initializer=_worker_started)
+        if not _POOLS:
+            atexit.register(close_pools)
+        _POOLS[n] = pool
+    return pool
+
+
+def window(n: int) -> int:
+    """Tasks submitted ahead of the one awaited: each of ``n`` workers busy and one queued for each."""
+    return 2 * n
+
+
+def map_local(task: Callable[[T], R], items: Sequence[T], n: int, imports: Sequence[str] = ()) -> Iterator[R]:
+    """``task`` over ``items`` on ``n`` local worker processes, results in input order. The workers start
+    and the first tasks go out now, on the call (so they fork before the caller starts a thread, as a
+    Parquet writer's allocator does); the rest as results are taken. The tasks not yet reached are
+    cancelled when the caller stops; a worker that dies fails the run. ``imports`` are imported here
+    first: forked workers then have them (spawned ones import them on their own)."""
+    for name in imports:
+        importlib.import_module(name)
+    pool = pool_for(n)
+    queued = iter(items)
+    ahead: deque[Future[R]] = deque(pool.submit(task, item) for item in islice(queued, window(n)))
+    return _results(pool, ahead, queued, task, n)
+
+
+def _results(
+    pool: ProcessPoolExecutor, ahead: deque[Future[R]], queued: Iterator[T], task: Callable[[T], R], n: int
+) -> Iterator[R]:
+    try:
+        while ahead:
+            r = ahead.popleft().result()
+            for item in islice(queued, window(n) - len(ahead)):
+                ahead.append(pool.submit(task, item))
+            yield r
+    except BrokenProcessPool as exc:
+        _POOLS.pop(n, None)
+        raise InputError(f"--dask local:{n}: a worker process died ({exc})") from None
+    finally:
+        for f in ahead:
+            f.cancel()
+
+
+def close_pools() -> None:
+    """Shut down every pool this process made (their workers exit)."""
+    while _POOLS:
+        _, pool = _POOLS.popitem()
+        pool.shutdown(wait=True, cancel_futures=True)

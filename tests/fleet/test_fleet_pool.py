@@ -1,0 +1,126 @@
+"""``--dask local:N``: N worker processes forked from the client (no scheduler), results streamed in order."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from fleet_fixtures import make_fleet_dir, worker_state
+
+from quicsm.cli.main import cli
+from quicsm.errors import ParseError
+from quicsm.fleet import pool
+from quicsm.fleet.run import map_tasks
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def mark(path: str) -> str:
+    """A task that leaves a file behind when it runs."""
+    Path(path).write_text("ran")
+    return path
+
+
+def fail_on(item: int) -> int:
+    if item == 3:
+        raise ParseError("f3.log", 7, "bad record")
+    return item * item
+
+
+@pytest.fixture
+def thread_running() -> Iterator[None]:
+    """Another thread in this process: forking now is unsafe, so the pool must not fork."""
+    pool.close_pools()
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait, daemon=True)
+    t.start()
+    yield
+    pool.close_pools()
+    stop.set()
+    t.join(5)
+
+
+def test_workers_fork_when_no_other_thread_runs() -> None:
+    """In a fresh process with one thread the workers are forked (started in milliseconds), in input order."""
+    script = (
+        "import os, sys, time\n"
+        "from quicsm.fleet import pool\n"
+        "from quicsm.fleet.run import map_tasks\n"
+        "def where(i):\n"
+        "    time.sleep(0.02)\n"
+        "    return i, os.getpid(), os.getppid()\n"
+        "print(pool.start_method())\n"
+        "t = time.perf_counter()\n"
+        "got = list(map_tasks(where, range(40), dask='local:2'))\n"
+        "print(round(time.perf_counter() - t, 3))\n"
+        "print([g[0] for g in got] == list(range(40)), len({g[1] for g in got}), {g[2] for g in got} == {os.getpid()})\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    method, seconds, checks = out.stdout.splitlines()
+    assert method == "fork"
+    assert float(seconds) < 5  # forked: no interpreter start, no imports (spawned: seconds each)
+    assert checks == "True 2 True"  # in order, on two worker processes, children of this one
+
+
+def test_no_fork_while_another_thread_runs(thread_running: None) -> None:
+    """A second thread (an fsspec event loop, a test's server) may hold a lock the child would never see
+    released: the workers are spawned instead, and still gives the results in order."""
+    assert pool.start_method() != "fork"
+    got = list(map_tasks(worker_state, range(6), dask="local:2"))
+    assert os.getpid() not in {pid for pid, *_ in got} and {ppid for _, ppid, *_ in got} == {os.getpid()}
+
+
+def test_workers_keep_glibc_thresholds_and_one_blas_thread(thread_running: None) -> None:
+    """Workers set the CLI's malloc thresholds (glibc's moving mmap threshold made a worker map and unmap
+    every column array: 1.6-1.8x a lone process's CPU) and one BLAS thread, also when not forked."""
+    got = list(map_tasks(worker_state, range(4), dask="local:2"))
+    for _, _, blas, mapped in got:
+        assert blas == "1"
+        assert mapped == 0  # a 16 MiB block from the heap, not its own mapping
+
+
+def test_a_failed_task_names_file_line_and_worker_pid() -> None:
+    with pytest.raises(ParseError) as err:
+        list(map_tasks(fail_on, range(8), dask="local:2"))
+    assert err.value.path == "f3.log" and err.value.line == 7
+    assert "f3.log:7: bad record (on local worker process " in str(err.value)
+    pid = int(str(err.value).split("local worker process ")[1].split()[0])
+    assert pid != os.getpid()
+    pool.close_pools()
+
+
+def test_tasks_are_submitted_a_window_ahead_and_cancelled_when_the_caller_stops(tmp_path: Path) -> None:
+    """The client holds at most 2N results: tasks go out only as results are taken; the rest never run."""
+    paths = [str(tmp_path / f"t{i}") for i in range(60)]
+    results = map_tasks(mark, paths, dask="local:2")
+    assert next(results) == paths[0]
+    time.sleep(0.5)  # the workers would run ahead here if everything had been submitted
+    ran = sum(os.path.exists(p) for p in paths)
+    assert 1 <= ran <= 5  # 2N ahead and the one taken
+    results.close()
+    pool.close_pools()  # waits for the workers: nothing runs after this
+    assert sum(os.path.exists(p) for p in paths) <= 5
+
+
+def test_cli_local_workers_match_the_local_run_and_name_the_worker_of_a_strict_failure(tmp_path: Path) -> None:
+    fleet_dir = make_fleet_dir(tmp_path)
+    local, remote = tmp_path / "local.json", tmp_path / "dask.json"
+    res = CliRunner().invoke(cli, ["compare", str(fleet_dir), str(fleet_dir), "--format", "json", "-o", str(local)])
+    assert res.exit_code == 0, res.output
+    args = ["compare", str(fleet_dir), str(fleet_dir), "--format", "json", "-o", str(remote), "--dask", "local:3"]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    assert local.read_bytes() == remote.read_bytes()
+    bad = fleet_dir / "server1.log"
+    bad.write_text(bad.read_text() + "QUICSM v=1 conn=0x9 t_us=oops cc=cubic to=SlowStart\n")
+    res = CliRunner().invoke(cli, ["infer", str(fleet_dir), "--strict", "--dask", "local:2", "-o", str(remote)])
+    assert res.exit_code != 0 and f"{bad}:" in res.output and "(on local worker process " in res.output, res.output
