@@ -40,6 +40,11 @@
  *     replay.split_masks: a stitch's outgoing and incoming candidate splits.
  * coarsen(src, dst, ptype, plist, nfpred, appred, afsucc, initial, terminal, merges) -> (merges, trials)
  *     replay.replay_coarsen's scan with each merge trial checked incrementally (see there).
+ * replay_rounds(part, types, has_succ, has_pred, ptype, invariants, initial, terminal_type, rng, budget, limit,
+ *               stats, out_ptype) -> (status, partitions)
+ *     replay._replay_rounds, every round in one call: the searches above on successor lists made again only
+ *     where a round changes them, each invariant's counterexample search taken up again from the first node
+ *     whose list changed since its last round (see synoptic_search_core).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -358,74 +363,198 @@ static inline HL prefer(HL old, HL nw) {
     return old.len < nw.len ? old : nw;
 }
 
-/* The search of synoptic_walk. */
-static PyObject *synoptic_search(WalkArgs w) {
-    const int32_t *ptr = I32(w.ptr), *idx = I32(w.idx), *ptype = I32(w.ptype);
-    Py_ssize_t n = w.ptype.n;
-    int width = w.kind == 0 ? 2 : 3, fail = w.kind == 0 ? 0 : 2;
-    HL *states = malloc(sizeof(HL) * (size_t)(width * n));
-    int32_t *queue = malloc(sizeof(int32_t) * (size_t)(n + 1));
-    uint8_t *queued = calloc((size_t)n, 1);
-    Arena ar = {NULL, 0, 0};
-    PyObject *result = NULL;
-    int32_t *walk = NULL;
-    if (!states || !queue || !queued) {
-        PyErr_NoMemory();
-        goto done;
+/* One node as the search holds it, in one half cache line: its automaton states' histories (valid where
+ * gen == the search's clock, so nothing is cleared per search) and its type. */
+typedef struct {
+    int32_t gen, type;
+    HL st[3];
+} SNode;
+
+/* A state the search overwrote (slot -1: the node was unreached before), to rewind it. */
+typedef struct {
+    int32_t node, slot;
+    HL old;
+} Undo;
+
+/* Where the search stood when it took the worklist's i-th node: the undo log's, the arena's and the pushes'
+ * sizes. */
+typedef struct {
+    int32_t undo, arena, pushed;
+} PopMark;
+
+/* One search and everything it needs to be taken up again (resumable): the nodes (types of the first `typed`
+ * filled in: a partition's type never changes while the replay refines), the worklist as the log of every node
+ * pushed (FIFO: the i-th node taken is the i-th pushed), a mark per node taken, the undo log, the history arena
+ * and the result. A later search of the same invariant on a graph where only some successor lists changed is
+ * the same search up to the first node taken whose list changed: it is rewound to there and goes on. */
+typedef struct {
+    SNode *nodes;
+    uint8_t *queued;
+    int32_t *push;
+    PopMark *pops;
+    Undo *undo;
+    Py_ssize_t cap, typed, npush, npop, nundo, undo_cap;
+    int32_t clock, build;
+    int ran;
+    HL found;
+    Arena ar;
+} SearchWs;
+
+static void search_ws_free(SearchWs *ws) {
+    free(ws->nodes);
+    free(ws->queued);
+    free(ws->push);
+    free(ws->pops);
+    free(ws->undo);
+    free(ws->ar.h);
+    memset(ws, 0, sizeof *ws);
+}
+
+/* Room for n nodes (each pushed and taken at most once per automaton state): 0, or -1 out of memory. */
+static int search_ws_fit(SearchWs *ws, Py_ssize_t n) {
+    if (n <= ws->cap) return 0;
+    Py_ssize_t cap = ws->cap * 2 > n ? ws->cap * 2 : n + 16;
+    SNode *nd = realloc(ws->nodes, sizeof(SNode) * (size_t)cap);
+    if (nd) ws->nodes = nd;
+    uint8_t *qd = realloc(ws->queued, (size_t)cap);
+    if (qd) ws->queued = qd;
+    int32_t *pu = realloc(ws->push, sizeof(int32_t) * (size_t)(3 * cap + 1));
+    if (pu) ws->push = pu;
+    PopMark *po = realloc(ws->pops, sizeof(PopMark) * (size_t)(3 * cap + 1));
+    if (po) ws->pops = po;
+    if (!nd || !qd || !pu || !po) return -1;
+    for (Py_ssize_t u = ws->cap; u < cap; u++) {
+        ws->nodes[u].gen = 0;
+        ws->queued[u] = 0;
     }
-    for (Py_ssize_t k = 0; k < width * n; k++) states[k] = NO_HISTORY;
-    int32_t start = arena_add(&ar, w.initial, -1);
-    if (start < 0) {
-        PyErr_NoMemory();
-        goto done;
+    ws->cap = cap;
+    return 0;
+}
+
+static int undo_push(SearchWs *ws, int32_t node, int32_t slot, HL old) {
+    if (ws->nundo == ws->undo_cap) {
+        Py_ssize_t cap = ws->undo_cap ? 2 * ws->undo_cap : 1024;
+        Undo *u = realloc(ws->undo, sizeof(Undo) * (size_t)cap);
+        if (!u) return -1;
+        ws->undo = u;
+        ws->undo_cap = cap;
     }
-    const HL first = {start, 1};
-    int32_t typ = ptype[w.initial];
-    HL *init = states + (Py_ssize_t)w.initial * width;
-    if (w.kind == 0)
-        init[typ == w.a ? 0 : 1] = first;
-    else if (w.kind == 1)
-        init[typ == w.a ? 1 : 0] = first;
-    else
-        init[typ == w.a ? 1 : typ == w.b ? 2 : 0] = first;
-    /* the worklist is a ring of at most n queued nodes */
-    Py_ssize_t head = 0, count = 0;
-    queue[0] = w.initial;
-    count = 1;
-    queued[w.initial] = 1;
+    ws->undo[ws->nundo++] = (Undo){node, slot, old};
+    return 0;
+}
+
+/* The search of synoptic_walk on nodes 0 .. n - 1 (u's successors: idx[beg[u] .. end[u]); a CSR's indptr gives
+ * beg = indptr, end = indptr + 1): 1 with *found the failing history (in ws->ar), 0 when the
+ * invariant holds, -1 out of memory. With `changed` (per node: == build when its successor list differs from
+ * the build before) and a search of this invariant on the build before in ws, that search is taken up from the
+ * first node it took whose list changed (none: its result stands). */
+static int synoptic_search_core(const int32_t *beg, const int32_t *end, const int32_t *idx, const int32_t *ptype,
+                                Py_ssize_t n, int kind,
+                                int32_t a, int32_t b, int32_t initial, int32_t terminal_type, SearchWs *ws,
+                                HL *found_out, const int32_t *changed, int32_t build) {
+    if (search_ws_fit(ws, n) < 0) return -1;
+    const int width = kind == 0 ? 2 : 3, fail = kind == 0 ? 0 : 2;
+    SNode *nodes = ws->nodes;
+    for (Py_ssize_t u = ws->typed; u < n; u++) nodes[u].type = ptype[u];
+    if (ws->typed < n) ws->typed = n;
+    uint8_t *queued = ws->queued;
+    int32_t *push = ws->push;
+    Arena *ar = &ws->ar;
+    Py_ssize_t from = -1;
+    if (changed && ws->ran && ws->build == build - 1) {
+        from = 0;
+        while (from < ws->npop && changed[push[from]] != build) from++;
+    }
+    ws->build = build;
+    ws->ran = 1;
+    if (from >= 0 && from == ws->npop) { /* it read no changed list */
+        *found_out = ws->found;
+        return ws->found.h >= 0;
+    }
+    for (Py_ssize_t i = ws->npop; i < ws->npush; i++) queued[push[i]] = 0;
+    if (from >= 0) { /* rewound to where it took its first changed list */
+        const PopMark m = ws->pops[from];
+        while (ws->nundo > m.undo) {
+            const Undo u = ws->undo[--ws->nundo];
+            if (u.slot < 0)
+                nodes[u.node].gen = 0;
+            else
+                nodes[u.node].st[u.slot] = u.old;
+        }
+        ar->n = m.arena;
+        ws->npush = m.pushed;
+        ws->npop = from;
+        for (Py_ssize_t i = from; i < ws->npush; i++) queued[push[i]] = 1;
+    } else { /* a new search */
+        if (++ws->clock == INT32_MAX) { /* stamps wrap: every node's states stale again */
+            for (Py_ssize_t u = 0; u < ws->cap; u++) nodes[u].gen = 0;
+            ws->clock = 1;
+        }
+        ws->nundo = 0;
+        ar->n = 0;
+        const int32_t start = arena_add(ar, initial, -1);
+        if (start < 0) return -1;
+        SNode *init = &nodes[initial];
+        init->gen = ws->clock;
+        init->st[0] = init->st[1] = init->st[2] = NO_HISTORY;
+        const HL first = {start, 1};
+        const int32_t typ = ptype[initial];
+        if (kind == 0)
+            init->st[typ == a ? 0 : 1] = first;
+        else if (kind == 1)
+            init->st[typ == a ? 1 : 0] = first;
+        else
+            init->st[typ == a ? 1 : typ == b ? 2 : 0] = first;
+        push[0] = initial;
+        ws->npush = 1;
+        ws->npop = 0;
+        queued[initial] = 1;
+    }
+    const int32_t clock = ws->clock;
+    Py_ssize_t npush = ws->npush, npop = ws->npop;
     HL found = NO_HISTORY;
-    while (count > 0 && found.h < 0) {
-        int32_t node = queue[head];
-        head = (head + 1) % n;
-        count--;
+    int nomem = 0;
+    while (npop < npush && found.h < 0) {
+        ws->pops[npop] = (PopMark){(int32_t)ws->nundo, (int32_t)ar->n, (int32_t)npush};
+        const int32_t node = push[npop++];
         queued[node] = 0;
-        for (int32_t e = ptr[node]; e < ptr[node + 1]; e++) {
-            int32_t target = idx[e], tt = ptype[target];
-            const HL *cur = states + (Py_ssize_t)node * width;
-            HL *old = states + (Py_ssize_t)target * width;
+        for (int32_t e = beg[node]; e < end[node]; e++) {
+            const int32_t target = idx[e];
+            SNode *tn = &nodes[target];
+            if (tn->gen != clock) {
+                if (undo_push(ws, target, -1, NO_HISTORY) < 0) {
+                    nomem = 1;
+                    break;
+                }
+                tn->gen = clock;
+                tn->st[0] = tn->st[1] = tn->st[2] = NO_HISTORY;
+            }
+            HL *old = tn->st;
+            const int32_t tt = tn->type;
+            const HL *cur = nodes[node].st;
             HL h0 = cur[0], h1 = cur[1], h2 = width == 3 ? cur[2] : NO_HISTORY;
-            if (w.kind == 0) {
-                if (tt == w.a) {
+            if (kind == 0) {
+                if (tt == a) {
                     h0 = prefer(h1, h0);
                     h1 = NO_HISTORY;
-                } else if (tt == w.b) {
+                } else if (tt == b) {
                     h1 = prefer(h0, h1);
                     h0 = NO_HISTORY;
                 }
-            } else if (w.kind == 1) {
-                if (tt == w.b) {
+            } else if (kind == 1) {
+                if (tt == b) {
                     h2 = prefer(h1, h2);
                     h1 = NO_HISTORY;
                 }
-                if (tt == w.a) {
+                if (tt == a) {
                     h1 = prefer(h0, h1);
                     h0 = NO_HISTORY;
                 }
             } else {
-                if (tt == w.a) {
+                if (tt == a) {
                     h1 = prefer(h0, h1);
                     h0 = NO_HISTORY;
-                } else if (tt == w.b) {
+                } else if (tt == b) {
                     h2 = prefer(h0, h2);
                     h0 = NO_HISTORY;
                 }
@@ -437,45 +566,67 @@ static PyObject *synoptic_search(WalkArgs w) {
                 /* a history that would lose to the one kept (shorter wins, a tie goes to the new one) is not
                  * made; one that is made replaces it */
                 if (old[i].h >= 0 && old[i].len < upd[i].len + 1) continue;
-                const int32_t made = arena_add(&ar, target, upd[i].h);
-                if (made == -2) {
-                    PyErr_NoMemory();
-                    goto done;
+                const int32_t made = ar->n < ar->cap ? (ar->h[ar->n] = (Hist){target, upd[i].h}, (int32_t)ar->n++)
+                                                     : arena_add(ar, target, upd[i].h);
+                if (made == -2 || undo_push(ws, target, i, old[i]) < 0) {
+                    nomem = 1;
+                    break;
                 }
                 grows |= old[i].h < 0;
                 old[i] = (HL){made, upd[i].len + 1};
             }
-            if (old[fail].h >= 0 && tt == w.terminal_type) {
+            if (nomem) break;
+            if (old[fail].h >= 0 && tt == terminal_type) {
                 found = old[fail];
                 break;
             }
             if (grows && !queued[target]) {
-                queue[(head + count) % n] = target;
-                count++;
+                push[npush++] = target;
                 queued[target] = 1;
             }
         }
+        if (nomem) break;
     }
-    if (found.h < 0) {
+    ws->npush = npush;
+    ws->npop = npop;
+    if (nomem) {
+        ws->ran = 0;
+        return -1;
+    }
+    ws->found = found;
+    *found_out = found;
+    return found.h >= 0;
+}
+
+/* The nodes of a history found by the search, first to last, into walk (room for h.len). */
+static Py_ssize_t history_walk(const Arena *ar, HL h, int32_t *walk) {
+    Py_ssize_t i = h.len;
+    for (int32_t k = h.h; k >= 0 && i > 0; k = ar->h[k].prev) walk[--i] = ar->h[k].node;
+    if (i > 0) memmove(walk, walk + i, sizeof(int32_t) * (size_t)(h.len - i));
+    return h.len - i;
+}
+
+/* The search of synoptic_walk. */
+static PyObject *synoptic_search(WalkArgs w) {
+    SearchWs ws;
+    memset(&ws, 0, sizeof ws);
+    HL found = NO_HISTORY;
+    PyObject *result = NULL;
+    int32_t *walk = NULL;
+    int got = synoptic_search_core(I32(w.ptr), I32(w.ptr) + 1, I32(w.idx), I32(w.ptype), w.ptype.n, w.kind, w.a, w.b,
+                                   w.initial, w.terminal_type, &ws, &found, NULL, 0);
+    if (got < 0) {
+        PyErr_NoMemory();
+    } else if (got == 0) {
         result = Py_None;
         Py_INCREF(result);
-        goto done;
-    }
-    Py_ssize_t len = found.len;
-    walk = malloc(sizeof(int32_t) * (size_t)len);
-    if (!walk) {
+    } else if (!(walk = malloc(sizeof(int32_t) * (size_t)found.len))) {
         PyErr_NoMemory();
-        goto done;
+    } else {
+        result = walk_list(walk, history_walk(&ws.ar, found, walk));
     }
-    Py_ssize_t i = len;
-    for (int32_t k = found.h; k >= 0 && i > 0; k = ar.h[k].prev) walk[--i] = ar.h[k].node;
-    result = walk_list(walk + i, len - i);
-done:
-    free(states);
-    free(queue);
-    free(queued);
-    free(ar.h);
     free(walk);
+    search_ws_free(&ws);
     return result;
 }
 
@@ -488,6 +639,34 @@ static PyObject *synoptic_walk(PyObject *self, PyObject *args) {
 }
 
 /* ---- stitch -------------------------------------------------------------------------------------- */
+
+/* Follow the events `hot` (nhot of them, overwritten) along the walk until none goes on: 1 with (prev, cur,
+ * nxt) set then, 0 if some event takes the whole walk. */
+static int stitch_core(const int32_t *p, Py_ssize_t nev, const int32_t *ty, int32_t terminal_type, int32_t *hot,
+                       Py_ssize_t nhot, const int32_t *wk, Py_ssize_t wlen, int32_t *prev_out, int32_t *cur_out,
+                       int32_t *nxt_out) {
+    int32_t prev = -1, cur = -1, nxt = -1;
+    int ended = 0;
+    for (Py_ssize_t s = 0; s < wlen; s++) {
+        prev = cur;
+        cur = nxt;
+        nxt = wk[s];
+        Py_ssize_t k = 0;
+        for (Py_ssize_t i = 0; i < nhot; i++)
+            if (hot[i] >= 0 && hot[i] < nev && p[hot[i]] == nxt) hot[k++] = hot[i];
+        if (k == 0) {
+            ended = 1;
+            break;
+        }
+        nhot = 0;
+        for (Py_ssize_t i = 0; i < k; i++)
+            if (ty[hot[i]] != terminal_type) hot[nhot++] = hot[i] + 1;
+    }
+    *prev_out = prev;
+    *cur_out = cur;
+    *nxt_out = nxt;
+    return ended;
+}
 
 static PyObject *stitch(PyObject *self, PyObject *args) {
     PyObject *po, *to, *so, *wo;
@@ -516,26 +695,10 @@ static PyObject *stitch(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
-    const int32_t *p = I32(part), *ty = I32(types), *wk = I32(walk);
     memcpy(hot, start.view.buf, sizeof(int32_t) * (size_t)start.n);
-    Py_ssize_t nhot = start.n;
     int32_t prev = -1, cur = -1, nxt = -1;
-    int ended = 0;
-    for (Py_ssize_t s = 0; s < walk.n; s++) {
-        prev = cur;
-        cur = nxt;
-        nxt = wk[s];
-        Py_ssize_t k = 0;
-        for (Py_ssize_t i = 0; i < nhot; i++)
-            if (hot[i] >= 0 && hot[i] < part.n && p[hot[i]] == nxt) hot[k++] = hot[i];
-        if (k == 0) {
-            ended = 1;
-            break;
-        }
-        nhot = 0;
-        for (Py_ssize_t i = 0; i < k; i++)
-            if (ty[hot[i]] != terminal_type) hot[nhot++] = hot[i] + 1;
-    }
+    int ended = stitch_core(I32(part), part.n, I32(types), terminal_type, hot, start.n, I32(walk), walk.n, &prev, &cur,
+                            &nxt);
     if (!ended) {
         result = Py_None;
         Py_INCREF(result);
@@ -618,9 +781,135 @@ done:
     return result;
 }
 
-/* Does `a kind b` hold on the graph if p were split as split_steps says (the moving side a new node q =
- * nodes)? The breadth-first search of `shortest` on that graph, built on the fly from the graph's CSR and
- * the split's steps, so a candidate split costs p's events plus one search, not a new graph. */
+/* What a split trial keeps between calls (see SearchWs): the split's steps (4 x width), the searched
+ * (node, state) keys, the queue and the parents of the keys (3 x width). */
+typedef struct {
+    uint8_t *sn, *visited;
+    int32_t *queue, *parent;
+    Py_ssize_t width;
+} TrialWs;
+
+static void trial_ws_free(TrialWs *ws) {
+    free(ws->sn);
+    free(ws->visited);
+    free(ws->queue);
+    free(ws->parent);
+    memset(ws, 0, sizeof *ws);
+}
+
+static int trial_ws_fit(TrialWs *ws, Py_ssize_t width) {
+    if (width <= ws->width) return 0;
+    Py_ssize_t cap = ws->width * 2 > width ? ws->width * 2 : width + 16;
+    free(ws->sn);
+    free(ws->visited);
+    free(ws->queue);
+    free(ws->parent);
+    ws->sn = malloc((size_t)(4 * cap));
+    ws->visited = malloc((size_t)(3 * cap));
+    ws->queue = malloc(sizeof(int32_t) * (size_t)(3 * cap));
+    ws->parent = malloc(sizeof(int32_t) * (size_t)(3 * cap));
+    ws->width = cap;
+    if (!ws->sn || !ws->visited || !ws->queue || !ws->parent) {
+        trial_ws_free(ws);
+        return -1;
+    }
+    return 0;
+}
+
+/* Does `a kind b` hold on the graph (nodes 0 .. nodes - 1, u's successors ix[ib[u] .. ie[u]), types ty) if the members `mem` of p with
+ * moving[e] set went to a new node q = nodes? The breadth-first search of `shortest` on that graph, built on the
+ * fly from the CSR and one pass over p's members (in any order; moving is per event), so a candidate split costs
+ * p's events plus one search, not a new graph. 1 if it holds, 0 if not (with `walk`: the length of a walk
+ * breaking it written there, INITIAL first, 0 when it does not fit in walk_cap), -1 out of memory. */
+static int trial_core(const int32_t *ib, const int32_t *ie, const int32_t *ix, const int32_t *ty, Py_ssize_t nodes,
+                      const int32_t *part,
+                      Py_ssize_t nev, const uint8_t *hs, const uint8_t *hp, const int32_t *mem, Py_ssize_t nmem,
+                      const uint8_t *moving, int32_t p, int kind, int32_t a, int32_t b, int32_t initial,
+                      int32_t terminal_type, TrialWs *ws, int32_t *walk, Py_ssize_t walk_cap, Py_ssize_t *walk_len) {
+    const Py_ssize_t width = nodes + 1;
+    if (trial_ws_fit(ws, width) < 0) return -1;
+    uint8_t *sn = ws->sn, *visited = ws->visited;
+    int32_t *queue = ws->queue, *parent = ws->parent;
+    memset(sn, 0, (size_t)(4 * width));
+    memset(visited, 0, (size_t)(3 * width));
+    long inner = 0;
+    for (Py_ssize_t i = 0; i < nmem; i++) {
+        const int32_t e = mem[i];
+        const int side = moving[e] != 0;
+        if (hs[e] && e + 1 < nev) {
+            const int32_t d = part[e + 1];
+            if (d == p)
+                inner |= 1L << (2 * side + (moving[e + 1] != 0));
+            else if (d >= 0 && d < width)
+                sn[side * width + d] = 1;
+        }
+        if (hp[e] && e > 0) {
+            const int32_t s = part[e - 1];
+            if (s != p && s >= 0 && s < width) sn[(2 + side) * width + s] = 1;
+        }
+    }
+    const int32_t q = (int32_t)nodes, tp = ty[p];
+#define TYPE_OF(u) ((u) == q ? tp : ty[u])
+    int32_t start = initial * 3 + step(kind, a, b, 0, ty[initial]);
+    visited[start] = 1;
+    parent[start] = -1;
+    Py_ssize_t head = 0, tail = 0;
+    queue[tail++] = start;
+    int32_t end = -1;
+#define VISIT(v)                                                    \
+    do {                                                            \
+        int32_t k2 = (v) * 3 + step(kind, a, b, state, TYPE_OF(v)); \
+        if (!visited[k2]) {                                         \
+            visited[k2] = 1;                                        \
+            parent[k2] = key;                                       \
+            queue[tail++] = k2;                                     \
+        }                                                           \
+    } while (0)
+    while (head < tail) {
+        int32_t key = queue[head++], node = key / 3, state = key % 3;
+        if (TYPE_OF(node) == terminal_type && (state == 2 || (kind == 0 && state == 1))) {
+            end = key;
+            break;
+        }
+        if (node == p || node == q) {
+            const int side = node == q;
+            for (int32_t e = ib[p]; e < ie[p]; e++) {
+                int32_t v = ix[e];
+                if (v != p && sn[side * width + v]) VISIT(v);
+            }
+            if (inner >> (2 * side) & 1) VISIT(p);
+            if (inner >> (2 * side + 1) & 1) VISIT(q);
+        } else {
+            for (int32_t e = ib[node]; e < ie[node]; e++) {
+                int32_t v = ix[e];
+                if (v != p) {
+                    VISIT(v);
+                } else {
+                    if (sn[2 * width + node]) VISIT(p);
+                    if (sn[3 * width + node]) VISIT(q);
+                }
+            }
+        }
+    }
+#undef VISIT
+#undef TYPE_OF
+    if (end < 0) return 1;
+    if (walk) { /* the violating walk, INITIAL first, when it fits */
+        Py_ssize_t len = 0;
+        for (int32_t key = end; key >= 0; key = parent[key]) len++;
+        if (len > walk_cap) {
+            len = 0;
+        } else {
+            Py_ssize_t i = len;
+            for (int32_t key = end; key >= 0; key = parent[key]) walk[--i] = key / 3;
+        }
+        *walk_len = len;
+    }
+    return 0;
+}
+
+/* Would `a kind b` hold if `events` (of p) stayed and p's other members moved to a new partition (trial_core)?
+ * `mark` (uint8 per event, all clear) is borrowed and left clear. */
 static PyObject *holds_if_split(PyObject *self, PyObject *args) {
     PyObject *ipo, *ixo, *tyo, *po, *so, *ro, *mo, *eo, *ko, *wo = NULL;
     int p, kind, a, b, initial, terminal_type;
@@ -638,111 +927,65 @@ static PyObject *holds_if_split(PyObject *self, PyObject *args) {
     for (; k < 9; k++)
         if (get_arr(objs[k], got[k], sizes[k], k == 8, names[k]) < 0) break;
     PyObject *result = NULL;
-    uint8_t *sn = NULL, *visited = NULL, *moving = NULL;
-    int32_t *queue = NULL, *parent = NULL;
+    TrialWs ws;
+    memset(&ws, 0, sizeof ws);
     if (k < 9) goto done;
-    const Py_ssize_t nodes = ptype.n, width = nodes + 1;
+    const Py_ssize_t nodes = ptype.n;
     if (ptr.n != nodes + 1 || mark.n != part.n || succ.n != part.n || pred.n != part.n || p < 0 || p >= nodes ||
         initial < 0 || initial >= nodes || kind < 0 || kind > 2) {
         PyErr_SetString(PyExc_ValueError, "holds_if_split: bad arguments");
         goto done;
     }
-    const int32_t *ip = I32(ptr), *ix = I32(idx), *ty = I32(ptype), *ev = I32(events), *mem = I32(members);
+    const int32_t *ev = I32(events), *mem = I32(members);
     uint8_t *mk = (uint8_t *)mark.view.buf;
-    sn = calloc((size_t)(4 * width), 1);
-    visited = calloc((size_t)(3 * width), 1);
-    queue = malloc(sizeof(int32_t) * (size_t)(3 * width));
-    moving = malloc((size_t)members.n + 1);
-    if (wo) parent = malloc(sizeof(int32_t) * (size_t)(3 * width));
-    if (!sn || !visited || !queue || !moving || (wo && !parent)) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    /* the members not among `events` move */
-    for (Py_ssize_t i = 0; i < events.n; i++) {
+    for (Py_ssize_t i = 0; i < events.n; i++)
         if (ev[i] < 0 || ev[i] >= part.n) {
             PyErr_SetString(PyExc_IndexError, "holds_if_split: event outside the log");
             goto done;
         }
-        mk[ev[i]] = 1;
-    }
-    for (Py_ssize_t i = 0; i < members.n; i++) moving[i] = mem[i] >= 0 && mem[i] < part.n ? !mk[mem[i]] : 1;
+    for (Py_ssize_t i = 0; i < members.n; i++)
+        if (mem[i] < 0 || mem[i] >= part.n) {
+            PyErr_SetString(PyExc_IndexError, "split_steps: member outside the log");
+            goto done;
+        }
+    /* the members not among `events` move: marked in `mark` for the pass, cleared after */
+    for (Py_ssize_t i = 0; i < members.n; i++) mk[mem[i]] = 1;
     for (Py_ssize_t i = 0; i < events.n; i++) mk[ev[i]] = 0;
-    long inner = split_pass(I32(part), part.n, (const uint8_t *)succ.view.buf, (const uint8_t *)pred.view.buf, mem,
-                            members.n, moving, p, sn, width);
-    if (inner < 0) goto done;
-    const int32_t q = (int32_t)nodes, tp = ty[p];
-#define TYPE_OF(u) ((u) == q ? tp : ty[u])
-    int32_t start = initial * 3 + step(kind, a, b, 0, ty[initial]);
-    visited[start] = 1;
-    if (parent) parent[start] = -1;
-    Py_ssize_t head = 0, tail = 0;
-    queue[tail++] = start;
-    int found = 0;
-    int32_t end = -1;
-#define VISIT(v)                                                    \
-    do {                                                            \
-        int32_t k2 = (v) * 3 + step(kind, a, b, state, TYPE_OF(v)); \
-        if (!visited[k2]) {                                         \
-            visited[k2] = 1;                                        \
-            if (parent) parent[k2] = key;                           \
-            queue[tail++] = k2;                                     \
-        }                                                           \
-    } while (0)
-    while (head < tail) {
-        int32_t key = queue[head++], node = key / 3, state = key % 3;
-        if (TYPE_OF(node) == terminal_type && (state == 2 || (kind == 0 && state == 1))) {
-            found = 1;
-            end = key;
-            break;
-        }
-        if (node == p || node == q) {
-            const int side = node == q;
-            for (int32_t e = ip[p]; e < ip[p + 1]; e++) {
-                int32_t v = ix[e];
-                if (v != p && sn[side * width + v]) VISIT(v);
-            }
-            if (inner >> (2 * side) & 1) VISIT(p);
-            if (inner >> (2 * side + 1) & 1) VISIT(q);
-        } else {
-            for (int32_t e = ip[node]; e < ip[node + 1]; e++) {
-                int32_t v = ix[e];
-                if (v != p) {
-                    VISIT(v);
-                } else {
-                    if (sn[2 * width + node]) VISIT(p);
-                    if (sn[3 * width + node]) VISIT(q);
-                }
-            }
-        }
-    }
-#undef VISIT
-#undef TYPE_OF
-    if (!wo) {
-        result = PyBool_FromLong(!found);
-    } else if (!found) {
-        result = PyLong_FromLong(-1);
-    } else { /* the violating walk, INITIAL first, when it fits */
-        Py_ssize_t len = 0;
-        for (int32_t key = end; key >= 0; key = parent[key]) len++;
-        int32_t *out = (int32_t *)wit.view.buf;
-        if (len > wit.n) {
-            len = 0;
-        } else {
-            Py_ssize_t i = len;
-            for (int32_t key = end; key >= 0; key = parent[key]) out[--i] = key / 3;
-        }
-        result = PyLong_FromSsize_t(len);
-    }
+    Py_ssize_t len = 0;
+    int holds = trial_core(I32(ptr), I32(ptr) + 1, I32(idx), I32(ptype), nodes, I32(part), part.n, (const uint8_t *)succ.view.buf,
+                           (const uint8_t *)pred.view.buf, mem, members.n, mk, p, kind, a, b, initial, terminal_type,
+                           &ws, wo ? (int32_t *)wit.view.buf : NULL, wit.n, &len);
+    for (Py_ssize_t i = 0; i < members.n; i++) mk[mem[i]] = 0;
+    if (holds < 0)
+        PyErr_NoMemory();
+    else if (!wo)
+        result = PyBool_FromLong(holds);
+    else
+        result = PyLong_FromSsize_t(holds ? -1 : len);
 done:
-    free(sn);
-    free(visited);
-    free(queue);
-    free(moving);
-    free(parent);
+    trial_ws_free(&ws);
     for (int j = 0; j < k; j++) PyBuffer_Release(&got[j]->view);
     if (wo) PyBuffer_Release(&wit.view);
     return result;
+}
+
+/* Is every step of the walk (len > 0 nodes) an edge of the graph, and none of its nodes `avoid`? */
+static int walk_ok(const int32_t *ib, const int32_t *ie, const int32_t *ix, Py_ssize_t nidx, Py_ssize_t nodes,
+                   const int32_t *w, Py_ssize_t len, int32_t avoid) {
+    if (len <= 0) return 0;
+    for (Py_ssize_t i = 0; i < len; i++) {
+        const int32_t u = w[i];
+        if (u < 0 || u >= nodes || u == avoid) return 0;
+        if (i + 1 == len) break;
+        int has = 0;
+        for (int32_t e = ib[u]; e < ie[u]; e++)
+            if (e >= 0 && e < nidx && ix[e] == w[i + 1]) {
+                has = 1;
+                break;
+            }
+        if (!has) return 0;
+    }
+    return 1;
 }
 
 /* walk_in_graph(indptr, indices, walks, bounds, avoid) -> index | -1: the first of the walks (walk i is
@@ -768,25 +1011,7 @@ static PyObject *walk_in_graph(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_ValueError, "walk_in_graph: bad bounds");
             goto done;
         }
-        const int32_t *w = all + bd[wi];
-        const Py_ssize_t len = bd[wi + 1] - bd[wi];
-        int ok = len > 0;
-        for (Py_ssize_t i = 0; ok && i < len; i++) {
-            const int32_t u = w[i];
-            if (u < 0 || u >= nodes || u == avoid) {
-                ok = 0;
-                break;
-            }
-            if (i + 1 == len) break;
-            int has = 0;
-            for (int32_t e = ip[u]; e < ip[u + 1]; e++)
-                if (e >= 0 && e < idx.n && ix[e] == w[i + 1]) {
-                    has = 1;
-                    break;
-                }
-            ok = has;
-        }
-        if (ok) first = (long)wi;
+        if (walk_ok(ip, ip + 1, ix, idx.n, nodes, all + bd[wi], bd[wi + 1] - bd[wi], avoid)) first = (long)wi;
     }
     result = PyLong_FromLong(first);
 done:
@@ -1222,8 +1447,9 @@ static PyObject *coarsen(PyObject *self, PyObject *args) {
     Coarse c;
     memset(&c, 0, sizeof c);
     PairSet failed = {NULL, 0, 0};
-    int32_t *list = NULL, *next = NULL, *tstart = NULL, *tpos = NULL, *tlist = NULL, *stamp = NULL, *moved = NULL;
-    uint8_t *gone = NULL;
+    int32_t *anext = NULL, *aprev = NULL, *tnext = NULL, *tprev = NULL, *thead = NULL, *ttail = NULL, *stamp = NULL,
+            *moved = NULL;
+    uint8_t *gone = NULL, *in_order = NULL;
     if (k < 8) goto done;
     const Py_ssize_t nodes = ptype.n, types = nf.n;
     const int32_t *ty = I32(ptype);
@@ -1256,16 +1482,18 @@ static PyObject *coarsen(PyObject *self, PyObject *args) {
     c.queue = malloc(sizeof(int32_t) * (size_t)c.queue_cap);
     failed.cap = 1024;
     failed.k = calloc(failed.cap, sizeof(uint64_t));
-    list = malloc(sizeof(int32_t) * (size_t)(plist.n + 1));
-    next = malloc(sizeof(int32_t) * (size_t)(plist.n + 1));
-    tstart = malloc(sizeof(int32_t) * (size_t)(types + 2));
-    tpos = malloc(sizeof(int32_t) * (size_t)(plist.n + 1));
-    tlist = malloc(sizeof(int32_t) * (size_t)(plist.n + 1));
+    anext = malloc(sizeof(int32_t) * (size_t)(nodes + 1));
+    aprev = malloc(sizeof(int32_t) * (size_t)(nodes + 1));
+    tnext = malloc(sizeof(int32_t) * (size_t)(nodes + 1));
+    tprev = malloc(sizeof(int32_t) * (size_t)(nodes + 1));
+    thead = malloc(sizeof(int32_t) * (size_t)(types + 1));
+    ttail = malloc(sizeof(int32_t) * (size_t)(types + 1));
+    in_order = calloc((size_t)nodes + 1, 1);
     moved = malloc(sizeof(int32_t) * (size_t)(plist.n + 1));
     stamp = calloc((size_t)nodes + 1, sizeof(int32_t));
     gone = calloc((size_t)nodes + 1, 1);
-    if (!c.out || !c.in || !c.group || !c.rep || !c.A || !c.R || !c.N || !c.queue || !failed.k || !list || !next ||
-        !tstart || !tpos || !tlist || !moved || !stamp || !gone)
+    if (!c.out || !c.in || !c.group || !c.rep || !c.A || !c.R || !c.N || !c.queue || !failed.k || !anext || !aprev ||
+        !tnext || !tprev || !thead || !ttail || !in_order || !moved || !stamp || !gone)
         goto nomem;
     const int32_t *sv = I32(src), *dv = I32(dst);
     for (Py_ssize_t u = 0; u < nodes; u++) {
@@ -1293,30 +1521,42 @@ static PyObject *coarsen(PyObject *self, PyObject *args) {
     c.log_n = 0;
     if (grow_backward(&c, 0, tail, -1, -1, 0) < 0) goto nomem;
     c.log_n = 0;
-    Py_ssize_t len = plist.n, nmerges = 0, resume = 0;
+    /* The scan order as two doubly linked lists over partition ids: all of it (a*) and per type (t*), so a
+     * merge's removals and moves to the end cost what they move, not a pass over the order. */
+    for (Py_ssize_t t = 0; t < types; t++) thead[t] = ttail[t] = -1;
+    int32_t ghead = -1, gtail = -1;
+#define APPEND(x)                                                  \
+    do {                                                           \
+        const int32_t x_ = (x), t_ = ty[x_];                       \
+        anext[x_] = -1;                                            \
+        aprev[x_] = gtail;                                         \
+        if (gtail >= 0) anext[gtail] = x_; else ghead = x_;        \
+        gtail = x_;                                                \
+        tnext[x_] = -1;                                            \
+        tprev[x_] = ttail[t_];                                     \
+        if (ttail[t_] >= 0) tnext[ttail[t_]] = x_; else thead[t_] = x_; \
+        ttail[t_] = x_;                                            \
+    } while (0)
+    for (Py_ssize_t i = 0; i < plist.n; i++) {
+        const int32_t x = I32(plist)[i];
+        if (x < 0 || x >= nodes || ty[x] < 0 || in_order[x]) {
+            PyErr_SetString(PyExc_ValueError, "coarsen: bad partition order");
+            goto done;
+        }
+        in_order[x] = 1;
+        APPEND(x);
+    }
+    Py_ssize_t nmerges = 0;
+    int32_t resume = ghead;
     long trials = 0;
     int32_t clock = 0;
-    memcpy(list, plist.view.buf, sizeof(int32_t) * (size_t)len);
     int32_t *mout = (int32_t *)merges.view.buf;
     for (;;) {
-        /* the order's members of each type, in order: tlist[tstart[t] ..], tpos[i] = i's place there */
-        memset(tstart, 0, sizeof(int32_t) * (size_t)(types + 2));
-        for (Py_ssize_t i = 0; i < len; i++) tstart[ty[list[i]] + 2]++;
-        for (Py_ssize_t t = 0; t < types; t++) tstart[t + 2] += tstart[t + 1];
-        for (Py_ssize_t i = 0; i < len; i++) {
-            int32_t t = ty[list[i]];
-            tpos[i] = tstart[t + 1];
-            tlist[tstart[t + 1]++] = list[i];
-        }
-        /* now tstart[t + 1] is the end of type t's run, tstart[t] its start */
         int32_t mp = -1, mq = -1, nmoved = 0;
-        Py_ssize_t at = 0;
-        for (Py_ssize_t i = resume; i < len && mp < 0; i++) {
-            at = i;
-            int32_t p = list[i], tp = ty[p];
+        for (int32_t p = resume; p >= 0 && mp < 0; p = anext[p]) {
+            const int32_t tp = ty[p];
             if (tp == initial || tp == terminal) continue;
-            for (int32_t j = tpos[i] + 1; j < tstart[tp + 1]; j++) {
-                int32_t q = tlist[j];
+            for (int32_t q = tnext[p]; q >= 0; q = tnext[q]) {
                 uint64_t key = pair_key(p, q);
                 if (pair_has(&failed, key)) continue;
                 trials++;
@@ -1345,22 +1585,27 @@ static PyObject *coarsen(PyObject *self, PyObject *args) {
         for (int32_t r = 0; r < nmoved; r++) gone[moved[r]] = 1;
         /* Every pair the next pass would try before reaching the kept partition's old place has failed
          * already (the pairs among the entries before it were all tried in this pass or an earlier one,
-         * and the entries moved to the end were tried with each of them), so the next pass starts there. */
-        Py_ssize_t w = 0;
-        resume = 0;
-        for (Py_ssize_t i = 0; i < len; i++) {
-            if (i == at) resume = w;
-            if (!gone[list[i]]) next[w++] = list[i];
+         * and the entries moved to the end were tried with each of them), so the next pass starts there:
+         * at the first entry from there on that stays in place, else at the first one moved to the end. */
+        resume = mp;
+        while (resume >= 0 && gone[resume]) resume = anext[resume];
+        for (int32_t r = -1; r < nmoved; r++) { /* out of both orders: mq, then the moved entries */
+            const int32_t x = r < 0 ? mq : moved[r], t = ty[x];
+            if (r >= 0 && x == mq) continue;
+            if (aprev[x] >= 0) anext[aprev[x]] = anext[x]; else ghead = anext[x];
+            if (anext[x] >= 0) aprev[anext[x]] = aprev[x]; else gtail = aprev[x];
+            if (tprev[x] >= 0) tnext[tprev[x]] = tnext[x]; else thead[t] = tnext[x];
+            if (tnext[x] >= 0) tprev[tnext[x]] = tprev[x]; else ttail[t] = tprev[x];
         }
         for (int32_t r = 0; r < nmoved; r++) {
             gone[moved[r]] = 0;
-            if (moved[r] != mq) next[w++] = moved[r];
+            if (moved[r] == mq) continue;
+            APPEND(moved[r]);
+            if (resume < 0) resume = moved[r];
         }
-        int32_t *tmp = list;
-        list = next;
-        next = tmp;
-        len = w;
+        gone[mq] = 0;
     }
+#undef APPEND
     result = Py_BuildValue("nl", nmerges, trials);
     goto done;
 nomem:
@@ -1384,11 +1629,13 @@ done:
     free(c.log_which);
     free(c.log_old);
     free(failed.k);
-    free(list);
-    free(next);
-    free(tstart);
-    free(tpos);
-    free(tlist);
+    free(anext);
+    free(aprev);
+    free(tnext);
+    free(tprev);
+    free(thead);
+    free(ttail);
+    free(in_order);
     free(moved);
     free(stamp);
     free(gone);
@@ -1438,6 +1685,554 @@ done:
     return result;
 }
 
+/* ---- the replay's rounds, all in C ---------------------------------------------------------------------- */
+
+/* java.util.Random: the 48-bit generator, nextInt(bound) and Collections.shuffle's draws (jvm.JavaRandom). */
+static int32_t jr_next31(uint64_t *seed) {
+    *seed = (*seed * 0x5DEECE66DULL + 0xBULL) & ((1ULL << 48) - 1);
+    return (int32_t)(*seed >> 17);
+}
+
+static int32_t jr_int(uint64_t *seed, int32_t bound) {
+    const int32_t r = jr_next31(seed), m = bound - 1;
+    if ((bound & m) == 0) return (int32_t)(((int64_t)bound * r) >> 31);
+    for (int64_t u = r;; u = jr_next31(seed)) {
+        const int64_t v = u % bound;
+        if (u - v + m < ((int64_t)1 << 31)) return (int32_t)v;
+    }
+}
+
+/* A piece of the round's pool of event lists (offsets: the pool moves when it grows). */
+typedef struct {
+    int32_t off, len;
+} Seg;
+
+typedef struct {
+    int32_t inv, off, len;
+} Cex;
+
+typedef struct {
+    int32_t p;
+    Seg ev;
+} Cand;
+
+typedef struct {
+    int32_t p, first, n; /* the partition's sets: sets[first .. first + n) */
+} Todo;
+
+#define WITNESSES 8
+
+typedef struct {
+    int32_t *w[WITNESSES];
+    int32_t len[WITNESSES];
+    int n;
+} Known;
+
+typedef struct {
+    /* the log */
+    int32_t *part;
+    const int32_t *types;
+    const uint8_t *hs, *hp;
+    Py_ssize_t nev;
+    int32_t initial, terminal;
+    /* partitions: events in Synoptic's order, types, touched (tst == tclock: list to make again) */
+    Vec *ord;
+    int32_t *pty, *tst, *chg, *dstamp, *beg, *end;
+    int32_t nparts, cap, tclock, dclock, build;
+    Py_ssize_t live; /* successor entries in use in `lists`; the rest are lists made again since */
+    Vec lists, touched;
+    uint8_t *mark, *moving;
+    int32_t *hot, *walkbuf;
+    Py_ssize_t walkcap;
+    Vec pool, walks, sets;
+    TrialWs tws;
+} Rounds;
+
+static int rounds_fit(Rounds *r, int32_t need) {
+    if (need <= r->cap) return 0;
+    int32_t cap = r->cap * 2 > need ? r->cap * 2 : need + 16;
+    Vec *o = realloc(r->ord, sizeof(Vec) * (size_t)cap);
+    if (o) r->ord = o;
+    int32_t **arrs[6] = {&r->pty, &r->tst, &r->chg, &r->dstamp, &r->beg, &r->end};
+    int ok = o != NULL;
+    for (int i = 0; i < 6; i++) {
+        int32_t *a = realloc(*arrs[i], sizeof(int32_t) * (size_t)(cap + 1));
+        if (a)
+            *arrs[i] = a;
+        else
+            ok = 0;
+    }
+    if (!ok) return -1;
+    for (int32_t u = r->cap; u < cap; u++) {
+        r->ord[u] = (Vec){NULL, 0, 0};
+        r->dstamp[u] = 0;
+        r->chg[u] = 0;
+        r->tst[u] = 0;
+        r->beg[u] = r->end[u] = 0;
+    }
+    r->cap = cap;
+    return 0;
+}
+
+/* Room for `more` ints at the end of v. */
+static int vec_room(Vec *v, Py_ssize_t more) {
+    if (v->n + more <= v->cap) return 0;
+    Py_ssize_t cap = 2 * (Py_ssize_t)v->cap > v->n + more ? 2 * (Py_ssize_t)v->cap : v->n + more + 16;
+    if (cap > INT32_MAX) return -1;
+    int32_t *a = realloc(v->v, sizeof(int32_t) * (size_t)cap);
+    if (!a) return -1;
+    v->v = a;
+    v->cap = (int32_t)cap;
+    return 0;
+}
+
+/* Partition u's successor list can have changed: made again at the next rounds_successors. */
+static int touch(Rounds *r, int32_t u) {
+    if (r->tst[u] == r->tclock) return 0;
+    r->tst[u] = r->tclock;
+    return vec_push(&r->touched, u);
+}
+
+/* Every partition's successors in the order its events first step into them (u's: lists[beg[u] .. end[u])),
+ * made again for the touched partitions (the new ones among them) and appended to `lists`, which is packed
+ * again when it holds more than twice what is in use. chg[u] = build for the lists that differ from the last
+ * build's (the new ones included). 0, or -1 out of memory. */
+static int rounds_successors(Rounds *r, int32_t old_parts) {
+    r->build++;
+    for (int32_t t = 0; t < r->touched.n; t++) {
+        const int32_t u = r->touched.v[t];
+        if (r->dclock == INT32_MAX) { /* tokens wrap: every stamp stale again */
+            for (int32_t v = 0; v < r->cap; v++) r->dstamp[v] = 0;
+            r->dclock = 0;
+        }
+        const int32_t token = ++r->dclock;
+        const Vec *o = &r->ord[u];
+        if (vec_room(&r->lists, o->n) < 0) return -1;
+        int32_t *out = r->lists.v;
+        const int32_t start = r->lists.n;
+        int32_t len = 0;
+        for (int32_t i = 0; i < o->n; i++) {
+            const int32_t e = o->v[i];
+            if (!r->hs[e] || e + 1 >= r->nev) continue;
+            const int32_t d = r->part[e + 1];
+            if (r->dstamp[d] == token) continue;
+            r->dstamp[d] = token;
+            out[start + len++] = d;
+        }
+        const int32_t old_len = r->end[u] - r->beg[u];
+        if (u >= old_parts || len != old_len || memcmp(out + start, out + r->beg[u], sizeof(int32_t) * (size_t)len))
+            r->chg[u] = r->build;
+        r->lists.n = start + len;
+        r->beg[u] = start;
+        r->end[u] = start + len;
+        r->live += len - (u >= old_parts ? 0 : old_len);
+    }
+    r->touched.n = 0;
+    r->tclock++;
+    if (r->lists.n > 2 * r->live + 4096) {
+        Vec packed = {NULL, 0, 0};
+        if (vec_room(&packed, r->live) < 0) return -1;
+        for (int32_t u = 0; u < r->nparts; u++) {
+            const int32_t len = r->end[u] - r->beg[u];
+            memcpy(packed.v + packed.n, r->lists.v + r->beg[u], sizeof(int32_t) * (size_t)len);
+            r->beg[u] = packed.n;
+            packed.n += len;
+            r->end[u] = packed.n;
+        }
+        free(r->lists.v);
+        r->lists = packed;
+    }
+    return 0;
+}
+
+/* checker.synoptic_counterexample's cut after the violation (NFby: the first b after the first a; AP: the first
+ * b): the walk's new length, -1 if it has none. */
+static Py_ssize_t cut_walk(int kind, int32_t a, int32_t b, const int32_t *walk, Py_ssize_t len, const int32_t *pty) {
+    if (kind == 0) return len;
+    int seen_a = 0;
+    for (Py_ssize_t at = 0; at < len; at++) {
+        const int32_t typ = pty[walk[at]];
+        if (kind == 1 && typ == a && !seen_a)
+            seen_a = 1;
+        else if (typ == b && (kind == 1 ? seen_a : 1))
+            return at + 1;
+        else if (kind == 2 && typ == a)
+            break;
+    }
+    return -1;
+}
+
+/* _Ordered.split_off: `ev` (a segment of the pool, in its order) becomes partition nparts. */
+static int rounds_split(Rounds *r, int32_t p, Seg s) {
+    if (rounds_fit(r, r->nparts + 1) < 0) return -1;
+    const int32_t q = r->nparts++;
+    r->pty[q] = r->pty[p];
+    Vec *nq = &r->ord[q];
+    nq->n = 0;
+    if (vec_room(nq, s.len) < 0) return -1;
+    const int32_t *ev = r->pool.v + s.off;
+    for (int32_t i = 0; i < s.len; i++) {
+        r->mark[ev[i]] = 1;
+        r->part[ev[i]] = q;
+        nq->v[nq->n++] = ev[i];
+    }
+    Vec *op = &r->ord[p];
+    int32_t w = 0;
+    for (int32_t i = 0; i < op->n; i++)
+        if (!r->mark[op->v[i]]) op->v[w++] = op->v[i];
+    op->n = w;
+    if (touch(r, p) < 0 || touch(r, q) < 0) return -1;
+    for (int32_t i = 0; i < s.len; i++) {
+        r->mark[ev[i]] = 0;
+        if (r->hp[ev[i]] && touch(r, r->part[ev[i] - 1]) < 0) return -1;
+    }
+    return 0;
+}
+
+/* A copy of the events of ord[p] that are (want = 1) or are not (want = 0) marked, into the pool. */
+static int pool_take(Rounds *r, int32_t p, int want, Seg *out) {
+    const Vec *o = &r->ord[p];
+    if (vec_room(&r->pool, o->n) < 0) return -1;
+    out->off = r->pool.n;
+    for (int32_t i = 0; i < o->n; i++)
+        if (r->mark[o->v[i]] == want) r->pool.v[r->pool.n++] = o->v[i];
+    out->len = r->pool.n - out->off;
+    return 0;
+}
+
+static void mark_seg(Rounds *r, Seg s, uint8_t value) {
+    for (int32_t i = 0; i < s.len; i++) r->mark[r->pool.v[s.off + i]] = value;
+}
+
+/* _incorporate: every set of t cut by `events` then by `rest`, in that order; t's sets replaced. */
+static int rounds_incorporate(Rounds *r, Todo *t, Seg split[2]) {
+    const int32_t first = r->sets.n / 2;
+    int32_t made = 0;
+    for (int32_t i = 0; i < t->n; i++) {
+        for (int j = 0; j < 2; j++) {
+            Seg s = {r->sets.v[2 * (t->first + i)], r->sets.v[2 * (t->first + i) + 1]};
+            if (vec_room(&r->pool, s.len) < 0 || vec_room(&r->sets, 2) < 0) return -1;
+            mark_seg(r, split[j], 1);
+            Seg piece = {r->pool.n, 0};
+            for (int32_t k = 0; k < s.len; k++) {
+                const int32_t e = r->pool.v[s.off + k];
+                if (r->mark[e]) r->pool.v[r->pool.n++] = e;
+            }
+            piece.len = r->pool.n - piece.off;
+            mark_seg(r, split[j], 0);
+            if (piece.len) {
+                r->sets.v[r->sets.n++] = piece.off;
+                r->sets.v[r->sets.n++] = piece.len;
+                made++;
+            }
+        }
+    }
+    t->first = first;
+    t->n = made;
+    return 0;
+}
+
+/* replay_rounds(part, types, has_succ, has_pred, ptype, invariants, initial, terminal_type, rng, budget, limit,
+ *               stats, out_ptype) -> (status, partitions)
+ * replay._replay_rounds (see there) in one call: part (int32, writable) ends as the refined partition of every
+ * event, out_ptype (int32, room for every partition there can be: events + partitions) their types; ptype the
+ * starting partitions' types (partition p holds the events of part == p); invariants (int32, 3 per row: kind,
+ * a, b) in Synoptic's order; rng (int64[1]) the java.util.Random state, left as the draws leave it; stats (int64,
+ * writable) rounds, arbitrary, trials, witnessed, work, counted on from their values. status 0 done, 1 over
+ * the budget (budget < 0: none), 2 violated invariants without a candidate split, 3 no convergence within
+ * `limit` rounds, 4 a counterexample taken by a trace (the last three cannot happen). */
+static PyObject *replay_rounds(PyObject *self, PyObject *args) {
+    PyObject *objs[10];
+    int initial, terminal;
+    long long budget, limit;
+    if (!PyArg_ParseTuple(args, "OOOOOOiiOLLOO", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4], &objs[5], &initial,
+                          &terminal, &objs[6], &budget, &limit, &objs[7], &objs[8]))
+        return NULL;
+    Arr part, types, succ, pred, ptype0, invs, rng, stats, outp;
+    Arr *got[9] = {&part, &types, &succ, &pred, &ptype0, &invs, &rng, &stats, &outp};
+    const Py_ssize_t sizes[9] = {4, 4, 1, 1, 4, 4, 8, 8, 4};
+    const int writable[9] = {1, 0, 0, 0, 0, 0, 1, 1, 1};
+    const char *names[9] = {"part", "types", "has_succ", "has_pred", "ptype", "invariants", "rng", "stats", "out_ptype"};
+    int k = 0;
+    for (; k < 9; k++)
+        if (get_arr(objs[k], got[k], sizes[k], writable[k], names[k]) < 0) break;
+    PyObject *result = NULL;
+    Rounds r;
+    memset(&r, 0, sizeof r);
+    int32_t *unsat = NULL;
+    Cex *cex = NULL;
+    Known *known = NULL;
+    Todo *todo = NULL;
+    SearchWs *ctx = NULL;
+    const Py_ssize_t ninv = invs.n / 3;
+    if (k < 9) goto done;
+    const Py_ssize_t nev = part.n;
+    if (types.n != nev || succ.n != nev || pred.n != nev || invs.n % 3 || rng.n != 1 || stats.n != 5 ||
+        outp.n < nev + ptype0.n || initial < 0 || initial >= ptype0.n || nev >= INT32_MAX / 2) {
+        PyErr_SetString(PyExc_ValueError, "replay_rounds: bad arguments");
+        goto done;
+    }
+    r.part = (int32_t *)part.view.buf;
+    r.types = I32(types);
+    r.hs = (const uint8_t *)succ.view.buf;
+    r.hp = (const uint8_t *)pred.view.buf;
+    r.nev = nev;
+    r.initial = initial;
+    r.terminal = terminal;
+    r.tclock = 1;
+    r.walkcap = 0;
+    const int32_t *iv = I32(invs);
+    for (Py_ssize_t i = 0; i < nev; i++)
+        if (r.part[i] < 0 || r.part[i] >= ptype0.n) {
+            PyErr_SetString(PyExc_ValueError, "replay_rounds: partition out of range");
+            goto done;
+        }
+    for (Py_ssize_t i = 0; i < ninv; i++)
+        if (iv[3 * i] < 0 || iv[3 * i] > 2) {
+            PyErr_SetString(PyExc_ValueError, "replay_rounds: bad invariant kind");
+            goto done;
+        }
+    r.mark = calloc((size_t)nev + 1, 1);
+    r.moving = calloc((size_t)nev + 1, 1);
+    r.hot = malloc(sizeof(int32_t) * ((size_t)nev + 1));
+    unsat = malloc(sizeof(int32_t) * ((size_t)ninv + 1));
+    cex = malloc(sizeof(Cex) * ((size_t)ninv + 1));
+    todo = malloc(sizeof(Todo) * ((size_t)ninv + 1));
+    known = calloc((size_t)ninv + 1, sizeof(Known));
+    ctx = calloc((size_t)ninv + 1, sizeof(SearchWs));
+    if (!ctx || !r.mark || !r.moving || !r.hot || !unsat || !cex || !todo || !known ||
+        rounds_fit(&r, (int32_t)ptype0.n) < 0)
+        goto nomem;
+    r.nparts = (int32_t)ptype0.n;
+    memcpy(r.pty, ptype0.view.buf, sizeof(int32_t) * (size_t)ptype0.n);
+    for (Py_ssize_t e = 0; e < nev; e++) /* log order to start with */
+        if (vec_push(&r.ord[r.part[e]], (int32_t)e) < 0) goto nomem;
+    for (int32_t u = 0; u < r.nparts; u++)
+        if (touch(&r, u) < 0) goto nomem;
+    for (Py_ssize_t i = 0; i < ninv; i++) unsat[i] = (int32_t)i;
+    Py_ssize_t nunsat = ninv;
+    uint64_t seed = (uint64_t)*(int64_t *)rng.view.buf;
+    int64_t *st = (int64_t *)stats.view.buf; /* rounds, arbitrary, trials, witnessed, work */
+    int status = 0;
+    int32_t old_parts = 0;
+    for (;;) {
+        if (rounds_successors(&r, old_parts) < 0) goto nomem;
+        old_parts = r.nparts;
+        const int32_t *ib = r.beg, *ie = r.end, *ix = r.lists.v, nodes = r.nparts;
+        const Py_ssize_t nidx = r.lists.n;
+        /* the counterexamples of the invariants still violated */
+        Py_ssize_t ncex = 0;
+        r.walks.n = 0;
+        for (Py_ssize_t i = 0; i < nunsat; i++) {
+            const int32_t *in = iv + 3 * unsat[i];
+            HL found;
+            SearchWs *ws = &ctx[unsat[i]];
+            int got_one = synoptic_search_core(ib, ie, ix, r.pty, nodes, in[0], in[1], in[2], initial, terminal, ws,
+                                               &found, r.chg, r.build);
+            if (got_one < 0) goto nomem;
+            if (!got_one) { /* it holds from now on: never searched again */
+                search_ws_free(ws);
+                continue;
+            }
+            if (vec_room(&r.walks, found.len) < 0) goto nomem;
+            int32_t *w = r.walks.v + r.walks.n;
+            Py_ssize_t len = cut_walk(in[0], in[1], in[2], w, history_walk(&ws->ar, found, w), r.pty);
+            if (len < 0) {
+                PyErr_SetString(PyExc_AssertionError, "replay_rounds: walk without a violation");
+                goto done;
+            }
+            cex[ncex++] = (Cex){unsat[i], r.walks.n, (int32_t)len};
+            r.walks.n += (int32_t)len;
+        }
+        if (!ncex) break;
+        for (Py_ssize_t i = 1; i < ncex; i++) { /* sorted by length, stable */
+            Cex c = cex[i];
+            Py_ssize_t j = i;
+            for (; j > 0 && cex[j - 1].len > c.len; j--) cex[j] = cex[j - 1];
+            cex[j] = c;
+        }
+        nunsat = ncex;
+        for (Py_ssize_t i = 0; i < ncex; i++) unsat[i] = cex[i].inv;
+        for (Py_ssize_t i = ncex; i > 1; i--) { /* Collections.shuffle */
+            const int32_t j = jr_int(&seed, (int32_t)i);
+            Cex t = cex[i - 1];
+            cex[i - 1] = cex[j];
+            cex[j] = t;
+        }
+        const int64_t trials_before = st[2];
+        r.pool.n = 0;
+        r.sets.n = 0;
+        Py_ssize_t ntodo = 0;
+        Cand arb = {-1, {0, 0}};
+        for (Py_ssize_t c = 0; c < ncex; c++) {
+            const int32_t *walk = r.walks.v + cex[c].off;
+            const int32_t *in = iv + 3 * cex[c].inv;
+            /* the stitch, from the events of the walk's first partition */
+            const Vec *start = &r.ord[walk[0]];
+            memcpy(r.hot, start->v, sizeof(int32_t) * (size_t)start->n);
+            int32_t prev, cur, nxt;
+            if (!stitch_core(r.part, nev, r.types, terminal, r.hot, start->n, walk, cex[c].len, &prev, &cur, &nxt)) {
+                status = 4;
+                goto finish;
+            }
+            /* the candidate splits there: outgoing (into nxt), incoming (from prev), in cur's order */
+            Cand cands[2];
+            int ncand = 0;
+            const Vec *o = &r.ord[cur];
+            for (int side = 0; side < 2; side++) {
+                if (side == 1 && prev < 0) break;
+                if (vec_room(&r.pool, o->n) < 0) goto nomem;
+                Seg s = {r.pool.n, 0};
+                for (int32_t i = 0; i < o->n; i++) {
+                    const int32_t e = o->v[i];
+                    const int hit = side == 0 ? r.hs[e] && e + 1 < nev && r.part[e + 1] == nxt
+                                              : r.hp[e] && e > 0 && r.part[e - 1] == prev;
+                    if (hit) r.pool.v[r.pool.n++] = e;
+                }
+                s.len = r.pool.n - s.off;
+                if (s.len > 0 && s.len < o->n)
+                    cands[ncand++] = (Cand){cur, s};
+                else
+                    r.pool.n = s.off;
+            }
+            if (ncand == 2 && jr_int(&seed, 2) == 0) {
+                Cand t = cands[0];
+                cands[0] = cands[1];
+                cands[1] = t;
+            }
+            if (arb.p < 0 && ncand) arb = cands[0];
+            for (int ci = 0; ci < ncand; ci++) {
+                const int32_t p = cands[ci].p;
+                const Seg ev = cands[ci].ev;
+                /* reorder_first: the candidate's events first, the rest after, each in p's order */
+                mark_seg(&r, ev, 1);
+                Seg in_p, rest;
+                if (pool_take(&r, p, 1, &in_p) < 0 || pool_take(&r, p, 0, &rest) < 0) goto nomem;
+                Vec *op = &r.ord[p];
+                memcpy(op->v, r.pool.v + in_p.off, sizeof(int32_t) * (size_t)in_p.len);
+                memcpy(op->v + in_p.len, r.pool.v + rest.off, sizeof(int32_t) * (size_t)rest.len);
+                r.pool.n = rest.off + rest.len;
+                if (touch(&r, p) < 0) goto nomem;
+                st[2]++;
+                /* would the invariant hold with p split so? a known breaking walk clear of p says no at once */
+                Known *kn = &known[cex[c].inv];
+                int holds = -2;
+                for (int wi = 0; wi < kn->n; wi++)
+                    if (walk_ok(ib, ie, ix, nidx, nodes, kn->w[wi], kn->len[wi], p)) {
+                        st[3]++;
+                        holds = 0;
+                        break;
+                    }
+                if (holds == -2) {
+                    for (int32_t i = 0; i < rest.len; i++) r.moving[r.pool.v[rest.off + i]] = 1;
+                    if (r.walkcap < 3 * ((Py_ssize_t)nodes + 1)) {
+                        free(r.walkbuf);
+                        r.walkcap = 6 * ((Py_ssize_t)nodes + 1);
+                        r.walkbuf = malloc(sizeof(int32_t) * (size_t)r.walkcap);
+                        if (!r.walkbuf) goto nomem;
+                    }
+                    Py_ssize_t wlen = 0;
+                    holds = trial_core(ib, ie, ix, r.pty, nodes, r.part, nev, r.hs, r.hp, op->v, op->n, r.moving, p, in[0],
+                                       in[1], in[2], initial, terminal, &r.tws, r.walkbuf, 3 * ((Py_ssize_t)nodes + 1),
+                                       &wlen);
+                    for (int32_t i = 0; i < rest.len; i++) r.moving[r.pool.v[rest.off + i]] = 0;
+                    if (holds < 0) goto nomem;
+                    if (!holds && wlen && walk_ok(ib, ie, ix, nidx, nodes, r.walkbuf, wlen, p)) {
+                        int32_t *keep = malloc(sizeof(int32_t) * (size_t)wlen);
+                        if (!keep) goto nomem;
+                        memcpy(keep, r.walkbuf, sizeof(int32_t) * (size_t)wlen);
+                        if (kn->n == WITNESSES) free(kn->w[--kn->n]);
+                        memmove(kn->w + 1, kn->w, sizeof(int32_t *) * (size_t)kn->n);
+                        memmove(kn->len + 1, kn->len, sizeof(int32_t) * (size_t)kn->n);
+                        kn->w[0] = keep;
+                        kn->len[0] = (int32_t)wlen;
+                        kn->n++;
+                    }
+                }
+                mark_seg(&r, ev, 0);
+                if (holds) {
+                    Seg split[2] = {ev, rest};
+                    Py_ssize_t t = 0;
+                    while (t < ntodo && todo[t].p != p) t++;
+                    if (t < ntodo) {
+                        if (rounds_incorporate(&r, &todo[t], split) < 0) goto nomem;
+                    } else {
+                        if (vec_room(&r.sets, 4) < 0) goto nomem;
+                        todo[ntodo++] = (Todo){p, r.sets.n / 2, 2};
+                        for (int j = 0; j < 2; j++) {
+                            r.sets.v[r.sets.n++] = split[j].off;
+                            r.sets.v[r.sets.n++] = split[j].len;
+                        }
+                    }
+                    break;
+                }
+            }
+        }
+        st[0]++;
+        st[4] += (int64_t)nev + (int64_t)nodes * ((int64_t)ncex + st[2] - trials_before);
+        if (budget >= 0 && st[4] > budget) {
+            status = 1;
+            goto finish;
+        }
+        if (ntodo) {
+            for (Py_ssize_t t = 0; t < ntodo; t++)
+                for (int32_t i = 1; i < todo[t].n; i++) {
+                    Seg s = {r.sets.v[2 * (todo[t].first + i)], r.sets.v[2 * (todo[t].first + i) + 1]};
+                    if (rounds_split(&r, todo[t].p, s) < 0) goto nomem;
+                }
+        } else if (arb.p >= 0) {
+            st[1]++;
+            if (rounds_split(&r, arb.p, arb.ev) < 0) goto nomem;
+        } else {
+            status = 2;
+            goto finish;
+        }
+        if (st[0] > limit) {
+            status = 3;
+            goto finish;
+        }
+    }
+finish:
+    *(int64_t *)rng.view.buf = (int64_t)seed;
+    memcpy(outp.view.buf, r.pty, sizeof(int32_t) * (size_t)r.nparts);
+    result = Py_BuildValue("(ii)", status, r.nparts);
+    goto done;
+nomem:
+    PyErr_NoMemory();
+done:
+    if (known)
+        for (Py_ssize_t i = 0; i < ninv; i++)
+            for (int j = 0; j < known[i].n; j++) free(known[i].w[j]);
+    free(known);
+    if (ctx)
+        for (Py_ssize_t i = 0; i < ninv; i++) search_ws_free(&ctx[i]);
+    free(ctx);
+    if (r.ord)
+        for (int32_t u = 0; u < r.cap; u++) free(r.ord[u].v);
+    free(r.ord);
+    free(r.pty);
+    free(r.tst);
+    free(r.chg);
+    free(r.dstamp);
+    free(r.beg);
+    free(r.end);
+    free(r.lists.v);
+    free(r.touched.v);
+    free(r.mark);
+    free(r.moving);
+    free(r.hot);
+    free(r.walkbuf);
+    free(r.pool.v);
+    free(r.walks.v);
+    free(r.sets.v);
+    trial_ws_free(&r.tws);
+    free(unsat);
+    free(cex);
+    free(todo);
+    for (int j = 0; j < k; j++) PyBuffer_Release(&got[j]->view);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"violations", violations, METH_VARARGS, "Write the failing mined invariants into the out matrices."},
     {"shortest", shortest, METH_VARARGS, "Shortest counterexample walk, or None."},
@@ -1450,6 +2245,7 @@ static PyMethodDef methods[] = {
     {"ordered_successors_update", ordered_successors_update, METH_VARARGS,
      "ordered_successors made again for some partitions only."},
     {"split_masks", split_masks, METH_VARARGS, "The outgoing and incoming candidate splits at a stitch."},
+    {"replay_rounds", replay_rounds, METH_VARARGS, "The replay's refinement rounds, all of them (see above)."},
     {"coarsen", coarsen, METH_VARARGS, "Synoptic's coarsening with its merge order, incrementally checked."},
     {NULL, NULL, 0, NULL},
 };

@@ -104,3 +104,24 @@ def ordered_successors_update(
 ) -> int:
     """:func:`ordered_successors` again, where only the ``touched`` partitions (ascending; their events in
     order in ``touched_events``, bounded by ``touched_ptr``) can have other lists than the old CSR's."""
+
+def replay_rounds(
+    part: Any,
+    types: Any,
+    has_succ: Any,
+    has_pred: Any,
+    ptype: Any,
+    invariants: Any,
+    initial: int,
+    terminal_type: int,
+    rng: Any,
+    budget: int,
+    limit: int,
+    stats: Any,
+    out_ptype: Any,
+    /,
+) -> tuple[int, int]:
+    """:func:`quicsm.inference.replay._replay_rounds` in one call: ``part`` (int32, writable) refined in place,
+    the partitions' types into ``out_ptype``; ``invariants`` int32 rows (kind, a, b); ``rng`` int64[1] the
+    ``java.util.Random`` state, updated; ``stats`` int64 (rounds, arbitrary, trials, witnessed, work), counted
+    on; ``budget`` < 0: none. Returns (status, partitions): 0 done, 1 over the budget, 2-4 internal errors."""

@@ -48,6 +48,15 @@ class JavaRandom:
     def __init__(self, seed: int) -> None:
         self._seed = (seed ^ _MULTIPLIER) & _MASK48
 
+    @property
+    def state(self) -> int:
+        """The 48-bit state (what the C replay, ``fastcheck.replay_rounds``, draws on from and hands back)."""
+        return self._seed
+
+    @state.setter
+    def state(self, value: int) -> None:
+        self._seed = value & _MASK48
+
     def next_bits(self, bits: int) -> int:
         """``Random.next(bits)``: the top ``bits`` of the advanced 48-bit state, as a signed int."""
         self._seed = (self._seed * _MULTIPLIER + _ADDEND) & _MASK48

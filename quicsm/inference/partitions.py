@@ -138,14 +138,21 @@ class PartitionGraph:
                 break
             rep = up
         self.part = rep[self.part].astype(self.part.dtype)
-        order = np.argsort(self.part, kind="stable")
-        bounds = np.searchsorted(self.part[order], np.arange(len(self.members) + 1))
-        index = self.members[0].dtype
-        for p in range(len(self.members)):
-            self.members[p] = order[bounds[p] : bounds[p + 1]].astype(index)
+        ptype = list(self.ptype)
         for q in pairs[:, 1].tolist():
-            self.ptype[q] = -1
+            ptype[q] = -1
+        self.repartition(ptype)
+
+    def repartition(self, ptype: list[int]) -> None:
+        """Take :attr:`part` as it now is (changed in place, e.g. by the replay's rounds in C), with ``ptype``
+        the type of each of its partitions: members, edge counts and caches made again in one pass."""
+        order = np.argsort(self.part, kind="stable")
+        bounds = np.searchsorted(self.part[order], np.arange(len(ptype) + 1))
+        index = self.members[0].dtype
+        self.members = [order[bounds[p] : bounds[p + 1]].astype(index) for p in range(len(ptype))]
+        self.ptype = list(ptype)
         self._frames.clear()
+        self._arrays = self._ordered = None
         self._dirty.update(range(len(self.members)))
         self.recount()
 

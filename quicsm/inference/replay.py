@@ -68,7 +68,17 @@ INCREMENTAL_FROM = 4_000
 for a known breaking walk first; below it the whole pass and the search cost less than that bookkeeping
 (at 10^3 events it made the replay about 10 % slower)."""
 WITNESSES = 8
-"""Breaking walks kept per invariant for later split trials (:func:`_holds_after_split`)."""
+"""Breaking walks kept per invariant for later split trials (:func:`_holds_after_split`; ``WITNESSES`` in
+fastcheck.c)."""
+NATIVE_ROUNDS = True
+"""With the C extension, run every round in one call (``fastcheck.replay_rounds``, the same rounds as
+:func:`_replay_rounds`); tests set it False to run the Python rounds."""
+EXIT_ERRORS = {
+    2: "violated invariants without a candidate split",
+    3: "refinement does not converge",
+    4: "a counterexample is taken by a trace",
+}
+"""``fastcheck.replay_rounds``' statuses that cannot happen, as :func:`_replay_rounds` words them."""
 
 
 def _first_occurrence(codes: np.ndarray) -> list[int]:
@@ -368,23 +378,59 @@ def replay_refine(
     *,
     progress: Callable[[ReplayStats], None] | None = None,
     budget: int | None = None,
-) -> _Ordered:
+) -> None:
     """``Bisimulation.splitUntilAllInvsSatisfied`` on ``graph`` with Synoptic's draws from ``rng``.
 
     With ``budget``, raise :class:`OverBudget` once ``stats.work`` exceeds it (the graph is then half
     refined: start over from a new one)."""
     if budget is not None and len(graph.part) * MIN_ROUNDS > budget:
         raise OverBudget  # not even MIN_ROUNDS rounds would fit
+    limit = len(graph.part)
+    if NATIVE_ROUNDS and checker.native is not None and graph.part.dtype == np.int32:
+        _replay_rounds_c(graph, order, rng, stats, limit, budget)
+        return
     state = _Ordered(graph)
     unsat = list(order)
-    limit = len(graph.part)
     # with the C extension nothing below reads the edge counts: they are counted once at the end
     graph.count_edges = checker.native is None or graph.part.dtype != np.int32
     try:
         _replay_rounds(state, unsat, rng, stats, limit, progress, budget)
     finally:
         graph.recount()
-    return state
+
+
+def _replay_rounds_c(
+    graph: PartitionGraph, order: list[Invariant], rng: JavaRandom, stats: ReplayStats, limit: int, budget: int | None
+) -> None:
+    """:func:`_replay_rounds` in one call of the C extension (``fastcheck.replay_rounds``): the same searches,
+    draws, trials and splits, without a numpy call or a Python object per round; ``graph`` then takes the
+    refined partition."""
+    invariants = np.array([(checker.KIND_CODES[k], a, b) for k, a, b in order], dtype=np.int32).reshape(-1, 3)
+    counts = np.array([stats.rounds, stats.arbitrary, stats.trials, stats.witnessed, stats.work], dtype=np.int64)
+    seed = np.array([rng.state], dtype=np.int64)
+    ptype = np.empty(len(graph.part) + len(graph.ptype), dtype=np.int32)
+    status, parts = checker.native.replay_rounds(
+        graph.part,
+        graph.types,
+        graph.has_succ,
+        graph.has_pred,
+        np.asarray(graph.ptype, dtype=np.int32),
+        invariants,
+        graph.initial_type,
+        graph.terminal_type,
+        seed,
+        -1 if budget is None else budget,
+        limit,
+        counts,
+        ptype,
+    )
+    rng.state = int(seed[0])
+    stats.rounds, stats.arbitrary, stats.trials, stats.witnessed, stats.work = counts.tolist()
+    graph.repartition(ptype[:parts].tolist())
+    if status == 1:
+        raise OverBudget
+    if status:
+        raise InferenceError(f"synoptic replay: internal error, {EXIT_ERRORS[status]}")
 
 
 def _replay_rounds(

@@ -164,6 +164,7 @@ def test_successor_lists_made_again_only_where_a_round_changes_them(monkeypatch:
         return got
 
     monkeypatch.setattr(replay._Ordered, "ordered_csr", both)
+    monkeypatch.setattr(replay, "NATIVE_ROUNDS", False)  # the Python rounds, whose lists these are
     monkeypatch.setattr(replay, "INCREMENTAL_FROM", 0)  # on from 10^3 events on, for this input
     seqs = recorded(AT_SIZE)[REPLAYED]["sequences"]
     res = infer_synoptic(seqs, seed=3)
@@ -196,8 +197,62 @@ def test_split_trials_decided_by_a_known_breaking_walk_agree_with_the_search(mon
         return got
 
     monkeypatch.setattr(replay, "_holds_after_split", checked)
+    monkeypatch.setattr(replay, "NATIVE_ROUNDS", False)  # the Python rounds, whose trials these are
     monkeypatch.setattr(replay, "INCREMENTAL_FROM", 0)  # on from 10^3 events on, for this input
     seqs = recorded(AT_SIZE)[REPLAYED]["sequences"]
     res = infer_synoptic(seqs, seed=3)
     assert isomorphic(res.model, synoptic_models(REPLAYED, AT_SIZE)[2])
     assert trials > 100 and witnessed > trials // 4, (witnessed, trials)
+
+
+@pytest.mark.parametrize("seed", [1, 4])
+def test_rounds_in_c_make_the_python_rounds_splits(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    """``fastcheck.replay_rounds`` (every round in one C call, its counterexample searches taken up again
+    where the last round's search first read a changed successor list) ends with the partition of every event,
+    the partitions' types, the generator's state and the counts the Python rounds end with."""
+    import numpy as np
+
+    from quicsm.inference import checker, replay
+    from quicsm.inference.invariants import mine_encoded
+    from quicsm.inference.packed import encode_sequences
+    from quicsm.inference.partitions import PartitionGraph
+
+    if checker.native is None:
+        pytest.skip("the C extension is not built")
+    log = encode_sequences(recorded(AT_SIZE)[REPLAYED]["sequences"])
+    inv = mine_encoded(log)
+    ends = []
+    for native in (True, False):
+        monkeypatch.setattr(replay, "NATIVE_ROUNDS", native)
+        graph, rng, stats = PartitionGraph(log), JavaRandom(seed), replay.ReplayStats()
+        replay.replay_refine(graph, inv, replay.mined_order(log, inv), rng, stats)
+        ends.append((graph, rng.state, (stats.rounds, stats.arbitrary, stats.trials, stats.work)))
+    (c, c_rng, c_counts), (py, py_rng, py_counts) = ends
+    assert np.array_equal(c.part, py.part) and c.ptype == py.ptype
+    assert all(np.array_equal(x, y) for x, y in zip(c.members, py.members, strict=True))
+    assert c.edges == py.edges and (c_rng, c_counts) == (py_rng, py_counts)
+    assert c_counts[0] > 100 and c_counts[1] > 50  # many rounds, many of them arbitrary splits
+
+
+def test_rounds_in_c_give_up_at_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over its budget the C rounds stop as the Python ones do: after the same round, with the same work."""
+    from quicsm.inference import checker, replay
+    from quicsm.inference.invariants import mine_encoded
+    from quicsm.inference.packed import encode_sequences
+    from quicsm.inference.partitions import PartitionGraph
+
+    if checker.native is None:
+        pytest.skip("the C extension is not built")
+    log = encode_sequences(recorded(AT_SIZE)[REPLAYED]["sequences"])
+    inv = mine_encoded(log)
+    seen = []
+    budget = 150_000  # about half the work this input needs (269,321 at 185 rounds)
+    for native in (True, False):
+        monkeypatch.setattr(replay, "NATIVE_ROUNDS", native)
+        stats = replay.ReplayStats()
+        with pytest.raises(replay.OverBudget):
+            replay.replay_refine(
+                PartitionGraph(log), inv, replay.mined_order(log, inv), JavaRandom(1), stats, budget=budget
+            )
+        seen.append((stats.rounds, stats.work))
+    assert seen[0] == seen[1] and seen[0][1] > budget and seen[0][0] > 10
