@@ -8,7 +8,7 @@ child's peak RSS), with the inputs given as one quoted glob as a user would:
 * ``cat GLOB > /dev/null`` (the shell expands the glob; the baseline of every ratio),
 * ``quicsm parse GLOB -o x.parquet``, ``quicsm infer GLOB``,
 * ``quicsm compare A B`` of the two halves (even and odd file numbers, or odcids 0-7 and 8-f),
-* with ``--workers N``, ``infer --dask local:N`` too.
+* with ``--workers N``, each of the three with ``--dask local:N`` too.
 
 The ratio is throughput relative to cat (cat's seconds / quicsm's seconds): 0.2x means quicsm takes
 five times as long as cat. Example:
@@ -73,7 +73,8 @@ def cases(root: str, kind: str, workers: int) -> dict[str, list[str]]:
         "compare (two halves)": [*q, "compare", half_a, half_b, "--format", "json", "-o", os.devnull, "-q"],
     }
     if workers:
-        out[f"infer --dask local:{workers}"] = [*out["infer"], "--dask", f"local:{workers}"]
+        for name in ("parse -o x.parquet", "infer", "compare (two halves)"):
+            out[f"{name} --dask local:{workers}"] = [*out[name], "--dask", f"local:{workers}"]
     return out
 
 
@@ -82,7 +83,7 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=2000)
     ap.add_argument("--kind", choices=["text", "qlog", "both"], default="both")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--workers", type=int, default=0, help="also infer with --dask local:N (0: no Dask case)")
+    ap.add_argument("--workers", type=int, default=0, help="also each verb with --dask local:N (0: no Dask case)")
     ap.add_argument("--dir", help="keep/reuse the files here (default: a temporary directory, removed)")
     ap.add_argument("--startup", action="store_true", help="only time start-up: until the first file is opened")
     args = ap.parse_args()

@@ -286,10 +286,13 @@ five tasks of 4,096 files on two workers left the last one running alone."""
 SIZE_SAMPLE = 512
 """Files ``stat``-ed to estimate the sizes of a run of more (a ``stat`` a file cost 0.45 s at 10^5)."""
 
+SMALL_RUN_FILES = 10_000
 SMALL_RUN_BYTES = 1 << 30
-"""Below this, however many files, ``--dask`` gained nothing on a small cluster: two local workers lost
-to one process on 8 files / 26 MB (5-10x), 20,000 files / 17-22 MB (2.7-4x) and 200,000 files /
-224 MB (2x) on a 2-core VM (docs/fleet.md)."""
+"""A run of fewer files than :data:`SMALL_RUN_FILES` and under :data:`SMALL_RUN_BYTES` (local files) is
+too small to gain from ``--dask``: one process does it in about a second here, and on two cores
+``local:2`` lost to it on 1 qlog (0.40 against 0.37 s), 400 and 4,000 qlogs (1.29x, 1.07x) and
+4 text logs of 64 MB (1.24x), broke even on 20,000 text logs / 17 MB (1.04x) and gained from about
+10,000 small qlogs on (12,000: 0.90x; 20,000: 0.73-0.75x) (docs/fleet.md)."""
 
 
 def file_batches(
@@ -304,8 +307,8 @@ def file_batches(
     ``max_files`` files: tasks large enough that a scheduler's cost per task is small beside the work,
     and many enough to keep the workers busy (``local:N``: :data:`TASKS_PER_WORKER` a worker at
     least). Relative paths are refused for a cluster whose workers run elsewhere (``tcp://``: they
-    would look in their own directory); a run too small to gain from Dask (under
-    :data:`SMALL_RUN_BYTES` of local files) is said on stderr.
+    would look in their own directory); a run too small to gain (:data:`SMALL_RUN_FILES`) is said
+    on stderr.
 
     Sizes: of a run of more than :data:`SIZE_SAMPLE` files, a sample is ``stat``-ed first; when its
     files are so small that batches of ``max_files`` stay under an eighth of ``target_bytes``, the run
@@ -352,10 +355,10 @@ def file_batches(
                 out.append(FileBatch(part, tuple(scopes[p] for p in part), total, options))
                 start, total = i + 1, 0
     total = estimate if estimate is not None else sum(b.bytes for b in out)
-    if dask and total < SMALL_RUN_BYTES and not any(map(is_url, files)):
+    if dask and len(files) < SMALL_RUN_FILES and total < SMALL_RUN_BYTES and not any(map(is_url, files)):
         print(
             f"warning: --dask on {len(files)} file(s), {total / 1e6:.0f} MB: a run this small spends more on "
-            "starting and feeding the cluster than it gains (docs/fleet.md: when Dask pays off)",
+            "starting and feeding the workers than it gains (docs/fleet.md: when Dask pays off)",
             file=sys.stderr,
         )
     return out

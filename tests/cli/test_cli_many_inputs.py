@@ -95,12 +95,22 @@ def test_batches_keep_order_and_whole_run_scopes(tmp_path: Path, capsys: pytest.
     assert "a run this small" in capsys.readouterr().err
 
 
-def test_many_small_files_are_cut_by_count_from_a_sample_of_sizes(tmp_path: Path) -> None:
+def test_many_small_files_are_cut_by_count_from_a_sample_of_sizes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Over SIZE_SAMPLE files, a sample is stat-ed; files that small are cut by count (no stat a file)
-    into tasks that say no size, so progress counts files; larger ones are still cut by size."""
+    into tasks that say no size, so progress counts files; larger ones are still cut by size. A run
+    of SMALL_RUN_FILES files or more is not called too small, however few its bytes."""
+    from quicsm.traces import inputs
+
     logs = [str(p) for p in _logs(tmp_path, 1200)]
     size = os.path.getsize(logs[0])
+    monkeypatch.setattr(inputs, "SMALL_RUN_FILES", 1201)
+    file_batches(logs, dask="local:2")
+    assert "a run this small" in capsys.readouterr().err
+    monkeypatch.setattr(inputs, "SMALL_RUN_FILES", 1200)
     counted = file_batches(logs, dask="local:2")
+    assert "a run this small" not in capsys.readouterr().err
     assert [len(b.files) for b in counted] == [75] * 16 and {b.bytes for b in counted} == {0}
     assert [f for b in counted for f in b.files] == logs
     assert [len(b.files) for b in file_batches(logs, dask="local:3")] == [50] * 24
