@@ -235,8 +235,9 @@ def dask_option(f: F) -> F:
         metavar="SCHEDULER",
         help="Read batches of input files as parallel tasks: local[:N] runs them on N worker processes of this "
         "machine (default 2; forked from this one, no scheduler), or give a Dask scheduler address such as "
-        "tcp://host:8786 (needs quicsm[fleet]). Results equal the local run. On 2 free cores local:2 ran "
-        "20,000 small qlogs in 0.75x the time of one process (docs/fleet.md).",
+        "tcp://host:8786 (needs quicsm[fleet]). Results equal the local run. On 2 cores local:2 ran 20,000 "
+        "and 100,000 small qlogs in 0.72-0.75x the time of one process; under 10,000 files, and for "
+        "20,000 text logs or compare, it did not gain (docs/fleet.md).",
     )(f)
 
 
