@@ -62,14 +62,16 @@ consistent 0.6 s / 4.2 s. Without either (the default), the replay of Synoptic's
 DEFAULT_REFINE: str | None = None
 DEFAULT_SEED = 1
 """The seed the default replays: Synoptic's choices for ``--randomSeed=1``."""
-REPLAY_BUDGET = 20_000_000
+REPLAY_BUDGET = 300_000_000
 """Work (:attr:`~quicsm.inference.replay.ReplayStats.work`) the default's replay may take before it is
-given up for ``stitch``: 0.6-1 s of CPU on this project's machine. Measured work: every recorded input
-(10^3 - 6.8 x 10^3 events) 0.02 - 4.7 x 10^6 (real trace sets need few arbitrary splits, random logs
-hundreds); ``bench_infer.synth`` random logs 4.7 x 10^6 at 10^3 events (0.4 s), 3.4 x 10^7 at 3 x 10^3
-(1.6 s), 2.4 x 10^8 at 10^4 (7 s): the replay's work grows with the square of the events (a round per
-arbitrary split, each over the whole graph). Where it is over, the original itself takes about an
-hour or more (over 3,000 s of CPU at 10^4 events), so there is no recording to match."""
+given up for ``stitch``: about 2.5 s of CPU on this project's machine with the C rounds
+(``fastcheck.replay_rounds``). Measured work: every recorded input (10^3 - 6.8 x 10^3 events) 0.02 - 4.7 x
+10^6 (real trace sets need few arbitrary splits, random logs hundreds); ``bench_infer.synth`` random logs
+4.7 x 10^6 at 10^3 events, 3.4 x 10^7 at 3 x 10^3, 2.37 x 10^8 at 10^4 (the recorded 10^4-event input,
+``recorded-10k.json.gz``: 2.1 s of refinement in process): the replay's work grows with the square of the
+events (a round per arbitrary split, each over the whole graph). Where it is over, the original itself
+takes well over an hour (3,416 s of CPU at 10^4 events), so there is no recording to match. It was 2 x
+10^7 (0.6-1 s) until the rounds moved to C, which left the 10^4-event input to ``stitch``."""
 ARBITRARY_ROUNDS = 16
 """Refinement rounds without an invariant-satisfying split that make Synoptic's arbitrary split
 (:func:`_arbitrary_split`); later ones make the consistent split. Language-equal recorded inputs

@@ -126,16 +126,17 @@ TEN_K = AT_SIZE.with_name("recorded-10k.json.gz")
 @pytest.mark.slow
 def test_seed_1_replay_at_ten_thousand_events() -> None:
     """``bench_infer.synth(10000)`` (10,125 events, 99 traces): the replay of seed 1 draws the model
-    ``java -jar synoptic.jar --randomSeed=1`` drew in 3,416 s of CPU; the default gives the replay up
-    at its budget there and draws the stitch refinement's model (another language)."""
+    ``java -jar synoptic.jar --randomSeed=1`` drew in 3,416 s of CPU, and so does the default (its budget
+    holds the replay at this size since the rounds run in C)."""
     rec = recorded(TEN_K)["bench-10k"]
     theirs = synoptic_models("bench-10k", TEN_K)
     assert len(theirs) == 1 and sum(map(len, rec["sequences"])) == 10_125
     ours = infer_synoptic(rec["sequences"], seed=1)
     assert isomorphic(ours.model, theirs[0]) and ours.details["refinement_rounds"] > 8_000
-    default = infer_synoptic(rec["sequences"]).model
-    assert default.params["refine"] == "stitch" and default.params["replay_over_budget"] is True
-    assert not same_language(default, theirs[0])
+    default = infer_synoptic(rec["sequences"])  # the replay of seed 1 fits the default's budget
+    assert default.model.params == {"k": 1, "coarsen": True, "refine": "replay", "seed": 1}
+    assert default.model.nodes == ours.model.nodes and default.model.edges == ours.model.edges
+    assert default.details["replay_work"] <= default.details["replay_budget"] * 0.8  # with room to spare
 
 
 def test_successor_lists_made_again_only_where_a_round_changes_them(monkeypatch: pytest.MonkeyPatch) -> None:
