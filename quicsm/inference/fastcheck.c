@@ -70,6 +70,19 @@ static int get_arr(PyObject *obj, Arr *out, Py_ssize_t itemsize, int writable, c
 
 #define I32(a) ((const int32_t *)(a).view.buf)
 
+/* get_arr for n arguments in turn (bit i of `writable`: the i-th must be writable): how many were fetched,
+ * n when all were (else an exception is set); release_arrs gives back that many. */
+static int get_arrs(PyObject *const *objs, Arr *const *got, const Py_ssize_t *sizes, unsigned writable,
+                    const char *const *names, int n) {
+    for (int k = 0; k < n; k++)
+        if (get_arr(objs[k], got[k], sizes[k], (int)(writable >> k & 1u), names[k]) < 0) return k;
+    return n;
+}
+
+static void release_arrs(Arr *const *got, int k) {
+    for (int j = 0; j < k; j++) PyBuffer_Release(&got[j]->view);
+}
+
 /* ---- violations ---------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -763,9 +776,7 @@ static PyObject *split_steps(PyObject *self, PyObject *args) {
     PyObject *objs[6] = {po, so, ro, mo, vo, out};
     const Py_ssize_t sizes[6] = {4, 1, 1, 4, 1, 1};
     const char *names[6] = {"part", "has_succ", "has_pred", "members", "moving", "seen"};
-    int k = 0;
-    for (; k < 6; k++)
-        if (get_arr(objs[k], got[k], sizes[k], k == 5, names[k]) < 0) break;
+    int k = get_arrs(objs, got, sizes, 0x20u, names, 6);
     PyObject *result = NULL;
     if (k < 6) goto done;
     if (moving.n != members.n || succ.n != part.n || pred.n != part.n || seen.n % 4) {
@@ -777,7 +788,7 @@ static PyObject *split_steps(PyObject *self, PyObject *args) {
                             seen.n / 4);
     if (inner >= 0) result = PyLong_FromLong(inner);
 done:
-    for (int j = 0; j < k; j++) PyBuffer_Release(&got[j]->view);
+    release_arrs(got, k);
     return result;
 }
 
@@ -923,9 +934,7 @@ static PyObject *holds_if_split(PyObject *self, PyObject *args) {
     PyObject *objs[9] = {ipo, ixo, tyo, po, so, ro, mo, eo, ko};
     const Py_ssize_t sizes[9] = {4, 4, 4, 4, 1, 1, 4, 4, 1};
     const char *names[9] = {"indptr", "indices", "ptype", "part", "has_succ", "has_pred", "members", "events", "mark"};
-    int k = 0;
-    for (; k < 9; k++)
-        if (get_arr(objs[k], got[k], sizes[k], k == 8, names[k]) < 0) break;
+    int k = get_arrs(objs, got, sizes, 0x100u, names, 9);
     PyObject *result = NULL;
     TrialWs ws;
     memset(&ws, 0, sizeof ws);
@@ -964,7 +973,7 @@ static PyObject *holds_if_split(PyObject *self, PyObject *args) {
         result = PyLong_FromSsize_t(holds ? -1 : len);
 done:
     trial_ws_free(&ws);
-    for (int j = 0; j < k; j++) PyBuffer_Release(&got[j]->view);
+    release_arrs(got, k);
     if (wo) PyBuffer_Release(&wit.view);
     return result;
 }
@@ -997,10 +1006,9 @@ static PyObject *walk_in_graph(PyObject *self, PyObject *args) {
     Arr ptr, idx, walks, bounds;
     Arr *got[4] = {&ptr, &idx, &walks, &bounds};
     PyObject *objs[4] = {ipo, ixo, wo, bo};
+    const Py_ssize_t sizes[4] = {4, 4, 4, 4};
     const char *names[4] = {"indptr", "indices", "walks", "bounds"};
-    int k = 0;
-    for (; k < 4; k++)
-        if (get_arr(objs[k], got[k], 4, 0, names[k]) < 0) break;
+    int k = get_arrs(objs, got, sizes, 0x0u, names, 4);
     PyObject *result = NULL;
     if (k < 4) goto done;
     const int32_t *ip = I32(ptr), *ix = I32(idx), *all = I32(walks), *bd = I32(bounds);
@@ -1015,7 +1023,7 @@ static PyObject *walk_in_graph(PyObject *self, PyObject *args) {
     }
     result = PyLong_FromLong(first);
 done:
-    for (int j = 0; j < k; j++) PyBuffer_Release(&got[j]->view);
+    release_arrs(got, k);
     return result;
 }
 
@@ -1030,9 +1038,7 @@ static PyObject *ordered_successors(PyObject *self, PyObject *args) {
     PyObject *objs[5] = {po, so, ro, ipo, ixo};
     const Py_ssize_t sizes[5] = {4, 1, 8, 4, 4};
     const char *names[5] = {"part", "has_succ", "rank", "indptr", "indices"};
-    int k = 0;
-    for (; k < 5; k++)
-        if (get_arr(objs[k], got[k], sizes[k], k >= 3, names[k]) < 0) break;
+    int k = get_arrs(objs, got, sizes, 0x18u, names, 5);
     PyObject *result = NULL;
     int32_t *slot = NULL, *start = NULL, *stamp = NULL;
     if (k < 5) goto done;
@@ -1094,7 +1100,7 @@ done:
     free(slot);
     free(start);
     free(stamp);
-    for (int j = 0; j < k; j++) PyBuffer_Release(&got[j]->view);
+    release_arrs(got, k);
     return result;
 }
 
@@ -1112,9 +1118,7 @@ static PyObject *ordered_successors_update(PyObject *self, PyObject *args) {
     const Py_ssize_t sizes[9] = {4, 1, 4, 4, 4, 4, 4, 4, 4};
     const char *names[9] = {"part", "has_succ", "old_indptr", "old_indices", "touched",
                             "touched_ptr", "touched_events", "indptr", "indices"};
-    int k = 0;
-    for (; k < 9; k++)
-        if (get_arr(objs[k], got[k], sizes[k], k >= 7, names[k]) < 0) break;
+    int k = get_arrs(objs, got, sizes, 0x180u, names, 9);
     PyObject *result = NULL;
     int32_t *stamp = NULL;
     if (k < 9) goto done;
@@ -1184,7 +1188,7 @@ static PyObject *ordered_successors_update(PyObject *self, PyObject *args) {
     result = PyLong_FromSsize_t(edges);
 done:
     free(stamp);
-    for (int j = 0; j < k; j++) PyBuffer_Release(&got[j]->view);
+    release_arrs(got, k);
     return result;
 }
 
@@ -1440,9 +1444,7 @@ static PyObject *coarsen(PyObject *self, PyObject *args) {
     PyObject *objs[8] = {so, do_, to, lo, nfo, apo, afo, mo};
     const Py_ssize_t sizes[8] = {4, 4, 4, 4, 8, 8, 8, 4};
     const char *names[8] = {"src", "dst", "ptype", "plist", "nfpred", "appred", "afsucc", "merges"};
-    int k = 0;
-    for (; k < 8; k++)
-        if (get_arr(objs[k], got[k], sizes[k], k == 7, names[k]) < 0) break;
+    int k = get_arrs(objs, got, sizes, 0x80u, names, 8);
     PyObject *result = NULL;
     Coarse c;
     memset(&c, 0, sizeof c);
@@ -1639,7 +1641,7 @@ done:
     free(moved);
     free(stamp);
     free(gone);
-    for (int j = 0; j < k; j++) PyBuffer_Release(&got[j]->view);
+    release_arrs(got, k);
     return result;
 }
 
@@ -1655,9 +1657,7 @@ static PyObject *split_masks(PyObject *self, PyObject *args) {
     PyObject *objs[6] = {po, so, ro, oo, om, im};
     const Py_ssize_t sizes[6] = {4, 1, 1, 4, 1, 1};
     const char *names[6] = {"part", "has_succ", "has_pred", "order", "out_mask", "in_mask"};
-    int k = 0;
-    for (; k < 6; k++)
-        if (get_arr(objs[k], got[k], sizes[k], k >= 4, names[k]) < 0) break;
+    int k = get_arrs(objs, got, sizes, 0x30u, names, 6);
     PyObject *result = NULL;
     if (k < 6) goto done;
     if (succ.n != part.n || pred.n != part.n || outm.n != ord.n || inm.n != ord.n) {
@@ -1681,7 +1681,7 @@ static PyObject *split_masks(PyObject *self, PyObject *args) {
     }
     result = PyLong_FromLong((n_out > 0 && n_out < ord.n) | ((n_in > 0 && n_in < ord.n) << 1));
 done:
-    for (int j = 0; j < k; j++) PyBuffer_Release(&got[j]->view);
+    release_arrs(got, k);
     return result;
 }
 
@@ -1951,11 +1951,8 @@ static PyObject *replay_rounds(PyObject *self, PyObject *args) {
     Arr part, types, succ, pred, ptype0, invs, rng, stats, outp;
     Arr *got[9] = {&part, &types, &succ, &pred, &ptype0, &invs, &rng, &stats, &outp};
     const Py_ssize_t sizes[9] = {4, 4, 1, 1, 4, 4, 8, 8, 4};
-    const int writable[9] = {1, 0, 0, 0, 0, 0, 1, 1, 1};
     const char *names[9] = {"part", "types", "has_succ", "has_pred", "ptype", "invariants", "rng", "stats", "out_ptype"};
-    int k = 0;
-    for (; k < 9; k++)
-        if (get_arr(objs[k], got[k], sizes[k], writable[k], names[k]) < 0) break;
+    int k = get_arrs(objs, got, sizes, 0x1c1u, names, 9); /* part, rng, stats, out_ptype */
     PyObject *result = NULL;
     Rounds r;
     memset(&r, 0, sizeof r);
@@ -2229,7 +2226,7 @@ done:
     free(unsat);
     free(cex);
     free(todo);
-    for (int j = 0; j < k; j++) PyBuffer_Release(&got[j]->view);
+    release_arrs(got, k);
     return result;
 }
 
