@@ -16,6 +16,7 @@ import atexit
 import importlib
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 from collections import deque
@@ -53,11 +54,25 @@ def _os_threads() -> int:
         return 1
 
 
-def _worker_started() -> None:
+def _worker_started(client: int) -> None:
     # as the CLI process: one BLAS thread (spawned workers import NumPy after this), fixed malloc thresholds
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
         os.environ.setdefault(var, "1")
     keep_freed_memory()
+    _end_with(client)
+
+
+def _end_with(client: int) -> None:
+    """This worker ends when the client process does: killed, or ended by a timeout's SIGTERM, it leaves
+    its workers waiting forever to hand over a result nobody reads (seen: two orphans blocked in a pipe
+    write). Linux's parent-death signal (prctl(2) PR_SET_PDEATHSIG) sends SIGTERM then; a client gone
+    before it was set is caught by the parent's pid."""
+    if sys.platform == "linux":
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != client:
+        os._exit(1)
 
 
 def pool_for(n: int) -> ProcessPoolExecutor:
@@ -65,7 +80,7 @@ def pool_for(n: int) -> ProcessPoolExecutor:
     pool = _POOLS.get(n)
     if pool is None:
         ctx = multiprocessing.get_context(start_method())
-        pool = ProcessPoolExecutor(n, mp_context=ctx, initializer=_worker_started)
+        pool = ProcessPoolExecutor(n, mp_context=ctx, initializer=_worker_started, initargs=(os.getpid(),))
         if not _POOLS:
             atexit.register(close_pools)
         _POOLS[n] = pool

@@ -124,3 +124,39 @@ def test_cli_local_workers_match_the_local_run_and_name_the_worker_of_a_strict_f
     bad.write_text(bad.read_text() + "QUICSM v=1 conn=0x9 t_us=oops cc=cubic to=SlowStart\n")
     res = CliRunner().invoke(cli, ["infer", str(fleet_dir), "--strict", "--dask", "local:2", "-o", str(remote)])
     assert res.exit_code != 0 and f"{bad}:" in res.output and "(on local worker process " in res.output, res.output
+
+
+CLIENT = """
+import sys, time
+from quicsm.fleet import pool
+results = pool.map_local(time.sleep, [60.0] * 4, 2)
+print(*pool.pool_for(2)._processes, flush=True)
+next(results)
+"""
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state == "Z"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's")
+def test_workers_end_when_the_client_is_killed() -> None:
+    """A killed client (SIGKILL, a timeout's SIGTERM) took no worker with it: they waited forever to hand
+    over a result. Now each ends with it, mid-task."""
+    client = subprocess.Popen([sys.executable, "-c", CLIENT], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    assert client.stdout is not None
+    workers = [int(p) for p in client.stdout.readline().split()]
+    assert len(workers) == 2 and not any(map(_gone, workers))
+    client.kill()
+    client.wait(10)
+    deadline = time.monotonic() + 10
+    while not all(map(_gone, workers)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    alive = [p for p in workers if not _gone(p)]
+    for p in alive:
+        os.kill(p, 9)
+    assert not alive, f"workers {alive} outlived their client"
