@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from quicsm.cli.options import close_dask, dask_option, output_option, selector, storage_option
+from quicsm.cli.options import dask_option, dask_workers, output_option, selector, storage_option
 from quicsm.compare import CompareOptions, build_sets
 from quicsm.compare import compare as run_compare
 from quicsm.compare.sets import TraceSet
@@ -216,7 +216,7 @@ def compare(
                 "quote the globs (compare 'runs/a-*' 'runs/b-*') or give --name for each set",
                 err=True,
             )
-        try:
+        with dask_workers(dask):  # the workers are not needed for the analysis
             sets = build_sets(
                 inputs,
                 names=names,
@@ -233,8 +233,6 @@ def compare(
             )
             if not quiet:
                 _echo_skipped(sets)
-        finally:
-            close_dask(dask)  # the workers are not needed for the analysis
         result = run_compare(sets, options)
     if not quiet and (fmt != "text" or output != "-"):
         for w in result.warnings:

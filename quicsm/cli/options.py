@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from quicsm.traces.summary import Summary
 
 __all__ = [
-    "close_dask",
+    "dask_workers",
     "dask_option",
     "echo_parse_summary",
     "engine_options",
@@ -180,10 +181,8 @@ def echo_parse_summary(report: ParseReport, ccs: set[str], quiet: bool) -> None:
 def load_inputs(kw: dict[str, Any], dask: str | None = None) -> ParseResult:
     """The parse stage (:func:`quicsm.parse`) with the options of :func:`input_options` (popped from ``kw``)."""
     parse_kw, quiet, where = pop_parse_options(kw)
-    try:
+    with dask_workers(dask):
         result = parse_inputs(pop_inputs(kw), where=where or None, dask=dask, **parse_kw)
-    finally:
-        close_dask(dask)
     echo_parse_summary(result.report, {t.cc for t in result.traces}, quiet)
     write_report(kw.pop("report_path", None), result.report)
     return result
@@ -195,10 +194,8 @@ def load_summary(kw: dict[str, Any], view: StateView) -> Summary:
 
     parse_kw, quiet, where = pop_parse_options(kw)
     dask = kw.pop("dask", None)
-    try:
+    with dask_workers(dask):
         summary = summarize(pop_inputs(kw), view=view, where=where or None, dask=dask, **parse_kw)
-    finally:
-        close_dask(dask)
     echo_parse_summary(summary.report, set(summary.ccs), quiet)
     write_report(kw.pop("report_path", None), summary.report)
     return summary
@@ -220,13 +217,18 @@ def write_report(path: str | None, report: ParseReport) -> None:
             json.dump(report.to_json(), fh, indent=2)
 
 
-def close_dask(dask: str | None) -> None:
-    """Shut down the local worker processes (or the Dask client) as soon as the files are read, or a
-    run failed (a later run in this process, a test's, must not meet workers with an old environment)."""
-    if dask:
-        from quicsm.fleet.cluster import close_clients
+@contextmanager
+def dask_workers(dask: str | None) -> Iterator[None]:
+    """The block that reads the files; on leaving it, the local worker processes (or the Dask client)
+    are shut down, whether the read finished or failed (a later run in this process, a test's, must not
+    meet workers with an old environment)."""
+    try:
+        yield
+    finally:
+        if dask:
+            from quicsm.fleet.cluster import close_clients
 
-        close_clients()
+            close_clients()
 
 
 def dask_option(f: F) -> F:

@@ -7,8 +7,8 @@ from typing import Any
 import click
 
 from quicsm.cli.options import (
-    close_dask,
     dask_option,
+    dask_workers,
     echo_parse_summary,
     input_options,
     load_inputs,
@@ -40,7 +40,7 @@ def parse(output: str, **kw: Any) -> None:
         strict, progress, options = parse_kw.pop("strict"), parse_kw.pop("progress"), parse_kw.pop("storage_options")
         over = Overrides(parse_kw.pop("labels"), **parse_kw)
         paths = pop_inputs(kw)
-        try:
+        with dask_workers(dask):
             n, report, tally = write_store(
                 paths,
                 output,
@@ -51,8 +51,6 @@ def parse(output: str, **kw: Any) -> None:
                 progress=progress,
                 storage_options=options,
             )
-        finally:
-            close_dask(dask)
         echo_parse_summary(report, tally.ccs, quiet)
         write_report(kw.pop("report_path"), report)
     else:
