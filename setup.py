@@ -68,6 +68,7 @@ setup(
             "pytest>=7",
             "hypothesis>=6",
             "jsonschema>=4",  # the shipped JSON Schemas are checked against real outputs
+            "markdown-it-py>=3",  # a CommonMark renderer: Markdown reports render no HTML from the inputs
             "ruff==0.17.6",  # lint tools pinned: a new release must not turn CI red without a line of ours changing
             "mypy==2.4.1",
             "dask[distributed]>=2024.1",

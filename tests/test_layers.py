@@ -8,6 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "quicsm"
 ORDER = [
+    "textsafe",
     "errors",
     "files",
     "formats",
@@ -54,6 +55,7 @@ def test_fleet_imports_no_domain_package() -> None:
     assert {b for a, b, _ in _imports() if _layer(a) == "fleet" and _layer(b) != "fleet"} <= {
         "quicsm.errors",
         "quicsm.files",
+        "quicsm.textsafe",
     }
 
 

@@ -18,6 +18,7 @@ from quicsm.compare.comparison import learn_connections
 from quicsm.diagrams.dot import DotOptions, to_dot
 from quicsm.diagrams.overlay import Delta, EdgeKey, NodeKey, Overlay
 from quicsm.errors import QuicsmError
+from quicsm.textsafe import html_value
 
 __all__ = ["diff_overlay", "scenario_dot", "to_html"]
 
@@ -25,7 +26,10 @@ __all__ = ["diff_overlay", "scenario_dot", "to_html"]
 @lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
     return jinja2.Environment(
-        loader=jinja2.PackageLoader("quicsm.check", "templates"), autoescape=True, undefined=jinja2.StrictUndefined
+        loader=jinja2.PackageLoader("quicsm.check", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        finalize=html_value,  # names from the inputs shown escaped (quicsm.textsafe)
     )
 
 

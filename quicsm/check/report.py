@@ -17,6 +17,7 @@ from quicsm import __version__
 from quicsm.check.config import CheckConfig
 from quicsm.check.gate import CheckResult, Finding, ScenarioResult, witness_text
 from quicsm.compare.report import json_number, json_p
+from quicsm.textsafe import md_code, md_name, md_text, terminal, xml
 
 __all__ = [
     "CHECK_FORMAT",
@@ -173,55 +174,58 @@ def to_json(r: CheckResult) -> str:
     return msgspec.json.format(msgspec.json.encode(record(r)), indent=2).decode() + "\n"
 
 
-def _side(s: ScenarioRecord, side: str) -> str:
+def _side(s: ScenarioRecord, side: str, safe: Callable[[str], str]) -> str:
     n = s.baseline_connections if side == "baseline" else s.new_connections
     cc = s.baseline_controllers if side == "baseline" else s.new_controllers
     v = s.baseline_versions if side == "baseline" else s.new_versions
-    return f"{n} connection(s) ({' '.join(v) or 'version ?'}, {', '.join(cc) or 'cc ?'})"
+    return f"{n} connection(s) ({safe(' '.join(v)) or 'version ?'}, {safe(', '.join(cc)) or 'cc ?'})"
 
 
 def _head(rep: CheckReport) -> str:
     word = "CHANGED" if rep.verdict == "changed" else "same"
     return (
-        f"quicsm check: {word}: {rep.failed} of {len(rep.findings)} checks failed "
-        f"({rep.tested} tests in one family, {rep.config.correction}, alpha {rep.config.alpha:g}); baseline {rep.baseline}"
+        f"quicsm check: {word}: {rep.failed} of {len(rep.findings)} checks failed ({rep.tested} tests in one "
+        f"family, {rep.config.correction}, alpha {rep.config.alpha:g}); baseline {terminal(rep.baseline)}"
     )
 
 
 def to_text(r: CheckResult) -> str:
+    """The report for a terminal or a CI log; every name from the inputs is one escaped line, so no
+    state name can forge a line of it (:func:`quicsm.textsafe.terminal`)."""
     rep = record(r)
+    t = terminal
     out = [_head(rep)]
     for s in rep.scenarios:
-        out.append(f"scenario {s.name}: baseline {_side(s, 'baseline')}, new {_side(s, 'new')}")
+        out.append(f"scenario {t(s.name)}: baseline {_side(s, 'baseline', t)}, new {_side(s, 'new', t)}")
     fails = sorted((f for f in rep.findings if f.failed), key=_strength)
     if fails:
         out.append("")
         out.append("failed:")
         for f in fails:
-            where = f"[{f.scenario}] " if len(rep.scenarios) > 1 else ""
-            out.append(f"  {where}{f.kind} {f.item}: {f.reason}")
+            where = f"[{t(f.scenario)}] " if len(rep.scenarios) > 1 else ""
+            out.append(f"  {where}{f.kind} {t(f.item)}: {t(f.reason)}")
             if f.witness:
-                out.append(f"      witness {witness_text(f.witness)}")
+                out.append(f"      witness {t(witness_text(f.witness))}")
     near = [f for f in rep.findings if not f.failed and f.note and "significant but" in f.note]
     if near:
         out.append("")
         out.append("significant, below the minimum effect (not failed):")
-        out += [f"  {f.kind} {f.item}: {f.reason}" for f in near]
+        out += [f"  {f.kind} {t(f.item)}: {t(f.reason)}" for f in near]
     small = [f for f in rep.findings if f.check in ("new", "gone") and not f.failed]
     if small:
         out.append("")
         out.append("new/gone but not significant (not failed):")
         out += [
-            f"  {f.kind} {f.item}: {f.check} ({f.support[0]} baseline vs {f.support[1]} new connection(s))"
+            f"  {f.kind} {t(f.item)}: {f.check} ({f.support[0]} baseline vs {f.support[1]} new connection(s))"
             for f in small[:SHOWN]
         ]
         if len(small) > SHOWN:
             out.append(f"  ... and {len(small) - SHOWN} more (all in --format json)")
-    ignored = sorted({f"{f.kind} {f.item}" for f in rep.findings if f.ignored})
+    ignored = sorted({f"{f.kind} {t(f.item)}" for f in rep.findings if f.ignored})
     if ignored:
         out.append("")
         out.append(f"ignored by the config: {', '.join(ignored)}")
-    out += [f"warning: {w}" for w in rep.warnings]
+    out += [f"warning: {t(w)}" for w in rep.warnings]
     return "\n".join(out) + "\n"
 
 
@@ -236,22 +240,25 @@ def fmt_value(f: FindingRecord, x: float | None) -> str:
     return f"{x:.2f}" if f.check == "visits" else f"{100 * x:.1f}%"
 
 
-def _md_cell(s: str) -> str:
-    return s.replace("|", "\\|").replace("\n", " ")
-
-
 def to_markdown(r: CheckResult) -> str:
-    """A summary to paste into a pull request: verdict, failed checks with witnesses, the rest folded."""
+    """A summary to paste into a pull request: verdict, failed checks with witnesses, the rest folded.
+    Names from the inputs are code spans and sentences are escaped (:mod:`quicsm.textsafe`): no HTML,
+    link or mention from a log reaches the comment."""
     rep = record(r)
+
+    def code(s: str) -> str:
+        return md_name(s, in_table=True)
+
     mark = ":x:" if rep.verdict == "changed" else ":white_check_mark:"
     out = [f"### {mark} quicsm check: {'controller behaviour changed' if rep.failed else 'same behaviour'}", ""]
     out.append(
         f"{rep.failed} of {len(rep.findings)} checks failed; {rep.tested} tests corrected together "
-        f"({rep.config.correction}, alpha {rep.config.alpha:g}). Baseline `{rep.baseline}` ({rep.baseline_tool})."
+        f"({rep.config.correction}, alpha {rep.config.alpha:g}). Baseline {md_code(rep.baseline)} "
+        f"({md_text(rep.baseline_tool)})."
     )
     out.append("")
     out += ["| scenario | baseline | new |", "|---|---|---|"]
-    out += [f"| {_md_cell(s.name)} | {_side(s, 'baseline')} | {_side(s, 'new')} |" for s in rep.scenarios]
+    out += [f"| {code(s.name)} | {_side(s, 'baseline', md_text)} | {_side(s, 'new', md_text)} |" for s in rep.scenarios]
 
     def table(rows: list[FindingRecord]) -> list[str]:
         t = [
@@ -261,12 +268,12 @@ def to_markdown(r: CheckResult) -> str:
         for f in rows:
             eff = "" if f.effect_size is None else f"{f.effect_size:+.2f} {f.effect_measure}"
             p = "" if f.p_corrected is None else f"{f.p_corrected:.2g}"
-            wit = f"`{_md_cell(witness_text(f.witness))}`" if f.witness else ""
+            wit = md_code(witness_text(f.witness), in_table=True) if f.witness else ""
             if f.check == "controller":
-                t.append(f"| {_md_cell(f.scenario)} | cc | controller | | | | | {_md_cell(f.reason)} |")
+                t.append(f"| {code(f.scenario)} | cc | controller | | | | | {md_text(f.reason)} |")
                 continue
             t.append(
-                f"| {_md_cell(f.scenario)} | {_md_cell(f.item)} | {f.check} | {fmt_value(f, f.baseline)} | "
+                f"| {code(f.scenario)} | {code(f.item)} | {f.check} | {fmt_value(f, f.baseline)} | "
                 f"{fmt_value(f, f.new)} | {p} | {eff} | {wit} |"
             )
         return t
@@ -277,7 +284,7 @@ def to_markdown(r: CheckResult) -> str:
     rest = [f for f in rep.findings if not f.failed and f.check != "controller"]
     out += ["", f"<details><summary>all {len(rest)} other checks</summary>", ""] + table(rest) + ["", "</details>"]
     if rep.warnings:
-        out += [""] + [f"- warning: {_md_cell(w)}" for w in rep.warnings]
+        out += [""] + [f"- warning: {md_text(w)}" for w in rep.warnings]
     return "\n".join(out) + "\n"
 
 
@@ -327,7 +334,8 @@ def to_junit(r: CheckResult) -> str:
             total, failures, skipped = total + n, failures + nf, skipped + ns
     _counts(root, total, failures, skipped)
     ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    # ElementTree writes ESC, BEL, NUL as they are: not XML 1.0, so no CI could read the report
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + xml(ET.tostring(root, encoding="unicode")) + "\n"
 
 
 WRITERS: dict[str, Callable[[CheckResult], str]] = {

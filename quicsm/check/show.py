@@ -8,6 +8,7 @@ import numpy as np
 
 from quicsm.check.bundle import Baseline
 from quicsm.compare.occupancy import occupancy_table
+from quicsm.textsafe import terminal
 
 __all__ = ["summary", "summary_text"]
 
@@ -52,26 +53,30 @@ def summary(b: Baseline) -> dict[str, Any]:
 
 
 def summary_text(b: Baseline) -> str:
+    """The summary for a terminal: names from the bundle (states, sets, versions, paths) shown escaped."""
     d = summary(b)
+    t = terminal
     view = ("PROBE_BW phases" if b.view.phases else "phases folded") + (
         ", BBR recovery states" if b.view.recovery else ""
     )
     lines = [
-        f"{d['source']}: baseline bundle written by {d['tool']}; {d['connections']} connection(s) in "
-        f"{len(d['sets'])} set(s){f', split by {b.split_by}' if b.split_by else ''}; engine {b.engine}; {view}"
+        f"{t(d['source'])}: baseline bundle written by {t(d['tool'])}; {d['connections']} connection(s) in "
+        f"{len(d['sets'])} set(s){f', split by {t(b.split_by)}' if b.split_by else ''}; engine {t(b.engine)}; {view}"
     ]
     for s in d["sets"]:
         lines.append("")
         lines.append(
-            f"set {s['name']}: {s['connections']} connection(s), {' '.join(s['implementations'] + s['versions']) or '?'}, "
-            f"cc {', '.join(s['controllers']) or '?'}, mean length {s['mean_duration_ms']} ms; "
+            f"set {t(s['name'])}: {s['connections']} connection(s), "
+            f"{t(' '.join(s['implementations'] + s['versions'])) or '?'}, "
+            f"cc {t(', '.join(s['controllers'])) or '?'}, mean length {s['mean_duration_ms']} ms; "
             f"model {s['model']['nodes']} nodes, {s['model']['edges']} edges"
         )
-        lines.append(f"  from {s['origin']}")
-        width = max((len(x["state"]) for x in s["states"]), default=5)
+        lines.append(f"  from {t(s['origin'])}")
+        names = [t(x["state"]) for x in s["states"]]
+        width = max(map(len, names), default=5)
         lines.append(f"  {'state'.ljust(width)}  mean share  visited  entries/conn")
-        for x in s["states"]:
+        for name, x in zip(names, s["states"]):
             lines.append(
-                f"  {x['state'].ljust(width)}  {100 * x['mean_share']:9.1f}%  {x['visited']:7d}  {x['mean_visits']:12.2f}"
+                f"  {name.ljust(width)}  {100 * x['mean_share']:9.1f}%  {x['visited']:7d}  {x['mean_visits']:12.2f}"
             )
     return "\n".join(lines) + "\n"

@@ -11,6 +11,7 @@ import click
 from quicsm.cli.options import selector
 from quicsm.errors import QuicsmError
 from quicsm.files import write_output
+from quicsm.textsafe import terminal
 
 __all__ = ["check", "check_runs", "run_check"]
 
@@ -69,7 +70,7 @@ def preflight(baseline: str, config: str | None) -> None:
         load_config(config)
         load_baseline(baseline)
     except QuicsmError as exc:
-        raise BadInput(str(exc)) from exc
+        raise BadInput(terminal(str(exc))) from exc
 
 
 def check_runs(baseline: str, inputs: list[str], config: str | None, out: Path) -> None:
@@ -81,7 +82,7 @@ def check_runs(baseline: str, inputs: list[str], config: str | None, out: Path) 
     try:
         code = run_check(baseline, tuple(inputs), config=config, output=str(out / "check.txt"), files=files)
     except QuicsmError as exc:
-        raise BadInput(str(exc)) from exc
+        raise BadInput(terminal(str(exc))) from exc
     click.echo((out / "check.txt").read_text(), nl=False)
     click.echo(f"check reports: {out}/check.{{txt,json,xml,md,html}}", err=True)
     sys.exit(code)
@@ -136,10 +137,10 @@ def check(
     try:
         code = run_check(baseline, inputs, config=config, where=where, fmt=fmt, output=output, files=files)
     except QuicsmError as exc:
-        raise BadInput(str(exc)) from exc
+        raise BadInput(terminal(str(exc))) from exc
     except (EOFError, OSError) as exc:
-        raise BadInput(f"cannot read or write: {exc}") from exc
+        raise BadInput(terminal(f"cannot read or write: {exc}")) from exc
     except Exception as exc:  # a bug must not look like "changed" (1) to CI
         traceback.print_exc()
-        raise BadInput(f"internal error ({type(exc).__name__}: {exc}); please report it") from exc
+        raise BadInput(terminal(f"internal error ({type(exc).__name__}: {exc}); please report it")) from exc
     sys.exit(code)

@@ -15,6 +15,7 @@ from quicsm.compare.sets import TraceSet
 from quicsm.compare.stats import CORRECTIONS, EDGE_TESTS, SAMPLE_TESTS
 from quicsm.errors import InputError
 from quicsm.files import write_output
+from quicsm.textsafe import terminal
 from quicsm.traces.events import StateView
 from quicsm.traces.report import ParseReport
 
@@ -29,7 +30,7 @@ def _echo_skipped(sets: list[TraceSet]) -> None:
         if report is not None and (report.total_issues or report.skipped_files):
             by_report.setdefault(id(report), (report, []))[1].append(s.name)
     for report, names in by_report.values():  # sets split from one dataset (--vs, --by) share a report
-        click.echo(f"warning: reading the input(s) of set(s) {', '.join(names)}:", err=True)
+        click.echo(f"warning: reading the input(s) of set(s) {terminal(', '.join(names))}:", err=True)
         for line in report.summary().splitlines()[1:]:  # the problems, not the "read N files" line
             click.echo(f"  {line}", err=True)
 
@@ -236,7 +237,7 @@ def compare(
         result = run_compare(sets, options)
     if not quiet and (fmt != "text" or output != "-"):
         for w in result.warnings:
-            click.echo(f"warning: {w}", err=True)
+            click.echo(f"warning: {terminal(w)}", err=True)
     write_output(output, fairness_output(fc, fmt) if fc else WRITERS[fmt](result))
     if html_path:
         from quicsm.compare.html import to_html
@@ -267,7 +268,9 @@ def compare(
             written.insert(0, output)
         if written:
             click.echo(
-                f"compared {len(sets)} sets ({', '.join(f'{s.name}: {len(s)}' for s in sets)}); "
-                f"wrote {', '.join(written)}",
+                terminal(
+                    f"compared {len(sets)} sets ({', '.join(f'{s.name}: {len(s)}' for s in sets)}); "
+                    f"wrote {', '.join(written)}"
+                ),
                 err=True,
             )

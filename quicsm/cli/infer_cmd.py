@@ -10,12 +10,14 @@ import click
 from quicsm.cli.options import learn_model, model_options, output_option
 from quicsm.files import write_output
 from quicsm.inference.annotate import AnnotatedModel, save_model
+from quicsm.textsafe import terminal
 
 
 def model_table(am: AnnotatedModel) -> str:
-    """Plain-text view of a model: states with time shares, then edges with probabilities."""
+    """Plain-text view of a model: states with time shares, then edges with probabilities (names escaped)."""
     names = {
-        n.id: n.state + (f"#{n.id}" if sum(1 for m in am.nodes if m.state == n.state) > 1 else "") for n in am.nodes
+        n.id: terminal(n.state) + (f"#{n.id}" if sum(1 for m in am.nodes if m.state == n.state) > 1 else "")
+        for n in am.nodes
     }
     width = max(len(v) for v in names.values())
     out = [

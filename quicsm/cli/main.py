@@ -13,8 +13,9 @@ from typing import Any
 import click
 
 from quicsm import __version__
-from quicsm.errors import QuicsmError
+from quicsm.errors import QuicsmError, TestbedError
 from quicsm.fleet.malloc import keep_freed_memory
+from quicsm.textsafe import terminal
 
 __all__ = ["cli", "main", "COMMANDS"]
 
@@ -59,11 +60,11 @@ class LazyGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except QuicsmError as exc:
-            raise click.ClickException(str(exc)) from exc
+        except QuicsmError as exc:  # one line, names from inputs shown escaped (a build's output: its lines)
+            raise click.ClickException(terminal(str(exc), lines=isinstance(exc, TestbedError))) from exc
         except (EOFError, zlib.error) as exc:  # a gzip input cut short, read outside the parse stage
             # (click would print a bare "Aborted!" for EOFError)
-            raise click.ClickException(f"truncated or corrupt compressed input ({exc})") from exc
+            raise click.ClickException(terminal(f"truncated or corrupt compressed input ({exc})")) from exc
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "show_default": True})

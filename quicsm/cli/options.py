@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from quicsm.inference import ENGINES
+from quicsm.textsafe import terminal
 from quicsm.traces.events import StateView
 from quicsm.traces.parse import ParseResult, parse_inputs, parse_label
 from quicsm.traces.report import ParseReport
@@ -173,7 +174,8 @@ def echo_parse_summary(report: ParseReport, ccs: set[str], quiet: bool) -> None:
     click.echo("\n".join(lines), err=True)
     if len(ccs) > 1:
         click.echo(
-            f"warning: traces mix congestion controllers ({', '.join(sorted(ccs))}); use --where cc=NAME to pick one",
+            f"warning: traces mix congestion controllers ({terminal(', '.join(sorted(ccs)))}); "
+            "use --where cc=NAME to pick one",
             err=True,
         )
 

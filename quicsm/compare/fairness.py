@@ -14,11 +14,12 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from quicsm.errors import QuicsmError
+from quicsm.textsafe import csv_cell, md_name
+from quicsm.textsafe import html as escape
 from quicsm.traces.events import StateView, Trace
 
 if TYPE_CHECKING:
@@ -297,8 +298,9 @@ def fairness_markdown(runs: Sequence[FlowRun]) -> str:
     ]
     for s in summarise_flows(runs):
         ca = f"{s.ca_growth_kb_s:.1f}" if s.ca_growth_kb_s is not None else "n/a"
+        name, stack, cc = (md_name(x, in_table=True) for x in (s.name, s.stack, s.cc))
         rows.append(
-            f"| {s.name} | {s.stack} | {s.cc} | {s.runs} | {s.mean_mbps:.2f} ({s.sd_mbps:.2f}) | {s.share:.1%} | "
+            f"| {name} | {stack} | {cc} | {s.runs} | {s.mean_mbps:.2f} ({s.sd_mbps:.2f}) | {s.share:.1%} | "
             f"{s.recovery_share:.1%} | {s.recovery_per_s:.2f} | {ca} |"
         )
     jains = [r.jain for r in runs if not math.isnan(r.jain)]
@@ -539,7 +541,9 @@ def fairness_output(fc: FlowComparison, fmt: str) -> str:
         return json.dumps(data, indent=2, default=str) + "\n"
     if fmt == "csv":
         buf = io.StringIO()
-        rows: list[dict[str, Any]] = [asdict(s) for s in summarise_flows(runs)]
+        rows: list[dict[str, Any]] = [
+            {k: csv_cell(v) if isinstance(v, str) else v for k, v in asdict(s).items()} for s in summarise_flows(runs)
+        ]
         w = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else ["name"])
         w.writeheader()
         w.writerows(rows)

@@ -32,6 +32,7 @@ from quicsm.compare.sets import TraceSet
 from quicsm.compare.stats import EDGE_TESTS
 from quicsm.compare.svg import heatmap_svg, rate_log_for, rate_timeline_svg, timeline_svg
 from quicsm.errors import QuicsmError
+from quicsm.textsafe import html_value
 from quicsm.traces.events import StateView, Trace
 
 __all__ = ["heatmap", "pick_timelines", "timeline_traces", "to_html"]
@@ -40,7 +41,10 @@ __all__ = ["heatmap", "pick_timelines", "timeline_traces", "to_html"]
 @lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("quicsm.compare", "templates"), autoescape=True, undefined=jinja2.StrictUndefined
+        loader=jinja2.PackageLoader("quicsm.compare", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        finalize=html_value,  # names from the inputs shown escaped (quicsm.textsafe)
     )
     env.filters.update(pct=fmt_pct, p=fmt_p, pp=fmt_pp)
     env.globals["direction"] = _dir

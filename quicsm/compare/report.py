@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeVar
 import msgspec
 
 from quicsm.compare.comparison import Comparison, EdgeRow, OptionsRecord, SetInfo, StateRow
+from quicsm.textsafe import csv_cell, md_name, md_text, terminal
 
 __all__ = [
     "COMPARE_FORMAT_VERSION",
@@ -279,20 +280,23 @@ CSV_COLUMNS = (
 
 
 def to_csv(c: Comparison) -> str:
-    """One row per state test (kind=state, values are mean shares) and per edge (kind=edge, probabilities)."""
+    """One row per state test (kind=state, values are mean shares) and per edge (kind=edge, probabilities).
+    Text from the inputs (set, state names, notes) is formula-safe (:func:`quicsm.textsafe.csv_cell`)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")  # None is written as an empty cell
     w.writerow(CSV_COLUMNS)
     for p in c.pairs:
+        a, b = csv_cell(p.a), csv_cell(p.b)
         for j in (state_record(r).rounded() for r in p.states):
             w.writerow(
-                ["state", p.a, p.b, j.state, j.mean_a, j.mean_b, j.difference, j.p_value, j.p_corrected]
-                + [j.significant, j.test, j.effect_size, j.effect_measure, j.n_a, j.n_b, j.note]
+                ["state", a, b, csv_cell(j.state), j.mean_a, j.mean_b, j.difference, j.p_value, j.p_corrected]
+                + [j.significant, j.test, j.effect_size, j.effect_measure, j.n_a, j.n_b, csv_cell(j.note or "")]
             )
         for e in (edge_record(r).rounded() for r in p.edges):
             w.writerow(
-                ["edge", p.a, p.b, f"{e.src}->{e.dst}", e.prob_a, e.prob_b, e.difference, e.p_value, e.p_corrected]
-                + [e.significant, e.test, e.difference, "difference", e.out_a, e.out_b, _notes(e.note, _only(e))]
+                ["edge", a, b, csv_cell(f"{e.src}->{e.dst}"), e.prob_a, e.prob_b, e.difference, e.p_value]
+                + [e.p_corrected, e.significant, e.test, e.difference, "difference", e.out_a, e.out_b]
+                + [csv_cell(_notes(e.note, _only(e)))]
             )
     return buf.getvalue()
 
@@ -351,10 +355,16 @@ def _table(header: list[str], rows: list[list[str]], markdown: bool) -> list[str
 def _render(c: Comparison, markdown: bool) -> str:
     o = c.options
     h = (lambda t: f"## {t}") if markdown else (lambda t: f"{t}\n{'=' * len(t)}")
+    # text from the inputs: one escaped line on a terminal; in Markdown names are code spans, sentences escaped
+    safe = md_text if markdown else terminal
+    name = (lambda t: md_name(t, in_table=True)) if markdown else terminal
     out: list[str] = []
     if markdown:
         out.append("# quicsm compare\n")
-    sets_rows = [[s.name, str(s.connections), str(s.traces), ", ".join(s.controllers) or "?", s.origin] for s in c.sets]
+    sets_rows = [
+        [name(s.name), str(s.connections), str(s.traces), safe(", ".join(s.controllers)) or "?", safe(s.origin)]
+        for s in c.sets
+    ]
     out += _table(["set", "connections", "traces", "cc", "origin"], sets_rows, markdown)
     out.append("")
     out.append(
@@ -363,81 +373,86 @@ def _render(c: Comparison, markdown: bool) -> str:
     )
     if c.warnings:
         out.append("")
-        out += [f"warning: {w}" if not markdown else f"- **warning**: {w}" for w in c.warnings]
+        out += [f"warning: {safe(w)}" if not markdown else f"- **warning**: {safe(w)}" for w in c.warnings]
     out.append("")
     out.append(h("Occupancy (mean share of connection time)"))
-    header = ["state"] + [f"{n}" for n in c.summaries] + [f"{n} CI" for n in c.summaries]
+    header = ["state"] + [name(n) for n in c.summaries] + [f"{name(n)} CI" for n in c.summaries]
     rows = []
     for k, st in enumerate(c.states):
         rows.append(
-            [st]
+            [name(st)]
             + [fmt_pct(c.summaries[n][k].mean) for n in c.summaries]
             + [_ci(c.summaries[n][k].ci_low, c.summaries[n][k].ci_high) for n in c.summaries]
         )
     out += _table(header, rows, markdown)
     for p in c.pairs:
+        a, b = name(p.a), name(p.b)
         out.append("")
-        out.append(h(f"{p.b} vs {p.a}: states"))
+        out.append(h(f"{safe(p.b)} vs {safe(p.a)}: states"))
         rows = [
             [
-                j.state,
+                name(j.state),
                 fmt_pct(j.mean_a),
                 fmt_pct(j.mean_b),
                 fmt_pp(j.difference),
                 fmt_p(j.p_value),
                 fmt_p(j.p_corrected) + _sig(j.significant),
                 _signed(j.effect_size),
-                j.note or "",
+                safe(j.note or ""),
             ]
             for j in by_corrected_p(p.states, state_record)
         ]
-        out += _table(["state", p.a, p.b, "diff", "p", "p adj", "effect", "note"], rows, markdown)
+        out += _table(["state", a, b, "diff", "p", "p adj", "effect", "note"], rows, markdown)
         out.append("")
-        out.append(h(f"{p.b} vs {p.a}: transitions"))
+        out.append(h(f"{safe(p.b)} vs {safe(p.a)}: transitions"))
         erows = [e for e in p.edges if e.result.p_value is not None or e.only_in]
         rows = [
             [
-                f"{j.src} -> {j.dst}",
+                name(f"{j.src} -> {j.dst}"),
                 fmt_pct(j.prob_a),
                 fmt_pct(j.prob_b),
                 fmt_pp(j.difference),
                 fmt_p(j.p_value),
                 fmt_p(j.p_corrected) + _sig(j.significant),
-                _only(j) or j.note or "",
+                safe(_only(j) or j.note or ""),
             ]
             for j in by_corrected_p(erows, edge_record)
         ]
-        out += _table(["edge", p.a, p.b, "diff", "p", "p adj", "note"], rows, markdown)
+        out += _table(["edge", a, b, "diff", "p", "p adj", "note"], rows, markdown)
         hidden = len(p.edges) - len(erows)
         if hidden:
             out.append(f"({hidden} edge(s) with the same fixed probability in both sets not listed)")
         if p.models:
             out.append("")
-            out += model_lines(p.models.to_json(), h)
+            out += model_lines(p.models.to_json(), h, safe)
     return "\n".join(out) + "\n"
 
 
-def model_lines(m: dict[str, Any], h: Callable[[str], str]) -> list[str]:
-    out = [h(f"{m['b']} vs {m['a']}: models ({m['engine']}, {m['nodes']['b']} vs {m['nodes']['a']} nodes)")]
+def model_lines(m: dict[str, Any], h: Callable[[str], str], safe: Callable[[str], str] = str) -> list[str]:
+    """The model differences as lines; ``safe`` makes text from the inputs safe where the lines go
+    (:mod:`quicsm.textsafe`; the HTML writer's templates escape on their own)."""
+    out = [h(f"{safe(m['b'])} vs {safe(m['a'])}: models ({m['engine']}, {m['nodes']['b']} vs {m['nodes']['a']} nodes)")]
     for kind in ("states", "edges"):
         for side in ("a", "b"):
             if items := m[f"{kind}_only_in_{side}"]:
                 shown = items if kind == "states" else [f"{s}->{d}" for s, d in items]
-                out.append(f"{kind} only in {m[side]}: {', '.join(shown)}")
+                out.append(f"{kind} only in {safe(m[side])}: {safe(', '.join(shown))}")
     for key, who, other in (("accepted_by_a_not_b", m["a"], m["b"]), ("accepted_by_b_not_a", m["b"], m["a"])):
         for w in m[key]:
-            out.append(f"accepted by {who}, not {other}: {' '.join(w['sequence']) or '(empty)'}  [{w['divergence']}]")
+            seq = safe(" ".join(w["sequence"])) or "(empty)"
+            out.append(f"accepted by {safe(who)}, not {safe(other)}: {seq}  [{safe(w['divergence'])}]")
     for key, who, other in (("a_by_b", m["a"], m["b"]), ("b_by_a", m["b"], m["a"])):
         r = m["traces_rejected"].get(key)
         if r and r["count"]:
             out.append(
-                f"{r['count']} of {r['of']} {who} connection(s) impossible in the {other} model (e.g. {r['example']})"
+                f"{r['count']} of {r['of']} {safe(who)} connection(s) impossible in the {safe(other)} model "
+                f"(e.g. {safe(r['example'])})"
             )
     if m["identical_language"] and not any(
         m[k] for k in ("states_only_in_a", "states_only_in_b", "edges_only_in_a", "edges_only_in_b")
     ):
         out.append("the two models are identical in structure and accepted sequences")
-    out += [f"note: {n}" for n in m["notes"]]
+    out += [f"note: {safe(n)}" for n in m["notes"]]
     return out
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Sequence
-from html import escape
 from pathlib import Path
 
 from quicsm.diagrams.style import family_style
+from quicsm.textsafe import html as escape
 from quicsm.traces.events import StateView, Trace
 from quicsm.traces.states import state_family
 

@@ -11,7 +11,6 @@ fixed formatters of :mod:`quicsm.diagrams.style`, no dates, no run timings.
 from __future__ import annotations
 
 import html
-import unicodedata
 from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from quicsm.diagrams.style import (
 from quicsm.errors import RenderError
 from quicsm.inference.annotate import AnnotatedModel, EdgeStats, NodeStats
 from quicsm.inference.model import INITIAL, TERMINAL
+from quicsm.textsafe import terminal
 from quicsm.traces.states import state_family
 
 __all__ = ["DotOptions", "RANKDIRS", "to_dot", "render_side_by_side", "legend_facts", "Html"]
@@ -112,17 +112,10 @@ class _Legend:
 # ---------------------------------------------------------------------------------------------- text
 
 
-def _printable(text: str) -> str:
-    """Control characters and lone surrogates (which Graphviz and XML refuse) as ``\\xNN`` text."""
-    if text.isprintable():
-        return text
-    return "".join(f"\\x{ord(c):02x}" if unicodedata.category(c)[0] == "C" else c for c in text)
-
-
 def _quote(value: str) -> str:
     if isinstance(value, Html):
         return f"<{value}>"
-    lines = [_printable(line) for line in value.split("\n")]
+    lines = terminal(value, lines=True).split("\n")  # names shown escaped; Graphviz and XML refuse controls
     return '"' + "\\n".join(line.replace("\\", "\\\\").replace('"', '\\"') for line in lines) + '"'
 
 
@@ -131,7 +124,7 @@ def _attrs(attrs: dict[str, str]) -> str:
 
 
 def _h(text: object) -> str:
-    return html.escape(_printable(str(text)), quote=True)
+    return html.escape(terminal(str(text)), quote=True)
 
 
 @lru_cache(maxsize=1)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import networkx as nx
 
 from quicsm.files import atomic_output
+from quicsm.textsafe import xml
 
 if TYPE_CHECKING:
     from quicsm.inference.annotate import AnnotatedModel
@@ -38,7 +39,8 @@ def to_networkx(am: AnnotatedModel) -> nx.DiGraph:
 
 
 def write_graphml(am: AnnotatedModel, path: str) -> None:
-    """Write the model as GraphML atomically (``-`` = stdout)."""
+    """Write the model as GraphML atomically (``-`` = stdout); a state name's characters that XML 1.0
+    refuses (ESC, BEL, NUL) are written escaped, so every GraphML reader can read the file."""
     with atomic_output(path, binary=False) as fh:
         fh.write("<?xml version='1.0' encoding='utf-8'?>\n")
-        fh.write("\n".join(nx.generate_graphml(to_networkx(am))) + "\n")
+        fh.write(xml("\n".join(nx.generate_graphml(to_networkx(am)))) + "\n")

@@ -6,6 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from quicsm.errors import ParseError
+from quicsm.textsafe import terminal
 
 __all__ = ["Issue", "ParseReport"]
 
@@ -17,7 +18,7 @@ class Issue:
     reason: str
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.reason}"
+        return terminal(f"{self.path}:{self.line}: {self.reason}")
 
 
 @dataclass(slots=True)
@@ -59,15 +60,18 @@ class ParseReport:
         return sum(self.issue_counts.values())
 
     def summary(self) -> str:
+        """For people, on stderr: file and state names from the inputs are shown escaped (:mod:`quicsm.textsafe`)."""
         mb = self.bytes / 1e6
         lines = [
             f"read {self.files} file(s), {mb:.1f} MB, {self.lines} lines: "
             f"{self.records} records in {self.traces} connection trace(s)"
         ]
         if self.skipped_files:
-            lines.append(f"skipped {len(self.skipped_files)} file(s): {', '.join(self.skipped_files[: self.keep])}")
+            lines.append(
+                f"skipped {len(self.skipped_files)} file(s): {', '.join(map(terminal, self.skipped_files[: self.keep]))}"
+            )
         if self.unknown_states:
-            names = ", ".join(f"{n} ({c})" for n, c in self.unknown_states.most_common(self.keep))
+            names = ", ".join(f"{terminal(n)} ({c})" for n, c in self.unknown_states.most_common(self.keep))
             lines.append(f"unknown state names kept as written: {names}")
         if self.total_issues:
             lines.append(f"skipped {self.total_issues} problem record(s):")
