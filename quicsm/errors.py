@@ -12,6 +12,7 @@ import zlib
 __all__ = [
     "QuicsmError",
     "InputError",
+    "OutputError",
     "ParseError",
     "NoTransitionsError",
     "InferenceError",
@@ -33,6 +34,11 @@ class InputError(QuicsmError):
     unexpected: bool = False
     """Set when a reader failed in a way it did not foresee (an exception turned into this message at the
     last moment): the user still gets one line, and tests/fuzz counts it as a bug in that reader."""
+
+
+class OutputError(QuicsmError):
+    """An output cannot be written (full disk, read-only place, a directory in the way, one of the run's
+    own inputs); said naming the output, never the hidden temporary, and the old file is kept."""
 
 
 class ParseError(QuicsmError):

@@ -7,19 +7,25 @@ raises only on the next read, so a reader keeps the good part of a damaged log.
 
 from __future__ import annotations
 
+import errno
 import gzip
+import hashlib
 import io
 import os
+import re
+import signal
+import socket
 import stat
 import sys
 import tempfile
+import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, BinaryIO
 
-from quicsm.errors import InputError
+from quicsm.errors import InputError, OutputError
 
 __all__ = [
     "STDIN",
@@ -27,7 +33,10 @@ __all__ = [
     "atomic_output",
     "exchange_paths",
     "file_mode",
+    "guard_inputs",
     "is_gzip",
+    "note_inputs",
+    "remove_stale_temporaries",
     "open_binary",
     "write_output",
 ]
@@ -277,37 +286,182 @@ def open_binary(path: str) -> BinaryIO:
     return fh
 
 
+_WRITE_FAILURES = frozenset(
+    (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.EISDIR)
+    + (errno.ENOTDIR, errno.ENAMETOOLONG, errno.ENOENT, errno.ELOOP, errno.EEXIST)
+)
+"""What a write can meet that is the place's fault (full, read-only, not allowed, not a directory)."""
+_TEMP = re.compile(r"\.(?P<name>.+)\.(?P<pid>[0-9]+)-(?P<host>[0-9a-f]{8})\.[^.]+\.tmp")
+_TEMPS: dict[str, int] = {}
+"""Temporaries being written, with the pid that writes each (forked workers inherit this dict)."""
+_HANDLER_PID = [0]
+_INPUTS: list[Sequence[str]] | None = None
+"""The inputs of the running command (:func:`guard_inputs`): no output may replace one of them."""
+
+
+def _host_tag() -> str:
+    return hashlib.sha1(socket.gethostname().encode()).hexdigest()[:8]
+
+
+def _cannot_write(path: str, exc: OSError | str) -> OutputError:
+    reason = exc if isinstance(exc, str) else exc.strerror or str(exc)
+    kept = "; the old file is kept" if os.path.isfile(path) else ""
+    return OutputError(f"{path}: cannot write ({reason}){kept}")
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    """SIGTERM / SIGHUP: remove this process's temporaries, then end as the signal would have (a
+    ``SystemExit`` first, so ``finally`` blocks still stop the local workers)."""
+    for tmp, pid in list(_TEMPS.items()):
+        if pid == os.getpid():
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            _TEMPS.pop(tmp, None)
+    signal.signal(signum, signal.SIG_DFL)
+    if os.getpid() != _HANDLER_PID[0]:  # a forked child that inherited the handler: die as the signal says
+        os.kill(os.getpid(), signum)
+    raise SystemExit(128 + signum)
+
+
+def _catch_signals() -> None:
+    """Handle SIGTERM and SIGHUP while temporaries exist (main thread only: Python runs handlers there;
+    a handler someone else set is left alone)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) in (signal.SIG_DFL, None):
+            _HANDLER_PID[0] = os.getpid()
+            signal.signal(sig, _on_signal)
+
+
+def remove_stale_temporaries(target: Path) -> list[str]:
+    """Remove the temporaries of ``target`` that a writer killed outright (SIGKILL, power loss) left:
+    those named for a process of this host that no longer runs. Returns their names."""
+    removed: list[str] = []
+    host = _host_tag()
+    try:
+        entries = os.scandir(target.parent)
+    except OSError:
+        return removed
+    with entries:
+        for e in entries:
+            m = _TEMP.fullmatch(e.name)
+            if m is None or m["name"] != target.name or m["host"] != host:
+                continue
+            pid = int(m["pid"])
+            try:
+                os.kill(pid, 0)
+                continue  # its writer still runs
+            except ProcessLookupError:
+                pass
+            except PermissionError:
+                continue  # runs, as another user
+            try:
+                os.unlink(e.path)
+                removed.append(e.name)
+            except OSError:
+                pass
+    return removed
+
+
+@contextmanager
+def guard_inputs() -> Iterator[None]:
+    """While this block runs (a CLI command), no output may replace an input :func:`note_inputs` named:
+    ``parse in.log.gz -o in.log.gz`` is refused instead of destroying the raw log."""
+    global _INPUTS
+    saved, _INPUTS = _INPUTS, []
+    try:
+        yield
+    finally:
+        _INPUTS = saved
+
+
+def note_inputs(paths: Sequence[str]) -> None:
+    """Inputs of the running command (kept by reference; nothing when no :func:`guard_inputs` block runs)."""
+    if _INPUTS is not None:
+        _INPUTS.append(paths)
+
+
+def _is_input(path: str) -> bool:
+    """Whether ``path`` (an existing file) is one of the guarded inputs: the same file under the same
+    name or a name that resolves to it (other spellings, symbolic links to its folder)."""
+    if not _INPUTS:
+        return False
+    names = {os.path.basename(path), os.path.basename(os.path.realpath(path))}
+    for paths in _INPUTS:
+        for p in paths:
+            if p[p.rfind("/") + 1 :] in names and "://" not in p:
+                try:
+                    if os.path.samefile(p, path):
+                        return True
+                except OSError:
+                    pass
+    return False
+
+
 @contextmanager
 def atomic_output(path: str, binary: bool = True) -> Iterator[IO[Any]]:
     """Yield a temp file beside ``path``; rename it over ``path`` only if the block finishes. ``-`` = stdout;
-    a path that is not a regular file (``/dev/null``, a FIFO) is written in place."""
+    a path that is not a regular file (``/dev/null``, a FIFO) is written in place.
+
+    Whatever stops the block, the temporary goes: an exception, Ctrl-C, SIGTERM or SIGHUP (a handler is
+    set while it exists); one a SIGKILL left is removed on the next write of ``path``. A place that
+    cannot be written (full disk, read-only, a directory in the way) and an input of the running
+    command (:func:`guard_inputs`) are :class:`OutputError` naming ``path``; the old file is kept."""
     if path == "-":
         yield sys.stdout.buffer if binary else sys.stdout
         return
     target = Path(path)
     try:
         kind = os.stat(target).st_mode
-        special = not stat.S_ISREG(kind) and not stat.S_ISDIR(kind)
     except OSError:
-        special = False
-    if special:  # /dev/null, a FIFO, /dev/stdout: write into it; renaming over it would replace the device
-        with open(target, "wb" if binary else "w") as fh:
+        kind = 0
+    if stat.S_ISDIR(kind):
+        raise _cannot_write(path, "is a directory")
+    if kind and not stat.S_ISREG(kind):  # /dev/null, a FIFO, /dev/stdout: renaming over it would replace the device
+        try:
+            fh = open(target, "wb" if binary else "w")
+        except OSError as exc:
+            raise _cannot_write(path, exc) from None
+        with fh:
             yield fh
         return
-    target.parent.mkdir(parents=True, exist_ok=True)
-    mode = file_mode(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    if kind and _is_input(path):
+        raise OutputError(f"{path}: is also an input; not overwritten (give another output)")
     try:
-        with os.fdopen(fd, "wb" if binary else "w") as fh:
-            yield fh
-        os.chmod(tmp, mode)  # mkstemp makes 0600; give the file the mode a plain open() would
-        os.replace(tmp, target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _cannot_write(path, exc) from None
+    mode = file_mode(path)
+    remove_stale_temporaries(target)
+    try:
+        fd, tmp = tempfile.mkstemp(
+            prefix=f".{target.name}.{os.getpid()}-{_host_tag()}.", suffix=".tmp", dir=target.parent
+        )
+    except OSError as exc:
+        raise _cannot_write(path, exc) from None
+    _TEMPS[tmp] = os.getpid()
+    _catch_signals()
+    try:
+        try:
+            with os.fdopen(fd, "wb" if binary else "w") as fh:
+                yield fh
+            os.chmod(tmp, mode)  # mkstemp makes 0600; give the file the mode a plain open() would
+            os.replace(tmp, target)
+        except OSError as exc:
+            if exc.errno in _WRITE_FAILURES and exc.filename in (None, tmp, str(target)):
+                raise _cannot_write(path, exc) from None
+            raise
     except BaseException:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
         raise
+    finally:
+        _TEMPS.pop(tmp, None)
 
 
 def exchange_paths(a: Path, b: Path) -> bool:

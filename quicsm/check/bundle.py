@@ -321,5 +321,8 @@ def _from_file(f: BundleFile, path: str) -> Baseline:
 
 def load_baseline(path: str) -> Baseline:
     """Read and check the bundle at ``path`` (``-`` = stdin)."""
+    from quicsm.files import note_inputs
+
     name = "<stdin>" if path == "-" else path
+    note_inputs([path])
     return read_baseline(_raw(path), name)

@@ -58,8 +58,11 @@ class LazyGroup(click.Group):
         return cmd
 
     def invoke(self, ctx: click.Context) -> Any:
+        from quicsm.files import guard_inputs
+
         try:
-            return super().invoke(ctx)
+            with guard_inputs():  # no output of the command may replace one of its inputs
+                return super().invoke(ctx)
         except QuicsmError as exc:  # one line, names from inputs shown escaped (a build's output: its lines)
             raise click.ClickException(terminal(str(exc), lines=isinstance(exc, TestbedError))) from exc
         except (EOFError, zlib.error) as exc:  # a gzip input cut short, read outside the parse stage

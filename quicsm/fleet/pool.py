@@ -58,6 +58,8 @@ def _worker_started(client: int) -> None:
     # as the CLI process: one BLAS thread (spawned workers import NumPy after this), fixed malloc thresholds
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
         os.environ.setdefault(var, "1")
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # a forked worker ends on these, whatever the client set
+        signal.signal(sig, signal.SIG_DFL)
     keep_freed_memory()
     _end_with(client)
 

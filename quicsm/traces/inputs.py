@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from quicsm.errors import InputError
-from quicsm.files import GZIP_MAGIC, STDIN, GzipReader, is_gzip, open_binary
+from quicsm.files import GZIP_MAGIC, STDIN, GzipReader, is_gzip, note_inputs, open_binary
 from quicsm.traces.events import TraceMeta
 from quicsm.traces.sniff import HEAD_BYTES, kind_by_name, sniff_bytes, sniff_file
 
@@ -181,6 +181,7 @@ def expand_inputs(args: Sequence[str], storage_options: dict[str, str] | None = 
             out.extend(expand_input(arg))
     if out.count(STDIN) > 1:
         raise InputError("- (stdin) is given more than once; it can be read only once")
+    note_inputs(out)  # the command's outputs may not replace them
     return out
 
 
