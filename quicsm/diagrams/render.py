@@ -19,7 +19,7 @@ from quicsm.diagrams.dot import DotOptions, to_dot
 from quicsm.diagrams.gvlib import draw_png
 from quicsm.diagrams.overlay import Overlay
 from quicsm.errors import RenderError
-from quicsm.files import atomic_output
+from quicsm.files import write_output
 from quicsm.inference.annotate import AnnotatedModel
 
 __all__ = ["FORMATS", "output_format", "find_dot", "run_dot", "render_dot", "write_picture", "write_diagram", "DOT_ENV"]
@@ -121,12 +121,7 @@ def write_picture(dot_text: str, path: str, fmt: str | None = None) -> str:
     """
     fmt = output_format(path, fmt)
     data = dot_text.encode("utf-8") if fmt == "dot" else run_dot(dot_text, fmt)
-    try:
-        with atomic_output(path, binary=True) as fh:
-            fh.write(data)
-            fh.flush()
-    except OSError as exc:
-        raise RenderError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    write_output(path, data)  # a failed write: OutputError naming path (quicsm.files)
     return fmt
 
 

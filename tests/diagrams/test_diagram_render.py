@@ -13,10 +13,11 @@ import pytest
 from diagram_fixtures import make_model
 
 import quicsm.diagrams.render as render
+import quicsm.files as files
 from quicsm.diagrams import DotOptions, output_format, run_dot, to_dot, write_diagram, write_picture
 from quicsm.diagrams.render import DOT_ENV
 from quicsm.diagrams.style import wrap_state
-from quicsm.errors import RenderError
+from quicsm.errors import OutputError, RenderError
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +113,7 @@ def test_dot_syntax_error_is_reported_with_graphviz_message(tmp_path: Path) -> N
 
 def test_failed_write_leaves_no_temp_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, dot_text: str) -> None:
     """A disk that fills up half way through the write: the half file is removed, nothing is left."""
-    original = render.atomic_output
+    original = files.atomic_output
 
     class HalfWriter:
         def __init__(self, fh: IO[bytes]) -> None:
@@ -130,8 +131,8 @@ def test_failed_write_leaves_no_temp_file(monkeypatch: pytest.MonkeyPatch, tmp_p
         with original(path, binary) as fh:
             yield HalfWriter(fh)
 
-    monkeypatch.setattr(render, "atomic_output", full_disk)
-    with pytest.raises(RenderError, match="No space left"):
+    monkeypatch.setattr(files, "atomic_output", full_disk)
+    with pytest.raises(OutputError, match="m.dot: cannot write .No space left"):
         write_picture(dot_text, str(tmp_path / "m.dot"))
     assert os.listdir(tmp_path) == []
 
