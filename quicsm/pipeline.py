@@ -23,15 +23,47 @@ __all__ = ["learn"]
 def learn(
     data: Summary | Iterable[Trace], engine: str = "synoptic", view: StateView | None = None, **opts: Any
 ) -> AnnotatedModel:
-    """Infer a model with ``engine`` and annotate it with time shares and edge probabilities.
+    """Infer a state machine with ``engine`` and annotate it with time shares and edge probabilities.
 
-    ``data`` is a summary (its own view), or trace objects (folded for ``view``). ``opts`` go to the
-    engine (``k``, ``refine``, the jar's options).
+    The engine sees each distinct state sequence once; counts and stays weight the annotation, so the
+    work follows the distinct behaviour, not the number of connections.
 
-    >>> from quicsm import learn, summarize
-    >>> am = learn(summarize(["traces/fig13/desktop"]), "dfg")
+    Parameters
+    ----------
+    data : Summary or iterable of Trace
+        A summary (:func:`quicsm.summarize`, which carries its state view), or trace objects (folded
+        for ``view``).
+    engine : str
+        ``synoptic`` (the default, as ``quicsm infer``), ``ktails``, ``dfg`` or ``synoptic-jar``
+        (docs/inference.md).
+    view : StateView, optional
+        For trace objects: how events become states.
+    **opts
+        The engine's options (``k``, ``refine``, ``seed``, the jar's ``synoptic_jar``, ``java``, ...);
+        an option the engine does not take is refused.
+
+    Returns
+    -------
+    AnnotatedModel
+        The model, with visits, time shares, edge counts and probabilities, and the traces' metadata.
+
+    Raises
+    ------
+    quicsm.errors.InferenceError
+        An unknown engine or option, no sequence to learn from, or a failed external engine.
+
+    See Also
+    --------
+    render : draw the model.
+
+    Examples
+    --------
+    >>> import quicsm
+    >>> am = quicsm.learn(quicsm.summarize([TRACES / "fig13/desktop"]), "dfg")
     >>> am.traces, sorted(n.state for n in am.nodes if n.kind == "state")[:2]
     (11, ['ApplicationLimited', 'CongestionAvoidance'])
+    >>> quicsm.learn(quicsm.summarize([TRACES / "fig13/desktop"])).model.engine
+    'synoptic'
     """
     from quicsm.inference.packed import EncodedLog, PackedPaths
 

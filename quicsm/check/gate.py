@@ -134,6 +134,31 @@ class ScenarioResult:
 
 @dataclass(slots=True)
 class CheckResult:
+    """The verdict of :func:`quicsm.check_runs`: per scenario, the comparison and what failed.
+
+    Attributes
+    ----------
+    baseline : Baseline
+        The bundle checked against.
+    config : CheckConfig
+        The tolerances used.
+    scenarios : list of ScenarioResult
+        Per baseline set, its new connections, the comparison and the findings.
+    warnings : list of str
+        What the comparisons warned of (small sets, mixed controllers).
+
+    Examples
+    --------
+    >>> import quicsm, tempfile
+    >>> from quicsm.check import make_baseline, save_baseline
+    >>> from quicsm.check.inputs import read_rows
+    >>> qsb = tempfile.mkdtemp() + "/reno.qsb"
+    >>> size = save_baseline(make_baseline([("reno", "reno-a", read_rows([TRACES / "check/reno-a"])[0])]), qsb)
+    >>> result = quicsm.check_runs(qsb, [TRACES / "check/cubic-a"])
+    >>> result.changed, result.exit_code, len(result.failures) > 0
+    (True, 1, True)
+    """
+
     baseline: Baseline
     config: CheckConfig
     scenarios: list[ScenarioResult]

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 from quicsm.check.bundle import BUNDLE_SUFFIX, Baseline, load_baseline, make_baseline
+from quicsm.check.config import CheckConfig, load_config
+from quicsm.check.gate import CheckResult, check
 from quicsm.compare.sets import TraceSet, expand_set, load_rows
 from quicsm.compare.stays import Connection
 from quicsm.errors import InputError
 from quicsm.traces.events import StateView
 from quicsm.traces.select import Selector, label_value, selector_text, trace_matches
 
-__all__ = ["baseline_from_inputs", "read_rows"]
+__all__ = ["baseline_from_inputs", "check_runs", "read_rows"]
 
 
 def read_rows(
@@ -22,7 +25,7 @@ def read_rows(
     rows: list[Connection] = []
     read: list[TraceSet] = []
     paths: list[str] = []
-    for arg in inputs:
+    for arg in map(os.fspath, inputs):
         if arg.endswith(BUNDLE_SUFFIX):
             b = load_baseline(arg)
             if b.view != view:
@@ -66,3 +69,60 @@ def baseline_from_inputs(
         raise InputError(f"no connection of {' '.join(inputs)} has label {by!r} (the testbed writes 'scenario')")
     sets = [(v, f"{origin} where {by}={v}", groups[v]) for v in sorted(groups)]
     return make_baseline(sets, view=view, engine=engine, split_by=by), read
+
+
+def check_runs(
+    baseline: str | Baseline,
+    inputs: Sequence[str],
+    *,
+    config: str | CheckConfig | None = None,
+    where: Selector | None = None,
+    models: bool = False,
+) -> CheckResult:
+    """Check new runs against a baseline: the regression gate of ``quicsm check``.
+
+    Parameters
+    ----------
+    baseline : str or Baseline
+        A bundle written by ``quicsm baseline save`` (``.qsb``), or one already loaded.
+    inputs : sequence of str or path-like
+        The new runs: logs, qlogs, trace files, quoted globs, directories or ``.qsb`` bundles.
+    config : str, CheckConfig or None
+        Tolerances (a TOML file, docs/check.md); None: the defaults.
+    where : dict of str to str, optional
+        Check only the new connections whose labels match.
+    models : bool
+        Also learn both sides' models (for the model difference and the HTML report's diagram); the
+        verdict does not depend on them.
+
+    Returns
+    -------
+    CheckResult
+        The verdict (``exit_code`` 0: same behaviour, 1: changed) with every test and finding.
+
+    Raises
+    ------
+    quicsm.errors.QuicsmError
+        A bad baseline, config or input (``quicsm check`` exits 2).
+
+    See Also
+    --------
+    quicsm.check.make_baseline, quicsm.check.report : bundles, and the writers of the verdict.
+
+    Examples
+    --------
+    >>> import quicsm, tempfile
+    >>> from quicsm.check import make_baseline, save_baseline
+    >>> from quicsm.check.inputs import read_rows
+    >>> rows, _ = read_rows([TRACES / "check/reno-a"])
+    >>> qsb = tempfile.mkdtemp() + "/reno.qsb"
+    >>> size = save_baseline(make_baseline([("reno", "reno-a", rows)]), qsb)
+    >>> quicsm.check_runs(qsb, [TRACES / "check/reno-b"]).exit_code
+    0
+    >>> quicsm.check_runs(qsb, [TRACES / "check/cubic-a"]).exit_code
+    1
+    """
+    cfg = config if isinstance(config, CheckConfig) else load_config(config)  # said before any input is read
+    base = baseline if isinstance(baseline, Baseline) else load_baseline(baseline)
+    rows, _ = read_rows(inputs, base.view, where)
+    return check(base, rows, cfg, origin=" ".join(map(str, inputs)), models=models)

@@ -35,16 +35,11 @@ def run_check(
     files: dict[str, str | None] | None = None,
 ) -> int:
     """Check, write every requested output, return the exit status (shared with ``testbed matrix --check``)."""
-    from quicsm.check import check as gate
-    from quicsm.check import load_baseline, load_config
-    from quicsm.check.inputs import read_rows
+    from quicsm.check.inputs import check_runs
     from quicsm.check.report import WRITERS
 
-    cfg = load_config(config)  # a bad config is said before any input is read
-    base = load_baseline(baseline)
-    rows, _ = read_rows(inputs, base.view, where)
     files = files or {}
-    result = gate(base, rows, cfg, origin=" ".join(inputs), models=bool(files.get("html")))
+    result = check_runs(baseline, inputs, config=config, where=where, models=bool(files.get("html")))
     for kind, path in files.items():
         if not path:
             continue

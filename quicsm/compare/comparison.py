@@ -60,7 +60,38 @@ class OptionsRecord(msgspec.Struct):
 
 @dataclass(frozen=True, slots=True)
 class CompareOptions:
-    """Every knob of a comparison; recorded in the outputs so a result can be reproduced."""
+    """Every knob of a comparison; recorded in the outputs so a result can be reproduced.
+
+    Attributes
+    ----------
+    view : StateView
+        How events became states (the sets must be read for the same view).
+    test : {"welch", "mwu"}
+        Per-state test on per-connection shares.
+    alpha : float
+        Significance threshold after correction.
+    correction : {"holm", "bonferroni", "bh", "none"}
+        Multiple-comparison correction (states and edges are two families).
+    edge_test : {"cluster", "z", "chi2"}
+        Per-edge test; ``cluster`` treats connections as the units.
+    resamples, confidence, seed
+        The bootstrap of each mean's CI (0 resamples: none).
+    engine, k
+        The per-set models' engine and its ``k``.
+    witnesses : int
+        Shortest sequences shown per direction that one model accepts and the other rejects.
+    all_pairs : bool
+        Test every pair, not every set against the first.
+    models : bool
+        Learn the per-set models (model differences, diagrams).
+
+    Examples
+    --------
+    >>> import quicsm
+    >>> o = quicsm.CompareOptions(test="mwu", alpha=0.05)
+    >>> o.to_json()["test"], o.to_json()["pairs"]
+    ('mwu', 'baseline')
+    """
 
     view: StateView = field(default_factory=StateView)
     test: str = "welch"
@@ -191,7 +222,19 @@ class PairComparison:
 @dataclass(slots=True)
 class Comparison:
     """Everything :func:`compare` found; :mod:`quicsm.compare.report` writes it as JSON (docs/compare.md),
-    CSV, Markdown or text, :mod:`quicsm.compare.html` as a report."""
+    CSV, Markdown or text, :mod:`quicsm.compare.html` as a report.
+
+    Examples
+    --------
+    >>> import quicsm
+    >>> from quicsm.compare.report import to_json
+    >>> sets = quicsm.build_sets([TRACES / "fig13/desktop", TRACES / "fig13/mobile"])
+    >>> c = quicsm.compare_sets(sets, quicsm.CompareOptions(resamples=0))
+    >>> [s.name for s in c.sets], c.states[:2]
+    (['desktop', 'mobile'], ('ApplicationLimited', 'CongestionAvoidance'))
+    >>> to_json(c)["format"]
+    'quicsm-compare'
+    """
 
     options: CompareOptions
     sets: list[SetInfo]
@@ -351,10 +394,40 @@ def learn_connections(rows: Sequence[Connection], engine: str, view: StateView, 
 
 
 def compare(sets: Sequence[TraceSet], options: CompareOptions = CompareOptions()) -> Comparison:
-    """Compare ``sets`` (two or more, read for ``options.view``): the whole analysis of ``quicsm compare``.
+    """Compare two or more trace sets: the whole analysis of ``quicsm compare``.
 
-    >>> from quicsm.compare import CompareOptions, build_sets, compare
-    >>> c = compare(build_sets(["traces/fig13/desktop", "traces/fig13/mobile"]), CompareOptions(resamples=0))
+    Per state, the per-connection shares of time are tested between sets (Welch's t or Mann-Whitney U,
+    corrected over all states of all pairs); per edge of the directly-follows model, the probabilities
+    (connections as units); per set, a model is learnt and the models' differences are listed.
+
+    Parameters
+    ----------
+    sets : sequence of TraceSet
+        What :func:`quicsm.build_sets` read, for ``options.view``; the first is the baseline.
+    options : CompareOptions
+        Tests, correction, bootstrap, model engine, pairs.
+
+    Returns
+    -------
+    Comparison
+        Every test with raw and corrected p-values and effect sizes, the occupancy summaries with
+        bootstrap CIs, the models and their differences, and warnings (never NaN or an exception for
+        a state one set never visits or a set too small to test).
+
+    Raises
+    ------
+    quicsm.errors.InputError
+        Fewer than two sets, equal names, an empty set, a set read for another view, or bad options.
+
+    See Also
+    --------
+    quicsm.compare.report : the writers (text, JSON, CSV, Markdown); :mod:`quicsm.compare.html`.
+
+    Examples
+    --------
+    >>> import quicsm
+    >>> sets = quicsm.build_sets([TRACES / "fig13/desktop", TRACES / "fig13/mobile"])
+    >>> c = quicsm.compare_sets(sets, quicsm.CompareOptions(resamples=0))
     >>> r = next(r for r in c.pairs[0].states if r.state == "ApplicationLimited")
     >>> (round(r.difference, 3), r.significant, r.result.effect_measure)
     (0.374, True, 'hedges_g')

@@ -46,9 +46,33 @@ Fetch = Callable[[Sequence[Connection]], list[Trace]]
 
 @dataclass(frozen=True, slots=True)
 class TraceSet:
-    """A named group of connections, one :class:`~quicsm.compare.stays.Connection` row each, read for
-    ``view``; ``origin`` says how it was chosen (shown in reports), ``fetch`` reads chosen connections'
-    events back (the HTML timelines), ``report`` is what reading the inputs met."""
+    """A named group of connections, one :class:`~quicsm.compare.stays.Connection` row each.
+
+    Attributes
+    ----------
+    name : str
+        Shown in every table and report.
+    rows : tuple of Connection
+        Per connection: its metadata, folded states with the stay in each, events, length.
+    origin : str
+        How the set was chosen (an input, a selector), shown in reports.
+    sources : tuple of str
+        The files read.
+    view : StateView
+        The state view the rows were read for.
+    fetch : callable, optional
+        Reads chosen connections' events back (the HTML report's timelines).
+    report : ParseReport, optional
+        What reading the inputs met.
+
+    Examples
+    --------
+    >>> import quicsm
+    >>> desktop, mobile = quicsm.build_sets([TRACES / "fig13/desktop", TRACES / "fig13/mobile"])
+    >>> row = desktop.rows[0]
+    >>> row.states[:3], row.trace.labels["profile"], desktop.controllers()
+    (('Init', 'SlowStart', 'ApplicationLimited'), 'desktop', ['reno'])
+    """
 
     name: str
     rows: tuple[Connection, ...]
@@ -223,7 +247,7 @@ def sets_from_inputs(
     read = load or load_rows
     out: list[TraceSet] = []
     taken: set[str] = set()
-    for i, pat in enumerate(patterns):
+    for i, pat in enumerate(map(os.fspath, patterns)):
         name = names[i] if names and i < len(names) else _default_name(pat, taken)
         taken.add(name)
         paths = expand_set(pat, storage_options)
@@ -277,17 +301,52 @@ def build_sets(
     progress: bool = False,
     storage_options: dict[str, str] | None = None,
 ) -> list[TraceSet]:
-    """The sets ``quicsm compare`` compares, each input read once as connection rows for ``view``.
+    """Read the trace sets ``quicsm compare`` compares: one connection row each, every input read once.
 
-    Each of ``inputs`` is one set (a file, glob or directory), ``where`` keeping only matching
-    connections in every set; or, with ``vs`` (the first set selected by ``where``, one more per
-    selector) or ``by`` (one set per value of a label, ``order`` first), all inputs form one dataset
-    split by labels. ``metrics``, ``dask`` and ``strict`` as :func:`load_rows`.
+    Parameters
+    ----------
+    inputs : sequence of str or path-like
+        One set each (a file, quoted glob or directory); or, with ``vs`` or ``by``, one dataset to split.
+    names : sequence of str
+        The sets' names, in order (default: each input's last path part).
+    where : sequence of dict of str to str
+        Without ``vs``: keep only matching connections in every set. With ``vs``: selects the first set.
+    vs : sequence of dict of str to str
+        One more set per selector, selected from the dataset.
+    by : str, optional
+        One set per value of this label (or ``cc``, ``implementation``, ``version``).
+    order : sequence of str, optional
+        The ``by`` values first in this order (the first is the baseline), the others sorted after.
+    view : StateView
+        How events become states; :func:`compare_sets` needs the same view in its options.
+    metrics : bool
+        Also read a Parquet store's metric columns (which connections have cwnd samples).
+    dask, strict, progress, storage_options
+        As :func:`quicsm.parse`.
 
-    >>> from quicsm.compare import build_sets
-    >>> sets = build_sets(["traces/fig13/desktop", "traces/fig13/mobile"])
+    Returns
+    -------
+    list of TraceSet
+        The sets, in order.
+
+    Raises
+    ------
+    quicsm.errors.InputError
+        Fewer than two sets, ``vs`` without ``where``, ``vs`` with ``by``, an unknown label, or an input
+        without transitions.
+
+    See Also
+    --------
+    compare_sets : the statistics of the sets.
+
+    Examples
+    --------
+    >>> import quicsm
+    >>> sets = quicsm.build_sets([TRACES / "fig13/desktop", TRACES / "fig13/mobile"])
     >>> [(s.name, len(s)) for s in sets]
     [('desktop', 11), ('mobile', 11)]
+    >>> [s.name for s in quicsm.build_sets([TRACES / "fig13"], by="profile")]
+    ['profile=desktop', 'profile=mobile']
     """
 
     def load(paths: list[str]) -> TraceSet:

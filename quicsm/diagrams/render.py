@@ -132,5 +132,39 @@ def write_diagram(
     options: DotOptions = DotOptions(),
     overlay: Overlay | None = None,
 ) -> str:
-    """Model -> picture file in one call (``quicsm render`` and ``quicsm diagram``); returns the format."""
+    """Draw an annotated model into a picture file (``quicsm render``, ``quicsm diagram``).
+
+    Parameters
+    ----------
+    model : AnnotatedModel
+        What :func:`quicsm.learn` returns (or :func:`quicsm.inference.annotate.load_model` reads).
+    path : str or path-like
+        The picture; written whole or not at all.
+    fmt : str, optional
+        ``svg``, ``png``, ``pdf`` or ``dot``; default: from the suffix of ``path``.
+    options : DotOptions
+        Layout and labels (minimum edge probability shown, title, legend).
+    overlay : Overlay, optional
+        Values drawn over the states and edges (a comparison's differences).
+
+    Returns
+    -------
+    str
+        The format written.
+
+    Raises
+    ------
+    quicsm.errors.RenderError
+        An unknown format, or Graphviz missing or failing.
+
+    Examples
+    --------
+    >>> import quicsm, tempfile
+    >>> am = quicsm.learn(quicsm.summarize([TRACES / "fig13/desktop"]), "dfg")
+    >>> out = tempfile.mkdtemp() + "/desktop.svg"
+    >>> quicsm.render(am, out)
+    'svg'
+    >>> open(out).read().count("<svg")
+    1
+    """
     return write_picture(to_dot(model, options, overlay), path, fmt)

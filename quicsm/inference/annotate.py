@@ -65,6 +65,31 @@ class EdgeStats:
 
 @dataclass(slots=True)
 class AnnotatedModel:
+    """A learnt model annotated with what the traces did in it (docs/model-format.md).
+
+    Attributes
+    ----------
+    model : Model
+        The engine's nodes and edges, and its parameters.
+    nodes : list of NodeStats
+        Per node: visits, time spent, its share of all connection time.
+    edges : list of EdgeStats
+        Per edge: times taken and probability among its source's out-edges.
+    traces, events, total_time_us, sources : int
+        What the model was learnt from.
+    meta : dict
+        Legend metadata: controller, stack, version, the labels the traces share.
+
+    Examples
+    --------
+    >>> import quicsm
+    >>> am = quicsm.learn(quicsm.summarize([TRACES / "fig13/desktop"]), "dfg")
+    >>> {n.state: round(n.time_fraction, 3) for n in am.nodes}["ApplicationLimited"]
+    0.138
+    >>> am.to_json()["format"], am.meta["cc"]
+    ('quicsm-model', 'reno')
+    """
+
     model: Model
     nodes: list[NodeStats]
     edges: list[EdgeStats]

@@ -368,6 +368,37 @@ def check(
     sets: Iterable[PatchSet] | None = None,
     applier: Applier | None = None,
 ) -> list[SetCheck]:
+    """Say whether each chosen patch set applies, is applied, or fails, without changing the tree.
+
+    Parameters
+    ----------
+    src : str or path-like
+        The root of a source tree (a checkout, a module, an unpacked release) of a known target.
+    set_name : str or sequence of str, optional
+        The patch set(s) to use (``quicsm patch list``); default: chosen by detection.
+    algorithms : iterable of str
+        With detection: the controllers to instrument (default: every one the tree has a set for).
+    sets : iterable of PatchSet, optional
+        Sets to choose from instead of the shipped ones.
+    applier : Applier, optional
+        ``git apply`` or GNU patch (default: the first available).
+
+    Returns
+    -------
+    list of SetCheck
+        Per set, its plan and ``state`` (``applies``, ``applied`` or ``fails``) with the problems per file.
+
+    Raises
+    ------
+    quicsm.errors.PatchError
+        No target found, or no set fits (with hints: ``quicsm patch port``).
+
+    Examples
+    --------
+    >>> import quicsm
+    >>> [c.state for c in quicsm.check_patch(QUIC_GO, set_name="quic-go-v0.65.0-reno")]  # a quic-go v0.65.0 tree
+    ['applies']
+    """
     applier = applier or default_applier()
     try:
         _, plans, _ = choose(src, set_name=set_name, algorithms=algorithms, sets=sets, applier=applier)
@@ -564,10 +595,45 @@ def apply(
     applier: Applier | None = None,
     port_missing: bool = False,
 ) -> ApplyResult:
-    """Apply the chosen sets as one transaction; the tree is unchanged if anything fails.
+    """Apply the chosen patch sets as one transaction; the tree is unchanged if anything fails.
 
-    With ``port_missing``, an algorithm without a usable pinned set gets one ported on the fly (kept in
-    the apply record with its manifest: ``revert`` needs only the diff, ``quicsm patch save`` the rest).
+    Parameters
+    ----------
+    src : str or path-like
+        The root of a source tree (a checkout, a module, an unpacked release) of a known target.
+    set_name : str or sequence of str, optional
+        The patch set(s) to use (``quicsm patch list``); default: chosen by detection.
+    algorithms : iterable of str
+        With detection: the controllers to instrument (default: every one the tree has a set for).
+    sets : iterable of PatchSet, optional
+        Sets to choose from instead of the shipped ones.
+    applier : Applier, optional
+        ``git apply`` or GNU patch (default: the first available).
+    port_missing : bool
+        An algorithm without a usable pinned set gets one ported on the fly (kept in the apply record
+        with its manifest: :func:`revert` needs only the diff, ``quicsm patch save`` the rest).
+
+    Returns
+    -------
+    ApplyResult
+        The sets applied (or already applied), the files changed, notes on algorithms left out.
+
+    Raises
+    ------
+    quicsm.errors.PatchError
+        No set fits, or one fails to apply (nothing is left half-patched).
+
+    See Also
+    --------
+    revert : undo, byte-identical.
+
+    Examples
+    --------
+    >>> import quicsm
+    >>> quicsm.apply(QUIC_GO, set_name="quic-go-v0.65.0-reno").applied  # a quic-go v0.65.0 tree
+    ('quic-go-v0.65.0-reno',)
+    >>> quicsm.revert(QUIC_GO).files
+    ('internal/ackhandler/sent_packet_handler.go', 'internal/congestion/cubic_sender.go')
     """
     applier = applier or default_applier()
     recover(src)
@@ -662,7 +728,39 @@ def revert(
     sets: Iterable[PatchSet] | None = None,
     applier: Applier | None = None,
 ) -> ApplyResult:
-    """Undo applied sets and verify every file is byte-identical to its pristine sha256."""
+    """Undo applied patch sets and verify every file is byte-identical to its pristine sha256.
+
+    Parameters
+    ----------
+    src : str or path-like
+        The tree :func:`apply` changed.
+    set_name : str or sequence of str, optional
+        Only these sets (default: every set applied).
+    sets : iterable of PatchSet, optional
+        Sets to look the applied ones up in instead of the shipped ones.
+    applier : Applier, optional
+        ``git apply`` or GNU patch.
+
+    Returns
+    -------
+    ApplyResult
+        The sets reverted (``already``: those found not applied) and the files restored.
+
+    Raises
+    ------
+    quicsm.errors.PatchError
+        Nothing applied, or files changed after patching (the tree is left as it was).
+
+    Examples
+    --------
+    >>> import quicsm
+    >>> quicsm.apply(QUIC_GO, set_name="quic-go-v0.65.0-reno").applied  # a quic-go v0.65.0 tree
+    ('quic-go-v0.65.0-reno',)
+    >>> quicsm.revert(QUIC_GO).applied
+    ('quic-go-v0.65.0-reno',)
+    >>> [c.state for c in quicsm.check_patch(QUIC_GO, set_name="quic-go-v0.65.0-reno")]
+    ['applies']
+    """
     applier = applier or default_applier()
     recover(src)
     root, plans, state = _applied_plans(Path(src), set_name, sets, applier)

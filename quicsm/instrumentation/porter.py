@@ -425,9 +425,45 @@ def port(
     applier: Applier | None = None,
     force: bool = False,
 ) -> tuple[PortResult, Path]:
-    """Port ``ps`` to the tree at ``src`` and write the new set; raises with every reason if a change fails.
+    """Port a patch set to another version's tree and write the new set.
 
-    Given several sets, they are tried in order and the first that ports completely is used.
+    Parameters
+    ----------
+    ps : PatchSet or list of PatchSet
+        The set to port; given several, they are tried in order and the first that ports completely
+        is used.
+    src : str or path-like
+        The tree of the version to port to.
+    out_dir : str or path-like, optional
+        Where the new set goes (must not exist unless ``force``); default: beside the shipped sets.
+    name : str, optional
+        The new set's name (default: ``<target>-<version>-<algorithm>-port`` when the tree says which
+        release it is, else the old name with ``-port-`` and the checkout's date, commit or a hash).
+    applier : Applier, optional
+        ``git apply`` or GNU patch.
+    force : bool
+        Overwrite ``out_dir``.
+
+    Returns
+    -------
+    tuple of (PortResult, Path)
+        Where each change was placed, and the folder of the new set.
+
+    Raises
+    ------
+    quicsm.errors.PatchError
+        A change cannot be placed (every reason, per file and hunk), or ``out_dir`` exists.
+
+    Examples
+    --------
+    >>> import quicsm, tempfile
+    >>> from quicsm.instrumentation import find_patch_set, load_patch_set
+    >>> old = find_patch_set("quic-go-v0.52.0-reno")
+    >>> res, folder = quicsm.port(old, QUIC_GO, tempfile.mkdtemp() + "/ported")  # to a quic-go v0.65.0 tree
+    >>> res.ok, sorted(p.name for p in folder.iterdir())
+    (True, ['changes.diff', 'manifest.json'])
+    >>> load_patch_set(folder).name
+    'quic-go-v0.65.0-reno-port'
     """
     applier = applier or default_applier()
     res = first_that_ports(ps if isinstance(ps, list) else [ps], src, applier=applier)

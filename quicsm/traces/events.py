@@ -71,7 +71,23 @@ class TraceMeta:
 
 @dataclass(frozen=True, slots=True)
 class StateView:
-    """How events become states: with or without PROBE_BW phases, with or without BBR recovery."""
+    """How events become states: with or without PROBE_BW phases, with or without BBR recovery.
+
+    Attributes
+    ----------
+    phases : bool
+        Keep BBR's PROBE_BW phases as states of their own (``ProbeBw.Up``), or fold them (``ProbeBw``).
+    recovery : bool
+        Make BBR v1's recovery sub-state part of the state (``ProbeBw/Conservation``).
+
+    Examples
+    --------
+    >>> from quicsm import StateView
+    >>> from quicsm.traces.events import TraceEvent
+    >>> e = TraceEvent(0, "ProbeBw.Up", recovery="Conservation")
+    >>> StateView().label(e), StateView(phases=False).label(e), StateView(recovery=True).label(e)
+    ('ProbeBw.Up', 'ProbeBw', 'ProbeBw.Up/Conservation')
+    """
 
     phases: bool = True
     recovery: bool = False
@@ -99,7 +115,34 @@ class Visit:
 
 @dataclass(slots=True)
 class Trace:
-    """One connection's events in time order, and where they came from."""
+    """One connection's events in time order, and where they came from.
+
+    Attributes
+    ----------
+    id : str
+        Unique over a run: the file's scope and the connection key (``desktop-00/server.log.gz:0x22920a166480``).
+    cc : str
+        The congestion controller.
+    events : list of TraceEvent
+        Transitions, updates, metric samples and the close, in time order.
+    key : str
+        The connection key as logged.
+    implementation, version : str or None
+        The stack and its version.
+    sources : tuple of str
+        The files the trace came from.
+    labels : dict of str to str
+        Free labels (``--label``, the testbed's ``meta.json``).
+
+    Examples
+    --------
+    >>> import quicsm
+    >>> t = quicsm.parse([TRACES / "fig13/desktop"]).traces[0]
+    >>> t.cc, t.implementation, t.events[0].state, t.events[0].prev
+    ('reno', 'quic-go', 'SlowStart', 'Init')
+    >>> t.states()[:3]
+    ['Init', 'SlowStart', 'ApplicationLimited']
+    """
 
     id: str
     cc: str

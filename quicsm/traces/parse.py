@@ -50,6 +50,23 @@ __all__ = [
 
 @dataclass(slots=True)
 class ParseResult:
+    """What :func:`parse_inputs` read.
+
+    Attributes
+    ----------
+    traces : list of Trace
+        The non-empty traces, in input order (within a file, in the order connections finished).
+    report : ParseReport
+        Files, lines, records and traces read; problem records with file and line; files skipped.
+
+    Examples
+    --------
+    >>> import quicsm
+    >>> result = quicsm.parse([TRACES / "fig13/mobile"])
+    >>> result.report.traces, sum(len(t.events) for t in result.traces) == result.report.records
+    (11, True)
+    """
+
     traces: list[Trace]
     report: ParseReport = field(default_factory=ParseReport)
 
@@ -253,15 +270,56 @@ def parse_inputs(
     dask: str | None = None,
     storage_options: dict[str, str] | None = None,
 ) -> ParseResult:
-    """Parse all inputs into traces. Problems are counted in ``report``; ``strict`` makes them errors.
-    ``where`` keeps only matching traces; ``dask`` reads batches of files as tasks (same traces, same order).
+    """Parse logs, qlogs and trace files into per-connection traces (``quicsm parse``).
 
-    Raises :class:`NoTransitionsError` if nothing usable was found (unless ``require_transitions=False``).
+    Parameters
+    ----------
+    paths : sequence of str or path-like
+        Logs (any prefix, ``.gz``), qlogs, trace files (JSONL, Parquet), quoted globs, directories
+        (read recursively), URLs, or ``-`` for stdin. A ``meta.json`` beside an input (the testbed
+        writes one per run) gives its traces' stack, version, controller and labels.
+    labels : dict of str to str, optional
+        Labels for every trace (over the sidecar's).
+    implementation, version, cc : str, optional
+        The stack, its version and the congestion controller, for inputs that do not say.
+    strict : bool
+        Stop at the first malformed record (:class:`~quicsm.errors.ParseError`, ``file:line: reason``)
+        instead of counting it in the report.
+    progress : bool
+        A progress bar on stderr.
+    require_transitions : bool
+        Refuse inputs without a single state transition (:class:`~quicsm.errors.NoTransitionsError`).
+    where : dict of str to str, optional
+        Keep only traces whose labels (or ``cc``, ``implementation``, ``version``) match.
+    dask : str, optional
+        ``local[:N]`` or a Dask scheduler address: read batches of files as parallel tasks (the same
+        traces, in the same order).
+    storage_options : dict of str to str, optional
+        fsspec options for URL inputs.
 
-    >>> from quicsm import parse
-    >>> result = parse(["traces/fig13/desktop"])
+    Returns
+    -------
+    ParseResult
+        The non-empty traces in input order, and the report of what was read and skipped.
+
+    Raises
+    ------
+    quicsm.errors.QuicsmError
+        An unreadable input, a malformed record under ``strict``, no transition at all, or nothing
+        matching ``where``.
+
+    See Also
+    --------
+    summarize : the same inputs folded into distinct state sequences, without a trace object each.
+
+    Examples
+    --------
+    >>> import quicsm
+    >>> result = quicsm.parse([TRACES / "fig13/desktop"])
     >>> len(result.traces), result.traces[0].cc, result.report.files
     (11, 'reno', 11)
+    >>> result.traces[0].labels["profile"]
+    'desktop'
     """
     over = Overrides(dict(labels or {}), implementation, version, cc)
     report = ParseReport(strict=strict)

@@ -55,12 +55,37 @@ class SequenceStats:
 
 @dataclass(slots=True)
 class Summary:
-    """Mergeable reduction of traces; sequence order is first appearance, so merging in input order is stable.
+    """Traces reduced to what inference and annotation need: distinct state sequences with counts.
 
-    Sequences live as arrays (:class:`~quicsm.traces.distinct.PackedSequences` over the label table
+    Mergeable: sequence order is first appearance, so merging in input order is stable. Sequences live as arrays (:class:`~quicsm.traces.distinct.PackedSequences` over the label table
     :attr:`names`): batches from the columnar path are appended whole, single traces are buffered, and
     everything is folded into distinct sequences when read (:meth:`packed`), so neither a fleet's
     connections nor a Dask transfer cost a Python object per sequence.
+
+    Attributes
+    ----------
+    view : StateView
+        How the traces' events became states.
+    traces : int
+        Traces folded.
+    transitions : bool
+        Whether any trace had a state transition.
+    sources : dict of str to None
+        The input files, in order.
+    ccs : set of str
+        The congestion controllers met.
+    report : ParseReport
+        What reading the inputs met.
+
+    Examples
+    --------
+    >>> import quicsm
+    >>> s = quicsm.summarize([TRACES / "fig13/mobile"])
+    >>> seqs = s.sequences  # distinct sequence -> its count, summed stays and events
+    >>> sum(st.count for st in seqs.values()) == s.traces == 11
+    True
+    >>> s.describe()["cc"], s.describe()["labels"]["profile"]
+    ('reno', 'mobile')
     """
 
     view: StateView = field(default_factory=StateView)
@@ -294,15 +319,49 @@ def summarize(
     require_transitions: bool = True,
     storage_options: dict[str, str] | None = None,
 ) -> Summary:
-    """Every input reduced to one :class:`Summary` (what ``infer`` and ``diagram`` learn from).
+    """Read inputs and fold them into one :class:`Summary`: what ``infer`` and ``diagram`` learn from.
 
-    ``dask`` (``local[:N]`` or a scheduler address) reads batches of files as tasks (about 64 MB or
-    4,096 files each) and merges their summaries in a tree: the same summary as here.
+    No trace object is made per connection: text logs and stores are folded from their columns.
 
-    >>> from quicsm import summarize
-    >>> s = summarize(["traces/fig13/desktop"])
+    Parameters
+    ----------
+    inputs : sequence of str or path-like
+        What :func:`quicsm.parse` reads: logs, qlogs, trace files, quoted globs, directories, URLs, ``-``.
+    view : StateView
+        How events become states (PROBE_BW phases kept or folded, BBR recovery sub-states).
+    labels, implementation, version, cc, strict, where, storage_options
+        As :func:`quicsm.parse`.
+    dask : str, optional
+        ``local[:N]`` or a scheduler address: batches of files (about 64 MB or 4,096 files) are
+        folded as tasks and their summaries merged in a tree; the same summary as without.
+    progress : bool
+        A progress bar on stderr.
+    require_transitions : bool
+        Refuse inputs without a single state transition.
+
+    Returns
+    -------
+    Summary
+        The distinct state sequences with their counts and stays, the metadata the traces share, and
+        the parse report.
+
+    Raises
+    ------
+    quicsm.errors.QuicsmError
+        As :func:`quicsm.parse`.
+
+    See Also
+    --------
+    learn : the model of a summary.
+
+    Examples
+    --------
+    >>> import quicsm
+    >>> s = quicsm.summarize([TRACES / "fig13/desktop"])
     >>> s.traces, len(s.packed()), sorted(s.ccs)
     (11, 9, ['reno'])
+    >>> quicsm.summarize([TRACES / "fig13"], where={"profile": "mobile"}).traces
+    11
     """
     from quicsm.fleet.run import map_tasks, tree_merge
     from quicsm.traces.inputs import expand_inputs, file_batches, show_batches
