@@ -75,6 +75,13 @@ setup(
             "fsspec>=2024.1",
             "s3fs>=2024.1",
             "moto[server]>=5",
+            # the documentation site (tests/docs builds it --strict) and the reports' screenshot test;
+            # pinned like the lint tools, so a new release cannot turn CI red by itself
+            "mkdocs==1.6.1",
+            "mkdocs-material==9.8.2",
+            "mkdocstrings[python]==1.0.8",
+            "mkdocstrings-python==2.0.11",
+            "playwright==1.65.2",  # drives Debian's chromium (.ci/install.d/testbed.sh); no browser download
         ],
     },
     # Optional C extensions (the log scanner's tag finder, the invariant checker's walks); without a

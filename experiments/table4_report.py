@@ -196,6 +196,7 @@ traced with bpftrace (docs/log-format.md, "Kernel TCP"); clients: the Go HTTP/3 
 Runs whose relay sent 1 % of packets more than 2 ms late were redone. p: Welch's t-test.
 
 Generated {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC by `experiments/table4_fairness.py analyse` (repo {git_rev()}).
+Fig. 5 (`fig5_cwnd.svg`): cwnd of the QUIC and the TCP flow of the first `quicgo-tcp1` run, drawn by the same command.
 
 ## Summary
 

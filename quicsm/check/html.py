@@ -26,7 +26,9 @@ __all__ = ["diff_overlay", "scenario_dot", "to_html"]
 @lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
     return jinja2.Environment(
-        loader=jinja2.PackageLoader("quicsm.check", "templates"),
+        loader=jinja2.ChoiceLoader(  # compare's templates: the figures' shared layout and zoom (_figures.html)
+            [jinja2.PackageLoader("quicsm.check", "templates"), jinja2.PackageLoader("quicsm.compare", "templates")]
+        ),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         finalize=html_value,  # names from the inputs shown escaped (quicsm.textsafe)

@@ -448,6 +448,13 @@ def fairness_section(runs: Sequence[FlowRun], *, timelines: int = 3) -> tuple[st
     )
 
 
+def _figures_head() -> str:
+    """The reports' shared figure layout (natural size, zoom, pan): compare/templates/_figures.html."""
+    from importlib.resources import files
+
+    return files("quicsm.compare").joinpath("templates/_figures.html").read_text(encoding="utf-8")
+
+
 def fairness_html(runs: Sequence[FlowRun], *, timelines: int = 3) -> str:
     """A self-contained page of the fairness view alone (multi-flow runs with a single flow name)."""
     title, body = fairness_section(runs, timelines=timelines)
@@ -455,7 +462,7 @@ def fairness_html(runs: Sequence[FlowRun], *, timelines: int = 3) -> str:
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>Fairness</title><style>'
         "body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1200px;padding:0 1em}"
         "table{border-collapse:collapse;font-size:.9em;margin:.5em 0 1em}th,td{border:1px solid #ddd;padding:3px 8px}"
-        "th{background:#f3f3f3}.figure svg{max-width:100%;height:auto}</style></head><body>"
+        "th{background:#f3f3f3}</style>" + _figures_head() + "</head><body>"
         f"<h1>{escape(title)}</h1>{body}</body></html>\n"
     )
 

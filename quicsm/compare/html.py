@@ -31,6 +31,7 @@ from quicsm.compare.report import to_json as comparison_json
 from quicsm.compare.sets import TraceSet
 from quicsm.compare.stats import EDGE_TESTS
 from quicsm.compare.svg import heatmap_svg, rate_log_for, rate_timeline_svg, timeline_svg
+from quicsm.diagrams.dot import DotOptions, to_dot
 from quicsm.errors import QuicsmError
 from quicsm.textsafe import html_value
 from quicsm.traces.events import StateView, Trace
@@ -145,6 +146,11 @@ def to_html(
             }
         )
     side, side_error = _try_svg(lambda: side_by_side_dot(c)) if diagrams and c.models else (None, None)
+    models = []  # one diagram per set, each readable at its own size (the report stacks or rows them)
+    for name, am in c.models.items() if diagrams and side else ():
+        svg, _ = _try_svg(lambda am=am, name=name: to_dot(am, DotOptions(min_prob=0.0, legend=False)))
+        if svg:
+            models.append({"name": name, "svg": Markup(svg)})
     lines = []
     for ts in c.trace_sets:
         svgs = []
@@ -178,6 +184,7 @@ def to_html(
             occupancy=occupancy,
             heatmap=Markup(heatmap(c)),
             side_by_side=Markup(side) if side else None,
+            models=models,
             side_by_side_error=side_error,
             pairs=pairs,
             timelines=lines,
