@@ -38,6 +38,7 @@ __all__ = [
     "note_inputs",
     "remove_stale_temporaries",
     "open_binary",
+    "read_limited",
     "write_output",
 ]
 
@@ -364,6 +365,33 @@ def remove_stale_temporaries(target: Path) -> list[str]:
             except OSError:
                 pass
     return removed
+
+
+def read_limited(path: str, limit: int, what: str, *, starts: bytes = b"") -> bytes:
+    """The whole of ``path`` (gunzipped; ``-`` = stdin), at most ``limit`` bytes: a file that is not
+    ``what`` it should be (``/dev/zero``, a gzip bomb, a log given as a model) stops there, and when
+    ``starts`` is given, at once if its first non-blank byte is not one of ``starts``."""
+    from quicsm.errors import QuicsmError, as_quicsm_error
+
+    name = "<stdin>" if path == STDIN else path
+    try:
+        with open_binary(path) as fh:
+            data = fh.read(4096)
+            first = data.lstrip(b" \t\r\n\xef\xbb\xbf")[:1]
+            if starts and first and first not in starts:
+                raise InputError(f"{name}: not {what} (starts with {first!r})")
+            if len(data) == 4096:
+                data += fh.read(max(0, limit + 1 - len(data)))
+    except QuicsmError:
+        raise
+    except Exception as exc:
+        err = as_quicsm_error(exc, name)
+        if err is None:
+            raise
+        raise err from None
+    if len(data) > limit:
+        raise InputError(f"{name}: larger than {limit >> 20} MiB (decompressed); not {what}")
+    return data
 
 
 @contextmanager

@@ -21,7 +21,7 @@ import msgspec
 
 from quicsm import __version__
 from quicsm.compare.stays import Connection
-from quicsm.errors import InputError
+from quicsm.errors import InputError, as_quicsm_error
 from quicsm.formats import msgspec_where
 from quicsm.inference.annotate import AnnotatedModel
 from quicsm.traces.events import StateView, Trace
@@ -50,7 +50,10 @@ BUNDLE_FORMAT_VERSION = 1
 MAX_BUNDLE_BYTES = 256 << 20
 """Largest decompressed bundle read (a gzip bomb stops here; a 10,000-connection bundle is ~5 MB)."""
 
-NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+EXACT = 1 << 53
+"""Largest count or duration a bundle holds: exact as a float (285 years in microseconds), so the
+statistics never meet an integer they cannot convert (a 400-digit one stops at the reader)."""
+NonNegative = Annotated[int, msgspec.Meta(ge=0, le=EXACT)]
 Name = Annotated[str, msgspec.Meta(min_length=1)]
 
 
@@ -180,7 +183,7 @@ def _to_file(b: Baseline) -> BundleFile:
                 )
                 for r in bs.rows
             ],
-            bs.model.to_json(),
+            _stable(bs.model.to_json()),
         )
         for bs in b.sets
     ]
@@ -194,6 +197,15 @@ def _to_file(b: Baseline) -> BundleFile:
         sets,
         b.split_by,
     )
+
+
+def _stable(model: dict[str, Any]) -> dict[str, Any]:
+    """The model without its timings (``meta`` keys ``*_seconds``, as diagrams leave them out): the
+    same inputs give the same bundle bytes, as docs/check.md promises."""
+    meta = model.get("meta")
+    if isinstance(meta, dict):
+        model = {**model, "meta": {k: v for k, v in meta.items() if not k.endswith("_seconds")}}
+    return model
 
 
 def bundle_bytes(b: Baseline) -> bytes:
@@ -212,20 +224,9 @@ def save_baseline(b: Baseline, path: str) -> int:
 
 def _raw(path: str) -> bytes:
     """The bundle's JSON bytes (gunzipped when gzip), at most MAX_BUNDLE_BYTES."""
-    from quicsm.files import open_binary
+    from quicsm.files import read_limited
 
-    try:
-        with open_binary(path) as fh:
-            data = fh.read(MAX_BUNDLE_BYTES + 1)
-    except InputError:
-        raise
-    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
-        raise InputError(f"{path}: corrupt or truncated gzip data ({exc or 'unexpected end'})") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if len(data) > MAX_BUNDLE_BYTES:
-        raise InputError(f"{path}: larger than {MAX_BUNDLE_BYTES >> 20} MiB decompressed; not a baseline bundle")
-    return data
+    return read_limited(path, MAX_BUNDLE_BYTES, "a baseline bundle", starts=b"{")
 
 
 def _fail(path: str, where: str, what: str) -> InputError:
@@ -239,9 +240,9 @@ def read_baseline(data: bytes, path: str = "<baseline>") -> Baseline:
             with gzip.GzipFile(fileobj=io.BytesIO(data)) as gz:
                 data = gz.read(MAX_BUNDLE_BYTES + 1)
         except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
-            raise InputError(f"{path}: corrupt or truncated gzip data ({exc or 'unexpected end'})") from None
+            raise (as_quicsm_error(exc, path) or InputError(f"{path}: cannot read ({exc})")) from None
         if len(data) > MAX_BUNDLE_BYTES:
-            raise InputError(f"{path}: larger than {MAX_BUNDLE_BYTES >> 20} MiB decompressed; not a baseline bundle")
+            raise InputError(f"{path}: larger than {MAX_BUNDLE_BYTES >> 20} MiB (decompressed); not a baseline bundle")
     try:
         head = msgspec.json.decode(data, type=_Header)
     except msgspec.DecodeError as exc:
@@ -299,6 +300,8 @@ def _from_file(f: BundleFile, path: str) -> Baseline:
             ids.add(c.id)
             if len(c.states) != len(c.durations_us):
                 raise _fail(path, cw, f"{len(c.states)} states but {len(c.durations_us)} durations_us")
+            if sum(c.durations_us) > EXACT:
+                raise _fail(path, f"{cw}.durations_us", f"add up to more than {EXACT} microseconds (285 years)")
             if not c.states:
                 raise _fail(path, f"{cw}.states", "empty; a connection has at least one state")
             bad = next((k for k in c.states if k >= len(f.states)), None)

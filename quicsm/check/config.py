@@ -30,6 +30,7 @@ __all__ = ["CheckConfig", "Tolerance", "Resolved", "load_config", "parse_config"
 Alpha = Annotated[float, msgspec.Meta(gt=0, lt=1)]
 Effect = Annotated[float, msgspec.Meta(ge=0)]
 Support = Annotated[int, msgspec.Meta(ge=1)]
+MAX_CONFIG_BYTES = 1 << 20
 EDGE_KEY = re.compile(r"^\s*(\S+)\s*->\s*(\S+)\s*$")
 
 
@@ -142,15 +143,16 @@ def parse_config(text: str | bytes, source: str = "<config>") -> CheckConfig:
         raise InputError(f"{source}: {msgspec_where(str(exc))}") from None
     except msgspec.DecodeError as exc:
         raise InputError(f"{source}: not valid TOML ({str(exc).removeprefix('Invalid TOML: ')})") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{source}: not valid TOML (not UTF-8 text at byte {exc.start})") from None
+    except RecursionError:
+        raise InputError(f"{source}: not valid TOML (nested too deeply)") from None
 
 
 def load_config(path: str | None) -> CheckConfig:
     """The config at ``path``, or the defaults when ``path`` is None."""
     if path is None:
         return CheckConfig()
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(1 << 20)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    return parse_config(data, path)
+    from quicsm.files import read_limited
+
+    return parse_config(read_limited(path, MAX_CONFIG_BYTES, "a check config (TOML)"), path)

@@ -208,12 +208,15 @@ def _zero_time_share(visits: Counter[int], node_id: int, model: Model) -> float:
     return visits[node_id] / state_visits if state_visits else 0.0
 
 
+MAX_MODEL_BYTES = 256 << 20
+"""Largest model JSON read (``render /dev/zero`` stops at once, a bomb here; 10^5 states take about 50 MB)."""
+
+
 def load_model(path: str) -> AnnotatedModel:
     """Read a model JSON file (``-`` = stdin, gzip ok) and check it (:meth:`AnnotatedModel.from_json`)."""
-    from quicsm.traces.inputs import open_binary
+    from quicsm.files import read_limited
 
-    with open_binary(path) as fh:
-        raw = fh.read()
+    raw = read_limited(path, MAX_MODEL_BYTES, "a model JSON file", starts=b"{")
     name = "<stdin>" if path == "-" else path
     try:
         data = json.loads(raw)
@@ -233,7 +236,7 @@ def save_model(model: AnnotatedModel, path: str) -> None:
         fh.write("\n")
 
 
-Count = Annotated[int, msgspec.Meta(ge=0)]
+Count = Annotated[int, msgspec.Meta(ge=0, le=(1 << 63) - 1)]  # a 400-digit count stops here, not in NumPy
 Share = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
 
 
@@ -259,7 +262,7 @@ class EdgeRecord(msgspec.Struct):
 
     src: Count
     dst: Count
-    count: Annotated[int, msgspec.Meta(ge=1)]
+    count: Annotated[int, msgspec.Meta(ge=1, le=(1 << 63) - 1)]
     probability: Share
 
 

@@ -40,8 +40,17 @@ def test_round_trip_keeps_rows_model_and_labels(tmp_path: Path, baseline) -> Non
         ] == [
             (r.id, r.states, r.durations_us, r.events, r.duration_us, r.trace.cc, r.trace.labels) for r in theirs.rows
         ]
-        assert theirs.model.to_json() == mine.model.to_json()
+        timeless = {k: v for k, v in mine.model.to_json()["meta"].items() if not k.endswith("_seconds")}
+        assert theirs.model.to_json() == {**mine.model.to_json(), "meta": timeless}
     assert bundle_bytes(got) == bundle_bytes(baseline), "the same content gives the same bytes"
+
+
+def test_the_same_inputs_give_the_same_bytes() -> None:
+    """docs/check.md promises it; the models' inference_seconds once made every save differ."""
+    rows = make_rows("a", 8, seed=1)
+    first, second = (bundle_bytes(make_baseline([("a", "synthetic", rows)])) for _ in range(2))
+    assert b"_seconds" not in gzip.decompress(first)
+    assert first == second
 
 
 def test_bundle_holds_no_events(baseline) -> None:
@@ -89,6 +98,15 @@ def _damaged(baseline, edit) -> bytes:
             "time_fraction: expected `float` <= 1.0",
         ),
         (lambda d: d.update(engine="ktails"), "model.engine"),
+        (lambda d: d["sets"][0]["connections"][2].update(events=int("9" * 400)), "at sets[0].connections[2].events"),
+        (lambda d: d["sets"][0]["connections"][1].update(duration_us=10**400), "connections[1].duration_us"),
+        (lambda d: d["sets"][0]["connections"][0]["durations_us"].__setitem__(0, 10**400), "durations_us[0]"),
+        (lambda d: d["sets"][0]["connections"][0].update(durations_us=[2**53] * 5, states=[0] * 5), "add up to more"),
+        (
+            lambda d: d["sets"][0]["model"]["nodes"][1].update(visits=10**400),
+            "model: nodes[1].visits: expected `int` <=",
+        ),
+        (lambda d: d["sets"][0]["model"]["edges"][0].update(count=10**400), "model: edges[0].count: expected `int` <="),
         (lambda d: d.update(states=["X", "X"]), "appears twice"),
     ],
 )
@@ -125,3 +143,41 @@ def test_truncated_gzip_and_missing_file(tmp_path: Path, baseline) -> None:
 def test_empty_set_is_refused() -> None:
     with pytest.raises(InputError, match="holds no connection"):
         make_baseline([("a", "x", [])])
+
+
+def test_big_integers_never_reach_show_or_check(tmp_path: Path, baseline) -> None:
+    from click.testing import CliRunner
+
+    from quicsm.cli.main import cli
+
+    doc = _doc(baseline)
+    doc["sets"][0]["connections"][0]["duration_us"] = int("9" * 400)
+    path = tmp_path / "big.qsb"
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    for args in (["baseline", "show", str(path)], ["check", str(path), str(path)]):
+        res = CliRunner().invoke(cli, args)
+        assert res.exit_code in (1, 2) and "internal error" not in res.output and "Traceback" not in res.output
+        assert f"{path}: Expected `int` <= 9007199254740992 - at sets[0].connections[0].duration_us" in res.output
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"alpha = 0.01\n# \xff\xfe\n", "not valid TOML (not UTF-8 text at byte 15)"),
+        (b"x = " + b"[" * 100_000 + b"]" * 100_000 + b"\n", "not valid TOML (nested too deeply)"),
+        (b"\0" * 100, "not valid TOML"),
+    ],
+)
+def test_a_bad_config_names_the_file(tmp_path: Path, data: bytes, message: str) -> None:
+    from quicsm.check import load_config
+
+    path = tmp_path / "check.toml"
+    path.write_bytes(data)
+    with pytest.raises(InputError) as err:
+        load_config(str(path))
+    assert str(err.value).startswith(f"{path}: ") and message in str(err.value)
+
+
+def test_dev_zero_is_not_a_bundle() -> None:
+    with pytest.raises(InputError, match="/dev/zero: not a baseline bundle"):
+        load_baseline("/dev/zero")

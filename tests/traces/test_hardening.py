@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import random
 import subprocess
 from pathlib import Path
@@ -341,3 +342,69 @@ def test_trace_file_errors_quote_values_in_one_line(tmp_path: Path, field: str, 
     text = str(info.value)
     where = "v" if field == "v" else "events[0].t_us"
     assert len(text.splitlines()) == 1 and text.startswith(f"{path}:1: bad trace record: {where}: ")
+
+
+# --- inputs that never end, loop or overlap (issue 36 items 9, 11) ----------------------------------
+
+
+def _tree(tmp_path: Path) -> Path:
+    """runs/{top,a/x,a/b/y}.log with two symbolic-link loops (b/up -> a, a/up2 -> runs)."""
+    runs = tmp_path / "runs"
+    (runs / "a" / "b").mkdir(parents=True)
+    for i, rel in enumerate(("top.log", "a/x.log", "a/b/y.log")):
+        (runs / rel).write_text("\n".join(synth_cubic_lines(conns=1, steps=5, seed=i)) + "\n")
+    (runs / "a" / "b" / "up").symlink_to("..")
+    (runs / "a" / "up2").symlink_to("../..")
+    return runs
+
+
+def test_a_quoted_doublestar_glob_does_not_follow_link_loops(tmp_path: Path) -> None:
+    runs = _tree(tmp_path)
+    want = sorted(str(runs / r) for r in ("a/b/y.log", "a/x.log", "top.log"))
+    done = subprocess.run(  # a child, so that the glob that loops (today's) is stopped by the timeout
+        [
+            "python3",
+            "-c",
+            "import sys; from quicsm.traces.inputs import expand_inputs; "
+            "print('\\n'.join(expand_inputs([sys.argv[1]])))",
+            str(runs / "**" / "*.log"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.stdout.split()) == want
+    assert sorted(expand_inputs([str(runs / "*" / "**" / "*.log")])) == want[:2]
+
+
+def test_overlapping_inputs_are_read_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs = _tree(tmp_path)
+    got = expand_inputs([str(runs), str(runs / "a" / "*.log"), str(runs / "a" / ".." / "top.log")])
+    assert sorted(got) == sorted(str(runs / r) for r in ("a/b/y.log", "a/x.log", "top.log"))
+    assert "2 input file(s) named more than once" in capsys.readouterr().err
+    result = parse_inputs([str(runs), str(runs / "a" / "*.log")])
+    ids = [t.id for t in result.traces]
+    assert len(ids) == len(set(ids)) == 3
+
+
+def test_files_from_dev_zero_and_endless_lines_stop_at_once(tmp_path: Path) -> None:
+    from quicsm.traces.inputs import MAX_PATH_BYTES, read_file_list
+
+    with pytest.raises(InputError, match="/dev/zero:1: not a list of inputs"):
+        read_file_list("/dev/zero")
+    long = tmp_path / "long.txt"
+    long.write_bytes(b"a" * (MAX_PATH_BYTES * 3))
+    with pytest.raises(InputError, match="long.txt:1: a line longer than 4096 bytes"):
+        read_file_list(str(long))
+    ok = tmp_path / "ok.txt"
+    ok.write_bytes(b"a.log\n\n  b \xff.log \n")
+    assert read_file_list(str(ok)) == ["a.log", "b \udcff.log"]
+
+
+def test_render_dev_zero_stops_at_once() -> None:
+    from quicsm.inference.annotate import load_model
+
+    with pytest.raises(InputError, match="/dev/zero: not a model JSON file"):
+        load_model("/dev/zero")
