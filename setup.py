@@ -13,6 +13,7 @@ TESTBED_DIRS = (
     "quiche-server",
     "quinn-server",
     "tcp",
+    "chromium-quic",
 )  # = quicsm.testbed.sources.PROGRAM_DIRS
 
 

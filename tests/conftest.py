@@ -54,6 +54,7 @@ CI_REQUIRED_COMMANDS = {
     "chromium": "Debian's chromium (.ci/install.d/testbed.sh)",
     "tc": "iproute2 (.ci/install.d/testbed.sh)",
     "cargo": "Rust >= 1.88 for the quiche server (.ci/install.d/quiche.sh)",
+    "clang": "clang/lld for Chromium's QUIC (.ci/install.d/chromium-quic.sh)",
 }
 
 

@@ -48,7 +48,8 @@ __all__ = [
     "REJECTED",
 ]
 
-CLIENTS = ("go", "chromium")
+CLIENTS = ("go", "chromium", "quic_client")
+"""``go`` (testbed/client), ``chromium`` (the browser), ``quic_client`` (Chromium's gQUIC toy client, stack chromium)."""
 REJECTED = "_rejected"
 LATE_P99_LIMIT_US = 2000
 """A run whose relay sent 1 % of packets later than this is flagged ``emulator_ok: false`` (the default of
@@ -125,6 +126,8 @@ class RunConfig:
     works end to end, not how it performs, may allow more."""
 
     def __post_init__(self) -> None:
+        if self.client == "go" and "go" not in self.server_stack.clients:  # the default: the stack's own client
+            object.__setattr__(self, "client", self.server_stack.clients[0])
         if self.client not in CLIENTS:
             raise TestbedError(f"client {self.client!r}: choose one of {', '.join(CLIENTS)}")
         self.server_stack.validate(self)

@@ -53,8 +53,8 @@ def made_sets_root() -> Path:
 
 
 def release_version(ps: PatchSet) -> str | None:
-    """The release a set was made for (``module.version`` or ``crate.version``), if its manifest says."""
-    for key in ("module", "crate"):
+    """The release a set was made for (``module.version``, ``crate.version``, ``chromium.version``), if its manifest says."""
+    for key in ("module", "crate", "chromium"):
         block = ps.extra.get(key)
         if isinstance(block, dict) and isinstance(block.get("version"), str):
             return str(block["version"])

@@ -13,7 +13,7 @@ from quicsm.errors import TestbedError
 
 __all__ = ["PROGRAM_DIRS", "SHIPPED_DIR", "testbed_root"]
 
-PROGRAM_DIRS = ("server", "client", "relay", "quiche-server", "quinn-server", "tcp")
+PROGRAM_DIRS = ("server", "client", "relay", "quiche-server", "quinn-server", "tcp", "chromium-quic")
 """Directories of ``testbed/`` an installed quicsm ships (their build files and sources)."""
 SHIPPED_DIR = Path(__file__).resolve().parent / "_src"
 _CHECKOUT_DIR = Path(__file__).resolve().parents[2] / "testbed"

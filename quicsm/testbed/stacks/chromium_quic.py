@@ -1,0 +1,148 @@
+"""Chromium's own QUIC (gQUIC, proto-quic 62.0.3187.0): the toy ``quic_server`` with its Cubic or BBR sender
+patched by a quicsm set, and the toy ``quic_client`` loading the page (:mod:`quicsm.testbed.chromium_quic_build`).
+
+This is the paper's subject, the QUIC Chromium shipped in 2017 (QUIC 35-39), not the Chromium *browser* client
+of :mod:`quicsm.testbed.chromium` (a 2020s HTTP/3 client, which cannot speak gQUIC, nor can the Go client).
+
+The server runs Cubic; ``--cc bbr`` starts it with ``--quicsm_cc=bbr`` (the testbed's server patch sets
+``quic_reloadable_flag_quic_default_to_bbr``, so every connection runs ``BbrSender``). Each controller has its
+own build (the set for ``--cc``), so the server's log holds only that controller's lines.
+
+Page-load time: the patched ``quic_client --quicsm_json`` measures it itself with ``base::TimeTicks``, from the
+start of the handshake to the last complete response (the page, then its objects together on the same
+connection), the same span the Go client measures (from its request, which includes the handshake). The
+process's own start-up is outside it, so a CPU-throttled client is timed on its page load, not its loading.
+The toy client does not verify the certificate (``--disable-certificate-verification``); the Go client pins it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+from urllib.parse import urlsplit
+
+from quicsm.errors import TestbedError
+from quicsm.testbed.stacks import Built, Progress, Source, Stack, register
+
+if TYPE_CHECKING:
+    from quicsm.testbed.runner import RunConfig, ServerClient
+
+__all__ = ["ChromiumQuicStack"]
+
+VMODULE = {"cubic": "tcp_cubic_sender_base=1", "bbr": "bbr_sender=1"}
+"""The files whose VLOG(1) lines (the sets' QUIC_LOG(INFO)) the server writes, per controller."""
+
+
+class ChromiumQuicStack(Stack):
+    name: ClassVar[str] = "chromium"
+    implementation: ClassVar[str] = "chromium"
+    description: ClassVar[str] = (
+        "Chromium's own gQUIC (proto-quic 62.0.3187.0) with instrumented Cubic/BBR; toy quic_server + quic_client"
+    )
+    ccs: ClassVar[tuple[str, ...]] = ("cubic", "bbr")
+    clients: ClassVar[tuple[str, ...]] = ("quic_client",)
+    default_version: ClassVar[str] = "62.0.3187.0"
+    target: ClassVar[str | None] = "chromium"
+
+    def versions(self) -> list[str]:
+        from quicsm.instrumentation.patchset import shipped_patch_sets
+        from quicsm.testbed.sets import release_version
+
+        found: dict[str, set[str]] = {}
+        for ps in shipped_patch_sets("chromium"):
+            v = release_version(ps)
+            if v:
+                found.setdefault(v, set()).add(ps.algorithm)
+        return sorted((v for v, ccs in found.items() if set(self.ccs) <= ccs), key=_version_key)
+
+    def validate(self, cfg: RunConfig) -> None:
+        super().validate(cfg)
+        if cfg.duration_s is not None:
+            raise TestbedError(
+                "stack chromium: the toy quic_client loads one page; it cannot run a --duration long flow"
+            )
+
+    def pristine_source(self, version: str, *, progress: Progress | None = None) -> Source:
+        from quicsm.testbed.chromium_quic_build import prepared_source
+
+        src, record = prepared_source(version, progress=progress)
+        return Source(version, src, {"chromium": {"version": version}}, f"Chromium source ({record['source']})")
+
+    def build(self, cfg: RunConfig, *, progress: Progress | None = None, force: bool = False) -> Built:
+        from quicsm.testbed.chromium_quic_build import build_chromium_quic
+        from quicsm.testbed.sets import resolve_set
+
+        version = self.version(cfg)
+        chosen = resolve_set(self, version, cfg.cc, cfg.patch_set, progress=progress)
+        b = build_chromium_quic(version, chosen.patch_set, progress=progress, force=force)
+        return Built(
+            stack=self.name,
+            version=version,
+            cc=cfg.cc,
+            server=b.server,
+            client=b.client,
+            patch_set=b.patch_set,
+            cached=b.cached,
+            seconds=b.seconds,
+            meta={**b.meta, "patch_set_choice": chosen.to_json()},
+        )
+
+    def server_argv(self, cfg: RunConfig, bins: ServerClient, addr: str, log_path: Path) -> list[str]:
+        from quicsm.testbed.chromium_quic_build import page_dir
+
+        host, _, port = addr.rpartition(":")
+        entry = Path(bins.server).parent
+        ready = json.dumps({"spki": _spki(bins), "chromium": self.version(cfg)}, separators=(",", ":"))[1:-1]
+        return [
+            str(bins.server),
+            f"--port={port}",
+            f"--quicsm_bind={host.strip('[]')}",
+            f"--quic_response_cache_dir={page_dir(cfg.objects, cfg.size)}",
+            f"--certificate_file={entry / 'server.pem'}",
+            f"--key_file={entry / 'server.key'}",
+            f"--quicsm_log={log_path}",
+            f"--quicsm_cc={cfg.cc}",
+            f"--vmodule={VMODULE[cfg.cc]}",
+            f"--quicsm_ready={ready}",
+        ]
+
+    def client_argv(self, cfg: RunConfig, bins: ServerClient, url: str, spki: str) -> list[str]:
+        from quicsm.testbed.chromium_quic_build import iter_urls
+
+        target = urlsplit(url)
+        if target.hostname is None or target.port is None:
+            raise TestbedError(f"client target {url!r}: expected https://HOST:PORT/")
+        return [
+            str(bins.client),
+            f"--host={target.hostname}",
+            f"--port={target.port}",
+            "--disable-certificate-verification",
+            "--quicsm_json",
+            *iter_urls(cfg.objects),
+        ]
+
+    def labels(self, cfg: RunConfig) -> dict[str, str]:
+        return {"stack": self.name, "chromium_version": self.version(cfg)}
+
+    def run_meta(self, cfg: RunConfig, bins: ServerClient, ready: Mapping[str, Any]) -> dict[str, Any]:
+        return {"server_chromium": ready.get("chromium"), "server_cc": ready.get("cc")}
+
+
+def _spki(bins: ServerClient) -> str:
+    """The server certificate's SPKI hash, from the build (``Built.meta`` or the entry's build.json)."""
+    meta = getattr(bins, "meta", None)
+    if isinstance(meta, Mapping) and meta.get("spki"):
+        return str(meta["spki"])
+    try:
+        return str(json.loads((Path(bins.server).parent / "build.json").read_text()).get("spki", ""))
+    except (OSError, ValueError):
+        return ""
+
+
+def _version_key(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in v.split(".") if x.isdigit())
+
+
+register(ChromiumQuicStack())
