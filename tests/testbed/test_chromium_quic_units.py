@@ -155,7 +155,9 @@ def test_patches_apply_to_the_real_tree(tmp_path: Path) -> None:
         subprocess.run(
             ["patch", "-p1", "--batch", "-F0", "-i", str(patch)], cwd=tmp_path, check=True, capture_output=True
         )
-    assert "--quicsm_cc" in (tmp_path / tool_files[1]).read_text()
+    server = (tmp_path / tool_files[1]).read_text()
+    assert "--quicsm_cc" in server and "sigwait(&quicsm_term" in server and "server->Shutdown()" in server
+    assert "QuicsmResponseCounter" in (tmp_path / tool_files[2]).read_text()
     engine.apply(tmp_path, sets=sets)
     text = (tmp_path / "net/quic/core/congestion_control/tcp_cubic_sender_base.cc").read_text()
     assert "ev=close" in text and "QuicsmTimerState" in text
