@@ -93,6 +93,14 @@ def input_options(f: F) -> F:
         click.option("--impl-version", metavar="VERSION", help="Its version (e.g. QUIC 37, v0.65.0, a commit)."),
         click.option("--cc", metavar="NAME", help="Congestion controller, for qlogs that do not name it."),
         click.option(
+            "--states",
+            type=click.Choice(["auto", "logged", "metrics"]),
+            default="auto",
+            show_default=True,
+            help="qlog states: auto = logged ones, inferred from the metrics when a file logs none; "
+            "logged = only logged ones; metrics = always inferred from the metrics (see docs/metric-states.md).",
+        ),
+        click.option(
             "--where",
             multiple=True,
             callback=_labels,
@@ -156,6 +164,7 @@ def pop_parse_options(kw: dict[str, Any]) -> tuple[dict[str, Any], bool, dict[st
         "implementation": kw.pop("implementation"),
         "version": kw.pop("impl_version"),
         "cc": kw.pop("cc"),
+        "states": kw.pop("states"),
         "strict": kw.pop("strict"),
         "progress": bool(progress),
         "storage_options": kw.pop("storage_options") or None,

@@ -67,6 +67,9 @@ class TraceMeta:
     labels: dict[str, str] = field(default_factory=dict)
     cc: str | None = None
     """Override for the congestion controller (for qlogs that don't name it)."""
+    states: str = "auto"
+    """Where a qlog's states come from: ``auto`` (its state events; inferred from its metrics when it has
+    none), ``logged`` (state events only) or ``metrics`` (always inferred, state events ignored)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,6 +79,8 @@ class Overrides:
     implementation: str | None = None
     version: str | None = None
     cc: str | None = None
+    states: str = "auto"
+    """:attr:`TraceMeta.states` for every input (``--states``)."""
 
     def over(self, base: TraceMeta) -> TraceMeta:
         return TraceMeta(
@@ -86,6 +88,7 @@ class Overrides:
             version=self.version or base.version,
             labels={**base.labels, **self.labels},
             cc=self.cc or base.cc,
+            states=self.states if self.states != "auto" else base.states,
         )
 
 
@@ -269,6 +272,7 @@ def parse_inputs(
     where: Selector | None = None,
     dask: str | None = None,
     storage_options: dict[str, str] | None = None,
+    states: str = "auto",
 ) -> ParseResult:
     """Parse logs, qlogs and trace files into per-connection traces (``quicsm parse``).
 
@@ -321,7 +325,7 @@ def parse_inputs(
     >>> result.traces[0].labels["profile"]
     'desktop'
     """
-    over = Overrides(dict(labels or {}), implementation, version, cc)
+    over = Overrides(dict(labels or {}), implementation, version, cc, states)
     report = ParseReport(strict=strict)
     if dask:
         from quicsm.fleet.run import map_tasks

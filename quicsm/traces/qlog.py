@@ -49,9 +49,14 @@ __all__ = [
 _STATE_NAMES = {"congestion_state_updated", "congestion_state_update", "cc_state_update", "congestion_state"}
 _METRIC_NAMES = {"metrics_updated", "recovery_metrics_updated", "metric_update", "metrics_update"}
 _MVFST_NAMES = {"congestion_metric_update"}
+_LOST_NAMES = {"packet_lost"}
+_TIMER_NAMES = {"loss_timer_updated"}
 _RS = b"\x1e"
 _TIME = re.compile(rb'"time"\s*:\s*(-?[0-9][0-9.eE+-]{0,30})')
 _WANTED = re.compile(rb"congestion|metric|cc_state", re.IGNORECASE)
+_SOFT = re.compile(rb"packet_lost|loss_timer")
+"""Records the metric-state reader uses (losses, PTO expiries): decoded when they can be, never
+reported when they cannot (the column scanner does not read them: only states and metrics count)."""
 _EVENTS_KEY = re.compile(r'"events"\s*:\s*\[')
 _GZIP_ERRORS = (gzip.BadGzipFile, zlib.error, EOFError, OSError)
 _BLOCK = 1 << 16
@@ -77,6 +82,10 @@ def _role(name: str) -> str | None:
         return "metrics"
     if short in _MVFST_NAMES:
         return "mvfst"
+    if short in _LOST_NAMES:
+        return "lost"
+    if short in _TIMER_NAMES:
+        return "timer"
     return None
 
 
@@ -98,6 +107,11 @@ class TraceState:
     cc_hint: str | None = None
     current: str | None = None
     """State after the last transition read (None before the first)."""
+    aux: list[tuple[int, Any, Any, Any]] = field(default_factory=list)
+    """Per metrics event: (time, latest_rtt, packets_in_flight, pto_count) as written, for the metric-state
+    reader when the trace has no state event (:mod:`quicsm.traces.metric_states`)."""
+    lost: list[int] = field(default_factory=list)
+    pto: list[int] = field(default_factory=list)
 
     def t_us(self, raw: Any) -> int:
         t = raw if type(raw) is float and -1e15 <= raw <= 1e15 else time_value(raw)  # the common case first
@@ -182,9 +196,17 @@ def _handle(st: TraceState, name: str, data: Any, time: Any, path: str, at: Loca
         return
     transitions = st.current is not None
     current = st.current or ""
+    if role == "lost":
+        st.lost.append(t)
+        return
+    if role == "timer":
+        if data.get("event_type") == "expired" and data.get("timer_type") == "pto":
+            st.pto.append(t)
+        return
     if role == "metrics":
         report.records += 1
         st.events.append(_metrics(st, data, t, current, path, at, report))
+        st.aux.append((t, data.get("latest_rtt"), data.get("packets_in_flight"), data.get("pto_count")))
         return
     if role == "mvfst":
         new = st.state(data.get("state"), report)
@@ -226,8 +248,20 @@ def _recovery(data: dict[str, Any]) -> str | None:
 
 
 def _finish(st: TraceState, path: str, meta: TraceMeta, index: int, report: ParseReport) -> Trace | None:
+    labels = dict(meta.labels)
+    if meta.states == "metrics":  # the logged states set aside: every state read from the metrics
+        st.events = [e._replace(state="") for e in st.events if e.kind == "metrics"]
+        st.initial = None
     if not any(e.kind == "transition" for e in st.events):
-        return None
+        if not st.events or meta.states == "logged":
+            return None
+        from quicsm.traces.metric_states import INFERRED_LABEL, infer_events
+
+        impl = meta.implementation or guess_impl(st.title)
+        st.events = infer_events(st.events, st.aux, st.lost, st.pto, impl, st.time_scale, st.min_t)
+        if not st.events:
+            return None
+        labels.update(INFERRED_LABEL)
     events = sorted(st.events, key=lambda e: e.t_us)
     first_tr = next(e for e in events if e.kind == "transition")
     if st.initial is not None:
@@ -250,13 +284,13 @@ def _finish(st: TraceState, path: str, meta: TraceMeta, index: int, report: Pars
         implementation=impl,
         version=meta.version or st.code_version,
         sources=(path,),
-        labels=dict(meta.labels),
+        labels=labels,
     )
 
 
 def guess_impl(title: str) -> str | None:
     low = title.lower()
-    for name in ("quic-go", "picoquic", "quiche", "neqo", "mvfst", "aioquic"):
+    for name in ("quic-go", "picoquic", "quiche", "neqo", "mvfst", "aioquic", "quinn", "ngtcp2", "tquic"):
         if name in low:
             return name
     return None
@@ -494,7 +528,7 @@ def read_records(
     per_record = 1 if sep == b"\n" else 0  # an NDJSON record ends its line; a JSON-SEQ one holds its own
     kind = "NDJSON line" if per_record else "JSON-SEQ record"
     blocks = _read_blocks(stream, path, report, lambda: line)
-    wanted, time_at = _WANTED.search, _TIME.search
+    wanted, time_at, soft = _WANTED.search, _TIME.search, _SOFT.search
     done = False
     while not done:
         block = next(blocks, b"")
@@ -508,6 +542,8 @@ def read_records(
             here = line
             line += part.count(b"\n") + per_record
             if header_seen and wanted(part) is None:
+                if soft(part) is not None and _soft_event(st, part, path, report):
+                    continue
                 # packet-level events: skip JSON decoding, keep only their time (it extends the last stay)
                 m = time_at(part)
                 if m is not None:
@@ -549,6 +585,26 @@ def read_records(
     out = _finish(st, path, meta, 0, report)
     if out is not None:
         yield out
+
+
+def _soft_event(st: TraceState, part: bytes, path: str, report: ParseReport) -> bool:
+    """A loss or timer record for the metric-state reader, if it decodes as one; False otherwise (the
+    record is then treated as any packet-level record: its time only)."""
+    try:
+        rec = decode_record(part.strip())
+    except (*JSON_ERRORS, RecursionError):
+        return False
+    if type(rec) is not dict:
+        return False
+    parts = _event_parts(rec, None)
+    if parts is None or event_role(parts[0]) not in ("lost", "timer") or not isinstance(parts[1], dict):
+        return False
+    try:
+        time_value(parts[2])
+    except BadValue:
+        return False
+    _handle(st, parts[0], parts[1], parts[2], path, _rec_locate(0, "", 0), report)
+    return True
 
 
 def _rec_locate(line: int, kind: str, number: int) -> Locate:

@@ -245,11 +245,18 @@ class QlogBatcher:
         bad_rows = (kind == 0) & ~known[state] if nrows else np.zeros(0, bool)
         unknown = np.zeros(len(files), bool)
         unknown[src[bad_rows]] = True
+        # a file with metrics but no state event has its states inferred from the metrics, which the
+        # Python reader does (quicsm.traces.metric_states)
+        stateless = np.zeros(len(files), bool)
+        if nrows:
+            stateless[np.unique(src[kind == 2])] = True
+            stateless[np.unique(src[kind == 0])] = False
+            stateless &= np.array([f.meta.states != "logged" for f in files])
         fast = np.zeros(len(files), bool)
         heads: list[TraceState | None] = [None] * len(files)
         scale = np.ones(len(files))
         for i, f in enumerate(files):
-            if info[i, 0] == 0 and not unknown[i]:
+            if info[i, 0] == 0 and not unknown[i] and not stateless[i] and f.meta.states != "metrics":
                 st = header_state(joined[info[i, 1] : info[i, 2]], f.meta)
                 if st is not None and st.time_format == "relative":
                     heads[i], fast[i], scale[i] = st, True, st.time_scale

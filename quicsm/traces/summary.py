@@ -318,6 +318,7 @@ def summarize(
     progress: bool = False,
     require_transitions: bool = True,
     storage_options: dict[str, str] | None = None,
+    states: str = "auto",
 ) -> Summary:
     """Read inputs and fold them into one :class:`Summary`: what ``infer`` and ``diagram`` learn from.
 
@@ -366,7 +367,7 @@ def summarize(
     from quicsm.fleet.run import map_tasks, tree_merge
     from quicsm.traces.inputs import expand_inputs, file_batches, show_batches
 
-    over = Overrides(dict(labels or {}), implementation, version, cc)
+    over = Overrides(dict(labels or {}), implementation, version, cc, states)
     if not dask:
         total = Summary(view=view, report=ParseReport(strict=strict))
         files, scopes = listed(inputs, storage_options)

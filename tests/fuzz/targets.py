@@ -151,6 +151,38 @@ def _run_baseline(data: bytes, scratch: Path) -> None:
     return None
 
 
+def _run_metric_states(data: bytes, scratch: Path) -> str | None:
+    """States read from metrics (quicsm.traces.metric_states), forced on every file (``states=metrics``)
+    and automatic: the Python reader and the C scanner's batches agree, and every inferred trace is
+    well formed (time order, known states, the inferred label)."""
+    from quicsm.traces import qlog
+    from quicsm.traces.metric_states import INFERRED_LABEL
+    from quicsm.traces.qlog_columns import QlogBatcher
+    from quicsm.traces.states import is_known_state
+
+    for states in ("metrics", "auto"):
+        meta = TraceMeta(states=states)
+        for kind, name in (("sqlog", "read_sqlog"), ("ndjson", "read_ndjson")):
+            report = ParseReport(keep=1 << 30)
+            want = list(getattr(qlog, name)(io.BytesIO(data), "x", meta, report))
+            for t in want:
+                inferred = t.labels.get("states") == INFERRED_LABEL["states"]
+                if states == "metrics" and not inferred:
+                    return "a trace with logged states under states=metrics"
+                times = [e.t_us for e in t.events]
+                if times != sorted(times):
+                    return "inferred trace out of time order"
+                if inferred and not all(is_known_state(e.state) for e in t.events if e.kind == "transition"):
+                    return "inferred state quicsm does not know"
+            wanted = [want, report.to_json()]
+            report = ParseReport(keep=1 << 30)
+            batcher = QlogBatcher(report)
+            batches = batcher.add(data, "x", meta, kind) + batcher.flush()
+            if [[t for tc in batches for t in tc.traces()], report.to_json()] != wanted:
+                return f"C scanner's batches differ from the Python reader under states={states}"
+    return None
+
+
 def _run_qlog_agreement(data: bytes, scratch: Path) -> str | None:
     """The qlog readers (JSON-SEQ, NDJSON, whole document) give the old reader's traces and report
     (tests/traces/qlog_oracle.py), problems with their lines and reasons included; the C scanner's
@@ -161,10 +193,13 @@ def _run_qlog_agreement(data: bytes, scratch: Path) -> str | None:
 
     for name in ("read_sqlog", "read_ndjson", "read_qlog"):
         got, want = [], []
+        # the old reader knew no inferred states: it is held to the logged ones (the metric path has its
+        # own target, qlog-metrics)
         for module, out in ((qlog, got), (qlog_oracle, want)):
             report = ParseReport(keep=1 << 30)
             try:
-                out.append(list(getattr(module, name)(io.BytesIO(data), "x", TraceMeta(), report)))
+                meta = TraceMeta(states="logged") if module is qlog else TraceMeta()
+                out.append(list(getattr(module, name)(io.BytesIO(data), "x", meta, report)))
             except Exception as exc:  # both must fail alike
                 out.append(repr(exc))
             out.append(report.to_json())
@@ -203,6 +238,7 @@ TARGETS: list[Target] = [
     Target("sqlog", "sqlog", _parse_file("s.sqlog"), weight=2),
     Target("sqlog.gz", "sqlog", _parse_file("s.sqlog.gz"), gzip=True),
     Target("qlog-agreement", "sqlog", _run_qlog_agreement, weight=2),
+    Target("qlog-metrics", "sqlog", _run_metric_states, weight=2),
     Target("traces-parquet", "parquet", _run_parquet),
     Target("cli-stdin", "log", _run_cli),
     Target("baseline-bundle", "baseline", _run_baseline, weight=2),

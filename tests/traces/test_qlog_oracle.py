@@ -7,6 +7,7 @@ import gzip
 import io
 import random
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +38,13 @@ def _reader(module: Any, data: bytes) -> Callable[..., Iterator[Any]]:
 
 
 def _both(data: bytes, meta: TraceMeta = TraceMeta()) -> tuple[object, object]:
+    """The old reader's and today's reading; today's held to logged states (the old one inferred none)."""
     out = []
     for module in (qlog_oracle, qlog):
         report = ParseReport(keep=1 << 20)
         read = _reader(module, data)
-        traces = list(read(io.BytesIO(data), "in/x.sqlog", meta, report))
+        use = replace(meta, states="logged") if module is qlog else meta
+        traces = list(read(io.BytesIO(data), "in/x.sqlog", use, report))
         out.append((traces, report.to_json()))
     return out[0], out[1]
 

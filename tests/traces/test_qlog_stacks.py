@@ -177,11 +177,16 @@ def test_names_do_not_pick_the_reader(tmp_path: Path) -> None:
         assert t.states() == ["Init", "SlowStart", "CongestionAvoidance"]
 
 
-def test_aioquic_without_state_events_is_refused_cleanly() -> None:
+def test_aioquic_without_state_events_gets_states_from_its_metrics() -> None:
+    """aioquic logs metrics only: its states are inferred (and say so); --states logged refuses the file."""
     path = shared_file(f"{SAMPLES}/aioquic/server-success.qlog")
+    (t,) = parse_inputs([str(path)]).traces
+    assert t.labels["states"] == "inferred from metrics" and t.implementation == "aioquic"
+    assert t.states()[:2] == ["Init", "SlowStart"]
+    assert all(e.trigger and e.trigger.startswith("inferred:") for e in t.events if e.kind == "transition")
     with pytest.raises(NoTransitionsError):
-        parse_inputs([str(path)])
-    res = parse_inputs([str(path)], require_transitions=False)
+        parse_inputs([str(path)], states="logged")
+    res = parse_inputs([str(path)], require_transitions=False, states="logged")
     assert res.traces == [] and res.report.records > 0
 
 

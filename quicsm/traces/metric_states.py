@@ -1,0 +1,586 @@
+"""Congestion-control states read from metrics, for qlogs whose stack logs no state (aioquic, quinn,
+ngtcp2, tquic) or whose state events are stripped on purpose (to measure this reader against them).
+
+The rules, their reasoning (RFC 9002 and each stack's sender) and their measured accuracy are in
+docs/metric-states.md. In short, for loss-based senders (Reno, Cubic) the reader sees:
+
+* a **window cut** (the congestion window falls) = a congestion event: Recovery (RFC 9002 7.3.2),
+  or RetransmissionTimeout when the window collapses to the minimum (persistent congestion, 7.6);
+* the **end of recovery** = the first acknowledgement of a packet sent after the cut: from packet
+  numbers when the columns carry them, else from the metrics alone (an ACK whose latest RTT sample
+  reaches back past the first send after the cut);
+* outside recovery, at each acknowledgement: **application-limited** when the bytes in flight before
+  the ACK left the window unused (the Chromium/quic-go ``isCwndLimited`` test, RFC 9002 7.8), else
+  **slow start** below the slow-start threshold (logged, or the window after the last cut) and
+  **congestion avoidance** above it;
+* **ProbeTimeout** from a PTO expiry (a timer event or a rise of ``pto_count``) to the next ACK.
+
+BBR-like senders (a pacing rate logged) are read by the pacing gain the rate reveals: Startup (rate
+growing by about 2x a round), Drain (a fall to well under the rate before), ProbeBw (the gain cycling
+around 1), ProbeRtt (the window held at its minimum). Refill and Cruise both pace at gain 1 and are
+one state here (``ProbeBw.Cruise``).
+
+Everything is NumPy over one connection's columns: no Python object per event. Odd metrics (fields
+missing, zeros, counters that reset, a window logged once) give fewer states, never an exception.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from quicsm.traces.events import TraceEvent
+from quicsm.traces.states import INIT
+
+__all__ = [
+    "NULL",
+    "MetricSeries",
+    "Profile",
+    "PROFILES",
+    "Inferred",
+    "profile_for",
+    "infer",
+    "INFERRED_TRIGGER",
+    "INFERRED_LABEL",
+    "infer_events",
+    "LOSS_STATES",
+    "BBR_STATES",
+]
+
+NULL = np.iinfo(np.int64).min
+"""Absent value in an int64 column (as :data:`quicsm.traces.columnar.NULL`)."""
+INFERRED_TRIGGER = "inferred"
+"""Prefix of every inferred transition's trigger (``inferred:loss``, ``inferred:ack`` ...)."""
+
+LOSS_STATES = (
+    "SlowStart",
+    "CongestionAvoidance",
+    "ApplicationLimited",
+    "Recovery",
+    "ProbeTimeout",
+    "RetransmissionTimeout",
+)
+BBR_STATES = ("Startup", "Drain", "ProbeBw.Up", "ProbeBw.Down", "ProbeBw.Cruise", "ProbeRtt")
+_SS, _CA, _APP, _REC, _PTO, _RTO = range(6)
+_EMPTY = np.zeros(0, np.int64)
+
+
+def _empty() -> np.ndarray:
+    return _EMPTY.copy()
+
+
+@dataclass(slots=True)
+class MetricSeries:
+    """One connection's metric samples in time order (int64, :data:`NULL` = not in that record), and the
+    events around them that sharpen the reading (all optional, empty when the file has none)."""
+
+    t_us: np.ndarray
+    cwnd: np.ndarray
+    inflight: np.ndarray
+    ssthresh: np.ndarray
+    pacing: np.ndarray
+    srtt_us: np.ndarray
+    min_rtt_us: np.ndarray
+    latest_rtt_us: np.ndarray | None = None
+    pto_count: np.ndarray | None = None
+    packets: np.ndarray | None = None
+    """Packets in flight (quic-go, quinn), when logged."""
+    lost_us: np.ndarray = field(default_factory=_empty)
+    """Times of ``packet_lost`` events."""
+    pto_us: np.ndarray = field(default_factory=_empty)
+    """Times a probe timeout fired (quic-go's ``loss_timer_updated`` expired, timer ``pto``)."""
+    sent_us: np.ndarray = field(default_factory=_empty)
+    sent_pn: np.ndarray = field(default_factory=_empty)
+    ack_us: np.ndarray = field(default_factory=_empty)
+    ack_largest: np.ndarray = field(default_factory=_empty)
+    """Largest packet number acknowledged by each ACK frame the sender received."""
+    start_us: int | None = None
+    """The connection's first event of any kind (the first state is held from there)."""
+
+    def __post_init__(self) -> None:
+        n = len(self.t_us)
+        for name in ("cwnd", "inflight", "ssthresh", "pacing", "srtt_us", "min_rtt_us"):
+            if len(getattr(self, name)) != n:
+                raise ValueError(f"metric column {name} has {len(getattr(self, name))} rows, times {n}")
+        if self.latest_rtt_us is None:
+            self.latest_rtt_us = np.full(n, NULL, np.int64)
+        if self.pto_count is None:
+            self.pto_count = np.full(n, NULL, np.int64)
+        if self.packets is None:
+            self.packets = np.full(n, NULL, np.int64)
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """How one stack's sender defines its states (docs/metric-states.md has each one's source)."""
+
+    name: str
+    burst_packets: int = 3
+    """Unused window (in packets) still counted as window-limited (quic-go's ``maxBurstPackets``)."""
+    recovery_end: str = "ack_after_cut"
+    """``ack_after_cut`` (RFC 9002 7.3.2) or ``next_sample`` (quiche: its state string is "recovery"
+    only while ``now`` is the recovery start)."""
+    app_limited: bool = True
+    """Whether the stack has an application-limited state (quiche's state machine has none)."""
+    min_window_packets: int = 2
+    every_record: bool = False
+    """The state is judged at every record with the window then (quiche evaluates its state string at
+    each qlog emission), not at ACKs with the window before them (the Chromium lineage: quic-go)."""
+    per_packet: bool = False
+    """Slow start adds one packet per packet acknowledged and stops adding at the first packet that
+    finds the window unused, so an ACK that grew the window by fewer packets than it acknowledged ended
+    application-limited (quic-go calls ``OnPacketAcked`` per packet with one ``priorInFlight``)."""
+
+
+PROFILES: dict[str, Profile] = {
+    "rfc9002": Profile("rfc9002"),
+    "quic-go": Profile("quic-go", per_packet=True),
+    "aioquic": Profile("aioquic"),
+    "quinn": Profile("quinn"),
+    "ngtcp2": Profile("ngtcp2"),
+    "quiche": Profile("quiche", recovery_end="next_sample", app_limited=False, every_record=True),
+}
+
+
+def profile_for(implementation: str | None) -> Profile:
+    """The profile of a stack by its implementation name; RFC 9002's rules for any other."""
+    low = (implementation or "").lower()
+    for key, prof in PROFILES.items():
+        if key != "rfc9002" and key in low:
+            return prof
+    return PROFILES["rfc9002"]
+
+
+@dataclass(slots=True)
+class Inferred:
+    """Inferred transitions: at ``t_us[i]`` the connection entered ``states[i]`` (first = initial state),
+    for ``reasons[i]``; ``family`` is ``loss`` or ``bbr``; ``sample_state`` the state per metric sample."""
+
+    t_us: np.ndarray
+    states: list[str]
+    reasons: list[str]
+    family: str
+    sample_state: np.ndarray
+    mss: int
+
+    def __len__(self) -> int:
+        return len(self.states)
+
+
+def _ffill(a: np.ndarray, fill: int = NULL) -> np.ndarray:
+    """Each NULL replaced by the last value before it (``fill`` before the first value)."""
+    if not len(a):
+        return a.copy()
+    have = a != NULL
+    idx = np.where(have, np.arange(len(a)), -1)
+    np.maximum.accumulate(idx, out=idx)
+    out = np.where(idx >= 0, a[np.maximum(idx, 0)], fill)
+    return out.astype(np.int64)
+
+
+def _mss(inflight: np.ndarray) -> int:
+    """Full packet size: the common increment of bytes in flight from one send to the next."""
+    d = np.diff(inflight[inflight != NULL]) if len(inflight) > 1 else _EMPTY
+    d = d[(d >= 500) & (d <= 9000)]
+    if not len(d):
+        return 1200
+    values, counts = np.unique(d, return_counts=True)
+    return int(values[np.argmax(counts)])  # the most common: full-size packets
+
+
+def _first_unit(inflight: np.ndarray, mss: int) -> int:
+    """The datagram size before path MTU discovery raised it: the smallest common full-size send."""
+    d = np.diff(inflight[inflight != NULL]) if len(inflight) > 1 else _EMPTY
+    d = d[(d >= 1200) & (d <= 9000)]
+    if not len(d):
+        return mss
+    values, counts = np.unique(d, return_counts=True)
+    return int(values[counts >= max(2, counts.max() // 10)].min(initial=mss))
+
+
+def infer(series: MetricSeries, profile: Profile | None = None) -> Inferred:
+    """The states of one connection from its metrics (BBR-like when a pacing rate varies and no
+    slow-start threshold is ever logged, else loss-based)."""
+    prof = profile or PROFILES["rfc9002"]
+    n = len(series.t_us)
+    if n == 0:
+        return Inferred(_EMPTY.copy(), [], [], "loss", np.zeros(0, np.int8), 1200)
+    order = np.argsort(series.t_us, kind="stable")
+    if np.any(order != np.arange(n)):
+        series = _sorted(series, order)
+    if _looks_bbr(series):
+        return _infer_bbr(series)
+    return _infer_loss(series, prof)
+
+
+def _sorted(s: MetricSeries, order: np.ndarray) -> MetricSeries:
+    cols = {k: getattr(s, k)[order] for k in ("t_us", "cwnd", "inflight", "ssthresh", "pacing", "srtt_us")}
+    assert s.latest_rtt_us is not None and s.pto_count is not None
+    return MetricSeries(
+        **cols,
+        min_rtt_us=s.min_rtt_us[order],
+        latest_rtt_us=s.latest_rtt_us[order],
+        pto_count=s.pto_count[order],
+        packets=s.packets[order] if s.packets is not None else None,
+        lost_us=s.lost_us,
+        pto_us=s.pto_us,
+        sent_us=s.sent_us,
+        sent_pn=s.sent_pn,
+        ack_us=s.ack_us,
+        ack_largest=s.ack_largest,
+        start_us=s.start_us,
+    )
+
+
+def _looks_bbr(s: MetricSeries) -> bool:
+    pacing = s.pacing[s.pacing != NULL]
+    if len(pacing) < 8 or np.any(s.ssthresh != NULL):
+        return False
+    return bool(len(np.unique(pacing)) >= 4)
+
+
+def _transitions(
+    t: np.ndarray, codes: np.ndarray, names: tuple[str, ...], why: list[str], start: int | None
+) -> tuple[np.ndarray, list[str], list[str]]:
+    change = np.ones(len(codes), bool)
+    change[1:] = codes[1:] != codes[:-1]
+    at = np.flatnonzero(change)
+    times = t[at].copy()
+    if start is not None and len(times) and start < times[0]:
+        times[0] = start
+    return times, [names[c] for c in codes[at].tolist()], [why[i] for i in at.tolist()]
+
+
+# ---- loss-based senders --------------------------------------------------------------------------
+
+
+def _infer_loss(s: MetricSeries, prof: Profile) -> Inferred:
+    n = len(s.t_us)
+    t = s.t_us
+    assert s.latest_rtt_us is not None and s.pto_count is not None
+    cwnd = _ffill(s.cwnd, 0)
+    inflight = _ffill(s.inflight, 0)
+    latest = _ffill(s.latest_rtt_us, 0)
+    mss = _mss(s.inflight)
+    prev_cwnd = np.concatenate(([cwnd[0]], cwnd[:-1]))
+    prior = np.concatenate(([0], inflight[:-1]))
+    # an ACK: a new RTT sample, or bytes in flight fell (no window cut at the same record)
+    # a new RTT sample: some stacks repeat every field in every record (quic-go v0.5x+), so only a change
+    rtt_sample = np.zeros(n, bool)
+    rtt_sample[1:] = (s.latest_rtt_us[1:] != NULL) & (latest[1:] > 0) & (latest[1:] != latest[:-1])
+    fell = np.zeros(n, bool)
+    fell[1:] = inflight[1:] < inflight[:-1]
+    known_cwnd = s.cwnd != NULL
+    cut = np.zeros(n, bool)
+    cut[1:] = known_cwnd[1:] & (cwnd[1:] < prev_cwnd[1:]) & (cwnd[1:] < prev_cwnd[1:] - np.minimum(mss, prev_cwnd[1:] // 20))
+    ack = rtt_sample | fell
+    ack[0] = False  # the first record opens the connection: it acknowledges nothing yet
+    sends = np.zeros(n, bool)
+    sends[1:] = inflight[1:] > inflight[:-1]
+    floor = prof.min_window_packets * mss
+    rto = cut & (cwnd <= floor + mss // 2) & (prev_cwnd > 2 * floor)
+    # spurious-loss undo (quic-go v0.65 OnSpuriousLoss): the window restored in one step ends recovery
+    # packets this record acknowledged: from packets in flight where logged, else from bytes
+    assert s.packets is not None
+    pk = _ffill(s.packets, 0)
+    by_count = np.concatenate(([0], pk[:-1])) - pk
+    by_bytes = (prior - inflight + mss - 1) // mss
+    acked_packets = np.maximum(np.where(s.packets != NULL, by_count, by_bytes), 1)
+    grew = cwnd - prev_cwnd
+    # a window restored in one step, by more than slow start could add for the packets acknowledged,
+    # after a cut: a spurious loss undone (quic-go v0.65 OnSpuriousLoss, quiche's Cubic rollback)
+    undo = known_cwnd & (grew >= np.maximum(4 * mss, prev_cwnd // 4)) & (grew > acked_packets * mss + mss)
+    undo &= np.cumsum(cut) > 0
+    # recovery episodes
+    cuts = np.flatnonzero(cut & ~rto)
+    ends = _recovery_ends(s, cuts, ack, sends, latest, undo, prof)
+    mark = np.zeros(n + 1, np.int64)
+    np.add.at(mark, cuts, 1)
+    np.add.at(mark, ends, -1)
+    in_rec = np.cumsum(mark[:n]) > 0
+    # slow-start threshold: logged, else the window after the last cut (unbounded before the first)
+    logged = s.ssthresh != NULL
+    if logged.any():
+        ssthresh = _ffill(s.ssthresh, np.iinfo(np.int64).max)
+    else:
+        at_cut = np.where(cut, cwnd, NULL)
+        at_cut[rto] = np.where(rto, prev_cwnd // 2, NULL)[rto]
+        ssthresh = _ffill(at_cut, np.iinfo(np.int64).max)
+        ssthresh = _hystart_exit(ssthresh, cwnd, prev_cwnd, prior, inflight, ack, cut, mss, prof)
+    window = cwnd if prof.every_record else prev_cwnd
+    ss = window < ssthresh
+    phase = np.where(ss, _SS, _CA)
+    if prof.app_limited:
+        limited = (prior >= window) | (ss & (prior > window // 2)) | (window - prior <= prof.burst_packets * mss)
+        if prof.per_packet:
+            # the window's unit is the sender's datagram size, which path MTU discovery raises: take it
+            # from the last growth by one packet acknowledged
+            one = np.where((acked_packets == 1) & (grew > 0) & (grew <= 9000) & ss, grew, NULL)
+            unit = _ffill(one, _first_unit(s.inflight, mss))
+            limited = np.where(ss & (grew > 0), grew >= acked_packets * unit - unit // 2, limited)
+        phase = np.where(limited, phase, _APP)
+    # the phase changes only at an ACK outside recovery (or at the record that ends a recovery); other
+    # records keep the last one
+    decided = (np.ones(n, bool) if prof.every_record else ack) & ~in_rec
+    decided[np.minimum(ends, n - 1)[ends < n]] = True
+    decided[0] = True
+    code = np.where(decided, phase, -1)
+    if not ack[0]:
+        code[0] = _SS
+    idx = np.where(code >= 0, np.arange(n), 0)
+    np.maximum.accumulate(idx, out=idx)
+    code = code[idx]
+    code = np.where(in_rec, _REC, code)
+    # timeouts: a PTO holds until the next ACK; a collapse to the minimum window likewise
+    pto_at = _pto_samples(s, t)
+    timeout = np.full(n, -1, np.int64)
+    timeout[pto_at] = _PTO
+    timeout[rto] = _RTO
+    clear = ack & (timeout < 0)
+    hold = np.where(timeout >= 0, timeout, np.where(clear, -2, -1))
+    idx = np.where(hold != -1, np.arange(n), -1)
+    np.maximum.accumulate(idx, out=idx)
+    held = np.where(idx >= 0, hold[np.maximum(idx, 0)], -2)
+    code = np.where(held >= 0, held, code).astype(np.int8)
+    why = np.full(n, "ack", object)
+    why[cut] = "loss"
+    if len(s.lost_us):
+        lost_near = np.zeros(n, bool)
+        near = np.searchsorted(s.lost_us, t - 1000)
+        lost_near[:] = (near < len(s.lost_us)) & (s.lost_us[np.minimum(near, len(s.lost_us) - 1)] <= t)
+        why[cut & ~lost_near] = "ecn"
+    why[rto] = "persistent_congestion"
+    why[pto_at] = "pto"
+    why[undo] = "spurious_loss"
+    times, states, reasons = _transitions(t, code, LOSS_STATES, [f"{INFERRED_TRIGGER}:{w}" for w in why], s.start_us)
+    return Inferred(times, states, reasons, "loss", code, mss)
+
+
+def _recovery_ends(
+    s: MetricSeries,
+    cuts: np.ndarray,
+    ack: np.ndarray,
+    sends: np.ndarray,
+    latest: np.ndarray,
+    undo: np.ndarray,
+    prof: Profile,
+) -> np.ndarray:
+    """Per cut, the first sample no longer in that recovery (n when it lasts to the end)."""
+    n = len(s.t_us)
+    t = s.t_us
+    if not len(cuts):
+        return _EMPTY.copy()
+    if prof.recovery_end == "next_sample":
+        return np.minimum(cuts + 1, n)
+    ends = np.full(len(cuts), n, np.int64)
+    ack_rows = np.flatnonzero(ack)
+    if len(s.ack_us) and len(s.sent_us):
+        # exact: the first ACK of a packet numbered above every packet sent up to the cut
+        sent_order = np.argsort(s.sent_us, kind="stable")
+        sent_t, sent_pn = s.sent_us[sent_order], np.maximum.accumulate(s.sent_pn[sent_order])
+        k = np.searchsorted(sent_t, t[cuts], side="right")
+        last_pn = np.where(k > 0, sent_pn[np.maximum(k - 1, 0)], -1)
+        ack_order = np.argsort(s.ack_us, kind="stable")
+        ack_t, ack_l = s.ack_us[ack_order], s.ack_largest[ack_order]
+        for i, (tc, pn) in enumerate(zip(t[cuts].tolist(), last_pn.tolist())):
+            j = np.searchsorted(ack_t, tc, side="left")
+            hit = np.flatnonzero(ack_l[j:] > pn)
+            if len(hit):
+                k = j + int(hit[0])
+                # the record that shows that ACK's processing: stacks log the packet before or after its
+                # frames, so the last ACK record since the ACK before it, else the first after it
+                before = ack_t[k - 1] if k > 0 else tc
+                r = np.searchsorted(ack_rows, np.searchsorted(t, ack_t[k], side="right")) - 1
+                if r >= 0 and t[ack_rows[r]] > max(before, tc) and ack_rows[r] > cuts[i]:
+                    ends[i] = ack_rows[r]
+                else:
+                    r += 1
+                    ends[i] = ack_rows[r] if r < len(ack_rows) else n
+    else:
+        # metrics only: the first ACK whose RTT sample was sent after the first send that followed the cut
+        send_rows = np.flatnonzero(sends)
+        acked_sent_at = t - latest
+        for i, c in enumerate(cuts.tolist()):
+            j = np.searchsorted(send_rows, c, side="right")
+            if j >= len(send_rows):
+                continue
+            first_send_t = t[send_rows[j]]
+            r = np.searchsorted(ack_rows, send_rows[j], side="right")
+            cand = ack_rows[r:]
+            hit = np.flatnonzero(acked_sent_at[cand] >= first_send_t)
+            if len(hit):
+                ends[i] = cand[hit[0]]
+    # a later cut or an undo ends an episode too
+    nxt = np.append(cuts[1:], n)
+    undo_rows = np.flatnonzero(undo)
+    u = np.searchsorted(undo_rows, cuts, side="right")
+    undo_end = np.where(u < len(undo_rows), undo_rows[np.minimum(u, len(undo_rows) - 1)] if len(undo_rows) else n, n)
+    return np.minimum(np.minimum(ends, nxt), undo_end)
+
+
+def _hystart_exit(
+    ssthresh: np.ndarray,
+    cwnd: np.ndarray,
+    prev_cwnd: np.ndarray,
+    prior: np.ndarray,
+    inflight: np.ndarray,
+    ack: np.ndarray,
+    cut: np.ndarray,
+    mss: int,
+    prof: Profile,
+) -> np.ndarray:
+    """Slow start left without a loss (HyStart): before the first cut, the first window-limited ACK of
+    at least two packets that did not grow the window sets the threshold to the window then."""
+    n = len(cwnd)
+    first_cut = int(np.argmax(cut)) if cut.any() else n
+    acked = prior - inflight
+    limited = (prior >= prev_cwnd) | (prev_cwnd - prior <= prof.burst_packets * mss)
+    flat = ack & limited & (acked >= 2 * mss) & (cwnd <= prev_cwnd)
+    flat[first_cut:] = False
+    rows = np.flatnonzero(flat)
+    if not len(rows):
+        return ssthresh
+    out = ssthresh.copy()
+    r = int(rows[0])
+    out[r:first_cut] = cwnd[r]
+    return out
+
+
+def _pto_samples(s: MetricSeries, t: np.ndarray) -> np.ndarray:
+    """Rows at which a probe timeout fired: timer events mapped onto the next record, and rises of
+    ``pto_count``."""
+    assert s.pto_count is not None
+    rows = []
+    if len(s.pto_us):
+        at = np.searchsorted(t, np.sort(s.pto_us), side="left")
+        rows.append(at[at < len(t)])
+    pc = s.pto_count
+    have = pc != NULL
+    if have.any():
+        v = _ffill(pc, 0)
+        rise = np.zeros(len(t), bool)
+        rise[1:] = v[1:] > v[:-1]
+        rows.append(np.flatnonzero(rise & have))
+    return np.unique(np.concatenate(rows)) if rows else _EMPTY.copy()
+
+
+# ---- BBR-like senders ----------------------------------------------------------------------------
+
+_STARTUP, _DRAIN, _UP, _DOWN, _CRUISE, _PROBE_RTT = range(6)
+
+
+def _infer_bbr(s: MetricSeries) -> Inferred:
+    """Phases from the pacing rate: each record's rate against the running median of the rates in the
+    round trip before it (the gain the sender applies to its bandwidth estimate)."""
+    n = len(s.t_us)
+    t = s.t_us
+    pacing = _ffill(s.pacing, 0).astype(np.float64)
+    cwnd = _ffill(s.cwnd, 0)
+    srtt = _ffill(s.srtt_us, 0)
+    min_rtt = _ffill(s.min_rtt_us, 0)
+    mss = _mss(s.inflight)
+    code = np.full(n, _CRUISE, np.int8)
+    # Startup: until the first fall of the pacing rate to under 0.6 of its running peak
+    peak = np.maximum.accumulate(pacing)
+    fall = np.flatnonzero((pacing > 0) & (pacing < 0.6 * peak))
+    drain_at = int(fall[0]) if len(fall) else n
+    code[:drain_at] = _STARTUP
+    if drain_at < n:
+        # Drain: until the rate comes back above 0.8 of the estimate (peak / startup gain)
+        est = peak[drain_at] / 2.885
+        back = np.flatnonzero(pacing[drain_at:] >= 0.8 * est)
+        probe_at = drain_at + int(back[0]) if len(back) else n
+        code[drain_at:probe_at] = _DRAIN
+        if probe_at < n:
+            win = np.maximum(min_rtt, srtt // 2)
+            base = _running_median(t, pacing, win, probe_at)
+            gain = np.where(base > 0, pacing / np.where(base > 0, base, 1.0), 1.0)
+            rest = np.where(gain >= 1.1, _UP, np.where(gain <= 0.92, _DOWN, _CRUISE)).astype(np.int8)
+            code[probe_at:] = rest[probe_at:]
+    # ProbeRtt: the window held at its floor (4 packets) after startup
+    floor = 4 * mss + mss // 2
+    code[(cwnd > 0) & (cwnd <= floor) & (code != _STARTUP)] = _PROBE_RTT
+    why = [f"{INFERRED_TRIGGER}:pacing"] * n
+    times, states, reasons = _transitions(t, code, BBR_STATES, why, s.start_us)
+    return Inferred(times, states, reasons, "bbr", code, mss)
+
+
+def _running_median(t: np.ndarray, v: np.ndarray, win: np.ndarray, start: int) -> np.ndarray:
+    """Per row i >= start: the median of ``v`` over the rows in ``(t[i] - 8 * win[i], t[i]]`` at or after
+    ``start`` (eight round trips: one ProbeBw gain cycle), from 17 rows spread evenly over that window
+    (a fixed sample keeps it one vectorised step); 0 before ``start``."""
+    n = len(t)
+    out = np.zeros(n)
+    if start >= n:
+        return out
+    rows = np.arange(start, n)
+    lo = np.maximum(np.searchsorted(t, t[rows] - 8 * np.maximum(win[rows], 1), side="right"), start)
+    span = rows - lo
+    pick = lo[:, None] + (span[:, None] * np.linspace(0.0, 1.0, 17)[None, :]).astype(np.int64)
+    out[rows] = np.median(v[pick], axis=1)
+    return out
+
+
+# ---- the qlog reader's object path (files the column scanner hands back) ---------------------------
+
+INFERRED_LABEL = {"states": "inferred from metrics"}
+"""The label every trace with inferred states carries: it reaches the model's metadata, the diagram's
+legend and the reports, so an inferred machine is never shown as a logged one."""
+
+
+def _num(v: object, scale: float) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return NULL
+    x = float(v) * scale
+    if not np.isfinite(x) or x < 0 or x >= 2**62:
+        return NULL
+    return int(round(x))
+
+
+def infer_events(
+    events: list[TraceEvent],
+    aux: list[tuple[int, object, object, object]],
+    lost: list[int],
+    pto: list[int],
+    implementation: str | None,
+    time_scale: float,
+    start_us: int | None,
+) -> list[TraceEvent]:
+    """A metrics-only trace's events with inferred transitions added and every metrics event given the
+    state it fell in (the object twin of the column path; the same :func:`infer`)."""
+    rows = [e for e in events if e.kind == "metrics"]
+    if not rows:
+        return []
+    order = sorted(range(len(rows)), key=lambda i: rows[i].t_us)
+    rows = [rows[i] for i in order]
+    extra = [aux[i] for i in order] if len(aux) == len(order) else [(r.t_us, None, None, None) for r in rows]
+
+    def col(name: str) -> np.ndarray:
+        return np.array([NULL if getattr(r, name) is None else getattr(r, name) for r in rows], np.int64)
+
+    series = MetricSeries(
+        t_us=np.array([r.t_us for r in rows], np.int64),
+        cwnd=col("cwnd"),
+        inflight=col("inflight"),
+        ssthresh=col("ssthresh"),
+        pacing=col("pacing_bps"),
+        srtt_us=col("srtt_us"),
+        min_rtt_us=col("min_rtt_us"),
+        latest_rtt_us=np.array([_num(a[1], time_scale) for a in extra], np.int64),
+        packets=np.array([_num(a[2], 1.0) for a in extra], np.int64),
+        pto_count=np.array([_num(a[3], 1.0) for a in extra], np.int64),
+        lost_us=np.array(sorted(lost), np.int64),
+        pto_us=np.array(sorted(pto), np.int64),
+        start_us=start_us,
+    )
+    if not (series.cwnd != NULL).any():
+        return []  # nothing to read a state from
+    got = infer(series, profile_for(implementation))
+    names = LOSS_STATES if got.family == "loss" else BBR_STATES
+    out = [r._replace(state=names[c]) for r, c in zip(rows, got.sample_state.tolist())]
+    prev = INIT
+    for t, state, why in zip(got.t_us.tolist(), got.states, got.reasons):
+        out.append(TraceEvent(t_us=t, state=state, prev=prev, trigger=why))
+        prev = state
+    return out
