@@ -78,7 +78,7 @@ def read_connection(path: str | Path) -> Connection:
         raw = gzip.decompress(raw)
     scale = 1000.0
     rows: dict[str, list] = {k: [] for k in ("t_us", *_METRIC)}
-    lost, pto, sent_t, sent_pn, ack_t, ack_l, st_t, st_s = [], [], [], [], [], [], [], []
+    lost, pto, timers, sent_t, sent_pn, ack_t, ack_l, st_t, st_s = [], [], [], [], [], [], [], [], []
     t_min, t_max = None, None
     first = True
     for rec in _records(raw):
@@ -113,8 +113,10 @@ def read_connection(path: str | Path) -> Connection:
         elif short == "packet_lost":
             lost.append(t)
         elif short == "loss_timer_updated":
-            if data.get("event_type") == "expired" and data.get("timer_type") == "pto":
-                pto.append(t)
+            if data.get("event_type") == "expired":
+                timers.append(t)
+                if data.get("timer_type") == "pto":
+                    pto.append(t)
         elif short == "packet_sent":
             pn = (data.get("header") or {}).get("packet_number")
             ptype = (data.get("header") or {}).get("packet_type")
@@ -134,6 +136,7 @@ def read_connection(path: str | Path) -> Connection:
         **arr,
         lost_us=np.asarray(lost, np.int64),
         pto_us=np.asarray(pto, np.int64),
+        timer_us=np.asarray(timers, np.int64),
         sent_us=np.asarray(sent_t, np.int64),
         sent_pn=np.asarray(sent_pn, np.int64),
         ack_us=np.asarray(ack_t, np.int64),
@@ -147,11 +150,10 @@ def read_connection(path: str | Path) -> Connection:
 
 
 def without_packets(s: MetricSeries) -> MetricSeries:
-    """The same series with only what ``metrics_updated`` carries (no packet or timer events)."""
-    e = np.zeros(0, np.int64)
+    """What quicsm's qlog reader keeps: the metrics, losses and timer expiries, no packet numbers."""
     return MetricSeries(
         s.t_us, s.cwnd, s.inflight, s.ssthresh, s.pacing, s.srtt_us, s.min_rtt_us, s.latest_rtt_us,
-        s.pto_count, s.packets, start_us=s.start_us, lost_us=e, pto_us=e,
+        s.pto_count, s.packets, lost_us=s.lost_us, pto_us=s.pto_us, timer_us=s.timer_us, start_us=s.start_us,
     )  # fmt: skip
 
 

@@ -209,6 +209,9 @@ def testbed() -> None:
 @click.option("--name", default="run", help="Scenario name (run directories are NAME-NN).")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="Extra trace label (repeatable).")
 @click.option("--seed", default=1, type=int)
+@click.option(
+    "--qlog", is_flag=True, default=None, help="Also keep the server's own qlog in RUN/qlog/ (quic-go servers)."
+)
 @click.option("--timeout", default=120.0, type=float, help="Seconds a page load may take.")
 @click.option("--retries", default=1, type=int, help="Redo a failed or emulator-late run this often.")
 @click.option(

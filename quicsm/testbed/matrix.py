@@ -100,6 +100,9 @@ def config_from_mapping(d: dict[str, Any], *, where: str) -> tuple[RunConfig, in
                 val = float(val)
             elif name in ("objects", "seed", "packet_threshold"):
                 val = int(val)
+            elif name == "qlog":
+                if not isinstance(val, bool):
+                    raise ValueError("must be true or false")
             kw[name] = val
         except (TypeError, ValueError, TestbedError) as exc:
             raise TestbedError(f"{where}{key}: {exc}") from None

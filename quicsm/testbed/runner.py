@@ -120,6 +120,9 @@ class RunConfig:
     patch_set: str | None = None
     """A patch set (shipped name or directory) for the server instead of the one the testbed picks
     (:mod:`quicsm.testbed.sets`)."""
+    qlog: bool = False
+    """Also keep the server stack's own qlog (where it writes one: quic-go) in ``<run>/qlog/``, beside the
+    contract lines: the instrumented truth that the metric-state reader is measured against."""
     late_limit_ms: float = LATE_P99_LIMIT_US / 1000
     """A run is emulator-late (redone, then not usable) when the relay sent 1 % of its packets later than
     this. 2 ms keeps the emulated delay true for measurements; a loaded machine checking that a stack

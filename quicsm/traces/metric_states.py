@@ -90,6 +90,8 @@ class MetricSeries:
     """Times of ``packet_lost`` events."""
     pto_us: np.ndarray = field(default_factory=_empty)
     """Times a probe timeout fired (quic-go's ``loss_timer_updated`` expired, timer ``pto``)."""
+    timer_us: np.ndarray = field(default_factory=_empty)
+    """Times any loss-detection timer fired (``loss_timer_updated`` expired: ``ack`` or ``pto``)."""
     sent_us: np.ndarray = field(default_factory=_empty)
     sent_pn: np.ndarray = field(default_factory=_empty)
     ack_us: np.ndarray = field(default_factory=_empty)
@@ -225,6 +227,7 @@ def _sorted(s: MetricSeries, order: np.ndarray) -> MetricSeries:
         packets=s.packets[order] if s.packets is not None else None,
         lost_us=s.lost_us,
         pto_us=s.pto_us,
+        timer_us=s.timer_us,
         sent_us=s.sent_us,
         sent_pn=s.sent_pn,
         ack_us=s.ack_us,
@@ -243,6 +246,7 @@ def _looks_bbr(s: MetricSeries) -> bool:
 def _transitions(
     t: np.ndarray, codes: np.ndarray, names: tuple[str, ...], why: list[str], start: int | None
 ) -> tuple[np.ndarray, list[str], list[str]]:
+    """The rows where the state changes, at ``t`` (a row's time, or an earlier moment it stands for)."""
     change = np.ones(len(codes), bool)
     change[1:] = codes[1:] != codes[:-1]
     at = np.flatnonzero(change)
@@ -353,7 +357,21 @@ def _infer_loss(s: MetricSeries, prof: Profile) -> Inferred:
     why[rto] = "persistent_congestion"
     why[pto_at] = "pto"
     why[undo] = "spurious_loss"
-    times, states, reasons = _transitions(t, code, LOSS_STATES, [f"{INFERRED_TRIGGER}:{w}" for w in why], s.start_us)
+    # a loss declared when the loss timer fires cuts the window at once, but the stack writes its metrics
+    # only at the next ACK or send (quic-go v0.5x+): such a cut happened at the last loss since the
+    # record before, when a timer expiry was logged just before that loss. Other cuts happen at the ACK
+    # that declares the loss, the record that shows them.
+    when = t.copy()
+    if len(s.lost_us) and len(s.timer_us):
+        rows = np.flatnonzero(cut)
+        prev_t = np.where(rows > 0, t[np.maximum(rows - 1, 0)], np.iinfo(np.int64).min)
+        k = np.searchsorted(s.lost_us, t[rows], side="right") - 1
+        lost_t = s.lost_us[np.maximum(k, 0)]
+        j = np.searchsorted(s.timer_us, lost_t, side="right") - 1
+        timed = (j >= 0) & (lost_t - s.timer_us[np.maximum(j, 0)] <= 1000)
+        ok = (k >= 0) & (lost_t > prev_t) & timed
+        when[rows[ok]] = lost_t[ok]
+    times, states, reasons = _transitions(when, code, LOSS_STATES, [f"{INFERRED_TRIGGER}:{w}" for w in why], s.start_us)
     return Inferred(times, states, reasons, "loss", code, mss)
 
 
@@ -542,7 +560,7 @@ def infer_events(
     events: list[TraceEvent],
     aux: list[tuple[int, object, object, object]],
     lost: list[int],
-    pto: list[int],
+    timers: list[tuple[int, bool]],
     implementation: str | None,
     time_scale: float,
     start_us: int | None,
@@ -571,7 +589,8 @@ def infer_events(
         packets=np.array([_num(a[2], 1.0) for a in extra], np.int64),
         pto_count=np.array([_num(a[3], 1.0) for a in extra], np.int64),
         lost_us=np.array(sorted(lost), np.int64),
-        pto_us=np.array(sorted(pto), np.int64),
+        pto_us=np.array(sorted(t for t, pto in timers if pto), np.int64),
+        timer_us=np.array(sorted(t for t, _ in timers), np.int64),
         start_us=start_us,
     )
     if not (series.cwnd != NULL).any():

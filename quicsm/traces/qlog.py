@@ -111,7 +111,8 @@ class TraceState:
     """Per metrics event: (time, latest_rtt, packets_in_flight, pto_count) as written, for the metric-state
     reader when the trace has no state event (:mod:`quicsm.traces.metric_states`)."""
     lost: list[int] = field(default_factory=list)
-    pto: list[int] = field(default_factory=list)
+    timers: list[tuple[int, bool]] = field(default_factory=list)
+    """Loss-detection timer expiries: (time, whether it was the probe timeout)."""
 
     def t_us(self, raw: Any) -> int:
         t = raw if type(raw) is float and -1e15 <= raw <= 1e15 else time_value(raw)  # the common case first
@@ -200,8 +201,8 @@ def _handle(st: TraceState, name: str, data: Any, time: Any, path: str, at: Loca
         st.lost.append(t)
         return
     if role == "timer":
-        if data.get("event_type") == "expired" and data.get("timer_type") == "pto":
-            st.pto.append(t)
+        if data.get("event_type") == "expired":
+            st.timers.append((t, data.get("timer_type") == "pto"))
         return
     if role == "metrics":
         report.records += 1
@@ -258,7 +259,7 @@ def _finish(st: TraceState, path: str, meta: TraceMeta, index: int, report: Pars
         from quicsm.traces.metric_states import INFERRED_LABEL, infer_events
 
         impl = meta.implementation or guess_impl(st.title)
-        st.events = infer_events(st.events, st.aux, st.lost, st.pto, impl, st.time_scale, st.min_t)
+        st.events = infer_events(st.events, st.aux, st.lost, st.timers, impl, st.time_scale, st.min_t)
         if not st.events:
             return None
         labels.update(INFERRED_LABEL)

@@ -125,6 +125,8 @@ class Stack:
     """Whether the server can be rebuilt with a fixed packet-reordering threshold (``--packet-threshold``)."""
     target: ClassVar[str | None] = None
     """The patch target (:mod:`quicsm.instrumentation.targets`) of the stack's source, if it has one."""
+    qlog: ClassVar[bool] = False
+    """Whether the server writes its own qlog when asked (``RunConfig.qlog``)."""
 
     # ---- versions and checks ----------------------------------------------------------------------
     def normalize_version(self, version: str) -> str:
@@ -146,6 +148,9 @@ class Stack:
             raise TestbedError(f"cc {cfg.cc!r} on {self.name}: choose {' or '.join(self.ccs)}")
         if cfg.client not in self.clients:
             raise TestbedError(f"client {cfg.client!r} on {self.name}: choose {' or '.join(self.clients)}")
+        if cfg.qlog and not self.qlog:
+            able = [s.name for s in all_stacks() if s.qlog]
+            raise TestbedError(f"qlog: only the {' and '.join(able)} server writes its own qlog here")
         if cfg.patch_set and self.target is None:
             raise TestbedError(f"--set: stack {self.name} takes no patch set")
         if cfg.packet_threshold is not None and not self.packet_threshold:

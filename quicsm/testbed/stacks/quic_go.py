@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from quicsm.testbed.stacks import Built, Progress, Source, Stack, register
@@ -22,6 +23,7 @@ class QuicGoStack(Stack):
     version_field: ClassVar[str] = "quic_go_version"
     default_version: ClassVar[str] = "v0.65.0"
     packet_threshold: ClassVar[bool] = True
+    qlog: ClassVar[bool] = True
     target: ClassVar[str | None] = "quic-go"
 
     def pristine_source(self, version: str, *, progress: Progress | None = None) -> Source:
@@ -77,6 +79,10 @@ class QuicGoStack(Stack):
             seconds=res.seconds,
             meta=res_meta,
         )
+
+    def server_argv(self, cfg: RunConfig, bins: ServerClient, addr: str, log_path: Path) -> list[str]:
+        argv = super().server_argv(cfg, bins, addr, log_path)
+        return [*argv, "-qlog", str(log_path.parent / "qlog")] if cfg.qlog else argv
 
     def labels(self, cfg: RunConfig) -> dict[str, str]:
         return {"quic_go_version": self.version(cfg)}
