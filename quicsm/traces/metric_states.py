@@ -308,10 +308,9 @@ def _infer_loss(s: MetricSeries, prof: Profile) -> Inferred:
     if logged.any():
         ssthresh = _ffill(s.ssthresh, np.iinfo(np.int64).max)
     else:
-        at_cut = np.where(cut, cwnd, NULL)
-        at_cut[rto] = np.where(rto, prev_cwnd // 2, NULL)[rto]
-        ssthresh = _ffill(at_cut, np.iinfo(np.int64).max)
-        ssthresh = _hystart_exit(ssthresh, cwnd, prev_cwnd, prior, inflight, ack, cut, mss, prof)
+        busy = (prior >= prev_cwnd) | (prev_cwnd - prior <= prof.burst_packets * mss)
+        flat = ack & busy & (grew == 0) & (acked_packets >= 1) & (prior > inflight) & ~in_rec & ~cut
+        ssthresh = _threshold_of_cuts(cwnd, prev_cwnd, cut, rto, undo, flat)
     window = cwnd if prof.every_record else prev_cwnd
     ss = window < ssthresh
     phase = np.where(ss, _SS, _CA)
@@ -437,32 +436,34 @@ def _recovery_ends(
     return np.minimum(np.minimum(ends, nxt), undo_end)
 
 
-def _hystart_exit(
-    ssthresh: np.ndarray,
-    cwnd: np.ndarray,
-    prev_cwnd: np.ndarray,
-    prior: np.ndarray,
-    inflight: np.ndarray,
-    ack: np.ndarray,
-    cut: np.ndarray,
-    mss: int,
-    prof: Profile,
+def _threshold_of_cuts(
+    cwnd: np.ndarray, prev_cwnd: np.ndarray, cut: np.ndarray, rto: np.ndarray, undo: np.ndarray, flat: np.ndarray
 ) -> np.ndarray:
-    """Slow start left without a loss (HyStart): before the first cut, the first window-limited ACK of
-    at least two packets that did not grow the window sets the threshold to the window then."""
+    """The slow-start threshold when the stack does not log it: unbounded until the first cut, the window
+    after each cut (half the window before a collapse to the minimum), back to its value before the
+    last cut when a spurious loss is undone, and the window at the first ``flat`` record (a window-limited
+    ACK that did not grow the window: slow start left without a loss, HyStart) while below the
+    threshold. A loop over the cuts and undos only."""
     n = len(cwnd)
-    first_cut = int(np.argmax(cut)) if cut.any() else n
-    acked = prior - inflight
-    limited = (prior >= prev_cwnd) | (prev_cwnd - prior <= prof.burst_packets * mss)
-    flat = ack & limited & (acked >= 2 * mss) & (cwnd <= prev_cwnd)
-    flat[first_cut:] = False
-    rows = np.flatnonzero(flat)
-    if not len(rows):
-        return ssthresh
-    out = ssthresh.copy()
-    r = int(rows[0])
-    out[r:first_cut] = cwnd[r]
-    return out
+    top = np.iinfo(np.int64).max
+    at = np.full(n, NULL, np.int64)
+    before = current = top  # the threshold the last cut replaced, and the one in force
+    bounds = np.flatnonzero(cut | undo).tolist()
+    flat_rows = np.flatnonzero(flat)
+    for k, r in enumerate([0, *bounds]):
+        if k:
+            if undo[r] and not cut[r]:
+                current, before = before, current
+            else:
+                before, current = current, int(prev_cwnd[r] // 2 if rto[r] else cwnd[r])
+            at[r] = current
+        end = bounds[k] if k < len(bounds) else n
+        seg = flat_rows[np.searchsorted(flat_rows, r, side="right") : np.searchsorted(flat_rows, end)]
+        below = seg[cwnd[seg] < current]
+        if len(below):
+            current = int(cwnd[below[0]])
+            at[below[0]] = current
+    return _ffill(at, top)
 
 
 def _pto_samples(s: MetricSeries, t: np.ndarray) -> np.ndarray:

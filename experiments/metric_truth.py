@@ -1,0 +1,277 @@
+"""How well quicsm reads congestion states from qlog metrics, against instrumented truth (issue 35).
+
+Each connection is read three ways through quicsm's own reader: its qlog with the state events set
+aside (``states="metrics"``: what a stack that logs no state gives), the same qlog's logged states
+(``states="logged"``), and, for testbed runs, the instrumented server's contract lines (``server.log``),
+whose clock is aligned to the qlog's by the sender's first state (both written when the sender is made).
+
+Scores per connection: per state, the time-share error (inferred share - true share over the same
+span); per transition, matched one to one between the same two states within ``max(2 ms, min RTT / 4)``.
+Per state over all connections: the share of connections with |error| <= 0.02, precision and recall of
+the transitions into that state, and a confusion matrix of time (true state x inferred state).
+
+    python3 experiments/metric_truth.py --out experiments/metric_truth /tmp/qsm-exp/metric_truth_reno ...
+
+Inputs: testbed run directories (a ``qlog/`` folder beside ``server.log``) and qlog files with states
+(quiche's, quic-go's own). Writes OUT.md (tables) and OUT_confusion.svg.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+import numpy as np
+
+from quicsm.traces import parse_inputs
+from quicsm.traces.events import Trace
+
+TOL = 0.02
+MERGE_QLOG = {"CongestionAvoidanceMaxed": "CongestionAvoidance"}
+"""States the truth and the reader name apart but which are one state here."""
+TIMEOUTS = ("ProbeTimeout", "RetransmissionTimeout", "TailLossProbe")
+
+
+@dataclass
+class Seq:
+    """A connection's states as (entry time, state), over [start, end]."""
+
+    t: np.ndarray
+    s: list[str]
+    start: int
+    end: int
+    min_rtt_us: int = 0
+
+    @classmethod
+    def of(cls, tr: Trace, merge: dict[str, str], drop: tuple[str, ...] = (), shift: int = 0) -> Seq:
+        ev = [e for e in tr.events if e.kind == "transition"]
+        t, s = [], []
+        for e in ev:
+            name = merge.get(e.state, e.state)
+            if name in drop:  # a timeout the truth does not log: the state before it goes on
+                continue
+            if s and s[-1] == name:
+                continue
+            t.append(e.t_us - shift)
+            s.append(name)
+        mins = [e.min_rtt_us for e in tr.events if e.min_rtt_us]
+        return cls(np.asarray(t, np.int64), s, tr.start_us - shift, tr.end_us - shift, min(mins) if mins else 0)
+
+    def shares(self, start: int, end: int) -> dict[str, float]:
+        times = np.clip(np.append(self.t, end), start, end)
+        out: dict[str, float] = defaultdict(float)
+        for i, name in enumerate(self.s):
+            out[name] += float(times[i + 1] - times[i])
+        total = max(end - start, 1)
+        return {k: v / total for k, v in out.items()}
+
+    def transitions(self) -> list[tuple[int, str, str]]:
+        return [(int(self.t[i]), self.s[i - 1], self.s[i]) for i in range(1, len(self.s))]
+
+
+@dataclass
+class Tally:
+    within: dict[str, list[bool]] = field(default_factory=lambda: defaultdict(list))
+    errors: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    tp: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    n_truth: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    n_inferred: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    confusion: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
+    connections: int = 0
+    all_within: int = 0
+
+
+def match(truth: Seq, inferred: Seq, tol: int) -> list[tuple[int, str, str]]:
+    """The inferred transitions that match a truth transition (same states, within ``tol``, one to one)."""
+    pool = truth.transitions()
+    used = [False] * len(pool)
+    hits = []
+    for t, a, b in inferred.transitions():
+        best, bestd = -1, tol + 1
+        for k, (u, x, y) in enumerate(pool):
+            if not used[k] and x == a and y == b and abs(u - t) < bestd:
+                best, bestd = k, abs(u - t)
+        if best >= 0:
+            used[best] = True
+            hits.append((t, a, b))
+    return hits
+
+
+def score(truth: Seq, inferred: Seq, tally: Tally) -> dict[str, float]:
+    start, end = truth.start, truth.end
+    a, b = truth.shares(start, end), inferred.shares(start, end)
+    errs = {k: b.get(k, 0.0) - a.get(k, 0.0) for k in set(a) | set(b) if k != "Init"}
+    for k, e in errs.items():
+        tally.errors[k].append(e)
+        tally.within[k].append(abs(e) <= TOL)
+    tally.connections += 1
+    tally.all_within += all(abs(e) <= TOL for e in errs.values())
+    tol = max(2000, truth.min_rtt_us // 4)
+    for _, _, to in truth.transitions():
+        tally.n_truth[to] += 1
+    for _, _, to in inferred.transitions():
+        tally.n_inferred[to] += 1
+    for _, _, to in match(truth, inferred, tol):
+        tally.tp[to] += 1
+    cuts = np.unique(np.clip(np.concatenate([truth.t, inferred.t, [start, end]]), start, end))
+    mid = (cuts[:-1] + cuts[1:]) / 2
+    ti = np.searchsorted(truth.t, mid, side="right") - 1
+    ii = np.searchsorted(inferred.t, mid, side="right") - 1
+    for d, x, y in zip(np.diff(cuts).tolist(), ti.tolist(), ii.tolist()):
+        if x >= 0 and y >= 0 and d > 0:
+            tally.confusion[(truth.s[x], inferred.s[y])] += d
+    return errs
+
+
+def one(path: str, states: str) -> Trace | None:
+    got = parse_inputs([path], states=states, require_transitions=False).traces
+    return got[0] if len(got) == 1 else None
+
+
+def connections(inputs: list[str]) -> list[tuple[str, str, str | None]]:
+    """(label, qlog path, contract log path or None) for every input."""
+    out = []
+    for root in inputs:
+        p = Path(root)
+        if p.is_file():
+            out.append((p.parent.name, str(p), None))
+            continue
+        for run in sorted(d for d in p.iterdir() if d.is_dir()):
+            qlogs = sorted((run / "qlog").glob("*.sqlog")) if (run / "qlog").is_dir() else []
+            if len(qlogs) == 1 and (run / "server.log").exists():
+                meta = json.loads((run / "meta.json").read_text()) if (run / "meta.json").exists() else {}
+                if meta.get("status", "ok") not in ("ok",) and not meta.get("ok", True):
+                    continue
+                out.append((f"{p.name}/{run.name.rsplit('-', 1)[0]}", str(qlogs[0]), str(run / "server.log")))
+    return out
+
+
+def table(tally: Tally, title: str) -> list[str]:
+    states = sorted(set(tally.within) | set(tally.n_truth) | set(tally.n_inferred))
+    lines = [
+        f"### {title}",
+        "",
+        f"{tally.connections} connections; all states within {TOL} on {tally.all_within} "
+        f"({100 * tally.all_within / max(tally.connections, 1):.1f} %).",
+        "",
+        "| state | connections | |error| <= 0.02 | median error | worst error | transitions in (truth) | precision | recall |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s in states:
+        w = tally.within.get(s, [])
+        e = tally.errors.get(s, [])
+        nt, ni, tp = tally.n_truth.get(s, 0), tally.n_inferred.get(s, 0), tally.tp.get(s, 0)
+        prec = f"{tp / ni:.3f}" if ni else "-"
+        rec = f"{tp / nt:.3f}" if nt else "-"
+        share = f"{100 * sum(w) / len(w):.1f} %" if w else "-"
+        med = f"{np.median(e):+.4f}" if e else "-"
+        worst = f"{max(e, key=abs):+.4f}" if e else "-"
+        lines.append(f"| {s} | {len(w)} | {share} | {med} | {worst} | {nt} | {prec} | {rec} |")
+    tp, nt, ni = sum(tally.tp.values()), sum(tally.n_truth.values()), sum(tally.n_inferred.values())
+    lines += ["", f"All transitions: precision {tp / max(ni, 1):.3f} ({tp}/{ni}), recall {tp / max(nt, 1):.3f} ({tp}/{nt}).", ""]
+    return lines
+
+
+def confusion_svg(tallies: list[tuple[str, Tally]], path: Path) -> None:
+    """One heatmap per comparison: rows the true state, columns the inferred one, cells the share of the
+    row's time (darker = more)."""
+    cell, pad, label_w = 46, 14, 190
+    blocks = []
+    x0 = 0
+    height = 0
+    for title, tally in tallies:
+        states = sorted({a for a, _ in tally.confusion} | {b for _, b in tally.confusion})
+        n = len(states)
+        w = label_w + n * cell + pad
+        h = 40 + 150 + n * cell + pad
+        height = max(height, h)
+        parts = [f'<text x="{x0 + 4}" y="16" font-size="13" font-weight="bold">{escape(title)}</text>']
+        parts.append(f'<text x="{x0 + label_w}" y="32" font-size="11">inferred state</text>')
+        for j, s in enumerate(states):
+            cx = x0 + label_w + j * cell + cell / 2
+            parts.append(
+                f'<text x="{cx}" y="186" font-size="11" transform="rotate(-60 {cx} 186)">{escape(s)}</text>'
+            )
+        for i, a in enumerate(states):
+            row = sum(tally.confusion.get((a, b), 0.0) for b in states)
+            y = 190 + i * cell
+            parts.append(f'<text x="{x0 + label_w - 6}" y="{y + cell / 2 + 4}" font-size="11" text-anchor="end">{escape(a)}</text>')
+            for j, b in enumerate(states):
+                v = tally.confusion.get((a, b), 0.0) / row if row else 0.0
+                shade = int(255 - 215 * v)
+                color = f"rgb({shade},{shade},255)" if a == b else f"rgb(255,{shade},{shade})"
+                x = x0 + label_w + j * cell
+                parts.append(f'<rect x="{x}" y="{y}" width="{cell - 2}" height="{cell - 2}" fill="{color}"/>')
+                parts.append(
+                    f'<text x="{x + cell / 2 - 1}" y="{y + cell / 2 + 4}" font-size="10" text-anchor="middle">{v:.3f}</text>'
+                )
+        blocks.append("\n".join(parts))
+        x0 += w + 30
+    svg = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{x0}" height="{height + 30}" font-family="sans-serif">\n'
+        f'<rect width="100%" height="100%" fill="white"/>\n' + "\n".join(blocks) + "\n"
+        f'<text x="4" y="{height + 20}" font-size="11">rows: true state (instrumented); cells: share of that state\'s time '
+        "the metric reader put in each state (blue: agreement, red: confusion)</text>\n</svg>\n"
+    )
+    path.write_text(svg)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("inputs", nargs="+")
+    ap.add_argument("--out", required=True, help="prefix of OUT.md and OUT_confusion.svg")
+    a = ap.parse_args()
+    vs_qlog, vs_contract = Tally(), Tally()
+    per_scenario: dict[str, Tally] = defaultdict(Tally)
+    rows = []
+    for label, qlog, log in connections(a.inputs):
+        inferred = one(qlog, "metrics")
+        logged = one(qlog, "logged")
+        if inferred is None:
+            continue
+        if logged is not None:
+            truth = Seq.of(logged, MERGE_QLOG)
+            got = Seq.of(inferred, MERGE_QLOG, drop=TIMEOUTS)
+            errs = score(truth, got, vs_qlog)
+            score(truth, got, per_scenario[label])
+            rows.append((label, Path(qlog).name, max((abs(v) for v in errs.values()), default=0.0)))
+        if log is not None and logged is not None:
+            contract = one(log, "auto")
+            if contract is not None:
+                # clocks: both write the sender's first state when the sender is made
+                shift = contract.events[0].t_us - logged.events[0].t_us
+                score(Seq.of(contract, MERGE_QLOG, shift=shift), Seq.of(inferred, MERGE_QLOG), vs_contract)
+    load = os.getloadavg()
+    lines = [
+        "# Congestion states read from qlog metrics, against instrumented truth",
+        "",
+        "Written by `python3 experiments/metric_truth.py` (its docstring says how it scores);"
+        f" {vs_qlog.connections} connections; machine load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} when scored"
+        f" (quicsm {subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()}).",
+        "",
+    ]
+    lines += table(vs_qlog, "Against the states the stack logged in the same qlog (timeouts set aside: qlog logs none)")
+    if vs_contract.connections:
+        lines += table(vs_contract, "Against the instrumented server's contract lines (ProbeTimeout included)")
+    lines += ["### Per scenario (against the logged states)", ""]
+    lines += ["| scenario | connections | all states within 0.02 | transitions precision | recall |", "|---|---:|---:|---:|---:|"]
+    for name, t in sorted(per_scenario.items()):
+        tp, nt, ni = sum(t.tp.values()), sum(t.n_truth.values()), sum(t.n_inferred.values())
+        lines.append(f"| {name} | {t.connections} | {t.all_within} | {tp / max(ni, 1):.3f} | {tp / max(nt, 1):.3f} |")
+    worst = sorted(rows, key=lambda r: -r[2])[:5]
+    lines += ["", "Worst connections (largest |error| of any state): " + "; ".join(f"{a} {b} {c:.3f}" for a, b, c in worst), ""]
+    out = Path(a.out)
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    tallies = [("vs logged qlog states", vs_qlog)] + ([("vs contract lines", vs_contract)] if vs_contract.connections else [])
+    confusion_svg(tallies, out.parent / f"{out.name}_confusion.svg")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
