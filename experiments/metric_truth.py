@@ -174,7 +174,11 @@ def table(tally: Tally, title: str) -> list[str]:
         worst = f"{max(e, key=abs):+.4f}" if e else "-"
         lines.append(f"| {s} | {len(w)} | {share} | {med} | {worst} | {nt} | {prec} | {rec} |")
     tp, nt, ni = sum(tally.tp.values()), sum(tally.n_truth.values()), sum(tally.n_inferred.values())
-    lines += ["", f"All transitions: precision {tp / max(ni, 1):.3f} ({tp}/{ni}), recall {tp / max(nt, 1):.3f} ({tp}/{nt}).", ""]
+    lines += [
+        "",
+        f"All transitions: precision {tp / max(ni, 1):.3f} ({tp}/{ni}), recall {tp / max(nt, 1):.3f} ({tp}/{nt}).",
+        "",
+    ]
     return lines
 
 
@@ -195,13 +199,13 @@ def confusion_svg(tallies: list[tuple[str, Tally]], path: Path) -> None:
         parts.append(f'<text x="{x0 + label_w}" y="32" font-size="11">inferred state</text>')
         for j, s in enumerate(states):
             cx = x0 + label_w + j * cell + cell / 2
-            parts.append(
-                f'<text x="{cx}" y="186" font-size="11" transform="rotate(-60 {cx} 186)">{escape(s)}</text>'
-            )
+            parts.append(f'<text x="{cx}" y="186" font-size="11" transform="rotate(-60 {cx} 186)">{escape(s)}</text>')
         for i, a in enumerate(states):
             row = sum(tally.confusion.get((a, b), 0.0) for b in states)
             y = 190 + i * cell
-            parts.append(f'<text x="{x0 + label_w - 6}" y="{y + cell / 2 + 4}" font-size="11" text-anchor="end">{escape(a)}</text>')
+            parts.append(
+                f'<text x="{x0 + label_w - 6}" y="{y + cell / 2 + 4}" font-size="11" text-anchor="end">{escape(a)}</text>'
+            )
             for j, b in enumerate(states):
                 v = tally.confusion.get((a, b), 0.0) / row if row else 0.0
                 shade = int(255 - 215 * v)
@@ -260,15 +264,24 @@ def main() -> None:
     if vs_contract.connections:
         lines += table(vs_contract, "Against the instrumented server's contract lines (ProbeTimeout included)")
     lines += ["### Per scenario (against the logged states)", ""]
-    lines += ["| scenario | connections | all states within 0.02 | transitions precision | recall |", "|---|---:|---:|---:|---:|"]
+    lines += [
+        "| scenario | connections | all states within 0.02 | transitions precision | recall |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for name, t in sorted(per_scenario.items()):
         tp, nt, ni = sum(t.tp.values()), sum(t.n_truth.values()), sum(t.n_inferred.values())
         lines.append(f"| {name} | {t.connections} | {t.all_within} | {tp / max(ni, 1):.3f} | {tp / max(nt, 1):.3f} |")
     worst = sorted(rows, key=lambda r: -r[2])[:5]
-    lines += ["", "Worst connections (largest |error| of any state): " + "; ".join(f"{a} {b} {c:.3f}" for a, b, c in worst), ""]
+    lines += [
+        "",
+        "Worst connections (largest |error| of any state): " + "; ".join(f"{a} {b} {c:.3f}" for a, b, c in worst),
+        "",
+    ]
     out = Path(a.out)
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    tallies = [("vs logged qlog states", vs_qlog)] + ([("vs contract lines", vs_contract)] if vs_contract.connections else [])
+    tallies = [("vs logged qlog states", vs_qlog)] + (
+        [("vs contract lines", vs_contract)] if vs_contract.connections else []
+    )
     confusion_svg(tallies, out.parent / f"{out.name}_confusion.svg")
     print("\n".join(lines))
 

@@ -277,7 +277,9 @@ def _infer_loss(s: MetricSeries, prof: Profile) -> Inferred:
     fell[1:] = inflight[1:] < inflight[:-1]
     known_cwnd = s.cwnd != NULL
     cut = np.zeros(n, bool)
-    cut[1:] = known_cwnd[1:] & (cwnd[1:] < prev_cwnd[1:]) & (cwnd[1:] < prev_cwnd[1:] - np.minimum(mss, prev_cwnd[1:] // 20))
+    cut[1:] = (
+        known_cwnd[1:] & (cwnd[1:] < prev_cwnd[1:]) & (cwnd[1:] < prev_cwnd[1:] - np.minimum(mss, prev_cwnd[1:] // 20))
+    )
     ack = rtt_sample | fell
     ack[0] = False  # the first record opens the connection: it acknowledges nothing yet
     sends = np.zeros(n, bool)
@@ -319,8 +321,11 @@ def _infer_loss(s: MetricSeries, prof: Profile) -> Inferred:
         if prof.per_packet:
             # the window's unit is the sender's datagram size, which path MTU discovery raises: take it
             # from the last growth by one packet acknowledged
-            one = np.where((acked_packets == 1) & (grew > 0) & (grew <= 9000) & ss, grew, NULL)
-            unit = _ffill(one, _first_unit(s.inflight, mss))
+            # (a size no larger than the largest common send: an MTU probe acknowledged counts double)
+            first = _first_unit(s.inflight, mss)
+            fits = (grew >= 1200) & (grew <= max(mss, first) + max(mss, first) // 10)
+            one = np.where((acked_packets == 1) & fits & ss, grew, NULL)
+            unit = _ffill(one, first)
             limited = np.where(ss & (grew > 0), grew >= acked_packets * unit - unit // 2, limited)
         phase = np.where(limited, phase, _APP)
     # the phase changes only at an ACK outside recovery (or at the record that ends a recovery); other
@@ -514,6 +519,9 @@ def _infer_bbr(s: MetricSeries) -> Inferred:
         if probe_at < n:
             win = np.maximum(min_rtt, srtt // 2)
             base = _running_median(t, pacing, win, probe_at)
+            # until a whole gain cycle has been seen, the estimate Startup reached is the base
+            young = t - t[probe_at] < 8 * np.maximum(win, 1)
+            base = np.where(young, est, base)
             gain = np.where(base > 0, pacing / np.where(base > 0, base, 1.0), 1.0)
             rest = np.where(gain >= 1.1, _UP, np.where(gain <= 0.92, _DOWN, _CRUISE)).astype(np.int8)
             code[probe_at:] = rest[probe_at:]

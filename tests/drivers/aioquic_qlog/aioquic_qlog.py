@@ -51,7 +51,7 @@ class Clock:
 def certificate() -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    start = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+    start = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
     cert = (
         x509.CertificateBuilder()
         .subject_name(name)
@@ -69,7 +69,9 @@ def certificate() -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
 class Link:
     """One direction: a drop-tail bottleneck (rate, queue in bytes) then a propagation delay with jitter."""
 
-    def __init__(self, rng: random.Random, delay: float, jitter: float, loss: float, rate_bps: float | None, queue: int):
+    def __init__(
+        self, rng: random.Random, delay: float, jitter: float, loss: float, rate_bps: float | None, queue: int
+    ):
         self.rng, self.delay, self.jitter, self.loss = rng, delay, jitter, loss
         self.rate, self.queue = rate_bps, queue
         self.busy_until = 0.0
@@ -126,7 +128,11 @@ def run(cc: str, size: int, loss: float, seed: int, rate_mbps: float, delay_ms: 
     flush(client, "client")
     deadline = clock.now + 120
     while clock.now < deadline:
-        timers = [(t, s) for s, c in (("client", client), ("server", server)) if c is not None and (t := c.get_timer()) is not None]
+        timers = [
+            (t, s)
+            for s, c in (("client", client), ("server", server))
+            if c is not None and (t := c.get_timer()) is not None
+        ]
         next_arrival = arrivals[0][0] if arrivals else None
         next_timer = min(timers) if timers else None
         if next_arrival is None and next_timer is None:
@@ -143,7 +149,8 @@ def run(cc: str, size: int, loss: float, seed: int, rate_mbps: float, delay_ms: 
             if to == "server":
                 if server is None:
                     server = QuicConnection(
-                        configuration=server_conf, original_destination_connection_id=client.original_destination_connection_id
+                        configuration=server_conf,
+                        original_destination_connection_id=client.original_destination_connection_id,
                     )
                 server.receive_datagram(data, CLIENT, now=clock.now)
                 conn, side = server, "server"

@@ -1,0 +1,306 @@
+"""The metric-state reader (quicsm.traces.metric_states): states read from qlog metrics.
+
+Held against the states real stacks logged in the same qlogs (quiche 0.30.0 Reno/Cubic/HyStart++,
+quic-go v0.43.1 and v0.65.0, bundled), on hand-made series for each rule, and on odd metrics.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from quicsm.traces import parse_inputs
+from quicsm.traces.events import Trace, TraceMeta
+from quicsm.traces.metric_states import (
+    INFERRED_LABEL,
+    NULL,
+    PROFILES,
+    MetricSeries,
+    infer,
+    profile_for,
+)
+from quicsm.traces.qlog import read_sqlog
+from quicsm.traces.qlog_columns import QlogBatcher
+from quicsm.traces.report import ParseReport
+from quicsm.traces.states import is_known_state
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+WITH_STATES = [
+    DATA / "qlog" / "quiche-0.30.0-reno" / "reno.sqlog.gz",
+    DATA / "qlog" / "quiche-0.30.0-cubic" / "cubic.sqlog.gz",
+    DATA / "qlog" / "quiche-0.30.0-cubic-hystart" / "cubic-hystart.sqlog.gz",
+    DATA / "qlog" / "quic-go-v0.43.1" / "a11eded8097e732b38412c5badef84_server.qlog.gz",
+    DATA / "qlog" / "quic-go-v0.43.1" / "d6c9ed65a23ccdba_server.qlog.gz",
+    DATA / "quic-go-v0.65" / "server.sqlog.gz",
+]
+TIMEOUTS = frozenset({"ProbeTimeout", "RetransmissionTimeout"})
+
+
+def _steps(t: Trace, drop: frozenset[str] = frozenset()) -> tuple[list[int], list[str]]:
+    times, states = [], []
+    for e in t.events:
+        if e.kind != "transition" or e.state in drop or (states and states[-1] == e.state):
+            continue
+        times.append(e.t_us)
+        states.append(e.state)
+    return times, states
+
+
+def _shares(times: list[int], states: list[str], start: int, end: int) -> dict[str, float]:
+    edges = np.clip(np.append(times, end), start, end)
+    out: dict[str, float] = {}
+    for i, s in enumerate(states):
+        out[s] = out.get(s, 0.0) + float(edges[i + 1] - edges[i]) / max(end - start, 1)
+    return out
+
+
+@pytest.mark.parametrize("path", WITH_STATES, ids=lambda p: p.parent.name + "/" + p.name[:12])
+def test_states_read_from_metrics_match_the_states_the_stack_logged(path: Path) -> None:
+    """Every state's share of time within 0.02 of the logged one; 85 % of the transitions found within
+    2 ms; and the inferred trace says it is inferred."""
+    (logged,) = parse_inputs([str(path)], states="logged").traces
+    (inferred,) = parse_inputs([str(path)], states="metrics").traces
+    assert inferred.labels["states"] == INFERRED_LABEL["states"] and "states" not in logged.labels
+    lt, ls = _steps(logged)
+    it, is_ = _steps(inferred, TIMEOUTS)  # qlogs log no timeout state
+    start, end = logged.start_us, logged.end_us
+    a, b = _shares(lt, ls, start, end), _shares(it, is_, start, end)
+    assert len(ls) > 3 and set(b) - {"Init"} <= set(a) | {"ApplicationLimited"}
+    for state in set(a) | set(b):
+        assert abs(a.get(state, 0.0) - b.get(state, 0.0)) <= 0.02, (state, a, b)
+    truth = [(t, x, y) for t, x, y in zip(lt[1:], ls, ls[1:])]
+    found = sum(
+        any(abs(t - u) <= 2000 and (x, y) == (p, q) for u, p, q in zip(it[1:], is_, is_[1:])) for t, x, y in truth
+    )
+    assert found >= 0.85 * len(truth), (found, len(truth))
+
+
+def test_the_column_scanner_and_the_python_reader_infer_alike() -> None:
+    """quic-go v0.65.0's JSON-SEQ qlog, states forced from metrics: the C scanner's batch (which hands the
+    file to the Python reader) and the Python reader give the same traces and report."""
+    data = gzip.decompress((DATA / "quic-go-v0.65" / "server.sqlog.gz").read_bytes())
+    meta = TraceMeta(states="metrics")
+    report = ParseReport(keep=1 << 20)
+    want = list(read_sqlog(io.BytesIO(data), "x.sqlog", meta, report))
+    report2 = ParseReport(keep=1 << 20)
+    b = QlogBatcher(report2)
+    got = [t for tc in b.add(data, "x.sqlog", meta, "sqlog") + b.flush() for t in tc.traces()]
+    assert got == want and len(want) == 1 and report.to_json() == report2.to_json()
+    assert want[0].labels["states"] == INFERRED_LABEL["states"]
+
+
+# ---- the rules, on hand-made series ---------------------------------------------------------------
+
+MSS = 1200
+
+
+def series(rows: list[dict[str, int]], **extra: object) -> MetricSeries:
+    """Records of {t, cwnd, inflight, latest, ssthresh, packets, pto, pacing, min_rtt}; absent = NULL."""
+
+    def col(key: str) -> np.ndarray:
+        return np.array([r.get(key, NULL) for r in rows], np.int64)
+
+    return MetricSeries(
+        t_us=col("t"),
+        cwnd=col("cwnd"),
+        inflight=col("inflight"),
+        ssthresh=col("ssthresh"),
+        pacing=col("pacing"),
+        srtt_us=col("srtt"),
+        min_rtt_us=col("min_rtt"),
+        latest_rtt_us=col("latest"),
+        packets=col("packets"),
+        pto_count=col("pto"),
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+def _flight(t0: int, cwnd: int, inflight: int, n: int, step: int = 100) -> list[dict[str, int]]:
+    """n sends of one packet each."""
+    return [{"t": t0 + i * step, "cwnd": cwnd, "inflight": inflight + (i + 1) * MSS} for i in range(n)]
+
+
+def test_a_cut_is_recovery_until_a_packet_sent_after_it_is_acknowledged() -> None:
+    """RFC 9002 7.3.2: recovery ends with the first ACK of a packet sent after the cut; an ACK whose RTT
+    sample reaches back past that send (metrics only), or one naming a later packet number."""
+    rtt = 40_000
+    rows = _flight(0, 20 * MSS, 0, 20)  # fill the window
+    rows.append({"t": 40_000, "cwnd": 21 * MSS, "inflight": 19 * MSS, "latest": rtt})  # slow start ACK
+    rows.append({"t": 41_000, "cwnd": 10 * MSS, "inflight": 18 * MSS, "latest": rtt + 100})  # loss: cut
+    rows += _flight(42_000, 10 * MSS, 18 * MSS, 1)  # first send after the cut, at 42 ms
+    rows.append({"t": 60_000, "cwnd": 10 * MSS, "inflight": 17 * MSS, "latest": 45_000})  # acks a packet sent at 15 ms
+    rows.append({"t": 83_000, "cwnd": 10 * MSS, "inflight": 10 * MSS, "latest": 40_500})  # sent at 42.5 ms: done
+    rows.append({"t": 90_000, "cwnd": 10 * MSS, "inflight": 9 * MSS, "latest": 40_000})
+    got = infer(series(rows), PROFILES["rfc9002"])
+    assert got.states[:3] == ["SlowStart", "Recovery", "CongestionAvoidance"]
+    assert list(got.t_us[1:3]) == [41_000, 83_000]
+    # with packet numbers: sent 0..19 before the cut, 20 after it; the ACK of 20 at 70 ms ends it
+    pn = dict(sent_us=np.array([*range(0, 2000, 100), 42_000], np.int64), sent_pn=np.arange(21, dtype=np.int64))
+    acks = dict(ack_us=np.array([40_000, 60_000, 82_990], np.int64), ack_largest=np.array([1, 15, 20], np.int64))
+    got = infer(series(rows, **pn, **acks), PROFILES["rfc9002"])
+    assert got.states[:3] == ["SlowStart", "Recovery", "CongestionAvoidance"] and got.t_us[2] == 83_000
+
+
+def test_application_limited_when_the_window_was_not_used() -> None:
+    """An ACK after a flight that left most of the window unused is application-limited (quic-go's
+    isCwndLimited: more than three packets free, and in slow start at most half the window in flight)."""
+    rows = _flight(0, 32 * MSS, 0, 4)  # 4 packets of a 32-packet window
+    rows.append({"t": 40_000, "cwnd": 32 * MSS, "inflight": 2 * MSS, "latest": 40_000})
+    rows += _flight(41_000, 32 * MSS, 2 * MSS, 30)
+    rows.append({"t": 81_000, "cwnd": 33 * MSS, "inflight": 31 * MSS, "latest": 40_000 + 1})
+    got = infer(series(rows), PROFILES["quic-go"])
+    assert got.states == ["SlowStart", "ApplicationLimited", "SlowStart"]
+
+
+def test_collapse_to_the_minimum_window_and_probe_timeouts() -> None:
+    rows = _flight(0, 20 * MSS, 0, 20)
+    rows.append({"t": 300_000, "cwnd": 2 * MSS, "inflight": 0, "pto": 0})  # persistent congestion
+    rows += _flight(301_000, 2 * MSS, 0, 2)
+    rows.append({"t": 340_000, "cwnd": 3 * MSS, "inflight": MSS, "latest": 39_000})
+    rows.append({"t": 700_000, "cwnd": 3 * MSS, "inflight": MSS, "pto": 1})  # PTO fired
+    rows.append({"t": 740_000, "cwnd": 4 * MSS, "inflight": 0, "latest": 40_000, "pto": 0})
+    got = infer(series(rows), PROFILES["rfc9002"])
+    assert "RetransmissionTimeout" in got.states and "ProbeTimeout" in got.states
+    i = got.states.index("ProbeTimeout")
+    assert got.t_us[i] == 700_000 and got.t_us[i + 1] == 740_000
+    assert got.reasons[got.states.index("RetransmissionTimeout")] == "inferred:persistent_congestion"
+
+
+def test_an_undone_cut_ends_recovery_and_restores_slow_start() -> None:
+    """quic-go v0.65 undoes a cut after a spurious loss: the window comes back in one step."""
+    rows = _flight(0, 20 * MSS, 0, 20)
+    rows.append({"t": 40_000, "cwnd": 21 * MSS, "inflight": 19 * MSS, "latest": 40_000, "packets": 19})
+    rows.append({"t": 41_000, "cwnd": 10 * MSS, "inflight": 18 * MSS, "latest": 40_100, "packets": 18})
+    rows.append({"t": 45_000, "cwnd": 21 * MSS, "inflight": 17 * MSS, "latest": 40_200, "packets": 17})  # undo
+    rows.append({"t": 46_000, "cwnd": 22 * MSS, "inflight": 16 * MSS, "latest": 40_300, "packets": 16})
+    got = infer(series(rows), PROFILES["quic-go"])
+    assert got.states == ["SlowStart", "Recovery", "SlowStart"], got.states
+    assert got.reasons[2] == "inferred:spurious_loss"
+
+
+def test_bbr_phases_from_the_pacing_rate() -> None:
+    """Startup (rate growing), Drain (a fall), ProbeBw's gains (1.25 / 0.75 / 1) and ProbeRtt (the
+    window at four packets)."""
+    rows = []
+    t = 0
+    rate = 1_000_000
+    for _ in range(40):  # startup: x1.1 a record
+        rate = int(rate * 1.1)
+        t += 2_000
+        rows.append({"t": t, "cwnd": 40 * MSS, "inflight": 10 * MSS, "pacing": rate, "min_rtt": 20_000, "srtt": 20_000})
+    peak = rate
+    bw = peak / 2.885
+    for _ in range(10):  # drain
+        t += 2_000
+        rows.append(
+            {
+                "t": t,
+                "cwnd": 40 * MSS,
+                "inflight": 10 * MSS,
+                "pacing": int(bw / 2.885),
+                "min_rtt": 20_000,
+                "srtt": 20_000,
+            }
+        )
+    for _cycle in range(6):  # ProbeBw: 1.25, 0.75, then 1 six times, a round of 20 ms each, 5 records a round
+        for gain in (1.25, 0.75, 1, 1, 1, 1, 1, 1):
+            for _ in range(5):
+                t += 4_000
+                rows.append(
+                    {
+                        "t": t,
+                        "cwnd": 40 * MSS,
+                        "inflight": 10 * MSS,
+                        "pacing": int(bw * gain),
+                        "min_rtt": 20_000,
+                        "srtt": 20_000,
+                    }
+                )
+    for _ in range(10):  # ProbeRtt
+        t += 20_000
+        rows.append(
+            {"t": t, "cwnd": 4 * MSS, "inflight": 4 * MSS, "pacing": int(bw), "min_rtt": 20_000, "srtt": 20_000}
+        )
+    got = infer(series(rows), PROFILES["rfc9002"])
+    assert got.family == "bbr"
+    assert got.states[:3] == ["Startup", "Drain", "ProbeBw.Up"], got.states[:5]
+    assert {"ProbeBw.Up", "ProbeBw.Down", "ProbeBw.Cruise", "ProbeRtt"} <= set(got.states)
+    assert got.states[-1] == "ProbeRtt"
+
+
+def test_profiles_by_implementation() -> None:
+    assert profile_for("quic-go").name == "quic-go" and profile_for("quiche").name == "quiche"
+    assert profile_for("aioquic").name == "aioquic" and profile_for(None).name == "rfc9002"
+    assert profile_for("some stack").name == "rfc9002"
+
+
+# ---- odd metrics ----------------------------------------------------------------------------------
+
+
+ODD = {
+    "empty": [],
+    "one record": [{"t": 5, "cwnd": 12000, "inflight": 0}],
+    "no window at all": [{"t": i, "inflight": i * 100} for i in range(20)],
+    "window once": [{"t": 0, "cwnd": 12000}] + [{"t": i, "inflight": (i % 5) * 1200} for i in range(1, 30)],
+    "zeros": [{"t": i, "cwnd": 0, "inflight": 0, "latest": 0} for i in range(30)],
+    "counters reset": [
+        {"t": i, "cwnd": (i % 7) * 5000, "inflight": (i % 3) * 9000, "packets": i % 4} for i in range(60)
+    ],
+    "same time": [{"t": 7, "cwnd": 10000 + i, "inflight": i * 50, "latest": 1000 + i} for i in range(40)],
+    "backwards": [{"t": 1000 - i * 10, "cwnd": 20000 - i * 100, "inflight": i * 100} for i in range(40)],
+    "huge": [{"t": i, "cwnd": 2**62 - i, "inflight": 2**61, "ssthresh": 2**62, "latest": 2**50} for i in range(20)],
+    "pacing only": [{"t": i * 1000, "pacing": (i * 7919) % 1000 + 1} for i in range(50)],
+    "pacing and a tiny window": [
+        {"t": i * 1000, "pacing": 10**6 * (1 + i % 3), "cwnd": 100, "inflight": 50} for i in range(50)
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(ODD))
+def test_odd_metrics_give_states_or_none_never_an_error(name: str) -> None:
+    s = series(ODD[name], lost_us=np.array([3, 9], np.int64), timer_us=np.array([2], np.int64))
+    for prof in PROFILES.values():
+        got = infer(s, prof)
+        assert len(got.t_us) == len(got.states) == len(got.reasons)
+        assert list(got.t_us) == sorted(got.t_us)
+        assert all(is_known_state(x) for x in got.states)
+        assert len(got.sample_state) == len(s.t_us)
+    if not ODD[name]:
+        assert not infer(s).states
+
+
+def test_a_metric_only_qlog_with_odd_fields_is_read_not_refused(tmp_path: Path) -> None:
+    """Strings, negatives, NaN-like and missing fields in metrics records: the fields are reported and
+    dropped as for any qlog, and the rest still gives inferred states (microsecond time units too)."""
+    recs = [
+        {"qlog_version": "0.3", "trace": {"configuration": {"time_units": "us"}, "vantage_point": {"name": "aioquic"}}}
+    ]
+    for i in range(200):
+        data: dict[str, object] = {"cwnd": 12000 + 1200 * (i // 2), "bytes_in_flight": (i % 10) * 1200}
+        if i % 2:
+            data["latest_rtt"] = 40_000 + i
+        if i == 50:
+            data["cwnd"] = "lots"
+        if i == 60:
+            data["bytes_in_flight"] = -5
+        if i == 120:
+            data["cwnd"] = 6000
+            data["ssthresh"] = 6000
+        recs.append({"time": i * 1000, "name": "recovery:metrics_updated", "data": data})
+        if i == 119:
+            recs.append(
+                {"time": i * 1000 + 500, "name": "recovery:packet_lost", "data": {"header": {"packet_number": i}}}
+            )
+    path = tmp_path / "odd.sqlog"
+    path.write_bytes(b"".join(b"\x1e" + json.dumps(r).encode() + b"\n" for r in recs))
+    res = parse_inputs([str(path)])
+    (t,) = res.traces
+    assert t.labels["states"] == INFERRED_LABEL["states"]
+    assert "Recovery" in t.states() and t.states()[1] == "SlowStart"
+    reasons = " ".join(i.reason for i in res.report.issues)
+    assert "cwnd is str" in reasons and "negative" in reasons
