@@ -178,6 +178,17 @@ def _metrics(
 
 def _handle(st: TraceState, name: str, data: Any, time: Any, path: str, at: Locate, report: ParseReport) -> None:
     role = event_role(name)
+    if role in ("lost", "timer"):  # for the metric-state reader; never reported (the scanner skips them)
+        try:
+            t = st.t_us(time)
+        except BadValue:
+            return
+        if isinstance(data, dict):
+            if role == "lost":
+                st.lost.append(t)
+            elif data.get("event_type") == "expired":
+                st.timers.append((t, data.get("timer_type") == "pto"))
+        return
     if role is None:
         if time is not None:
             try:
@@ -197,13 +208,6 @@ def _handle(st: TraceState, name: str, data: Any, time: Any, path: str, at: Loca
         return
     transitions = st.current is not None
     current = st.current or ""
-    if role == "lost":
-        st.lost.append(t)
-        return
-    if role == "timer":
-        if data.get("event_type") == "expired":
-            st.timers.append((t, data.get("timer_type") == "pto"))
-        return
     if role == "metrics":
         report.records += 1
         st.events.append(_metrics(st, data, t, current, path, at, report))
