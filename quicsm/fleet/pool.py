@@ -104,25 +104,44 @@ def map_local(task: Callable[[T], R], items: Sequence[T], n: int, imports: Seque
         importlib.import_module(name)
     pool = pool_for(n)
     queued = iter(items)
-    ahead: deque[Future[R]] = deque(pool.submit(task, item) for item in islice(queued, window(n)))
+    ahead: deque[tuple[Future[R], T]] = deque((pool.submit(task, item), item) for item in islice(queued, window(n)))
     return _results(pool, ahead, queued, task, n)
 
 
 def _results(
-    pool: ProcessPoolExecutor, ahead: deque[Future[R]], queued: Iterator[T], task: Callable[[T], R], n: int
+    pool: ProcessPoolExecutor, ahead: deque[tuple[Future[R], T]], queued: Iterator[T], task: Callable[[T], R], n: int
 ) -> Iterator[R]:
+    from quicsm.fleet.run import awaited, task_timeout
+
+    timeout = task_timeout()
     try:
         while ahead:
-            r = ahead.popleft().result()
-            for item in islice(queued, window(n) - len(ahead)):
-                ahead.append(pool.submit(task, item))
+            future, item = ahead.popleft()
+            try:
+                r = awaited(future.result, item, f"--dask local:{n}", timeout)
+            except InputError:  # a frozen worker: the pool goes, its processes killed, not waited for
+                ahead.clear()  # the pool fails them itself (cancelled ones would trip its manager thread)
+                _kill(n, pool)
+                raise
+            ahead.extend((pool.submit(task, i), i) for i in islice(queued, window(n) - len(ahead)))
             yield r
     except BrokenProcessPool as exc:
         _POOLS.pop(n, None)
         raise InputError(f"--dask local:{n}: a worker process died ({exc})") from None
     finally:
-        for f in ahead:
+        for f, _ in ahead:
             f.cancel()
+
+
+def _kill(n: int, pool: ProcessPoolExecutor) -> None:
+    """End a pool whose worker hangs: SIGKILL its processes (a stopped one ignores SIGTERM), then shut it."""
+    _POOLS.pop(n, None)
+    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        try:
+            proc.kill()
+        except OSError:
+            pass
+    pool.shutdown(wait=False)
 
 
 def close_pools() -> None:

@@ -7,7 +7,8 @@ by the URL's filesystem, with its own (paginated) listing. Local paths are the t
 
 from __future__ import annotations
 
-import gzip
+import errno
+import io
 from typing import Any, BinaryIO
 
 from quicsm.errors import InputError
@@ -33,31 +34,74 @@ def _fsspec() -> Any:
     return fsspec
 
 
+def _reason(exc: BaseException) -> str:
+    """An fsspec/botocore error's first line (a lost endpoint says which URL it could not reach)."""
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__
+
+
 def list_urls(pattern: str, options: dict[str, str] | None = None) -> list[str]:
     """The objects a URL glob matches, sorted, as URLs (the filesystem's own paginated listing);
-    ``options``: fsspec storage options (``endpoint_url``, ``anon``, ...)."""
-    fs, _, _ = _fsspec().core.get_fs_token_paths(pattern, storage_options=dict(options or {}))
+    ``options``: fsspec storage options (``endpoint_url``, ``anon``, ...). A store that cannot be
+    reached or refuses is one :class:`InputError` naming the pattern."""
+    fsspec = _fsspec()
     try:
+        fs, _ = fsspec.core.url_to_fs(pattern, **dict(options or {}))
         found = sorted(fs.glob(pattern))
-    except Exception as exc:
-        raise InputError(f"{pattern}: cannot list ({exc})") from None
+    except Exception as exc:  # botocore's errors are not OSErrors
+        raise InputError(f"{pattern}: cannot list ({_reason(exc)})") from None
     if not found:
         raise InputError(f"{pattern}: matches no file")
     proto = pattern.split("://", 1)[0]
     return [f if "://" in f else f"{proto}://{f}" for f in found]
 
 
+class _Remote(io.RawIOBase):
+    """A remote file whose failures are :class:`OSError` (what a reader expects of a file): a store lost
+    mid-read raises botocore's and aiohttp's own exceptions, which no reader knows."""
+
+    def __init__(self, fh: Any) -> None:
+        self._fh = fh
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        try:
+            data = self._fh.read(len(b))
+        except OSError:
+            raise
+        except Exception as exc:
+            raise OSError(errno.EIO, _reason(exc)) from None
+        b[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        try:
+            self._fh.close()
+        except Exception:
+            pass
+        super().close()
+
+
 def open_url(url: str, options: dict[str, str] | None = None) -> BinaryIO:
-    """A streaming binary reader for ``url``; gunzipped when the data starts with gzip's magic."""
+    """A streaming binary reader for ``url``, gunzipped when the data starts with gzip's magic, as a
+    local file is (:class:`quicsm.files.GzipReader`: a truncated object gives what decompressed)."""
+    from quicsm.files import GzipReader
+
     fsspec = _fsspec()
     try:
         fh = fsspec.open(url, "rb", **dict(options or {})).open()
     except FileNotFoundError:
         raise InputError(f"{url}: no such file") from None
     except Exception as exc:
-        raise InputError(f"{url}: cannot open ({exc})") from None
-    head = fh.read(2)
-    fh.seek(0)
+        raise InputError(f"{url}: cannot open ({_reason(exc)})") from None
+    stream = io.BufferedReader(_Remote(fh), buffer_size=1 << 20)
+    try:
+        head = stream.peek(2)[:2]
+    except OSError as exc:
+        stream.close()
+        raise InputError(f"{url}: cannot read ({exc.strerror or exc})") from None
     if head == _GZIP_MAGIC:
-        return gzip.GzipFile(fileobj=fh, mode="rb")  # type: ignore[return-value]
-    return fh
+        return GzipReader(stream)  # type: ignore[return-value]
+    return stream

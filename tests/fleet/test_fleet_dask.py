@@ -166,3 +166,42 @@ def test_dask_compare_json_is_identical(tmp_path: Path, scheduler: str) -> None:
     remote.unlink()
     code, out = _run(["compare", *sets, "--format", "json", "-o", str(remote), "-q", "--strict", "--dask", scheduler])
     assert code != 0 and f"{bad}:" in out and not remote.exists(), out
+
+
+def test_a_task_without_result_stops_the_run_with_one_line(
+    scheduler: str, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """A worker that never answers (frozen, lost behind a dead network): the client once waited for ever."""
+    import time
+
+    from quicsm.errors import InputError
+    from quicsm.fleet.run import map_tasks
+
+    monkeypatch.setenv("QUICSM_TASK_TIMEOUT", "4")
+    started = time.monotonic()
+    with pytest.raises(InputError, match=rf"--dask {scheduler}: no result for 60 in 4 s"):
+        list(map_tasks(time.sleep, [60], dask=scheduler))
+    assert time.monotonic() - started < 40
+    assert "waiting" in capsys.readouterr().err
+
+
+def test_a_scheduler_killed_mid_run_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+    import time
+
+    from distributed import LocalCluster
+
+    from quicsm.errors import InputError
+    from quicsm.fleet.cluster import close_clients
+    from quicsm.fleet.run import map_tasks
+
+    monkeypatch.setenv("QUICSM_TASK_TIMEOUT", "60")
+    cluster = LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0", silence_logs=50)
+    address = cluster.scheduler_address
+    try:
+        threading.Timer(3.0, cluster.close).start()
+        with pytest.raises(InputError, match=rf"--dask {address}: lost the cluster"):
+            list(map_tasks(time.sleep, [1.0] * 30, dask=address))
+    finally:
+        close_clients()
+        cluster.close()

@@ -160,3 +160,41 @@ def test_workers_end_when_the_client_is_killed() -> None:
     for p in alive:
         os.kill(p, 9)
     assert not alive, f"workers {alive} outlived their client"
+
+
+def nap(item: int) -> int:
+    time.sleep(0.3)
+    return item
+
+
+def test_a_frozen_worker_stops_the_run_with_one_line(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """SIGSTOP on the workers: no result comes; the client says so after a while and stops at the timeout
+    (it waited for ever), killing the pool's processes."""
+    import signal
+
+    from quicsm.errors import InputError
+
+    pool.close_pools()
+    monkeypatch.setenv("QUICSM_TASK_TIMEOUT", "3")
+    results = map_tasks(nap, list(range(20)), dask="local:2")
+    procs = list(pool.pool_for(2)._processes.values())  # type: ignore[union-attr]
+    for p in procs:
+        os.kill(p.pid, signal.SIGSTOP)
+    started = time.monotonic()
+    with pytest.raises(InputError, match=r"--dask local:2: no result for 0 in 3 s; a worker is frozen"):
+        list(results)
+    assert time.monotonic() - started < 30
+    assert "note: --dask local:2: waiting" in capsys.readouterr().err
+    for p in procs:
+        p.join(timeout=10)
+        assert not p.is_alive()
+    pool.close_pools()
+
+
+@pytest.mark.parametrize("spec", ["local:0", "local:x", "local:99999", "tcp://nohost:notaport", "tcp://", "tcp://[::1"])
+def test_bad_dask_specs_are_one_line(spec: str, tmp_path: Path) -> None:
+    log = tmp_path / "s.log"
+    log.write_text("QUICSM v=1 conn=0x1 t_us=1 cc=cubic to=SlowStart\n")
+    res = CliRunner().invoke(cli, ["parse", str(log), "-o", os.devnull, "--dask", spec])
+    assert res.exit_code == 1 and res.output.startswith(f"Error: --dask {spec}: "), res.output
+    assert "Traceback" not in res.output

@@ -26,12 +26,17 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+SERVERS: dict[str, object] = {}
+"""The moto server behind each endpoint URL (a test stops it to lose the store)."""
+
+
 @pytest.fixture
 def s3_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     port = _free_port()
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port)
     server.start()
     url = f"http://127.0.0.1:{port}"
+    SERVERS[url] = server
     for key, value in {
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
@@ -198,3 +203,62 @@ def test_10000_objects_are_listed(s3_endpoint: str, fleet_dir: Path, monkeypatch
     """Issue 18's scale: 10,000 objects in ten folders, pages of 500 keys (slow: moto renders each key
     of a listing in a few ms, so this listing alone is tens of seconds on a quiet machine)."""
     _listed(s3_endpoint, fleet_dir, monkeypatch, 10_000, 10, 500)
+
+
+# ---- a store lost or damaged (issue 36 item 16): one line, and what a local read keeps ---------------
+
+
+def _put(url: str, key: str, body: bytes) -> None:
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=url)
+    if "logs" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]:
+        s3.create_bucket(Bucket="logs")
+    s3.put_object(Bucket="logs", Key=key, Body=body)
+
+
+def test_a_truncated_gzip_object_gives_what_the_local_file_gives(
+    s3_endpoint: str, fleet_dir: Path, tmp_path: Path
+) -> None:
+    whole = gzip.compress((fleet_dir / "server0.log").read_bytes())
+    cut = tmp_path / "cut.log.gz"
+    cut.write_bytes(whole[: len(whole) // 2])
+    _put(s3_endpoint, "t/cut.log.gz", cut.read_bytes())
+    local, remote = tmp_path / "local.jsonl", tmp_path / "s3.jsonl"
+    for src, out in ((str(cut), local), ("s3://logs/t/cut.log.gz", remote)):
+        res = CliRunner().invoke(cli, ["parse", src, "-o", str(out)])
+        assert res.exit_code == 0 and "truncated or corrupt" in res.output, res.output
+    rows = [json.loads(line) for line in local.read_text().splitlines()]
+    assert len(rows) > 0
+    assert [r["events"] for r in rows] == [json.loads(line)["events"] for line in remote.read_text().splitlines()]
+
+
+def test_a_store_down_while_listing_is_one_line(s3_endpoint: str, fleet_dir: Path) -> None:
+    _upload(s3_endpoint, fleet_dir)
+    SERVERS[s3_endpoint].stop()  # type: ignore[attr-defined]
+    res = CliRunner().invoke(cli, ["parse", "s3://logs/fleet/server*", "-o", "/dev/null"])
+    assert res.exit_code == 1 and len(res.output.splitlines()) == 1, res.output
+    assert res.output.startswith("Error: s3://logs/fleet/server*: cannot list (Could not connect")
+
+
+def test_a_store_lost_mid_read_is_one_line(s3_endpoint: str, fleet_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store goes once an object is open: s3fs's range request fails with botocore's own exception
+    (what a real lost endpoint raised: a 180-line traceback before)."""
+    import s3fs
+    from botocore.exceptions import EndpointConnectionError
+
+    for i in range(3):
+        _put(s3_endpoint, f"big/s{i}.log", (fleet_dir / "server0.log").read_bytes())
+    fetched: list[str] = []
+    fetch = s3fs.core.S3File._fetch_range
+
+    def lost_once_open(self, start: int, end: int) -> bytes:
+        fetched.append(self.path)
+        if self.path.endswith("s1.log"):
+            raise EndpointConnectionError(endpoint_url=f"{s3_endpoint}/logs/big/s1.log")
+        return fetch(self, start, end)
+
+    monkeypatch.setattr(s3fs.core.S3File, "_fetch_range", lost_once_open)
+    res = CliRunner().invoke(cli, ["parse", "s3://logs/big/*", "-o", "/dev/null", "-q"])
+    assert res.exit_code == 1 and len(res.output.splitlines()) == 1, (res.output, fetched)
+    assert res.output.startswith("Error: s3://logs/big/s1.log: cannot read (Could not connect to the endpoint URL")
