@@ -8,6 +8,7 @@ raises only on the next read, so a reader keeps the good part of a damaged log.
 from __future__ import annotations
 
 import errno
+import functools
 import gzip
 import hashlib
 import io
@@ -294,12 +295,13 @@ _WRITE_FAILURES = frozenset(
 """What a write can meet that is the place's fault (full, read-only, not allowed, not a directory)."""
 _TEMP = re.compile(r"\.(?P<name>.+)\.(?P<pid>[0-9]+)-(?P<host>[0-9a-f]{8})\.[^.]+\.tmp")
 _TEMPS: dict[str, int] = {}
-"""Temporaries being written, with the pid that writes each (forked workers inherit this dict)."""
+"""Outputs being written through a temporary, with the pid that writes each (forked workers inherit it)."""
 _HANDLER_PID = [0]
 _INPUTS: list[Sequence[str]] | None = None
 """The inputs of the running command (:func:`guard_inputs`): no output may replace one of them."""
 
 
+@functools.cache
 def _host_tag() -> str:
     return hashlib.sha1(socket.gethostname().encode()).hexdigest()[:8]
 
@@ -310,19 +312,32 @@ def _cannot_write(path: str, exc: OSError | str) -> OutputError:
     return OutputError(f"{path}: cannot write ({reason}){kept}")
 
 
+def _temp_prefix(target: Path, pid: int) -> str:
+    return f".{target.name}.{pid}-{_host_tag()}."
+
+
 def _on_signal(signum: int, frame: Any) -> None:
     """SIGTERM / SIGHUP: remove this process's temporaries, then end as the signal would have (a
-    ``SystemExit`` first, so ``finally`` blocks still stop the local workers)."""
-    for tmp, pid in list(_TEMPS.items()):
-        if pid == os.getpid():
+    ``SystemExit`` first, so ``finally`` blocks still stop the local workers). The temporaries are
+    found by name beside each output being written, so one made an instant before is found too."""
+    me = os.getpid()
+    for target, pid in list(_TEMPS.items()):
+        if pid != me:
+            continue
+        prefix = _temp_prefix(Path(target), me)
+        try:
+            with os.scandir(Path(target).parent) as entries:
+                mine = [e.path for e in entries if e.name.startswith(prefix) and e.name.endswith(".tmp")]
+        except OSError:
+            mine = []
+        for tmp in mine:
             try:
                 os.unlink(tmp)
             except OSError:
                 pass
-            _TEMPS.pop(tmp, None)
     signal.signal(signum, signal.SIG_DFL)
-    if os.getpid() != _HANDLER_PID[0]:  # a forked child that inherited the handler: die as the signal says
-        os.kill(os.getpid(), signum)
+    if me != _HANDLER_PID[0]:  # a forked child that inherited the handler: die as the signal says
+        os.kill(me, signum)
     raise SystemExit(128 + signum)
 
 
@@ -464,14 +479,14 @@ def atomic_output(path: str, binary: bool = True) -> Iterator[IO[Any]]:
         raise _cannot_write(path, exc) from None
     mode = file_mode(path)
     remove_stale_temporaries(target)
-    try:
-        fd, tmp = tempfile.mkstemp(
-            prefix=f".{target.name}.{os.getpid()}-{_host_tag()}.", suffix=".tmp", dir=target.parent
-        )
-    except OSError as exc:
-        raise _cannot_write(path, exc) from None
-    _TEMPS[tmp] = os.getpid()
+    key = os.path.abspath(path)
+    _TEMPS[key] = os.getpid()  # before the temporary exists: a signal at any instant finds it
     _catch_signals()
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(target, os.getpid()), suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        _TEMPS.pop(key, None)
+        raise _cannot_write(path, exc) from None
     try:
         try:
             with os.fdopen(fd, "wb" if binary else "w") as fh:
@@ -489,7 +504,7 @@ def atomic_output(path: str, binary: bool = True) -> Iterator[IO[Any]]:
             pass
         raise
     finally:
-        _TEMPS.pop(tmp, None)
+        _TEMPS.pop(key, None)
 
 
 def exchange_paths(a: Path, b: Path) -> bool:

@@ -198,3 +198,28 @@ def test_sigterm_while_writing_leaves_no_temporary(tmp_path: Path, dask: str | N
     assert proc.returncode in (128 + signal.SIGTERM, -signal.SIGTERM, 0), err
     assert "Traceback" not in err
     assert [n for n in os.listdir(out) if n != "x.parquet"] == []
+
+
+def test_sigterm_the_instant_the_temporary_is_made_leaves_nothing(tmp_path: Path) -> None:
+    """The signal between the temporary's creation and anything after it (a loaded machine preempts a
+    process right after a system call): it is found by name."""
+    import signal
+    import subprocess
+    import sys
+
+    script = (
+        "import os, signal, tempfile, sys\n"
+        "from quicsm.files import atomic_output\n"
+        "made = tempfile.mkstemp\n"
+        "def made_then_killed(*a, **k):\n"
+        "    r = made(*a, **k)\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    return r\n"
+        "tempfile.mkstemp = made_then_killed\n"
+        "with atomic_output(sys.argv[1]) as fh:\n"
+        "    fh.write(b'never')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "x.json")], env=env, timeout=60)
+    assert done.returncode in (128 + signal.SIGTERM, -signal.SIGTERM)
+    assert os.listdir(tmp_path) == []
