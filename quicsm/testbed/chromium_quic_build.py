@@ -374,11 +374,62 @@ def _patched_tree(src: Path, ps: PatchSet, key: str, progress: Progress | None) 
                 p.write_bytes(data)
         apply_patch_set(ps, staging, f"Chromium {src.name}")
         marker_tmp = staging / ".quicsm-tree"
-        marker_tmp.write_text(json.dumps({"patch_set": ps.name}))
+        marker_tmp.write_text(json.dumps({"patch_set": ps.name, "files": [f.path for f in ps.files]}))
         os.replace(staging, tree)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return tree
+
+
+def _tree_files(tree: Path) -> list[str] | None:
+    """The files a tree's patch set changed (its marker), or None when unknown."""
+    try:
+        marker = json.loads((tree / ".quicsm-tree").read_text())
+    except (OSError, ValueError):
+        return None
+    if isinstance(marker.get("files"), list):
+        return [str(f) for f in marker["files"]]
+    from quicsm.instrumentation.patchset import shipped_patch_sets  # trees made before the marker listed them
+
+    for ps in shipped_patch_sets("chromium"):
+        if ps.name == marker.get("patch_set"):
+            return [f.path for f in ps.files]
+    return None
+
+
+def _seed_out(tree: Path, src: Path, ps: PatchSet, args: str, progress: Progress | None) -> bool:
+    """Start a new tree's ``out/quicsm`` from a built sibling tree of the same source and gn args, so only what
+    the two sets change is compiled: the sibling's objects are copied with their times, and the files its set
+    changed (pristine here) and this set's files are made newer than them (as copies, so the shared source's
+    times stay). ninja then rebuilds those files, their dependents and the two links. False when no sibling."""
+    probe = "chrome/VERSION"
+    for sib in sorted((chromium_cache() / "trees").iterdir()):
+        out = sib / "out" / "quicsm"
+        if sib == tree or not (out / "quic_server").is_file() or not (out / "args.gn").is_file():
+            continue
+        try:
+            same_src = (sib / probe).stat().st_ino == (src / probe).stat().st_ino
+        except OSError:
+            continue
+        files = _tree_files(sib)
+        if not same_src or files is None or (out / "args.gn").read_text() != args:
+            continue
+        if progress is not None:
+            progress(f"starting from the objects of {sib.name}: only the files of both sets are compiled")
+        staging = tree / "out" / ".seed"
+        shutil.rmtree(staging, ignore_errors=True)
+        run_tool(["cp", "-a", str(out), str(staging)], cwd=tree, what=f"copying {sib.name}/out")
+        now = time.time() + 1
+        for rel in {*files, *(f.path for f in ps.files)}:
+            p = tree / rel
+            if p.is_file():
+                data = p.read_bytes()
+                p.unlink()
+                p.write_bytes(data)
+                os.utime(p, (now, now))
+        os.replace(staging, tree / "out" / "quicsm")
+        return True
+    return False
 
 
 def gn_args(tc: Toolchain) -> str:
@@ -518,6 +569,9 @@ def build_chromium_quic(
         with FileLock(cache / "trees" / f".{version}-{ps.name}-{tree_key}.lock"):
             tree = _patched_tree(src, ps, tree_key, progress)
             out = tree / "out" / "quicsm"
+            if not out.is_dir():
+                (tree / "out").mkdir(exist_ok=True)
+                _seed_out(tree, src, ps, args, progress)
             out.mkdir(parents=True, exist_ok=True)
             env = _build_env(tc, cache / "python2-shim")
             if force or not (out / "args.gn").is_file() or (out / "args.gn").read_text() != args:

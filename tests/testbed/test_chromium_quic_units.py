@@ -161,3 +161,40 @@ def test_patches_apply_to_the_real_tree(tmp_path: Path) -> None:
     engine.apply(tmp_path, sets=sets)
     text = (tmp_path / "net/quic/core/congestion_control/tcp_cubic_sender_base.cc").read_text()
     assert "ev=close" in text and "QuicsmTimerState" in text
+
+
+def test_a_new_sets_tree_starts_from_a_built_siblings_objects(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second set's out/ is the first one's, with both sets' files newer than its objects (as copies: the
+    shared source keeps its times), so ninja compiles only those; a sibling of another source is not used."""
+    import dataclasses
+    import os
+    import time
+
+    from quicsm.instrumentation.patchset import load_patch_set
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    trees = cqb.chromium_cache() / "trees"
+    src = tmp_path / "src"
+    for rel in ("chrome/VERSION", "a.cc", "b.cc"):
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text(rel)
+        os.utime(src / rel, (1000, 1000))
+    trees.mkdir(parents=True)
+    sib, new, other = trees / "sib", trees / "new", trees / "other"
+    for t in (sib, new):
+        subprocess.run(["cp", "-al", str(src), str(t)], check=True)
+    subprocess.run(["cp", "-a", str(src), str(other)], check=True)  # not links: another source
+    for t in (sib, other):
+        (t / ".quicsm-tree").write_text(json.dumps({"patch_set": "x", "files": ["a.cc"]}))
+        (t / "out" / "quicsm").mkdir(parents=True)
+        (t / "out" / "quicsm" / "args.gn").write_text("is_debug = false\n")
+        (t / "out" / "quicsm" / "quic_server").write_text(t.name)
+    (new / "out").mkdir()
+    ps = load_patch_set(Path(cqb.__file__).parent.parent / "patches/chromium/chromium-62.0.3187.0-bbr")
+    ps = dataclasses.replace(ps, files=(type(ps.files[0])(path="b.cc", sha256="0" * 64),))
+    assert not cqb._seed_out(new, src, ps, "other args\n", None)
+    assert cqb._seed_out(new, src, ps, "is_debug = false\n", None)
+    assert (new / "out" / "quicsm" / "quic_server").read_text() == "sib"
+    for rel in ("a.cc", "b.cc"):
+        assert (new / rel).stat().st_ino != (src / rel).stat().st_ino and (new / rel).stat().st_mtime > time.time() - 60
+        assert (src / rel).stat().st_mtime == 1000
