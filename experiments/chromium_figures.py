@@ -76,13 +76,30 @@ def _share_table(cmp: dict[str, Any], names: list[str], states: tuple[str, ...])
     return table(["pair", "state", "share a", "share b", "difference", "p (Holm)", "visited"], rows)
 
 
+def _only(toml: Path, names: list[str]) -> str:
+    """``toml`` with only the scenarios named ``names`` (a copy beside the runs when some are left out)."""
+    import tomllib
+
+    doc = tomllib.loads(toml.read_text())
+    if {sc["name"] for sc in doc["scenario"]} <= set(names):
+        return str(toml)
+    out = Path(doc["out"]).with_name(Path(doc["out"]).name + ".toml")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    text = toml.read_text().split("[[scenario]]")
+    keep = [t for t in text[1:] if any(f'name = "{n}"' in t for n in names)]
+    out.write_text(text[0] + "".join("[[scenario]]" + t for t in keep))
+    return str(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--analyse-only", action="store_true")
     ap.add_argument("--skip-compare", action="store_true", help="only the Chromium figures")
+    ap.add_argument("--compare-stacks", default="chromium,quic-go,quiche", help="scenarios of chromium_compare.toml")
+    ap.add_argument("--skip-figures", action="store_true", help="only the comparison")
     ap.add_argument("--report", default=str(HERE / "chromium_figures.md"))
     args = ap.parse_args()
-    m, out = matrix_runs(str(HERE / "chromium_figures.toml"), None, args.analyse_only, retries=2)
+    m, out = matrix_runs(str(HERE / "chromium_figures.toml"), None, args.analyse_only or args.skip_figures, retries=2)
     names = [sc.config.name for sc in m.scenarios]
     shutil.rmtree(FIGS, ignore_errors=True)
     bundle(out, FIGS, {n: n for n in names}, None)
@@ -97,8 +114,9 @@ def main() -> None:
 
     cmp_md = ""
     if not args.skip_compare:
-        mc, out_c = matrix_runs(str(HERE / "chromium_compare.toml"), None, args.analyse_only, retries=2)
-        stacks = [sc.config.name for sc in mc.scenarios]
+        wanted = args.compare_stacks.split(",")
+        mc, out_c = matrix_runs(_only(HERE / "chromium_compare.toml", wanted), None, args.analyse_only, retries=2)
+        stacks = [sc.config.name for sc in mc.scenarios if sc.config.name in wanted]
         shutil.rmtree(CMP, ignore_errors=True)
         bundle(out_c, CMP, {n: n for n in stacks}, None)
         cmp_runs, _ = _runs_table(out_c, stacks)
