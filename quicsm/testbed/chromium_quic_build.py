@@ -31,9 +31,7 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -617,45 +615,3 @@ def build_chromium_quic(
             if progress is not None:
                 progress(f"built {ps.name} in {format_duration(time.monotonic() - t0)} ({steps} steps)")
     return ChromiumQuic(entry, version, ps.name, False, round(time.monotonic() - t0, 3), meta)
-
-
-def page_dir(objects: int, size: int) -> Path:
-    """The toy server's response cache for a page of ``objects`` objects of ``size`` bytes (as the testbed's Go
-    server serves it: ``/`` an HTML page referencing ``/obj/0`` ...), made once under the cache."""
-    root = chromium_cache() / "pages"
-    d = root / f"{objects}x{size}"
-    if d.is_dir():  # renamed into place whole
-        return d
-    root.mkdir(parents=True, exist_ok=True)
-    with FileLock(root / f".{d.name}.lock"):
-        if d.is_dir():
-            return d
-        tmp = Path(tempfile.mkdtemp(prefix=f".{d.name}-", dir=root))
-        try:
-            html = "".join(f'<script async src="/obj/{i}"></script>\n' for i in range(objects))
-            index = f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>quicsm {objects} x {size} B</title></head><body>\n{html}</body></html>\n'
-            _response(tmp / "index", "/", "text/html; charset=utf-8", index.encode())
-            body = bytearray(b"x" * size)
-            if size >= 4:
-                body[:2], body[-2:] = b"/*", b"*/"
-            for i in range(objects):
-                _response(tmp / f"obj{i}", f"/obj/{i}", "application/javascript", bytes(body))
-            os.replace(tmp, d)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return d
-
-
-def _response(path: Path, url_path: str, ctype: str, body: bytes) -> None:
-    head = (
-        f"HTTP/1.1 200 OK\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\nCache-Control: no-store\r\n"
-        f"X-Original-Url: https://{CERT_HOST}{url_path}\r\n\r\n"
-    )
-    path.write_bytes(head.encode() + body)
-
-
-def iter_urls(objects: int) -> Iterator[str]:
-    """The page's URLs in the order the toy client loads them (the page, then its objects together)."""
-    yield f"https://{CERT_HOST}/"
-    for i in range(objects):
-        yield f"https://{CERT_HOST}/obj/{i}"

@@ -18,12 +18,17 @@ The toy client does not verify the certificate (``--disable-certificate-verifica
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit
 
 from quicsm.errors import TestbedError
+from quicsm.testbed.buildtools import FileLock
+from quicsm.testbed.chromium_quic_build import CERT_HOST
 from quicsm.testbed.stacks import Built, Progress, Source, Stack, register
 
 if TYPE_CHECKING:
@@ -90,8 +95,6 @@ class ChromiumQuicStack(Stack):
         )
 
     def server_argv(self, cfg: RunConfig, bins: ServerClient, addr: str, log_path: Path) -> list[str]:
-        from quicsm.testbed.chromium_quic_build import page_dir
-
         host, _, port = addr.rpartition(":")
         entry = Path(bins.server).parent
         ready = json.dumps({"spki": _spki(bins), "chromium": self.version(cfg)}, separators=(",", ":"))[1:-1]
@@ -109,8 +112,6 @@ class ChromiumQuicStack(Stack):
         ]
 
     def client_argv(self, cfg: RunConfig, bins: ServerClient, url: str, spki: str) -> list[str]:
-        from quicsm.testbed.chromium_quic_build import iter_urls
-
         target = urlsplit(url)
         if target.hostname is None or target.port is None:
             raise TestbedError(f"client target {url!r}: expected https://HOST:PORT/")
@@ -128,6 +129,54 @@ class ChromiumQuicStack(Stack):
 
     def run_meta(self, cfg: RunConfig, bins: ServerClient, ready: Mapping[str, Any]) -> dict[str, Any]:
         return {"server_chromium": ready.get("chromium"), "server_cc": ready.get("cc")}
+
+
+def page_dir(objects: int, size: int) -> Path:
+    """The toy server's response cache for a page of ``objects`` objects of ``size`` bytes (as the testbed's Go
+    server serves it: ``/`` an HTML page referencing ``/obj/0`` ...), made once under the cache."""
+    root = _cache() / "pages"
+    d = root / f"{objects}x{size}"
+    if d.is_dir():  # renamed into place whole
+        return d
+    root.mkdir(parents=True, exist_ok=True)
+    with FileLock(root / f".{d.name}.lock"):
+        if d.is_dir():
+            return d
+        tmp = Path(tempfile.mkdtemp(prefix=f".{d.name}-", dir=root))
+        try:
+            html = "".join(f'<script async src="/obj/{i}"></script>\n' for i in range(objects))
+            index = f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>quicsm {objects} x {size} B</title></head><body>\n{html}</body></html>\n'
+            _response(tmp / "index", "/", "text/html; charset=utf-8", index.encode())
+            body = bytearray(b"x" * size)
+            if size >= 4:
+                body[:2], body[-2:] = b"/*", b"*/"
+            for i in range(objects):
+                _response(tmp / f"obj{i}", f"/obj/{i}", "application/javascript", bytes(body))
+            os.replace(tmp, d)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return d
+
+
+def _response(path: Path, url_path: str, ctype: str, body: bytes) -> None:
+    head = (
+        f"HTTP/1.1 200 OK\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\nCache-Control: no-store\r\n"
+        f"X-Original-Url: https://{CERT_HOST}{url_path}\r\n\r\n"
+    )
+    path.write_bytes(head.encode() + body)
+
+
+def iter_urls(objects: int) -> Iterator[str]:
+    """The page's URLs in the order the toy client loads them (the page, then its objects together)."""
+    yield f"https://{CERT_HOST}/"
+    for i in range(objects):
+        yield f"https://{CERT_HOST}/obj/{i}"
+
+
+def _cache() -> Path:
+    from quicsm.testbed.chromium_quic_build import chromium_cache
+
+    return chromium_cache()
 
 
 def _spki(bins: ServerClient) -> str:
