@@ -430,6 +430,15 @@ def _seed_out(tree: Path, src: Path, ps: PatchSet, args: str, progress: Progress
     return False
 
 
+def _foreign(out: Path, tree: Path) -> bool:
+    """Whether ``out``'s ninja files were made for another tree (a seeded copy: gn's regeneration rule names
+    its root), so gn must make them anew here (the commands are relative: the objects stay up to date)."""
+    try:
+        return f"--root={tree}" not in (out / "build.ninja").read_text()
+    except OSError:
+        return True
+
+
 def gn_args(tc: Toolchain) -> str:
     """The ``args.gn`` of a build on this machine."""
     args = {**GN_ARGS, "clang_base_path": str(tc.clang_base)}
@@ -572,7 +581,7 @@ def build_chromium_quic(
                 _seed_out(tree, src, ps, args, progress)
             out.mkdir(parents=True, exist_ok=True)
             env = _build_env(tc, cache / "python2-shim")
-            if force or not (out / "args.gn").is_file() or (out / "args.gn").read_text() != args:
+            if force or not (out / "args.gn").is_file() or (out / "args.gn").read_text() != args or _foreign(out, tree):
                 (out / "args.gn").write_text(args)
                 run_tool(
                     [str(tree / "buildtools" / "linux64" / "gn"), "gen", "out/quicsm"],

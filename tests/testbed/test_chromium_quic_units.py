@@ -148,7 +148,7 @@ def test_patches_apply_to_the_real_tree(tmp_path: Path) -> None:
     tool_files = [
         "base/trace_event/trace_event_memory_overhead.h",
         "net/tools/quic/quic_simple_server_bin.cc",
-        "net/tools/quic/quic_client_bin.cc",
+        "net/tools/quic/quic_simple_client_bin.cc",
     ]
     _extract(archive, tmp_path, tool_files + [f.path for ps in sets for f in ps.files])
     for patch in cqb.tool_patches():
