@@ -8,6 +8,8 @@ on the line before it says how it runs::
     <!-- run: root -->            needs root and the emulator: runs in the slow lane only
     <!-- run: exit=1 -->          the last command's expected exit status (quicsm check: 1 = changed)
     <!-- run: needs=s3 -->        a local S3 endpoint (moto) and its credentials in the environment
+    <!-- run: root bundled=traces/X:runs/Y -->   where the build cannot run it, the runs it makes are
+                                  the ones bundled in traces/X, linked at runs/Y for the blocks after it
     <!-- run: no (why) -->        never run (e.g. the CI test command itself); still checked against the CLI
 
 Every ``quicsm`` command in every block of every page, run or not, is parsed by the real click commands
@@ -16,6 +18,7 @@ Every ``quicsm`` command in every block of every page, run or not, is parsed by 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -54,6 +57,9 @@ class Block:
     why_not: str = ""
     exit: int = 0
     needs: set[str] = field(default_factory=set)
+    bundled: tuple[str, str] | None = None
+    """A root block's stand-in: (SRC, DEST) where SRC holds runs it made (bundled in the checkout) and DEST
+    is where it writes them; without root, SRC is linked at DEST so the blocks after it read the same."""
 
     @property
     def where(self) -> str:
@@ -108,10 +114,15 @@ def _options(b: Block, opts: str) -> None:
             b.root = True
         elif word.startswith("exit="):
             b.exit = int(word[5:])
+        elif word.startswith("bundled="):
+            src, _, dest = word[8:].partition(":")
+            b.bundled = (src, dest)
         elif word.startswith("needs="):
             b.needs.update(word[6:].split(","))
         else:
-            raise ValueError(f"{b.where}: unknown run option {word!r} (root, exit=N, needs=s3, no (why))")
+            raise ValueError(
+                f"{b.where}: unknown run option {word!r} (root, exit=N, needs=s3, bundled=SRC:DEST, no (why))"
+            )
 
 
 # ---- commands and the CLI ------------------------------------------------------------------------------
@@ -222,9 +233,62 @@ def workdir(base: Path) -> Path:
     return base
 
 
+@contextlib.contextmanager
+def services(needs: set[str]) -> Iterator[dict[str, str]]:
+    """What blocks with ``needs=`` run against, as environment variables: ``s3``, a local S3 server
+    (moto, from the test extras) on 127.0.0.1 with test credentials, stopped at the end."""
+    unknown = needs - {"s3"}
+    if unknown:
+        raise ValueError(f"unknown needs: {sorted(unknown)} (known: s3)")
+    if "s3" not in needs:
+        yield {}
+        return
+    import logging
+    import socket
+
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # not a line per request on the build's stderr
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        yield {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": url,
+            "FSSPEC_S3_ENDPOINT_URL": url,
+        }
+    finally:
+        server.stop()
+
+
+def stand_in(b: Block, work: Path) -> None:
+    """Link a root block's bundled runs where it would have written them (see :attr:`Block.bundled`)."""
+    if b.bundled is None:
+        return
+    src, dest = ROOT / b.bundled[0], work / b.bundled[1]
+    if not src.is_dir():
+        raise FileNotFoundError(f"{b.where}: bundled={b.bundled[0]} is not a directory of the checkout")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if not dest.exists():
+        dest.symlink_to(src)
+
+
+TOOLCHAINS = ("/usr/local/go/bin", str(Path.home() / "go" / "bin"), str(Path.home() / ".cargo" / "bin"))
+"""Where scripts/install.sh puts Go and cargo (as .ci/run's PATH has them)."""
+
+
 def environment(work: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
-    env["PATH"] = f"{work / '.bin'}{os.pathsep}{env.get('PATH', '')}"
+    path = [str(work / ".bin"), *env.get("PATH", "").split(os.pathsep)]
+    path += [t for t in TOOLCHAINS if t not in path and Path(t).is_dir()]
+    env["PATH"] = os.pathsep.join(path)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     env.pop("CI", None)  # a tutorial's own commands do not see the test suite's CI switches
     env.update(extra or {})
@@ -279,11 +343,17 @@ def _snapshot(work: Path) -> dict[Path, tuple[int, int]]:
     return seen
 
 
+TEXT = {".txt", ".log", ".stderr", ".stdout", ""}
+"""Outputs that may be empty (a quiet program's stderr)."""
+
+
 def check_output(path: Path) -> str | None:
     """None if ``path`` is a non-empty file that parses as what its name says, else why not."""
-    if not path.is_file() or path.stat().st_size == 0:
-        return f"{path.name}: empty or missing"
+    if not path.is_file():
+        return f"{path.name}: missing"
     suffixes = "".join(path.suffixes[-2:]) if path.suffix == ".gz" else path.suffix
+    if path.stat().st_size == 0:  # a program's empty stderr is fine; an empty picture or report is not
+        return None if suffixes in TEXT else f"{path.name}: empty"
     try:
         data = path.read_bytes()
         if suffixes.endswith(".gz"):
@@ -325,8 +395,8 @@ def check_output(path: Path) -> str | None:
             import tomllib
 
             tomllib.loads(data.decode())
-        elif suffixes in (".md", ".txt", ".csv", ".dot", ".log", ".qsb", ""):
-            pass  # text or a format with its own reader, checked by the commands that read it
+        elif suffixes in TEXT or suffixes in (".qsb", ".diff", ".csv", ".dot", ".md"):
+            pass  # text, or a format with its own reader, checked by the commands that read it
     except Exception as exc:  # any parser's complaint is the answer
         return f"{path.name}: does not parse as {suffixes or 'a file'} ({type(exc).__name__}: {exc})"
     return None

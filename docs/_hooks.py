@@ -17,6 +17,7 @@ import logging
 import os
 import re
 import sys
+import time
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -269,7 +270,7 @@ def _gallery(files: Files, config: Any) -> str:
         "is committed, and the build fails if its write-up does not name the command that made it.",
         "",
     ]
-    for p in writeups:
+    for p in sorted(exp.glob("*.md")):  # write-ups and their lab notes, so links to either work
         _publish(files, config, f"experiments/{p.name}", p)
     for pic in pictures:
         _publish(files, config, f"experiments/{pic.name}", pic)
@@ -283,15 +284,16 @@ def _gallery(files: Files, config: Any) -> str:
         if w:
             out += [f"Write-up: [{w.name}](experiments/{w.name})", ""]
         for pic in pics:
-            cmd = _command_for(pic, texts.get(w, "") if w else "", w)
+            named = (_command_for(pic, texts[x], None, named_only=True) for x in writeups)
+            cmd = next((c for c in named if c), None) or _command_for(pic, texts.get(w, "") if w else "", w)
             if cmd is None:
                 log.warning(f"gallery: experiments/{pic.name}: no write-up names the command that made it")
                 cmd = "(not recorded)"
             out += [f"### {pic.name}", "", f"Made by: `{cmd}`", ""]
             if pic.suffix == ".html":
                 out += [f"[Open the report](experiments/{pic.name})", ""]
-            else:
-                out += [f"[![{pic.stem}](experiments/{pic.name})](experiments/{pic.name})", ""]
+            else:  # a thumbnail; the picture at full size is one click away
+                out += [f"[![{pic.stem}](experiments/{pic.name}){{ .thumb loading=lazy }}](experiments/{pic.name})", ""]
     return "\n".join(out)
 
 
@@ -302,15 +304,25 @@ def _title(text: str) -> str:
     return "experiment"
 
 
-def _command_for(pic: Path, text: str, writeup: Path | None) -> str | None:
-    """The command that made a picture: a ``quicsm``/``python3`` code span in the paragraph that names
-    it (a ``{a,b}`` pattern or ``*`` counts), else the write-up's own script (``experiments/X.py``)."""
-    for para in re.split(r"\n\s*\n", text):
-        if pic.name not in para and not _pattern_names(para, pic.name):
-            continue
-        for span in _CODE.findall(para.replace("\n", " ")):
-            if re.match(r"(sudo )?(quicsm|python3?) ", span):
-                return span
+def _command_for(pic: Path, text: str, writeup: Path | None, *, named_only: bool = False) -> str | None:
+    """The command that made a picture: a ``quicsm``/``python3`` code span that names it (or a
+    ``{a,b}`` pattern that covers it), else one in the paragraph that names it, else the write-up's own
+    script ("Generated ... by `experiments/X.py`", or ``experiments/X.py`` beside it)."""
+    paragraphs = [p.replace("\n", " ") for p in re.split(r"\n\s*\n", text)]
+    commands = [
+        (para, span)
+        for para in paragraphs
+        for span in _CODE.findall(para)
+        if re.match(r"(sudo )?(quicsm|python3?) \S+ \S", span)
+    ]
+    for _, span in commands:
+        if pic.name in span or _pattern_names(f"`{span}`", pic.name):
+            return span
+    if named_only:
+        return None
+    for para, span in commands:
+        if pic.name in para:
+            return span
     if writeup is not None:
         m = re.search(r"by `((?:sudo )?(?:python3 )?experiments/[\w.-]+\.py[^`]*)`", text)
         if m:
@@ -337,38 +349,51 @@ def _pattern_names(para: str, name: str) -> bool:
 
 
 def _run_tutorials(files: Files, config: Any) -> None:
-    """Run each tutorial's blocks (not those needing root or S3) and publish what they wrote."""
+    """Run each tutorial's blocks (those needing root: their bundled runs instead; S3: a local server) and
+    publish the files the page shows or links."""
     import shutil
     import tempfile
 
     base = Path(tempfile.mkdtemp(prefix="quicsm-docs-"))
     try:
         for page in sorted((DOCS / "tutorials").glob("*.md")):
-            runnable = [b for b in _blocks.blocks(page) if b.lang in _blocks.SHELLS and b.run]
-            runnable = [b for b in runnable if not b.root and not b.needs]
-            if not runnable:
+            shell = [b for b in _blocks.blocks(page) if b.lang in _blocks.SHELLS and b.run]
+            if not shell:
                 continue
             work = _blocks.workdir(base / page.stem)
-            env = _blocks.environment(work)
-            for b in runnable:
-                ran = _blocks.run(b, work, env)
-                _OUTPUTS[(page.name, b.line)] = _scrub(ran.output, work)
-                if ran.returncode != 0:
-                    tail = "\n".join(ran.output.splitlines()[-15:])
-                    log.warning(f"{b.where}: the block failed (exit {ran.returncode}):\n{tail}")
-                    break
-                for path in ran.written:
-                    why = _blocks.check_output(path)
-                    if why:
-                        log.warning(f"{b.where}: {why}")
-            for path in _blocks._snapshot(work):
-                rel = path.relative_to(work).as_posix()
+            needs = set().union(*(b.needs for b in shell))
+            started = time.monotonic()
+            with _blocks.services(needs) as extra:
+                _run_page(page, shell, work, _blocks.environment(work, extra))
+            log.info(f"tutorials/{page.name}: blocks ran in {time.monotonic() - started:.1f} s")
+            shown = set(re.findall(rf"\]\({re.escape(page.stem)}/([^)#\s]+)", page.read_text(encoding="utf-8")))
+            for rel in sorted(shown):  # what the page shows or links, not every file the blocks wrote
+                path = work / rel
+                if not path.is_file():
+                    continue  # the strict build reports the link to a missing file
                 keep = base / "_published" / page.stem / rel
                 keep.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(path, keep)
                 _publish(files, config, f"tutorials/{page.stem}/{rel}", keep)
     finally:
         _CLEANUP.append(base)
+
+
+def _run_page(page: Path, shell: list[_blocks.Block], work: Path, env: dict[str, str]) -> None:
+    for b in shell:
+        if b.root:  # the slow lane runs these; the blocks after it read the runs bundled for it
+            _blocks.stand_in(b, work)
+            continue
+        ran = _blocks.run(b, work, env)
+        _OUTPUTS[(page.name, b.line)] = _scrub(ran.output, work)
+        if ran.returncode != 0:
+            tail = "\n".join(ran.output.splitlines()[-15:])
+            log.warning(f"{b.where}: the block failed (exit {ran.returncode}):\n{tail}")
+            return
+        for path in ran.written:
+            why = _blocks.check_output(path)
+            if why:
+                log.warning(f"{b.where}: {why}")
 
 
 _CLEANUP: list[Path] = []
@@ -432,7 +457,7 @@ def on_files(files: Files, config: Any) -> Files:
     return files
 
 
-_LINK = re.compile(r"(?<!!)\[([^\]]*)\]\(([^)\s]+)\)")
+_LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
@@ -447,22 +472,23 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str
     here = PurePosixPath(page.file.src_uri).parent
 
     def fix(m: re.Match[str]) -> str:
-        text, target = m.group(1), m.group(2)
+        bang, text, target = m.group(1), m.group(2), m.group(3)
         if re.match(r"[a-z]+:", target) or target.startswith("#"):
             return m.group(0)
         path, _, anchor = target.partition("#")
-        if not os.path.normpath(os.path.join(str(here), path)).startswith(".."):
-            return m.group(0)  # inside docs/: mkdocs checks it
         repo_path = (src.parent / path).resolve()
         try:
             rel = repo_path.relative_to(ROOT).as_posix()
         except ValueError:
             log.warning(f"{page.file.src_uri}: link to {target} leaves the checkout")
             return m.group(0)
-        if files.get_file_from_path(rel) is not None:
-            up = os.path.relpath(rel, str(here))
-            return f"[{text}]({up}{'#' + anchor if anchor else ''})"
-        if repo_path.exists():
+        uri = rel[len("docs/") :] if rel.startswith("docs/") else rel  # where the site has it, if it does
+        if rel.startswith("docs/") and os.path.normpath(os.path.join(str(here), path)) == uri:
+            return m.group(0)  # an ordinary link inside docs/: mkdocs checks it, anchors too
+        if files.get_file_from_path(uri) is not None:
+            up = os.path.relpath(uri, str(here))
+            return f"{bang}[{text}]({up}{'#' + anchor if anchor else ''})"
+        if repo_path.exists() and not bang:
             return f"`{rel}`" if text.strip("`") in (rel, path, repo_path.name) else f"{text} (`{rel}`)"
         log.warning(f"{page.file.src_uri}: link to {target}, which does not exist")
         return m.group(0)

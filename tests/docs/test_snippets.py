@@ -9,6 +9,7 @@ those needing S3 here, and those needing root and the emulator in the slow lane.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -145,3 +146,31 @@ def test_runnable_pages_mark_what_cannot_run_here() -> None:
         for b in _blocks.blocks(page):
             if b.lang in _blocks.SHELLS and not b.run:
                 assert b.why_not, b.where
+
+
+def _pages_with_root_blocks() -> list[Path]:
+    return sorted({b.page for p in _blocks.runnable_pages() for b in _blocks.blocks(p) if b.run and b.root})
+
+
+def test_the_emulator_tutorials_are_found() -> None:
+    """The slow-lane test below has pages to run (a parametrisation over nothing would only skip)."""
+    names = {p.name for p in _pages_with_root_blocks()}
+    assert {"new-quic-go-version.md", "regression-gate.md"} <= names, names
+
+
+@pytest.mark.slow
+@pytest.mark.root
+@pytest.mark.parametrize("page", _pages_with_root_blocks(), ids=lambda p: p.stem)
+def test_tutorial_runs_top_to_bottom_with_the_emulator(page: Path, tmp_path: Path) -> None:
+    """A tutorial with root blocks, run top to bottom as a reader would, the testbed runs included."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root (network namespaces, tc, cgroups)")
+    work = _blocks.workdir(tmp_path / "w")
+    env = _blocks.environment(work)
+    for b in _blocks.blocks(page):
+        if b.lang not in _blocks.SHELLS or not b.run or b.needs:
+            continue
+        ran = _blocks.run(b, work, env, timeout=1800)
+        assert ran.returncode == 0, f"{b.where}:\n{ran.output[-4000:]}"
+        for p in ran.written:
+            assert _blocks.check_output(p) is None, f"{b.where}: {_blocks.check_output(p)}"
