@@ -33,6 +33,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+"""Flags headless Chromium needs here as root on a closed network (the screenshot test, docs/_pictures.py)."""
 SHELLS = {"bash", "sh", "shell", "console"}
 """Fence languages of runnable blocks."""
 CHECKED = {"", "text", "yaml", "yml"}

@@ -18,18 +18,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from _blocks import CHROMIUM_ARGS
+
 ROOT = Path(__file__).resolve().parent.parent
 IMG = ROOT / "docs" / "img"
 SETS = ("desktop", "mobile")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def quicsm(*args: str, cwd: Path) -> None:

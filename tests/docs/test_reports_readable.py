@@ -21,17 +21,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "docs"))
+
+from _blocks import CHROMIUM_ARGS  # noqa: E402
+
 MIN_PX = 10.0
 WIDTH = 1400
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 MEASURE = """() => {
   document.querySelectorAll("details").forEach(d => { d.open = true; });
