@@ -45,6 +45,7 @@ setup(
             "patches/**/*",
             "diagrams/templates/*",
             "compare/templates/*",
+            "grids/templates/*",
             "check/templates/*",
             "schemas/*.json",
             "testbed/data/*",

@@ -26,6 +26,8 @@ DECLARED = {
     "patch-manifest": "quicsm.instrumentation.patchset:Manifest",
     "baseline-bundle": "quicsm.check.bundle:BundleFile",
     "check-report": "quicsm.check.report:CheckReport",
+    "scenario": "quicsm.testbed.matrix:MatrixFile",
+    "grid": "quicsm.grids.spec:GridFile",
 }
 """Schema file name (``<name>.schema.json``) -> the declaration it is generated from."""
 

@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "export": "quicsm.cli.export_cmd:export",
     "patch": "quicsm.cli.patch_cmd:patch",
     "testbed": "quicsm.cli.testbed_cmd:testbed",
+    "grid": "quicsm.cli.grid_cmd:grid",
     "compare": "quicsm.cli.compare_cmd:compare",
     "baseline": "quicsm.cli.baseline_cmd:baseline",
     "check": "quicsm.cli.check_cmd:check",

@@ -14,7 +14,7 @@ import click
 from quicsm.errors import TestbedError
 from quicsm.testbed import stacks
 
-__all__ = ["testbed"]
+__all__ = ["build_with_progress", "sigterm_as_interrupt", "testbed"]
 
 
 class _Registry(click.Choice):
@@ -37,7 +37,7 @@ _STACKS = _Registry(stacks.names)
 _CCS = _Registry(lambda: sorted({cc for s in stacks.all_stacks() for cc in s.ccs}))
 
 
-def _sigterm_as_interrupt() -> None:
+def sigterm_as_interrupt() -> None:
     """SIGTERM/SIGHUP unwind like Ctrl-C, so every ``finally`` tears the testbed down."""
 
     def handler(signum: int, frame: Any) -> None:
@@ -105,7 +105,7 @@ def _progress(label: str) -> Callable[[str], None]:
     return say
 
 
-def _build(cfg: Any, *, force: bool = False, report: bool = True) -> Any:
+def build_with_progress(cfg: Any, *, force: bool = False, report: bool = True) -> Any:
     """Build (or take from the cache) the binaries of ``cfg``, with progress, and say what it took."""
     from quicsm.testbed.buildtools import format_duration
 
@@ -125,12 +125,12 @@ def _run_scenarios(
     from quicsm.testbed.system import require_root
 
     require_root("quicsm testbed")
-    _sigterm_as_interrupt()
+    sigterm_as_interrupt()
     out.mkdir(parents=True, exist_ok=True)
     results: list[Any] = []
     try:
         for cfg, runs in items:
-            bins = _build(cfg)
+            bins = build_with_progress(cfg)
             results += run_many(cfg, bins, out, runs=runs, retries=retries, on_result=_echo_result)
     except KeyboardInterrupt:
         # Each run's own try/finally has already torn down its namespaces, relay, server and cgroup.
@@ -175,6 +175,18 @@ def testbed() -> None:
 @click.option("--cpu-quota", help="Client CPU quota as share of a core: 0.1 or 10% (mobile-like).")
 @click.option("--objects", default=1, type=int, help="Objects on the page.")
 @click.option("--size", default="10MB", help="Bytes per object (10MB, 100KB, 5000).")
+@click.option(
+    "--zero-rtt",
+    is_flag=True,
+    default=None,
+    help="Resume with 0-RTT: a warm-up connection gets a session ticket, the page load resumes with it.",
+)
+@click.option(
+    "--http",
+    type=click.Choice(["h3", "h2", "h1"]),
+    help="HTTP version (default: the stack's; h1 = HTTP/1.1 over TLS with stack tcp).",
+)
+@click.option("--max-cwnd", type=int, help="Rebuild the quic-go server with this maximum congestion window (packets).")
 @click.option(
     "--duration",
     help="Long flow: fetch the objects back to back for this long (60s, 2m) instead of loading the page once.",
@@ -307,6 +319,9 @@ def matrix(
             + (f", schedule {c.schedule}" if c.schedule else "")
             + (f", packet threshold {c.packet_threshold}" if c.packet_threshold else "")
             + (f", long flow {c.duration_s:g} s" if c.duration_s is not None else "")
+            + (", 0-RTT" if c.zero_rtt else "")
+            + (f", {c.http}" if c.http else "")
+            + (f", max cwnd {c.max_cwnd}" if c.max_cwnd else "")
             + (f", set {c.patch_set}" if c.patch_set else ""),
             err=True,
         )
@@ -384,7 +399,7 @@ def build_cmd(
     for cfg in jobs:
         label = _describe(cfg)
         try:
-            built = _build(cfg, force=force, report=False)
+            built = build_with_progress(cfg, force=force, report=False)
         except TestbedError as exc:
             failed.append(label)
             click.echo(f"{label}: FAILED: {exc}", err=True)
@@ -410,7 +425,7 @@ def accuracy(out: str, seconds: float, as_json: bool) -> None:
     """Measure the emulator: rate at 5/10/50/100 Mbit/s, delay error percentiles, reordering with jitter."""
     from quicsm.testbed.accuracy import measure_accuracy
 
-    _sigterm_as_interrupt()
+    sigterm_as_interrupt()
     report = measure_accuracy(Path(out), seconds=seconds)
     click.echo(json.dumps(report.to_json(), indent=2) if as_json else report.markdown())
 

@@ -28,8 +28,11 @@ __all__ = ["chromium_flags", "load_page", "CdpPipe", "chromium_version"]
 
 def chromium_flags(origin: str, spki: str, user_data_dir: Path, protocol: str = "h3") -> list[str]:
     """The flags testbed-facts found to work (HTTP/3 forced for ``origin``, cert pinned by SPKI);
-    with ``protocol="h2"`` QUIC is switched off instead, so the page comes over HTTP/2 on TCP."""
+    with ``protocol="h2"`` QUIC is switched off instead, so the page comes over HTTP/2 on TCP, and with
+    ``protocol="http/1.1"`` HTTP/2 too (HTTP/1.1 over TLS, up to six connections per origin)."""
     transport = ["--enable-quic", f"--origin-to-force-quic-on={origin}"] if protocol == "h3" else ["--disable-quic"]
+    if protocol == "http/1.1":
+        transport.append("--disable-http2")
     return [
         "--headless=new",
         "--no-sandbox",

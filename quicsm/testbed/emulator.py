@@ -82,6 +82,8 @@ class Emulator:
     relay: Child | None = field(init=False, default=None)
     rate_log: list[tuple[float, int]] = field(init=False, default_factory=list)
     relay_stats: dict[str, Any] = field(init=False, default_factory=dict)
+    tbf_stats: dict[str, dict[str, int]] | None = field(init=False, default=None)
+    """The bottleneck queue's counters when the relay stopped (:func:`netns.tbf_stats`)."""
     _stop: threading.Event = field(init=False, default_factory=threading.Event)
     _thread: threading.Thread | None = field(init=False, default=None)
 
@@ -151,6 +153,8 @@ class Emulator:
     def stop_relay(self) -> dict[str, Any]:
         """Stop the relay and read its summary (counters, lateness, reordering)."""
         if self.relay is not None and self.relay.popen.poll() is None:
+            if self.tbf is not None:
+                self.tbf_stats = netns.tbf_stats(self.topo)
             drops = netns.tun_drops(self.topo) if self.mode == "ip" else None
             cpu_s = _cpu_seconds(self.relay.popen.pid)
             self.procs.stop(self.relay)

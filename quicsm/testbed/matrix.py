@@ -1,4 +1,6 @@
-"""Scenario files: a TOML list of runs sharing defaults, read with the standard library's tomllib.
+"""Scenario files: a TOML list of runs sharing defaults, declared as msgspec Structs (:class:`MatrixFile`,
+whose JSON Schema ships as ``quicsm/schemas/scenario.schema.json``) and read with the standard library's
+tomllib.
 
 ::
 
@@ -19,6 +21,9 @@
     [[scenario]]
     name = "mobile"
     cpu_quota = "10%"
+
+The keys of a scenario (:class:`ScenarioKeys`) are also what a grid file (:mod:`quicsm.grids.spec`) takes
+for its base, its axes and its arms.
 """
 
 from __future__ import annotations
@@ -26,19 +31,45 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import msgspec
+from msgspec import UNSET, UnsetType
 
 from quicsm.errors import TestbedError
 from quicsm.testbed import netns
-from quicsm.testbed.runner import RunConfig, parse_duration, parse_late_limit, parse_loss, parse_quota, parse_size
+from quicsm.testbed.runner import (
+    RunConfig,
+    parse_delay,
+    parse_duration,
+    parse_late_limit,
+    parse_loss,
+    parse_quota,
+    parse_size,
+)
 
-__all__ = ["Scenario", "Matrix", "load_matrix", "config_from_mapping", "with_set", "KEY_ALIASES"]
+__all__ = [
+    "KEY_ALIASES",
+    "Matrix",
+    "MatrixDefaults",
+    "MatrixFile",
+    "MatrixScenario",
+    "Scenario",
+    "ScenarioKeys",
+    "config_from_mapping",
+    "load_matrix",
+    "parse_value",
+    "read_toml",
+    "scenario_keys",
+    "with_set",
+]
 
 KEY_ALIASES = {
     "rate": "rate_mbps",
     "rtt": "rtt_ms",
     "delay": "rtt_ms",
     "jitter": "jitter_ms",
+    "buffer": "queue",
     "version": "quic_go_version",
     "quiche": "quiche_version",
     "timeout": "timeout_s",
@@ -47,6 +78,94 @@ KEY_ALIASES = {
     "late_limit": "late_limit_ms",
 }
 _FIELDS = {f.name for f in fields(RunConfig)}
+
+
+def _d(text: str) -> msgspec.Meta:
+    return msgspec.Meta(description=text)
+
+
+class ScenarioKeys(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The keys of one scenario (every one optional; what is left out takes the testbed's default). Units
+    may be written out (``"50mbit"``, ``"10MB"``, ``"1%"``, ``"36ms"``); a bare number is in the unit the
+    description names. Aliases (``rate`` for ``rate_mbps``, ...) are the same key: give one of them."""
+
+    rate: Annotated[float | str | UnsetType, _d("Bottleneck rate: Mbit/s, or e.g. 500kbit, 50mbit.")] = UNSET
+    rate_mbps: Annotated[float | str | UnsetType, _d("Alias of rate.")] = UNSET
+    rtt: Annotated[float | str | UnsetType, _d("Added round-trip delay in ms (half each way), or e.g. 36ms.")] = UNSET
+    delay: Annotated[float | str | UnsetType, _d("Alias of rtt.")] = UNSET
+    rtt_ms: Annotated[float | str | UnsetType, _d("Alias of rtt.")] = UNSET
+    jitter: Annotated[float | str | UnsetType, _d("Uniform +- jitter per packet and direction in ms (reorders).")] = (
+        UNSET
+    )
+    jitter_ms: Annotated[float | str | UnsetType, _d("Alias of jitter.")] = UNSET
+    loss: Annotated[float | str | UnsetType, _d("Random loss per packet and direction: 0.01 or 1%.")] = UNSET
+    queue: Annotated[
+        int | str | UnsetType, _d("Bottleneck drop-tail queue: bytes (150kb, 30000) or BDP multiple (1bdp).")
+    ] = UNSET
+    buffer: Annotated[int | str | UnsetType, _d("Alias of queue.")] = UNSET
+    client: Annotated[str | UnsetType, _d("go (the stack's Go client) or chromium (headless Debian chromium).")] = UNSET
+    cpu_quota: Annotated[
+        float | str | UnsetType, _d("Client CPU quota, a share of a core (0.1 or 10%): a throttled client; none.")
+    ] = UNSET
+    objects: Annotated[int | UnsetType, _d("Objects on the page.")] = UNSET
+    size: Annotated[int | str | UnsetType, _d("Bytes per object (5KB, 10MB, 5000).")] = UNSET
+    quic_go_version: Annotated[str | UnsetType, _d("quic-go of the server and of the Go client.")] = UNSET
+    version: Annotated[str | UnsetType, _d("Alias of quic_go_version.")] = UNSET
+    stack: Annotated[str | UnsetType, _d("Server stack: quic-go, quiche, quinn, tcp, ... (testbed stacks).")] = UNSET
+    quiche_version: Annotated[str | UnsetType, _d("Crate version of quiche (stack quiche).")] = UNSET
+    quiche: Annotated[str | UnsetType, _d("Alias of quiche_version.")] = UNSET
+    stack_version: Annotated[str | UnsetType, _d("Version of the stack, for any stack.")] = UNSET
+    cc: Annotated[str | UnsetType, _d("Congestion controller (the stack's: reno, cubic, bbr, bbr2, ...).")] = UNSET
+    packet_threshold: Annotated[
+        int | UnsetType, _d("Rebuild the quic-go server with this fixed packet-reordering threshold.")
+    ] = UNSET
+    max_cwnd: Annotated[
+        int | UnsetType, _d("Rebuild the quic-go server with this maximum congestion window (packets).")
+    ] = UNSET
+    zero_rtt: Annotated[
+        bool | UnsetType,
+        _d("Resume with 0-RTT: the client first makes a connection for a session ticket, then loads the page."),
+    ] = UNSET
+    http: Annotated[str | UnsetType, _d("HTTP version: h3 (QUIC stacks), h2 or h1 (HTTP/1.1 over TLS; stack tcp).")] = (
+        UNSET
+    )
+    qlog: Annotated[bool | UnsetType, _d("The server also writes qlog into <run>/qlog (quic-go).")] = UNSET
+    schedule: Annotated[str | UnsetType, _d("Bandwidth schedule random:MIN:MAX[:PERIOD_S] in Mbit/s.")] = UNSET
+    rtt_step: Annotated[str | UnsetType, _d("RTT step within the run, AFTER:RTT (20s:80ms).")] = UNSET
+    duration: Annotated[
+        float | str | UnsetType, _d("Long flow: fetch back to back for this long (60s, 2m) instead of one page load.")
+    ] = UNSET
+    duration_s: Annotated[float | str | UnsetType, _d("Alias of duration.")] = UNSET
+    seed: Annotated[int | UnsetType, _d("Seed of the relay's loss and jitter draws.")] = UNSET
+    timeout: Annotated[float | UnsetType, _d("Seconds a page load may take.")] = UNSET
+    timeout_s: Annotated[float | UnsetType, _d("Alias of timeout.")] = UNSET
+    set: Annotated[str | UnsetType, _d("Patch set for the server (a shipped name or a directory).")] = UNSET
+    patch_set: Annotated[str | UnsetType, _d("Alias of set.")] = UNSET
+    late_limit: Annotated[
+        float | str | UnsetType, _d("A run is emulator-late when 1 % of packets leave the relay later than this (ms).")
+    ] = UNSET
+    late_limit_ms: Annotated[float | str | UnsetType, _d("Alias of late_limit.")] = UNSET
+    labels: Annotated[dict[str, str] | UnsetType, _d("Extra labels the run's traces carry.")] = UNSET
+
+
+class MatrixDefaults(ScenarioKeys, kw_only=True):
+    """``[defaults]``: keys every scenario takes unless it gives its own."""
+
+    runs: Annotated[Annotated[int, msgspec.Meta(ge=1)] | UnsetType, _d("Runs of each scenario.")] = UNSET
+
+
+class MatrixScenario(MatrixDefaults, kw_only=True):
+    """One ``[[scenario]]``: its name (run directories are NAME-NN) and its keys."""
+
+    name: Annotated[str, _d("Scenario name: run directories are NAME-NN.")]
+
+
+class MatrixFile(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """A scenario file (``quicsm testbed matrix FILE``)."""
+
+    out: Annotated[str | UnsetType, _d("Output directory (the CLI's --out wins).")] = UNSET
+    defaults: MatrixDefaults | UnsetType = UNSET
+    scenario: Annotated[list[MatrixScenario], _d("The scenarios, at least one.")] = msgspec.field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,10 +181,43 @@ class Matrix:
     out: Path | None
 
 
+def _known(kind: type[msgspec.Struct]) -> str:
+    return ", ".join(sorted(kind.__struct_fields__))
+
+
+def scenario_keys(d: Any, *, where: str, kind: type[msgspec.Struct] = ScenarioKeys) -> dict[str, Any]:
+    """The keys of one table checked against ``kind`` (:class:`ScenarioKeys` or a Struct built on it), as
+    a mapping of the keys given, each alias replaced by its key. Errors read ``WHERE: KEY: why``."""
+    pre = f"{where}: " if where else ""
+    if not isinstance(d, dict):
+        raise TestbedError(f"{pre}expected a table of keys, got {type(d).__name__}")
+    try:
+        msgspec.convert(d, kind)
+    except msgspec.ValidationError as exc:
+        msg = str(exc)
+        unknown = msg.partition("unknown field `")[2].partition("`")[0]
+        if unknown:
+            raise TestbedError(f"{pre}{unknown}: unknown key (known: {_known(kind)})") from None
+        path = msg.rpartition("at `$.")[2].rstrip("`")
+        what = msg.partition(" - at `")[0]
+        field = path.split(".")[0].split("[")[0] if "at `$." in msg else ""
+        raise TestbedError(f"{pre}{field + ': ' if field else ''}{what[:1].lower() + what[1:]}") from None
+    out: dict[str, Any] = {}
+    spelled: dict[str, str] = {}
+    for key, val in d.items():
+        k = str(key)
+        name = KEY_ALIASES.get(k, k)
+        if name in spelled:
+            raise TestbedError(f"{pre}{spelled[name]} and {k} are the same key: give one")
+        spelled[name] = k
+        out[name] = val
+    return out
+
+
 def config_from_mapping(d: dict[str, Any], *, where: str) -> tuple[RunConfig, int]:
     """Turn one scenario's keys (with aliases and unit strings) into a RunConfig and a run count; errors start
     with ``where`` (a scenario of a file; none for ``testbed run``'s options)."""
-    where = f"{where}: " if where else ""
+    pre = f"{where}: " if where else ""
     kw: dict[str, Any] = {}
     runs = 1
     for key, val in d.items():
@@ -80,52 +232,71 @@ def config_from_mapping(d: dict[str, Any], *, where: str) -> tuple[RunConfig, in
                 raise ValueError(
                     f"unknown key {key!r} (known: {', '.join(sorted(_FIELDS | set(KEY_ALIASES) | {'runs'}))})"
                 )
-            if name == "rate_mbps":
-                val = netns.parse_rate(val) / 1e6
-            elif name == "size":
-                val = parse_size(val)
-            elif name == "loss":
-                val = parse_loss(val if isinstance(val, str) else float(val))
-            elif name == "cpu_quota":
-                val = parse_quota(val if isinstance(val, str) else float(val))
-            elif name == "labels":
-                if not isinstance(val, dict):
-                    raise ValueError("labels must be a table of strings")
-                val = tuple((str(k), str(v)) for k, v in val.items())
-            elif name == "duration_s":
-                val = parse_duration(val)
-            elif name == "late_limit_ms":
-                val = parse_late_limit(val)
-            elif name in ("rtt_ms", "jitter_ms", "timeout_s"):
-                val = float(val)
-            elif name in ("objects", "seed", "packet_threshold"):
-                val = int(val)
-            elif name == "qlog":
-                if not isinstance(val, bool):
-                    raise ValueError("must be true or false")
-            kw[name] = val
+            kw[name] = parse_value(name, val)
         except (TypeError, ValueError, TestbedError) as exc:
-            raise TestbedError(f"{where}{key}: {exc}") from None
+            raise TestbedError(f"{pre}{key}: {exc}") from None
     try:
         return RunConfig(**kw), runs
     except TestbedError as exc:
-        raise TestbedError(f"{where}{exc}") from None
+        raise TestbedError(f"{pre}{exc}") from None
+
+
+def parse_value(name: str, val: Any) -> Any:
+    """One key's value (``name`` as RunConfig calls it) in RunConfig's unit and type."""
+    if name == "rate_mbps":
+        return netns.parse_rate(val) / 1e6
+    if name == "size":
+        return parse_size(val)
+    if name == "loss":
+        return parse_loss(val if isinstance(val, str) else float(val))
+    if name == "cpu_quota":
+        return parse_quota(val if isinstance(val, str) else float(val))
+    if name == "labels":
+        if not isinstance(val, dict):
+            raise ValueError("labels must be a table of strings")
+        return tuple((str(k), str(v)) for k, v in val.items())
+    if name == "duration_s":
+        return parse_duration(val)
+    if name == "late_limit_ms":
+        return parse_late_limit(val)
+    if name in ("rtt_ms", "jitter_ms"):
+        return parse_delay(val)
+    if name == "timeout_s":
+        return float(val)
+    if name in ("objects", "seed", "packet_threshold", "max_cwnd"):
+        if isinstance(val, bool):
+            raise ValueError("expected a whole number")
+        return int(val)
+    if name in ("zero_rtt", "qlog"):
+        if not isinstance(val, bool):
+            raise ValueError("expected true or false")
+        return val
+    return val
+
+
+def read_toml(path: Path, what: str = "scenario file") -> dict[str, Any]:
+    """A TOML file as a table; one-line errors naming the file."""
+    try:
+        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TestbedError(f"{path}: no such {what}") from None
+    except UnicodeDecodeError as exc:
+        raise TestbedError(f"{path}: not UTF-8 text at byte {exc.start}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise TestbedError(f"{path}: not valid TOML: {exc}") from None
 
 
 def load_matrix(path: Path) -> Matrix:
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise TestbedError(f"{path}: no such scenario file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise TestbedError(f"{path}: not valid TOML: {exc}") from None
-    unknown = set(data) - {"defaults", "scenario", "out"}
+    data = read_toml(path)
+    unknown = set(data) - set(MatrixFile.__struct_fields__)
     if unknown:
         raise TestbedError(f"{path}: unknown top-level keys {sorted(unknown)} (expected out, [defaults], [[scenario]])")
-    defaults = data.get("defaults", {})
+    defaults = scenario_keys(data.get("defaults", {}), where=f"{path}: [defaults]", kind=MatrixDefaults)
     items = data.get("scenario", [])
-    if not isinstance(defaults, dict) or not isinstance(items, list) or not items:
+    if not isinstance(items, list) or not items:
         raise TestbedError(f"{path}: needs at least one [[scenario]] table")
+    if "out" in data and not isinstance(data["out"], str):
+        raise TestbedError(f"{path}: out: expected a directory name (a string)")
     scenarios = []
     names: set[str] = set()
     for i, item in enumerate(items, 1):
@@ -134,7 +305,9 @@ def load_matrix(path: Path) -> Matrix:
         if item["name"] in names:
             raise TestbedError(f"{path}: scenario {i}: duplicate name {item['name']!r}")
         names.add(item["name"])
-        cfg, runs = config_from_mapping({**defaults, **item}, where=f"{path}: scenario {i} ({item['name']})")
+        where = f"{path}: scenario {i} ({item['name']})"
+        keys = scenario_keys(item, where=where, kind=MatrixScenario)
+        cfg, runs = config_from_mapping({**defaults, **keys}, where=where)
         scenarios.append(Scenario(cfg, runs))
     out = data.get("out")
     return Matrix(Path(path), tuple(scenarios), Path(out) if out else None)

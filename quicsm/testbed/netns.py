@@ -35,6 +35,7 @@ __all__ = [
     "create",
     "destroy",
     "set_rate",
+    "tbf_stats",
     "cleanup_all",
     "list_namespaces",
     "ns_argv",
@@ -222,6 +223,24 @@ def tun_drops(topo: Topology) -> int | None:
         return int(out.strip())
     except (TestbedError, ValueError):
         return None
+
+
+def tbf_stats(topo: Topology) -> dict[str, dict[str, int]] | None:
+    """The bottleneck's counters per direction (``down``: b1, toward the client; ``up``: b0): packets and
+    bytes it sent, packets it dropped (a full queue), overlimits. None when tc cannot tell."""
+    import json
+
+    out: dict[str, dict[str, int]] = {}
+    for name, dev in (("down", "b1"), ("up", "b0")):
+        try:
+            data = json.loads(sh(["tc", "-s", "-j", "-n", topo.ns("bn"), "qdisc", "show", "dev", dev]))
+        except (TestbedError, ValueError):
+            return None
+        q = next((q for q in data if isinstance(q, dict) and q.get("kind") == "tbf"), None)
+        if q is None:
+            return None
+        out[name] = {k: int(q.get(k, 0)) for k in ("packets", "bytes", "drops", "overlimits")}
+    return out
 
 
 def set_rate(topo: Topology, tbf: TbfConfig, *, replace: bool = False) -> None:

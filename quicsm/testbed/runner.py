@@ -38,10 +38,12 @@ __all__ = [
     "parse_loss",
     "parse_quota",
     "parse_duration",
+    "parse_delay",
     "parse_late_limit",
     "relay_lateness",
     "run_once",
     "run_many",
+    "run_attempts",
     "labels_for",
     "read_meta",
     "LATE_P99_LIMIT_US",
@@ -50,6 +52,8 @@ __all__ = [
 
 CLIENTS = ("go", "chromium", "quic_client")
 """``go`` (testbed/client), ``chromium`` (the browser), ``quic_client`` (Chromium's gQUIC toy client, stack chromium)."""
+HTTP_PROTOCOLS = {"h3": "h3", "h2": "h2", "h1": "http/1.1"}
+"""HTTP version of a run -> the protocol DevTools reports for a response that came over it."""
 REJECTED = "_rejected"
 LATE_P99_LIMIT_US = 2000
 """A run whose relay sent 1 % of packets later than this is flagged ``emulator_ok: false`` (the default of
@@ -127,6 +131,15 @@ class RunConfig:
     """A run is emulator-late (redone, then not usable) when the relay sent 1 % of its packets later than
     this. 2 ms keeps the emulated delay true for measurements; a loaded machine checking that a stack
     works end to end, not how it performs, may allow more."""
+    zero_rtt: bool = False
+    """Resume with 0-RTT (IMC'17 Fig. 7): the client first opens a connection for a session ticket and keeps
+    it open, then loads the page over a second connection that sends its requests as 0-RTT data. The page
+    load time is the second connection's; its ``warmup`` connection is the first in ``server.log``."""
+    http: str | None = None
+    """HTTP version of the page load: ``h3`` (QUIC stacks), ``h2`` or ``h1`` (HTTP/1.1 over TLS, up to six
+    connections like a browser; stack ``tcp``). None: the stack's own (h3, or h2 for tcp)."""
+    max_cwnd: int | None = None
+    """Rebuild the server with this maximum congestion window in packets (IMC'17 Fig. 15's MACW)."""
 
     def __post_init__(self) -> None:
         if self.client == "go" and "go" not in self.server_stack.clients:  # the default: the stack's own client
@@ -151,6 +164,8 @@ class RunConfig:
                 raise TestbedError("a duration (long flow) needs the Go client (--client go)")
         if not 0 < self.late_limit_ms <= 1000:
             raise TestbedError(f"late limit {self.late_limit_ms:g} ms: between 0 and 1000 ms")
+        if self.max_cwnd is not None and not 2 <= self.max_cwnd <= 1_000_000:
+            raise TestbedError(f"max cwnd {self.max_cwnd}: between 2 and 1000000 packets")
 
     @property
     def delay_step(self) -> tuple[float, float] | None:
@@ -195,9 +210,21 @@ class RunConfig:
             out["duration_s"] = f"{self.duration_s:g}"
         if self.rtt_step is not None:
             out["rtt_step"] = self.rtt_step.replace(" ", "")
+        # added with 0-RTT, HTTP/1.1 and max cwnd runs; runs without them keep the labels they always had
+        if self.zero_rtt:
+            out["zero_rtt"] = "on"
+        if self.http is not None:
+            out["http"] = self.http_version
+        if self.max_cwnd is not None:
+            out["max_cwnd"] = str(self.max_cwnd)
         out.update(self.server_stack.labels(self))
         out.update(dict(self.labels))
         return out
+
+    @property
+    def http_version(self) -> str:
+        """The HTTP version the page comes over: ``http``, else the stack's own."""
+        return self.http or self.server_stack.protocol
 
     @property
     def server_stack(self) -> stacks.Stack:
@@ -266,6 +293,22 @@ def parse_duration(text: str | float | None) -> float | None:
     if not m or m.group(2) not in _DURATION:
         raise TestbedError(f"duration {text!r}: expected seconds or e.g. 60s, 2m")
     return float(m.group(1)) * _DURATION[m.group(2)]
+
+
+def parse_delay(text: str | float) -> float:
+    """``36ms`` / ``0.036s`` / ``36`` (ms) -> milliseconds, not negative."""
+    if isinstance(text, bool):
+        raise TestbedError(f"delay {text!r}: expected milliseconds or e.g. 36ms")
+    if isinstance(text, (int, float)):
+        val = float(text)
+    else:
+        m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(ms|s)?\s*", text.lower())
+        if not m:
+            raise TestbedError(f"delay {text!r}: expected milliseconds or e.g. 36ms")
+        val = float(m.group(1)) * (1000.0 if m.group(2) == "s" else 1.0)
+    if val < 0:
+        raise TestbedError(f"delay {text!r}: must not be negative")
+    return val
 
 
 def parse_late_limit(text: str | float) -> float:
@@ -410,6 +453,7 @@ def run_once(
             "late_limit_us": round(cfg.late_limit_ms * 1000),
             "namespaces": list(emu.topo.namespaces),
             "relay": stats,
+            "tbf": emu.tbf_stats,
             "rate_log": emu.rate_log,
         },
         "timestamps": {"start": started, "end": _now(), "seconds": round(time.monotonic() - t0, 3)},
@@ -447,7 +491,7 @@ def _run_client(
             preexec=preexec,
             timeout_s=cfg.client_timeout_s,
             expect_bytes=cfg.objects * cfg.size,
-            protocol=getattr(cfg.server_stack, "protocol", "h3"),  # the tcp stack's pages come over h2
+            protocol=HTTP_PROTOCOLS[cfg.http_version],  # what DevTools must report for every response
         )
     child = emu.procs.start(
         "client", cfg.server_stack.client_argv(cfg, bins, url, spki), ns=emu.topo.ns("cli"), preexec=preexec
@@ -472,26 +516,51 @@ def run_many(
     results = []
     first = _next_index(out_dir, cfg.name)
     for i in range(first, first + runs):
-        run_dir = out_dir / f"{cfg.name}-{i:02d}"
-        res = None
-        redone: list[str] = []
-        for attempt in range(retries + 1):
-            res = run_once(replace(cfg, seed=cfg.seed + attempt * 7919), bins, run_dir, relay_bins=relay_bins, index=i)
-            if res.good:
-                break
-            if attempt < retries:
-                rejected = out_dir / REJECTED / f"{run_dir.name}-attempt{attempt}"
-                rejected.parent.mkdir(parents=True, exist_ok=True)
-                if rejected.exists():
-                    shutil.rmtree(rejected)
-                os.replace(run_dir, rejected)
-                redone.append(f"{res.reason()} (kept in {rejected})")
-        assert res is not None
-        res = replace(res, redone=tuple(redone))
+        res = run_attempts(cfg, bins, out_dir / f"{cfg.name}-{i:02d}", index=i, retries=retries, relay_bins=relay_bins)
         results.append(res)
         if on_result:
             on_result(res)
     return results
+
+
+def run_attempts(
+    cfg: RunConfig,
+    bins: ServerClient,
+    run_dir: Path,
+    *,
+    index: int = 0,
+    retries: int = 1,
+    relay_bins: RelayBinaries | None = None,
+    rejected_dir: Path | None = None,
+    extra_meta: dict[str, Any] | None = None,
+) -> RunResult:
+    """One run of ``cfg`` into ``run_dir``, redone up to ``retries`` times while it fails or the emulator is
+    late (each attempt with another seed); a bad attempt is moved to ``rejected_dir`` (default
+    ``run_dir.parent/_rejected``) as ``<run>-attemptK``. The last attempt stays, good or not."""
+    relay_bins = relay_bins or build_relay()
+    rejected_dir = rejected_dir if rejected_dir is not None else run_dir.parent / REJECTED
+    res: RunResult | None = None
+    redone: list[str] = []
+    for attempt in range(retries + 1):
+        res = run_once(
+            replace(cfg, seed=cfg.seed + attempt * 7919),
+            bins,
+            run_dir,
+            relay_bins=relay_bins,
+            index=index,
+            extra_meta=extra_meta,
+        )
+        if res.good:
+            break
+        if attempt < retries:
+            rejected = rejected_dir / f"{run_dir.name}-attempt{attempt}"
+            rejected.parent.mkdir(parents=True, exist_ok=True)
+            if rejected.exists():
+                shutil.rmtree(rejected)
+            os.replace(run_dir, rejected)
+            redone.append(f"{res.reason()} (kept in {rejected})")
+    assert res is not None
+    return replace(res, redone=tuple(redone))
 
 
 def _next_index(out_dir: Path, name: str) -> int:

@@ -6,6 +6,12 @@
 // {"ok":true,"plt_ms":...,"bytes":...,"objects":...,"proto":"h3"} or {"ok":false,"error":"..."}
 // (exit status 1). Additive: -log FILE keeps the client's own quicsm lines (discarded by default).
 //
+// 0-RTT: with -0rtt the client first loads the HTML over a warm-up connection to get a session ticket
+// and keeps that connection open (idle), then loads the page over a second connection that resumes the
+// session and sends its requests as 0-RTT data. plt_ms is the second connection's page load; the line
+// adds "zero_rtt":true, "warmup":1 (connections made before the page load, the first ones in the
+// server's log), "warmup_ms" and "resumed" (TLS resumption of the measured connection).
+//
 // Long flows: with -duration D the client loads the page, then keeps -parallel (at least 2) fetches of
 // the page's objects going back to back until D has passed since the start, cancels the ones still
 // running, and reports {"ok":true,"duration_ms":...,"bytes":...,"fetches":...,"goodput_mbps":...}: the
@@ -31,6 +37,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"github.com/quic-go/quic-go/http3"
 )
 
 // refs finds the sub-resources of a page: src= and href= attributes (the testbed page uses src).
@@ -50,6 +58,27 @@ type result struct {
 	DurationMs  float64 `json:"duration_ms,omitempty"`
 	Fetches     int     `json:"fetches,omitempty"`
 	GoodputMbps float64 `json:"goodput_mbps,omitempty"`
+	// -0rtt runs: the warm-up connection(s) made first and what they took; whether the measured
+	// connection resumed the TLS session.
+	ZeroRTT  bool    `json:"zero_rtt,omitempty"`
+	Warmup   int     `json:"warmup,omitempty"`
+	WarmupMs float64 `json:"warmup_ms,omitempty"`
+	Resumed  *bool   `json:"resumed,omitempty"`
+}
+
+// ticketCache is a session cache that signals when a ticket has been stored (the warm-up
+// connection's NewSessionTicket arrives after its handshake).
+type ticketCache struct {
+	tls.ClientSessionCache
+	once sync.Once
+	got  chan struct{}
+}
+
+func (c *ticketCache) Put(key string, cs *tls.ClientSessionState) {
+	c.ClientSessionCache.Put(key, cs)
+	if cs != nil {
+		c.once.Do(func() { close(c.got) })
+	}
 }
 
 func emit(r result) {
@@ -78,8 +107,11 @@ func pinned(pin string) func([][]byte, [][]*x509.Certificate) error {
 	}
 }
 
+// method is GET, or http3.MethodGet0RTT on a resumed connection (the request goes out as 0-RTT data).
+var method = http.MethodGet
+
 func get(ctx context.Context, client *http.Client, u string) (int64, string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
 	if err != nil {
 		return 0, "", err
 	}
@@ -118,7 +150,11 @@ func main() {
 	parallel := flag.Int("parallel", 0, "objects fetched at once (0 = all)")
 	logPath := flag.String("log", "", "file for the client's own quicsm log lines (default: discarded)")
 	duration := flag.Duration("duration", 0, "keep fetching the objects until this much time has passed (long flow)")
+	zeroRTT := flag.Bool("0rtt", false, "warm up a connection for a session ticket, then load the page with 0-RTT")
 	flag.Parse()
+	if *zeroRTT && *duration > 0 {
+		emit(result{Error: "-0rtt and -duration: 0-RTT is a page-load measure, give one"})
+	}
 	if *duration < 0 || (*duration > 0 && *duration >= *timeout) {
 		emit(result{Error: fmt.Sprintf("-duration %v must be positive and below -timeout %v", *duration, *timeout)})
 	}
@@ -146,14 +182,20 @@ func main() {
 	if !*insecure {
 		tlsConf.VerifyPeerCertificate = pinned(*pin)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	var warm warmup
+	if *zeroRTT {
+		warm = warmUp(ctx, tlsConf, page.String())
+		defer warm.rt.Close() // kept open (idle) until the end: its connection stays apart from the measured one
+		method = http3.MethodGet0RTT
+	}
 	rt := newTransport(tlsConf)
 	defer rt.Close()
 	client := &http.Client{Transport: rt}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
 
 	start := time.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, page.String(), nil)
+	req, err := http.NewRequestWithContext(ctx, method, page.String(), nil)
 	if err != nil {
 		emit(result{Error: err.Error()})
 	}
@@ -228,8 +270,40 @@ func main() {
 	if firstErr != nil {
 		emit(result{Error: firstErr.Error(), Objects: len(objs), Bytes: total})
 	}
-	emit(result{OK: true, PLTms: plt, Bytes: total, Objects: len(objs), Proto: proto, PageMs: pageMs,
-		QuicGo: quicGoVersion()})
+	r := result{OK: true, PLTms: plt, Bytes: total, Objects: len(objs), Proto: proto, PageMs: pageMs,
+		QuicGo: quicGoVersion()}
+	if *zeroRTT {
+		r.ZeroRTT, r.Warmup, r.WarmupMs = true, 1, warm.ms
+		if resp.TLS != nil {
+			r.Resumed = &resp.TLS.DidResume
+		}
+	}
+	emit(r)
+}
+
+type warmup struct {
+	rt interface{ Close() error }
+	ms float64
+}
+
+// warmUp loads the HTML over a first connection and waits (up to 2 s) for its session ticket, which
+// tlsConf's session cache then holds for the measured connection to resume with 0-RTT.
+func warmUp(ctx context.Context, tlsConf *tls.Config, page string) warmup {
+	cache := &ticketCache{ClientSessionCache: tls.NewLRUClientSessionCache(8), got: make(chan struct{})}
+	tlsConf.ClientSessionCache = cache
+	t0 := time.Now()
+	rt := newTransport(tlsConf.Clone())
+	if _, _, err := get(ctx, &http.Client{Transport: rt}, page); err != nil {
+		_ = rt.Close()
+		emit(result{Error: "warm-up connection: " + err.Error()})
+	}
+	select {
+	case <-cache.got:
+	case <-time.After(2 * time.Second):
+		_ = rt.Close()
+		emit(result{Error: "warm-up connection: the server sent no session ticket within 2 s (0-RTT impossible)"})
+	}
+	return warmup{rt: rt, ms: float64(time.Since(t0).Microseconds()) / 1000}
 }
 
 // stream fetches objs round-robin with n (at least 2) fetches in flight until d has passed since start,

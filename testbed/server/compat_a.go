@@ -12,8 +12,11 @@ import (
 	"github.com/quic-go/quic-go/http3"
 )
 
-func newServer(h http.Handler, tlsConf *tls.Config, qlogDir string) *http3.Server {
+func newServer(h http.Handler, tlsConf *tls.Config, qlogDir string, zeroRTT bool) *http3.Server {
 	conf := &quic.Config{}
 	setQlog(conf, qlogDir)
+	if zeroRTT {
+		allow0RTT(conf)
+	}
 	return &http3.Server{Handler: h, TLSConfig: tlsConf, QuicConfig: conf}
 }

@@ -6,7 +6,7 @@
 // from the quic-go source (quicsm.instrumentation.targets.quic_go.build_requirements).
 //
 // Interface (kept stable for quicsm/testbed): flags -addr HOST:PORT -objects N -size BYTES -log FILE
-// [-qlog DIR]; once listening it prints one JSON line to stdout:
+// [-qlog DIR] [-0rtt] (accept 0-RTT data from resumed clients); once listening it prints one JSON line to stdout:
 // {"ready":true,"addr":"...","spki":"<base64 SHA-256 of the certificate's SubjectPublicKeyInfo>",...}.
 // SIGTERM/SIGINT close the server and flush the log.
 package main
@@ -174,6 +174,7 @@ type readyLine struct {
 	Objects int    `json:"objects"`
 	Size    int    `json:"size"`
 	Qlog    bool   `json:"qlog"`
+	ZeroRTT bool   `json:"zero_rtt"`
 }
 
 func fail(format string, args ...interface{}) {
@@ -189,6 +190,7 @@ func main() {
 	size := flag.Int("size", 10000, "bytes per object")
 	logPath := flag.String("log", "", "file for the quicsm log lines and server messages (default stderr)")
 	qlogDir := flag.String("qlog", "", "directory for qlog files (where the quic-go version supports it)")
+	zeroRTT := flag.Bool("0rtt", false, "accept 0-RTT data from clients that resume a session")
 	flag.Parse()
 	if *objects < 0 || *size < 0 {
 		fmt.Fprintln(os.Stderr, "quicsm-server: -objects and -size must be >= 0")
@@ -239,11 +241,11 @@ func main() {
 		fail("listen %s: %v", *addr, err)
 	}
 	tlsConf := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}
-	srv := newServer(handler(*objects, *size), tlsConf, *qlogDir)
+	srv := newServer(handler(*objects, *size), tlsConf, *qlogDir, *zeroRTT)
 
 	ready, _ := json.Marshal(readyLine{
 		Ready: true, Addr: conn.LocalAddr().String(), SPKI: spki, QuicGo: quicGoVersion(),
-		Objects: *objects, Size: *size, Qlog: qlogSupported && *qlogDir != "",
+		Objects: *objects, Size: *size, Qlog: qlogSupported && *qlogDir != "", ZeroRTT: *zeroRTT,
 	})
 	log.Printf("quicsm-server: listening addr=%s objects=%d size=%d quic-go=%s pid=%d",
 		conn.LocalAddr(), *objects, *size, quicGoVersion(), os.Getpid())

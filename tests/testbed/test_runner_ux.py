@@ -104,7 +104,7 @@ def _fake_runs(monkeypatch: pytest.MonkeyPatch, results: list[RunResult]) -> Non
     import quicsm.cli.testbed_cmd as cmd
     import quicsm.testbed.runner as runner
 
-    monkeypatch.setattr(cmd, "_build", lambda cfg, **kw: None)
+    monkeypatch.setattr(cmd, "build_with_progress", lambda cfg, **kw: None)
 
     def run_many(cfg: Any, bins: Any, out: Path, *, runs: int, retries: int, on_result: Any) -> list[RunResult]:
         for r in results:

@@ -9,7 +9,9 @@ use of the registry. ``quicsm testbed run/matrix/build`` take ``--stack NAME`` f
 What a stack says about itself (class attributes) and does (methods):
 
 * ``name`` (``--stack``), ``implementation`` (what traces and ``meta.json`` call it), ``ccs`` (the
-  ``--cc`` values it takes), ``clients`` (``go``, ``chromium``), ``version_field`` (the
+  ``--cc`` values it takes), ``clients`` (``go``, ``chromium``), ``protocol`` and ``http_versions`` (the
+  HTTP versions its pages come over, its own first), ``zero_rtt`` and ``max_cwnd`` (whether runs may resume
+  with 0-RTT, rebuild the server with another maximum congestion window), ``version_field`` (the
   :class:`~quicsm.testbed.runner.RunConfig` field holding its version; ``stack_version`` by default,
   which ``--stack-version`` sets for every stack) and ``default_version``;
 * :meth:`Stack.versions` -- versions it has pinned patch sets for;
@@ -125,6 +127,13 @@ class Stack:
     """Whether the server can be rebuilt with a fixed packet-reordering threshold (``--packet-threshold``)."""
     target: ClassVar[str | None] = None
     """The patch target (:mod:`quicsm.instrumentation.targets`) of the stack's source, if it has one."""
+    protocol: ClassVar[str] = "h3"
+    """The HTTP version its pages come over unless a run asks for another of :attr:`http_versions`."""
+    http_versions: ClassVar[tuple[str, ...]] = ("h3",)
+    zero_rtt: ClassVar[bool] = False
+    """Whether its server accepts 0-RTT data from a resumed Go client (``RunConfig.zero_rtt``)."""
+    max_cwnd: ClassVar[bool] = False
+    """Whether its server can be rebuilt with another maximum congestion window (``RunConfig.max_cwnd``)."""
     qlog: ClassVar[bool] = False
     """Whether the server writes its own qlog when asked (``RunConfig.qlog``)."""
 
@@ -156,6 +165,22 @@ class Stack:
         if cfg.packet_threshold is not None and not self.packet_threshold:
             able = [s.name for s in all_stacks() if s.packet_threshold]
             raise TestbedError(f"packet threshold: only the {' and '.join(able)} server can be rebuilt with one")
+        if cfg.http is not None and cfg.http not in self.http_versions:
+            raise TestbedError(f"http {cfg.http!r} on {self.name}: choose {' or '.join(self.http_versions)}")
+        if cfg.zero_rtt and not self.zero_rtt:
+            able = [s.name for s in all_stacks() if s.zero_rtt]
+            raise TestbedError(
+                f"0-RTT: stack {self.name} does not resume with 0-RTT here (stacks that do: {', '.join(able)})"
+            )
+        if cfg.zero_rtt and cfg.client != "go":
+            raise TestbedError(
+                "0-RTT runs need the Go client (it makes the connection whose session ticket it resumes)"
+            )
+        if cfg.zero_rtt and cfg.duration_s is not None:
+            raise TestbedError("0-RTT is a page-load measure: give either zero_rtt or a duration (long flow)")
+        if cfg.max_cwnd is not None and not self.max_cwnd:
+            able = [s.name for s in all_stacks() if s.max_cwnd]
+            raise TestbedError(f"max cwnd: only the {' and '.join(able)} server can be rebuilt with one")
         own = getattr(cfg, self.version_field, None) if self.version_field != "stack_version" else None
         field_default = _field_default(self.version_field)
         if cfg.stack_version and own and own != field_default:
@@ -202,11 +227,12 @@ class Stack:
     def server_argv(self, cfg: RunConfig, bins: ServerClient, addr: str, log_path: Path) -> list[str]:
         """The server's command line (the testbed's Go server flags; other servers take the same)."""
         argv = [str(bins.server), "-addr", addr, "-objects", str(cfg.objects), "-size", str(cfg.size)]
-        return [*argv, "-log", str(log_path)]
+        return argv + ["-log", str(log_path), *(["-0rtt"] if cfg.zero_rtt else [])]
 
     def client_argv(self, cfg: RunConfig, bins: ServerClient, url: str, spki: str) -> list[str]:
         """The Go client's command line (the Chromium client is the runner's own)."""
         argv = [str(bins.client), "-url", url, "-spki", spki, "-timeout", f"{int(cfg.client_timeout_s)}s"]
+        argv += ["-0rtt"] if cfg.zero_rtt else []
         return argv + (["-duration", f"{cfg.duration_s:g}s"] if cfg.duration_s is not None else [])
 
     def session(self, ctx: RunContext) -> contextlib.AbstractContextManager[None]:

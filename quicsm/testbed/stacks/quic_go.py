@@ -25,6 +25,8 @@ class QuicGoStack(Stack):
     packet_threshold: ClassVar[bool] = True
     qlog: ClassVar[bool] = True
     target: ClassVar[str | None] = "quic-go"
+    zero_rtt: ClassVar[bool] = True
+    max_cwnd: ClassVar[bool] = True
 
     def pristine_source(self, version: str, *, progress: Progress | None = None) -> Source:
         from quicsm.testbed.build import MODULE, download_module
@@ -58,12 +60,21 @@ class QuicGoStack(Stack):
         version = self.version(cfg)
         chosen = resolve_set(self, version, cfg.cc, cfg.patch_set, progress=progress)
         ps = chosen.patch_set
-        if cfg.packet_threshold is not None:
-            from quicsm.testbed.threshold import build_threshold_server
+        if cfg.packet_threshold is not None and cfg.max_cwnd is not None:
+            from quicsm.errors import TestbedError
+
+            raise TestbedError("give a packet threshold or a max cwnd, not both (one rebuilt constant per server)")
+        if cfg.packet_threshold is not None or cfg.max_cwnd is not None:
+            from quicsm.testbed.threshold import build_max_cwnd_server, build_threshold_server
 
             base = build.build_binaries(version, cfg.cc, force=force, progress=progress, patch_set=ps)
-            res = build_threshold_server(version, cfg.cc, cfg.packet_threshold, patch_set=ps)
-            res_meta = {**base.meta, "packet_threshold": cfg.packet_threshold}
+            if cfg.packet_threshold is not None:
+                res = build_threshold_server(version, cfg.cc, cfg.packet_threshold, patch_set=ps)
+                res_meta = {**base.meta, "packet_threshold": cfg.packet_threshold}
+            else:
+                assert cfg.max_cwnd is not None
+                res = build_max_cwnd_server(version, cfg.cc, cfg.max_cwnd, patch_set=ps)
+                res_meta = {**base.meta, "max_cwnd": cfg.max_cwnd}
         else:
             res = build.build_binaries(version, cfg.cc, force=force, progress=progress, patch_set=ps)
             res_meta = dict(res.meta)

@@ -1,8 +1,9 @@
 """The kernel's TCP (Linux Cubic, Reno, BBR) behind a Go HTTP/2 + TLS 1.3 server (``testbed/tcp``),
 traced by :mod:`quicsm.testbed.ktrace`: bpftrace turns the server namespace's TCP events into the
 contract lines of ``server.log`` while the page loads. The page is loaded by the Go HTTP/2 client or
-by Chromium with QUIC off. It needs the IP-layer relay (emulator mode ``ip``): a TCP client dials the
-server itself."""
+by Chromium with QUIC off; with ``http = "h1"`` both speak HTTP/1.1 over TLS instead, over up to six
+connections as a browser does (Carlucci et al.'s third protocol). It needs the IP-layer relay (emulator
+mode ``ip``): a TCP client dials the server itself."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ class TcpStack(Stack):
     description: ClassVar[str] = "the kernel's TCP (cubic, reno, bbr) with HTTP/2 + TLS 1.3, traced with bpftrace"
     ccs: ClassVar[tuple[str, ...]] = ("cubic", "reno", "bbr")
     protocol: ClassVar[str] = "h2"
+    http_versions: ClassVar[tuple[str, ...]] = ("h2", "h1")
 
     def version(self, cfg: RunConfig) -> str:
         return platform.release()
@@ -68,9 +70,14 @@ class TcpStack(Stack):
 
         own_log = log_path.with_name("h2server.log")  # server.log is the tracer's
         tb = TcpBinaries(bins.server, bins.client)
-        return server_argv(
+        argv = server_argv(
             tb, addr=addr, objects=cfg.objects, size=cfg.size, cc=cfg.cc, tuning=TcpTuning(), log=own_log
         )
+        return argv + (["-http", "1.1"] if cfg.http_version == "h1" else [])
+
+    def client_argv(self, cfg: RunConfig, bins: ServerClient, url: str, spki: str) -> list[str]:
+        argv = super().client_argv(cfg, bins, url, spki)
+        return argv + (["-http", "1.1"] if cfg.http_version == "h1" else [])
 
     @contextlib.contextmanager
     def session(self, ctx: RunContext) -> Iterator[None]:

@@ -1,10 +1,12 @@
 // Command quicsm-h2client loads a testbed page over HTTP/2 + TLS 1.3 on TCP, as quicsm-client does
-// over HTTP/3: the HTML, then every object it references concurrently over one connection.
+// over HTTP/3: the HTML, then every object it references concurrently over one connection. With
+// -http 1.1 it speaks HTTP/1.1 over TLS instead, over up to six connections (a browser's limit per
+// origin), each carrying one request at a time.
 //
 // Interface (as quicsm-client's): flags -url https://HOST:PORT/ (-spki B64 | -insecure)
-// [-timeout 60s] [-parallel N] [-duration D]; prints one JSON line
-// {"ok":true,"plt_ms":...,"bytes":...,"objects":...,"proto":"HTTP/2.0"} or {"ok":false,"error":"..."}
-// (exit status 1).
+// [-timeout 60s] [-parallel N] [-duration D] [-http 2|1.1]; prints one JSON line
+// {"ok":true,"plt_ms":...,"bytes":...,"objects":...,"proto":"HTTP/2.0","conns":1} or
+// {"ok":false,"error":"..."} (exit status 1).
 //
 // Long flows, as quicsm-client: with -duration D the client loads the page, then keeps -parallel (at
 // least 2) fetches of the page's objects going back to back over the one connection until D has passed
@@ -24,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"os"
 	"regexp"
@@ -42,6 +45,8 @@ type result struct {
 	Error   string  `json:"error,omitempty"`
 	PageMs  float64 `json:"page_ms,omitempty"`
 	TLS     string  `json:"tls,omitempty"`
+	// Connections the page load opened (1 over HTTP/2; up to six over HTTP/1.1).
+	Conns int `json:"conns,omitempty"`
 	// -duration runs: time until the last fetch was cancelled, fetches completed, goodput over the run.
 	DurationMs  float64 `json:"duration_ms,omitempty"`
 	Fetches     int     `json:"fetches,omitempty"`
@@ -100,7 +105,11 @@ func main() {
 	timeout := flag.Duration("timeout", 60*time.Second, "limit for the whole page load")
 	parallel := flag.Int("parallel", 0, "objects fetched at once (0 = all)")
 	duration := flag.Duration("duration", 0, "keep fetching the objects until this much time has passed (long flow)")
+	httpVersion := flag.String("http", "2", "HTTP version: 2, or 1.1 (HTTP/1.1 over TLS, up to six connections)")
 	flag.Parse()
+	if *httpVersion != "2" && *httpVersion != "1.1" {
+		emit(result{Error: fmt.Sprintf("-http %q: expected 2 or 1.1", *httpVersion)})
+	}
 	if *duration < 0 || (*duration > 0 && *duration >= *timeout) {
 		emit(result{Error: fmt.Sprintf("-duration %v must be positive and below -timeout %v", *duration, *timeout)})
 	}
@@ -119,9 +128,24 @@ func main() {
 	var tlsVersion string
 	tr := &http.Transport{TLSClientConfig: tlsConf, ForceAttemptHTTP2: true, MaxConnsPerHost: 1,
 		DisableCompression: true}
+	if *httpVersion == "1.1" {
+		tlsConf.NextProtos = []string{"http/1.1"}
+		tr = &http.Transport{TLSClientConfig: tlsConf, ForceAttemptHTTP2: false, MaxConnsPerHost: 6,
+			MaxIdleConnsPerHost: 6, DisableCompression: true,
+			TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{}} // non-nil and empty: no HTTP/2
+	}
 	client := &http.Client{Transport: tr}
+	var conns sync.Map
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		conns.Store(info.Conn.LocalAddr().String(), true)
+	}})
+	countConns := func() int {
+		n := 0
+		conns.Range(func(_, _ any) bool { n++; return true })
+		return n
+	}
 
 	start := time.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, page.String(), nil)
@@ -161,7 +185,7 @@ func main() {
 			emit(result{Error: "-duration: the page references no object to fetch"})
 		}
 		r := stream(ctx, client, objs, start, *duration, *parallel, total)
-		r.Proto, r.PageMs, r.TLS = resp.Proto, pageMs, tlsVersion
+		r.Proto, r.PageMs, r.TLS, r.Conns = resp.Proto, pageMs, tlsVersion, countConns()
 		emit(r)
 		return // emit exits only on failure
 	}
@@ -197,7 +221,8 @@ func main() {
 	if firstErr != nil {
 		emit(result{Error: firstErr.Error(), Objects: len(objs), Bytes: total})
 	}
-	emit(result{OK: true, PLTms: plt, Bytes: total, Objects: len(objs), Proto: resp.Proto, PageMs: pageMs, TLS: tlsVersion})
+	emit(result{OK: true, PLTms: plt, Bytes: total, Objects: len(objs), Proto: resp.Proto, PageMs: pageMs, TLS: tlsVersion,
+		Conns: countConns()})
 }
 
 // stream fetches objs round-robin with n (at least 2) fetches in flight until d has passed since start,

@@ -3,7 +3,8 @@
 // and buffer settings a run asks for, so the kernel's TCP can be traced and compared with QUIC.
 //
 // Interface (as quicsm-server's): flags -addr HOST:PORT -objects N -size BYTES [-log FILE]
-// [-cc cubic|reno|bbr] [-pacing-rate BYTES_PER_S]; once listening it prints one JSON line
+// [-cc cubic|reno|bbr] [-pacing-rate BYTES_PER_S] [-http 2|1.1] (1.1: HTTP/1.1 over TLS only, no h2 in
+// ALPN); once listening it prints one JSON line
 // {"ready":true,"addr":"...","spki":"<base64 SHA-256 of the certificate's SPKI>","cc":"...",...}.
 // Every accepted connection is logged with its ports, controller and pacing cap.
 // SIGTERM/SIGINT close the server.
@@ -217,7 +218,12 @@ func main() {
 	logPath := flag.String("log", "", "file for server messages (default stderr)")
 	cc := flag.String("cc", "cubic", "TCP congestion control (a name in net.ipv4.tcp_available_congestion_control)")
 	pacing := flag.Int("pacing-rate", 0, "SO_MAX_PACING_RATE in bytes/s; > 0 also turns on internal TCP pacing")
+	httpVersion := flag.String("http", "2", "HTTP version: 2, or 1.1 (HTTP/1.1 over TLS only)")
 	flag.Parse()
+	if *httpVersion != "2" && *httpVersion != "1.1" {
+		fmt.Fprintf(os.Stderr, "quicsm-h2server: -http %q: expected 2 or 1.1\n", *httpVersion)
+		os.Exit(2)
+	}
 	if *objects < 0 || *size < 0 {
 		fmt.Fprintln(os.Stderr, "quicsm-h2server: -objects and -size must be >= 0")
 		os.Exit(2)
@@ -256,8 +262,14 @@ func main() {
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13, NextProtos: []string{"h2"}},
 		ErrorLog:  log.Default(),
 	}
+	proto := "h2"
+	if *httpVersion == "1.1" {
+		proto = "http/1.1"
+		srv.TLSConfig.NextProtos = []string{"http/1.1"}
+		srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){} // non-nil and empty: no HTTP/2
+	}
 	ready, _ := json.Marshal(map[string]any{"ready": true, "addr": ln.Addr().String(), "spki": spki, "cc": *cc,
-		"pacing_rate": *pacing, "objects": *objects, "size": *size, "proto": "h2"})
+		"pacing_rate": *pacing, "objects": *objects, "size": *size, "proto": proto})
 	log.Printf("quicsm-h2server: listening addr=%s objects=%d size=%d cc=%s pacing_rate=%d pid=%d",
 		ln.Addr(), *objects, *size, *cc, *pacing, os.Getpid())
 	fmt.Println(string(ready))
