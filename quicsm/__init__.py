@@ -63,6 +63,7 @@ SUBMODULES = (
     "files",
     "fleet",
     "formats",
+    "grids",
     "inference",
     "instrumentation",
     "pipeline",

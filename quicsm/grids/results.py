@@ -24,7 +24,7 @@ from quicsm.errors import InputError
 from quicsm.grids.execute import GRID_JSON
 from quicsm.grids.metrics import Metric, metric
 from quicsm.grids.spec import Cell, Grid, grid_from_data
-from quicsm.testbed.runner import read_meta
+from quicsm.testbed.runner import read_json_object, read_meta
 
 __all__ = [
     "CellResult",
@@ -69,17 +69,10 @@ class GridRuns:
 
 def load_grid_runs(out: Path | str) -> GridRuns:
     """Read ``out/grid.json`` and every planned run's ``meta.json`` (runs of other parameters are not taken)."""
-    import json
-
     out = Path(out)
     path = out / GRID_JSON
-    try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError(f"{out}: no {GRID_JSON} (not the output of `quicsm grid run`)") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
-    if not isinstance(doc, dict) or doc.get("format") != "quicsm-grid-run" or not isinstance(doc.get("data"), dict):
+    doc = read_json_object(path, f"no {GRID_JSON} (not the output of `quicsm grid run`)")
+    if doc.get("format") != "quicsm-grid-run" or not isinstance(doc.get("data"), dict):
         raise InputError(f"{path}: not a quicsm grid run record (format quicsm-grid-run)")
     src = doc.get("source")
     grid = grid_from_data(doc["data"], path=Path(src) if src else None, name=str(doc.get("name") or out.name))

@@ -46,6 +46,7 @@ __all__ = [
     "run_attempts",
     "labels_for",
     "read_meta",
+    "read_json_object",
     "LATE_P99_LIMIT_US",
     "REJECTED",
 ]
@@ -571,17 +572,24 @@ def _next_index(out_dir: Path, name: str) -> int:
     return max(taken) + 1 if taken else 0
 
 
-def read_meta(run_dir: Path) -> dict[str, Any]:
-    path = Path(run_dir) / "meta.json"
+def read_json_object(path: Path, missing: str) -> dict[str, Any]:
+    """A JSON file holding an object; one-line TestbedErrors: ``PATH: missing`` when it is not there, the
+    line of a syntax error, or that it holds no object."""
     try:
-        meta = json.loads(path.read_text())
+        doc = json.loads(Path(path).read_text())
     except FileNotFoundError:
-        raise TestbedError(f"{path}: no meta.json (not a testbed run directory)") from None
+        raise TestbedError(f"{path}: {missing}") from None
+    except UnicodeDecodeError as exc:
+        raise TestbedError(f"{path}: not UTF-8 text at byte {exc.start}") from None
     except json.JSONDecodeError as exc:
         raise TestbedError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
-    if not isinstance(meta, dict):
-        raise TestbedError(f"{path}: meta.json must hold a JSON object")
-    return meta
+    if not isinstance(doc, dict):
+        raise TestbedError(f"{path}: {Path(path).name} must hold a JSON object")
+    return doc
+
+
+def read_meta(run_dir: Path) -> dict[str, Any]:
+    return read_json_object(Path(run_dir) / "meta.json", "no meta.json (not a testbed run directory)")
 
 
 def labels_for(run_dir: Path | str) -> dict[str, str]:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from grid_fixtures import FakeTestbed
 
 from quicsm.errors import TestbedError
 from quicsm.grids.execute import run_grid, run_state
@@ -23,8 +24,8 @@ DATA: dict[str, Any] = {
 }
 
 
-def test_every_run_once_with_its_grid_block(tmp_path: Path, fake_testbed: Any) -> None:
-    tb = fake_testbed(lambda cfg, r: 100.0 + r)
+def test_every_run_once_with_its_grid_block(tmp_path: Path) -> None:
+    tb = FakeTestbed(lambda cfg, r: 100.0 + r)
     g = grid_from_data(DATA)
     events: list[Any] = []
     s = run_grid(g, tmp_path, build=tb.build, run=tb.run, on_event=events.append)
@@ -42,8 +43,8 @@ def test_every_run_once_with_its_grid_block(tmp_path: Path, fake_testbed: Any) -
     assert doc["format"] == "quicsm-grid-run" and list(doc["data"]["arms"]) == ["a", "b"]  # the file's order
 
 
-def test_resume_after_a_budget_and_an_interrupted_run(tmp_path: Path, fake_testbed: Any) -> None:
-    tb = fake_testbed(lambda cfg, r: 100.0)
+def test_resume_after_a_budget_and_an_interrupted_run(tmp_path: Path) -> None:
+    tb = FakeTestbed(lambda cfg, r: 100.0)
     g = grid_from_data(DATA)
     first = run_grid(g, tmp_path, build=tb.build, run=tb.run, budget_s=0.0)  # budget used up at once
     assert first.ran == 0 and not first.complete and first.left == 16 and "time budget" in first.stopped  # type: ignore[operator]
@@ -61,8 +62,8 @@ def test_resume_after_a_budget_and_an_interrupted_run(tmp_path: Path, fake_testb
     assert len(tb.calls) == 8 and all(c.endswith("-02") for c in tb.calls) and s.found_done == 16
 
 
-def test_a_changed_grid_is_refused_before_any_run(tmp_path: Path, fake_testbed: Any) -> None:
-    tb = fake_testbed(lambda cfg, r: 100.0)
+def test_a_changed_grid_is_refused_before_any_run(tmp_path: Path) -> None:
+    tb = FakeTestbed(lambda cfg, r: 100.0)
     run_grid(grid_from_data(DATA), tmp_path, build=tb.build, run=tb.run)
     changed = grid_from_data({**DATA, "base": {"rtt": 50}})
     tb.calls.clear()
@@ -71,9 +72,9 @@ def test_a_changed_grid_is_refused_before_any_run(tmp_path: Path, fake_testbed: 
     assert tb.calls == []
 
 
-def test_bad_runs_are_reported_and_redone_only_when_asked(tmp_path: Path, fake_testbed: Any) -> None:
+def test_bad_runs_are_reported_and_redone_only_when_asked(tmp_path: Path) -> None:
     g = grid_from_data(DATA)
-    tb = fake_testbed(lambda cfg, r: 100.0, bad={"rate-50_size-5KB/a-00"}, late_first={"rate-10_size-5KB/b-00"})
+    tb = FakeTestbed(lambda cfg, r: 100.0, bad={"rate-50_size-5KB/a-00"}, late_first={"rate-10_size-5KB/b-00"})
     s = run_grid(g, tmp_path, build=tb.build, run=tb.run)
     assert s.good == 15 and s.bad == [("rate-50_size-5KB/a-00", "client failed")]
     assert s.redone == [("rate-10_size-5KB/b-00", ("emulator late (kept in x)",))]
@@ -87,8 +88,8 @@ def test_bad_runs_are_reported_and_redone_only_when_asked(tmp_path: Path, fake_t
     assert (tmp_path / "_rejected" / "rate-50_size-5KB" / "a-00-bad0").is_dir()
 
 
-def test_builds_happen_once_per_binary_before_the_first_run(tmp_path: Path, fake_testbed: Any) -> None:
-    tb = fake_testbed(lambda cfg, r: 100.0)
+def test_builds_happen_once_per_binary_before_the_first_run(tmp_path: Path) -> None:
+    tb = FakeTestbed(lambda cfg, r: 100.0)
     order: list[str] = []
 
     def build(cfg: Any) -> Any:

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 from click.testing import CliRunner
+from grid_fixtures import FakeTestbed
 
 from quicsm.cli.main import cli
 from quicsm.grids.execute import run_grid
@@ -29,21 +30,21 @@ DATA: dict[str, Any] = {
 }
 
 
-def _make(tmp_path: Path, fake_testbed: Any) -> Path:
+def _make(tmp_path: Path) -> Path:
     rng = np.random.default_rng(5)
 
     def plt(cfg: Any, r: int) -> float:
         slow = 1.5 if (cfg.name == "mobile" and cfg.rate_mbps == 50) else 1.0  # mobile slower at 50 only
         return float(rng.normal(1000 * slow, 20))
 
-    tb = fake_testbed(plt, mobile_arm="mobile")
+    tb = FakeTestbed(plt, mobile_arm="mobile")
     out = tmp_path / "runs"
     run_grid(grid_from_data(DATA), out, build=tb.build, run=tb.run)
     return out
 
 
-def test_report_cli_writes_heatmaps_states_and_timelines(tmp_path: Path, fake_testbed: Any) -> None:
-    out = _make(tmp_path, fake_testbed)
+def test_report_cli_writes_heatmaps_states_and_timelines(tmp_path: Path) -> None:
+    out = _make(tmp_path)
     rep = tmp_path / "rep"
     res = CliRunner().invoke(cli, ["grid", "report", str(out), "-o", str(rep)])
     assert res.exit_code == 0, res.output
@@ -71,8 +72,8 @@ def test_report_cli_writes_heatmaps_states_and_timelines(tmp_path: Path, fake_te
     assert doc["runs"] == {"planned": 24, "made": 24, "good": 24} and len(doc["cells"][0]["values_a"]) == 6
 
 
-def test_report_options_override_the_file(tmp_path: Path, fake_testbed: Any) -> None:
-    out = _make(tmp_path, fake_testbed)
+def test_report_options_override_the_file(tmp_path: Path) -> None:
+    out = _make(tmp_path)
     runs = load_grid_runs(out)
     comp = compare_grid(runs, baseline="mobile", metric_name="goodput", correction="none", alpha=0.05)
     assert comp.baseline == "mobile" and comp.versus == ("desktop",) and comp.metric.name == "goodput"
@@ -87,8 +88,8 @@ def test_report_options_override_the_file(tmp_path: Path, fake_testbed: Any) -> 
     assert bad.exit_code != 0 and "tablet" in bad.output
 
 
-def test_median_run_and_partial_grids(tmp_path: Path, fake_testbed: Any) -> None:
-    out = _make(tmp_path, fake_testbed)
+def test_median_run_and_partial_grids(tmp_path: Path) -> None:
+    out = _make(tmp_path)
     runs = load_grid_runs(out)
     m = METRICS["plt"]
     rec = median_run(runs, "rate=50", "mobile", m)
@@ -100,8 +101,8 @@ def test_median_run_and_partial_grids(tmp_path: Path, fake_testbed: Any) -> None
     assert partial.missing == 3 and len(partial.values("rate=10", "mobile", m)) == 3
 
 
-def test_dry_run_lists_cells_and_what_is_done(tmp_path: Path, fake_testbed: Any) -> None:
-    out = _make(tmp_path, fake_testbed)
+def test_dry_run_lists_cells_and_what_is_done(tmp_path: Path) -> None:
+    out = _make(tmp_path)
     f = tmp_path / "g.toml"
     f.write_text(
         'name = "fig13grid"\ndescription = "synthetic page-load times over real fig13 logs"\nruns = 6\n'

@@ -76,7 +76,9 @@ def test_qlog_dir_beside_the_log() -> None:
 
 def test_max_cwnd_constant_rewrite() -> None:
     src = "package protocol\n\n// MaxCongestionWindowPackets is the maximum\nconst MaxCongestionWindowPackets = 10000\n"
-    assert "const MaxCongestionWindowPackets = 430\n" in set_constant(src, "MaxCongestionWindowPackets", 430, where="p.go")
+    assert "const MaxCongestionWindowPackets = 430\n" in set_constant(
+        src, "MaxCongestionWindowPackets", 430, where="p.go"
+    )
     block = "const (\n\tpacketThreshold = 3\n\ttimeThreshold = 9.0 / 8\n)\n"
     assert "\tpacketThreshold = 30\n" in set_constant(block, "packetThreshold", 30, where="s.go")
     with pytest.raises(TestbedError, match="p.go: expected one `MaxCongestionWindowPackets = N`"):
@@ -97,7 +99,9 @@ def test_scenario_keys_struct(tmp_path: Path) -> None:
     with pytest.raises(TestbedError, match="w: zero_rtt: expected `bool"):
         scenario_keys({"zero_rtt": "yes"}, where="w")
     f = tmp_path / "m.toml"
-    f.write_text('[defaults]\nrtt = "50ms"\nbuffer = "13kb"\n[[scenario]]\nname = "h1"\nstack = "tcp"\ncc = "cubic"\nhttp = "h1"\n')
+    f.write_text(
+        '[defaults]\nrtt = "50ms"\nbuffer = "13kb"\n[[scenario]]\nname = "h1"\nstack = "tcp"\ncc = "cubic"\nhttp = "h1"\n'
+    )
     (sc,) = load_matrix(f).scenarios
     assert (sc.config.rtt_ms, sc.config.queue, sc.config.http) == (50.0, "13kb", "h1")
     f.write_text('[defaults]\nruns = 0\n[[scenario]]\nname = "a"\n')

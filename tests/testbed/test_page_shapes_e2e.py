@@ -34,7 +34,9 @@ def _one(cfg: RunConfig, out: Path) -> tuple[dict, list]:  # type: ignore[type-a
 
 
 def test_http1_go_client_opens_several_traced_connections(tmp_path: Path) -> None:
-    cfg = RunConfig(stack="tcp", cc="cubic", http="h1", objects=12, size=200_000, rate_mbps=20, rtt_ms=20, late_limit_ms=20)
+    cfg = RunConfig(
+        stack="tcp", cc="cubic", http="h1", objects=12, size=200_000, rate_mbps=20, rtt_ms=20, late_limit_ms=20
+    )
     meta, traces = _one(cfg, tmp_path)
     client = meta["result"]["client"]
     assert client["proto"] == "HTTP/1.1" and client["objects"] == 12 and 2 <= client["conns"] <= 6

@@ -10,8 +10,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from quicsm.testbed.runner import RunConfig, RunResult
 from quicsm.testbed.stacks import Built
 
@@ -78,8 +76,3 @@ class FakeTestbed:
         (run_dir / "meta.json").write_text(json.dumps(meta))
         redone = ("emulator late (kept in x)",) if name in self.late_first else ()
         return RunResult(run_dir, ok, plt if ok else None, True, None if ok else "client failed", redone)
-
-
-@pytest.fixture
-def fake_testbed() -> Callable[..., FakeTestbed]:
-    return FakeTestbed
