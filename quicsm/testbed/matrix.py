@@ -109,6 +109,9 @@ class ScenarioKeys(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     ] = UNSET
     objects: Annotated[int | UnsetType, _d("Objects on the page.")] = UNSET
     size: Annotated[int | str | UnsetType, _d("Bytes per object (5KB, 10MB, 5000).")] = UNSET
+    page: Annotated[
+        str | UnsetType, _d("A page of mixed object sizes, 18x2.6KB+3x86.5KB, instead of objects x size.")
+    ] = UNSET
     quic_go_version: Annotated[str | UnsetType, _d("quic-go of the server and of the Go client.")] = UNSET
     version: Annotated[str | UnsetType, _d("Alias of quic_go_version.")] = UNSET
     stack: Annotated[str | UnsetType, _d("Server stack: quic-go, quiche, quinn, tcp, ... (testbed stacks).")] = UNSET

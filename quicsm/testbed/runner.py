@@ -141,6 +141,9 @@ class RunConfig:
     connections like a browser; stack ``tcp``). None: the stack's own (h3, or h2 for tcp)."""
     max_cwnd: int | None = None
     """Rebuild the server with this maximum congestion window in packets (IMC'17 Fig. 15's MACW)."""
+    page: str | None = None
+    """A page of objects of mixed sizes, ``18x2.6KB+3x86.5KB`` (Carlucci et al.'s pages), instead of
+    ``objects`` objects of ``size`` bytes (stacks whose server can: quic-go, tcp)."""
 
     def __post_init__(self) -> None:
         if self.client == "go" and "go" not in self.server_stack.clients:  # the default: the stack's own client
@@ -165,6 +168,8 @@ class RunConfig:
                 raise TestbedError("a duration (long flow) needs the Go client (--client go)")
         if not 0 < self.late_limit_ms <= 1000:
             raise TestbedError(f"late limit {self.late_limit_ms:g} ms: between 0 and 1000 ms")
+        if self.page is not None:
+            self.page_groups  # noqa: B018  (validates)
         if self.max_cwnd is not None and not 2 <= self.max_cwnd <= 1_000_000:
             raise TestbedError(f"max cwnd {self.max_cwnd}: between 2 and 1000000 packets")
 
@@ -218,9 +223,29 @@ class RunConfig:
             out["http"] = self.http_version
         if self.max_cwnd is not None:
             out["max_cwnd"] = str(self.max_cwnd)
+        if self.page is not None:
+            out["page"] = self.page.replace(" ", "")
         out.update(self.server_stack.labels(self))
         out.update(dict(self.labels))
         return out
+
+    @property
+    def page_groups(self) -> tuple[tuple[int, int], ...]:
+        """The page as (objects, bytes each) groups: ``page``'s, or ``objects`` x ``size``."""
+        if self.page is None:
+            return ((self.objects, self.size),)
+        groups = []
+        for part in self.page.replace(" ", "").split("+"):
+            m = re.fullmatch(r"(\d+)[x*](.+)", part)
+            if not m or int(m.group(1)) < 1:
+                raise TestbedError(f"page {self.page!r}: expected NxSIZE+NxSIZE, e.g. 18x2.6KB+3x86.5KB")
+            groups.append((int(m.group(1)), parse_size(m.group(2))))
+        return tuple(groups)
+
+    @property
+    def page_bytes(self) -> int:
+        """Bytes of all the page's objects."""
+        return sum(n * size for n, size in self.page_groups)
 
     @property
     def http_version(self) -> str:
@@ -491,7 +516,7 @@ def _run_client(
             work_dir=run_dir,
             preexec=preexec,
             timeout_s=cfg.client_timeout_s,
-            expect_bytes=cfg.objects * cfg.size,
+            expect_bytes=cfg.page_bytes,
             protocol=HTTP_PROTOCOLS[cfg.http_version],  # what DevTools must report for every response
         )
     child = emu.procs.start(

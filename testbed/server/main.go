@@ -5,6 +5,9 @@
 // compat*.go (http3 API) and qlog*.go (tracer API) files, chosen by build tags that quicsm reads
 // from the quic-go source (quicsm.instrumentation.targets.quic_go.build_requirements).
 //
+// Mixed pages (Carlucci et al.'s small/medium/large pages): -page N:S,N:S,... serves N objects of S bytes,
+// then the next group, instead of -objects/-size.
+//
 // Interface (kept stable for quicsm/testbed): flags -addr HOST:PORT -objects N -size BYTES -log FILE
 // [-qlog DIR] [-0rtt] (accept 0-RTT data from resumed clients); once listening it prints one JSON line to stdout:
 // {"ready":true,"addr":"...","spki":"<base64 SHA-256 of the certificate's SubjectPublicKeyInfo>",...}.
@@ -99,11 +102,11 @@ func selfSigned(host string) (tls.Certificate, string, error) {
 
 // page is the HTML that references the N objects as async scripts. (Not <img>: Chromium cancels an
 // image download as soon as the bytes fail to decode, so the page would load without the object.)
-func page(objects, size int) []byte {
+func page(sizes []int) []byte {
 	var b strings.Builder
-	fmt.Fprintf(&b, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>quicsm %d x %d B</title></head><body>\n",
-		objects, size)
-	for i := 0; i < objects; i++ {
+	fmt.Fprintf(&b, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>quicsm %d objects</title></head><body>\n",
+		len(sizes))
+	for i := range sizes {
 		fmt.Fprintf(&b, "<script async src=\"/obj/%d\"></script>\n", i)
 	}
 	b.WriteString("</body></html>\n")
@@ -123,9 +126,39 @@ func objectBody(size int) []byte {
 	return body
 }
 
-func handler(objects, size int) http.Handler {
-	index := page(objects, size)
-	body := objectBody(size)
+// pageSizes is the size of every object: -page groups N:S,... or -objects copies of -size.
+func pageSizes(spec string, objects, size int) ([]int, error) {
+	if spec == "" {
+		out := make([]int, objects)
+		for i := range out {
+			out[i] = size
+		}
+		return out, nil
+	}
+	var out []int
+	for _, part := range strings.Split(spec, ",") {
+		n, s, ok := strings.Cut(part, ":")
+		cnt, err1 := strconv.Atoi(n)
+		sz, err2 := strconv.Atoi(s)
+		if !ok || err1 != nil || err2 != nil || cnt < 0 || sz < 0 {
+			return nil, fmt.Errorf("-page %q: expected N:BYTES,N:BYTES,...", spec)
+		}
+		for i := 0; i < cnt; i++ {
+			out = append(out, sz)
+		}
+	}
+	return out, nil
+}
+
+func handler(sizes []int) http.Handler {
+	index := page(sizes)
+	bodies := map[int][]byte{}
+	for _, s := range sizes {
+		if bodies[s] == nil {
+			bodies[s] = objectBody(s)
+		}
+	}
+	objects := len(sizes)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
@@ -143,6 +176,7 @@ func handler(objects, size int) http.Handler {
 			http.NotFound(w, r)
 			return
 		}
+		body := bodies[sizes[i]]
 		w.Header().Set("Content-Type", "application/javascript")
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
@@ -188,6 +222,7 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:4433", "UDP address to listen on (port 0 picks one)")
 	objects := flag.Int("objects", 1, "number of objects on the page")
 	size := flag.Int("size", 10000, "bytes per object")
+	pageSpec := flag.String("page", "", "objects of mixed sizes N:BYTES,N:BYTES,... (instead of -objects/-size)")
 	logPath := flag.String("log", "", "file for the quicsm log lines and server messages (default stderr)")
 	qlogDir := flag.String("qlog", "", "directory for qlog files (where the quic-go version supports it)")
 	zeroRTT := flag.Bool("0rtt", false, "accept 0-RTT data from clients that resume a session")
@@ -241,11 +276,15 @@ func main() {
 		fail("listen %s: %v", *addr, err)
 	}
 	tlsConf := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}
-	srv := newServer(handler(*objects, *size), tlsConf, *qlogDir, *zeroRTT)
+	sizes, err := pageSizes(*pageSpec, *objects, *size)
+	if err != nil {
+		fail("%v", err)
+	}
+	srv := newServer(handler(sizes), tlsConf, *qlogDir, *zeroRTT)
 
 	ready, _ := json.Marshal(readyLine{
 		Ready: true, Addr: conn.LocalAddr().String(), SPKI: spki, QuicGo: quicGoVersion(),
-		Objects: *objects, Size: *size, Qlog: qlogSupported && *qlogDir != "", ZeroRTT: *zeroRTT,
+		Objects: len(sizes), Size: *size, Qlog: qlogSupported && *qlogDir != "", ZeroRTT: *zeroRTT,
 	})
 	log.Printf("quicsm-server: listening addr=%s objects=%d size=%d quic-go=%s pid=%d",
 		conn.LocalAddr(), *objects, *size, quicGoVersion(), os.Getpid())

@@ -69,6 +69,20 @@ def test_chromium_flags_per_http_version() -> None:
     assert "--origin-to-force-quic-on=o:1" in chromium_flags("o:1", "k", Path("/p"), "h3")
 
 
+def test_mixed_pages() -> None:
+    cfg = RunConfig(stack="tcp", cc="cubic", page="18x2.6KB+3x86.5KB")
+    assert cfg.page_groups == ((18, 2600), (3, 86500)) and cfg.page_bytes == 18 * 2600 + 3 * 86500
+    srv, _ = _argv(cfg)
+    assert srv[srv.index("-page") + 1] == "18:2600,3:86500" and cfg.label_dict()["page"] == "18x2.6KB+3x86.5KB"
+    srv, _ = _argv(RunConfig(cc="cubic", page="2x5KB"))
+    assert srv[srv.index("-page") + 1] == "2:5000"
+    assert RunConfig(objects=3, size=10).page_groups == ((3, 10),) and "-page" not in _argv(RunConfig())[0]
+    with pytest.raises(TestbedError, match="page '3 objects'"):
+        RunConfig(page="3 objects")
+    with pytest.raises(TestbedError, match="page: stack quiche serves N objects of one size"):
+        RunConfig(stack="quiche", cc="cubic", page="2x5KB")
+
+
 def test_qlog_dir_beside_the_log() -> None:
     srv, _ = _argv(RunConfig(cc="cubic", qlog=True))
     assert srv[srv.index("-qlog") + 1] == "/run/qlog"

@@ -47,11 +47,20 @@ def test_http1_go_client_opens_several_traced_connections(tmp_path: Path) -> Non
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="needs chromium")
 def test_http1_in_chromium(tmp_path: Path) -> None:
     cfg = RunConfig(
-        stack="tcp", cc="cubic", http="h1", client="chromium", objects=8, size=50_000, rtt_ms=20, late_limit_ms=20
+        stack="tcp", cc="cubic", http="h1", client="chromium", page="6x2.6KB+2x86.5KB", rtt_ms=20, late_limit_ms=20
     )
     meta, traces = _one(cfg, tmp_path)
-    assert meta["result"]["client"]["protocols"] == {"http/1.1": 9}  # the page and its eight objects
+    client = meta["result"]["client"]
+    assert client["protocols"] == {"http/1.1": 9}  # the page and its eight objects of two sizes
+    assert client["bytes"] >= 6 * 2600 + 2 * 86500
     assert len(traces) >= 2
+
+
+def test_mixed_page_over_quic(tmp_path: Path) -> None:
+    cfg = RunConfig(cc="cubic", page="5x1KB+2x300KB", rtt_ms=20, late_limit_ms=20)
+    meta, _ = _one(cfg, tmp_path)
+    client = meta["result"]["client"]
+    assert client["objects"] == 7 and client["bytes"] >= 5 * 1000 + 2 * 300_000
 
 
 def test_max_cwnd_holds_the_sender(tmp_path: Path) -> None:

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from quicsm.testbed.procs import ProcGroup
     from quicsm.testbed.runner import RunConfig, ServerClient
 
-__all__ = ["Built", "Progress", "RunContext", "Source", "Stack", "all_stacks", "get", "names", "register"]
+__all__ = ["Built", "Progress", "RunContext", "Source", "Stack", "all_stacks", "get", "names", "page_flag", "register"]
 
 Progress = Callable[[str], None]
 
@@ -136,6 +136,8 @@ class Stack:
     """Whether its server can be rebuilt with another maximum congestion window (``RunConfig.max_cwnd``)."""
     qlog: ClassVar[bool] = False
     """Whether the server writes its own qlog when asked (``RunConfig.qlog``)."""
+    pages: ClassVar[bool] = False
+    """Whether its server serves pages of mixed object sizes (``RunConfig.page``, the ``-page`` flag)."""
 
     # ---- versions and checks ----------------------------------------------------------------------
     def normalize_version(self, version: str) -> str:
@@ -178,6 +180,9 @@ class Stack:
             )
         if cfg.zero_rtt and cfg.duration_s is not None:
             raise TestbedError("0-RTT is a page-load measure: give either zero_rtt or a duration (long flow)")
+        if cfg.page is not None and not self.pages:
+            able = [s.name for s in all_stacks() if s.pages]
+            raise TestbedError(f"page: stack {self.name} serves N objects of one size (mixed pages: {', '.join(able)})")
         if cfg.max_cwnd is not None and not self.max_cwnd:
             able = [s.name for s in all_stacks() if s.max_cwnd]
             raise TestbedError(f"max cwnd: only the {' and '.join(able)} server can be rebuilt with one")
@@ -227,7 +232,8 @@ class Stack:
     def server_argv(self, cfg: RunConfig, bins: ServerClient, addr: str, log_path: Path) -> list[str]:
         """The server's command line (the testbed's Go server flags; other servers take the same)."""
         argv = [str(bins.server), "-addr", addr, "-objects", str(cfg.objects), "-size", str(cfg.size)]
-        return argv + ["-log", str(log_path), *(["-0rtt"] if cfg.zero_rtt else [])]
+        argv += ["-log", str(log_path), *(["-0rtt"] if cfg.zero_rtt else [])]
+        return argv + page_flag(cfg)
 
     def client_argv(self, cfg: RunConfig, bins: ServerClient, url: str, spki: str) -> list[str]:
         """The Go client's command line (the Chromium client is the runner's own)."""
@@ -246,6 +252,13 @@ class Stack:
     def run_meta(self, cfg: RunConfig, bins: ServerClient, ready: Mapping[str, Any]) -> dict[str, Any]:
         """Entries for the ``versions`` block of ``meta.json`` (``ready`` is the server's ready line)."""
         return {}
+
+
+def page_flag(cfg: RunConfig) -> list[str]:
+    """``-page N:BYTES,...`` for a page of mixed object sizes (the Go servers' flag), else nothing."""
+    if cfg.page is None:
+        return []
+    return ["-page", ",".join(f"{n}:{size}" for n, size in cfg.page_groups)]
 
 
 def with_go_client(stack: Stack, cfg: RunConfig, server: Any, progress: Progress | None, **meta: Any) -> Built:

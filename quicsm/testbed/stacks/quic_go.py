@@ -27,6 +27,7 @@ class QuicGoStack(Stack):
     target: ClassVar[str | None] = "quic-go"
     zero_rtt: ClassVar[bool] = True
     max_cwnd: ClassVar[bool] = True
+    pages: ClassVar[bool] = True
 
     def pristine_source(self, version: str, *, progress: Progress | None = None) -> Source:
         from quicsm.testbed.build import MODULE, download_module

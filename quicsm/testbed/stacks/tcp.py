@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from quicsm.errors import TestbedError
-from quicsm.testbed.stacks import Built, Progress, RunContext, Stack, register
+from quicsm.testbed.stacks import Built, Progress, RunContext, Stack, page_flag, register
 
 if TYPE_CHECKING:
     from quicsm.testbed.runner import RunConfig, ServerClient
@@ -30,6 +30,7 @@ class TcpStack(Stack):
     ccs: ClassVar[tuple[str, ...]] = ("cubic", "reno", "bbr")
     protocol: ClassVar[str] = "h2"
     http_versions: ClassVar[tuple[str, ...]] = ("h2", "h1")
+    pages: ClassVar[bool] = True
 
     def version(self, cfg: RunConfig) -> str:
         return platform.release()
@@ -73,7 +74,7 @@ class TcpStack(Stack):
         argv = server_argv(
             tb, addr=addr, objects=cfg.objects, size=cfg.size, cc=cfg.cc, tuning=TcpTuning(), log=own_log
         )
-        return argv + (["-http", "1.1"] if cfg.http_version == "h1" else [])
+        return argv + (["-http", "1.1"] if cfg.http_version == "h1" else []) + page_flag(cfg)
 
     def client_argv(self, cfg: RunConfig, bins: ServerClient, url: str, spki: str) -> list[str]:
         argv = super().client_argv(cfg, bins, url, spki)

@@ -2,7 +2,8 @@
 //! testbed/server (Go): `/` is an HTML page with N `<script async src="/obj/i">` tags, `/obj/i` is S bytes
 //! of a valid empty script. A self-signed certificate is made at start; its SPKI hash goes into the
 //! one JSON ready line on stdout, like the Go server. The congestion controller is chosen per run
-//! (`--cc reno|cubic|bbr2`); the patched quiche prints the quicsm log lines on stderr.
+//! (`--cc reno|cubic|bbr2`); the patched quiche prints the quicsm log lines on stderr. With `--0rtt` it
+//! accepts early data from clients that resume a session (their session tickets are this process's).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -20,6 +21,7 @@ struct Args {
     size: usize,
     cc: String,
     log: Option<String>,
+    zero_rtt: bool,
 }
 
 fn usage_error(msg: &str) -> ! {
@@ -34,9 +36,14 @@ fn parse_args() -> Args {
         size: 10000,
         cc: "cubic".into(),
         log: None,
+        zero_rtt: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
+        if flag.trim_start_matches('-') == "0rtt" {
+            a.zero_rtt = true;
+            continue;
+        }
         let mut value = || it.next().unwrap_or_else(|| usage_error(&format!("{flag} needs a value")));
         match flag.trim_start_matches('-') {
             "addr" => a.addr = value(),
@@ -44,7 +51,7 @@ fn parse_args() -> Args {
             "size" => a.size = value().parse().unwrap_or_else(|_| usage_error("--size: not a number")),
             "cc" => a.cc = value(),
             "log" => a.log = Some(value()),
-            _ => usage_error(&format!("unknown flag {flag} (known: --addr --objects --size --cc --log)")),
+            _ => usage_error(&format!("unknown flag {flag} (known: --addr --objects --size --cc --log --0rtt)")),
         }
     }
     a
@@ -257,14 +264,18 @@ fn main() {
     config.set_disable_active_migration(true);
     config.enable_pacing(true);
     config.set_cc_algorithm_name(cc).expect("congestion controller");
+    if args.zero_rtt {
+        config.enable_early_data();
+    }
     let h3_config = quiche::h3::Config::new().expect("h3 config");
 
     println!(
-        "{{\"ready\":true,\"addr\":\"{local}\",\"spki\":\"{spki}\",\"stack\":\"quiche\",\"quiche\":\"{}\",\"cc\":\"{}\",\"objects\":{},\"size\":{}}}",
+        "{{\"ready\":true,\"addr\":\"{local}\",\"spki\":\"{spki}\",\"stack\":\"quiche\",\"quiche\":\"{}\",\"cc\":\"{}\",\"objects\":{},\"size\":{},\"zero_rtt\":{}}}",
         quiche_version(),
         args.cc,
         args.objects,
-        args.size
+        args.size,
+        args.zero_rtt
     );
     eprintln!("quicsm-quiche-server: listening addr={local} cc={} objects={} size={}", args.cc, args.objects, args.size);
 

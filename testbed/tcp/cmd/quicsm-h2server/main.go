@@ -2,7 +2,7 @@
 // over HTTP/3) over HTTP/2 + TLS 1.3 on the kernel's TCP, with the congestion controller, pacing
 // and buffer settings a run asks for, so the kernel's TCP can be traced and compared with QUIC.
 //
-// Interface (as quicsm-server's): flags -addr HOST:PORT -objects N -size BYTES [-log FILE]
+// Interface (as quicsm-server's): flags -addr HOST:PORT -objects N -size BYTES [-page N:S,N:S,...] [-log FILE]
 // [-cc cubic|reno|bbr] [-pacing-rate BYTES_PER_S] [-http 2|1.1] (1.1: HTTP/1.1 over TLS only, no h2 in
 // ALPN); once listening it prints one JSON line
 // {"ready":true,"addr":"...","spki":"<base64 SHA-256 of the certificate's SPKI>","cc":"...",...}.
@@ -74,11 +74,11 @@ func selfSigned(host string) (tls.Certificate, string, error) {
 }
 
 // page references the N objects as async scripts (Chromium loads them all; see quicsm-server).
-func page(objects, size int) []byte {
+func page(sizes []int) []byte {
 	var b strings.Builder
-	fmt.Fprintf(&b, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>quicsm %d x %d B</title></head><body>\n",
-		objects, size)
-	for i := 0; i < objects; i++ {
+	fmt.Fprintf(&b, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>quicsm %d objects</title></head><body>\n",
+		len(sizes))
+	for i := range sizes {
 		fmt.Fprintf(&b, "<script async src=\"/obj/%d\"></script>\n", i)
 	}
 	b.WriteString("</body></html>\n")
@@ -114,8 +114,33 @@ func writeObject(w http.ResponseWriter, size int) {
 	}
 }
 
-func handler(objects, size int) http.Handler {
-	index := page(objects, size)
+// pageSizes is the size of every object: -page groups N:S,... (mixed pages), or -objects copies of -size.
+func pageSizes(spec string, objects, size int) ([]int, error) {
+	if spec == "" {
+		out := make([]int, objects)
+		for i := range out {
+			out[i] = size
+		}
+		return out, nil
+	}
+	var out []int
+	for _, part := range strings.Split(spec, ",") {
+		n, s, ok := strings.Cut(part, ":")
+		cnt, err1 := strconv.Atoi(n)
+		sz, err2 := strconv.Atoi(s)
+		if !ok || err1 != nil || err2 != nil || cnt < 0 || sz < 0 {
+			return nil, fmt.Errorf("-page %q: expected N:BYTES,N:BYTES,...", spec)
+		}
+		for i := 0; i < cnt; i++ {
+			out = append(out, sz)
+		}
+	}
+	return out, nil
+}
+
+func handler(sizes []int) http.Handler {
+	index := page(sizes)
+	objects := len(sizes)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
@@ -135,8 +160,8 @@ func handler(objects, size int) http.Handler {
 		}
 		w.Header().Set("Content-Type", "application/javascript")
 		w.Header().Set("Cache-Control", "no-store")
-		w.Header().Set("Content-Length", strconv.Itoa(size))
-		writeObject(w, size)
+		w.Header().Set("Content-Length", strconv.Itoa(sizes[i]))
+		writeObject(w, sizes[i])
 	})
 	return mux
 }
@@ -215,6 +240,7 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:4433", "TCP address to listen on")
 	objects := flag.Int("objects", 1, "number of objects on the page")
 	size := flag.Int("size", 10000, "bytes per object")
+	pageSpec := flag.String("page", "", "objects of mixed sizes N:BYTES,N:BYTES,... (instead of -objects/-size)")
 	logPath := flag.String("log", "", "file for server messages (default stderr)")
 	cc := flag.String("cc", "cubic", "TCP congestion control (a name in net.ipv4.tcp_available_congestion_control)")
 	pacing := flag.Int("pacing-rate", 0, "SO_MAX_PACING_RATE in bytes/s; > 0 also turns on internal TCP pacing")
@@ -238,6 +264,10 @@ func main() {
 		log.SetOutput(f)
 	}
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
+	sizes, err := pageSizes(*pageSpec, *objects, *size)
+	if err != nil {
+		fail("%v", err)
+	}
 	host, _, err := net.SplitHostPort(*addr)
 	if err != nil {
 		fail("bad -addr %q: %v", *addr, err)
@@ -258,7 +288,7 @@ func main() {
 		fail("listen %s: %v", *addr, err)
 	}
 	srv := &http.Server{
-		Handler:   handler(*objects, *size),
+		Handler:   handler(sizes),
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13, NextProtos: []string{"h2"}},
 		ErrorLog:  log.Default(),
 	}
@@ -269,7 +299,7 @@ func main() {
 		srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){} // non-nil and empty: no HTTP/2
 	}
 	ready, _ := json.Marshal(map[string]any{"ready": true, "addr": ln.Addr().String(), "spki": spki, "cc": *cc,
-		"pacing_rate": *pacing, "objects": *objects, "size": *size, "proto": proto})
+		"pacing_rate": *pacing, "objects": len(sizes), "size": *size, "proto": proto})
 	log.Printf("quicsm-h2server: listening addr=%s objects=%d size=%d cc=%s pacing_rate=%d pid=%d",
 		ln.Addr(), *objects, *size, *cc, *pacing, os.Getpid())
 	fmt.Println(string(ready))
