@@ -38,7 +38,9 @@ def _event_line(ev: Any) -> str | None:
     state = "ok" if res.good else f"BAD ({res.reason()})"
     again = f" [redone {len(res.redone)}x]" if res.redone else ""
     eta = f", ~{format_duration(ev.eta_s)} left" if ev.eta_s is not None else ""
-    return (
+    from quicsm.textsafe import terminal
+
+    return terminal(
         f"[{ev.position:>{len(str(ev.total))}}/{ev.total}] {ev.planned.cell.id} {ev.planned.arm} "
         f"#{ev.planned.round:02d}: {state}, {m}{again} ({format_duration(ev.elapsed_s)}{eta})"
     )

@@ -14,10 +14,10 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from html import escape
 
 from quicsm.grids.results import CellResult, GridComparison
 from quicsm.grids.spec import Axis, Grid, value_text
+from quicsm.textsafe import html as escape
 
 __all__ = [
     "NOT_SIGNIFICANT",

@@ -37,6 +37,7 @@ from quicsm.grids.metrics import Metric
 from quicsm.grids.results import CellResult, GridComparison, GridRuns, RunRecord
 from quicsm.grids.spec import Cell, value_text
 from quicsm.grids.timeline import cwnd_timeline_svg, cwnd_trace, run_traces
+from quicsm.textsafe import csv_cell, html_value, md_name, terminal
 
 __all__ = ["CellStates", "GridReport", "cell_states", "median_run", "write_report"]
 
@@ -51,9 +52,9 @@ class StateDiff:
     p_corrected: float | None
     significant: bool
 
-    def text(self) -> str:
+    def text(self, name: Callable[[str], str] = terminal) -> str:
         star = "*" if self.significant else ""
-        return f"{self.state} {100 * self.difference:+.1f} pp{star}"
+        return f"{name(self.state)} {100 * self.difference:+.1f} pp{star}"
 
 
 @dataclass(slots=True)
@@ -68,12 +69,15 @@ class CellStates:
     comparison: Comparison | None = field(default=None, repr=False)
     error: str | None = None
 
-    def explanation(self, limit: int = 3) -> str:
-        """The largest differences in time share, significant ones first: ``Recovery +12.3 pp*``."""
+    def explanation(self, limit: int = 3, name: Callable[[str], str] = terminal) -> str:
+        """The largest differences in time share, significant ones first: ``Recovery +12.3 pp*``; state
+        names written by ``name`` (made safe for where the text goes)."""
         if self.error:
-            return self.error
+            return terminal(self.error)
         ranked = sorted(self.diffs, key=lambda d: (not d.significant, -abs(d.difference)))
-        return ", ".join(d.text() for d in ranked[:limit] if abs(d.difference) >= 0.005) or "no difference in states"
+        return (
+            ", ".join(d.text(name) for d in ranked[:limit] if abs(d.difference) >= 0.005) or "no difference in states"
+        )
 
 
 def _arm_set(runs: GridRuns, cell: Cell, arm: str) -> TraceSet:
@@ -153,6 +157,7 @@ def _cell_row(r: CellResult, m: Metric, st: CellStates | None) -> dict[str, Any]
         "significant": r.significant,
         "note": r.test.note,
         "states": st.explanation() if st else "",
+        "states_md": st.explanation(name=lambda t: md_name(t, in_table=True)) if st else "",
         "a_text": f"{_fmt(m, r.mean_a)}" + (f" ± {_fmt(m, r.sd_a)}" if r.sd_a is not None else ""),
         "b_text": f"{_fmt(m, r.mean_b)}" + (f" ± {_fmt(m, r.sd_b)}" if r.sd_b is not None else ""),
         "diff_text": _pct(r.diff_pct),
@@ -182,7 +187,7 @@ def _csv(rows: Sequence[dict[str, Any]]) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(cols)
     for row in rows:
-        w.writerow(["" if row[c] is None else row[c] for c in cols])
+        w.writerow(["" if row[c] is None else (csv_cell(row[c]) if isinstance(row[c], str) else row[c]) for c in cols])
     return buf.getvalue()
 
 
@@ -210,8 +215,8 @@ def _markdown(runs: GridRuns, comp: GridComparison, rows: Sequence[dict[str, Any
     for row in rows:
         star = " *" if row["significant"] else ""
         lines.append(
-            f"| {row['cell']} | {row['a_text']} (n={row['n_a']}) | {row['versus']} | {row['b_text']} (n={row['n_b']}) "
-            f"| {row['diff_text']}{star} | {row['p_text']} | {row['q_text']} | {row['states']} |"
+            f"| {md_name(row['cell'], in_table=True)} | {row['a_text']} (n={row['n_a']}) | {md_name(row['versus'], in_table=True)} "
+            f"| {row['b_text']} (n={row['n_b']}) | {row['diff_text']}{star} | {row['p_text']} | {row['q_text']} | {row['states_md']} |"
         )
     lines += [
         "",
@@ -225,7 +230,10 @@ def _markdown(runs: GridRuns, comp: GridComparison, rows: Sequence[dict[str, Any
 @lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
     return jinja2.Environment(
-        loader=jinja2.PackageLoader("quicsm.grids", "templates"), autoescape=True, undefined=jinja2.StrictUndefined
+        loader=jinja2.PackageLoader("quicsm.grids", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        finalize=html_value,
     )
 
 
@@ -318,7 +326,7 @@ def write_report(
         "correction": comp.correction,
         "runs": {"planned": len(g.plan()), "made": len(runs.records), "good": sum(r.good for r in runs.records)},
         "cells": [
-            {k: v for k, v in row.items() if not k.endswith("_text") and k != "anchor"}
+            {k: v for k, v in row.items() if not k.endswith("_text") and k not in ("anchor", "states_md")}
             | {"values_a": list(r.a), "values_b": list(r.b)}
             for row, r in zip(rows_out, comp.cells)
         ],

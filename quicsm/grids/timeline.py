@@ -11,11 +11,11 @@ cwnd values (one per state change for patched QUIC senders, on every change for 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from html import escape
 from pathlib import Path
 from typing import Any
 
 from quicsm.compare.svg import downsample, nice_ticks, state_colour, step_path
+from quicsm.textsafe import html as escape
 from quicsm.traces import StateView, Trace, parse_inputs
 
 __all__ = ["ARM_COLOURS", "cwnd_timeline_svg", "cwnd_trace", "run_traces", "warmup_count"]

@@ -125,3 +125,17 @@ def test_metrics_read_meta() -> None:
     assert METRICS["loss_ratio"].value(meta) == 30 / 1000
     long_flow = {"params": {"rate_mbps": 10.0}, "result": {"plt_ms": 1.0, "client": {"goodput_mbps": 9.5}}}
     assert METRICS["goodput"].value(long_flow) == 9.5 and METRICS["loss_ratio"].value(long_flow) is None
+
+
+def test_state_names_from_logs_are_made_safe(tmp_path: Path) -> None:
+    out = _make(tmp_path)
+    for log in out.glob("rate-50/mobile-*/server.log"):  # a hostile state name where the throttled client's was
+        log.write_bytes(log.read_bytes().replace(b"ApplicationLimited", b"=App\x1b]0;x\x07|Limited"))
+    rep = tmp_path / "rep"
+    res = CliRunner().invoke(cli, ["grid", "report", str(out), "-o", str(rep), "--no-diagrams"])
+    assert res.exit_code == 0, res.output
+    for name in ("cells.csv", "report.md", "report.html", "grid-report.json"):
+        assert "\x1b" not in (rep / name).read_text() and "\x07" not in (rep / name).read_text(), name
+    rows = {r["cell"]: r for r in csv.DictReader((rep / "cells.csv").open())}
+    assert rows["rate=50"]["states"].startswith("'=App\\x1b]0;x\\x07|Limited +")  # no formula, controls shown
+    assert "`=App\\x1b]0;x\\x07\\|Limited`" in (rep / "report.md").read_text()  # a code span in the table
