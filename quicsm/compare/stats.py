@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import _ufuncs, ndtr, stdtr
+from scipy.special import _ufuncs, ndtr, ndtri, stdtr
 
 __all__ = [
     "CORRECTIONS",
@@ -373,10 +373,24 @@ def correct(pvalues: Sequence[float | None], method: str = "holm") -> list[float
     return out
 
 
+BOOTSTRAP_MAX_N = 20_000
+"""Connections in a set above which the CI of a mean is the normal one (mean +- z sd / sqrt(n)), not
+the bootstrap's: resampling costs ``resamples`` x n draws (2 x 10^6 connections kept compare busy for
+minutes), and from this n on the two differ by about 10^-4 of a share (Beta(2,5) shares, n = 20,000:
+5e-5 to 1.5e-5 against a width of 4.4e-3), under the 0.1 points the reports print."""
+
+
+def _normal_mean_ci(x: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+    half = float(ndtri(0.5 + confidence / 2.0)) * x.std(0, ddof=1) / np.sqrt(len(x))
+    mean = x.mean(0)
+    return np.maximum(mean - half, x.min(0)), np.minimum(mean + half, x.max(0))
+
+
 def bootstrap_mean_ci(
     x: np.ndarray, *, resamples: int = 2000, confidence: float = 0.95, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Percentile bootstrap CI of the column means of ``x`` (connections x states).
+    """Percentile bootstrap CI of the column means of ``x`` (connections x states); above
+    :data:`BOOTSTRAP_MAX_N` connections the normal interval, which the bootstrap's converges to.
 
     Each resample draws n row indices uniformly with replacement (``rng.integers``), counts them with one
     ``bincount`` over a block of resamples and takes the weighted means as a float matrix product (BLAS).
@@ -391,6 +405,8 @@ def bootstrap_mean_ci(
     if n == 1 or resamples <= 0:
         return x.mean(0), x.mean(0)
     xf = np.asarray(x, np.float64)
+    if n > BOOTSTRAP_MAX_N:
+        return _normal_mean_ci(xf, confidence)
     means = np.empty((resamples, s))
     chunk = max(1, min(resamples, (1 << 19) // n))
     offsets = np.arange(chunk, dtype=np.int64)[:, None] * n

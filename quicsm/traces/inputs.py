@@ -192,8 +192,14 @@ def expand_input(arg: str) -> list[str]:
         if not found:
             raise InputError(f"{arg}: no file matches")
         return found
-    if not os.path.exists(arg):
-        raise InputError(f"{arg}: no such file")
+    try:
+        mode = os.stat(arg).st_mode
+    except FileNotFoundError:
+        raise InputError(f"{arg}: no such file") from None
+    except OSError as exc:
+        raise InputError(f"{arg}: cannot open ({exc.strerror})") from None
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):  # /dev/zero, /dev/urandom, a disk: endless or not a log
+        raise InputError(f"{arg}: a device, not a file (give - to read stdin)")
     return [arg]
 
 
@@ -493,8 +499,8 @@ def _sidecar_in(folder: str) -> TraceMeta:
     )
 
 
-MAX_LISTED = 10_000_000
-"""Inputs ``--files-from`` may name (10^6 files is the largest run measured; each path costs ~100 bytes)."""
+MAX_LISTED = 4_000_000
+"""Inputs ``--files-from`` may name: 4x the largest run measured (10^6 files); a path held costs ~100 bytes."""
 MAX_PATH_BYTES = 4096
 """Longest line of a ``--files-from`` list (Linux's PATH_MAX)."""
 

@@ -1,0 +1,142 @@
+"""Resource bombs: each input finishes or fails cleanly within a memory limit and a time limit.
+
+The same bombs, their limits and why, are in docs/limits.md; a row there names the test here. Each runs
+the CLI as a user does, in a child process inside a cgroup memory limit (tests/bombs/bounded.py). Slow
+lane: each writes or streams up to a few GB.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import zlib
+from pathlib import Path
+
+import pytest
+from bounded import needs_cgroup, one_line_error, run_bounded
+
+pytestmark = [pytest.mark.slow, needs_cgroup]
+
+MEMORY_MB = 1024
+"""Every bomb runs under 1 GiB: quicsm's own start-up takes ~120 MiB, a real run of 10^5 qlogs ~300 MiB."""
+
+
+def gzip_bomb(path: Path, chunk: bytes, total: int) -> Path:
+    """``total`` bytes of ``chunk`` repeated, gzip level 9, written as it is compressed (1 GB -> ~1 MB)."""
+    comp = zlib.compressobj(9, zlib.DEFLATED, 31)
+    block = chunk * max(1, (1 << 24) // len(chunk))
+    with open(path, "wb") as fh:
+        left = total
+        while left > 0:
+            part = block[: min(left, len(block))]
+            fh.write(comp.compress(part))
+            left -= len(part)
+        fh.write(comp.flush())
+    return path
+
+
+def _line(conn: str, t: int, frm: str, to: str) -> bytes:
+    return f"QUICSM v=1 conn={conn} t_us={t} cc=cubic from={frm} to={to} cwnd=10\n".encode()
+
+
+@pytest.mark.parametrize(
+    ("name", "chunk"),
+    [("zeros", b"\0"), ("one-endless-line", b"a"), ("newlines", b"\n"), ("untagged-lines", b"a log line\n")],
+)
+def test_gzip_bombs_of_text_stream_in_bounded_memory(tmp_path: Path, name: str, chunk: bytes) -> None:
+    """2 GB decompressed from ~2 MB: read in steps, never whole (files.GzipReader), lines cut at the scanner's cap."""
+    bomb = gzip_bomb(tmp_path / f"{name}.log.gz", chunk, 2 << 30)
+    o = run_bounded(["parse", str(bomb), "-o", os.devnull], memory_mb=MEMORY_MB, seconds=600)
+    assert not o.killed, o.stderr[-500:]
+    assert o.returncode in (0, 1) and "Traceback" not in o.stderr, o.stderr[-2000:]
+    assert o.peak_mb < 600, o.peak_mb
+
+
+def test_gzip_bomb_of_good_lines_over_many_connections(tmp_path: Path) -> None:
+    """1 GB of valid transitions spread over 10^5 connections: every record read, memory bounded by
+    the connections' columns, not the bytes."""
+    lines = b"".join(
+        _line(f"c{c}", t, frm, to)
+        for c in range(1000)
+        for t, (frm, to) in enumerate((("Init", "SlowStart"), ("SlowStart", "CongestionAvoidance")))
+    )
+    bomb = gzip_bomb(tmp_path / "many.log.gz", lines, 1 << 30)
+    o = run_bounded(
+        ["infer", str(bomb), "--engine", "dfg", "-o", str(tmp_path / "m.json")], memory_mb=MEMORY_MB, seconds=900
+    )
+    assert o.returncode == 0 and not o.killed, o.stderr[-2000:]
+    assert json.loads((tmp_path / "m.json").read_text())["traces"] > 0
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["parse", "--files-from", "/dev/zero", "-o", os.devnull],
+        ["render", "/dev/zero", "-o", "x.svg"],
+        ["baseline", "show", "/dev/zero"],
+        ["infer", "/dev/zero", "-o", os.devnull],
+    ],
+    ids=["files-from", "render", "baseline-show", "infer"],
+)
+def test_dev_zero_is_refused_at_once(tmp_path: Path, args: list[str]) -> None:
+    o = run_bounded(args, memory_mb=512, seconds=60, cwd=tmp_path)
+    line = one_line_error(o)
+    assert "/dev/zero" in line and o.peak_mb < 300, (line, o.peak_mb)
+
+
+def test_an_endless_file_list_stops_at_its_cap(tmp_path: Path) -> None:
+    """More lines than MAX_LISTED in --files-from: an error naming the line, memory bounded by the cap."""
+    from quicsm.traces.inputs import MAX_LISTED
+
+    listing = tmp_path / "list.txt"
+    with open(listing, "w") as fh:
+        fh.write("x.log\n" * (MAX_LISTED + 1))
+    o = run_bounded(["parse", "--files-from", str(listing), "-o", os.devnull], memory_mb=MEMORY_MB, seconds=300)
+    assert f"list.txt:{MAX_LISTED + 1}: more than" in one_line_error(o)
+
+
+def test_bundle_and_model_bombs_stop_at_their_size_limits(tmp_path: Path) -> None:
+    """A .qsb / model JSON that decompresses to 2 GB: refused at 256 MiB, never read whole."""
+    bundle = gzip_bomb(tmp_path / "bomb.qsb", b"{" + b" " * 4095, 2 << 30)
+    o = run_bounded(["baseline", "show", str(bundle)], memory_mb=MEMORY_MB, seconds=300)
+    assert "larger than 256 MiB (decompressed)" in one_line_error(o)
+    model = gzip_bomb(tmp_path / "bomb.json.gz", b"{" + b" " * 4095, 2 << 30)
+    o = run_bounded(["render", str(model), "-o", str(tmp_path / "m.svg")], memory_mb=MEMORY_MB, seconds=300)
+    assert "larger than 256 MiB (decompressed)" in one_line_error(o)
+
+
+def test_symbolic_link_loops_under_a_doublestar_glob(tmp_path: Path) -> None:
+    """Two loops under a quoted ** glob: each file once, in seconds (it never ended before)."""
+    runs = tmp_path / "runs"
+    (runs / "a" / "b").mkdir(parents=True)
+    for i, rel in enumerate(("top.log", "a/x.log", "a/b/y.log")):
+        (runs / rel).write_bytes(_line(f"c{i}", 1, "Init", "SlowStart") + _line(f"c{i}", 5, "SlowStart", "Recovery"))
+    (runs / "a" / "b" / "up").symlink_to("..")
+    (runs / "a" / "up2").symlink_to("../..")
+    o = run_bounded(["parse", str(runs / "**" / "*.log"), str(runs), "-o", os.devnull], memory_mb=512, seconds=60)
+    assert o.returncode == 0, o.stderr
+    assert "read 3 file(s)" in o.stderr
+
+
+def test_compare_of_many_connections_is_linear(tmp_path: Path) -> None:
+    """2 x 2 x 10^5 connections: the CI of a mean is the normal one past 20,000 connections a set (the
+    bootstrap's resamples x n draws kept 2 x 10^6 connections busy for minutes)."""
+    for name, seed in (("a", 1), ("b", 2)):
+        with open(tmp_path / f"{name}.log", "wb") as fh:
+            for c in range(200_000):
+                nxt = "Recovery" if (c * 7 + seed) % 10 < 3 + seed else "CongestionAvoidance"
+                fh.write(_line(f"c{c}", 1, "Init", "SlowStart") + _line(f"c{c}", 50 + c % 97, "SlowStart", nxt))
+    args = ["compare", str(tmp_path / "a.log"), str(tmp_path / "b.log"), "--engine", "dfg", "--format", "json"]
+    o = run_bounded([*args, "-o", str(tmp_path / "c.json")], memory_mb=2048, seconds=900)
+    assert o.returncode == 0 and not o.killed, o.stderr[-2000:]
+    sets = json.loads((tmp_path / "c.json").read_text())["sets"]
+    assert [s["connections"] for s in sets] == [200_000, 200_000]
+
+
+def test_a_cut_gzip_bomb_is_read_up_to_the_cut(tmp_path: Path) -> None:
+    data = gzip.compress(b"".join(_line(f"c{c}", 1, "Init", "SlowStart") for c in range(50_000)))
+    cut = tmp_path / "cut.log.gz"
+    cut.write_bytes(data[: len(data) // 2])
+    o = run_bounded(["parse", str(cut), "-o", str(tmp_path / "t.jsonl")], memory_mb=512, seconds=120)
+    assert o.returncode == 0 and "truncated or corrupt" in o.stderr, o.stderr[-2000:]
