@@ -33,7 +33,10 @@ from quicsm.traces import parse_inputs
 from quicsm.traces.events import Trace
 
 TOL = 0.02
-MERGE_QLOG = {"CongestionAvoidanceMaxed": "CongestionAvoidance"}
+MERGE_QLOG = {
+    "CongestionAvoidanceMaxed": "CongestionAvoidance",
+    **{f"ProbeBw.{p}": "ProbeBw" for p in ("Up", "Down", "Cruise", "Refill")},
+}
 """States the truth and the reader name apart but which are one state here."""
 TIMEOUTS = ("ProbeTimeout", "RetransmissionTimeout", "TailLossProbe")
 

@@ -26,6 +26,7 @@ from quicsm.errors import InferenceError, InputError
 from quicsm.inference.annotate import AnnotatedModel
 from quicsm.pipeline import learn
 from quicsm.traces.events import StateView
+from quicsm.traces.metric_states import INFERRED_LABEL
 
 __all__ = [
     "CompareOptions",
@@ -145,6 +146,8 @@ class SetInfo:
     skipped_records: int = 0
     """Problem records skipped while reading the set's inputs (the parse report's total)."""
     skipped_files: tuple[str, ...] = ()
+    inferred: int = 0
+    """Traces whose states were read from metrics (:mod:`quicsm.traces.metric_states`), not logged."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,6 +283,7 @@ def _set_info(ts: TraceSet, occ: OccupancyTable) -> SetInfo:
         len({s for t in metas for s in t.sources}),
         ts.report.total_issues if ts.report else 0,
         tuple(ts.report.skipped_files) if ts.report else (),
+        sum(t.labels.get("states") == INFERRED_LABEL["states"] for t in metas),
     )
 
 
@@ -297,6 +301,12 @@ def _set_warnings(infos: list[SetInfo]) -> list[str]:
             )
         elif s.connections < 5:
             out.append(f"set {s.name}: only {s.connections} connections; tests have little power")
+        if s.inferred:
+            some = "" if s.inferred == s.traces else f"{s.inferred} of {s.traces} connections: "
+            out.append(
+                f"set {s.name}: {some}states inferred from qlog metrics, not logged by the stack "
+                "(docs/metric-states.md: rules and measured accuracy)"
+            )
         if len(s.controllers) > 1:
             out.append(
                 f"set {s.name} mixes congestion controllers ({', '.join(s.controllers)}); "

@@ -135,6 +135,8 @@ class SetRecord(msgspec.Struct):
     sources: int
     skipped: SkippedRecord | msgspec.UnsetType = msgspec.UNSET
     """Present only when some input records or files were skipped."""
+    states_inferred: int | msgspec.UnsetType = msgspec.UNSET
+    """Present only when some connections' states were inferred from qlog metrics (not logged)."""
 
 
 class OccupancyRecord(msgspec.Struct):
@@ -226,6 +228,7 @@ def _set_record(s: SetInfo) -> SetRecord:
     return SetRecord(
         *(s.name, s.origin, s.traces, s.connections, s.dropped, list(s.controllers), list(s.implementations)),
         *(list(s.versions), s.sources, skipped if s.skipped_records or s.skipped_files else msgspec.UNSET),
+        s.inferred or msgspec.UNSET,
     )
 
 

@@ -16,9 +16,9 @@ docs/metric-states.md. In short, for loss-based senders (Reno, Cubic) the reader
 * **ProbeTimeout** from a PTO expiry (a timer event or a rise of ``pto_count``) to the next ACK.
 
 BBR-like senders (a pacing rate logged) are read by the pacing gain the rate reveals: Startup (rate
-growing by about 2x a round), Drain (a fall to well under the rate before), ProbeBw (the gain cycling
-around 1), ProbeRtt (the window held at its minimum). Refill and Cruise both pace at gain 1 and are
-one state here (``ProbeBw.Cruise``).
+growing by about 2x a round), Drain (a fall to well under the rate before), ProbeBw, ProbeRtt (the
+window held at its minimum). ProbeBw's phases are one state here: they differ only in a gain on a
+bandwidth estimate that moves under them, and reading them from the rate failed on quiche's BBR2.
 
 Everything is NumPy over one connection's columns: no Python object per event. Odd metrics (fields
 missing, zeros, counters that reset, a window logged once) give fewer states, never an exception.
@@ -61,7 +61,7 @@ LOSS_STATES = (
     "ProbeTimeout",
     "RetransmissionTimeout",
 )
-BBR_STATES = ("Startup", "Drain", "ProbeBw.Up", "ProbeBw.Down", "ProbeBw.Cruise", "ProbeRtt")
+BBR_STATES = ("Startup", "Drain", "ProbeBw", "ProbeRtt")
 _SS, _CA, _APP, _REC, _PTO, _RTO = range(6)
 _EMPTY = np.zeros(0, np.int64)
 
@@ -285,7 +285,9 @@ def _infer_loss(s: MetricSeries, prof: Profile) -> Inferred:
     sends = np.zeros(n, bool)
     sends[1:] = inflight[1:] > inflight[:-1]
     floor = prof.min_window_packets * mss
-    rto = cut & (cwnd <= floor + mss // 2) & (prev_cwnd > 2 * floor)
+    # (a collapse, not a halving of a small window: Reno halves, Cubic keeps 0.7, persistent congestion
+    # takes the window from wherever it was to the minimum)
+    rto = cut & (cwnd <= floor + mss // 2) & (prev_cwnd > 2 * floor) & (cwnd * 10 < prev_cwnd * 4)
     # spurious-loss undo (quic-go v0.65 OnSpuriousLoss): the window restored in one step ends recovery
     # packets this record acknowledged: from packets in flight where logged, else from bytes
     assert s.packets is not None
@@ -305,13 +307,20 @@ def _infer_loss(s: MetricSeries, prof: Profile) -> Inferred:
     np.add.at(mark, cuts, 1)
     np.add.at(mark, ends, -1)
     in_rec = np.cumsum(mark[:n]) > 0
+    # the window's unit is the sender's datagram size, which path MTU discovery raises: the last growth
+    # by one packet acknowledged (no larger than the largest common send: an MTU probe counts double)
+    first = _first_unit(s.inflight, mss)
+    fits = (grew >= 1200) & (grew <= max(mss, first) + max(mss, first) // 10)
+    unit = _ffill(np.where((acked_packets == 1) & fits, grew, NULL), first)
     # slow-start threshold: logged, else the window after the last cut (unbounded before the first)
     logged = s.ssthresh != NULL
     if logged.any():
         ssthresh = _ffill(s.ssthresh, np.iinfo(np.int64).max)
     else:
+        # slow start grows the window a whole packet per packet acknowledged; less than half a packet
+        # on a window-limited ACK is avoidance growth (Cubic adds bytes), so slow start had ended
         busy = (prior >= prev_cwnd) | (prev_cwnd - prior <= prof.burst_packets * mss)
-        flat = ack & busy & (grew == 0) & (acked_packets >= 1) & (prior > inflight) & ~in_rec & ~cut
+        flat = ack & busy & (grew < unit // 2) & (acked_packets >= 1) & (prior > inflight) & ~in_rec & ~cut
         ssthresh = _threshold_of_cuts(cwnd, prev_cwnd, cut, rto, undo, flat)
     window = cwnd if prof.every_record else prev_cwnd
     ss = window < ssthresh
@@ -319,14 +328,7 @@ def _infer_loss(s: MetricSeries, prof: Profile) -> Inferred:
     if prof.app_limited:
         limited = (prior >= window) | (ss & (prior > window // 2)) | (window - prior <= prof.burst_packets * mss)
         if prof.per_packet:
-            # the window's unit is the sender's datagram size, which path MTU discovery raises: take it
-            # from the last growth by one packet acknowledged
-            # (a size no larger than the largest common send: an MTU probe acknowledged counts double)
-            first = _first_unit(s.inflight, mss)
-            fits = (grew >= 1200) & (grew <= max(mss, first) + max(mss, first) // 10)
-            one = np.where((acked_packets == 1) & fits & ss, grew, NULL)
-            unit = _ffill(one, first)
-            limited = np.where(ss & (grew > 0), grew >= acked_packets * unit - unit // 2, limited)
+            limited = np.where(ss & (grew >= unit // 2), grew >= acked_packets * unit - unit // 2, limited)
         phase = np.where(limited, phase, _APP)
     # the phase changes only at an ACK outside recovery (or at the record that ends a recovery); other
     # records keep the last one
@@ -491,62 +493,36 @@ def _pto_samples(s: MetricSeries, t: np.ndarray) -> np.ndarray:
 
 # ---- BBR-like senders ----------------------------------------------------------------------------
 
-_STARTUP, _DRAIN, _UP, _DOWN, _CRUISE, _PROBE_RTT = range(6)
+_STARTUP, _DRAIN, _PROBE_BW, _PROBE_RTT = range(4)
 
 
 def _infer_bbr(s: MetricSeries) -> Inferred:
-    """Phases from the pacing rate: each record's rate against the running median of the rates in the
-    round trip before it (the gain the sender applies to its bandwidth estimate)."""
+    """Startup, Drain, ProbeBw and ProbeRtt from the pacing rate and the window. ProbeBw's phases are not
+    read: they differ only in the gain on a bandwidth estimate that moves under them (measured on quiche's
+    BBR2: docs/metric-states.md)."""
     n = len(s.t_us)
     t = s.t_us
     pacing = _ffill(s.pacing, 0).astype(np.float64)
     cwnd = _ffill(s.cwnd, 0)
-    srtt = _ffill(s.srtt_us, 0)
-    min_rtt = _ffill(s.min_rtt_us, 0)
     mss = _mss(s.inflight)
-    code = np.full(n, _CRUISE, np.int8)
+    code = np.full(n, _PROBE_BW, np.int8)
     # Startup: until the first fall of the pacing rate to under 0.6 of its running peak
     peak = np.maximum.accumulate(pacing)
     fall = np.flatnonzero((pacing > 0) & (pacing < 0.6 * peak))
     drain_at = int(fall[0]) if len(fall) else n
     code[:drain_at] = _STARTUP
     if drain_at < n:
-        # Drain: until the rate comes back above 0.8 of the estimate (peak / startup gain)
+        # Drain: until the rate comes back to the estimate (0.8 of peak / startup gain), or to twice the
+        # rate Drain began with (its gain 1/2.885 against ProbeBw's >= 0.75) when the estimate fell meanwhile
         est = peak[drain_at] / 2.885
-        back = np.flatnonzero(pacing[drain_at:] >= 0.8 * est)
-        probe_at = drain_at + int(back[0]) if len(back) else n
-        code[drain_at:probe_at] = _DRAIN
-        if probe_at < n:
-            win = np.maximum(min_rtt, srtt // 2)
-            base = _running_median(t, pacing, win, probe_at)
-            # until a whole gain cycle has been seen, the estimate Startup reached is the base
-            young = t - t[probe_at] < 8 * np.maximum(win, 1)
-            base = np.where(young, est, base)
-            gain = np.where(base > 0, pacing / np.where(base > 0, base, 1.0), 1.0)
-            rest = np.where(gain >= 1.1, _UP, np.where(gain <= 0.92, _DOWN, _CRUISE)).astype(np.int8)
-            code[probe_at:] = rest[probe_at:]
-    # ProbeRtt: the window held at its floor (4 packets) after startup
+        back = np.flatnonzero(pacing[drain_at:] >= min(0.8 * est, 2 * pacing[drain_at]))
+        code[drain_at : drain_at + int(back[0]) if len(back) else n] = _DRAIN
+    # ProbeRtt: the window held at its floor (4 packets) after Startup
     floor = 4 * mss + mss // 2
     code[(cwnd > 0) & (cwnd <= floor) & (code != _STARTUP)] = _PROBE_RTT
     why = [f"{INFERRED_TRIGGER}:pacing"] * n
     times, states, reasons = _transitions(t, code, BBR_STATES, why, s.start_us)
     return Inferred(times, states, reasons, "bbr", code, mss)
-
-
-def _running_median(t: np.ndarray, v: np.ndarray, win: np.ndarray, start: int) -> np.ndarray:
-    """Per row i >= start: the median of ``v`` over the rows in ``(t[i] - 8 * win[i], t[i]]`` at or after
-    ``start`` (eight round trips: one ProbeBw gain cycle), from 17 rows spread evenly over that window
-    (a fixed sample keeps it one vectorised step); 0 before ``start``."""
-    n = len(t)
-    out = np.zeros(n)
-    if start >= n:
-        return out
-    rows = np.arange(start, n)
-    lo = np.maximum(np.searchsorted(t, t[rows] - 8 * np.maximum(win[rows], 1), side="right"), start)
-    span = rows - lo
-    pick = lo[:, None] + (span[:, None] * np.linspace(0.0, 1.0, 17)[None, :]).astype(np.int64)
-    out[rows] = np.median(v[pick], axis=1)
-    return out
 
 
 # ---- the qlog reader's object path (files the column scanner hands back) ---------------------------

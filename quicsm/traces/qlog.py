@@ -312,12 +312,12 @@ def bbr_marks(state: str) -> tuple[bool, bool]:
 
 def guess_cc(bbr: bool, bbr2: bool, impl: str | None, hint: str | None) -> str:
     """qlogs rarely name the controller; BBR states give it away (``bbr``/``bbr2``: some state's
-    :func:`bbr_marks`), quic-go and picoquic default to Reno."""
+    :func:`bbr_marks`), quic-go, picoquic and aioquic default to Reno."""
     if bbr:
         return "bbr2" if bbr2 else "bbr"
     if hint:
         return hint
-    if impl in ("quic-go", "picoquic"):
+    if impl in ("quic-go", "picoquic", "aioquic"):
         return "reno"
     return "unknown"
 

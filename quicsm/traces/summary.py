@@ -98,6 +98,9 @@ class Summary:
     )
     common_labels: dict[str, str] | None = None
     """Labels shared by every trace (None before the first trace)."""
+    state_origins: set[str] = field(default_factory=set)
+    """Where the traces' states came from: ``logged``, and the ``states`` label of traces whose states were
+    inferred (:mod:`quicsm.traces.metric_states`), so a model never hides that it was read from metrics."""
     ccs: set[str] = field(default_factory=set)
     report: ParseReport = field(default_factory=ParseReport)
     names: list[str] = field(default_factory=list)
@@ -150,6 +153,7 @@ class Summary:
             if value:
                 vals.add(str(value))
         self.ccs.add(trace.cc)
+        self.state_origins.add(trace.labels.get("states", "logged"))
         self._labels(dict(trace.labels))
 
     def _code(self, name: str) -> int:
@@ -234,6 +238,7 @@ class Summary:
         for k, vals in other.values.items():
             self.values[k] |= vals
         self.ccs |= other.ccs
+        self.state_origins |= other.state_origins
         if other.traces:
             self._labels(other.common_labels)
         self.report.merge(other.report)
@@ -246,6 +251,12 @@ class Summary:
                 meta[k] = ", ".join(sorted(self.values[k]))
         if self.traces and self.common_labels:
             meta["labels"] = dict(self.common_labels)
+        inferred = sorted(self.state_origins - {"logged"})
+        if inferred:
+            mixed = "logged" in self.state_origins
+            meta["states"] = (
+                ("logged and " if mixed else "") + ", ".join(inferred) + (" (mixed inputs)" if mixed else "")
+            )
         return meta
 
 

@@ -184,53 +184,39 @@ def test_an_undone_cut_ends_recovery_and_restores_slow_start() -> None:
 
 
 def test_bbr_phases_from_the_pacing_rate() -> None:
-    """Startup (rate growing), Drain (a fall), ProbeBw's gains (1.25 / 0.75 / 1) and ProbeRtt (the
-    window at four packets)."""
-    rows = []
-    t = 0
-    rate = 1_000_000
+    """Startup (rate growing), Drain (a fall), ProbeBw (gains 1.25 / 0.75 / 1 around the estimate: one
+    state) and ProbeRtt (the window at four packets); and a Drain whose estimate fell meanwhile ends when
+    the rate doubles."""
+
+    def rec(t: int, rate: float, cwnd: int = 40 * MSS) -> dict[str, int]:
+        return {"t": t, "cwnd": cwnd, "inflight": 10 * MSS, "pacing": int(rate), "min_rtt": 20_000, "srtt": 20_000}
+
+    rows, t, rate = [], 0, 1_000_000.0
     for _ in range(40):  # startup: x1.1 a record
-        rate = int(rate * 1.1)
+        rate *= 1.1
         t += 2_000
-        rows.append({"t": t, "cwnd": 40 * MSS, "inflight": 10 * MSS, "pacing": rate, "min_rtt": 20_000, "srtt": 20_000})
-    peak = rate
-    bw = peak / 2.885
+        rows.append(rec(t, rate))
+    bw = rate / 2.885
     for _ in range(10):  # drain
         t += 2_000
-        rows.append(
-            {
-                "t": t,
-                "cwnd": 40 * MSS,
-                "inflight": 10 * MSS,
-                "pacing": int(bw / 2.885),
-                "min_rtt": 20_000,
-                "srtt": 20_000,
-            }
-        )
+        rows.append(rec(t, bw / 2.885))
+    drained = t + 4_000
     for _cycle in range(6):  # ProbeBw: 1.25, 0.75, then 1 six times, a round of 20 ms each, 5 records a round
         for gain in (1.25, 0.75, 1, 1, 1, 1, 1, 1):
             for _ in range(5):
                 t += 4_000
-                rows.append(
-                    {
-                        "t": t,
-                        "cwnd": 40 * MSS,
-                        "inflight": 10 * MSS,
-                        "pacing": int(bw * gain),
-                        "min_rtt": 20_000,
-                        "srtt": 20_000,
-                    }
-                )
+                rows.append(rec(t, bw * gain))
+    probe_rtt = t + 20_000
     for _ in range(10):  # ProbeRtt
         t += 20_000
-        rows.append(
-            {"t": t, "cwnd": 4 * MSS, "inflight": 4 * MSS, "pacing": int(bw), "min_rtt": 20_000, "srtt": 20_000}
-        )
+        rows.append(rec(t, bw, 4 * MSS))
     got = infer(series(rows), PROFILES["rfc9002"])
     assert got.family == "bbr"
-    assert got.states[:3] == ["Startup", "Drain", "ProbeBw.Up"], got.states[:5]
-    assert {"ProbeBw.Up", "ProbeBw.Down", "ProbeBw.Cruise", "ProbeRtt"} <= set(got.states)
-    assert got.states[-1] == "ProbeRtt"
+    assert got.states == ["Startup", "Drain", "ProbeBw", "ProbeRtt"]
+    assert list(got.t_us[1:]) == [82_000, drained, probe_rtt]
+    # the estimate halves during Drain: ProbeBw at twice Drain's rate
+    low = [*rows[:45], *[rec(100_000 + i * 4_000, bw / 2.885 * 2.2) for i in range(30)]]
+    assert infer(series(low)).states == ["Startup", "Drain", "ProbeBw"]
 
 
 def test_profiles_by_implementation() -> None:
@@ -304,3 +290,20 @@ def test_a_metric_only_qlog_with_odd_fields_is_read_not_refused(tmp_path: Path) 
     assert "Recovery" in t.states() and t.states()[1] == "SlowStart"
     reasons = " ".join(i.reason for i in res.report.issues)
     assert "cwnd is str" in reasons and "negative" in reasons
+
+
+def test_compare_says_which_sets_have_inferred_states() -> None:
+    """aioquic (metrics only) against quic-go (logged states): a warning names the inferred set, and the
+    JSON's set record counts its inferred connections; the logged set has neither."""
+    from conftest import shared_file
+
+    import quicsm
+    from quicsm.compare.report import to_json
+
+    aioquic = shared_file("reference/qlog-samples/aioquic/server-success.qlog")
+    sets = quicsm.build_sets([str(aioquic), str(DATA / "qlog" / "quic-go-v0.43.1")])
+    result = quicsm.compare_sets(sets, quicsm.CompareOptions(resamples=0))
+    said = [w for w in result.warnings if "inferred from qlog metrics" in w]
+    assert len(said) == 1 and sets[0].name in said[0]
+    records = to_json(result)["sets"]
+    assert records[0]["states_inferred"] == 1 and "states_inferred" not in records[1]
