@@ -487,6 +487,8 @@ def _title(title: str | None) -> Html | None:
 def _cluster_label(title: str, am: AnnotatedModel) -> Html:
     facts = dict(legend_facts(am))
     line = f"{facts['connections']} connections, {facts['time in states']}, {facts['engine']}"
+    if "states" in facts:  # read from metrics, not logged (quicsm.traces.metric_states): said on every set
+        line += f"; states {facts['states']}"
     return Html(f'<B>{_h(title)}</B><BR/><FONT POINT-SIZE="10">{_h(line)}</FONT>')
 
 
