@@ -264,12 +264,18 @@ def main() -> None:
                     logged_vs_contract,
                 )
     load = os.getloadavg()
+    out = Path(a.out)
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     lines = [
         "# Congestion states read from qlog metrics, against instrumented truth",
         "",
-        "Written by `python3 experiments/metric_truth.py` (its docstring says how it scores);"
-        f" {vs_qlog.connections} connections; machine load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} when scored"
-        f" (quicsm {subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()}).",
+        "Written by `python3 experiments/metric_truth.py` (its docstring says how it scores; the runs and the",
+        "reading: metric_truth.notes.md); "
+        f"{vs_qlog.connections} connections; machine load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} when scored"
+        f" (quicsm {head}).",
+        "",
+        f"The confusion picture `{out.name}_confusion.svg` (time of each true state by the state the reader gave)",
+        f"is made by the same command: `python3 experiments/metric_truth.py --out experiments/{out.name} INPUTS`.",
         "",
     ]
     lines += table(vs_qlog, "Against the states the stack logged in the same qlog (timeouts set aside: qlog logs none)")
@@ -293,7 +299,6 @@ def main() -> None:
         "Worst connections (largest |error| of any state): " + "; ".join(f"{a} {b} {c:.3f}" for a, b, c in worst),
         "",
     ]
-    out = Path(a.out)
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     tallies = [("vs logged qlog states", vs_qlog)] + (
         [("vs contract lines", vs_contract)] if vs_contract.connections else []
