@@ -51,13 +51,16 @@ def save(
     """Save the connections of INPUTS (logs, trace files, quoted globs, directories) as a baseline bundle."""
     from quicsm.check.bundle import save_baseline
     from quicsm.check.inputs import baseline_from_inputs
+    from quicsm.textsafe import terminal
     from quicsm.traces.events import StateView
 
     view = StateView(phases=not no_phases, recovery=recovery_states)
     b, _ = baseline_from_inputs(inputs, by=by, where=where, name=name, engine=engine, view=view)
     size = save_baseline(b, output)
     sets = ", ".join(f"{s.name} ({len(s.rows)})" for s in b.sets)
-    click.echo(f"{output}: {b.connections} connection(s) in {len(b.sets)} set(s): {sets}; {size:,} bytes", err=True)
+    click.echo(
+        terminal(f"{output}: {b.connections} connection(s) in {len(b.sets)} set(s): {sets}; {size:,} bytes"), err=True
+    )
 
 
 @baseline.command()

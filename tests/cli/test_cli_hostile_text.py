@@ -94,6 +94,10 @@ def test_check_text_report_cannot_be_forged(sets: tuple[Path, Path], tmp_path: P
     assert res.output.startswith("quicsm check: ") and "new/gone" in res.output
     show = _run(["baseline", "show", str(base)])
     _inert(show)
+    named = tmp_path / f"set\x1b]0;PWNED\x07\n{FORGED}"  # a set is named after its folder
+    named.symlink_to(sets[1])
+    _inert(_run(["baseline", "save", str(named), "-o", str(tmp_path / "named.qsb")]))
+    _inert(_run(["baseline", "show", str(tmp_path / "named.qsb")]))
 
 
 def test_check_writes_well_formed_junit_and_inert_markdown(sets: tuple[Path, Path], tmp_path: Path) -> None:
