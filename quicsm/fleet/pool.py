@@ -28,6 +28,7 @@ from typing import TypeVar
 
 from quicsm.errors import InputError
 from quicsm.fleet.malloc import keep_freed_memory
+from quicsm.fleet.timeouts import awaited, task_timeout
 
 __all__ = ["close_pools", "map_local", "pool_for", "start_method", "window"]
 
@@ -111,8 +112,6 @@ def map_local(task: Callable[[T], R], items: Sequence[T], n: int, imports: Seque
 def _results(
     pool: ProcessPoolExecutor, ahead: deque[tuple[Future[R], T]], queued: Iterator[T], task: Callable[[T], R], n: int
 ) -> Iterator[R]:
-    from quicsm.fleet.run import awaited, task_timeout
-
     timeout = task_timeout()
     try:
         while ahead:
