@@ -468,8 +468,13 @@ def atomic_output(path: str, binary: bool = True) -> Iterator[IO[Any]]:
             fh = open(target, "wb" if binary else "w")
         except OSError as exc:
             raise _cannot_write(path, exc) from None
-        with fh:
-            yield fh
+        try:
+            with fh:
+                yield fh
+        except OSError as exc:  # /dev/full, a FIFO whose reader went away
+            if exc.errno in _WRITE_FAILURES | {errno.EPIPE} and exc.filename in (None, str(target)):
+                raise _cannot_write(path, exc) from None
+            raise
         return
     if kind and _is_input(path):
         raise OutputError(f"{path}: is also an input; not overwritten (give another output)")

@@ -223,3 +223,22 @@ def test_sigterm_the_instant_the_temporary_is_made_leaves_nothing(tmp_path: Path
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "x.json")], env=env, timeout=60)
     assert done.returncode in (128 + signal.SIGTERM, -signal.SIGTERM)
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("verb", ["parse-jsonl", "infer", "export"])
+def test_a_full_device_is_one_line(verb: str, tmp_path: Path) -> None:
+    """`-o /dev/full` (a device written in place): ENOSPC is the same one line as a full disk."""
+    args = VERBS[verb](str(_log(tmp_path / "server.log")), "/dev")
+    args[-1] = "/dev/full"
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 1 and "Error: /dev/full: cannot write (No space left on device)" in res.output, res.output
+
+
+def test_check_may_not_write_over_its_baseline(tmp_path: Path) -> None:
+    log = str(_log(tmp_path / "server.log"))
+    base = tmp_path / "base.qsb"
+    assert CliRunner().invoke(cli, ["baseline", "save", log, "-o", str(base)]).exit_code == 0
+    before = base.read_bytes()
+    res = CliRunner().invoke(cli, ["check", str(base), log, "--json", str(base)])
+    assert res.exit_code == 2 and f"{base}: is also an input; not overwritten" in res.output, res.output
+    assert base.read_bytes() == before
