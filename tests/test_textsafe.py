@@ -103,3 +103,50 @@ def test_html_value_passes_markup_and_numbers() -> None:
     svg = Markup("<svg>\n</svg>")
     assert html_value(svg) is svg and html_value(3) == 3 and html_value("a\x1bb") == "a\\x1bb"
     assert html("<b>\x1b") == "&lt;b&gt;\\x1b"
+
+
+# ---- any text at all (hypothesis): the invariants each destination needs ------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+ANY_TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=60)
+
+
+@settings(max_examples=400, deadline=None)
+@given(ANY_TEXT)
+def test_any_text_is_one_inert_line_on_a_terminal(text: str) -> None:
+    out = terminal(text)  # private-use and unassigned characters (Co, Cn) are shown as they are
+    assert not any(unicodedata.category(c) in ("Cc", "Cf", "Cs", "Zl", "Zp") for c in out), repr(out)
+    out.encode("utf-8")
+
+
+@settings(max_examples=400, deadline=None)
+@given(ANY_TEXT)
+def test_any_text_is_well_formed_xml(text: str) -> None:
+    root = ET.Element("r", a=text)
+    root.text = text
+    ET.fromstring(xml(ET.tostring(root, encoding="unicode")))
+
+
+@settings(max_examples=400, deadline=None)
+@given(ANY_TEXT)
+def test_any_text_renders_as_text_in_markdown(text: str) -> None:
+    for cell in (md_name(text, in_table=True), md_text(text)):
+        out = _rendered(f"| a | b |\n|---|---|\n| {cell} | end |\n")
+        assert out.count("<td>") == 2 and "<td>end</td>" in out, (cell, out)
+        assert not [tag for tag in ("<img", "<a ", "<em>", "<strong>", "<script") if tag in out], (cell, out)
+
+
+@settings(max_examples=400, deadline=None)
+@given(ANY_TEXT)
+def test_any_text_is_a_safe_csv_cell(text: str) -> None:
+    import csv
+    import io
+
+    cell = csv_cell(text)
+    assert cell[:1] not in ("=", "+", "-", "@", "\t", "\r")
+    buf = io.StringIO()
+    csv.writer(buf).writerow([cell, "end"])
+    assert next(csv.reader(io.StringIO(buf.getvalue()))) == [cell, "end"]
+    assert "\n" not in cell and "\r" not in cell
