@@ -24,6 +24,7 @@ class QuicheStack(Stack):
     version_field: ClassVar[str] = "quiche_version"
     default_version: ClassVar[str] = "0.30.0"
     target: ClassVar[str | None] = "cloudflare-quiche"
+    zero_rtt: ClassVar[bool] = True
 
     def pristine_source(self, version: str, *, progress: Progress | None = None) -> Source:
         from quicsm.instrumentation.targets import get_target
@@ -66,7 +67,7 @@ class QuicheStack(Stack):
         return with_go_client(self, cfg, server, progress, patch_set_choice=chosen.to_json())
 
     def server_argv(self, cfg: RunConfig, bins: ServerClient, addr: str, log_path: Path) -> list[str]:
-        return [*super().server_argv(cfg, bins, addr, log_path), "-cc", cfg.cc]
+        return [*super().server_argv(cfg, bins, addr, log_path), "-cc", cfg.cc]  # -0rtt: quiche's enable_early_data
 
     def labels(self, cfg: RunConfig) -> dict[str, str]:
         return {"stack": self.name, "quiche_version": self.version(cfg)}
