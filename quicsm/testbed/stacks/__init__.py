@@ -41,8 +41,8 @@ from quicsm.errors import TestbedError
 from quicsm.plugins import Registry
 
 if TYPE_CHECKING:
+    from quicsm.testbed.config import RunParams, ServerClient
     from quicsm.testbed.procs import ProcGroup
-    from quicsm.testbed.runner import RunConfig, ServerClient
 
 __all__ = ["Built", "Progress", "RunContext", "Source", "Stack", "all_stacks", "get", "names", "page_flag", "register"]
 
@@ -101,7 +101,7 @@ class Source:
 class RunContext:
     """One page load as :meth:`Stack.session` sees it (after the server is ready, before the client)."""
 
-    cfg: RunConfig
+    cfg: RunParams
     bins: ServerClient
     run_dir: Path
     log_path: Path
@@ -131,20 +131,20 @@ class Stack:
     """The HTTP version its pages come over unless a run asks for another of :attr:`http_versions`."""
     http_versions: ClassVar[tuple[str, ...]] = ("h3",)
     zero_rtt: ClassVar[bool] = False
-    """Whether its server accepts 0-RTT data from a resumed Go client (``RunConfig.zero_rtt``)."""
+    """Whether its server accepts 0-RTT data from a resumed Go client (``RunParams.zero_rtt``)."""
     max_cwnd: ClassVar[bool] = False
-    """Whether its server can be rebuilt with another maximum congestion window (``RunConfig.max_cwnd``)."""
+    """Whether its server can be rebuilt with another maximum congestion window (``RunParams.max_cwnd``)."""
     qlog: ClassVar[bool] = False
-    """Whether the server writes its own qlog when asked (``RunConfig.qlog``)."""
+    """Whether the server writes its own qlog when asked (``RunParams.qlog``)."""
     pages: ClassVar[bool] = False
-    """Whether its server serves pages of mixed object sizes (``RunConfig.page``, the ``-page`` flag)."""
+    """Whether its server serves pages of mixed object sizes (``RunParams.page``, the ``-page`` flag)."""
 
     # ---- versions and checks ----------------------------------------------------------------------
     def normalize_version(self, version: str) -> str:
         """The canonical spelling of a version (quic-go: ``0.64.1`` -> ``v0.64.1``)."""
         return version
 
-    def version(self, cfg: RunConfig) -> str:
+    def version(self, cfg: RunParams) -> str:
         """The version a run uses: ``stack_version`` if set, else the stack's own field, else the default."""
         own = getattr(cfg, self.version_field, None) if self.version_field != "stack_version" else None
         return self.normalize_version(cfg.stack_version or own or self.default_version)
@@ -153,7 +153,7 @@ class Stack:
         """Versions with pinned (shipped) patch sets, oldest first."""
         return [self.default_version] if self.default_version else []
 
-    def validate(self, cfg: RunConfig) -> None:
+    def validate(self, cfg: RunParams) -> None:
         """Refuse what this stack cannot run (a one-line :class:`TestbedError`)."""
         if cfg.cc not in self.ccs:
             raise TestbedError(f"cc {cfg.cc!r} on {self.name}: choose {' or '.join(self.ccs)}")
@@ -224,18 +224,18 @@ class Stack:
         return Source(src.version, dest, src.release, src.origin, src.date)
 
     # ---- building ---------------------------------------------------------------------------------
-    def build(self, cfg: RunConfig, *, progress: Progress | None = None, force: bool = False) -> Built:
+    def build(self, cfg: RunParams, *, progress: Progress | None = None, force: bool = False) -> Built:
         """Server and client for ``cfg`` (its version, cc, patch set), from the cache when possible."""
         raise NotImplementedError
 
     # ---- running ----------------------------------------------------------------------------------
-    def server_argv(self, cfg: RunConfig, bins: ServerClient, addr: str, log_path: Path) -> list[str]:
+    def server_argv(self, cfg: RunParams, bins: ServerClient, addr: str, log_path: Path) -> list[str]:
         """The server's command line (the testbed's Go server flags; other servers take the same)."""
         argv = [str(bins.server), "-addr", addr, "-objects", str(cfg.objects), "-size", str(cfg.size)]
         argv += ["-log", str(log_path), *(["-0rtt"] if cfg.zero_rtt else [])]
         return argv + page_flag(cfg)
 
-    def client_argv(self, cfg: RunConfig, bins: ServerClient, url: str, spki: str) -> list[str]:
+    def client_argv(self, cfg: RunParams, bins: ServerClient, url: str, spki: str) -> list[str]:
         """The Go client's command line (the Chromium client is the runner's own)."""
         argv = [str(bins.client), "-url", url, "-spki", spki, "-timeout", f"{int(cfg.client_timeout_s)}s"]
         argv += ["-0rtt"] if cfg.zero_rtt else []
@@ -245,23 +245,23 @@ class Stack:
         """Processes beside the server for one page load (nothing by default)."""
         return contextlib.nullcontext()
 
-    def labels(self, cfg: RunConfig) -> dict[str, str]:
+    def labels(self, cfg: RunParams) -> dict[str, str]:
         """Labels the traces of a run carry besides the scenario's."""
         return {}
 
-    def run_meta(self, cfg: RunConfig, bins: ServerClient, ready: Mapping[str, Any]) -> dict[str, Any]:
+    def run_meta(self, cfg: RunParams, bins: ServerClient, ready: Mapping[str, Any]) -> dict[str, Any]:
         """Entries for the ``versions`` block of ``meta.json`` (``ready`` is the server's ready line)."""
         return {}
 
 
-def page_flag(cfg: RunConfig) -> list[str]:
+def page_flag(cfg: RunParams) -> list[str]:
     """``-page N:BYTES,...`` for a page of mixed object sizes (the Go servers' flag), else nothing."""
     if cfg.page is None:
         return []
     return ["-page", ",".join(f"{n}:{size}" for n, size in cfg.page_groups)]
 
 
-def with_go_client(stack: Stack, cfg: RunConfig, server: Any, progress: Progress | None, **meta: Any) -> Built:
+def with_go_client(stack: Stack, cfg: RunParams, server: Any, progress: Progress | None, **meta: Any) -> Built:
     """A Rust server build (:class:`~quicsm.testbed.buildtools.RustServer`) and the uninstrumented quic-go
     client of the run's ``quic_go_version`` that loads the page from it."""
     client_cfg = replace(cfg, stack="quic-go", cc="reno", stack_version=None, patch_set=None)
@@ -282,9 +282,9 @@ def with_go_client(stack: Stack, cfg: RunConfig, server: Any, progress: Progress
 def _field_default(name: str) -> Any:
     from dataclasses import MISSING
 
-    from quicsm.testbed.runner import RunConfig
+    from quicsm.testbed.config import RunParams
 
-    for f in fields(RunConfig):
+    for f in fields(RunParams):
         if f.name == name:
             return None if f.default is MISSING else f.default
     return None

@@ -32,7 +32,7 @@ from quicsm.testbed.chromium_quic_build import CERT_HOST
 from quicsm.testbed.stacks import Built, Progress, Source, Stack, register
 
 if TYPE_CHECKING:
-    from quicsm.testbed.runner import RunConfig, ServerClient
+    from quicsm.testbed.config import RunParams, ServerClient
 
 __all__ = ["ChromiumQuicStack"]
 
@@ -62,7 +62,7 @@ class ChromiumQuicStack(Stack):
                 found.setdefault(v, set()).add(ps.algorithm)
         return sorted((v for v, ccs in found.items() if set(self.ccs) <= ccs), key=_version_key)
 
-    def validate(self, cfg: RunConfig) -> None:
+    def validate(self, cfg: RunParams) -> None:
         super().validate(cfg)
         if cfg.duration_s is not None:
             raise TestbedError(
@@ -75,7 +75,7 @@ class ChromiumQuicStack(Stack):
         src, record = prepared_source(version, progress=progress)
         return Source(version, src, {"chromium": {"version": version}}, f"Chromium source ({record['source']})")
 
-    def build(self, cfg: RunConfig, *, progress: Progress | None = None, force: bool = False) -> Built:
+    def build(self, cfg: RunParams, *, progress: Progress | None = None, force: bool = False) -> Built:
         from quicsm.testbed.chromium_quic_build import build_chromium_quic
         from quicsm.testbed.sets import resolve_set
 
@@ -94,7 +94,7 @@ class ChromiumQuicStack(Stack):
             meta={**b.meta, "patch_set_choice": chosen.to_json()},
         )
 
-    def server_argv(self, cfg: RunConfig, bins: ServerClient, addr: str, log_path: Path) -> list[str]:
+    def server_argv(self, cfg: RunParams, bins: ServerClient, addr: str, log_path: Path) -> list[str]:
         host, _, port = addr.rpartition(":")
         entry = Path(bins.server).parent
         ready = json.dumps({"spki": _spki(bins), "chromium": self.version(cfg)}, separators=(",", ":"))[1:-1]
@@ -111,7 +111,7 @@ class ChromiumQuicStack(Stack):
             f"--quicsm_ready={ready}",
         ]
 
-    def client_argv(self, cfg: RunConfig, bins: ServerClient, url: str, spki: str) -> list[str]:
+    def client_argv(self, cfg: RunParams, bins: ServerClient, url: str, spki: str) -> list[str]:
         target = urlsplit(url)
         if target.hostname is None or target.port is None:
             raise TestbedError(f"client target {url!r}: expected https://HOST:PORT/")
@@ -124,10 +124,10 @@ class ChromiumQuicStack(Stack):
             *iter_urls(cfg.objects),
         ]
 
-    def labels(self, cfg: RunConfig) -> dict[str, str]:
+    def labels(self, cfg: RunParams) -> dict[str, str]:
         return {"stack": self.name, "chromium_version": self.version(cfg)}
 
-    def run_meta(self, cfg: RunConfig, bins: ServerClient, ready: Mapping[str, Any]) -> dict[str, Any]:
+    def run_meta(self, cfg: RunParams, bins: ServerClient, ready: Mapping[str, Any]) -> dict[str, Any]:
         return {"server_chromium": ready.get("chromium"), "server_cc": ready.get("cc")}
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from quicsm.testbed.stacks import Built, Progress, Source, Stack, register
 
 if TYPE_CHECKING:
-    from quicsm.testbed.runner import RunConfig, ServerClient
+    from quicsm.testbed.config import RunParams, ServerClient
 
 __all__ = ["QuicGoStack"]
 
@@ -54,7 +54,7 @@ class QuicGoStack(Stack):
 
         return available_versions()
 
-    def build(self, cfg: RunConfig, *, progress: Progress | None = None, force: bool = False) -> Built:
+    def build(self, cfg: RunParams, *, progress: Progress | None = None, force: bool = False) -> Built:
         from quicsm.testbed import build
         from quicsm.testbed.sets import resolve_set
 
@@ -92,14 +92,14 @@ class QuicGoStack(Stack):
             meta=res_meta,
         )
 
-    def server_argv(self, cfg: RunConfig, bins: ServerClient, addr: str, log_path: Path) -> list[str]:
+    def server_argv(self, cfg: RunParams, bins: ServerClient, addr: str, log_path: Path) -> list[str]:
         argv = super().server_argv(cfg, bins, addr, log_path)
         return [*argv, "-qlog", str(log_path.parent / "qlog")] if cfg.qlog else argv
 
-    def labels(self, cfg: RunConfig) -> dict[str, str]:
+    def labels(self, cfg: RunParams) -> dict[str, str]:
         return {"quic_go_version": self.version(cfg)}
 
-    def run_meta(self, cfg: RunConfig, bins: ServerClient, ready: Mapping[str, Any]) -> dict[str, Any]:
+    def run_meta(self, cfg: RunParams, bins: ServerClient, ready: Mapping[str, Any]) -> dict[str, Any]:
         return {"server_quic_go": ready.get("quic_go")}
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from quicsm.testbed.stacks import Built, Progress, Source, Stack, register, with_go_client
 
 if TYPE_CHECKING:
-    from quicsm.testbed.runner import RunConfig, ServerClient
+    from quicsm.testbed.config import RunParams, ServerClient
 
 __all__ = ["QuicheStack"]
 
@@ -57,7 +57,7 @@ class QuicheStack(Stack):
         ok = [v for v, ccs in found.items() if set(self.ccs) <= ccs]
         return sorted(ok, key=lambda v: tuple(int(x) for x in v.split(".") if x.isdigit()))
 
-    def build(self, cfg: RunConfig, *, progress: Progress | None = None, force: bool = False) -> Built:
+    def build(self, cfg: RunParams, *, progress: Progress | None = None, force: bool = False) -> Built:
         from quicsm.testbed.quiche_build import build_quiche_server
         from quicsm.testbed.sets import resolve_set
 
@@ -66,13 +66,13 @@ class QuicheStack(Stack):
         server = build_quiche_server(version, cfg.cc, progress=progress, patch_set=chosen.patch_set, force=force)
         return with_go_client(self, cfg, server, progress, patch_set_choice=chosen.to_json())
 
-    def server_argv(self, cfg: RunConfig, bins: ServerClient, addr: str, log_path: Path) -> list[str]:
+    def server_argv(self, cfg: RunParams, bins: ServerClient, addr: str, log_path: Path) -> list[str]:
         return [*super().server_argv(cfg, bins, addr, log_path), "-cc", cfg.cc]  # -0rtt: quiche's enable_early_data
 
-    def labels(self, cfg: RunConfig) -> dict[str, str]:
+    def labels(self, cfg: RunParams) -> dict[str, str]:
         return {"stack": self.name, "quiche_version": self.version(cfg)}
 
-    def run_meta(self, cfg: RunConfig, bins: ServerClient, ready: Mapping[str, Any]) -> dict[str, Any]:
+    def run_meta(self, cfg: RunParams, bins: ServerClient, ready: Mapping[str, Any]) -> dict[str, Any]:
         return {"server_quiche": ready.get("quiche")}
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from quicsm.testbed.stacks import Built, Progress, Stack, register, with_go_client
 
 if TYPE_CHECKING:
-    from quicsm.testbed.runner import RunConfig, ServerClient
+    from quicsm.testbed.config import RunParams, ServerClient
 
 __all__ = ["QuinnStack"]
 
@@ -34,18 +34,18 @@ class QuinnStack(Stack):
         found = {str(ps.extra["crate"]["version"]) for ps in shipped_patch_sets(TARGET) if ps.extra.get("crate")}
         return sorted(found, key=lambda v: tuple(int(x) for x in v.split(".") if x.isdigit()))
 
-    def build(self, cfg: RunConfig, *, progress: Progress | None = None, force: bool = False) -> Built:
+    def build(self, cfg: RunParams, *, progress: Progress | None = None, force: bool = False) -> Built:
         from quicsm.testbed.quinn_build import build_quinn_server
 
         return with_go_client(self, cfg, build_quinn_server(self.version(cfg), progress=progress), progress)
 
-    def server_argv(self, cfg: RunConfig, bins: ServerClient, addr: str, log_path: Path) -> list[str]:
+    def server_argv(self, cfg: RunParams, bins: ServerClient, addr: str, log_path: Path) -> list[str]:
         return [*super().server_argv(cfg, bins, addr, log_path), "-cc", cfg.cc]
 
-    def labels(self, cfg: RunConfig) -> dict[str, str]:
+    def labels(self, cfg: RunParams) -> dict[str, str]:
         return {"stack": self.name, "quinn_proto_version": self.version(cfg)}
 
-    def run_meta(self, cfg: RunConfig, bins: ServerClient, ready: Mapping[str, Any]) -> dict[str, Any]:
+    def run_meta(self, cfg: RunParams, bins: ServerClient, ready: Mapping[str, Any]) -> dict[str, Any]:
         return {"server_quinn_proto": ready.get("quinn_proto")}
 
 

@@ -18,7 +18,7 @@ from quicsm.errors import TestbedError
 from quicsm.testbed.stacks import Built, Progress, RunContext, Stack, page_flag, register
 
 if TYPE_CHECKING:
-    from quicsm.testbed.runner import RunConfig, ServerClient
+    from quicsm.testbed.config import RunParams, ServerClient
 
 __all__ = ["TcpStack"]
 
@@ -32,13 +32,13 @@ class TcpStack(Stack):
     http_versions: ClassVar[tuple[str, ...]] = ("h2", "h1")
     pages: ClassVar[bool] = True
 
-    def version(self, cfg: RunConfig) -> str:
+    def version(self, cfg: RunParams) -> str:
         return platform.release()
 
     def versions(self) -> list[str]:
         return [platform.release()]
 
-    def validate(self, cfg: RunConfig) -> None:
+    def validate(self, cfg: RunParams) -> None:
         from quicsm.testbed.emulator import default_mode
 
         super().validate(cfg)
@@ -49,7 +49,7 @@ class TcpStack(Stack):
         if cfg.stack_version and cfg.stack_version != platform.release():
             raise TestbedError(f"stack tcp runs this kernel ({platform.release()}), not {cfg.stack_version}")
 
-    def build(self, cfg: RunConfig, *, progress: Progress | None = None, force: bool = False) -> Built:
+    def build(self, cfg: RunParams, *, progress: Progress | None = None, force: bool = False) -> Built:
         from quicsm.testbed.tcp import build_tcp
 
         t0 = time.monotonic()
@@ -66,7 +66,7 @@ class TcpStack(Stack):
             meta={"tracer": "bpftrace (quicsm.testbed.ktrace)"},
         )
 
-    def server_argv(self, cfg: RunConfig, bins: ServerClient, addr: str, log_path: Path) -> list[str]:
+    def server_argv(self, cfg: RunParams, bins: ServerClient, addr: str, log_path: Path) -> list[str]:
         from quicsm.testbed.tcp import TcpBinaries, TcpTuning, server_argv
 
         own_log = log_path.with_name("h2server.log")  # server.log is the tracer's
@@ -74,11 +74,11 @@ class TcpStack(Stack):
         argv = server_argv(
             tb, addr=addr, objects=cfg.objects, size=cfg.size, cc=cfg.cc, tuning=TcpTuning(), log=own_log
         )
-        return argv + (["-http", "1.1"] if cfg.http_version == "h1" else []) + page_flag(cfg)
+        return argv + (["-http", "1.1"] if (cfg.http or self.protocol) == "h1" else []) + page_flag(cfg)
 
-    def client_argv(self, cfg: RunConfig, bins: ServerClient, url: str, spki: str) -> list[str]:
+    def client_argv(self, cfg: RunParams, bins: ServerClient, url: str, spki: str) -> list[str]:
         argv = super().client_argv(cfg, bins, url, spki)
-        return argv + (["-http", "1.1"] if cfg.http_version == "h1" else [])
+        return argv + (["-http", "1.1"] if (cfg.http or self.protocol) == "h1" else [])
 
     @contextlib.contextmanager
     def session(self, ctx: RunContext) -> Iterator[None]:
@@ -91,10 +91,10 @@ class TcpStack(Stack):
         with KernelTracer(ctx.server_ns, ctx.log_path):
             yield
 
-    def labels(self, cfg: RunConfig) -> dict[str, str]:
+    def labels(self, cfg: RunParams) -> dict[str, str]:
         return {"stack": self.name, "kernel": platform.release()}
 
-    def run_meta(self, cfg: RunConfig, bins: ServerClient, ready: Mapping[str, Any]) -> dict[str, Any]:
+    def run_meta(self, cfg: RunParams, bins: ServerClient, ready: Mapping[str, Any]) -> dict[str, Any]:
         return {"server_tcp": {"cc": ready.get("cc"), "proto": ready.get("proto")}}
 
 
