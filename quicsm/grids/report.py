@@ -230,7 +230,9 @@ def _markdown(runs: GridRuns, comp: GridComparison, rows: Sequence[dict[str, Any
 @lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
     return jinja2.Environment(
-        loader=jinja2.PackageLoader("quicsm.grids", "templates"),
+        loader=jinja2.ChoiceLoader(  # compare's templates: the figures' shared layout and zoom (_figures.html)
+            [jinja2.PackageLoader("quicsm.grids", "templates"), jinja2.PackageLoader("quicsm.compare", "templates")]
+        ),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         finalize=html_value,

@@ -94,7 +94,7 @@ def cwnd_timeline_svg(
         return top + plot_h * (1 - v / ymax)
 
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="cwnd-timeline" width="{width}" height="{total_h}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="timeline" width="{width}" height="{total_h}" '
         f'viewBox="0 0 {width} {total_h}" font-family="sans-serif" font-size="11">',
         f'<text x="{left}" y="16" font-weight="bold">{escape(title)}</text>',
         f'<rect x="{left}" y="{top}" width="{pw}" height="{plot_h}" fill="none" stroke="#444"/>',

@@ -136,3 +136,38 @@ def test_the_zoom_buttons_change_the_drawn_size(reports: dict[str, Path], page: 
     assert after == pytest.approx(before * 1.25, rel=0.02)
     page.locator("#models ~ .figures .figure-tools").first.get_by_role("button", name="100 %").click()  # type: ignore[attr-defined]
     assert svg.bounding_box()["width"] == pytest.approx(before, rel=0.02)
+
+
+@pytest.fixture(scope="module")
+def grid_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``quicsm grid report`` of a 2 x 2 grid whose runs carry real fig13 logs (tests/grids' fake testbed)."""
+    if shutil.which("dot") is None:
+        pytest.skip("needs Graphviz's dot (scripts/install.sh)")
+    sys.path.insert(0, str(ROOT / "tests" / "grids"))
+    from grid_fixtures import FakeTestbed
+
+    from quicsm.grids.execute import run_grid
+    from quicsm.grids.spec import grid_from_data
+
+    out = tmp_path_factory.mktemp("grid")
+    data = {
+        "name": "readable",
+        "runs": 4,
+        "axes": {"rate": [10, 50], "size": ["5KB", "1MB"]},
+        "arms": {"desktop": {"cc": "reno"}, "mobile": {"cc": "reno", "cpu_quota": "10%"}},
+        "report": {"timelines": [{"rate": 50, "size": "1MB"}]},
+    }
+    tb = FakeTestbed(lambda cfg, r: 1000.0 + 100 * r + (400 if cfg.name == "mobile" else 0), mobile_arm="mobile")
+    run_grid(grid_from_data(data), out / "runs", build=tb.build, run=tb.run)
+    _quicsm("grid", "report", str(out / "runs"), "-o", str(out / "report"), cwd=out)
+    return out / "report" / "report.html"
+
+
+def test_the_grid_report_is_readable_at_its_default_size(grid_report: Path, page: object, tmp_path: Path) -> None:
+    shots = _shots() or tmp_path
+    shots.mkdir(parents=True, exist_ok=True)
+    figures = _measure(page, grid_report, shots / "grid.png")
+    drawn = [f for f in figures if f["texts"]]
+    assert len(drawn) >= 2, f"expected the heatmap and a timeline, found {figures}"  # heatmap, Fig. 9 timeline
+    small = [f for f in drawn if f["width"] == 0 or f["min"] < MIN_PX]
+    assert not small, f"figures drawn too small to read (smallest text < {MIN_PX} px): {small}"
