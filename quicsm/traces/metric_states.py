@@ -211,9 +211,35 @@ def infer(series: MetricSeries, profile: Profile | None = None) -> Inferred:
     order = np.argsort(series.t_us, kind="stable")
     if np.any(order != np.arange(n)):
         series = _sorted(series, order)
+    series = _rtt_in_seconds(series)
     if _looks_bbr(series):
         return _infer_bbr(series)
     return _infer_loss(series, prof)
+
+
+def _rtt_in_seconds(s: MetricSeries) -> MetricSeries:
+    """RTTs written in seconds where qlog wants milliseconds (quinn-proto 0.11.14 writes ``latest_rtt``
+    0.044 for 44 ms), read 1000x too small: the first RTT sample after the connection's first event
+    cannot be under a hundredth of the time it took to come, while a thousand times it fits that time
+    (within 2x: the server's first sample is the handshake's round trip). Such a series gets its RTT columns scaled; any other is returned as it is."""
+    assert s.latest_rtt_us is not None
+    t0 = s.start_us if s.start_us is not None else (int(s.t_us[0]) if len(s.t_us) else 0)
+    rows = np.flatnonzero((s.latest_rtt_us != NULL) & (s.latest_rtt_us > 0) & (s.t_us > t0))
+    if not len(rows):
+        return s
+    r = int(rows[0])
+    rtt, took = int(s.latest_rtt_us[r]), int(s.t_us[r]) - t0
+    if not (rtt * 100 < took and 2 * rtt * 1000 >= took and rtt * 1000 <= 2 * took):
+        return s
+
+    def scaled(a: np.ndarray) -> np.ndarray:
+        return np.where(a != NULL, a * 1000, NULL)
+
+    return MetricSeries(
+        s.t_us, s.cwnd, s.inflight, s.ssthresh, s.pacing, scaled(s.srtt_us), scaled(s.min_rtt_us),
+        scaled(s.latest_rtt_us), s.pto_count, s.packets, s.lost_us, s.pto_us, s.timer_us,
+        s.sent_us, s.sent_pn, s.ack_us, s.ack_largest, s.start_us,
+    )  # fmt: skip
 
 
 def _sorted(s: MetricSeries, order: np.ndarray) -> MetricSeries:
@@ -302,7 +328,7 @@ def _infer_loss(s: MetricSeries, prof: Profile) -> Inferred:
     undo &= np.cumsum(cut) > 0
     # recovery episodes
     cuts = np.flatnonzero(cut & ~rto)
-    ends = _recovery_ends(s, cuts, ack, sends, latest, undo, prof)
+    ends = _recovery_ends(s, cuts, ack, rtt_sample, sends, latest, undo, prof)
     mark = np.zeros(n + 1, np.int64)
     np.add.at(mark, cuts, 1)
     np.add.at(mark, ends, -1)
@@ -385,6 +411,7 @@ def _recovery_ends(
     s: MetricSeries,
     cuts: np.ndarray,
     ack: np.ndarray,
+    rtt_sample: np.ndarray,
     sends: np.ndarray,
     latest: np.ndarray,
     undo: np.ndarray,
@@ -423,7 +450,9 @@ def _recovery_ends(
                     ends[i] = ack_rows[r] if r < len(ack_rows) else n
     else:
         # metrics only: the first ACK whose RTT sample was sent after the first send that followed the cut
+        # (only records with a new RTT sample: a loss also lowers bytes in flight, with a stale RTT)
         send_rows = np.flatnonzero(sends)
+        ack_rows = np.flatnonzero(rtt_sample)
         acked_sent_at = t - latest
         for i, c in enumerate(cuts.tolist()):
             j = np.searchsorted(send_rows, c, side="right")

@@ -307,3 +307,21 @@ def test_compare_says_which_sets_have_inferred_states() -> None:
     assert len(said) == 1 and sets[0].name in said[0]
     records = to_json(result)["sets"]
     assert records[0]["states_inferred"] == 1 and "states_inferred" not in records[1]
+
+
+def test_rtts_written_in_seconds_are_recognised() -> None:
+    """quinn-proto 0.11.14 writes latest_rtt in seconds (0.044 for 44 ms): read as ms they are 1000x too
+    small, which the time the first sample took to come gives away; a loopback RTT is left as it is."""
+    from quicsm.traces.metric_states import _rtt_in_seconds
+
+    def one(start: int, t: int, rtt: int) -> MetricSeries:
+        return series(
+            [{"t": start, "cwnd": 12000}, {"t": t, "cwnd": 12000, "latest": rtt, "srtt": rtt}], start_us=start
+        )
+
+    fixed = _rtt_in_seconds(one(20_000, 66_000, 44))  # 0.044 "ms" 46 ms after the first event
+    assert fixed.latest_rtt_us is not None and list(fixed.latest_rtt_us) == [NULL, 44_000]
+    assert list(fixed.srtt_us) == [NULL, 44_000]
+    for start, t, rtt in ((74, 1_654, 586), (0, 45_000, 40_000), (0, 5_000_000, 2_000)):
+        kept = _rtt_in_seconds(one(start, t, rtt))
+        assert kept.latest_rtt_us is not None and list(kept.latest_rtt_us) == [NULL, rtt]
