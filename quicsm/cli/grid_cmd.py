@@ -153,7 +153,7 @@ def _report(out: str, report_dir: str, **kw: Any) -> None:
         alpha=kw.get("alpha"),
         correction=kw.get("correction"),
     )
-    timelines = None
+    timelines = [] if kw.get("no_timelines") else None
     if kw.get("timelines"):
         from quicsm.grids.spec import Cell
 
@@ -208,6 +208,7 @@ def _report(out: str, report_dir: str, **kw: Any) -> None:
     metavar="AXIS=VALUE[,...]",
     help="Cell(s) to draw cwnd and state over time for (repeatable; default: the file's [report] timelines).",
 )
+@click.option("--no-timelines", is_flag=True, help="Draw no cwnd timelines (whatever the file's [report] says).")
 @click.option("--states/--no-states", default=None, help="Compare the arms' state machines in every cell.")
 @click.option("--diagrams/--no-diagrams", default=True, help="Per-cell model diagrams in the state comparisons.")
 def report_cmd(out: str, report_dir: str, **kw: Any) -> None:

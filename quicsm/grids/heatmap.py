@@ -38,11 +38,12 @@ _BLUE = ((0xD1, 0xE5, 0xF0), (0x21, 0x66, 0xAC))
 
 
 def nice_scale(results: Sequence[CellResult], floor: float = 10.0) -> float:
-    """The colour scale's end (percent): the largest significant |difference| rounded up to 1, 2 or 5 x 10^k."""
+    """The colour scale's end (percent): the largest significant |difference| rounded up to 1, 1.5, 2, 2.5, 3,
+    4, 5, 6, 7.5 or 8 x 10^k (so the largest cell is drawn at least two-thirds dark)."""
     peak = max([abs(r.diff_pct) for r in results if r.significant and r.diff_pct is not None] or [floor])
     peak = max(peak, floor)
     mag = 10 ** math.floor(math.log10(peak))
-    return next(m * mag for m in (1, 2, 5, 10) if m * mag >= peak - 1e-9)
+    return next(m * mag for m in (1, 1.5, 2, 2.5, 3, 4, 5, 6, 7.5, 8, 10) if m * mag >= peak - 1e-9)
 
 
 def cell_colour(r: CellResult, scale: float) -> tuple[str, str]:
