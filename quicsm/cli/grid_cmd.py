@@ -153,10 +153,10 @@ def _report(out: str, report_dir: str, **kw: Any) -> None:
         alpha=kw.get("alpha"),
         correction=kw.get("correction"),
     )
-    timelines = [] if kw.get("no_timelines") else None
-    if kw.get("timelines"):
-        from quicsm.grids.spec import Cell
+    from quicsm.grids.spec import Cell
 
+    timelines: list[Cell] | None = [] if kw.get("no_timelines") else None
+    if kw.get("timelines"):
         cells: list[Cell] = []
         for spec in kw["timelines"]:
             where = dict(part.split("=", 1) for part in spec.split(",") if "=" in part)
