@@ -382,7 +382,7 @@ def remove_stale_temporaries(target: Path) -> list[str]:
     return removed
 
 
-def read_limited(path: str, limit: int, what: str, *, starts: bytes = b"") -> bytes:
+def read_limited(path: str, limit: int, what: str, *, starts: bytes = b"") -> bytearray:
     """The whole of ``path`` (gunzipped; ``-`` = stdin), at most ``limit`` bytes: a file that is not
     ``what`` it should be (``/dev/zero``, a gzip bomb, a log given as a model) stops there, and when
     ``starts`` is given, at once if its first non-blank byte is not one of ``starts``."""
@@ -391,12 +391,15 @@ def read_limited(path: str, limit: int, what: str, *, starts: bytes = b"") -> by
     name = "<stdin>" if path == STDIN else path
     try:
         with open_binary(path) as fh:
-            data = fh.read(4096)
-            first = data.lstrip(b" \t\r\n\xef\xbb\xbf")[:1]
+            data = bytearray(fh.read(4096))
+            first = bytes(data).lstrip(b" \t\r\n\xef\xbb\xbf")[:1]
             if starts and first and first not in starts:
                 raise InputError(f"{name}: not {what} (starts with {first!r})")
-            if len(data) == 4096:
-                data += fh.read(max(0, limit + 1 - len(data)))
+            while len(data) <= limit:  # in steps into one buffer: the limit, not twice it, in memory
+                chunk = fh.read(min(1 << 20, limit + 1 - len(data)))
+                if not chunk:
+                    break
+                data += chunk
     except QuicsmError:
         raise
     except Exception as exc:

@@ -222,7 +222,7 @@ def save_baseline(b: Baseline, path: str) -> int:
     return len(data)
 
 
-def _raw(path: str) -> bytes:
+def _raw(path: str) -> bytes | bytearray:
     """The bundle's JSON bytes (gunzipped when gzip), at most MAX_BUNDLE_BYTES."""
     from quicsm.files import read_limited
 
@@ -233,7 +233,7 @@ def _fail(path: str, where: str, what: str) -> InputError:
     return InputError(f"{path}: {where}: {what}" if where else f"{path}: {what}")
 
 
-def read_baseline(data: bytes, path: str = "<baseline>") -> Baseline:
+def read_baseline(data: bytes | bytearray, path: str = "<baseline>") -> Baseline:
     """Decode and check a bundle's bytes (gzip or plain JSON)."""
     if data[:2] == b"\x1f\x8b":
         try:

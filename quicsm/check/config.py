@@ -134,7 +134,7 @@ def _lookup(table: dict[str, Tolerance], name: str) -> Tolerance | None:
     return next((t for k, t in table.items() if fnmatchcase(name, k)), None)
 
 
-def parse_config(text: str | bytes, source: str = "<config>") -> CheckConfig:
+def parse_config(text: str | bytes | bytearray, source: str = "<config>") -> CheckConfig:
     try:
         return msgspec.toml.decode(text, type=CheckConfig)
     except msgspec.ValidationError as exc:
