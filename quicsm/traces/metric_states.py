@@ -26,6 +26,7 @@ missing, zeros, counters that reset, a window logged once) give fewer states, ne
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -92,6 +93,8 @@ class MetricSeries:
     """Times a probe timeout fired (quic-go's ``loss_timer_updated`` expired, timer ``pto``)."""
     timer_us: np.ndarray = field(default_factory=_empty)
     """Times any loss-detection timer fired (``loss_timer_updated`` expired: ``ack`` or ``pto``)."""
+    spurious_us: np.ndarray = field(default_factory=_empty)
+    """Times a loss was found spurious (quic-go's ``spurious_loss``: the cut is undone)."""
     sent_us: np.ndarray = field(default_factory=_empty)
     sent_pn: np.ndarray = field(default_factory=_empty)
     ack_us: np.ndarray = field(default_factory=_empty)
@@ -235,29 +238,21 @@ def _rtt_in_seconds(s: MetricSeries) -> MetricSeries:
     def scaled(a: np.ndarray) -> np.ndarray:
         return np.where(a != NULL, a * 1000, NULL)
 
-    return MetricSeries(
-        s.t_us, s.cwnd, s.inflight, s.ssthresh, s.pacing, scaled(s.srtt_us), scaled(s.min_rtt_us),
-        scaled(s.latest_rtt_us), s.pto_count, s.packets, s.lost_us, s.pto_us, s.timer_us,
-        s.sent_us, s.sent_pn, s.ack_us, s.ack_largest, s.start_us,
-    )  # fmt: skip
+    return dataclasses.replace(
+        s, srtt_us=scaled(s.srtt_us), min_rtt_us=scaled(s.min_rtt_us), latest_rtt_us=scaled(s.latest_rtt_us)
+    )
 
 
 def _sorted(s: MetricSeries, order: np.ndarray) -> MetricSeries:
     cols = {k: getattr(s, k)[order] for k in ("t_us", "cwnd", "inflight", "ssthresh", "pacing", "srtt_us")}
     assert s.latest_rtt_us is not None and s.pto_count is not None
-    return MetricSeries(
+    return dataclasses.replace(
+        s,
         **cols,
         min_rtt_us=s.min_rtt_us[order],
         latest_rtt_us=s.latest_rtt_us[order],
         pto_count=s.pto_count[order],
         packets=s.packets[order] if s.packets is not None else None,
-        lost_us=s.lost_us,
-        pto_us=s.pto_us,
-        timer_us=s.timer_us,
-        sent_us=s.sent_us,
-        sent_pn=s.sent_pn,
-        ack_us=s.ack_us,
-        ack_largest=s.ack_largest,
         start_us=s.start_us,
     )
 
@@ -404,7 +399,41 @@ def _infer_loss(s: MetricSeries, prof: Profile) -> Inferred:
         ok = (k >= 0) & (lost_t > prev_t) & timed
         when[rows[ok]] = lost_t[ok]
     times, states, reasons = _transitions(when, code, LOSS_STATES, [f"{INFERRED_TRIGGER}:{w}" for w in why], s.start_us)
+    times, states, reasons = _hidden_recoveries(s, t, cut, times, states, reasons)
     return Inferred(times, states, reasons, "loss", code, mss)
+
+
+def _hidden_recoveries(
+    s: MetricSeries, t: np.ndarray, cut: np.ndarray, times: np.ndarray, states: list[str], reasons: list[str]
+) -> tuple[np.ndarray, list[str], list[str]]:
+    """Recoveries cut and undone between two metrics records: a loss the loss timer declared (an expiry
+    logged within 1 ms before it) outside recovery, found spurious (``spurious_loss``) before any record
+    showed a cut. quic-go v0.5x+ cuts at such a loss and writes no metrics until the next ACK or send,
+    by when the undo has put the window back. A loop over the spurious losses only."""
+    if not len(s.spurious_us) or not len(s.lost_us) or not len(s.timer_us):
+        return times, states, reasons
+    events = list(zip(times.tolist(), states, reasons))
+    last_end = np.iinfo(np.int64).min
+    for sp in np.sort(s.spurious_us).tolist():
+        k = int(np.searchsorted(s.lost_us, sp, side="left")) - 1
+        if k < 0 or s.lost_us[k] <= last_end:
+            continue
+        lost = int(s.lost_us[k])
+        j = int(np.searchsorted(s.timer_us, lost, side="right")) - 1
+        if j < 0 or lost - int(s.timer_us[j]) > 1000:
+            continue
+        a, b = np.searchsorted(t, lost, side="right"), np.searchsorted(t, sp, side="right")
+        if cut[a:b].any():
+            continue  # the records show this cut
+        i = int(np.searchsorted(times, lost, side="right")) - 1
+        before = states[i] if i >= 0 else "SlowStart"
+        if before == "Recovery":
+            continue
+        events += [(lost, "Recovery", f"{INFERRED_TRIGGER}:loss"), (sp, before, f"{INFERRED_TRIGGER}:spurious_loss")]
+        last_end = sp
+    events.sort(key=lambda e: e[0])
+    out = [e for n, e in enumerate(events) if n == 0 or e[1] != events[n - 1][1]]
+    return np.array([e[0] for e in out], np.int64), [e[1] for e in out], [e[2] for e in out]
 
 
 def _recovery_ends(
@@ -578,6 +607,7 @@ def infer_events(
     implementation: str | None,
     time_scale: float,
     start_us: int | None,
+    spurious: list[int] | None = None,
 ) -> list[TraceEvent]:
     """A metrics-only trace's events with inferred transitions added and every metrics event given the
     state it fell in (the object twin of the column path; the same :func:`infer`)."""
@@ -605,6 +635,7 @@ def infer_events(
         lost_us=np.array(sorted(lost), np.int64),
         pto_us=np.array(sorted(t for t, pto in timers if pto), np.int64),
         timer_us=np.array(sorted(t for t, _ in timers), np.int64),
+        spurious_us=np.array(sorted(spurious or ()), np.int64),
         start_us=start_us,
     )
     if not (series.cwnd != NULL).any():

@@ -51,10 +51,11 @@ _METRIC_NAMES = {"metrics_updated", "recovery_metrics_updated", "metric_update",
 _MVFST_NAMES = {"congestion_metric_update"}
 _LOST_NAMES = {"packet_lost"}
 _TIMER_NAMES = {"loss_timer_updated"}
+_SPURIOUS_NAMES = {"spurious_loss"}
 _RS = b"\x1e"
 _TIME = re.compile(rb'"time"\s*:\s*(-?[0-9][0-9.eE+-]{0,30})')
 _WANTED = re.compile(rb"congestion|metric|cc_state", re.IGNORECASE)
-_SOFT = re.compile(rb"packet_lost|loss_timer")
+_SOFT = re.compile(rb"packet_lost|loss_timer|spurious_loss")
 """Records the metric-state reader uses (losses, PTO expiries): decoded when they can be, never
 reported when they cannot (the column scanner does not read them: only states and metrics count)."""
 _EVENTS_KEY = re.compile(r'"events"\s*:\s*\[')
@@ -86,6 +87,8 @@ def _role(name: str) -> str | None:
         return "lost"
     if short in _TIMER_NAMES:
         return "timer"
+    if short in _SPURIOUS_NAMES:
+        return "spurious"
     return None
 
 
@@ -112,6 +115,8 @@ class TraceState:
     reader when the trace has no state event (:mod:`quicsm.traces.metric_states`)."""
     lost: list[int] = field(default_factory=list)
     timers: list[tuple[int, bool]] = field(default_factory=list)
+    spurious: list[int] = field(default_factory=list)
+    """Times a loss was found spurious (quic-go v0.5x+ ``recovery:spurious_loss``)."""
     """Loss-detection timer expiries: (time, whether it was the probe timeout)."""
 
     def t_us(self, raw: Any) -> int:
@@ -178,7 +183,7 @@ def _metrics(
 
 def _handle(st: TraceState, name: str, data: Any, time: Any, path: str, at: Locate, report: ParseReport) -> None:
     role = event_role(name)
-    if role in ("lost", "timer"):  # for the metric-state reader; never reported (the scanner skips them)
+    if role in ("lost", "timer", "spurious"):  # for the metric-state reader; never reported (the scanner skips them)
         try:
             t = st.t_us(time)
         except BadValue:
@@ -186,6 +191,8 @@ def _handle(st: TraceState, name: str, data: Any, time: Any, path: str, at: Loca
         if isinstance(data, dict):
             if role == "lost":
                 st.lost.append(t)
+            elif role == "spurious":
+                st.spurious.append(t)
             elif data.get("event_type") == "expired":
                 st.timers.append((t, data.get("timer_type") == "pto"))
         return
@@ -263,7 +270,7 @@ def _finish(st: TraceState, path: str, meta: TraceMeta, index: int, report: Pars
         from quicsm.traces.metric_states import INFERRED_LABEL, infer_events
 
         impl = meta.implementation or guess_impl(st.title)
-        st.events = infer_events(st.events, st.aux, st.lost, st.timers, impl, st.time_scale, st.min_t)
+        st.events = infer_events(st.events, st.aux, st.lost, st.timers, impl, st.time_scale, st.min_t, st.spurious)
         if not st.events:
             return None
         labels.update(INFERRED_LABEL)
@@ -602,7 +609,7 @@ def _soft_event(st: TraceState, part: bytes, path: str, report: ParseReport) -> 
     if type(rec) is not dict:
         return False
     parts = _event_parts(rec, None)
-    if parts is None or event_role(parts[0]) not in ("lost", "timer") or not isinstance(parts[1], dict):
+    if parts is None or event_role(parts[0]) not in ("lost", "timer", "spurious") or not isinstance(parts[1], dict):
         return False
     try:
         time_value(parts[2])

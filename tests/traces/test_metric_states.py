@@ -325,3 +325,22 @@ def test_rtts_written_in_seconds_are_recognised() -> None:
     for start, t, rtt in ((74, 1_654, 586), (0, 45_000, 40_000), (0, 5_000_000, 2_000)):
         kept = _rtt_in_seconds(one(start, t, rtt))
         assert kept.latest_rtt_us is not None and list(kept.latest_rtt_us) == [NULL, rtt]
+
+
+def test_a_recovery_cut_and_undone_between_two_records_is_read_from_the_loss_events() -> None:
+    """quic-go v0.65: the loss timer declares a loss (cut at once, no metrics written), and a late ACK
+    finds it spurious (undo) before the next metrics record: Recovery from the loss to the undo."""
+    rows = _flight(0, 20 * MSS, 0, 20)
+    rows.append({"t": 40_000, "cwnd": 21 * MSS, "inflight": 19 * MSS, "latest": 40_000, "packets": 19})
+    rows.append({"t": 60_000, "cwnd": 22 * MSS, "inflight": 18 * MSS, "latest": 40_100, "packets": 18})
+    events = dict(
+        timer_us=np.array([45_000], np.int64),
+        lost_us=np.array([45_100], np.int64),
+        spurious_us=np.array([59_000], np.int64),
+    )
+    got = infer(series(rows, **events), PROFILES["quic-go"])
+    assert got.states == ["SlowStart", "Recovery", "SlowStart"], got.states
+    assert list(got.t_us[1:]) == [45_100, 59_000] and got.reasons[2] == "inferred:spurious_loss"
+    # a loss the records show as a cut is read from the records, not twice
+    shown = [*rows[:-1], {"t": 50_000, "cwnd": 10 * MSS, "inflight": 17 * MSS, "latest": 40_050, "packets": 17}]
+    assert infer(series(shown, **events), PROFILES["quic-go"]).states.count("Recovery") == 1
