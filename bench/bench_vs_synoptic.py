@@ -2,7 +2,8 @@
 
 Per size (default 10^3 and 10^4 events of ``bench_infer.synth``'s Cubic-like traces) the traces are
 written twice: as a quicsm contract log (``server.log``) and as Synoptic's log
-(:func:`quicsm.inference.export.dump_synoptic_log`). Then, as a user runs them, one after the other:
+(:func:`quicsm.inference.export.dump_synoptic_log`, the sequences ``quicsm export server.log`` writes:
+without the leading ``Init``, the contract's start marker). Then, as a user runs them, one after the other:
 
 - ours: ``quicsm diagram server.log -o model.png`` (parse, infer, annotate, draw the PNG: Graphviz's
   library lays it out and draws dot's pixels, quicsm encodes them, :mod:`quicsm.diagrams.gvlib`);
@@ -36,6 +37,7 @@ from bench_infer import synth
 from quicsm.inference.export import dump_synoptic_log, synoptic_arguments
 from quicsm.inference.synoptic_jar import ENV_JAR
 from quicsm.traces.contract import format_line
+from quicsm.traces.states import INIT
 
 RECORDED_ORIGINAL_S = {1_000: 15.6, 10_000: 1086.0}
 """The original (a2b6a0d, Java 17 with the NamedMatcher fix) on these inputs with its PNG, whole
@@ -92,8 +94,8 @@ def main() -> None:
         work = opts.keep or Path(tempfile.mkdtemp(prefix="quicsm-vs-synoptic-"))
         work.mkdir(parents=True, exist_ok=True)
         write_contract_log(seqs, work / "server.log")
-        with (work / "synoptic.log").open("w", encoding="utf-8") as fh:
-            dump_synoptic_log(seqs, fh)
+        with (work / "synoptic.log").open("w", encoding="utf-8") as fh:  # what `quicsm export server.log` writes:
+            dump_synoptic_log([s[1:] if s[0] == INIT else s for s in seqs], fh)  # Init is the start marker
         n = sum(map(len, seqs))
         out = "model.png" if opts.verb == "diagram" else "model.json"
         ours = timed([quicsm, opts.verb, "server.log", "-o", out, "-q"], work, opts.runs)

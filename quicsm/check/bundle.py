@@ -25,6 +25,7 @@ from quicsm.errors import InputError, as_quicsm_error
 from quicsm.formats import msgspec_where
 from quicsm.inference.annotate import AnnotatedModel
 from quicsm.traces.events import StateView, Trace
+from quicsm.traces.states import INIT
 
 __all__ = [
     "BUNDLE_FORMAT",
@@ -307,9 +308,11 @@ def _from_file(f: BundleFile, path: str) -> Baseline:
             bad = next((k for k in c.states if k >= len(f.states)), None)
             if bad is not None:
                 raise _fail(path, f"{cw}.states", f"index {bad} out of range (the bundle names {len(f.states)} states)")
-            names = tuple(f.states[k] for k in c.states)
+            names, durations = tuple(f.states[k] for k in c.states), tuple(c.durations_us)
+            if len(names) > 1 and names[0] == INIT and durations[0] == 0:  # saved before Init was a marker only
+                names, durations = names[1:], durations[1:]
             trace = Trace(c.id, c.cc, [], c.id.rpartition(":")[2], c.implementation, c.version, (), dict(c.labels))
-            rows.append(Connection(trace, names, tuple(c.durations_us), c.events, c.duration_us, False, True))
+            rows.append(Connection(trace, names, durations, c.events, c.duration_us, False, True))
         model = AnnotatedModel.from_json(s.model, source=f"{path}: {where}.model")
         if model.model.engine != f.engine:
             raise _fail(path, f"{where}.model.engine", f"{model.model.engine!r}, but the bundle says {f.engine!r}")

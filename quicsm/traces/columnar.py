@@ -23,7 +23,7 @@ from quicsm.traces.distinct import PackedSequences, ranges, stable_argsort, uniq
 from quicsm.traces.events import EVENT_KINDS, METRIC_FIELDS, StateView, Trace, TraceEvent, TraceMeta
 from quicsm.traces.logscan import BINARY_INPUT, ScanState, find_tagged_py, scan_windows
 from quicsm.traces.report import ParseReport
-from quicsm.traces.states import canonical_state
+from quicsm.traces.states import INIT, canonical_state
 
 __all__ = [
     "BATCH_FILES",
@@ -784,10 +784,13 @@ def stay_arrays(tc: TraceColumns, view: StateView) -> StayArrays:
     trp = tr_of[pos]
     first = np.ones(len(pos), bool)
     first[1:] = trp[1:] != trp[:-1]
-    # the state left by a trace's first transition, when the emitter named it, is the first stay
+    # the state left by a trace's first transition, when the emitter named one other than the start marker
+    # Init (and the transition is no reset into Init), is the first stay (Trace.visits' rule)
     rows_first = rows[pos[first]]
+    init = ev.names.index(INIT) if INIT in ev.names else -2
     pseudo = first.copy()
-    pseudo[first] = (ev.kind[rows_first] == 0) & (ev.prev[rows_first] >= 0)
+    pf, sf = ev.prev[rows_first], ev.state[rows_first]
+    pseudo[first] = (ev.kind[rows_first] == 0) & (pf >= 0) & (pf != init) & (sf != init)
     if pseudo.any():
         prev_rows = rows[pos[pseudo]]
         prev_lab = _prev_labels(tc, view, prev_rows, names)

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from quicsm.traces.states import split_state
+from quicsm.traces.states import INIT, split_state
 
 __all__ = [
     "SSTHRESH_INF",
@@ -175,8 +175,11 @@ class Trace:
     def visits(self, view: StateView = StateView()) -> list[Visit]:
         """The states the connection went through, repeats folded, each with its stay.
 
-        The first state is the ``from`` of the first transition when the emitter gave it (``Init``
-        for patched senders), else the first state entered. The last stay lasts until :attr:`end_us`.
+        The first state is the ``from`` of the first transition when the emitter gave one other than
+        ``Init`` (a changes-only logger's first ``old``), else the first state entered: ``Init`` is the
+        contract's start marker (a patched sender's ``from=Init`` first line, the qlog readers' first
+        ``from``), which the model's INITIAL node stands for, and the ``from`` of a ``to=Init`` reset
+        belongs to the connection before. The last stay lasts until :attr:`end_us`.
         """
         out: list[Visit] = []
         cur: str | None = None
@@ -184,7 +187,7 @@ class Trace:
         for ev in self.events:
             if ev.kind not in ("transition", "update"):
                 continue
-            if cur is None and ev.kind == "transition" and ev.prev:
+            if cur is None and ev.kind == "transition" and ev.prev and INIT not in (ev.prev, ev.state):
                 first = view.label(TraceEvent(ev.t_us, ev.prev, recovery=ev.recovery))
                 cur, since = first, ev.t_us
             label = view.label(ev)

@@ -181,3 +181,17 @@ def test_a_bad_config_names_the_file(tmp_path: Path, data: bytes, message: str) 
 def test_dev_zero_is_not_a_bundle() -> None:
     with pytest.raises(InputError, match="/dev/zero: not a baseline bundle"):
         load_baseline("/dev/zero")
+
+
+def test_a_bundle_saved_when_init_was_a_stay_reads_without_it(baseline) -> None:
+    """Before 2026-11-28 every connection began with a zero-time ``Init`` stay (now the start marker only,
+    decisions.md): an old baseline's rows drop it, so they line up with new runs' rows."""
+    doc = _doc(baseline)
+    doc["states"].append("Init")
+    init = len(doc["states"]) - 1
+    for conn in doc["sets"][0]["connections"]:
+        conn["states"].insert(0, init)
+        conn["durations_us"].insert(0, 0)
+    got = read_baseline(json.dumps(doc).encode())
+    assert [r.states for r in got.sets[0].rows] == [r.states for r in baseline.sets[0].rows]
+    assert [r.durations_us for r in got.sets[0].rows] == [r.durations_us for r in baseline.sets[0].rows]

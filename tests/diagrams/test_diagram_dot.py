@@ -144,13 +144,13 @@ def test_several_nodes_of_one_state_get_id_suffixes() -> None:
         return Trace(name, "cubic", [*events, TraceEvent(end, "Recovery", kind="close")])
 
     traces = [conn("a", 100, 300), conn("b", 50, 60)]
-    labels = [INITIAL, "Init", "SlowStart", "Recovery", "Recovery", TERMINAL]
-    result = model_from_paths("split", labels, [[0, 1, 2, 3, 5], [0, 1, 2, 4, 5]])
+    labels = [INITIAL, "SlowStart", "Recovery", "Recovery", TERMINAL]
+    result = model_from_paths("split", labels, [[0, 1, 2, 4], [0, 1, 3, 4]])
     am = annotate(result, traces, StateView())
     dot = to_dot(am)
-    assert "#3</FONT>" in dot and "#4</FONT>" in dot and "#2</FONT>" not in dot
+    assert "#2</FONT>" in dot and "#3</FONT>" in dot and "#1</FONT>" not in dot
     drawn = state_nodes(dot)
-    assert drawn["n3"] == ("Recovery", pytest.approx(100 * am.nodes[3].time_fraction, abs=0.051))
+    assert drawn["n2"] == ("Recovery", pytest.approx(100 * am.nodes[2].time_fraction, abs=0.051))
 
 
 def test_long_names_wrap_onto_lines() -> None:
@@ -276,7 +276,7 @@ def test_any_state_name_gives_a_drawable_diagram(names: list[str]) -> None:
     names = [n for n in names if n not in (INITIAL, TERMINAL)]
     assume(names)
     svg = run_dot(to_dot(_one_trace_model(names)), "svg")
-    states = {"Init", *names}  # the first transition leaves Init
+    states = set(names)  # the first transition leaves Init, the start marker, not a state
     assert svg.count(b'class="node"') == len(states) + 3  # + INITIAL, TERMINAL, legend
 
 

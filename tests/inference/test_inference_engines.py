@@ -291,3 +291,23 @@ def test_infer_verb_reports_an_option_the_engine_lacks(write_log) -> None:  # ty
     log = write_log("server.log", synth_cubic_lines(2, 5))
     r = CliRunner().invoke(cli, ["infer", str(log), "--engine", "dfg", "-k", "2", "-q"])
     assert r.exit_code != 0 and "does not take option(s) k" in r.output
+
+
+@pytest.mark.parametrize("engine", ["synoptic", "ktails", "dfg"])
+def test_engines_learn_the_logged_states_only(engine: str) -> None:
+    """A quic-go qlog starts in slow_start and logs no Init; the patched log's first line leaves Init, the
+    start marker (decisions.md 2026-11-28). Neither gives the engines an Init state: both give one model,
+    whose start (INITIAL) leads straight to SlowStart."""
+    from quicsm.traces import parse_inputs
+
+    data = Path(__file__).resolve().parents[1] / "data" / "quic-go-v0.65"
+    models = []
+    for name in ("server.sqlog.gz", "server.log.gz"):
+        (trace,) = parse_inputs([str(data / name)]).traces
+        assert trace.events[0].prev == "Init"
+        model = infer_sequences([trace.states()], engine).model
+        names = [n.state for n in model.nodes]
+        assert "Init" not in names
+        assert {names[e.dst] for e in model.edges if e.src == 0} == {"SlowStart"}
+        models.append((names, [(e.src, e.dst) for e in model.edges]))
+    assert models[0] == models[1]

@@ -92,6 +92,10 @@ def crafted() -> bytes:
         format_line(conn="b", t_us=70, cc="bbr", frm="Drain", to="ProbeRtt", cwnd=4, ssthresh=2**63 - 1),
         format_line(conn="a", t_us=55, cc="cubic", frm="SlowStart", to="CongestionAvoidance"),
         format_line(conn="b", t_us=71, cc="bbr", frm="Init", to="Startup"),
+        format_line(conn="d", t_us=80, cc="reno", frm="SlowStart", to="Recovery"),  # changes only: from is a stay
+        format_line(conn="e", t_us=81, cc="reno", frm="Init", to="SlowStart"),
+        format_line(conn="e", t_us=90, cc="reno", frm="SlowStart", to="Init"),  # a reset: Init is a stay
+        format_line(conn="e", t_us=95, cc="reno", frm="Init", to="SlowStart"),
     ]
     return ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape").replace(b"\xc3\xbf", b"\xff")
 

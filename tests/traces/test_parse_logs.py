@@ -62,8 +62,8 @@ def test_reused_key_splits_at_init(write_log) -> None:
     ]
     res = parse_inputs([str(write_log("r.log", a + b))])
     assert [t.id for t in res.traces] == ["r.log:0x1", "r.log:0x1#2"]
-    assert res.traces[0].states() == ["Init", "SlowStart", "CongestionAvoidance"]
-    assert res.traces[1].states() == ["Init", "SlowStart", "Recovery"]
+    assert res.traces[0].states() == ["SlowStart", "CongestionAvoidance"]  # Init: the start marker
+    assert res.traces[1].states() == ["SlowStart", "Recovery"]
 
 
 def test_same_key_in_two_files_are_two_connections(tmp_path: Path) -> None:

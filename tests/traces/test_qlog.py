@@ -94,8 +94,10 @@ def test_draft01_positional_events_and_bbr_names(tmp_path: Path) -> None:
     p = tmp_path / "old.qlog"
     p.write_text(json.dumps({"qlog_version": "draft-01", "traces": [trace]}))
     (t,) = parse_inputs([str(p)]).traces
-    # the first state is entered from Init, as in a patched sender's log; unknown names are kept
-    assert t.states() == ["Init", "Startup", "Drain", "ProbeBw.Down", "some_future_state"]
+    # the first state is entered from Init (the start marker, no stay), as in a patched sender's log;
+    # unknown names are kept
+    assert t.events[0].prev == "Init"
+    assert t.states() == ["Startup", "Drain", "ProbeBw.Down", "some_future_state"]
     assert t.cc == "bbr2"
     assert [e.t_us for e in t.transitions()] == [0, 1500, 2500, 4000]
 
@@ -126,7 +128,8 @@ def test_real_quic_go_qlog_tells_the_same_story_as_the_patch() -> None:
     assert (q.implementation, q.version, q.cc) == ("quic-go", "v0.65.0", "reno")
     assert p.cc == "reno"
     from_patch = p.states()
-    assert q.states() == from_patch and from_patch[0] == "Init"  # both readings start in Init
+    assert q.states() == from_patch and from_patch[0] == "SlowStart"  # both start from Init, the marker
+    assert q.events[0].prev == p.events[0].prev == "Init"
     assert {"SlowStart", "ApplicationLimited"} <= set(from_patch)
     metrics = [e for e in q.events if e.kind == "metrics"]
     assert metrics and all(m.cwnd and m.cwnd > 0 for m in metrics if m.cwnd is not None)

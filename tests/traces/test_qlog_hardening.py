@@ -75,7 +75,7 @@ def test_deep_nesting_is_a_reported_problem(tmp_path: Path) -> None:
     )
     res = parse_inputs([str(rec)])
     assert [i.line for i in res.report.issues] == [3]
-    assert res.traces[0].states() == ["Init", "SlowStart", "Recovery"]
+    assert res.traces[0].states() == ["SlowStart", "Recovery"]
 
 
 def test_unbounded_ssthresh_and_huge_numbers(tmp_path: Path) -> None:
@@ -97,7 +97,7 @@ def test_unbounded_ssthresh_and_huge_numbers(tmp_path: Path) -> None:
     assert [e.ssthresh for e in m[:2]] == [SSTHRESH_INF, SSTHRESH_INF] and m[0].cwnd == 12000
     assert m[2].cwnd is None
     assert sorted(i.line for i in res.report.issues) == [5, 6, 7]
-    assert t.states() == ["Init", "SlowStart", "CongestionAvoidance"]
+    assert t.states() == ["SlowStart", "CongestionAvoidance"]
     out = tmp_path / "x.parquet"
     r = CliRunner().invoke(cli, ["parse", str(p), "-o", str(out)])
     assert r.exit_code == 0, r.output
@@ -126,7 +126,7 @@ def test_wrong_types_are_reported_on_their_lines(tmp_path: Path) -> None:
     p.write_text(json.dumps(doc, indent=1))
     res = parse_inputs([str(p)])
     (t,) = res.traces
-    assert t.states() == ["Init", "SlowStart", "Recovery"]
+    assert t.states() == ["SlowStart", "Recovery"]
     text = p.read_text().splitlines()
     assert len(res.report.issues) == 5
     for issue in res.report.issues:
@@ -149,7 +149,7 @@ def test_draft00_upper_case_layout(tmp_path: Path) -> None:
     p = tmp_path / "qvis.qlog"
     p.write_text(json.dumps({"qlog_version": "draft-00", "traces": [trace]}))
     (t,) = parse_inputs([str(p)]).traces
-    assert t.states() == ["Init", "SlowStart", "Recovery"]
+    assert t.states() == ["SlowStart", "Recovery"]
     assert t.end_us == 120_000
     doc = {
         "traces": [
@@ -167,7 +167,7 @@ def test_draft00_upper_case_layout(tmp_path: Path) -> None:
     }
     p.write_text(json.dumps(doc))
     (t,) = parse_inputs([str(p)]).traces
-    assert t.states() == ["Init", "SlowStart"] and t.start_us == 1000
+    assert t.states() == ["SlowStart"] and t.start_us == 1000
 
 
 def test_mvfst_state_inside_congestion_metric_update(tmp_path: Path) -> None:
@@ -185,7 +185,7 @@ def test_mvfst_state_inside_congestion_metric_update(tmp_path: Path) -> None:
     p = tmp_path / "mvfst.qlog"
     p.write_text(json.dumps({"qlog_version": "draft-00", "title": "mvfst", "traces": [{"events": evs}]}))
     (t,) = parse_inputs([str(p)]).traces
-    assert t.states() == ["Init", "Startup", "Drain", "ProbeBw", "ProbeRtt"]
+    assert t.states() == ["Startup", "Drain", "ProbeBw", "ProbeRtt"]
     assert t.cc == "bbr" and t.implementation == "mvfst"
     assert any(e.recovery == "Conservation" for e in t.events)
     assert [e.cwnd for e in t.events if e.kind == "metrics"] == [20000] * 5

@@ -2,7 +2,7 @@
 
 The independent reading below walks the JSON by hand (no quicsm code): per connection, the sequence
 of congestion states and each state's share of the time, with the conventions docs/log-format.md
-states: the first state is entered from Init; for changes-only loggers (an ``old`` on the first
+states: the first state is entered from Init, the start marker, which is no state; for changes-only loggers (an ``old`` on the first
 change) the state left held since the trace's first event; the last state lasts until the trace's
 last event of any kind.
 """
@@ -83,7 +83,7 @@ def independent_reading(path: Path) -> tuple[list[str], dict[str, float]]:
     changes = [e for e in evs if e["name"].endswith("congestion_state_updated")]
     assert changes, path
     start = changes[0]["time"]
-    seq = ["Init"]
+    seq: list[str] = []
     stays: list[tuple[str, float]] = []
     first = changes[0]["data"]
     if "old" in first:
@@ -92,7 +92,7 @@ def independent_reading(path: Path) -> tuple[list[str], dict[str, float]]:
         stays.append((seq[-1], start))
     for c in changes:
         state = NAMES[str(c["data"]["new"])]
-        if state != seq[-1]:
+        if not seq or state != seq[-1]:
             seq.append(state)
             stays.append((state, c["time"]))
     end = max(e["time"] for e in evs)
@@ -110,7 +110,7 @@ def quicsm_reading(path: Path) -> tuple[list[str], dict[str, float]]:
     shares: dict[str, float] = defaultdict(float)
     for v in visits:
         shares[v.state] += v.duration_us / total
-    return t.states(), {k: v for k, v in shares.items() if k != "Init"}
+    return t.states(), dict(shares)
 
 
 def _files() -> list[Path]:
@@ -129,14 +129,14 @@ def test_quicsm_matches_an_independent_reading(path: Path) -> None:
     assert set(got_shares) == set(shares)
     for state, share in shares.items():
         assert got_shares[state] == pytest.approx(share, abs=0.01), state
-    assert len(seq) >= 3 and sum(shares.values()) == pytest.approx(1.0, abs=1e-6)
+    assert len(seq) >= 2 and sum(shares.values()) == pytest.approx(1.0, abs=1e-6)
 
 
 def test_changes_only_start_in_the_state_left() -> None:
     """neqo logs only changes: slow start holds from the first event to the first change, not 0 s."""
     path = DATA / "neqo-cubic" / "neqo-cubic.sqlog.gz"
     (t,) = parse_inputs([str(path)]).traces
-    slow = t.visits()[1]
+    slow = t.visits()[0]
     assert (slow.state, slow.start_us, slow.end_us) == ("SlowStart", 500, 82_000)  # first event .. first change
     metrics = [e for e in t.events if e.kind == "metrics"]
     first_change = next(e.t_us for e in t.transitions() if e.state == "Recovery")
@@ -174,7 +174,7 @@ def test_names_do_not_pick_the_reader(tmp_path: Path) -> None:
     for name in ("qlog_trace_ref.txt", "trace.json"):
         (tmp_path / name).write_bytes(src)
         (t,) = parse_inputs([str(tmp_path / name)]).traces
-        assert t.states() == ["Init", "SlowStart", "CongestionAvoidance"]
+        assert t.states() == ["SlowStart", "CongestionAvoidance"]
 
 
 def test_aioquic_without_state_events_gets_states_from_its_metrics() -> None:
@@ -199,7 +199,7 @@ def test_quiche_unbounded_ssthresh_and_hystart_states() -> None:
     (t,) = res.traces
     assert (t.implementation, t.version, t.cc) == ("quiche", "0.30.0", "cubic")
     assert SSTHRESH_INF in {e.ssthresh for e in t.events if e.kind == "metrics"}
-    assert set(t.states()) == {"Init", "SlowStart", "Recovery", "CongestionAvoidance"}
+    assert set(t.states()) == {"SlowStart", "Recovery", "CongestionAvoidance"}
     assert not res.report.unknown_states and not res.report.issues
 
 

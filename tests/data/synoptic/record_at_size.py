@@ -175,6 +175,14 @@ def inputs() -> dict[str, Callable[[], Sequences]]:
     out["check-quiche-cubic-0.24.0"] = _traces("check/quiche-cubic-0.24.0")  # quiche Cubic, clean and jitter
     out["check-cubic-loss"] = _traces("check/cubic-loss")  # quic-go v0.65.0 Cubic, 1 % loss
     out["table4-quicgo-tcp4"] = _traces("table4/quicgo-tcp4")  # quic-go and kernel TCP Cubic, one bottleneck
+    # round 4 (issue 31): 10^2-event inputs and the real samples, recorded with the build.xml build
+    for i in range(1, 6):
+        out[f"bench-100-s{i}"] = lambda i=i: bench_shape(100, mean_length=20, seed=200 + i)
+        out[f"markov-6st-m15-x2-f2-100-s{i}"] = lambda i=i: random_markov(
+            100, states=6, mean_length=15, modes=2, fanout=2, seed=210 + i
+        )
+    out["qlog-real"] = lambda: parsed(*QLOG, ROOT / "tests" / "data" / "quic-go-v0.65")  # real qlogs and a log
+    out["fig13-desktop"] = _traces("fig13/desktop")  # real text logs (quic-go, patched)
     out["bench-5k"] = lambda: bench_shape(5000, seed=51)
     out["bench-10k"] = lambda: bench_shape(10_000)  # bench/bench_vs_synoptic.py's input
     return out
