@@ -71,7 +71,7 @@ class TraceSet:
     >>> desktop, mobile = quicsm.build_sets([TRACES / "fig13/desktop", TRACES / "fig13/mobile"])
     >>> row = desktop.rows[0]
     >>> row.states[:3], row.trace.labels["profile"], desktop.controllers()
-    (('Init', 'SlowStart', 'ApplicationLimited'), 'desktop', ['reno'])
+    (('SlowStart', 'ApplicationLimited', 'SlowStart'), 'desktop', ['reno'])
     """
 
     name: str

@@ -144,7 +144,7 @@ class Trace:
     >>> t.cc, t.implementation, t.events[0].state, t.events[0].prev
     ('reno', 'quic-go', 'SlowStart', 'Init')
     >>> t.states()[:3]
-    ['Init', 'SlowStart', 'ApplicationLimited']
+    ['SlowStart', 'ApplicationLimited', 'SlowStart']
     """
 
     id: str
