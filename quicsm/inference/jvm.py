@@ -13,8 +13,8 @@ identity hash codes. Both are deterministic:
 - :func:`identity_hashes`: HotSpot's identity hash codes on the main thread under its default
   ``-XX:hashCode=5`` (Marsaglia's xor-shift, seeded from the first value of ``os::random``). A
   single-threaded program asking for identity hashes in the same order gets the same values in
-  every run of the same JVM; :data:`SYNOPTIC_HASH_OFFSET` says where Synoptic's trace paths fall in
-  that sequence.
+  every run of the same JVM; :data:`SYNOPTIC_BUILDS` says where Synoptic's trace paths fall in that
+  sequence for each build of the original.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from typing import TypeVar
 import numpy as np
 
 __all__ = [
+    "SYNOPTIC_BUILDS",
     "SYNOPTIC_HASH_OFFSET",
     "JavaRandom",
     "hashset_order",
@@ -147,15 +148,32 @@ def identity_hashes(start: int, count: int) -> np.ndarray:
     return values
 
 
-SYNOPTIC_HASH_OFFSET = 324
-"""Identity hashes the JVM and Synoptic hand out, apart from two per event and one per trace, before
-Synoptic's miner hashes its first trace path, when run as ``java -jar synoptic.jar ...`` (what the
-``synoptic-jar`` engine runs; 323 with ``java -cp``). Measured on OpenJDK 17.0.15 (Debian 12) with
-the build the recordings used, by printing the paths' identity hashes and finding them in the
-sequence of :func:`identity_hashes`: trace path ``i`` gets number ``324 + 2 * events + traces + i``
-on every input tried (5 to 88 traces, 24 to 1,044 events). Another JVM may hand out other numbers."""
+SYNOPTIC_BUILDS: dict[str, int] = {
+    "build.xml": 315,
+    "javac-default-one-jar": 324,
+}
+"""Where Synoptic's first trace path falls in the main thread's identity-hash sequence, per build of the
+original (a2b6a0d) run as ``java -jar synoptic.jar ...`` on OpenJDK 17.0.15 (Debian 12): trace path ``i``
+gets number ``offset + 2 * events + traces + i``. The JVM and Synoptic hand out ``offset`` hashes (class
+loading, option parsing) plus two per event and one per trace before the miner hashes its first path.
+
+- ``build.xml``: built as the repository's build.xml says (``ant synoptic``: javac ``-source 1.7 -target
+  1.7``, daikonizer.jar beside synoptic.jar, their manifests' Class-Path), the recording
+  ``tests/data/synoptic/recorded-buildxml.json.gz``; 315 held on all 100 of its runs (20 inputs of
+  10^2-2x10^3 events, seeds 1-5).
+- ``javac-default-one-jar``: ``synoptic/src`` and two daikonizer classes compiled by javac's default
+  (target 17) into one jar, the build of ``recorded-at-size.json.gz`` and ``recorded-10k.json.gz``. Target
+  17 compiles string concatenation to ``invokedynamic``, whose first use at each call site hashes classes
+  lazily, so such a build's offset can depend on which code an input reaches: another javac-17 build of
+  the same source gave 324 on some inputs and not on others.
+
+Another JVM, build or launcher (``java -cp``: one fewer) may hand out other numbers."""
+
+SYNOPTIC_HASH_OFFSET = SYNOPTIC_BUILDS["build.xml"]
+"""The build the replay follows (the original as its own build file builds it)."""
 
 
-def trace_path_hash_index(events: int, traces: int, offset: int = SYNOPTIC_HASH_OFFSET) -> int:
-    """Which identity hash Synoptic's first trace path gets (see :data:`SYNOPTIC_HASH_OFFSET`)."""
-    return offset + 2 * events + traces
+def trace_path_hash_index(events: int, traces: int, offset: int | None = None) -> int:
+    """Which identity hash Synoptic's first trace path gets (see :data:`SYNOPTIC_BUILDS`); ``offset``
+    defaults to :data:`SYNOPTIC_HASH_OFFSET` as it is when called."""
+    return (SYNOPTIC_HASH_OFFSET if offset is None else offset) + 2 * events + traces

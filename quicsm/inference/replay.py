@@ -90,8 +90,9 @@ def _first_occurrence(codes: np.ndarray) -> list[int]:
 def mined_order(log: EncodedLog, inv: InvariantSet, *, hash_offset: int | None = None) -> list[Invariant]:
     """The mined invariants in the order Synoptic's ``ChainWalkingTOInvMiner`` lists them.
 
-    ``hash_offset`` places the trace paths in the JVM's identity-hash sequence (default: Synoptic run
-    with ``java -jar`` on the JVM the recordings used); ``-1`` walks the paths in trace order instead.
+    ``hash_offset`` places the trace paths in the JVM's identity-hash sequence (default:
+    :data:`~quicsm.inference.jvm.SYNOPTIC_HASH_OFFSET`, the original built by its build.xml, run with
+    ``java -jar``); ``-1`` walks the paths in trace order instead.
     """
     nonempty = [t for t in range(log.traces) if log.offsets[t + 1] > log.offsets[t]]
     if not nonempty:
@@ -99,8 +100,7 @@ def mined_order(log: EncodedLog, inv: InvariantSet, *, hash_offset: int | None =
     if hash_offset == -1:
         paths = nonempty
     else:
-        kwargs = {} if hash_offset is None else {"offset": hash_offset}
-        start = trace_path_hash_index(log.events, len(nonempty), **kwargs)
+        start = trace_path_hash_index(log.events, len(nonempty), hash_offset)
         hashes = identity_hashes(start, len(nonempty)).tolist()
         paths = [nonempty[i] for i in hashset_order(hashes)]
     types: list[int] = []
