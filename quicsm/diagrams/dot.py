@@ -31,6 +31,7 @@ from quicsm.diagrams.style import (
     fmt_prob,
     fmt_share,
     legend_states,
+    tooltip_state,
     wrap_state,
 )
 from quicsm.errors import RenderError
@@ -42,6 +43,11 @@ from quicsm.traces.states import state_family
 __all__ = ["DotOptions", "RANKDIRS", "to_dot", "render_side_by_side", "legend_facts", "Html"]
 
 RANKDIRS = ("TB", "LR", "BT", "RL")
+LARGE_MODEL_STATES = 40
+"""Above this many state nodes a diagram is laid out for speed, not the paper's look: straight edges
+(``splines=line``: dot's spline routing took most of the layout of dense models, e.g. 199 states and 858
+edges: >100 s of CPU with curves, 4.6 s straight) and bounded crossing/position passes (``mclimit``,
+``nslimit``, ``nslimit1``, no second crossing pass). Smaller models keep the paper's curved style."""
 _SYNTHETIC = (INITIAL, TERMINAL)
 _VOLATILE_META = ("inference_seconds",)
 """Metadata that changes from run to run (timings, any ``*_seconds``): never drawn, so the same data
@@ -209,9 +215,9 @@ def _state_attrs(n: NodeStats, name: tuple[list[str], str], overlay: Overlay | N
 
 def _node_tooltip(n: NodeStats) -> str:
     if n.kind != "state":
-        return f"{n.state}: {n.visits} connections"
+        return f"{tooltip_state(n.state)}: {n.visits} connections"
     return (
-        f"{n.state} (node {n.id}): {n.visits} visits, {fmt_duration(n.time_us)} in state "
+        f"{tooltip_state(n.state)} (node {n.id}): {n.visits} visits, {fmt_duration(n.time_us)} in state "
         f"({fmt_share(n.time_fraction)}), mean stay {fmt_duration(round(n.mean_dwell_us))}"
     )
 
@@ -235,7 +241,9 @@ def _edge_item(
     if delta is not None and overlay is not None:
         attrs.update(_delta_edge_attrs(delta, overlay, prob))
     if opts.tooltips:
-        attrs["tooltip"] = f"{src.state} -> {dst.state}: {e.count} of {out_count} transitions (p={e.probability:.4f})"
+        attrs["tooltip"] = (
+            f"{tooltip_state(src.state)} -> {tooltip_state(dst.state)}: {e.count} of {out_count} transitions (p={e.probability:.4f})"
+        )
     return _Item(ids[e.src], attrs, ids[e.dst])
 
 
@@ -272,7 +280,7 @@ def _extra_overlay_edges(
         if s in first and d in first and (first[s], first[d]) not in shown:
             attrs = _delta_edge_attrs(delta, overlay, None)
             attrs["style"] = "dashed"
-            attrs["tooltip"] = f"{s} -> {d}: not taken in this model"
+            attrs["tooltip"] = f"{tooltip_state(s)} -> {tooltip_state(d)}: not taken in this model"
             out.append(_Item(ids[first[s]], attrs, ids[first[d]]))
     return out
 
@@ -354,8 +362,10 @@ def _legend(families: dict[str, set[str]], facts: list[tuple[str, str]], notes: 
     return _Legend(rows, facts, notes)
 
 
-def _notes(opts: DotOptions, hidden: int, overlay: Overlay | None) -> list[str]:
+def _notes(opts: DotOptions, hidden: int, overlay: Overlay | None, states: int = 0) -> list[str]:
     notes = []
+    if states > LARGE_MODEL_STATES:
+        notes.append(f"{states} states: edges drawn straight, layout effort bounded (over {LARGE_MODEL_STATES})")
     if hidden:
         notes.append(f"{hidden} edge{'s' if hidden != 1 else ''} with p &lt; {opts.min_prob:g} hidden")
     if not opts.terminals:
@@ -380,8 +390,10 @@ def to_dot(model: AnnotatedModel, options: DotOptions = DotOptions(), overlay: O
     sized by its values (a diff diagram); the rest keep the normal look.
     """
     part = _part(model, options, overlay)
-    legend = _legend(part.families, legend_facts(model), _notes(options, part.hidden_edges, overlay))
-    return _render("model.dot.j2", options, legend, part=part)
+    states = sum(1 for n in model.nodes if n.kind == "state")
+    notes = _notes(options, part.hidden_edges, overlay, states)
+    legend = _legend(part.families, legend_facts(model), notes)
+    return _render("model.dot.j2", options, legend, part=part, large=states > LARGE_MODEL_STATES)
 
 
 def render_side_by_side(
@@ -410,8 +422,9 @@ def render_side_by_side(
             families.setdefault(fam, set()).update(states)
     facts = [] if len(models) > 1 else legend_facts(models[0][1])
     captioned = next((o for o in each if o is not None and o.caption), None)
-    legend = _legend(families, facts, _notes(options, sum(p.hidden_edges for p in parts), captioned))
-    return _render("side_by_side.dot.j2", options, legend, parts=parts)
+    states = sum(1 for _, am in models for n in am.nodes if n.kind == "state")
+    legend = _legend(families, facts, _notes(options, sum(p.hidden_edges for p in parts), captioned, states))
+    return _render("side_by_side.dot.j2", options, legend, parts=parts, large=states > LARGE_MODEL_STATES)
 
 
 def _render(template: str, options: DotOptions, legend: _Legend, **context: Any) -> str:

@@ -24,8 +24,22 @@ __all__ = [
     "fmt_duration",
     "edge_penwidth",
     "mix",
+    "shorten_state",
+    "tooltip_state",
     "wrap_state",
+    "MAX_SHOWN_NAME",
+    "MAX_TOOLTIP_NAME",
+    "MAX_LEGEND_STATES",
 ]
+
+MAX_SHOWN_NAME = 48
+"""Characters of a state name drawn in a node or the legend; a longer name (legal by the log contract, up
+to its line length) shows its first and last 23 around an ellipsis. The tooltip and the model JSON keep
+more (Graphviz refuses an HTML label over 16,384 characters)."""
+MAX_TOOLTIP_NAME = 1000
+"""Characters of a state name in a tooltip; the model JSON holds it whole."""
+MAX_LEGEND_STATES = 12
+"""States a legend row lists for one family before "and N more"."""
 
 SHARE_COLOR = "#d40000"
 """The paper's red: time share of a state."""
@@ -65,9 +79,25 @@ def family_style(family: str) -> FamilyStyle:
     return FAMILY_STYLES.get(family, FAMILY_STYLES["other"])
 
 
+def shorten_state(name: str) -> str:
+    """``name`` as drawn: at most :data:`MAX_SHOWN_NAME` characters (head ... tail)."""
+    if len(name) <= MAX_SHOWN_NAME:
+        return name
+    half = (MAX_SHOWN_NAME - 2) // 2
+    return f"{name[:half]}\u2026{name[-half:]}"
+
+
+def tooltip_state(name: str) -> str:
+    """``name`` for a tooltip: whole up to :data:`MAX_TOOLTIP_NAME` characters, else cut with its length."""
+    if len(name) <= MAX_TOOLTIP_NAME:
+        return name
+    return f"{name[:MAX_TOOLTIP_NAME]}\u2026 ({len(name):,} characters; whole in the model JSON)"
+
+
 def legend_states(states: set[str] | frozenset[str]) -> str:
     """The states of one family as the legend lists them: phases of one state folded together, sorted
-    (``{"ProbeBw.Up", "ProbeBw.Cruise", "ProbeBw"}`` -> ``ProbeBw, ProbeBw.Cruise/Up``)."""
+    (``{"ProbeBw.Up", "ProbeBw.Cruise", "ProbeBw"}`` -> ``ProbeBw, ProbeBw.Cruise/Up``), long names
+    shortened, at most :data:`MAX_LEGEND_STATES` of them."""
     phases: dict[str, set[str]] = {}
     for s in states:
         base, dot, phase = s.partition(".")
@@ -81,7 +111,9 @@ def legend_states(states: set[str] | frozenset[str]) -> str:
             out.append(base)
         if phases[base]:
             out.append(f"{base}." + "/".join(sorted(phases[base])))
-    return ", ".join(out)
+    more = len(out) - MAX_LEGEND_STATES
+    shown = [shorten_state(x) for x in out[:MAX_LEGEND_STATES]]
+    return ", ".join(shown) + (f", and {more:,} more" if more > 0 else "")
 
 
 def fmt_num(x: float, decimals: int) -> str:
@@ -136,6 +168,7 @@ def wrap_state(name: str, width: int = 14) -> list[str]:
     ``CongestionAvoidanceMaxed`` -> ``Congestion`` / ``AvoidanceMaxed``; ``ProbeBw.Refill/Growth`` ->
     ``ProbeBw`` / ``.Refill`` / ``/Growth``; names up to ``width`` characters stay on one line.
     """
+    name = shorten_state(name)
     if len(name) <= width:
         return [name]
     lines: list[str] = []

@@ -345,3 +345,27 @@ def test_side_by_side_of_bbr_long_flows_renders_with_states_aligned() -> None:
     assert {"Startup", "ProbeBw.Up", "ProbeBw.Down", "ProbeBw.Cruise", "ProbeRtt"} <= common
     for state in common:
         assert pos[ids[0][state]][1] == pytest.approx(pos[ids[1][state]][1], abs=0.01), state
+
+
+def test_a_state_name_over_graphvizs_html_limit_is_drawn_shortened() -> None:
+    """A 17,000-character state name is legal by the contract; Graphviz refuses HTML labels over 16,384
+    characters. The node shows head ... tail, the tooltip the first 1,000 characters and the length."""
+    long = "S" + "x" * 16_998 + "E"
+    svg = run_dot(to_dot(_one_trace_model(["SlowStart", long, "Recovery"])), "svg").decode()
+    assert "Sxxxxxxxxxxxxxxxxxxxxxx\u2026xxxxxxxxxxxxxxxxxxxxxxE" in svg
+    assert "17,000 characters; whole in the model JSON" in svg
+    assert "x" * 1_001 not in svg
+
+
+def test_a_legend_row_lists_a_dozen_states_then_counts_the_rest() -> None:
+    names = [f"Recovery{i:03d}" for i in range(30)]
+    dot = to_dot(_one_trace_model(names), DotOptions())
+    assert "and 18 more" in dot and "Recovery011" in dot[dot.index("cluster_legend") :]
+
+
+def test_large_models_are_laid_out_for_speed_small_ones_keep_the_paper_style() -> None:
+    small = to_dot(_one_trace_model([f"S{i}" for i in range(40)]))
+    large = to_dot(_one_trace_model([f"S{i}" for i in range(41)]))
+    assert 'splines="line"' not in small and "edges drawn straight" not in small
+    assert 'splines="line"' in large and "41 states: edges drawn straight" in large
+    assert run_dot(large, "svg").count(b'class="node"') == 41 + 3
