@@ -422,9 +422,9 @@ def render_side_by_side(
             families.setdefault(fam, set()).update(states)
     facts = [] if len(models) > 1 else legend_facts(models[0][1])
     captioned = next((o for o in each if o is not None and o.caption), None)
-    states = sum(1 for _, am in models for n in am.nodes if n.kind == "state")
-    legend = _legend(families, facts, _notes(options, sum(p.hidden_edges for p in parts), captioned, states))
-    return _render("side_by_side.dot.j2", options, legend, parts=parts, large=states > LARGE_MODEL_STATES)
+    drawn = sum(1 for _, am in models for n in am.nodes if n.kind == "state")
+    legend = _legend(families, facts, _notes(options, sum(p.hidden_edges for p in parts), captioned, drawn))
+    return _render("side_by_side.dot.j2", options, legend, parts=parts, large=drawn > LARGE_MODEL_STATES)
 
 
 def _render(template: str, options: DotOptions, legend: _Legend, **context: Any) -> str:
