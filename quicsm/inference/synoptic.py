@@ -48,7 +48,7 @@ from quicsm.inference.replay import (
     stitch,
 )
 
-__all__ = ["DEFAULT_K", "infer_synoptic", "synoptic_encoded"]
+__all__ = ["DEFAULT_K", "MAX_STATES", "infer_synoptic", "synoptic_encoded"]
 
 DEFAULT_K = 1
 """Synoptic's default coarsening (``mergePartitions(pGraph, invs, 1)``): k = 1 merges partitions of one type."""
@@ -60,6 +60,12 @@ fewer rounds, further from Synoptic (252 of 305). 10^6 / 10^7 bench events: stit
 consistent 0.6 s / 4.2 s. Without either (the default), the replay of Synoptic's seed
 :data:`DEFAULT_SEED` within :data:`REPLAY_BUDGET`, else ``stitch``."""
 DEFAULT_REFINE: str | None = None
+MAX_STATES = 100
+"""Distinct states the synoptic engine takes; more is refused at once (``dfg`` and ``ktails`` take any
+number). The invariants are types x types matrices (10^5 states asked for 9.3 GiB) and refinement makes a
+split per violated invariant per round: 1,000 random states took 74 s, and sparse logs of 40-60 states
+can already take 20 s and more (1,000 events). Congestion-control models have 5-30 states, with phases
+and recovery sub-states up to about 40."""
 DEFAULT_SEED = 1
 """The seed the default replays: Synoptic's choices for ``--randomSeed=1``."""
 REPLAY_BUDGET = 300_000_000
@@ -114,6 +120,12 @@ def synoptic_encoded(
 ) -> InferenceResult:
     if k < 1:
         raise InferenceError(f"synoptic: k must be >= 1 (k = 1 merges partitions of one state), got {k}")
+    if len(log.names) > MAX_STATES:
+        raise InferenceError(
+            f"synoptic: {len(log.names):,} distinct states, more than the {MAX_STATES} this engine takes "
+            "(its invariant checks grow with the square of the states); use --engine dfg or ktails, or "
+            "a coarser view (without --phases/--recovery)"
+        )
     if seed is not None and k != 1:
         raise InferenceError(f"synoptic: a seed replays Synoptic's own coarsening, which has k = 1 (got k = {k})")
     t0 = time.perf_counter() if started is None else started

@@ -141,3 +141,21 @@ def test_a_cut_gzip_bomb_is_read_up_to_the_cut(tmp_path: Path) -> None:
     cut.write_bytes(data[: len(data) // 2])
     o = run_bounded(["parse", str(cut), "-o", str(tmp_path / "t.jsonl")], memory_mb=512, seconds=120)
     assert o.returncode == 0 and "truncated or corrupt" in o.stderr, o.stderr[-2000:]
+
+
+@pytest.mark.parametrize("states", [1_000, 3_000, 100_000])
+def test_many_distinct_states_are_refused_by_the_synoptic_engine_at_once(tmp_path: Path, states: int) -> None:
+    """The default engine's invariants are states x states matrices and refinement splits per violated
+    invariant: 1,000 random states took 74 s, 3,000 ran past 120 s and 2.4 GB, 10^5 asked for 9.3 GiB.
+    More than synoptic.MAX_STATES is refused with one line naming the count and what takes it (dfg)."""
+    from quicsm.inference.synoptic import MAX_STATES
+
+    log = tmp_path / "many.log"
+    with open(log, "wb") as fh:
+        for i in range(states):  # one connection per state, two states each: a 100 KB log at 3,000
+            fh.write(_line(f"c{i}", 1, "Init", f"S{i}") + _line(f"c{i}", 2, f"S{i}", f"T{i % 7}"))
+    o = run_bounded(["infer", str(log), "-o", str(tmp_path / "m.json")], memory_mb=MEMORY_MB, seconds=60)
+    line = one_line_error(o)
+    assert f"{states + 7:,} distinct states, more than the {MAX_STATES}" in line and "--engine dfg" in line
+    assert not (tmp_path / "m.json").exists()
+    assert o.seconds < 30 and o.peak_mb < 600, (o.seconds, o.peak_mb)

@@ -254,3 +254,13 @@ def test_arbitrary_split_takes_the_smallest_piece_then_the_most_proposed() -> No
     assert part == 5 and keep.tolist() == [True, True, True, False]
     part, keep = _arbitrary_split([big, small_once])
     assert part == 4
+
+
+def test_more_states_than_the_engine_takes_are_refused_at_once() -> None:
+    from quicsm.errors import InferenceError
+    from quicsm.inference.synoptic import MAX_STATES, infer_synoptic
+
+    seqs = [[f"S{i}", f"S{i + 1}"] for i in range(0, MAX_STATES + 1, 2)]
+    with pytest.raises(InferenceError, match=rf"{MAX_STATES + 2} distinct states, more than the {MAX_STATES}"):
+        infer_synoptic(seqs)
+    assert len(infer_synoptic(seqs[: MAX_STATES // 2]).model.nodes) == MAX_STATES + 2  # 100 states: taken
