@@ -430,6 +430,14 @@ def _seed_out(tree: Path, src: Path, ps: PatchSet, args: str, progress: Progress
     return False
 
 
+def _niceness() -> str:
+    """The build's ``nice`` value: ``$QUICSM_BUILD_NICE``, else 19 (it yields the machine to everything else)."""
+    value = os.environ.get("QUICSM_BUILD_NICE", "19").strip()
+    if not value.lstrip("-").isdigit() or not -20 <= int(value) <= 19:
+        raise TestbedError(f"QUICSM_BUILD_NICE={value!r}: a nice value from -20 to 19")
+    return value
+
+
 def _foreign(out: Path, tree: Path) -> bool:
     """Whether ``out``'s ninja files were made for another tree (a seeded copy: gn's regeneration rule names
     its root), so gn must make them anew here (the commands are relative: the objects stay up to date)."""
@@ -558,7 +566,8 @@ def build_chromium_quic(
 ) -> ChromiumQuic:
     """``quic_server`` and ``quic_client`` of Chromium ``version`` with ``ps`` applied, built (or from the cache).
 
-    The build runs ``nice -n 19`` with ``jobs`` ninja jobs (2: the testbed machines have two cores)."""
+    The build runs ``nice -n 19`` (``$QUICSM_BUILD_NICE``) with ``jobs`` ninja jobs (2: the testbed machines
+    have two cores)."""
     t0 = time.monotonic()
     tc = find_toolchain()
     src, src_record = prepared_source(version, given=source, progress=progress)
@@ -593,11 +602,11 @@ def build_chromium_quic(
             if progress is not None:
                 with_cache = f", ccache {cache / 'ccache'}" if tc.ccache else ", no ccache (apt-get install -y ccache)"
                 progress(
-                    f"building {' and '.join(TARGETS)} with {ps.name}: {steps} steps, nice -n 19, -j{jobs}{with_cache}"
+                    f"building {' and '.join(TARGETS)} with {ps.name}: {steps} steps, nice -n {_niceness()}, -j{jobs}{with_cache}"
                 )
             tb = time.monotonic()
             run_tool(
-                ["nice", "-n", "19", "sh", "-c", 'exec "$0" "$@" 1>&2', tc.ninja, "-C", "out/quicsm", f"-j{jobs}", *TARGETS],
+                ["nice", "-n", _niceness(), "sh", "-c", 'exec "$0" "$@" 1>&2', tc.ninja, "-C", "out/quicsm", f"-j{jobs}", *TARGETS],
                 cwd=tree, env=env, what=f"building Chromium {version} ({ps.name})", progress=progress, show=ninja_progress(),
             )  # fmt: skip
             build_s = time.monotonic() - tb
