@@ -238,30 +238,34 @@ def compare(
     if not quiet and (fmt != "text" or output != "-"):
         for w in result.warnings:
             click.echo(f"warning: {terminal(w)}", err=True)
-    write_output(output, fairness_output(fc, fmt) if fc else WRITERS[fmt](result))
+    # everything is made before anything is written: a drawing Graphviz refuses leaves no report behind
+    files: list[tuple[str, str | bytes]] = [(output, fairness_output(fc, fmt) if fc else WRITERS[fmt](result))]
     if html_path:
         from quicsm.compare.html import to_html
 
         if fc:
             from quicsm.compare.fairness import flows_report_html
 
-            write_output(html_path, flows_report_html(fc, timelines=timelines))
+            files.append((html_path, flows_report_html(fc, timelines=timelines)))
         else:
-            write_output(html_path, to_html(result, timelines=timelines))
+            files.append((html_path, to_html(result, timelines=timelines)))
     if diagram_path or diff_path:
         from quicsm.compare.figures import diff_dot, side_by_side_dot
-        from quicsm.diagrams.render import write_picture
+        from quicsm.diagrams.render import picture_bytes
 
         if diagram_path:
-            write_picture(side_by_side_dot(result), diagram_path)
+            files.append((diagram_path, picture_bytes(side_by_side_dot(result), diagram_path)))
         if diff_path:
             many = len(result.pairs) > 1
             for k, p in enumerate(result.pairs):
-                write_picture(diff_dot(result, p), _pair_path(diff_path, k, p.a, p.b, many))
+                pair_path = _pair_path(diff_path, k, p.a, p.b, many)
+                files.append((pair_path, picture_bytes(diff_dot(result, p), pair_path)))
     if heatmap_path:
         from quicsm.compare.html import heatmap
 
-        write_output(heatmap_path, heatmap(result))
+        files.append((heatmap_path, heatmap(result)))
+    for path, data in files:
+        write_output(path, data)
     if not quiet:
         written = [p for p in (html_path, diagram_path, diff_path, heatmap_path) if p]
         if output != "-":

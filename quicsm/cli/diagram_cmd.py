@@ -34,9 +34,9 @@ def diagram(output: str, json_path: str | None, fmt: str | None, **kw: Any) -> N
     check_stdout(output, fmt)
     quiet = kw["quiet"]
     engine, am = learn_model(kw)
+    write_diagram(am, output, fmt, options)  # drawn first: a drawing Graphviz refuses leaves no --json behind
     if json_path:
         save_model(am, json_path)
-    write_diagram(am, output, fmt, options)
     if output != "-" and not quiet:
         click.echo(
             f"wrote {fmt.upper()} state diagram ({engine}: {len(am.nodes)} nodes, {len(am.edges)} edges, "

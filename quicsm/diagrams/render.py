@@ -120,9 +120,15 @@ def write_picture(dot_text: str, path: str, fmt: str | None = None) -> str:
     failure leaves no file (and an existing one untouched).
     """
     fmt = output_format(path, fmt)
-    data = dot_text.encode("utf-8") if fmt == "dot" else run_dot(dot_text, fmt)
-    write_output(path, data)  # a failed write: OutputError naming path (quicsm.files)
+    write_output(path, picture_bytes(dot_text, path, fmt))  # a failed write: OutputError naming path
     return fmt
+
+
+def picture_bytes(dot_text: str, path: str, fmt: str | None = None) -> bytes:
+    """What :func:`write_picture` would write to ``path``: drawn before anything is written, so a command
+    writing several files can draw all of them first and leave none behind when one drawing fails."""
+    fmt = output_format(path, fmt)
+    return dot_text.encode("utf-8") if fmt == "dot" else run_dot(dot_text, fmt)
 
 
 def write_diagram(

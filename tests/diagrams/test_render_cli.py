@@ -125,3 +125,34 @@ def test_several_models_side_by_side(tmp_path: Path) -> None:
         assert len(re.findall(rf"^\s*m{i}n\d+ -> m{i}n\d+ ", dot, re.M)) == len(am.edges)
     two_stdin = CliRunner().invoke(cli, ["render", "-", "-"], input="{}")
     assert two_stdin.exit_code != 0 and "stdin" in two_stdin.output
+
+
+def test_a_failed_drawing_leaves_no_report_or_model_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Graphviz refusing the picture (here a dot that always fails) fails the command and leaves none of its
+    other outputs: diagram's --json, compare's text/--html/--heatmap (issue 36 item 5)."""
+    from quicsm.cli.main import cli
+    from quicsm.diagrams.render import DOT_ENV
+
+    monkeypatch.setenv(DOT_ENV, "/bin/false")
+    root = Path(__file__).resolve().parents[2] / "traces" / "fig13"
+    runner = CliRunner()
+    res = runner.invoke(
+        cli, ["diagram", str(root / "desktop"), "-o", str(tmp_path / "m.svg"), "--json", str(tmp_path / "m.json")]
+    )
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    res = runner.invoke(
+        cli,
+        [
+            "compare",
+            str(root / "desktop"),
+            str(root / "mobile"),
+            "-o",
+            str(tmp_path / "cmp.txt"),
+            "--html",
+            str(tmp_path / "r.html"),
+            "--diagram",
+            str(tmp_path / "d.svg"),
+        ],
+    )
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
