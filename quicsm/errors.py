@@ -1,17 +1,37 @@
-"""Exception hierarchy of quicsm.
+"""Exception hierarchy of quicsm, and the one map from other layers' exceptions to it.
 
 Every error a user can cause derives from :class:`QuicsmError`; the CLI turns it into a one-line
-message and a non-zero exit instead of a traceback. Messages say where (file, line) and what to do.
+message and a non-zero exit instead of a traceback (exit 2 for :class:`OptionError`, as click's own
+usage errors). Messages say where (file, line) and what to do::
+
+    QuicsmError
+    ├── InputError          an input is missing, unreadable, damaged or of an unknown kind
+    │   └── (unexpected)    a reader failed in a way it did not foresee (the fuzzer's crashes)
+    ├── OutputError         an output cannot be written
+    ├── OptionError         an unknown engine, option or option value (exit 2)
+    ├── ParseError          a malformed record under --strict (file:line: reason)
+    ├── NoTransitionsError  inputs without a single state transition
+    ├── InferenceError      an engine could not build a model
+    ├── RenderError         Graphviz missing or failing
+    ├── PatchError          a patch set cannot be checked, applied, reverted or ported
+    └── TestbedError        the testbed cannot run, or a run failed
+
+A lower layer's exception (OSError, zlib, a reader's ValueError) becomes one of these only in
+:func:`as_quicsm_error`, at the boundary where the input it concerns is known: a reader's loop
+(``with reading(path):``), a Dask task, the CLI. Each condition has one wording.
 """
 
 from __future__ import annotations
 
 import gzip
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 __all__ = [
     "QuicsmError",
     "InputError",
+    "OptionError",
     "OutputError",
     "ParseError",
     "NoTransitionsError",
@@ -21,6 +41,8 @@ __all__ = [
     "TestbedError",
     "READER_ERRORS",
     "as_quicsm_error",
+    "reading",
+    "truncated",
 ]
 
 
@@ -39,6 +61,10 @@ class InputError(QuicsmError):
 class OutputError(QuicsmError):
     """An output cannot be written (full disk, read-only place, a directory in the way, one of the run's
     own inputs); said naming the output, never the hidden temporary, and the old file is kept."""
+
+
+class OptionError(QuicsmError):
+    """An unknown engine, option or option value: a usage error, whichever verb or library call met it."""
 
 
 class ParseError(QuicsmError):
@@ -89,22 +115,50 @@ READER_ERRORS: tuple[type[BaseException], ...] = (
 fuzz harness counts those as crashes: the reader should have said why itself)."""
 
 
-def as_quicsm_error(exc: BaseException, where: str = "") -> QuicsmError | None:
+def truncated(detail: object) -> str:
+    """The one wording of a gzip stream cut short or corrupt (an error, or a problem in the parse report)."""
+    return f"truncated or corrupt gzip data ({str(detail)[:200] or 'unexpected end'})"
+
+
+def as_quicsm_error(exc: BaseException, where: str = "", *, readers: bool = True) -> QuicsmError | None:
     """The one map from a lower layer's exception to quicsm's (None: not one a user's input can cause).
 
-    ``where`` names the input (a file, a URL, a worker). A gzip stream cut short or corrupt is said as
-    such; any other exception a reader raised on bad input is an :class:`InputError` marked
-    ``unexpected``. The parse stage, the Dask workers and the CLI all translate through here.
+    ``where`` names the input being read (a file, a URL); without it, the exception's own file name. A
+    gzip stream cut short or corrupt is said as such everywhere. Reading an input (``where`` given, or
+    ``readers``: a reader's loop, a Dask task), a missing file, a directory and an I/O error are said as
+    such too; with ``readers``, any other exception a reader raises on bad input is an
+    :class:`InputError` marked ``unexpected``. At the CLI (neither), the rest is a bug and keeps its
+    traceback.
     """
     if isinstance(exc, QuicsmError):
         return exc
-    prefix = f"{where}: " if where else ""
+    at = where or getattr(exc, "filename", None) or ""
+    prefix = f"{at}: " if at else ""
     if isinstance(exc, (EOFError, gzip.BadGzipFile, zlib.error)):
-        return InputError(f"{prefix}truncated or corrupt gzip data ({str(exc)[:200]})")
-    if isinstance(exc, OSError) and not isinstance(exc, (FileNotFoundError, IsADirectoryError)) and exc.strerror:
+        return InputError(prefix + truncated(exc))
+    if not (readers or where):  # the CLI: an OSError here may be a write, or a bug
+        return None
+    if isinstance(exc, FileNotFoundError):
+        return InputError(f"{prefix}no such file")
+    if isinstance(exc, IsADirectoryError):
+        return InputError(f"{prefix}is a directory")
+    if isinstance(exc, OSError) and exc.strerror:
         return InputError(f"{prefix}cannot read ({exc.strerror})")
-    if isinstance(exc, READER_ERRORS):
+    if readers and isinstance(exc, READER_ERRORS):
         err = InputError(f"{prefix}cannot read ({type(exc).__name__}: {str(exc)[:200]})")
         err.unexpected = True
         return err
     return None
+
+
+@contextmanager
+def reading(where: str) -> Iterator[None]:
+    """Read ``where`` inside this block: what a lower layer raises leaves it as :func:`as_quicsm_error`
+    says (httpx's ``map_httpcore_exceptions``: one map, used at every boundary)."""
+    try:
+        yield
+    except Exception as exc:
+        err = as_quicsm_error(exc, where)
+        if err is None or err is exc:
+            raise
+        raise err from exc

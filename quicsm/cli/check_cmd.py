@@ -8,8 +8,9 @@ from pathlib import Path
 
 import click
 
+from quicsm.cli.main import failure
 from quicsm.cli.options import selector
-from quicsm.errors import QuicsmError
+from quicsm.errors import QuicsmError, as_quicsm_error
 from quicsm.files import write_output
 from quicsm.textsafe import terminal
 
@@ -131,11 +132,10 @@ def check(
     files = {"json": json_file, "junit": junit_file, "markdown": md_file, "html": html_file}
     try:
         code = run_check(baseline, inputs, config=config, where=where, fmt=fmt, output=output, files=files)
-    except QuicsmError as exc:
-        raise BadInput(terminal(str(exc))) from exc
-    except (EOFError, OSError) as exc:
-        raise BadInput(terminal(f"cannot read or write: {exc}")) from exc
-    except Exception as exc:  # a bug must not look like "changed" (1) to CI
-        traceback.print_exc()
-        raise BadInput(terminal(f"internal error ({type(exc).__name__}: {exc}); please report it")) from exc
+    except Exception as exc:  # exit 2 for bad input, and for a bug: it must not look like "changed" (1) to CI
+        err = as_quicsm_error(exc, readers=False)
+        if err is None:
+            traceback.print_exc()
+            raise BadInput(terminal(f"internal error ({type(exc).__name__}: {exc}); please report it")) from exc
+        raise BadInput(failure(err).message) from exc
     sys.exit(code)

@@ -7,17 +7,16 @@ import gc
 import importlib
 import importlib.util
 import os
-import zlib
 from typing import Any
 
 import click
 
 from quicsm import __version__
-from quicsm.errors import QuicsmError, TestbedError
+from quicsm.errors import OptionError, QuicsmError, TestbedError, as_quicsm_error
 from quicsm.fleet.malloc import keep_freed_memory
 from quicsm.textsafe import terminal
 
-__all__ = ["cli", "main", "COMMANDS"]
+__all__ = ["cli", "failure", "main", "COMMANDS", "UsageFailure"]
 
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
     # quicsm does no linear algebra worth threads; NumPy's OpenBLAS would otherwise start a thread per
@@ -64,11 +63,24 @@ class LazyGroup(click.Group):
         try:
             with guard_inputs():  # no output of the command may replace one of its inputs
                 return super().invoke(ctx)
-        except QuicsmError as exc:  # one line, names from inputs shown escaped (a build's output: its lines)
-            raise click.ClickException(terminal(str(exc), lines=isinstance(exc, TestbedError))) from exc
-        except (EOFError, zlib.error) as exc:  # a gzip input cut short, read outside the parse stage
-            # (click would print a bare "Aborted!" for EOFError)
-            raise click.ClickException(terminal(f"truncated or corrupt compressed input ({exc})")) from exc
+        except Exception as exc:  # click would print a bare "Aborted!" for an EOFError
+            err = as_quicsm_error(exc, readers=False)
+            if err is None:
+                raise
+            raise failure(err) from exc
+
+
+class UsageFailure(click.ClickException):
+    """An :class:`~quicsm.errors.OptionError`: exit 2, as click's own usage errors."""
+
+    exit_code = 2
+
+
+def failure(err: QuicsmError) -> click.ClickException:
+    """The one line (names from inputs shown escaped; a build's output keeps its lines) and exit status of
+    a quicsm error: 2 for an unknown engine, option or value, else 1."""
+    text = terminal(str(err), lines=isinstance(err, TestbedError))
+    return UsageFailure(text) if isinstance(err, OptionError) else click.ClickException(text)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "show_default": True})

@@ -18,6 +18,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from quicsm.errors import truncated
 from quicsm.traces.contract import TAG_BYTES, ContractError, parse_payload
 from quicsm.traces.distinct import PackedSequences, ranges, stable_argsort, unique_inverse
 from quicsm.traces.events import EVENT_KINDS, METRIC_FIELDS, StateView, Trace, TraceEvent, TraceMeta
@@ -308,7 +309,7 @@ class ColumnReader:
                 yield self._emit(file_done=False)
         gz = getattr(stream, "error", None)
         if gz is not None and not getattr(stream, "error_raised", True):  # a gzip stream that broke unnoticed
-            self._problem(path, 0, f"truncated or corrupt input ({gz})", "truncated input")
+            self._problem(path, 0, truncated(gz), "truncated input")
         if acc.rows >= self.batch_rows or len(self.sources) >= self.batch_files:
             yield self._emit(file_done=True)
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from quicsm.errors import truncated
 from quicsm.traces.contract import TAG_BYTES, ContractError, ContractRecord, contract_event, parse_payload
 from quicsm.traces.report import ParseReport
 
@@ -207,7 +208,7 @@ def _read_windows(
         got, error = _read_into(stream, buf, end, chunk)
         if error is not None:
             where = lineno() + buf.count(b"\n", 0, end + got)
-            problem(path, where, f"truncated or corrupt input ({error})", "truncated input")
+            problem(path, where, truncated(error), "truncated input")
         done = not got or error is not None
         if skipping:  # end == 0 here: the overlong line's bytes were dropped
             nl = buf.find(b"\n", 0, got)

@@ -345,7 +345,11 @@ def _open_store(path: str) -> tuple[Any, int]:
 
     try:
         pf = pq.ParquetFile(path)
-    except Exception as exc:  # pyarrow raises several types for a bad file
+    except OSError as exc:
+        if exc.errno is not None:  # the file system's error: said by errors.as_quicsm_error
+            raise
+        raise InputError(f"{path}: not a readable Parquet file ({exc})") from None
+    except Exception as exc:  # pyarrow's several types for a file that is not Parquet
         raise InputError(f"{path}: not a readable Parquet file ({exc})") from None
     mark = (pf.schema_arrow.metadata or {}).get(b"quicsm")
     if mark is None:

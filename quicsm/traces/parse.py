@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from quicsm.errors import InputError, NoTransitionsError, as_quicsm_error
+from quicsm.errors import InputError, NoTransitionsError, reading, truncated
 from quicsm.files import STDIN, GzipReader
 from quicsm.traces.events import Trace, TraceMeta
 from quicsm.traces.inputs import Sidecars, expand_inputs, open_input, trace_scopes
@@ -151,7 +151,7 @@ def read_inputs(
     qlogs = QlogBatcher(report, on_bytes)
     for path in paths:
         report.files += 1
-        try:
+        with reading(path):  # what lower layers raise, said once (errors.as_quicsm_error)
             if is_url(path):
                 kind = kind_by_name(path.split("?", 1)[0])
                 if kind.startswith("traces-"):
@@ -183,13 +183,6 @@ def read_inputs(
                     yield from _store_batches(path, meta, report, metrics)
                 else:
                     yield from _objects(stream, path, kind, meta, report, on_bytes)
-        except Exception as exc:
-            err = as_quicsm_error(exc, path)
-            if err is None:
-                raise
-            if err is exc:
-                raise
-            raise err from exc
     yield from logs.flush()
     yield from qlogs.flush()
 
@@ -216,7 +209,7 @@ def _objects(
     else:
         yield from read_ndjson(stream, path, meta, report, on_bytes)
     if isinstance(stream, GzipReader) and stream.error is not None and not stream.error_raised:
-        report.problem(path, 0, f"truncated or corrupt input ({stream.error})", "truncated input")
+        report.problem(path, 0, truncated(stream.error), "truncated input")
 
 
 def _store_batches(path: str, meta: TraceMeta, report: ParseReport, metrics: bool) -> Iterator[TraceColumns]:

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import gzip
 import json
-import zlib
 from collections.abc import Iterable, Iterator
 from typing import IO, Annotated, Any, Final, Literal
 
 import msgspec
 
-from quicsm.errors import InputError
+from quicsm.errors import reading
 from quicsm.files import atomic_output, open_binary
 from quicsm.formats import checked
 from quicsm.traces.events import Trace, TraceEvent
@@ -146,10 +145,8 @@ def iter_trace_file(path: str) -> Iterator[Trace]:
         n = 0
         while True:
             n += 1
-            try:
+            with reading(f"{path}:{n}"):
                 raw = fh.readline()
-            except (OSError, EOFError, zlib.error) as exc:
-                raise InputError(f"{path}:{n}: truncated or corrupt file ({exc})") from None
             if not raw:
                 return
             if not raw.strip():
