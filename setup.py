@@ -1,5 +1,6 @@
 """Installs the ``quicsm`` package and its console script (patch sets and templates ship as data)."""
 
+import re
 import shutil
 from pathlib import Path
 
@@ -33,7 +34,9 @@ class BuildPyWithTestbed(build_py):
 
 setup(
     name="quicsm",
-    version="0.1.0",
+    version=re.search(
+        r'__version__ = "([^"]+)"', (Path(__file__).resolve().parent / "quicsm" / "version.py").read_text()
+    )[1],
     description="Instrument QUIC congestion controllers, infer their state machines, explain performance",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",

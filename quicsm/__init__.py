@@ -28,7 +28,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from quicsm.version import __version__
 
 _EXPORTS = {
     "parse": "quicsm.traces.parse:parse_inputs",
@@ -71,6 +71,7 @@ SUBMODULES = (
     "testbed",
     "textsafe",
     "traces",
+    "version",
 )
 """The package's submodules: ``quicsm.NAME`` imports them on first use, as ``import quicsm.NAME`` does."""
 

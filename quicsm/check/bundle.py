@@ -19,13 +19,13 @@ from typing import Annotated, Any
 
 import msgspec
 
-from quicsm import __version__
 from quicsm.compare.stays import Connection
 from quicsm.errors import InputError, as_quicsm_error
 from quicsm.formats import msgspec_where
 from quicsm.inference.annotate import AnnotatedModel
 from quicsm.traces.events import StateView, Trace
 from quicsm.traces.states import INIT
+from quicsm.version import __version__
 
 __all__ = [
     "BUNDLE_FORMAT",

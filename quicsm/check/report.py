@@ -13,11 +13,11 @@ from typing import Literal
 
 import msgspec
 
-from quicsm import __version__
 from quicsm.check.config import CheckConfig
 from quicsm.check.gate import CheckResult, Finding, ScenarioResult, witness_text
 from quicsm.compare.report import json_number, json_p
 from quicsm.textsafe import md_code, md_name, md_text, terminal, xml
+from quicsm.version import __version__
 
 __all__ = [
     "CHECK_FORMAT",

@@ -11,10 +11,10 @@ from typing import Any
 
 import click
 
-from quicsm import __version__
 from quicsm.errors import OptionError, QuicsmError, TestbedError, as_quicsm_error
 from quicsm.fleet.malloc import keep_freed_memory
 from quicsm.textsafe import terminal
+from quicsm.version import __version__
 
 __all__ = ["cli", "failure", "main", "COMMANDS", "UsageFailure"]
 

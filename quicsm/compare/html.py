@@ -13,7 +13,6 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from quicsm import __version__
 from quicsm.compare.comparison import Comparison
 from quicsm.compare.figures import diff_dot, side_by_side_dot, svg_of
 from quicsm.compare.report import (
@@ -35,6 +34,7 @@ from quicsm.diagrams.dot import DotOptions, to_dot
 from quicsm.errors import QuicsmError
 from quicsm.textsafe import html_value
 from quicsm.traces.events import StateView, Trace
+from quicsm.version import __version__
 
 __all__ = ["heatmap", "pick_timelines", "timeline_traces", "to_html"]
 

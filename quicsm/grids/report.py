@@ -27,7 +27,6 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from quicsm import __version__
 from quicsm.compare.comparison import CompareOptions, Comparison, compare
 from quicsm.compare.sets import TraceSet
 from quicsm.errors import QuicsmError
@@ -38,6 +37,7 @@ from quicsm.grids.results import CellResult, GridComparison, GridRuns, RunRecord
 from quicsm.grids.spec import Cell, value_text
 from quicsm.grids.timeline import cwnd_timeline_svg, cwnd_trace, run_traces
 from quicsm.textsafe import csv_cell, html_value, md_name, terminal
+from quicsm.version import __version__
 
 __all__ = ["CellStates", "GridReport", "cell_states", "median_run", "write_report"]
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from quicsm.errors import PatchError
 
-__all__ = ["FilePatch", "Hunk", "parse_diff", "render_diff", "render_file_patch"]
+__all__ = ["Edit", "FilePatch", "Hunk", "parse_diff", "render_diff", "render_file_patch"]
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@ ?(.*)$")
 _NO_NEWLINE = "\\ No newline at end of file"
@@ -206,3 +206,29 @@ def _no_newline_markers(fp: FilePatch, h: Hunk, out: list[str]) -> None:
 def render_diff(files: list[FilePatch], *, paths: dict[str, str] | None = None) -> str:
     """Write several file patches, mapping each ``fp.path`` through ``paths`` when given."""
     return "".join(render_file_patch(fp, path=(paths or {}).get(fp.path)) for fp in files)
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One run of changed lines with the context around it, as it was in the patch set."""
+
+    before: tuple[str, ...]
+    """Context lines above the change, nearest last."""
+    removed: tuple[str, ...]
+    added: tuple[str, ...]
+    after: tuple[str, ...]
+    """Context lines below the change, nearest first."""
+    hunk: int
+    """Index of the hunk in its file (for reports)."""
+    function: str | None
+    """Enclosing function in the old file, when the diff says (``@@ ... @@ section``) or context shows it."""
+    tail: bool = False
+    """The change ends its function (the next context line is the function's closing ``}``)."""
+    next_function: str | None = None
+    """For a tail change: the function defined right after, when the context shows its header."""
+    head_of: str | None = None
+    """The change opens this function's body (the context above is its header)."""
+    file_scope: bool = False
+    """The change sits between functions (a column-0 ``}`` above, or a definition/namespace end below)."""
+    closes_function: bool = False
+    """The replaced lines end their function (``... {}`` or a column-0 ``}``) and a definition follows."""

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
 
 from quicsm.instrumentation.detection import normalize_line
-from quicsm.instrumentation.diff import Hunk
+from quicsm.instrumentation.diff import Edit, Hunk
 from quicsm.instrumentation.targets import Target
 
 __all__ = [
@@ -25,7 +24,6 @@ __all__ = [
     "MIN_LINE_SIM",
     "MIN_SCORE",
     "STRUCTURAL_BASE",
-    "Edit",
     "place_edits",
     "split_edits",
     "weight",
@@ -41,32 +39,6 @@ CONTEXT = 3
 _TRIVIAL = frozenset({"", "{", "}", "};", "} else {", "else {", "break;", "return;", "default:", ")", ");", "});"})
 _SIGNATURE = re.compile(r"^[\w:<>,*&~ ]*\b\w+::~?\w+\s*\(|^func\s")
 _STRONG = re.compile(r"^[\w.>\-\[\]]+\s*=\s*[\w:]+;$|^\w+\([^()]*\);$|^(?:[\w.>\-]+(?:->|\.))?\w+\([^()]*\);$|^case\s")
-
-
-@dataclass(frozen=True)
-class Edit:
-    """One run of changed lines with the context around it, as it was in the patch set."""
-
-    before: tuple[str, ...]
-    """Context lines above the change, nearest last."""
-    removed: tuple[str, ...]
-    added: tuple[str, ...]
-    after: tuple[str, ...]
-    """Context lines below the change, nearest first."""
-    hunk: int
-    """Index of the hunk in its file (for reports)."""
-    function: str | None
-    """Enclosing function in the old file, when the diff says (``@@ ... @@ section``) or context shows it."""
-    tail: bool = False
-    """The change ends its function (the next context line is the function's closing ``}``)."""
-    next_function: str | None = None
-    """For a tail change: the function defined right after, when the context shows its header."""
-    head_of: str | None = None
-    """The change opens this function's body (the context above is its header)."""
-    file_scope: bool = False
-    """The change sits between functions (a column-0 ``}`` above, or a definition/namespace end below)."""
-    closes_function: bool = False
-    """The replaced lines end their function (``... {}`` or a column-0 ``}``) and a definition follows."""
 
 
 def weight(norm: str) -> float:

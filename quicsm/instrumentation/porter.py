@@ -25,9 +25,10 @@ from quicsm.errors import PatchError
 from quicsm.files import exchange_paths
 from quicsm.instrumentation.appliers import Applier, default_applier
 from quicsm.instrumentation.detection import Detection, detect, normalize_line, sha256_bytes
+from quicsm.instrumentation.diff import Edit
 from quicsm.instrumentation.journal import fault_step
 from quicsm.instrumentation.patchset import DIFF, MANIFEST, PatchSet, load_patch_set, manifest_dict
-from quicsm.instrumentation.placement import CONTEXT, Edit, place_edits, split_edits
+from quicsm.instrumentation.placement import CONTEXT, place_edits, split_edits
 from quicsm.instrumentation.targets import Release, Target
 
 __all__ = [

@@ -21,7 +21,6 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from quicsm import __version__
 from quicsm.errors import TestbedError
 from quicsm.files import write_output
 from quicsm.testbed import cpu, netns, registry, stacks
@@ -41,6 +40,7 @@ from quicsm.testbed.config import (
 from quicsm.testbed.emulator import SERVER_PORT, Emulator, RateSchedule
 from quicsm.testbed.relay import RelayBinaries, RelayConfig, build_relay
 from quicsm.testbed.system import require_root
+from quicsm.version import __version__
 
 __all__ = [
     "CLIENTS",

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from quicsm.errors import InputError, reading
+from quicsm.errors import InputError
 from quicsm.files import GZIP_MAGIC, STDIN, GzipReader, is_gzip, note_inputs, open_binary
 from quicsm.traces.events import TraceMeta
 from quicsm.traces.sniff import HEAD_BYTES, kind_by_name, sniff_bytes, sniff_file

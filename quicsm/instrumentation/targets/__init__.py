@@ -20,7 +20,7 @@ from quicsm.errors import PatchError
 from quicsm.plugins import Registry
 
 if TYPE_CHECKING:
-    from quicsm.instrumentation.placement import Edit
+    from quicsm.instrumentation.diff import Edit
 
 __all__ = [
     "SOURCE_FILE",

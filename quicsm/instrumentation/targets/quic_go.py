@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from quicsm.instrumentation.targets import Identity, Located, Release, Target, read_source_file, register
 
 if TYPE_CHECKING:
-    from quicsm.instrumentation.placement import Edit
+    from quicsm.instrumentation.diff import Edit
 
 __all__ = ["ERA_DATES", "MODULE", "QuicGoTarget", "add_imports", "build_requirements", "go_imports", "module_version"]
 
