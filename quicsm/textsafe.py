@@ -116,11 +116,12 @@ def md_name(text: str, *, in_table: bool = False) -> str:
 
 def md_text(text: str) -> str:
     """``text`` as Markdown prose, within a line, that renders as written in any Markdown (CommonMark,
-    GitHub's, Python-Markdown): one line, ``&``, ``<``, ``>`` as entities (no HTML tag, no entity of
+    GitHub's, Python-Markdown): one line, ``&`` and ``<`` as entities (no HTML tag, no entity of
     the input's) and every character that could start emphasis, a link, code or a table cell
-    backslash-escaped. (A name is better a :func:`md_name`: GitHub links ``@name`` and ``#12`` in prose.)"""
-    text = terminal(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _MD_SPECIAL.sub(r"\\\1", text)
+    backslash-escaped. ``>`` means something only at the start (a quote), so ``A -> B`` stays as written.
+    (A name is better a :func:`md_name`: GitHub links ``@name`` and ``#12`` in prose.)"""
+    text = _MD_SPECIAL.sub(r"\\\1", terminal(text).replace("&", "&amp;").replace("<", "&lt;"))
+    return "\\" + text if text.startswith(">") else text
 
 
 def csv_cell(text: str) -> str:

@@ -91,6 +91,12 @@ def test_md_name_keeps_plain_names_plain() -> None:
     assert md_name("a_b_") == "`a_b_`" and md_name("x|y", in_table=True) == "`x\\|y`"
 
 
+def test_md_text_keeps_arrows_and_quotes_nothing() -> None:
+    assert md_text("no A -> B at step 5") == "no A -> B at step 5"  # a raw Markdown file reads as written
+    assert "<blockquote>" not in _rendered(md_text("> quoted")) and "&gt; quoted" in _rendered(md_text("> quoted"))
+    assert "<b>" not in _rendered(md_text("<b>x</b> & y"))
+
+
 def test_csv_cell_is_formula_safe() -> None:
     for text in ("=1+1", "+1", "-1", "@SUM(A1)", "\t=1", "\r=1"):
         assert csv_cell(text)[0] not in "=+-@\t\r", text
