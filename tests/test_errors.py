@@ -86,3 +86,32 @@ def test_a_cut_gzip_input_is_one_line_at_the_cli(tmp_path: Path) -> None:
     )
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert "truncated or corrupt gzip data" in out.stderr and str(log) in out.stderr
+
+
+def _quicsm(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    return subprocess.run([sys.executable, "-m", "quicsm", *args], capture_output=True, text=True, env=env)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("infer", "traces/fig13/desktop", "--engine", "foo"),
+        ("diagram", "traces/fig13/desktop", "--engine", "foo", "-o", "x.svg"),
+        ("compare", "traces/fig13/desktop", "traces/fig13/mobile", "--engine", "foo"),
+        ("baseline", "save", "traces/fig13/desktop", "--engine", "foo", "-o", "x.qsb"),
+        ("infer", "traces/fig13/desktop", "--engine", "dfg", "-k", "2"),  # refused by the engine (library)
+        ("compare", "traces/fig13/desktop", "traces/fig13/mobile", "--nope"),
+    ],
+)
+def test_an_unknown_engine_or_option_exits_2_on_every_verb(args: tuple[str, ...], tmp_path: Path) -> None:
+    out = _quicsm(*[str(ROOT / a) if a.startswith("traces/") else str(tmp_path / a) if "." in a else a for a in args])
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr and not list(tmp_path.iterdir())
+
+
+def test_the_library_refuses_an_unknown_engine_before_any_work() -> None:
+    from quicsm.compare.comparison import CompareOptions, compare
+
+    with pytest.raises(OptionError, match="unknown engine 'foo'; choose one of dfg, ktails"):
+        compare([], CompareOptions(engine="foo"))

@@ -15,6 +15,7 @@ from quicsm.compare.sets import TraceSet
 from quicsm.compare.stats import CORRECTIONS, EDGE_TESTS, SAMPLE_TESTS
 from quicsm.errors import InputError
 from quicsm.files import write_output
+from quicsm.inference import ENGINES
 from quicsm.textsafe import terminal
 from quicsm.traces.events import StateView
 from quicsm.traces.report import ParseReport
@@ -93,6 +94,7 @@ def _pair_path(path: str, k: int, a: str, b: str, many: bool) -> str:
 @click.option(
     "--engine",
     default="synoptic",
+    type=click.Choice(sorted(ENGINES)),
     help="Engine of the per-set models (model differences, diagrams): synoptic (as `diagram`), ktails, dfg.",
 )
 @click.option(

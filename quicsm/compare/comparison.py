@@ -22,7 +22,7 @@ from quicsm.compare.sets import TraceSet
 from quicsm.compare.stats import CORRECTIONS, EDGE_TESTS, MIN_SAMPLE, SAMPLE_TESTS, TestResult, correct
 from quicsm.compare.stays import Connection, rows_summary
 from quicsm.compare.transitions import Edge2, EdgeTable, edge_counts, edge_table, test_edge
-from quicsm.errors import InferenceError, InputError
+from quicsm.errors import InferenceError, InputError, OptionError
 from quicsm.inference.annotate import AnnotatedModel
 from quicsm.pipeline import learn
 from quicsm.traces.events import StateView
@@ -102,7 +102,7 @@ class CompareOptions:
     resamples: int = 2000
     confidence: float = 0.95
     seed: int = 0
-    engine: str = "dfg"
+    engine: str = "synoptic"
     k: int | None = None
     """Tail length for the ``ktails`` engine / Synoptic coarsening (``-k``); engine default if None."""
     witnesses: int = 3
@@ -111,16 +111,22 @@ class CompareOptions:
     """Learn per-set models (for model differences and diagrams); calibration runs turn it off."""
 
     def check(self) -> None:
-        if self.test not in SAMPLE_TESTS:
-            raise InputError(f"unknown test {self.test!r}; choose one of {', '.join(SAMPLE_TESTS)}")
-        if self.edge_test not in EDGE_TESTS:
-            raise InputError(f"unknown edge test {self.edge_test!r}; choose one of {', '.join(EDGE_TESTS)}")
-        if self.correction not in CORRECTIONS:
-            raise InputError(f"unknown correction {self.correction!r}; choose one of {', '.join(CORRECTIONS)}")
+        """Refuse an unknown test, correction, engine or an out-of-range value (:class:`OptionError`: a
+        usage error, exit 2 at the CLI), before any work."""
+        from quicsm.inference import ENGINES
+
+        for what, value, known in (
+            ("test", self.test, SAMPLE_TESTS),
+            ("edge test", self.edge_test, EDGE_TESTS),
+            ("correction", self.correction, CORRECTIONS),
+            ("engine", self.engine, ENGINES),
+        ):
+            if value not in known:
+                raise OptionError(f"unknown {what} {value!r}; choose one of {', '.join(sorted(known))}")
         if not 0 < self.alpha < 1:
-            raise InputError(f"alpha must be between 0 and 1, not {self.alpha}")
+            raise OptionError(f"alpha must be between 0 and 1, not {self.alpha}")
         if not 0 < self.confidence < 1:
-            raise InputError(f"confidence must be between 0 and 1, not {self.confidence}")
+            raise OptionError(f"confidence must be between 0 and 1, not {self.confidence}")
 
     def to_json(self) -> dict[str, object]:
         """The options as the compare JSON holds them (:class:`OptionsRecord`)."""

@@ -269,7 +269,7 @@ def write_report(
                     cell,
                     comp.baseline,
                     v,
-                    options=CompareOptions(models=diagrams, alpha=0.01, correction="holm"),
+                    options=CompareOptions(models=diagrams, alpha=0.01, correction="holm", engine="dfg"),
                 )
                 cell_states_by[(cell.id, v)] = st
                 if st.comparison is not None:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from quicsm.errors import InferenceError
+from quicsm.errors import InferenceError, OptionError
 from quicsm.inference.model import INITIAL, TERMINAL, Edge, InferenceResult, Model, Node
 from quicsm.traces.events import StateView, Trace
 
@@ -35,21 +35,19 @@ class EngineSpec:
     target: str
     """``module:function`` called as ``function(sequences, **options)``."""
     options: dict[str, type] = field(default_factory=dict)
-    """Option name -> type; anything else is refused with :class:`InferenceError`."""
+    """Option name -> type; anything else is refused with :class:`~quicsm.errors.OptionError`."""
     summary: str = ""
 
     def check(self, opts: dict[str, Any]) -> dict[str, Any]:
         unknown = sorted(set(opts) - set(self.options))
         if unknown:
             takes = ", ".join(sorted(self.options)) or "no options"
-            raise InferenceError(
-                f"engine {self.name!r} does not take option(s) {', '.join(unknown)} (it takes: {takes})"
-            )
+            raise OptionError(f"engine {self.name!r} does not take option(s) {', '.join(unknown)} (it takes: {takes})")
         out: dict[str, Any] = {}
         for key, value in opts.items():
             want = self.options[key]
             if not _is(value, want):
-                raise InferenceError(f"engine {self.name!r}: option {key} must be {_KIND_NAMES[want]}, got {value!r}")
+                raise OptionError(f"engine {self.name!r}: option {key} must be {_KIND_NAMES[want]}, got {value!r}")
             out[key] = os.fspath(value) if want is str else want(value)
         return out
 
@@ -119,7 +117,7 @@ def infer_sequences(sequences: Sequence[Sequence[str]], engine: str = "synoptic"
     try:
         fn = ENGINES[engine]
     except KeyError:
-        raise InferenceError(f"unknown engine {engine!r}; choose one of {', '.join(sorted(ENGINES))}") from None
+        raise OptionError(f"unknown engine {engine!r}; choose one of {', '.join(sorted(ENGINES))}") from None
     if not any(sequences):
         raise InferenceError("no state sequences to learn from")
     return fn(sequences, **opts)

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from inference_oracles import check_paths
 
 from quicsm.cli.main import cli
-from quicsm.errors import InferenceError
+from quicsm.errors import InferenceError, OptionError
 from quicsm.inference import ENGINES, infer_sequences
 from quicsm.inference.export import (
     EVENT_REGEX,
@@ -33,7 +33,7 @@ SYNOPTIC_JSON = '{"log": [{"traceID": 0, "events": [{"eventIndex": 0, "eventType
 
 def test_registry_lists_engines_and_refuses_unknown() -> None:
     assert {"synoptic", "ktails", "dfg", "synoptic-jar"} <= set(ENGINES)
-    with pytest.raises(InferenceError, match="unknown engine 'nope'; choose one of"):
+    with pytest.raises(OptionError, match="unknown engine 'nope'; choose one of"):
         infer_sequences(SEQS, "nope")
 
 
@@ -48,7 +48,7 @@ def test_registry_lists_engines_and_refuses_unknown() -> None:
     ],
 )
 def test_bad_options_are_refused(engine: str, opts: dict[str, object], message: str) -> None:
-    with pytest.raises(InferenceError, match=message):
+    with pytest.raises(OptionError, match=message):
         infer_sequences(SEQS, engine, **opts)
 
 
