@@ -125,10 +125,12 @@ def main() -> None:
             _quicsm("diagram", str(CMP / n), "-o", str(HERE / f"chromium_compare_{n.replace('-', '_')}.svg"))
         c0 = mc.scenarios[0].config
         cmp_md = (
-            f"\n## Chromium vs quic-go vs Cloudflare quiche, Cubic, one network\n\n{c0.rate_mbps:g} Mbit/s, {c0.rtt_ms:g} ms "
+            f"\n## {' vs '.join(stacks)}, Cubic, one network\n\n{c0.rate_mbps:g} Mbit/s, {c0.rtt_ms:g} ms "
             f"RTT, {c0.queue} queue, {100 * c0.loss:g} % loss per packet and direction, one {c0.size / 1e6:g} MB object "
-            "(`chromium_compare.toml`). `quicsm compare traces/chromium-compare/{chromium,quic-go,quiche}`; "
-            "diagrams `chromium_compare_{chromium,quic_go,quiche}.svg`.\n\n"
+            f"(`chromium_compare.toml`). `quicsm compare traces/chromium-compare/{{{','.join(stacks)}}}`; "
+            + "diagrams "
+            + ", ".join(f"`chromium_compare_{n.replace('-', '_')}.svg`" for n in stacks)
+            + ".\n\n"
             + cmp_runs
             + "\n"
             + _share_table(three, stacks, CUBIC)
