@@ -51,7 +51,9 @@ def test_http1_in_chromium(tmp_path: Path) -> None:
     )
     meta, traces = _one(cfg, tmp_path)
     client = meta["result"]["client"]
-    assert client["protocols"] == {"http/1.1": 9}  # the page and its eight objects of two sizes
+    # every response over HTTP/1.1: the page and its eight objects of two sizes (and whatever else the browser
+    # asks for on its own, e.g. /favicon.ico, which CI's Chromium did once)
+    assert set(client["protocols"]) == {"http/1.1"} and client["protocols"]["http/1.1"] >= 9
     assert client["bytes"] >= 6 * 2600 + 2 * 86500
     assert len(traces) >= 2
 
