@@ -8,6 +8,8 @@
 #define PY_SSIZE_T_CLEAN
 #define _GNU_SOURCE
 #include <Python.h>
+#include <structmember.h>
+#include <stdarg.h>
 #include <string.h>
 #include <math.h>
 #ifdef __SSE2__
@@ -225,7 +227,7 @@ static int col_put(Col *c, const void *v, size_t n) {
         if (!d) { PyErr_NoMemory(); return -1; }
         c->data = d; c->cap = cap;
     }
-    memcpy(c->data + c->len, v, n);
+    if (v) memcpy(c->data + c->len, v, n);
     c->len += n;
     return 0;
 }
@@ -237,7 +239,7 @@ static int col_put(Col *c, const void *v, size_t n) {
  * not a bytes object and a dict lookup. The table is sized to the input (a 1 KB file does not zero
  * 200 KB of slots: that was most of a small file's scan). */
 typedef struct { const char *a; Py_ssize_t n; int id; } Slot;
-typedef struct { Slot *slot; size_t mask; Py_ssize_t used, max; } Seen;
+typedef struct { Slot *slot; size_t mask; Py_ssize_t used, max; int gen; } Seen;
 
 static int seen_init(Seen *s, Py_ssize_t bytes) {
     size_t n = 64;
@@ -245,6 +247,7 @@ static int seen_init(Seen *s, Py_ssize_t bytes) {
     s->slot = PyMem_Calloc(n, sizeof(Slot));
     s->mask = n - 1;
     s->used = 0;
+    s->gen = 0;
     s->max = (Py_ssize_t)(n / 4 * 3);
     if (!s->slot) { PyErr_NoMemory(); return -1; }
     return 0;
@@ -450,9 +453,28 @@ enum { J_BAD, J_STR, J_NUM, J_OBJ, J_ARR, J_TRUE, J_FALSE, J_NULL };
 static int jws(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 static const char *skip_jws(const char *p, const char *e) { while (p < e && jws((unsigned char)*p)) p++; return p; }
 
+/* The escape whose backslash is at p: its last byte, or NULL with *why (a bad escape) or without (cut at e). */
+static const char *escape_end(const char *p, const char *e, const char **why) {
+    *why = NULL;
+    if (++p >= e) return NULL;
+    unsigned char c = (unsigned char)*p;
+    if (c == 'u') {
+        for (int i = 0; i < 4; i++) {
+            if (++p >= e) return NULL;
+            c = (unsigned char)*p;
+            if (!((c >= '0' && c <= '9') || ((c | 32) >= 'a' && (c | 32) <= 'f'))) { *why = "a bad \\u escape"; return NULL; }
+        }
+    } else if (!c || !strchr("\"\\/bfnrt", c)) {
+        *why = "a bad escape";
+        return NULL;
+    }
+    return p;
+}
+
 /* A JSON string at p ('"'): its end (after the quote) or NULL; *plain = no escape, printable ASCII only.
  * Non-ASCII bytes are refused outright (no UTF-8 check here): such a file goes to the Python reader. */
 static const char *jstring(const char *p, const char *e, int *plain) {
+    const char *why;
     *plain = 1;
     for (p++; p < e; p++) {
         unsigned char c = (unsigned char)*p;
@@ -460,15 +482,7 @@ static const char *jstring(const char *p, const char *e, int *plain) {
         if (c < 0x20 || c >= 0x7f) return NULL;
         if (c == '\\') {
             *plain = 0;
-            if (++p >= e) return NULL;
-            c = (unsigned char)*p;
-            if (c == 'u') {
-                for (int i = 0; i < 4; i++) {
-                    if (++p >= e) return NULL;
-                    c = (unsigned char)*p;
-                    if (!((c >= '0' && c <= '9') || ((c | 32) >= 'a' && (c | 32) <= 'f'))) return NULL;
-                }
-            } else if (!strchr("\"\\/bfnrt", c)) return NULL;
+            if (!(p = escape_end(p, e, &why))) return NULL;
         }
     }
     return NULL;
@@ -570,24 +584,50 @@ static int jmembers(const char *p, const char *e, const char *const *keys, int n
 
 static const char *const REC_KEYS[3] = {"time", "name", "data"};
 static const char *const STATE_KEYS[6] = {"new", "new_state", "state", "old", "old_state", "trigger"};
-static const char *const METRIC_KEYS[10] = {"congestion_window", "cwnd", "current_cwnd", "bytes_in_flight", "inflight",
-                                            "ssthresh", "slow_start_threshold", "pacing_rate", "min_rtt", "smoothed_rtt"};
-/* qlog._METRIC_KEYS: (first key, keys) per field cwnd, inflight, ssthresh, pacing, min_rtt, smoothed_rtt */
+/* qlog._METRIC_KEYS: (first key, keys) per field cwnd, inflight, ssthresh, pacing, min_rtt, smoothed_rtt; then
+ * the AUX keys (qlog.AUX_KEYS: what the metric-state reader reads besides, kept as written). */
+#define N_AUX 3
+static const char *const METRIC_KEYS[10 + N_AUX] = {"congestion_window", "cwnd", "current_cwnd", "bytes_in_flight", "inflight",
+                                                    "ssthresh", "slow_start_threshold", "pacing_rate", "min_rtt", "smoothed_rtt",
+                                                    "latest_rtt", "packets_in_flight", "pto_count"};
 static const int METRIC_FIRST[7] = {0, 3, 5, 7, 8, 9, 10};
 
-static int ci_has(const char *p, const char *e, const char *w) {
-    size_t n = strlen(w);
-    for (; (size_t)(e - p) >= n; p++) {
-        size_t i = 0;
-        while (i < n && (p[i] | (p[i] >= 'A' && p[i] <= 'Z' ? 32 : 0)) == w[i]) i++;
-        if (i == n) return 1;
+static int ci_at(const char *p, const char *e, const char *w, size_t n) {
+    if ((size_t)(e - p) < n) return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c >= 'A' && c <= 'Z') c |= 32;
+        if (c != (unsigned char)w[i]) return 0;
     }
-    return 0;
+    return 1;
 }
 
-/* qlog._WANTED: records that may matter (others are not decoded, only their time kept). */
+/* Whether "congestion", "cc_state" or "metric" (any case) starts at p. */
+static int wanted_at(const char *p, const char *e) {
+    return (((unsigned char)*p | 32) == 'm') ? ci_at(p, e, "metric", 6) : ci_at(p, e, "congestion", 10) || ci_at(p, e, "cc_state", 8);
+}
+
+/* qlog._WANTED (congestion|metric|cc_state, any case): records that may matter (others are not decoded,
+ * only their time kept). Candidates are the bytes that are c or m in any case, 16 at a time with SSE2. */
 static int wanted(const char *p, const char *e) {
-    return ci_has(p, e, "congestion") || ci_has(p, e, "metric") || ci_has(p, e, "cc_state");
+#ifdef __SSE2__
+    const __m128i low = _mm_set1_epi8(32), c = _mm_set1_epi8('c'), m = _mm_set1_epi8('m');
+    while (e - p >= 16) {
+        __m128i v = _mm_or_si128(_mm_loadu_si128((const __m128i *)p), low);
+        unsigned int mask = (unsigned int)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, c), _mm_cmpeq_epi8(v, m)));
+        while (mask) {
+            int i = __builtin_ctz(mask);
+            if (wanted_at(p + i, e)) return 1;
+            mask &= mask - 1;
+        }
+        p += 16;
+    }
+#endif
+    for (; p < e; p++) {
+        unsigned char x = (unsigned char)*p | 32;
+        if ((x == 'c' || x == 'm') && wanted_at(p, e)) return 1;
+    }
+    return 0;
 }
 
 static int rx_space(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
@@ -645,23 +685,70 @@ static int good_time(Span s, int type, double *t) {
     return isfinite(*t) && fabs(*t) <= 1e15;
 }
 
-typedef struct {
-    Scan *s;
-    Col src, kind, t, state, trig, metrics, timed;
-    int file;
-    long long rows;
-} QScan;
+/* ---- The qlog scanner: records (JSON-SEQ, NDJSON) and JSON documents, read in windows ----
+ *
+ * A QlogScanner reads one qlog after the other, window by window, into rows of the batch it is filling
+ * (the Python reader, quicsm/traces/qlog_columns.py, turns them into traces). The reader it stands for
+ * is the record logic of quicsm/traces/qlog.py (QlogRecords): what that logic would do, without a word of
+ * report, with a record in the plain shape stacks write, {"time": number, "name": "...", "data": {...}}
+ * in strict JSON with ASCII strings, is done here; every other record (another key, an escape or a
+ * number where it matters, a state given as a number, mvfst's event, a bad time or field) is handed to
+ * the Python handler, which decides it with the same state (members below) and may add rows (put).
+ *
+ * Rows, per column: time as written after the file's deltas (float64, the file's unit), kind (int8: 0
+ * transition, 2 metrics, 3 placeholder), state and from-state ids as written (int32: the Python side maps
+ * them to canonical names; a metrics row's state is the state current then), trigger and recovery ids,
+ * cwnd, inflight, ssthresh, pacing, bw, min_rtt, srtt (int64 x 7, INT64_MIN absent; the two RTTs as
+ * written go to the next column), min_rtt and smoothed_rtt as written (float64 x 2, NaN absent). */
 
-static int qput(QScan *q, int kind, double t, int state, int trig, const long long *m, const double *timed) {
-    signed char k = (signed char)kind;
-    if (col_put(&q->src, &q->file, 4) || col_put(&q->kind, &k, 1) || col_put(&q->t, &t, 8) || col_put(&q->state, &state, 4) ||
-        col_put(&q->trig, &trig, 4) || col_put(&q->metrics, m, 56) || col_put(&q->timed, timed, 16))
-        return -1;
-    q->rows++;
+/* A column grown in a bytearray, handed over whole (no copy) when the batch is taken. */
+typedef struct { PyObject *ba; char *data; size_t len, cap; } BCol;
+
+static int bcol_put(BCol *c, const void *v, size_t n) {
+    if (c->len + n > c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 1 << 12;
+        while (cap < c->len + n) cap *= 2;
+        if (!c->ba && !(c->ba = PyByteArray_FromStringAndSize(NULL, 0))) return -1;
+        if (PyByteArray_Resize(c->ba, (Py_ssize_t)cap) < 0) return -1;
+        c->data = PyByteArray_AS_STRING(c->ba);
+        c->cap = cap;
+    }
+    memcpy(c->data + c->len, v, n);
+    c->len += n;
     return 0;
 }
 
-/* An ASCII name that qlog's _role knows: 1 state, 2 metrics, 3 mvfst, 0 none (after the last ':', any case). */
+static PyObject *bcol_take(BCol *c) {
+    PyObject *ba = c->ba;
+    if (!ba) return PyByteArray_FromStringAndSize(NULL, 0);
+    if (PyByteArray_Resize(ba, (Py_ssize_t)c->len) < 0) return NULL;
+    c->ba = NULL;
+    c->data = NULL;
+    c->len = c->cap = 0;
+    return ba;
+}
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *table, *names;
+    BCol t, kind, state, prev, trig, recov, metrics, rtt;
+    Col uses, aux, marks;   /* side tables of the trace being read, for the metric-state reader */
+    Py_ssize_t rows, trace_row0, max_value;
+    /* the trace being read (the Python handler reads and writes these too) */
+    int header, delta, has_t, current, first_prev, trans;
+    int states;             /* where states come from: 0 logged, 1 auto (metrics kept until a state event), 2 metrics */
+    long long skipped;      /* state events not made rows (states=metrics) */
+    double last_time, tmin, tmax, row_tmax;
+    /* the file: newlines before the window's start, records so far */
+    long long lines, record_no;
+    /* the document walker */
+    int dstate, dexpect, skip_depth, skip_str, skip_esc, skip_what;
+    long long trace_index, event_index;
+    int gen; /* bumped by tables(): ids a call cached are the old table's */
+} QS;
+
+/* An ASCII name that qlog's _role knows: 1 state, 2 metrics, 3 mvfst, 4 lost, 5 timer, 6 spurious, 0 none (after the last
+ * ':', any case). */
 static int role_of(Span name) {
     const char *a = name.b;
     while (a > name.a && a[-1] != ':') a--;
@@ -676,52 +763,179 @@ static int role_of(Span name) {
         if (!strcmp(low, states[i])) return 1;
         if (!strcmp(low, metrics[i])) return 2;
     }
-    return !strcmp(low, "congestion_metric_update") ? 3 : 0;
+    if (!strcmp(low, "congestion_metric_update")) return 3;
+    if (!strcmp(low, "packet_lost")) return 4;
+    if (!strcmp(low, "loss_timer_updated")) return 5;
+    if (!strcmp(low, "spurious_loss")) return 6;
+    return 0;
 }
 
-/* One record decoded (a wanted one): 1 handled (maybe a row), 0 the file goes to the Python reader, -1 error. */
-static int qrecord(QScan *q, const char *p, const char *e, double *max_t, int *has_max) {
-    Span v[10];
-    int ty[10], plain;
+enum { K_TRANSITION = 0, K_METRICS = 2, K_PLACEHOLDER = 3 };
+
+/* uses[id] += 1: a state name read by a C-decided record (the Python side lists the unknown ones). */
+static int qs_use(QS *s, int id) {
+    if (id < 0) return 0;
+    size_t need = ((size_t)id + 1) * 8;
+    if (s->uses.len < need) {
+        size_t old = s->uses.len;
+        if (col_put(&s->uses, NULL, need - old)) return -1;
+        memset(s->uses.data + old, 0, need - old);
+    }
+    ((long long *)s->uses.data)[id]++;
+    return 0;
+}
+
+/* Whether the trace's metric side tables are kept: states=metrics, or auto before any state event. */
+static int qs_keeps_aux(QS *s) { return s->states == 2 || (s->states == 1 && !s->trans); }
+
+static int qs_row(QS *s, int kind, double t, int state, int prev, int trig, int recov, const long long *m, const double *rtt,
+                  const double *aux) {
+    signed char k = (signed char)kind;
+    if (kind == K_TRANSITION && s->states == 2) { /* the logged states set aside: the metrics tell them */
+        s->skipped++;
+        return 0;
+    }
+    if (kind == K_TRANSITION && s->states == 1 && !s->trans) s->aux.len = s->marks.len = 0; /* logged states: no need */
+    if (kind == K_METRICS && qs_keeps_aux(s)) {
+        long long row = (long long)(s->rows - s->trace_row0);
+        if (col_put(&s->aux, &row, 8) || col_put(&s->aux, aux, 8 * N_AUX)) return -1;
+    }
+    if (bcol_put(&s->t, &t, 8) || bcol_put(&s->kind, &k, 1) || bcol_put(&s->state, &state, 4) || bcol_put(&s->prev, &prev, 4) ||
+        bcol_put(&s->trig, &trig, 4) || bcol_put(&s->recov, &recov, 4) || bcol_put(&s->metrics, m, 56) || bcol_put(&s->rtt, rtt, 16))
+        return -1;
+    if (kind != K_PLACEHOLDER) {
+        if (kind == K_TRANSITION && s->trans++ == 0) s->first_prev = prev;
+        if (s->rows == s->trace_row0 || t > s->row_tmax) s->row_tmax = t;
+    }
+    s->rows++;
+    return 0;
+}
+
+/* A loss or timer event for the metric-state reader (code: 1 lost, 2 a timer expired, 3 the PTO expired, 4 a
+ * loss found spurious). */
+static int qs_mark(QS *s, double t, int code) {
+    signed char c = (signed char)code;
+    if (!qs_keeps_aux(s)) return 0;
+    return col_put(&s->marks, &t, 8) || col_put(&s->marks, &c, 1) ? -1 : 0;
+}
+
+/* TraceState.t_us in the file's unit: the delta added, the range checked (|t| <= 1e15, also after the
+ * deltas), min and max kept. 0 (nothing changed) when the time is not usable. */
+static int qs_time(QS *s, double raw, double *out) {
+    double t = raw;
+    if (s->delta) {
+        t += s->last_time;
+        if (!(fabs(t) <= 1e15)) return 0;
+        s->last_time = t;
+    }
+    if (!s->has_t || t < s->tmin) s->tmin = t;
+    if (!s->has_t || t > s->tmax) s->tmax = t;
+    s->has_t = 1;
+    *out = t;
+    return 1;
+}
+
+static int plain_str(Span v, int type) {
+    int plain;
+    return type == J_STR && jstring(v.a, v.b, &plain) && plain;
+}
+
+static int all_digits(Span v) { /* the string's text (inside the quotes) is ASCII digits only */
+    for (const char *c = v.a + 1; c < v.b - 1; c++)
+        if (*c < '0' || *c > '9') return 0;
+    return 1;
+}
+
+static const char *const TIMER_KEYS[2] = {"event_type", "timer_type"};
+
+static int str_is(Span v, const char *word) { /* a plain string's text is word */
+    Span in = {v.a + 1, v.b - 1};
+    return span_is(in, word);
+}
+
+/* A loss or timer event (role 4, 5) with its time, data and their types: for the metric-state reader,
+ * never reported (qlog.QlogFile.event). 1 decided, 0 for the Python handler, -1 error. */
+static int qs_lost_or_timer(QS *s, int role, Span time, int time_type, Span data, int data_type) {
+    double raw, t;
+    int code = 0;
+    if (!time.a || time_type == J_NULL) return 1; /* no time: nothing (the time is not usable) */
+    if (time_type == J_STR) return 0;
+    if (data.a && data_type == J_OBJ) {
+        if (role == 4) code = 1;
+        else if (role == 6) code = 4;
+        else {
+            Span d[2];
+            int dt[2];
+            if (!jmembers(data.a, data.b, TIMER_KEYS, 2, d, dt, 0, 1)) return 0;
+            if (d[0].a && dt[0] == J_STR) {
+                if (!plain_str(d[0], dt[0]) || (d[1].a && dt[1] == J_STR && !plain_str(d[1], dt[1]))) return 0;
+                if (str_is(d[0], "expired")) code = d[1].a && dt[1] == J_STR && str_is(d[1], "pto") ? 3 : 2;
+            }
+        }
+    }
+    if (!good_time(time, time_type, &raw) || !qs_time(s, raw, &t)) return 1;
+    return code && qs_mark(s, t, code) ? -1 : 1;
+}
+
+/* One event {"time", "name", "data"}: 1 decided here (maybe a row), 0 for the Python handler, -1 error. */
+static int qs_event(QS *s, const char *p, const char *e, Seen *seen) {
+    if (seen->gen != s->gen) { /* the handler started a new batch (a new string table) */
+        memset(seen->slot, 0, (seen->mask + 1) * sizeof(Slot));
+        seen->used = 0;
+        seen->gen = s->gen;
+    }
+    Span v[16];
+    int ty[16];
     if (!jmembers(p, e, REC_KEYS, 3, v, ty, 1, 0)) return 0;
-    if (!v[1].a || ty[1] != J_STR || !jstring(v[1].a, v[1].b, &plain) || !plain || v[1].b - v[1].a <= 2) return 0;
+    if (!v[1].a || !plain_str(v[1], ty[1]) || v[1].b - v[1].a <= 2) return 0;
     Span name = {v[1].a + 1, v[1].b - 1};
     int role = role_of(name);
-    double t;
+    double raw, t;
+    if (role >= 4) return qs_lost_or_timer(s, role, v[0], ty[0], v[2], ty[2]);
     if (role == 0) {
         if (!v[0].a || ty[0] == J_NULL) return 1;
         if (ty[0] == J_STR) return 0; /* a time as a string: float() decides */
-        if (good_time(v[0], ty[0], &t)) {
-            if (!*has_max || t > *max_t) *max_t = t;
-            *has_max = 1;
-        }
+        if (good_time(v[0], ty[0], &raw)) qs_time(s, raw, &t);
         return 1;
     }
-    if (role == 3 || !v[2].a || ty[2] != J_OBJ || !v[0].a || !good_time(v[0], ty[0], &t)) return 0;
-    if (!*has_max || t > *max_t) *max_t = t;
-    *has_max = 1;
+    if (role == 3 || !v[2].a || ty[2] != J_OBJ || !v[0].a || !good_time(v[0], ty[0], &raw)) return 0;
+    if (s->delta && !(fabs(raw + s->last_time) <= 1e15)) return 0;
     long long m[7];
-    double timed[2] = {NAN, NAN};
+    double rtt[2] = {NAN, NAN};
     for (int i = 0; i < 7; i++) m[i] = QNULL;
     if (role == 1) {
-        if (!jmembers(v[2].a, v[2].b, STATE_KEYS, 6, v, ty, 0, 1) || v[3].a || v[4].a) return 0;
-        int w = v[0].a ? 0 : v[1].a ? 1 : 2;
-        if (!v[w].a || ty[w] != J_STR || !jstring(v[w].a, v[w].b, &plain) || !plain || v[w].b - v[w].a <= 2) return 0;
-        int digits = 1;
-        for (const char *c = v[w].a + 1; c < v[w].b - 1; c++) digits &= (*c >= '0' && *c <= '9');
-        if (digits) return 0; /* picoquic's numbered states: the Python reader maps them */
-        int state = intern(q->s->table, q->s->names, v[w].a + 1, v[w].b - 1, &q->s->seen), trig = -1;
+        if (!jmembers(v[2].a, v[2].b, STATE_KEYS, 6, v, ty, 0, 1)) return 0;
+        int w = v[0].a ? 0 : v[1].a ? 1 : 2;  /* data.get("new", data.get("new_state", data.get("state"))) */
+        if (!v[w].a || !plain_str(v[w], ty[w]) || v[w].b - v[w].a <= 2 || all_digits(v[w])) return 0;
+        int o = v[3].a ? 3 : v[4].a ? 4 : -1; /* data.get("old", data.get("old_state")); null: none */
+        int old_given = 0;
+        if (o >= 0 && ty[o] != J_NULL) {
+            if (!plain_str(v[o], ty[o]) || all_digits(v[o])) return 0;
+            old_given = v[o].b - v[o].a > 2; /* "" is no state (and not listed) */
+        }
+        int trig = -1;
+        if (v[5].a && ty[5] == J_STR && !plain_str(v[5], ty[5])) return 0;
+        int state = intern(s->table, s->names, v[w].a + 1, v[w].b - 1, seen), prev = -1;
         if (state < -1) return state == -3 ? -1 : 0;
+        if (old_given) {
+            prev = intern(s->table, s->names, v[o].a + 1, v[o].b - 1, seen);
+            if (prev < -1) return prev == -3 ? -1 : 0;
+        }
         if (v[5].a && ty[5] == J_STR) {
-            if (!jstring(v[5].a, v[5].b, &plain) || !plain) return 0;
             const char *b = v[5].b - 1;
             if (b - (v[5].a + 1) > 200) b = v[5].a + 1 + 200;
-            trig = intern(q->s->table, q->s->names, v[5].a + 1, b, &q->s->seen);
+            trig = intern(s->table, s->names, v[5].a + 1, b, seen);
             if (trig < -1) return trig == -3 ? -1 : 0;
         }
-        return qput(q, 0, t, state, trig, m, timed) ? -1 : 1;
+        if (qs_use(s, state) || (old_given && qs_use(s, prev))) return -1;
+        qs_time(s, raw, &t);
+        s->current = state;
+        return qs_row(s, K_TRANSITION, t, state, prev, trig, -1, m, rtt, NULL) ? -1 : 1;
     }
-    if (!jmembers(v[2].a, v[2].b, METRIC_KEYS, 10, v, ty, 0, 1)) return 0;
+    if (!jmembers(v[2].a, v[2].b, METRIC_KEYS, 10 + N_AUX, v, ty, 0, 1)) return 0;
+    double aux[N_AUX];
+    for (int i = 0; i < N_AUX; i++) /* as written; anything but a number is none (metric_states._num) */
+        aux[i] = v[10 + i].a && ty[10 + i] == J_NUM ? num_of(v[10 + i]) : NAN;
     for (int f = 0; f < 6; f++) {
         int k = METRIC_FIRST[f];
         while (k < METRIC_FIRST[f + 1] && !v[k].a) k++;
@@ -732,111 +946,622 @@ static int qrecord(QScan *q, const char *p, const char *e, double *max_t, int *h
         if (f >= 4) { /* an RTT in the file's unit, scaled in Python: exact as a double below 2^53 */
             double x = num_of(v[k]);
             if (v[k].b - v[k].a > 15 || x >= 1e15) return 0;
-            timed[f - 4] = x;
+            rtt[f - 4] = x;
             continue;
         }
-        if (!integer || v[k].b - v[k].a > 19) return 0;
+        if (!integer) return 0;
+        if (v[k].b - v[k].a > 19) {
+            if (f != 2) return 0; /* out of range: reported by the Python handler */
+            m[2] = QMAX;           /* ssthresh: 2^64-1 and beyond mean unbounded */
+            continue;
+        }
         unsigned long long x = 0;
         for (const char *c = v[k].a; c < v[k].b; c++) x = x * 10 + (unsigned long long)(*c - '0');
         if (x >= (unsigned long long)QMAX) {
-            if (f != 2) return 0; /* out of range: reported by the Python reader */
-            x = (unsigned long long)QMAX; /* ssthresh: unbounded */
+            if (f != 2) return 0;
+            x = (unsigned long long)QMAX;
         }
         m[f == 3 ? 3 : f] = (long long)x;
     }
-    return qput(q, 2, t, -1, -1, m, timed) ? -1 : 1;
+    qs_time(s, raw, &t);
+    return qs_row(s, K_METRICS, t, s->current, -1, -1, -1, m, rtt, aux) ? -1 : 1;
+}
+
+/* Whether a record not wanted may be a loss, timer or spurious-loss record (qlog.SOFT_RE). */
+static int soft(const char *p, const char *e) {
+    return memmem(p, (size_t)(e - p), "packet_lost", 11) || memmem(p, (size_t)(e - p), "loss_timer", 10) ||
+           memmem(p, (size_t)(e - p), "spurious_loss", 13);
 }
 
 static const char *strip_l(const char *p, const char *e) { while (p < e && rx_space((unsigned char)*p)) p++; return p; }
 static const char *strip_r(const char *p, const char *e) { while (e > p && rx_space((unsigned char)e[-1])) e--; return e; }
 
-static PyObject *scan_qlogs(PyObject *self, PyObject *args) {
-    Py_buffer buf, bounds, seps;
-    Scan s = {0};
-    QScan q = {0};
-    PyObject *res = NULL, *info = NULL, *maxes = NULL;
-    long long *fi = NULL;
-    double *mx = NULL;
-    if (!PyArg_ParseTuple(args, "y*y*y*O!O!", &buf, &bounds, &seps, &PyDict_Type, &s.table, &PyList_Type, &s.names)) return NULL;
-    Py_ssize_t nfiles = bounds.len / 8 - 1;
-    const long long *b = (const long long *)bounds.buf;
-    const char *base = (const char *)buf.buf;
-    q.s = &s;
-    if (nfiles < 0 || bounds.len % 8 || seps.len < nfiles) { PyErr_SetString(PyExc_ValueError, "bounds: int64 offsets; seps: a byte a file"); goto out; }
-    for (Py_ssize_t i = 0; i < nfiles; i++)
-        if (b[i] < 0 || b[i] > b[i + 1] || b[i + 1] > buf.len) { PyErr_SetString(PyExc_ValueError, "bounds out of order"); goto out; }
-    if (seen_init(&s.seen, buf.len) < 0) goto out;
-    fi = PyMem_Calloc((size_t)(nfiles ? nfiles : 1), 4 * sizeof(long long));
-    mx = PyMem_Calloc((size_t)(nfiles ? nfiles : 1), sizeof(double));
-    if (!fi || !mx) { PyErr_NoMemory(); goto out; }
-    for (Py_ssize_t i = 0; i < nfiles; i++) {
-        const char *a = base + b[i], *e = base + b[i + 1];
-        char sep = ((const char *)seps.buf)[i];
-        long long first_row = q.rows;
-        size_t marks[7] = {q.src.len, q.kind.len, q.t.len, q.state.len, q.trig.len, q.metrics.len, q.timed.len};
-        int header = 0, ok = 1, has_max = 0;
-        double max_t = 0;
-        q.file = (int)i;
-        fi[4 * i + 1] = fi[4 * i + 2] = -1;
-        while (ok) {
-            const char *end = memchr(a, sep, (size_t)(e - a));
-            if (!end) end = e;
-            if (!header) {
-                const char *x = strip_l(a, end), *y = strip_r(x, end);
-                if (x < y) { header = 1; fi[4 * i + 1] = x - base; fi[4 * i + 2] = y - base; }
-            } else if (!wanted(a, end)) {
-                double t;
-                if (regex_time(a, end, &t) && isfinite(t) && fabs(t) <= 1e15) {
-                    if (!has_max || t > max_t) max_t = t;
-                    has_max = 1;
-                }
-            } else {
-                const char *x = strip_l(a, end), *y = strip_r(x, end);
-                if (x < y) {
-                    int r = qrecord(&q, x, y, &max_t, &has_max);
-                    if (r < 0) goto out;
-                    ok = r;
-                }
-            }
-            if (end == e) break;
-            a = end + 1;
+/* One record of a JSON-SEQ/NDJSON file (the text between two separators): 1 decided, 0 handler, -1 error. */
+static int qs_record(QS *s, const char *p, const char *e, Seen *seen) {
+    if (s->header && !wanted(p, e)) { /* packet-level events: only their time (it extends the last stay) */
+        double raw, t;
+        if (soft(p, e)) { /* a loss or timer record, if it reads as one (else only its time, as below) */
+            const char *x = strip_l(p, e), *y = strip_r(x, e);
+            Span v[3];
+            int ty[3];
+            if (!jmembers(x, y, REC_KEYS, 3, v, ty, 1, 0) || !v[1].a || !plain_str(v[1], ty[1]) || v[1].b - v[1].a <= 2) return 0;
+            Span name = {v[1].a + 1, v[1].b - 1};
+            int role = role_of(name);
+            if (v[0].a && ty[0] == J_STR) return 0;
+            if (role >= 4 && v[2].a && ty[2] == J_OBJ && v[0].a && good_time(v[0], ty[0], &raw))
+                return qs_lost_or_timer(s, role, v[0], ty[0], v[2], ty[2]);
         }
-        if (!ok || !header) { /* the Python reader reads this file: its rows go */
-            q.rows = first_row;
-            q.src.len = marks[0]; q.kind.len = marks[1]; q.t.len = marks[2]; q.state.len = marks[3];
-            q.trig.len = marks[4]; q.metrics.len = marks[5]; q.timed.len = marks[6];
-        }
-        fi[4 * i] = !ok || !header;
-        fi[4 * i + 3] = q.rows - first_row;
-        mx[i] = has_max ? max_t : NAN;
+        if (regex_time(p, e, &raw) && isfinite(raw) && fabs(raw) <= 1e15) qs_time(s, raw, &t);
+        return 1;
     }
-    info = PyBytes_FromStringAndSize((const char *)fi, (Py_ssize_t)(32 * nfiles));
-    maxes = PyBytes_FromStringAndSize((const char *)mx, (Py_ssize_t)(8 * nfiles));
-    if (info && maxes) {
-        Col *cols[7] = {&q.src, &q.kind, &q.t, &q.state, &q.trig, &q.metrics, &q.timed};
-        PyObject *out = PyTuple_New(7);
-        for (int c = 0; out && c < 7; c++) {
-            PyObject *x = PyBytes_FromStringAndSize(cols[c]->data ? cols[c]->data : "", (Py_ssize_t)cols[c]->len);
-            if (!x) { Py_CLEAR(out); break; }
-            PyTuple_SET_ITEM(out, c, x);
+    const char *x = strip_l(p, e), *y = strip_r(x, e);
+    if (x == y) return 1;
+    if (!s->header) return 0; /* the header record: the Python handler reads it */
+    return qs_event(s, x, y, seen);
+}
+
+static int call_handler(PyObject *handler, const char *fmt, ...) {
+    va_list va;
+    va_start(va, fmt);
+    PyObject *args = Py_VaBuildValue(fmt, va);
+    va_end(va);
+    if (!args) return -1;
+    PyObject *r = PyObject_CallObject(handler, args);
+    Py_DECREF(args);
+    if (!r) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* records(buffer, start, end, sep, final, handler) -> consumed: the records of buffer[start:end] split at
+ * the byte sep; the last piece only when final (it is the start of the next window otherwise). Records
+ * this scanner does not decide go to handler(record_bytes, line, record_number). */
+static PyObject *qs_records(QS *s, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t start, end;
+    int sep, final;
+    PyObject *handler;
+    if (!PyArg_ParseTuple(args, "y*nnipO", &buf, &start, &end, &sep, &final, &handler)) return NULL;
+    clamp_window(buf.len, &start, &end);
+    const char *base = (const char *)buf.buf, *p = base + start, *e = base + end, *line_at = p;
+    Seen seen;
+    PyObject *res = NULL;
+    if (seen_init(&seen, 0) < 0) goto out;
+    for (;;) {
+        const char *q = memchr(p, sep, (size_t)(e - p));
+        if (!q) {
+            if (!final) break;
+            q = e;
         }
-        if (out) res = Py_BuildValue("(NOON)", out, info, maxes, PyLong_FromLongLong(q.rows));
+        s->record_no++;
+        int r = qs_record(s, p, q, &seen);
+        if (r < 0) goto out;
+        if (r == 0) {
+            s->lines += count_nl(line_at, p);
+            line_at = p;
+            if (call_handler(handler, "(y#LL)", p, (Py_ssize_t)(q - p), s->lines + 1, s->record_no)) goto out;
+        }
+        if (q == e) {
+            p = e;
+            break;
+        }
+        p = q + 1;
     }
+    s->lines += count_nl(line_at, p);
+    res = PyLong_FromSsize_t(p - base);
 out:
-    Py_XDECREF(info);
-    Py_XDECREF(maxes);
-    PyMem_Free(fi);
-    PyMem_Free(mx);
-    {
-        Col *cols[7] = {&q.src, &q.kind, &q.t, &q.state, &q.trig, &q.metrics, &q.timed};
-        for (int c = 0; c < 7; c++) PyMem_Free(cols[c]->data);
-    }
-    PyMem_Free(s.seen.slot);
+    PyMem_Free(seen.slot);
     PyBuffer_Release(&buf);
-    PyBuffer_Release(&bounds);
-    PyBuffer_Release(&seps);
     return res;
 }
+
+/* ---- The JSON document walker: {"traces": [{..., "events": [event, ...]}, ...]} ----
+ *
+ * The document, each trace object and each events array are walked here; a member value or an event is
+ * taken whole (it must fit the window; the Python side grows the window up to max_value bytes, then the
+ * value is skipped and reported). The handler hears (code, key, value, line, trace, event):
+ *   1 a member of the document (title, description, code_version, configuration)
+ *   2 a trace begins (an object in traces[])        3 a member of a trace (all but events)
+ *   4 the trace's events array begins               5 an event not decided here
+ *   6 the events array ends                          7 the trace ends
+ *   8 an element of traces[] that is not an object   9 the document is broken or cut here (value: why)
+ *  10 a value longer than max_value, skipped (key: its member name or None for an event)
+ *  11 bytes after the document                    12 the traces array begins
+ * The grammar is Python's json module's (what the reader it stands for read with json.loads): NaN,
+ * Infinity and -Infinity are values, strings hold no raw control character. */
+
+enum { D_TOP, D_DOC, D_TRACES, D_TRACE, D_EVENTS, D_AFTER, D_DONE };
+enum { V_OK, V_MORE, V_BAD };
+
+static int is_delim(int c) { return c == ',' || c == ']' || c == '}' || c == ':' || jws(c); }
+
+/* The end of the JSON value at p (Python json's grammar), iteratively: *end set for V_OK, *why for V_BAD;
+ * V_MORE when the value runs past e. */
+static int value_end(const char *p, const char *e, const char **end, const char **why) {
+    int depth = 0, integer;
+    char stack[1024];
+    int expect_key = 0; /* inside an object, before a key */
+    for (;;) {
+        p = skip_jws(p, e);
+        if (p >= e) return V_MORE;
+        if (expect_key) {
+            if (*p != '"') { *why = "a member name"; return V_BAD; }
+        }
+        int plain;
+        const char *q;
+        switch (*p) {
+        case '"':
+            q = jstring(p, e, &plain);
+            if (!q) {
+                /* jstring refuses non-ASCII: walk the string again allowing it */
+                const char *r = p + 1;
+                for (; r < e; r++) {
+                    unsigned char c = (unsigned char)*r;
+                    if (c == '"') break;
+                    if (c < 0x20) { *why = "a control character in a string"; return V_BAD; }
+                    if (c == '\\' && !(r = escape_end(r, e, why))) return *why ? V_BAD : V_MORE;
+                }
+                if (r >= e) return V_MORE;
+                q = r + 1;
+            }
+            p = q;
+            if (expect_key) {
+                p = skip_jws(p, e);
+                if (p >= e) return V_MORE;
+                if (*p != ':') { *why = "':'"; return V_BAD; }
+                p++;
+                expect_key = 0;
+                continue; /* the member's value */
+            }
+            break;
+        case '{': case '[':
+            if (depth >= (int)sizeof stack) { *why = "nesting deeper than 1024"; return V_BAD; }
+            stack[depth++] = *p == '{' ? '}' : ']';
+            p = skip_jws(p + 1, e);
+            if (p >= e) return V_MORE;
+            if (*p == stack[depth - 1]) { p++; depth--; break; }
+            expect_key = stack[depth - 1] == '}';
+            continue;
+        case 't': case 'f': case 'n': case 'N': case 'I': {
+            static const char *const words[] = {"true", "false", "null", "NaN", "Infinity"};
+            int i = *p == 't' ? 0 : *p == 'f' ? 1 : *p == 'n' ? 2 : *p == 'N' ? 3 : 4;
+            size_t n = strlen(words[i]);
+            if ((size_t)(e - p) < n) { if (memcmp(p, words[i], (size_t)(e - p))) { *why = "a value"; return V_BAD; } return V_MORE; }
+            if (memcmp(p, words[i], n)) { *why = "a value"; return V_BAD; }
+            p += n;
+            break;
+        }
+        default:
+            if (*p == '-' && e - p >= 2 && p[1] == 'I') {
+                if ((size_t)(e - p) < 9) { if (memcmp(p, "-Infinity", (size_t)(e - p))) { *why = "a value"; return V_BAD; } return V_MORE; }
+                if (memcmp(p, "-Infinity", 9)) { *why = "a value"; return V_BAD; }
+                p += 9;
+                break;
+            }
+            {
+                /* Python json's NUMBER_RE: -?(0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)? (no length limit) */
+                const char *r = p;
+                if (r < e && *r == '-') r++;
+                if (r >= e) return V_MORE;
+                if (*r < '0' || *r > '9') { *why = "a value"; return V_BAD; }
+                if (*r == '0') r++;
+                else while (r < e && *r >= '0' && *r <= '9') r++;
+                if (r < e && *r == '.' && r + 1 < e && r[1] >= '0' && r[1] <= '9') {
+                    r++;
+                    while (r < e && *r >= '0' && *r <= '9') r++;
+                } else if (r + 1 >= e && r < e && *r == '.') return V_MORE;
+                if (r < e && (*r == 'e' || *r == 'E')) {
+                    const char *x = r + 1;
+                    if (x < e && (*x == '+' || *x == '-')) x++;
+                    if (x < e && *x >= '0' && *x <= '9') {
+                        while (x < e && *x >= '0' && *x <= '9') x++;
+                        r = x;
+                    } else if (x >= e) return V_MORE;
+                }
+                if (r >= e) return V_MORE; /* the number may go on */
+                p = r;
+                (void)integer;
+            }
+        }
+        /* after a value: the end, or ',' / the container's close */
+        if (!depth) { *end = p; return V_OK; }
+        p = skip_jws(p, e);
+        if (p >= e) return V_MORE;
+        if (*p == ',') {
+            p++;
+            expect_key = stack[depth - 1] == '}';
+            continue;
+        }
+        if (*p == stack[depth - 1]) {
+            p++;
+            depth--;
+            while (depth) { /* closes may follow */
+                const char *r = skip_jws(p, e);
+                if (r >= e) return V_MORE;
+                if (*r == ',') { p = r + 1; expect_key = stack[depth - 1] == '}'; break; }
+                if (*r == stack[depth - 1]) { p = r + 1; depth--; continue; }
+                *why = "',' or a closing bracket";
+                return V_BAD;
+            }
+            if (!depth) { *end = p; return V_OK; }
+            continue;
+        }
+        *why = "',' or a closing bracket";
+        return V_BAD;
+    }
+}
+
+static int key_is(const char *a, const char *b, const char *word) {
+    size_t n = strlen(word);
+    return (size_t)(b - a) == n && memcmp(a, word, n) == 0;
+}
+
+static const char *const DOC_KEYS[] = {"title", "description", "code_version", "configuration", NULL};
+static const char *const TRACE_KEYS[] = {"title", "description", "configuration", "common_fields", "vantage_point",
+                                         "event_fields", "events", NULL};
+
+static int key_in(const char *a, const char *b, const char *const *keys) {
+    for (; *keys; keys++)
+        if (key_is(a, b, *keys)) return 1;
+    return 0;
+}
+
+/* document(buffer, start, end, final, handler) -> consumed. */
+static PyObject *qs_document(QS *s, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t start, end;
+    int final;
+    PyObject *handler;
+    if (!PyArg_ParseTuple(args, "y*nnpO", &buf, &start, &end, &final, &handler)) return NULL;
+    clamp_window(buf.len, &start, &end);
+    const char *base = (const char *)buf.buf, *p = base + start, *e = base + end, *line_at = p;
+    PyObject *res = NULL;
+    Seen seen;
+    if (seen_init(&seen, 0) < 0) goto out;
+#define LINE_AT(x) (s->lines += count_nl(line_at, (x)), line_at = (x), s->lines + 1)
+#define BROKEN(at, why)                                                                                  \
+    do {                                                                                                 \
+        long long ln_ = LINE_AT(at);                                                                     \
+        if (call_handler(handler, "(iysLLL)", 9, NULL, why, ln_, s->trace_index, s->event_index)) goto out; \
+        s->dstate = D_DONE;                                                                              \
+        p = e;                                                                                           \
+        goto done;                                                                                       \
+    } while (0)
+    while (p < e) {
+        if (s->skip_what) { /* inside a value longer than max_value: drop bytes to its end */
+            int ended = 0;
+            for (; p < e && !ended; p++) {
+                unsigned char c = (unsigned char)*p;
+                if (s->skip_str) {
+                    if (s->skip_esc) s->skip_esc = 0;
+                    else if (c == '\\') s->skip_esc = 1;
+                    else if (c == '"') { s->skip_str = 0; ended = !s->skip_depth; }
+                } else if (c == '"') s->skip_str = 1;
+                else if (c == '{' || c == '[') s->skip_depth++;
+                else if (c == '}' || c == ']') {
+                    if (s->skip_depth <= 1) ended = 1;
+                    s->skip_depth--;
+                } else if (!s->skip_depth && is_delim(c)) { ended = 1; p--; } /* a scalar ends before this byte */
+            }
+            if (!ended) break;
+            if (s->skip_what == 2) s->event_index++;
+            s->skip_what = 0;
+            s->dexpect = 1;
+            continue;
+        }
+        p = skip_jws(p, e);
+        if (p >= e) break;
+        int st = s->dstate;
+        if (st == D_DONE) { p = e; break; }
+        if (st == D_AFTER) {
+            long long ln_ = LINE_AT(p);
+            if (call_handler(handler, "(iyyLLL)", 11, NULL, NULL, ln_, s->trace_index, s->event_index)) goto out;
+            s->dstate = D_DONE;
+            p = e;
+            break;
+        }
+        if (st == D_TOP) {
+            if (e - p >= 3 && (unsigned char)p[0] == 0xEF && (unsigned char)p[1] == 0xBB && (unsigned char)p[2] == 0xBF) { p += 3; continue; }
+            if (*p != '{') BROKEN(p, "the file does not hold a JSON object");
+            p++;
+            s->dstate = D_DOC;
+            s->dexpect = 0;
+            continue;
+        }
+        char close = st == D_DOC || st == D_TRACE ? '}' : ']';
+        if (s->dexpect == 1) { /* after a member or element */
+            if (*p == ',') { p++; s->dexpect = 2; continue; }
+            if (*p != close) BROKEN(p, "',' or a closing bracket");
+        }
+        if (*p == close) {
+            if (s->dexpect == 2) BROKEN(p, "a value after ','");
+            p++;
+            s->dexpect = 1;
+            if (st == D_DOC) s->dstate = D_AFTER;
+            else if (st == D_TRACES) s->dstate = D_DOC;
+            else if (st == D_TRACE) {
+                if (call_handler(handler, "(iyyLLL)", 7, NULL, NULL, s->lines + 1, s->trace_index, s->event_index)) goto out;
+                s->trace_index++;
+                s->dstate = D_TRACES;
+            } else {
+                if (call_handler(handler, "(iyyLLL)", 6, NULL, NULL, s->lines + 1, s->trace_index, s->event_index)) goto out;
+                s->dstate = D_TRACE;
+            }
+            continue;
+        }
+        const char *ka = NULL, *kb = NULL, *v = p, *vend, *why = NULL;
+        if (st == D_DOC || st == D_TRACE) { /* "key": value */
+            int plain;
+            const char *q;
+            if (*p != '"') BROKEN(p, "a member name");
+            if (value_end(p, e, &q, &why) != V_OK) {
+                if (why) BROKEN(p, why);
+                if (final) BROKEN(p, "the end of a member name");
+                if (e - p > s->max_value) BROKEN(p, "a member name this long");
+                break;
+            }
+            (void)plain;
+            ka = p + 1;
+            kb = q - 1;
+            v = skip_jws(q, e);
+            if (v >= e) { if (final) BROKEN(p, "':'"); break; }
+            if (*v != ':') BROKEN(v, "':'");
+            v = skip_jws(v + 1, e);
+            if (v >= e) { if (final) BROKEN(p, "a value"); break; }
+            if (st == D_DOC && *v == '[' && key_is(ka, kb, "traces")) {
+                if (call_handler(handler, "(iyyLLL)", 12, NULL, NULL, s->lines + 1, s->trace_index, 0LL)) goto out;
+                p = v + 1;
+                s->dstate = D_TRACES;
+                s->dexpect = 0;
+                continue;
+            }
+            if (st == D_TRACE && *v == '[' && key_is(ka, kb, "events")) {
+                long long ln_ = LINE_AT(v);
+                if (call_handler(handler, "(iyyLLL)", 4, NULL, NULL, ln_, s->trace_index, 0LL)) goto out;
+                p = v + 1;
+                s->dstate = D_EVENTS;
+                s->dexpect = 0;
+                s->event_index = 0;
+                continue;
+            }
+        } else if (st == D_TRACES && *p == '{') { /* a trace */
+            long long ln_ = LINE_AT(p);
+            if (call_handler(handler, "(iyyLLL)", 2, NULL, NULL, ln_, s->trace_index, 0LL)) goto out;
+            p++;
+            s->dstate = D_TRACE;
+            s->dexpect = 0;
+            continue;
+        }
+        /* a whole value at v: a member's, an event, or a traces[] element that is not an object */
+        int type, r;
+        vend = (st == D_EVENTS && *v == '{') ? jvalue(v, e, 0, &type) : NULL;
+        if (vend) r = V_OK;
+        else r = value_end(v, e, &vend, &why);
+        if (r == V_BAD) BROKEN(v, why);
+        if (r == V_MORE) {
+            if (final) BROKEN(v, "the end of a value (the file is cut)");
+            if (e - v > s->max_value) { /* too long: report, then skip it */
+                long long ln_ = LINE_AT(v);
+                if (call_handler(handler, "(iy#yLLL)", 10, ka, (Py_ssize_t)(ka ? kb - ka : 0), NULL, ln_, s->trace_index,
+                                 s->event_index))
+                    goto out;
+                s->skip_what = st == D_EVENTS ? 2 : 1;
+                s->skip_depth = 0;
+                s->skip_str = 0;
+                s->skip_esc = 0;
+                if (*v == '"') { s->skip_str = 1; p = v + 1; }
+                else if (*v == '{' || *v == '[') { s->skip_depth = 1; p = v + 1; }
+                else p = v;
+                continue;
+            }
+            break; /* more bytes first */
+        }
+        if (st == D_EVENTS) {
+            r = *v == '{' ? qs_event(s, v, vend, &seen) : 0;
+            if (r < 0) goto out;
+            if (r == 0) {
+                long long ln_ = LINE_AT(v);
+                if (call_handler(handler, "(iyy#LLL)", 5, NULL, v, (Py_ssize_t)(vend - v), ln_, s->trace_index, s->event_index))
+                    goto out;
+            }
+            s->event_index++;
+        } else if (st == D_TRACES) {
+            long long ln_ = LINE_AT(v);
+            if (call_handler(handler, "(iyyLLL)", 8, NULL, NULL, ln_, s->trace_index, 0LL)) goto out;
+            s->trace_index++;
+        } else if (key_in(ka, kb, st == D_DOC ? DOC_KEYS : TRACE_KEYS)) {
+            long long ln_ = LINE_AT(v);
+            if (call_handler(handler, "(iy#y#LLL)", st == D_DOC ? 1 : 3, ka, (Py_ssize_t)(kb - ka), v, (Py_ssize_t)(vend - v), ln_,
+                             s->trace_index, 0LL))
+                goto out;
+        }
+        p = vend;
+        s->dexpect = 1;
+    }
+    if (final && s->dstate != D_DONE && s->dstate != D_AFTER) BROKEN(e, "more (the file ends inside the document)");
+done:
+    s->lines += count_nl(line_at, p);
+    res = PyLong_FromSsize_t(p - base);
+out:
+    PyMem_Free(seen.slot);
+    PyBuffer_Release(&buf);
+    return res;
+#undef LINE_AT
+#undef BROKEN
+}
+
+/* put(kind, t, state, prev, trigger, recovery, metrics 7-tuple, rtt 2-tuple): a row the Python handler made. */
+static PyObject *qs_put(QS *s, PyObject *args) {
+    int kind, state, prev, trig, recov;
+    double t;
+    long long m[7];
+    double rtt[2], aux[N_AUX];
+    if (!PyArg_ParseTuple(args, "idiiii(LLLLLLL)(dd)(ddd)", &kind, &t, &state, &prev, &trig, &recov, &m[0], &m[1], &m[2], &m[3],
+                          &m[4], &m[5], &m[6], &rtt[0], &rtt[1], &aux[0], &aux[1], &aux[2]))
+        return NULL;
+    if (qs_row(s, kind, t, state, prev, trig, recov, m, rtt, aux)) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* mark(t, code): a loss (1), timer (2) or PTO (3) expiry the Python handler read. */
+static PyObject *qs_mark_py(QS *s, PyObject *args) {
+    double t;
+    int code;
+    if (!PyArg_ParseTuple(args, "di", &t, &code)) return NULL;
+    if (qs_mark(s, t, code)) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* trace() -> (t, kind, metrics, rtt, aux, marks) of the trace being read, as copies: for the metric-state reader. */
+static PyObject *qs_trace(QS *s, PyObject *unused) {
+    Py_ssize_t r0 = s->trace_row0, n = s->rows - r0;
+    return Py_BuildValue("(y#y#y#y#y#y#)", s->t.data ? s->t.data + 8 * r0 : "", 8 * n, s->kind.data ? s->kind.data + r0 : "", n,
+                         s->metrics.data ? s->metrics.data + 56 * r0 : "", 56 * n, s->rtt.data ? s->rtt.data + 16 * r0 : "",
+                         16 * n, s->aux.data ? s->aux.data : "", (Py_ssize_t)s->aux.len, s->marks.data ? s->marks.data : "",
+                         (Py_ssize_t)s->marks.len);
+}
+
+static PyObject *col_bytes(Col *c) {
+    PyObject *b = PyBytes_FromStringAndSize(c->data ? c->data : "", (Py_ssize_t)c->len);
+    PyMem_Free(c->data);
+    c->data = NULL;
+    c->len = c->cap = 0;
+    return b;
+}
+
+/* take() -> the rows as 8 bytearray columns (handed over, not copied); the scanner starts an empty batch
+ * (between traces only). */
+static PyObject *qs_take(QS *s, PyObject *unused) {
+    BCol *cols[8] = {&s->t, &s->kind, &s->state, &s->prev, &s->trig, &s->recov, &s->metrics, &s->rtt};
+    PyObject *out = PyTuple_New(8);
+    if (!out) return NULL;
+    for (int i = 0; i < 8; i++) {
+        PyObject *b = bcol_take(cols[i]);
+        if (!b) { Py_DECREF(out); return NULL; }
+        PyTuple_SET_ITEM(out, i, b);
+    }
+    s->rows = s->trace_row0 = 0;
+    return out;
+}
+
+static PyObject *qs_take_uses(QS *s, PyObject *unused) { return col_bytes(&s->uses); }
+
+/* new_trace(): the next rows are a new trace's (the file's line and record counts go on). */
+static PyObject *qs_new_trace(QS *s, PyObject *unused) {
+    s->header = s->delta = s->has_t = s->trans = 0;
+    s->skipped = 0;
+    s->aux.len = s->marks.len = 0;
+    s->current = s->first_prev = -1;
+    s->last_time = s->tmin = s->tmax = s->row_tmax = 0;
+    s->trace_row0 = s->rows;
+    Py_RETURN_NONE;
+}
+
+/* new_file(): a new file (line and record counts and the document walker from the start) and trace. */
+static PyObject *qs_new_file(QS *s, PyObject *unused) {
+    s->lines = s->record_no = 0;
+    s->dstate = D_TOP;
+    s->dexpect = 0;
+    s->skip_what = s->skip_depth = s->skip_str = s->skip_esc = 0;
+    s->trace_index = s->event_index = 0;
+    return qs_new_trace(s, NULL);
+}
+
+/* drop_trace(): forget the rows of the trace being read (it has no transition). */
+static PyObject *qs_drop_trace(QS *s, PyObject *unused) {
+    BCol *cols[8] = {&s->t, &s->kind, &s->state, &s->prev, &s->trig, &s->recov, &s->metrics, &s->rtt};
+    static const size_t width[8] = {8, 1, 4, 4, 4, 4, 56, 16};
+    for (int i = 0; i < 8; i++) cols[i]->len = (size_t)s->trace_row0 * width[i];
+    s->rows = s->trace_row0;
+    Py_RETURN_NONE;
+}
+
+/* tables(table, names): the string table of the next batch (between traces only). */
+static PyObject *qs_tables(QS *s, PyObject *args) {
+    PyObject *table, *names;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyDict_Type, &table, &PyList_Type, &names)) return NULL;
+    Py_INCREF(table);
+    Py_INCREF(names);
+    Py_XSETREF(s->table, table);
+    Py_XSETREF(s->names, names);
+    s->gen++;
+    Py_RETURN_NONE;
+}
+
+static int qs_init(QS *s, PyObject *args, PyObject *kw) {
+    PyObject *table, *names;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyDict_Type, &table, &PyList_Type, &names)) return -1;
+    Py_INCREF(table);
+    Py_INCREF(names);
+    Py_XSETREF(s->table, table);
+    Py_XSETREF(s->names, names);
+    s->max_value = 1 << 24;
+    s->states = 1;
+    qs_new_file(s, NULL);
+    return 0;
+}
+
+static void qs_dealloc(QS *s) {
+    BCol *cols[8] = {&s->t, &s->kind, &s->state, &s->prev, &s->trig, &s->recov, &s->metrics, &s->rtt};
+    for (int i = 0; i < 8; i++) Py_XDECREF(cols[i]->ba);
+    PyMem_Free(s->uses.data);
+    PyMem_Free(s->aux.data);
+    PyMem_Free(s->marks.data);
+    Py_XDECREF(s->table);
+    Py_XDECREF(s->names);
+    Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+static PyMethodDef qs_methods[] = {
+    {"records", (PyCFunction)qs_records, METH_VARARGS, "records(buffer, start, end, sep, final, handler) -> consumed"},
+    {"document", (PyCFunction)qs_document, METH_VARARGS, "document(buffer, start, end, final, handler) -> consumed"},
+    {"put", (PyCFunction)qs_put, METH_VARARGS, "put(kind, t, state, prev, trigger, recovery, metrics, rtt)"},
+    {"take", (PyCFunction)qs_take, METH_NOARGS, "take() -> 8 column bytes"},
+    {"take_uses", (PyCFunction)qs_take_uses, METH_NOARGS, "take_uses() -> int64 uses per name id"},
+    {"new_trace", (PyCFunction)qs_new_trace, METH_NOARGS, "new_trace()"},
+    {"new_file", (PyCFunction)qs_new_file, METH_NOARGS, "new_file()"},
+    {"drop_trace", (PyCFunction)qs_drop_trace, METH_NOARGS, "drop_trace()"},
+    {"tables", (PyCFunction)qs_tables, METH_VARARGS, "tables(table, names)"},
+    {"mark", (PyCFunction)qs_mark_py, METH_VARARGS, "mark(t, code): a loss (1), timer (2) or PTO (3) expiry"},
+    {"trace", (PyCFunction)qs_trace, METH_NOARGS, "trace() -> (t, kind, metrics, rtt, aux, marks) of the trace being read"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef qs_members[] = {
+    {"header", T_INT, offsetof(QS, header), 0, "the header record was read"},
+    {"delta", T_INT, offsetof(QS, delta), 0, "times are deltas"},
+    {"has_t", T_INT, offsetof(QS, has_t), 0, "a time was seen"},
+    {"current", T_INT, offsetof(QS, current), 0, "id of the state current (-1: none yet)"},
+    {"first_prev", T_INT, offsetof(QS, first_prev), READONLY, "from-state id of the trace's first transition"},
+    {"trans", T_INT, offsetof(QS, trans), READONLY, "transitions of the trace"},
+    {"states", T_INT, offsetof(QS, states), 0, "where states come from: 0 logged, 1 auto, 2 metrics"},
+    {"skipped", T_LONGLONG, offsetof(QS, skipped), READONLY, "state events not made rows (states=metrics)"},
+    {"last_time", T_DOUBLE, offsetof(QS, last_time), 0, "the last time (deltas)"},
+    {"tmin", T_DOUBLE, offsetof(QS, tmin), 0, "least time seen"},
+    {"tmax", T_DOUBLE, offsetof(QS, tmax), 0, "greatest time seen"},
+    {"row_tmax", T_DOUBLE, offsetof(QS, row_tmax), READONLY, "greatest time of the trace's rows"},
+    {"lines", T_LONGLONG, offsetof(QS, lines), 0, "newlines before the next byte"},
+    {"record_no", T_LONGLONG, offsetof(QS, record_no), 0, "records so far"},
+    {"rows", T_PYSSIZET, offsetof(QS, rows), READONLY, "rows of the batch"},
+    {"trace_row0", T_PYSSIZET, offsetof(QS, trace_row0), READONLY, "the trace's first row"},
+    {"max_value", T_PYSSIZET, offsetof(QS, max_value), 0, "longest document value read"},
+    {"trace_index", T_LONGLONG, offsetof(QS, trace_index), READONLY, "traces[] element"},
+    {"event_index", T_LONGLONG, offsetof(QS, event_index), READONLY, "events[] element"},
+    {NULL},
+};
+
+static PyTypeObject QSType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "quicsm.traces._scan.QlogScanner",
+    .tp_basicsize = sizeof(QS),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Rows of qlog traces, read window by window (see _scan.c).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)qs_init,
+    .tp_dealloc = (destructor)qs_dealloc,
+    .tp_methods = qs_methods,
+    .tp_members = qs_members,
+};
 
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS, "scan(buffer, start, end, tag, lineno, parse=False) -> ([(line, payload) or parsed tuple], lineno_at_end)"},
@@ -844,11 +1569,20 @@ static PyMethodDef methods[] = {
      "scan_columns(buffer, start, end, tag, lineno, table, names) -> (8 column bytes, [(row, line, payload)], lineno_at_end)"},
     {"scan_files", scan_files, METH_VARARGS,
      "scan_files(buffer, bounds, tag, table, names) -> (9 column bytes, [(row, line, payload)], lines per file as int64 bytes)"},
-    {"scan_qlogs", scan_qlogs, METH_VARARGS,
-     "scan_qlogs(buffer, bounds, seps, table, names) -> (7 column bytes, file info int64 x4, max times float64, rows)"},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", "C tag finder for quicsm's log scanner", -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", "C scanners for quicsm's logs and qlogs", -1, methods};
 
-PyMODINIT_FUNC PyInit__scan(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__scan(void) {
+    if (PyType_Ready(&QSType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    Py_INCREF(&QSType);
+    if (PyModule_AddObject(m, "QlogScanner", (PyObject *)&QSType) < 0) {
+        Py_DECREF(&QSType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

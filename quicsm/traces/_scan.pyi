@@ -1,4 +1,4 @@
-"""Type stub for the C tag finder (quicsm/traces/_scan.c); the pure-Python twin is in logscan.py."""
+"""Type stub for the C scanners (quicsm/traces/_scan.c); their pure-Python twins are in logscan.py, columnar.py and qlog_scanner.py."""
 
 import mmap
 from typing import Any
@@ -27,11 +27,46 @@ def scan_files(
     from its line 1 as :func:`scan_columns` scans a window, with a ninth column numbering each row's file
     (int32); and each file's line count (int64; a last line without its newline counts)."""
 
-def scan_qlogs(
-    buffer: bytes, bounds: bytes, seps: bytes, table: dict[bytes, int], names: list[str], /
-) -> tuple[tuple[bytes, ...], bytes, bytes, int]:
-    """Whole JSON-SEQ/NDJSON qlogs joined in ``buffer`` (file ``i`` spans int64 ``bounds[i]`` to ``bounds[i + 1]``,
-    records split at the byte ``seps[i]``): 7 raw columns (file int32, kind int8, time as written float64, state
-    and trigger ids int32, cwnd/inflight/ssthresh/pacing int64 x7 per row, min_rtt/smoothed_rtt float64 x2 per row);
-    per file int64 (status: 0 read here, 1 for the Python reader; header start, end; rows); per file the last time
-    seen (float64, NaN: none); and the number of rows."""
+class QlogScanner:
+    """Rows of qlog traces read window by window (see _scan.c); its pure-Python twin is
+    quicsm.traces.qlog_scanner.QlogScannerPy, with the same members and methods."""
+
+    header: int
+    delta: int
+    has_t: int
+    current: int
+    first_prev: int
+    trans: int
+    last_time: float
+    tmin: float
+    tmax: float
+    row_tmax: float
+    lines: int
+    record_no: int
+    rows: int
+    trace_row0: int
+    max_value: int
+    trace_index: int
+    event_index: int
+
+    def __init__(self, table: dict[bytes, int], names: list[str], /) -> None: ...
+    def records(self, buffer: Buffer, start: int, end: int, sep: int, final: bool, handler: Any, /) -> int: ...
+    def document(self, buffer: Buffer, start: int, end: int, final: bool, handler: Any, /) -> int: ...
+    def put(
+        self,
+        kind: int,
+        t: float,
+        state: int,
+        prev: int,
+        trigger: int,
+        recovery: int,
+        metrics: tuple[int, ...],
+        rtt: tuple[float, float],
+        /,
+    ) -> None: ...
+    def take(self) -> tuple[bytes, ...]: ...
+    def take_uses(self) -> bytes: ...
+    def new_trace(self) -> None: ...
+    def new_file(self) -> None: ...
+    def drop_trace(self) -> None: ...
+    def tables(self, table: dict[bytes, int], names: list[str], /) -> None: ...

@@ -51,13 +51,15 @@ _CLOSE = EVENT_KINDS.index("close")
 def scan_columns_py(
     buf: bytearray, start: int, cut: int, tag: bytes, lineno: int, table: dict[bytes, int], names: list[str]
 ) -> tuple[tuple[bytes, ...], list[tuple[int, int, bytes]], int]:
-    """The pure-Python twin of the C ``scan_columns``: every tagged line goes to the Python reader
-    (placeholder rows but for the line number), so the columns are the same, only slower."""
+    """The pure-Python twin of the C ``scan_columns``: every tagged line goes to the Python reader, so
+    the columns are the same, only slower. Its rows are the placeholders the C scanner leaves for the
+    Python reader (no string: -1, time 0, no metric), which a line that breaks the contract keeps until
+    it is dropped."""
     hits, end = find_tagged_py(buf, start, cut, lineno)
     n = len(hits)
     line = np.fromiter((h[0] for h in hits), np.int64, n).tobytes()
-    i32, i64 = bytes(4 * n), bytes(8 * n)
-    raw = (line, i32, i32, i64, i32, i32, bytes(56 * n), i32)
+    i32, i64 = np.full(n, -1, np.int32).tobytes(), bytes(8 * n)
+    raw = (line, i32, i32, i64, i32, i32, np.full(7 * n, NULL, np.int64).tobytes(), i32)
     return raw, [(i, ln, payload) for i, (ln, payload) in enumerate(hits)], end
 
 

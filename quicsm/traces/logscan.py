@@ -30,6 +30,7 @@ __all__ = [
     "CHUNK",
     "C_FIELDS",
     "MAX_LINE",
+    "read_into",
 ]
 
 CHUNK = 1 << 22
@@ -205,7 +206,7 @@ def _read_windows(
     while not done:
         if len(buf) < end + chunk:
             buf.extend(bytes(end + chunk - len(buf)))
-        got, error = _read_into(stream, buf, end, chunk)
+        got, error = read_into(stream, buf, end, chunk)
         if error is not None:
             where = lineno() + buf.count(b"\n", 0, end + got)
             problem(path, where, truncated(error), "truncated input")
@@ -287,7 +288,7 @@ except ImportError:  # pragma: no cover - depends on the install
     _find_tagged = find_tagged_py
 
 
-def _read_into(stream: BinaryIO, buf: bytearray, at: int, chunk: int) -> tuple[int, Exception | None]:
+def read_into(stream: BinaryIO, buf: bytearray, at: int, chunk: int) -> tuple[int, Exception | None]:
     """Read up to ``chunk`` bytes into ``buf[at:]``; on a truncated/corrupt stream keep what was readable
     and return the error. Reads in steps, so the good data a gzip reader hands out before its error is kept."""
     readinto = getattr(stream, "readinto", None)

@@ -19,11 +19,10 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from quicsm.errors import InputError, NoTransitionsError, reading, truncated
-from quicsm.files import STDIN, GzipReader
+from quicsm.errors import InputError, NoTransitionsError, reading
+from quicsm.files import STDIN
 from quicsm.traces.events import Trace, TraceMeta
 from quicsm.traces.inputs import Sidecars, expand_inputs, open_input, trace_scopes
-from quicsm.traces.qlog import read_ndjson, read_qlog, read_sqlog
 from quicsm.traces.report import ParseReport
 from quicsm.traces.select import Kept, Selector, keep_traces, trace_matches
 from quicsm.traces.sniff import kind_by_name
@@ -161,7 +160,7 @@ def read_inputs(
                 side = sidecars(path)
                 meta = merged.get(id(side)) or merged.setdefault(id(side), over.over(side))
                 kind, stream = open_input(path)
-                if type(stream) is io.BytesIO and kind in ("log", "sqlog", "ndjson"):  # read whole: joined
+                if type(stream) is io.BytesIO and kind in ("log", "qlog", "sqlog", "ndjson"):  # read whole
                     if kind == "log":
                         yield from qlogs.flush()
                         yield from logs.add(stream.getvalue(), path, scopes[path], meta)
@@ -176,7 +175,7 @@ def read_inputs(
                     continue
                 yield from logs.flush()  # what the logs before this input left, in input order
                 if kind in ("qlog", "sqlog", "ndjson"):  # one batch with the small qlogs around it
-                    yield from qlogs.add_traces(_objects(stream, path, kind, meta, report, on_bytes))
+                    yield from qlogs.read(stream, path, meta, kind)
                     continue
                 yield from qlogs.flush()
                 if stores and kind == "traces-parquet":
@@ -195,21 +194,11 @@ def _objects(
     report: ParseReport,
     on_bytes: Callable[[int], None] | None,
 ) -> Iterator[Trace]:
-    """The traces of a qlog or a trace file."""
-    if kind.startswith("traces-"):
-        for t in iter_trace_file(path):
-            report.traces += 1
-            report.records += len(t.events)
-            yield relabel(t, meta)
-        return
-    if kind == "qlog":
-        yield from read_qlog(stream, path, meta, report)
-    elif kind == "sqlog":
-        yield from read_sqlog(stream, path, meta, report, on_bytes)
-    else:
-        yield from read_ndjson(stream, path, meta, report, on_bytes)
-    if isinstance(stream, GzipReader) and stream.error is not None and not stream.error_raised:
-        report.problem(path, 0, truncated(stream.error), "truncated input")
+    """The traces of a trace file."""
+    for t in iter_trace_file(path):
+        report.traces += 1
+        report.records += len(t.events)
+        yield relabel(t, meta)
 
 
 def _store_batches(path: str, meta: TraceMeta, report: ParseReport, metrics: bool) -> Iterator[TraceColumns]:

@@ -1,5 +1,6 @@
-"""qlog input: one JSON document (``traces[]``, drafts 00 to 0.4), JSON-SEQ (RFC 7464 records) and
-NDJSON (one object per line: quic-go up to v0.4x). :mod:`quicsm.traces.sniff` picks the reader.
+"""qlog input: what each record of a qlog means. One JSON document (``traces[]``, drafts 00 to 0.4),
+JSON-SEQ (RFC 7464 records) and NDJSON (one object per line: quic-go up to v0.4x);
+:mod:`quicsm.traces.sniff` tells them apart, :mod:`quicsm.traces.qlog_columns` reads them.
 
 The congestion-state event has had three names (``CC_STATE_UPDATE`` in early Chromium/mvfst qlogs,
 ``recovery:congestion_state_updated`` in qlog drafts 01-06, ``quic:congestion_state_updated`` after
@@ -14,36 +15,38 @@ Two ways of logging the state are read alike:
 * changes only, with ``old`` (neqo, picoquic): the state left by the first change is entered from
   ``Init`` at the trace's first event of any kind, and metric samples before that change belong to it.
 
-Nothing here raises on bad input: each unusable record is reported with its file line (JSON-SEQ and
-NDJSON: the record's line; one JSON document: the event's line) and reading goes on.
+The scanner (``QlogScanner`` in ``_scan.c``, or its twin in :mod:`quicsm.traces.qlog_scanner`) reads
+the records stacks write in the plain shape; every other record goes to :class:`QlogFile`, which
+decides it with the same state and the rules below. Nothing here raises on bad input: each unusable
+record is reported with its file line (JSON-SEQ and NDJSON: the record's line; one JSON document: the
+event's line) and reading goes on.
 """
 
 from __future__ import annotations
 
-import gzip
-import json
+import math
 import re
-import zlib
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
 
-from quicsm.traces.events import Trace, TraceEvent, TraceMeta
-from quicsm.traces.qlog_values import DECODER, JSON_ERRORS, BadValue, count_value, decode_record, loads, time_value
+from quicsm.traces.events import METRIC_FIELDS, TraceMeta
+from quicsm.traces.qlog_values import JSON_ERRORS, BadValue, count_value, decode_record, loads, time_value
 from quicsm.traces.report import ParseReport
 from quicsm.traces.states import INIT, canonical_state, is_known_state, numeric_state, split_state
 
 __all__ = [
-    "read_qlog",
-    "read_sqlog",
-    "read_ndjson",
-    "read_records",
-    "read_header",
-    "event_role",
+    "HEADER_KEYS",
+    "QlogFile",
+    "Rows",
+    "TIME_RE",
+    "TraceState",
+    "WANTED_RE",
     "bbr_marks",
+    "event_role",
     "guess_cc",
     "guess_impl",
-    "TraceState",
+    "read_header",
 ]
 
 _STATE_NAMES = {"congestion_state_updated", "congestion_state_update", "cc_state_update", "congestion_state"}
@@ -52,17 +55,28 @@ _MVFST_NAMES = {"congestion_metric_update"}
 _LOST_NAMES = {"packet_lost"}
 _TIMER_NAMES = {"loss_timer_updated"}
 _SPURIOUS_NAMES = {"spurious_loss"}
-_RS = b"\x1e"
-_TIME = re.compile(rb'"time"\s*:\s*(-?[0-9][0-9.eE+-]{0,30})')
-_WANTED = re.compile(rb"congestion|metric|cc_state", re.IGNORECASE)
-_SOFT = re.compile(rb"packet_lost|loss_timer|spurious_loss")
-"""Records the metric-state reader uses (losses, PTO expiries): decoded when they can be, never
-reported when they cannot (the column scanner does not read them: only states and metrics count)."""
-_EVENTS_KEY = re.compile(r'"events"\s*:\s*\[')
-_GZIP_ERRORS = (gzip.BadGzipFile, zlib.error, EOFError, OSError)
-_BLOCK = 1 << 16
+TIME_RE = re.compile(rb'"time"\s*:\s*(-?[0-9][0-9.eE+-]{0,30})')
+"""The time of a record that is not decoded (a packet event): the first match, if ``float()`` takes it."""
+WANTED_RE = re.compile(rb"congestion|metric|cc_state", re.IGNORECASE)
+"""Records that may matter; the others are not decoded, only their time kept (it extends the last stay)."""
+SOFT_RE = re.compile(rb"packet_lost|loss_timer|spurious_loss")
+"""Records the metric-state reader uses (losses, PTO expiries): decoded when they can be, never reported
+when they cannot (only states and metrics count)."""
+AUX_KEYS = ("latest_rtt", "packets_in_flight", "pto_count")
+"""What the metric-state reader reads of a metrics event besides the metric columns, kept as written
+(the scanner's AUX keys)."""
+HEADER_KEYS = ("trace", "qlog_version", "qlog_format", "file_schema")
 _PLAIN_KEYS = frozenset(("time", "name", "data"))
 _ROLES: dict[str, str | None] = {}
+NULL = -(1 << 63)
+"""A metric the record did not carry (= :data:`quicsm.traces.columnar.NULL`)."""
+_NO_METRICS = (NULL,) * 7
+_NO_RTT = (math.nan, math.nan)
+_NO_AUX = (math.nan,) * len(AUX_KEYS)
+TRANSITION, METRICS = 0, 2
+LOST, TIMER, PTO, SPURIOUS = 1, 2, 3, 4
+"""Codes of the marks (losses and timer expiries) kept for the metric-state reader."""
+"""Row kinds (indexes into :data:`~quicsm.traces.events.EVENT_KINDS`)."""
 
 
 def event_role(name: str) -> str | None:
@@ -94,42 +108,14 @@ def _role(name: str) -> str | None:
 
 @dataclass(slots=True)
 class TraceState:
-    """One qlog trace being read: its time base, stack hints and the events found so far."""
+    """What a qlog trace's header says: time unit and format, connection id, stack hints."""
 
     conn: str
     time_scale: float = 1000.0  # qlog times (and RTTs) are ms unless the file says us
     time_format: str = "relative"
-    last_time: float = 0.0
-    min_t: int | None = None
-    max_t: int | None = None
-    events: list[TraceEvent] = field(default_factory=list)
     title: str = ""
     code_version: str | None = None
-    initial: str | None = None
-    """State before the first change, for changes-only loggers (neqo's and picoquic's ``old``)."""
     cc_hint: str | None = None
-    current: str | None = None
-    """State after the last transition read (None before the first)."""
-    aux: list[tuple[int, Any, Any, Any]] = field(default_factory=list)
-    """Per metrics event: (time, latest_rtt, packets_in_flight, pto_count) as written, for the metric-state
-    reader when the trace has no state event (:mod:`quicsm.traces.metric_states`)."""
-    lost: list[int] = field(default_factory=list)
-    timers: list[tuple[int, bool]] = field(default_factory=list)
-    spurious: list[int] = field(default_factory=list)
-    """Times a loss was found spurious (quic-go v0.5x+ ``recovery:spurious_loss``)."""
-    """Loss-detection timer expiries: (time, whether it was the probe timeout)."""
-
-    def t_us(self, raw: Any) -> int:
-        t = raw if type(raw) is float and -1e15 <= raw <= 1e15 else time_value(raw)  # the common case first
-        if self.time_format == "delta":
-            t += self.last_time
-            self.last_time = t
-        us = int(round(t * self.time_scale))
-        if self.max_t is None or us > self.max_t:
-            self.max_t = us
-        if self.min_t is None or us < self.min_t:
-            self.min_t = us
-        return us
 
     def state(self, raw: Any, report: ParseReport) -> str | None:
         """Canonical name of a state value (string, or picoquic's number); unknown names are listed."""
@@ -146,108 +132,318 @@ class TraceState:
         return name
 
 
+class Rows(Protocol):
+    """The scanner's state and rows, as :class:`QlogFile` reads and adds to them (``_scan.QlogScanner``
+    or its twin :class:`quicsm.traces.qlog_scanner.QlogScannerPy`)."""
+
+    header: int
+    delta: int
+    has_t: int
+    current: int
+    last_time: float
+    tmin: float
+    tmax: float
+
+    def put(
+        self,
+        kind: int,
+        t: float,
+        state: int,
+        prev: int,
+        trigger: int,
+        recovery: int,
+        metrics: tuple[int, ...],
+        rtt: tuple[float, float],
+        aux: tuple[float, ...],
+        /,
+    ) -> None: ...
+
+    def mark(self, t: float, code: int, /) -> None: ...
+
+
 Locate = Callable[[], tuple[int, str]]
 """Where an event is, asked only when there is a problem: (file line, "JSON-SEQ record 12" or the like)."""
 
-
-_METRIC_KEYS = (
-    ("cwnd", ("congestion_window", "cwnd", "current_cwnd"), False, False),
-    ("inflight", ("bytes_in_flight", "inflight"), False, False),
-    ("ssthresh", ("ssthresh", "slow_start_threshold"), False, True),
-    ("pacing_bps", ("pacing_rate",), False, False),
-    ("min_rtt_us", ("min_rtt",), True, False),
-    ("srtt_us", ("smoothed_rtt",), True, False),
+_METRIC_KEYS = tuple(
+    (METRIC_FIELDS.index(out), keys, timed, unbounded)
+    for out, keys, timed, unbounded in (
+        ("cwnd", ("congestion_window", "cwnd", "current_cwnd"), False, False),
+        ("inflight", ("bytes_in_flight", "inflight"), False, False),
+        ("ssthresh", ("ssthresh", "slow_start_threshold"), False, True),
+        ("pacing_bps", ("pacing_rate",), False, False),
+        ("min_rtt_us", ("min_rtt",), True, False),
+        ("srtt_us", ("smoothed_rtt",), True, False),
+    )
 )
-"""(field, the keys stacks write it under, in the file's time unit, unbounded), in field order."""
+"""(column, the keys stacks write it under, in the file's time unit, unbounded), in field order."""
 
 
-def _metrics(
-    st: TraceState, data: dict[str, Any], t: int, state: str, path: str, at: Locate, report: ParseReport
-) -> TraceEvent:
-    values: dict[str, int | None] = {}
-    for out, keys, timed, unbounded in _METRIC_KEYS:
-        for key in keys:
-            if key in data:
-                break
-        else:
-            continue
+class QlogFile:
+    """One qlog being read: the records and events the scanner does not decide, decided here with the
+    scanner's own state (the state current, the time base) and added as rows.
+
+    ``intern`` gives a string's id in the batch's table; ``label`` names a record in problems
+    (``JSON-SEQ record``, ``NDJSON line``)."""
+
+    def __init__(
+        self,
+        rows: Rows,
+        path: str,
+        meta: TraceMeta,
+        report: ParseReport,
+        intern: Callable[[str | None], int],
+        name_of: Callable[[int], str],
+    ) -> None:
+        self.rows, self.path, self.meta, self.report = rows, path, meta, report
+        self.intern, self.name_of = intern, name_of
+        self.st = TraceState(conn="conn", cc_hint=meta.cc)
+        self.label = "JSON-SEQ record"
+        self.fields: list[str] | None = None
+        """A document trace's ``event_fields`` (positional events), lower case."""
+
+    # ---- JSON-SEQ and NDJSON records
+
+    def record(self, part: bytes, line: int, record_no: int) -> None:
+        """One record (the bytes between two separators), from the file's line ``line``."""
+        rows = self.rows
+        if rows.header and WANTED_RE.search(part) is None:  # packet-level events: only their time
+            if SOFT_RE.search(part) is not None and self.soft(part):
+                return
+            m = TIME_RE.search(part)
+            if m is not None:
+                try:
+                    raw = float(m.group(1))
+                except ValueError:
+                    return
+                if -1e15 <= raw <= 1e15:
+                    self.time(raw)
+            return
+        text = part.strip()
+        if not text:
+            return
+        kind = self.label
         try:
-            values[out] = count_value(
-                data[key], field=key, scale=st.time_scale if timed else 1.0, unbounded_ok=unbounded
-            )
+            rec = decode_record(text)
+        except RecursionError:
+            self.report.problem(self.path, line, f"{kind} {record_no} nested too deeply", "bad qlog record")
+            return
+        except JSON_ERRORS as exc:
+            self.report.problem(self.path, line, f"{kind} {record_no} is not JSON ({exc})", "bad qlog record")
+            return
+        if type(rec) is not dict:
+            self.report.problem(self.path, line, f"{kind} {record_no} is not a JSON object", "bad qlog record")
+            return
+        if not rows.header:
+            rows.header = 1
+            if any(k in rec for k in HEADER_KEYS):
+                read_header(rec, rec.get("trace") or {}, self.st)
+                rows.delta = self.st.time_format == "delta"
+                return
+
+        def at() -> tuple[int, str]:
+            return line, f"{kind} {record_no}"
+
+        if rec.keys() <= _PLAIN_KEYS and type(name := rec.get("name")) is str and name:
+            self.event(name, rec.get("data"), rec.get("time"), at)
+            return
+        parts = _event_parts(rec, None)
+        if parts is None:
+            return
+        name, data, time, delta = parts
+        if delta:
+            self.st.time_format = "delta"
+            rows.delta = 1
+        self.event(name, data, time, at)
+
+    def soft(self, part: bytes) -> bool:
+        """A loss or timer record for the metric-state reader, if it decodes as one; False otherwise (the
+        record is then treated as any packet-level record: its time only)."""
+        try:
+            rec = decode_record(part.strip())
+        except JSON_ERRORS:
+            return False
+        if type(rec) is not dict:
+            return False
+        parts = _event_parts(rec, None)
+        if parts is None or event_role(parts[0]) not in ("lost", "timer", "spurious") or not isinstance(parts[1], dict):
+            return False
+        try:
+            time_value(parts[2])
+        except BadValue:
+            return False
+        self.event(parts[0], parts[1], parts[2], _NOWHERE)
+        return True
+
+    # ---- events, whatever the serialisation
+
+    def time(self, raw: float) -> float | None:
+        """The scanner's ``qs_time``: a usable time (in the file's unit) with the deltas added; None
+        when the sum of the deltas leaves the range (|t| <= 1e15)."""
+        rows = self.rows
+        t = raw
+        if rows.delta:
+            t += rows.last_time
+            if not abs(t) <= 1e15:
+                return None
+            rows.last_time = t
+        if not rows.has_t:
+            rows.tmin = rows.tmax = t
+            rows.has_t = 1
+        elif t < rows.tmin:
+            rows.tmin = t
+        elif t > rows.tmax:
+            rows.tmax = t
+        return t
+
+    def event(self, name: str, data: Any, time: Any, at: Locate) -> None:
+        """One event: its time kept; a state change or metrics sample added as a row."""
+        role = event_role(name)
+        if role in ("lost", "timer", "spurious"):  # for the metric-state reader; never reported
+            try:
+                t = self.time(time if type(time) is float and -1e15 <= time <= 1e15 else time_value(time))
+            except BadValue:
+                return
+            if t is not None and isinstance(data, dict):
+                if role == "lost":
+                    self.rows.mark(t, LOST)
+                elif role == "spurious":
+                    self.rows.mark(t, SPURIOUS)
+                elif data.get("event_type") == "expired":
+                    self.rows.mark(t, PTO if data.get("timer_type") == "pto" else TIMER)
+            return
+        if role is None:
+            if time is not None:
+                try:
+                    raw = time if type(time) is float and -1e15 <= time <= 1e15 else time_value(time)
+                except BadValue:
+                    return
+                self.time(raw)
+            return
+        path, report = self.path, self.report
+        if not isinstance(data, dict):
+            line, where = at()
+            report.problem(path, line, f"{where}: {name} event without a data object", "malformed qlog event")
+            return
+        try:
+            t = self.time(time if type(time) is float and -1e15 <= time <= 1e15 else time_value(time))
         except BadValue as exc:
             line, where = at()
-            report.problem(path, line, f"{where}: {exc}; field dropped", "bad qlog field")
-    return TraceEvent(t_us=t, state=state, kind="metrics", **values)  # type: ignore[arg-type]
-
-
-def _handle(st: TraceState, name: str, data: Any, time: Any, path: str, at: Locate, report: ParseReport) -> None:
-    role = event_role(name)
-    if role in ("lost", "timer", "spurious"):  # for the metric-state reader; never reported (the scanner skips them)
-        try:
-            t = st.t_us(time)
-        except BadValue:
+            report.problem(path, line, f"{where}: {name} event: {exc}", "malformed qlog event")
             return
-        if isinstance(data, dict):
-            if role == "lost":
-                st.lost.append(t)
-            elif role == "spurious":
-                st.spurious.append(t)
-            elif data.get("event_type") == "expired":
-                st.timers.append((t, data.get("timer_type") == "pto"))
-        return
-    if role is None:
-        if time is not None:
+        if t is None:
+            line, where = at()
+            report.problem(
+                path,
+                line,
+                f"{where}: {name} event: time out of range with the deltas before it",
+                "malformed qlog event",
+            )
+            return
+        rows, st, intern = self.rows, self.st, self.intern
+        if role == "metrics":
+            rows.put(METRICS, t, rows.current, -1, -1, -1, self.metrics(data, at), _NO_RTT, _aux(data))
+            return
+        if role == "mvfst":
+            new = st.state(data.get("state"), report)
+            current = canonical_state(self.name_of(rows.current)) if rows.current >= 0 else ""
+            recovery = intern(_recovery(data))
+            if new is not None and new != current:
+                rows.put(
+                    TRANSITION, t, intern(new), intern(current or INIT), -1, recovery, _NO_METRICS, _NO_RTT, _NO_AUX
+                )
+                rows.current = intern(new)
+            rows.put(METRICS, t, rows.current, -1, -1, recovery, self.metrics(data, at), _NO_RTT, _aux(data))
+            return
+        raw_new = data.get("new", data.get("new_state", data.get("state")))
+        new = st.state(raw_new, report)
+        if new is None:
+            line, where = at()
+            report.problem(path, line, f"{where}: {name} event without a new state", "malformed qlog event")
+            return
+        raw_old = data.get("old", data.get("old_state"))
+        old = st.state(raw_old, report) if raw_old is not None else None
+        trigger = data.get("trigger")
+        state = intern(new)
+        rows.put(
+            TRANSITION,
+            t,
+            state,
+            intern(old),
+            intern(trigger[:200]) if isinstance(trigger, str) else -1,
+            -1,
+            _NO_METRICS,
+            _NO_RTT,
+            _NO_AUX,
+        )
+        rows.current = state
+
+    def metrics(self, data: dict[str, Any], at: Locate) -> tuple[int, ...]:
+        """The metric columns of a metrics event (a bad field is reported and dropped)."""
+        values = list(_NO_METRICS)
+        for col, keys, timed, unbounded in _METRIC_KEYS:
+            for key in keys:
+                if key in data:
+                    break
+            else:
+                continue
             try:
-                st.t_us(time)
-            except BadValue:
-                pass
-        return
-    if not isinstance(data, dict):
-        line, where = at()
-        report.problem(path, line, f"{where}: {name} event without a data object", "malformed qlog event")
-        return
-    try:
-        t = st.t_us(time)
-    except BadValue as exc:
-        line, where = at()
-        report.problem(path, line, f"{where}: {name} event: {exc}", "malformed qlog event")
-        return
-    transitions = st.current is not None
-    current = st.current or ""
-    if role == "metrics":
-        report.records += 1
-        st.events.append(_metrics(st, data, t, current, path, at, report))
-        st.aux.append((t, data.get("latest_rtt"), data.get("packets_in_flight"), data.get("pto_count")))
-        return
-    if role == "mvfst":
-        new = st.state(data.get("state"), report)
-        if new is not None and new != current:
-            report.records += 1
-            st.events.append(TraceEvent(t_us=t, state=new, prev=current or INIT, recovery=_recovery(data)))
-            current = st.current = new
-        report.records += 1
-        st.events.append(_metrics(st, data, t, current, path, at, report)._replace(recovery=_recovery(data)))
-        return
-    raw_new = data.get("new", data.get("new_state", data.get("state")))
-    new = st.state(raw_new, report)
-    if new is None:
-        line, where = at()
-        report.problem(path, line, f"{where}: {name} event without a new state", "malformed qlog event")
-        return
-    raw_old = data.get("old", data.get("old_state"))
-    old = st.state(raw_old, report) if raw_old is not None else None
-    if not transitions:
-        if old is not None and old != INIT:
-            st.initial = old  # changes only: the state left held since the trace began
-        else:
-            old = INIT
-    trigger = data.get("trigger")
-    report.records += 1
-    st.current = new
-    st.events.append(
-        TraceEvent(t_us=t, state=new, prev=old, trigger=str(trigger)[:200] if isinstance(trigger, str) else None)
-    )
+                v = count_value(
+                    data[key], field=key, scale=self.st.time_scale if timed else 1.0, unbounded_ok=unbounded
+                )
+            except BadValue as exc:
+                line, where = at()
+                self.report.problem(self.path, line, f"{where}: {exc}; field dropped", "bad qlog field")
+                continue
+            if v is not None:
+                values[col] = v
+        return tuple(values)
+
+    # ---- one JSON document: the handler of the scanner's document walker
+
+    def member(self, value: bytes) -> Any:
+        """A member value of the document or a trace, as ``json.loads`` of the whole file gave it; None
+        if it does not decode (the scanner checked its syntax, not its depth)."""
+        try:
+            return loads(value.decode("utf-8", "replace"))
+        except JSON_ERRORS:
+            return None
+
+    def doc_event(self, value: bytes, line: int, trace: int, event: int) -> None:
+        """One event of a document (a JSON value in ``traces[trace].events``)."""
+        where = f"traces[{trace}].events[{event}]"
+        try:
+            ev = decode_record(value.decode("utf-8", "replace").encode())
+        except RecursionError:
+            self.report.problem(self.path, line, f"{where} nested too deeply", "malformed qlog event")
+            return
+        except JSON_ERRORS as exc:  # pragma: no cover - the scanner checked the syntax
+            self.report.problem(self.path, line, f"{where} is not JSON ({exc})", "malformed qlog event")
+            return
+        parts = _event_parts(ev, self.fields)
+        if parts is None:
+            self.report.problem(self.path, line, f"{where} is not an event", "malformed qlog event")
+            return
+        name, data, time, delta = parts
+        if delta:
+            self.st.time_format = "delta"
+            self.rows.delta = 1
+        self.event(name, data, time, lambda: (line, where))
+
+
+def _nowhere() -> tuple[int, str]:  # pragma: no cover - loss and timer records are never reported
+    return 0, ""
+
+
+_NOWHERE: Locate = _nowhere
+
+
+def _aux(data: dict[str, Any]) -> tuple[float, ...]:
+    """The AUX_KEYS values of a metrics event as written (numbers as floats; anything else is none)."""
+    out = []
+    for key in AUX_KEYS:
+        v = data.get(key)
+        out.append(float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan)
+    return tuple(out)
 
 
 def _recovery(data: dict[str, Any]) -> str | None:
@@ -256,47 +452,6 @@ def _recovery(data: dict[str, Any]) -> str | None:
         return None
     return {"notrecovery": "NotInRecovery", "conservative": "Conservation", "growth": "Growth"}.get(
         raw.lower().replace("_", ""), raw
-    )
-
-
-def _finish(st: TraceState, path: str, meta: TraceMeta, index: int, report: ParseReport) -> Trace | None:
-    labels = dict(meta.labels)
-    if meta.states == "metrics":  # the logged states set aside: every state read from the metrics
-        st.events = [e._replace(state="") for e in st.events if e.kind == "metrics"]
-        st.initial = None
-    if not any(e.kind == "transition" for e in st.events):
-        if not st.events or meta.states == "logged":
-            return None
-        from quicsm.traces.metric_states import INFERRED_LABEL, infer_events
-
-        impl = meta.implementation or guess_impl(st.title)
-        st.events = infer_events(st.events, st.aux, st.lost, st.timers, impl, st.time_scale, st.min_t, st.spurious)
-        if not st.events:
-            return None
-        labels.update(INFERRED_LABEL)
-    events = sorted(st.events, key=lambda e: e.t_us)
-    first_tr = next(e for e in events if e.kind == "transition")
-    if st.initial is not None:
-        start = st.min_t if st.min_t is not None else first_tr.t_us
-        events.insert(0, TraceEvent(t_us=start, state=st.initial, prev=INIT, trigger="qlog_start"))
-        first = st.initial
-    else:
-        first = first_tr.state
-    # Metric samples before the first state event belong to the state the connection was in then.
-    events = [e if e.state else e._replace(state=first) for e in events]
-    if st.max_t is not None and st.max_t > events[-1].t_us:
-        events.append(TraceEvent(t_us=st.max_t, state=events[-1].state, kind="close"))
-    report.traces += 1
-    impl = meta.implementation or guess_impl(st.title)
-    return Trace(
-        id=f"{path}:{st.conn}" if index == 0 else f"{path}:{st.conn}#{index + 1}",
-        cc=meta.cc or _guess_cc_of(events, impl, st.cc_hint),
-        events=events,
-        key=st.conn,
-        implementation=impl,
-        version=meta.version or st.code_version,
-        sources=(path,),
-        labels=labels,
     )
 
 
@@ -327,11 +482,6 @@ def guess_cc(bbr: bool, bbr2: bool, impl: str | None, hint: str | None) -> str:
     if impl in ("quic-go", "picoquic", "aioquic"):
         return "reno"
     return "unknown"
-
-
-def _guess_cc_of(events: list[TraceEvent], impl: str | None, hint: str | None) -> str:
-    marks = [bbr_marks(state) for state in {e.state for e in events}]
-    return guess_cc(any(b for b, _ in marks), any(b2 for _, b2 in marks), impl, hint)
 
 
 def read_header(rec: dict[str, Any], trace: Any, st: TraceState) -> None:
@@ -382,242 +532,3 @@ def _event_parts(ev: Any, fields: list[str] | None) -> tuple[str, Any, Any, bool
     delta = "delta_time" in rec
     time = rec.get("time", rec.get("relative_time", rec.get("delta_time")))
     return name, rec.get("data"), time, delta
-
-
-def _read_blocks(stream: BinaryIO, path: str, report: ParseReport, where: Callable[[], int]) -> Iterator[bytes]:
-    """The stream's bytes in blocks; a corrupt or cut gzip stream ends it with a reported problem."""
-    read = getattr(stream, "read1", stream.read)
-    while True:
-        try:
-            block = read(_BLOCK)
-        except _GZIP_ERRORS as exc:
-            report.problem(path, where(), f"corrupt or cut compressed data ({exc}); kept what was read before it")
-            return
-        if not block:
-            return
-        report.bytes += len(block)
-        yield block
-
-
-def _walk(text: str, pos: int) -> Iterator[tuple[int, Any]]:
-    """(offset, value) of each element of the JSON array whose ``[`` ends just before ``pos``.
-
-    Stops quietly at the array's end or at the first element that does not decode (a cut file).
-    """
-    ws = re.compile(r"[\s,]*")
-    while True:
-        pos = ws.match(text, pos).end()  # type: ignore[union-attr]
-        if pos >= len(text) or text[pos] == "]":
-            return
-        try:
-            value, end = DECODER.raw_decode(text, pos)
-        except JSON_ERRORS:
-            return
-        yield pos, value
-        pos = end
-
-
-class _Lines:
-    """Line numbers of events inside one JSON document, found only when a problem needs one."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.offsets: dict[int, list[int]] = {}
-
-    def line(self, trace: int, event: int) -> int:
-        offs = self.offsets.get(trace)
-        if offs is None:
-            starts = [m.end() for m in _EVENTS_KEY.finditer(self.text)]
-            offs = [o for o, _ in _walk(self.text, starts[trace])] if trace < len(starts) else []
-            self.offsets[trace] = offs
-        off = offs[event] if event < len(offs) else 0
-        return self.text.count("\n", 0, off) + 1
-
-
-def read_qlog(stream: BinaryIO, path: str, meta: TraceMeta, report: ParseReport) -> Iterator[Trace]:
-    """Read a whole-file JSON qlog (any draft): one trace per entry of ``traces``.
-
-    A cut or corrupt file keeps the events that decode before the damage (and says so).
-    """
-    chunks: list[bytes] = []
-    chunks.extend(_read_blocks(stream, path, report, lambda: sum(c.count(b"\n") for c in chunks) + 1))
-    raw = b"".join(chunks)
-    report.lines += raw.count(b"\n")
-    text = raw.decode("utf-8", errors="replace")
-    lines = _Lines(text)
-    try:
-        doc = loads(text)
-    except RecursionError:
-        report.skipped_file(path, "JSON nested too deeply to read")
-        return
-    except JSON_ERRORS as exc:
-        line = getattr(exc, "lineno", 1)
-        starts = [m.end() for m in _EVENTS_KEY.finditer(text)]
-        if not starts:
-            report.skipped_file(path, f"not a JSON qlog (line {line}: {exc})")
-            return
-        report.problem(path, line, f"JSON qlog cut or broken here ({exc}); kept the events before it", "bad qlog")
-        doc = _salvage(text, starts)
-    if not isinstance(doc, dict) or not isinstance(doc.get("traces"), list):
-        report.skipped_file(path, "JSON without a traces[] array: not a qlog file")
-        return
-    for index, trace in enumerate(doc["traces"]):
-        if not isinstance(trace, dict) or not isinstance(trace.get("events"), list):
-            report.problem(path, 1, f"traces[{index}] has no events list (an error entry?)", "bad qlog")
-            continue
-        st = TraceState(conn=f"trace{index}", cc_hint=meta.cc)
-        read_header(doc, trace, st)
-        fields = trace.get("event_fields")
-        fields = [str(f).lower() for f in fields] if isinstance(fields, list) else None
-        for n, ev in enumerate(trace["events"]):
-            parts = _event_parts(ev, fields)
-            if parts is None:
-                where = f"traces[{index}].events[{n}]"
-                report.problem(path, lines.line(index, n), f"{where} is not an event", "malformed qlog event")
-                continue
-            name, data, time, delta = parts
-            if delta:
-                st.time_format = "delta"
-            _handle(st, name, data, time, path, _doc_locate(lines, index, n), report)
-        out = _finish(st, path, meta, index, report)
-        if out is not None:
-            yield out
-
-
-def _doc_locate(lines: _Lines, trace: int, event: int) -> Locate:
-    return lambda: (lines.line(trace, event), f"traces[{trace}].events[{event}]")
-
-
-def _salvage(text: str, starts: list[int]) -> dict[str, Any]:
-    """What a cut document still holds: each trace's header fields as far as they decode, and its events."""
-    traces: list[dict[str, Any]] = []
-    for start in starts:
-        head = text[max(0, start - 4000) : start]
-        trace: dict[str, Any] = {"events": [v for _, v in _walk(text, start)]}
-        if re.search(r'"time_units"\s*:\s*"us"', head):
-            trace["configuration"] = {"time_units": "us"}
-        m = re.search(r'"event_fields"\s*:\s*(\[[^\]]*\])', head)
-        if m:
-            try:
-                trace["event_fields"] = json.loads(m.group(1))
-            except JSON_ERRORS:
-                pass
-        m = re.search(r'"(?:ODCID|group_id)"\s*:\s*"([^"]{1,100})"', head)
-        if m:
-            trace["common_fields"] = {"ODCID": m.group(1)}
-        traces.append(trace)
-    title = re.search(r'"title"\s*:\s*"([^"]{0,100})"', text[: starts[0]])
-    return {"traces": traces, "title": title.group(1) if title else ""}
-
-
-def read_sqlog(
-    stream: BinaryIO, path: str, meta: TraceMeta, report: ParseReport, on_bytes: Callable[[int], None] | None = None
-) -> Iterator[Trace]:
-    """Stream a JSON-SEQ qlog: a header record, then one record per event (one connection per file)."""
-    return read_records(stream, path, meta, report, on_bytes, _RS)
-
-
-def read_ndjson(
-    stream: BinaryIO, path: str, meta: TraceMeta, report: ParseReport, on_bytes: Callable[[int], None] | None = None
-) -> Iterator[Trace]:
-    """Stream an NDJSON qlog (quic-go up to v0.4x): a header line, then one event object per line."""
-    return read_records(stream, path, meta, report, on_bytes, b"\n")
-
-
-def read_records(
-    stream: BinaryIO,
-    path: str,
-    meta: TraceMeta,
-    report: ParseReport,
-    on_bytes: Callable[[int], None] | None,
-    sep: bytes,
-) -> Iterator[Trace]:
-    st = TraceState(conn="conn", cc_hint=meta.cc)
-    header_seen = False
-    tail = b""
-    record_no = 0
-    line = 1
-    per_record = 1 if sep == b"\n" else 0  # an NDJSON record ends its line; a JSON-SEQ one holds its own
-    kind = "NDJSON line" if per_record else "JSON-SEQ record"
-    blocks = _read_blocks(stream, path, report, lambda: line)
-    wanted, time_at, soft = _WANTED.search, _TIME.search, _SOFT.search
-    done = False
-    while not done:
-        block = next(blocks, b"")
-        done = not block
-        if on_bytes is not None and block:
-            on_bytes(len(block))
-        parts = (tail + block).split(sep)
-        tail = parts.pop() if block else b""
-        for part in parts:
-            record_no += 1
-            here = line
-            line += part.count(b"\n") + per_record
-            if header_seen and wanted(part) is None:
-                if soft(part) is not None and _soft_event(st, part, path, report):
-                    continue
-                # packet-level events: skip JSON decoding, keep only their time (it extends the last stay)
-                m = time_at(part)
-                if m is not None:
-                    try:
-                        st.t_us(float(m.group(1)))
-                    except (BadValue, ValueError):
-                        pass
-                continue
-            text = part.strip()
-            if not text:
-                continue
-            try:
-                rec = decode_record(text)
-            except RecursionError:
-                report.problem(path, here, f"{kind} {record_no} nested too deeply", "bad qlog record")
-                continue
-            except JSON_ERRORS as exc:
-                report.problem(path, here, f"{kind} {record_no} is not JSON ({exc})", "bad qlog record")
-                continue
-            if type(rec) is not dict:
-                report.problem(path, here, f"{kind} {record_no} is not a JSON object", "bad qlog record")
-                continue
-            if not header_seen:
-                header_seen = True
-                if any(k in rec for k in ("trace", "qlog_version", "qlog_format", "file_schema")):
-                    read_header(rec, rec.get("trace") or {}, st)
-                    continue
-            if rec.keys() <= _PLAIN_KEYS and type(name := rec.get("name")) is str and name:
-                _handle(st, name, rec.get("data"), rec.get("time"), path, _rec_locate(here, kind, record_no), report)
-                continue
-            parts_ = _event_parts(rec, None)
-            if parts_ is None:
-                continue
-            name, data, time, delta = parts_
-            if delta:
-                st.time_format = "delta"
-            _handle(st, name, data, time, path, _rec_locate(here, kind, record_no), report)
-    report.lines += line - 1
-    out = _finish(st, path, meta, 0, report)
-    if out is not None:
-        yield out
-
-
-def _soft_event(st: TraceState, part: bytes, path: str, report: ParseReport) -> bool:
-    """A loss or timer record for the metric-state reader, if it decodes as one; False otherwise (the
-    record is then treated as any packet-level record: its time only)."""
-    try:
-        rec = decode_record(part.strip())
-    except (*JSON_ERRORS, RecursionError):
-        return False
-    if type(rec) is not dict:
-        return False
-    parts = _event_parts(rec, None)
-    if parts is None or event_role(parts[0]) not in ("lost", "timer", "spurious") or not isinstance(parts[1], dict):
-        return False
-    try:
-        time_value(parts[2])
-    except BadValue:
-        return False
-    _handle(st, parts[0], parts[1], parts[2], path, _rec_locate(0, "", 0), report)
-    return True
-
-
-def _rec_locate(line: int, kind: str, number: int) -> Locate:
-    return lambda: (line, f"{kind} {number}")

@@ -1,445 +1,619 @@
-"""qlog traces as column batches: small JSON-SEQ/NDJSON qlogs (quic-go's one file per connection) read by
-the C scanner, with no Python object per record.
+"""qlog traces as column batches: every qlog (JSON-SEQ, NDJSON, one JSON document; plain or gzip; any
+size) read window by window by the qlog scanner (:mod:`quicsm.traces.qlog_scanner`) into rows, with no
+Python object per event, and cut into traces here.
 
-The C ``scan_qlogs`` decides only files in the plain shape quic-go writes and that the Python reader
-(:func:`quicsm.traces.qlog.read_sqlog`) would read without a word of report; it hands back every other
-file, which that reader then reads as before (its traces join the batch). Each file's header is judged
-by the Python reader's own ``_header``. The traces are those the Python reader gives, in the same order:
-events sorted by time, metric samples before the first state event given the first state, a close
-event at the last time seen. Batches close as the Parquet writer closes row groups of trace objects
-(at the first trace that brings them to :data:`~quicsm.traces.parquet.ROWS_PER_GROUP` rows), and their string columns keep the
-order of first appearance (:attr:`~quicsm.traces.columnar.EventColumns.first_seen`), so a store written
-from them is the store written from the objects, byte for byte.
+The traces are those the object reader gave (tests/traces/qlog_oracle.py keeps it as the oracle): in
+file order, one per JSON-SEQ/NDJSON file and one per ``traces[]`` entry of a document, their events
+sorted by time, the state a changes-only logger left first entered from ``Init`` at the trace's first
+time (``trigger=qlog_start``), metric samples before the first state event given the first state, and
+a close event at the last time seen. Batches close as the Parquet writer closes row groups of trace
+objects (at the first trace that brings them to :data:`~quicsm.traces.parquet.ROWS_PER_GROUP` rows), and
+their string columns keep the order of first appearance
+(:attr:`~quicsm.traces.columnar.EventColumns.first_seen`), so a store written from them is the store
+written from the objects, byte for byte.
+
+Limits (each reported with the file, line and reason, and reading goes on where it can):
+
+* :data:`MAX_RECORD`: a JSON-SEQ/NDJSON record or a document's event or member longer than this is
+  skipped (the same bound as a text log's line): a record is held whole while it is read.
+* :data:`MAX_TRACE_EVENTS`: a trace holds at most this many congestion events (state changes and
+  metric samples); the rest of its file is not read. Memory is about 100 bytes an event: the bound
+  keeps one connection's trace under about 0.5 GB (a 1 GB quic-go qlog holds about 2 million).
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
-from quicsm.traces import parquet
+from quicsm.errors import truncated
+from quicsm.traces import parquet, qlog_scanner
 from quicsm.traces.columnar import NULL, EventColumns, SharedMeta, TraceColumns, intern
-from quicsm.traces.events import EVENT_KINDS, METRIC_FIELDS, Trace, TraceMeta
-from quicsm.traces.qlog import TraceState, bbr_marks, guess_cc, guess_impl, read_header, read_records
-from quicsm.traces.qlog_values import JSON_ERRORS, decode_record
+from quicsm.traces.events import EVENT_KINDS, Trace, TraceMeta
+from quicsm.traces.logscan import MAX_LINE, read_into
+from quicsm.traces.metric_states import INFERRED_LABEL
+from quicsm.traces.qlog import (
+    LOST,
+    METRICS,
+    PTO,
+    SPURIOUS,
+    TIMER,
+    TRANSITION,
+    QlogFile,
+    TraceState,
+    bbr_marks,
+    guess_cc,
+    guess_impl,
+    read_header,
+)
+from quicsm.traces.qlog_scanner import AUX_DTYPE, MARK_DTYPE, available
 from quicsm.traces.report import ParseReport
 from quicsm.traces.states import INIT, canonical_state, is_known_state
 
-__all__ = ["QlogBatcher", "scan_qlogs_py", "available", "header_state"]
+__all__ = ["QlogBatcher", "available", "MAX_RECORD", "MAX_TRACE_EVENTS", "WINDOW"]
 
-JOIN_BYTES = 1 << 20
-"""Small qlogs are joined up to this size and scanned in one call."""
-_HEADER_KEYS = ("trace", "qlog_version", "qlog_format", "file_schema")
+WINDOW = 1 << 22
+"""Bytes read at a time (a record or event longer than that grows the window, up to :data:`MAX_RECORD`)."""
+MAX_RECORD = MAX_LINE
+"""The longest record, event or member value read (16 MiB, as a text log's line)."""
+MAX_TRACE_EVENTS = 1 << 22
+"""Congestion events one trace may hold (4 Mi: about 0.4 GB of columns)."""
 _CLOSE = EVENT_KINDS.index("close")
-
-
-def scan_qlogs_py(
-    buf: bytes, bounds: bytes, seps: bytes, table: dict[bytes, int], names: list[str]
-) -> tuple[tuple[bytes, ...], bytes, bytes, int]:
-    """Without the C extension every file goes to the Python reader (status 1, no rows)."""
-    n = len(bounds) // 8 - 1
-    info = np.zeros((n, 4), np.int64)
-    info[:, 0] = 1
-    return (b"",) * 7, info.tobytes(), np.full(n, np.nan).tobytes(), 0
-
-
-try:
-    from quicsm.traces._scan import scan_qlogs as _scan_qlogs
-except ImportError:  # pragma: no cover - depends on the install
-    _scan_qlogs = scan_qlogs_py
-
-
-def available() -> bool:
-    return _scan_qlogs is not scan_qlogs_py
+_PLACEHOLDER = 3
+_NO_METRICS = (NULL,) * 7
+_NO_RTT = (float("nan"), float("nan"))
+_NO_AUX = (float("nan"),) * 3
+_TYPES = (np.float64, np.int8, np.int32, np.int32, np.int32, np.int32, np.int64, np.float64)
+"""The scanner's columns: time, kind, state, from-state, trigger, recovery, metrics x 7, RTTs as written x 2."""
 
 
 @dataclass(slots=True)
-class _File:
-    data: bytes
+class _Trace:
+    """A trace read whole: its rows are ``[row0, end)`` of the scanner's batch, then its placeholders."""
+
+    row0: int
+    end: int
+    initial: int
+    """Canonical id of the state a changes-only logger left first (-1: none, the first event enters from Init)."""
+    close: bool
     path: str
     meta: TraceMeta
-    sep: bytes
+    st: TraceState
+    index: int
+    inferred: _Inferred | None = None
 
 
 @dataclass(slots=True)
-class _Block:
-    """Finished traces in output order: per-row columns (strings as ids into the batcher's table)."""
+class _Inferred:
+    """States read from a trace's metrics (:mod:`quicsm.traces.metric_states`): the state of each of its
+    metrics rows, and the exact times of the transitions added as its last rows."""
 
+    rows: np.ndarray
+    """Metrics rows (batch row numbers)."""
+    states: np.ndarray
+    """Their states (ids)."""
+    t_rows: np.ndarray
     t_us: np.ndarray
-    state: np.ndarray
-    kind: np.ndarray
-    prev: np.ndarray
-    metrics: np.ndarray
-    trigger: np.ndarray
-    recovery: np.ndarray
-    lengths: np.ndarray
-    ids: list[str]
-    keys: list[str]
-    ccs: list[str]
-    templates: list[Trace]
-    extra: dict[int, tuple[tuple[str, str], ...]]
-
-    def split(self, n: int) -> tuple[_Block, _Block]:
-        """The first ``n`` traces and the rest."""
-        r = int(self.lengths[:n].sum())
-        cols = ("t_us", "state", "kind", "prev", "metrics", "trigger", "recovery")
-        a = {k: getattr(self, k)[:r] for k in cols}
-        b = {k: getattr(self, k)[r:] for k in cols}
-        lists = ("ids", "keys", "ccs", "templates")
-        ea = {k: v for k, v in self.extra.items() if k < r}
-        eb = {k - r: v for k, v in self.extra.items() if k >= r}
-        return (
-            _Block(**a, lengths=self.lengths[:n], **{k: getattr(self, k)[:n] for k in lists}, extra=ea),
-            _Block(**b, lengths=self.lengths[n:], **{k: getattr(self, k)[n:] for k in lists}, extra=eb),
-        )
 
 
 class QlogBatcher:
-    """JSON-SEQ/NDJSON qlogs and the traces of other qlog readers, in input order, as column batches."""
+    """qlogs read one after the other into column batches of whole traces, in input order."""
 
-    def __init__(self, report: ParseReport, on_bytes: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self,
+        report: ParseReport,
+        on_bytes: Callable[[int], None] | None = None,
+        *,
+        window: int | None = None,
+        max_record: int = MAX_RECORD,
+        max_events: int = MAX_TRACE_EVENTS,
+        scanner: type[Any] | None = None,
+    ) -> None:
         self.report, self.on_bytes = report, on_bytes
+        self.window, self.max_record, self.max_events = window or WINDOW, max_record, max_events
         self.table: dict[bytes, int] = {}
         self.names: list[str] = []
-        self.canon: list[int] = []
-        """Per name id: the id of its canonical state name (filled as names are met as states)."""
-        self.waiting: list[_File] = []
-        self.waiting_bytes = 0
-        self.blocks: list[_Block] = []
+        self.sc = (scanner or qlog_scanner.Scanner)(self.table, self.names)
+        self.sc.max_value = max_record
+        self.traces: list[_Trace] = []
         self.rows = 0
+        """Rows of the traces gathered (what the Parquet writer counts)."""
+        self.ready: list[TraceColumns] = []
+        self.buf = bytearray()
+        """The window, kept from file to file."""
+        self._doc: _Document | None = None
 
     def intern(self, text: str | None) -> int:
         return intern(self.table, self.names, text)
 
-    def add(self, data: bytes, path: str, meta: TraceMeta, kind: str) -> list[TraceColumns]:
-        """A JSON-SEQ (``sqlog``) or NDJSON qlog read whole; the batches that filled up (mostly none)."""
-        self.waiting.append(_File(data, path, meta, b"\x1e" if kind == "sqlog" else b"\n"))
-        self.waiting_bytes += len(data)
-        return self._scan() if self.waiting_bytes >= JOIN_BYTES else []
+    def name_of(self, i: int) -> str:
+        return self.names[i]
 
-    def add_traces(self, traces: Iterable[Trace]) -> list[TraceColumns]:
-        """Traces another reader made (a qlog document, a large or compressed qlog), after the files waiting."""
-        out = self._scan()
-        got = [t for t in traces if t.events]
-        if got:
-            out += self._add_block(self._objects(got))
+    # ---- entry points
+
+    def add(self, data: bytes, path: str, meta: TraceMeta, kind: str) -> list[TraceColumns]:
+        """A qlog read whole (``sqlog``, ``ndjson`` or ``qlog``); the batches that filled up (mostly none)."""
+        qf = self._open(path, meta, kind)
+        self.report.bytes += len(data)
+        if kind == "qlog":
+            self.sc.document(data, 0, len(data), True, self._doc_handler)
+            self._end_document(qf)
+        else:
+            self.sc.records(data, 0, len(data), _sep(kind), True, qf.record)
+            self._end_records(qf, kind)
+        if self.on_bytes is not None:
+            self.on_bytes(len(data))
+        out, self.ready = self.ready, []
         return out
+
+    def read(self, stream: BinaryIO, path: str, meta: TraceMeta, kind: str) -> Iterator[TraceColumns]:
+        """A qlog streamed in windows; yields the batches that filled up meanwhile."""
+        qf = self._open(path, meta, kind)
+        document = kind == "qlog"
+        sep = _sep(kind)
+        sc, report = self.sc, self.report
+        handler = self._doc_handler if document else qf.record
+        buf = self.buf
+        end = 0
+        skipping = False  # inside an overlong record, dropping bytes to its separator
+        while True:
+            if len(buf) < end + self.window:
+                buf.extend(bytes(end + self.window - len(buf)))
+            got, error = read_into(stream, buf, end, self.window)
+            report.bytes += got
+            if self.on_bytes is not None and got:
+                self.on_bytes(got)
+            if skipping:
+                at = buf.find(sep, 0, got)
+                sc.lines += buf.count(b"\n", 0, got if at < 0 else at + 1)
+                if at < 0 and got and error is None:
+                    continue
+                skipping = False
+                sc.record_no += 1
+                if at < 0:  # the file ends inside the skipped record: it was the last one
+                    if error is not None:
+                        report.problem(path, sc.lines + 1, _cut_short(error), "truncated input")
+                    break
+                buf[0 : got - at - 1] = buf[at + 1 : got]
+                got -= at + 1
+            end += got
+            final = not got or error is not None
+            if error is not None:
+                done = self._feed(document, buf, 0, end, sep, False, handler)
+                report.problem(path, sc.lines + 1, _cut_short(error), "truncated input")
+                self._feed(document, buf, done, end, sep, True, handler)
+                break
+            done = self._feed(document, buf, 0, end, sep, final, handler)
+            yield from self._take_ready()
+            if final:
+                break
+            rest = end - done
+            if sc.rows - sc.trace_row0 > self.max_events:
+                report.problem(
+                    path,
+                    sc.lines + 1,
+                    f"a trace with more than {self.max_events} congestion events: the rest of the file is not read",
+                    "trace too long",
+                )
+                if document:
+                    self._broken_document(sc.lines + 1)
+                break
+            if not document and rest > self.max_record:
+                report.problem(
+                    path,
+                    sc.lines + 1,
+                    f"{qf.label} {sc.record_no + 1} is longer than {self.max_record} bytes: skipped",
+                    "overlong qlog record",
+                )
+                sc.lines += buf.count(b"\n", done, end)
+                skipping, end = True, 0
+                continue
+            buf[0:rest] = buf[done:end]
+            end = rest
+        gz = getattr(stream, "error", None)
+        if gz is not None and not getattr(stream, "error_raised", True):  # a gzip stream that broke unnoticed
+            report.problem(path, 0, truncated(gz), "truncated input")
+        if document:
+            self._end_document(qf)
+        else:
+            self._end_records(qf, kind)
+        yield from self._take_ready()
 
     def flush(self) -> list[TraceColumns]:
-        out = self._scan()
-        if self.blocks:
-            out.append(self._emit(self.blocks))
-            self.blocks, self.rows = [], 0
+        """The batch gathered so far (every file read is complete)."""
+        out, self.ready = self.ready, []
+        if self.traces:
+            out.append(self._emit())
         return out
 
-    def _add_block(self, block: _Block) -> list[TraceColumns]:
-        """Gather ``block``; a batch closes at the first trace that brings it to the store's row-group size."""
-        out = []
-        while len(block.ids):
-            ends = self.rows + np.cumsum(block.lengths)
-            full = np.flatnonzero(ends >= parquet.ROWS_PER_GROUP)
-            if not len(full):
-                self.blocks.append(block)
-                self.rows = int(ends[-1])
-                break
-            head, block = block.split(int(full[0]) + 1)
-            out.append(self._emit([*self.blocks, head]))
-            self.blocks, self.rows = [], 0
+    # ---- files and traces
+
+    def _feed(
+        self, document: bool, buf: bytearray, start: int, end: int, sep: int, final: bool, handler: Callable[..., Any]
+    ) -> int:
+        if document:
+            return int(self.sc.document(buf, start, end, final, handler))
+        return int(self.sc.records(buf, start, end, sep, final, handler))
+
+    def _take_ready(self) -> list[TraceColumns]:
+        out, self.ready = self.ready, []
         return out
 
-    def _emit(self, blocks: list[_Block]) -> TraceColumns:
-        def cat(k: str) -> np.ndarray:
-            parts = [getattr(b, k) for b in blocks]
-            return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    def _open(self, path: str, meta: TraceMeta, kind: str) -> QlogFile:
+        self.sc.new_file()
+        self.sc.states = _STATES[meta.states]
+        qf = QlogFile(self.sc, path, meta, self.report, self.intern, self.name_of)
+        if kind == "ndjson":
+            qf.label = "NDJSON line"
+        if kind == "qlog":
+            self.sc.header = 1
+            self._doc = _Document(qf)
+        return qf
 
-        lengths = cat("lengths")
-        n = int(lengths.sum())
-        offsets = np.zeros(len(lengths) + 1, np.int64)
+    def _end_records(self, qf: QlogFile, kind: str) -> None:
+        self.report.lines += self.sc.lines + (kind == "ndjson")
+        self._end_trace(qf, qf.st, 0)
+
+    def _end_trace(self, qf: QlogFile, st: TraceState, index: int) -> None:
+        """The trace being read is whole: kept (with its placeholders) if it holds a transition, or if its
+        states can be read from its metrics."""
+        sc = self.sc
+        self.report.records += sc.rows - sc.trace_row0 + sc.skipped
+        inferred = None
+        scale = st.time_scale
+        last = round(sc.row_tmax * scale)  # the last event's time (of the rows read)
+        if not sc.trans:
+            inferred = self._infer(qf, st) if qf.meta.states != "logged" else None
+            if inferred is None:
+                sc.drop_trace()
+                return
+            last = max(last, int(inferred.t_us.max()))
+        initial = -1
+        if sc.first_prev >= 0:
+            first = canonical_state(self.names[sc.first_prev])
+            if first != INIT:
+                initial = self.intern(first)
+        row0, end = sc.trace_row0, sc.rows
+        close = round(sc.tmax * scale) > last
+        if initial >= 0:
+            sc.put(_PLACEHOLDER, sc.tmin, initial, -1, -1, -1, _NO_METRICS, _NO_RTT, _NO_AUX)
+        if close:
+            sc.put(_PLACEHOLDER, sc.tmax, -1, -1, -1, -1, _NO_METRICS, _NO_RTT, _NO_AUX)
+        self.traces.append(_Trace(row0, end, initial, close, qf.path, qf.meta, st, index, inferred))
+        self.rows += sc.rows - row0
+        if self.rows >= parquet.ROWS_PER_GROUP:
+            self.ready.append(self._emit())
+
+    def _infer(self, qf: QlogFile, st: TraceState) -> _Inferred | None:
+        """A trace without state events: its states read from its metrics (what ``metric_states.
+        infer_events`` does with trace objects), the transitions added as rows; None if there is none."""
+        from quicsm.traces.metric_states import BBR_STATES, LOSS_STATES, MetricSeries, infer, profile_for
+
+        sc = self.sc
+        raw_t, raw_kind, raw_metrics, raw_rtt, raw_aux, raw_marks = sc.trace()
+        kind = np.frombuffer(raw_kind, np.int8)
+        mrows = np.flatnonzero(kind == METRICS)
+        if not len(mrows):
+            return None
+        scale = st.time_scale
+        t_us = np.rint(np.frombuffer(raw_t, np.float64) * scale).astype(np.int64)
+        order = mrows[np.argsort(t_us[mrows], kind="stable")]
+        m = np.frombuffer(raw_metrics, np.int64).reshape(-1, 7)[order]
+        rtt = np.frombuffer(raw_rtt, np.float64).reshape(-1, 2)[order]
+        aux = np.frombuffer(raw_aux, AUX_DTYPE)
+        values = np.full((len(kind), 3), np.nan)
+        values[aux["row"]] = aux["values"]
+        marks = np.frombuffer(raw_marks, MARK_DTYPE)
+        mark_us = np.rint(marks["t"] * scale).astype(np.int64)
+        series = MetricSeries(
+            t_us=t_us[order],
+            cwnd=m[:, 0].copy(),
+            inflight=m[:, 1].copy(),
+            ssthresh=m[:, 2].copy(),
+            pacing=m[:, 3].copy(),
+            srtt_us=_scaled(rtt[:, 1], m[:, 6], scale),
+            min_rtt_us=_scaled(rtt[:, 0], m[:, 5], scale),
+            latest_rtt_us=_num(values[order, 0], scale),
+            packets=_num(values[order, 1], 1.0),
+            pto_count=_num(values[order, 2], 1.0),
+            lost_us=np.sort(mark_us[marks["code"] == LOST]),
+            pto_us=np.sort(mark_us[marks["code"] == PTO]),
+            timer_us=np.sort(mark_us[(marks["code"] == TIMER) | (marks["code"] == PTO)]),
+            spurious_us=np.sort(mark_us[marks["code"] == SPURIOUS]),
+            start_us=round(sc.tmin * scale) if sc.has_t else None,
+        )
+        if not (series.cwnd != NULL).any():
+            return None  # nothing to read a state from
+        got = infer(series, profile_for(qf.meta.implementation or guess_impl(st.title)))
+        if not len(got):
+            return None
+        names = LOSS_STATES if got.family == "loss" else BBR_STATES
+        ids = np.array([self.intern(n) for n in names], np.int32)
+        row0 = sc.trace_row0
+        states, sc.states = sc.states, 0  # the inferred transitions are rows whatever the file's mode
+        prev = self.intern(INIT)
+        t_rows = np.arange(sc.rows, sc.rows + len(got), dtype=np.int64)
+        for t, state, why in zip(got.t_us.tolist(), got.states, got.reasons):
+            sid = self.intern(state)
+            sc.put(TRANSITION, t / scale, sid, prev, self.intern(why), -1, _NO_METRICS, _NO_RTT, _NO_AUX)
+            prev = sid
+        sc.states = states
+        return _Inferred(row0 + order, ids[got.sample_state], t_rows, got.t_us.astype(np.int64))
+
+    # ---- one JSON document
+
+    def _doc_handler(self, code: int, key: bytes | None, value: Any, line: int, trace: int, event: int) -> None:
+        doc = self._doc
+        assert doc is not None
+        qf, sc = doc.qf, self.sc
+        if code == 5:
+            qf.doc_event(value, line, trace, event)
+        elif code == 1:
+            doc.members[key.decode("utf-8", "replace")] = qf.member(value)  # type: ignore[union-attr]
+        elif code == 12:
+            doc.traces = True
+        elif code == 2:
+            sc.new_trace()
+            sc.header = 1
+            doc.trace = {}
+            doc.events = None
+            doc.open = True
+        elif code == 3:
+            name = key.decode("utf-8", "replace")  # type: ignore[union-attr]
+            doc.trace[name] = qf.member(value)
+            if name == "events":
+                doc.events = False
+        elif code == 4:
+            doc.events = True
+            doc.started = True
+            st = TraceState(conn=f"trace{trace}", cc_hint=qf.meta.cc)
+            read_header(doc.members, doc.trace, st)
+            qf.st = st
+            sc.delta = st.time_format == "delta"
+            fields = doc.trace.get("event_fields")
+            qf.fields = [str(f).lower() for f in fields] if isinstance(fields, list) else None
+        elif code == 7:
+            self._end_doc_trace(doc, trace)
+        elif code == 8:
+            self.report.problem(qf.path, 1, f"traces[{trace}] has no events list (an error entry?)", "bad qlog")
+        elif code == 9:
+            self._broken_document(line, value)
+        elif code == 10:
+            what = f"traces[{trace}].events[{event}]" if key is None else f"member {key.decode('utf-8', 'replace')!r}"
+            self.report.problem(
+                qf.path, line, f"{what} is longer than {self.max_record} bytes: skipped", "overlong qlog value"
+            )
+        elif code == 11:
+            self.report.problem(qf.path, line, "data after the end of the JSON document: not read", "bad qlog")
+
+    def _end_doc_trace(self, doc: _Document, trace: int) -> None:
+        qf = doc.qf
+        doc.open = False
+        if not doc.events:
+            self.report.problem(qf.path, 1, f"traces[{trace}] has no events list (an error entry?)", "bad qlog")
+            self.sc.drop_trace()
+            return
+        # members after the events name the trace; they cannot change how its events were read
+        st = TraceState(conn=f"trace{trace}", cc_hint=qf.meta.cc)
+        read_header(doc.members, doc.trace, st)
+        used = qf.st
+        if (st.time_scale, st.time_format == "delta") != (used.time_scale, used.time_format == "delta"):
+            self.report.problem(
+                qf.path, 1, f"traces[{trace}]: time_units or time_format after the events: not applied", "bad qlog"
+            )
+        st.time_scale, st.time_format = used.time_scale, used.time_format
+        self._end_trace(qf, st, trace)
+
+    def _broken_document(self, line: int, why: str | None = None) -> None:
+        doc = self._doc
+        assert doc is not None
+        qf = doc.qf
+        if why is not None:
+            if doc.started:
+                self.report.problem(
+                    qf.path,
+                    line,
+                    f"JSON qlog cut or broken here (expected {why}); kept the events before it",
+                    "bad qlog",
+                )
+            else:
+                self.report.skipped_file(qf.path, f"not a JSON qlog (line {line}: expected {why})")
+                doc.skipped = True
+        if doc.open:
+            self._end_doc_trace(doc, self.sc.trace_index)
+        doc.done = True
+
+    def _end_document(self, qf: QlogFile) -> None:
+        doc = self._doc
+        assert doc is not None
+        self.report.lines += self.sc.lines
+        if doc.open:  # cut inside a trace without the walker saying so (a read stopped early)
+            self._end_doc_trace(doc, self.sc.trace_index)
+        if not doc.traces and not doc.skipped:
+            self.report.skipped_file(qf.path, "JSON without a traces[] array: not a qlog file")
+        self._doc = None
+
+    # ---- batches
+
+    def _emit(self) -> TraceColumns:
+        """The traces gathered, cut from the scanner's rows into one batch; the scanner starts the next."""
+        sc = self.sc
+        raw = sc.take()
+        uses = np.frombuffer(sc.take_uses(), np.int64)
+        traces, table, names = self.traces, self.table, self.names
+        self.traces, self.rows = [], 0
+        self.table, self.names = {}, []
+        sc.tables(self.table, self.names)
+        report = self.report
+        t, kind_raw, state_raw, prev_raw, trig, recov, metrics, rtt = (
+            np.frombuffer(b, dt) for b, dt in zip(raw, _TYPES)
+        )
+        metrics = metrics.reshape(-1, 7)
+        rtt = rtt.reshape(-1, 2)
+        n, ntr = len(t), len(traces)
+
+        def name_id(text: str) -> int:
+            return intern(table, names, text)
+
+        # the state names as written, made canonical (and listed when unknown: those the C scanner read)
+        for i in np.flatnonzero(uses).tolist():
+            c = canonical_state(names[i])
+            if not is_known_state(c):
+                report.unknown_states[c[:100]] += int(uses[i])
+        used = np.concatenate([state_raw, prev_raw])
+        named = np.flatnonzero(np.bincount(used[used >= 0], minlength=len(names)))
+        mapped = [name_id(canonical_state(names[i])) for i in named.tolist()]
+        canon = np.arange(len(names), dtype=np.int32)
+        canon[named] = mapped
+        init_id, start_id = name_id(INIT), name_id("qlog_start")
+        exact = [tr.inferred for tr in traces if tr.inferred is not None]
+        # per trace: its block of rows (its rows, then its placeholders)
+        row0 = np.array([tr.row0 for tr in traces] + [n], np.int64)
+        lengths = np.diff(row0)
+        tr_of = np.repeat(np.arange(ntr, dtype=np.int32), lengths)
+        scale = np.repeat(np.array([tr.st.time_scale for tr in traces]), lengths)
+        t_us = np.rint(t * scale).astype(np.int64)
+        for inf in exact:  # the inferred transitions' times, as metric_states gave them
+            t_us[inf.t_rows] = inf.t_us
+        for j in range(2):
+            v = rtt[:, j]
+            have = ~np.isnan(v)
+            if have.any():
+                if not metrics.flags.writeable:
+                    metrics = metrics.copy()
+                metrics[have, 5 + j] = np.rint(v[have] * scale[have]).astype(np.int64)
+        state = np.where(state_raw >= 0, canon[np.maximum(state_raw, 0)], -1).astype(np.int32)
+        for inf in exact:  # metrics rows in the state read from the metrics
+            state[inf.rows] = inf.states
+        prev = np.where(prev_raw >= 0, canon[np.maximum(prev_raw, 0)], -1).astype(np.int32)
+        kind = kind_raw.copy()
+        trigger = trig.copy() if len(trig) else trig
+        # placeholders: the initial state (first in its trace) and the close (last)
+        ends = np.array([tr.end for tr in traces], np.int64)
+        has_init = np.array([tr.initial >= 0 for tr in traces], bool)
+        has_close = np.array([tr.close for tr in traces], bool)
+        init_rows = ends[has_init]
+        close_rows = (ends + has_init)[has_close]
+        kind[init_rows] = 0
+        prev[init_rows] = init_id
+        if len(init_rows):
+            trigger = trigger.copy()
+            trigger[init_rows] = start_id
+        # the first state event of each trace (in log order) enters from Init, unless a changes-only
+        # logger named the state it left (then that state was entered at the trace's start)
+        tr_rows = np.flatnonzero(kind_raw == 0)
+        first_log = np.ones(len(tr_rows), bool)
+        first_log[1:] = tr_of[tr_rows[1:]] != tr_of[tr_rows[:-1]]
+        firsts = tr_rows[first_log]
+        prev[firsts[~has_init[tr_of[firsts]]]] = init_id
+        # time order within each trace: placeholders first and last
+        cls = np.ones(n, np.int8)
+        cls[init_rows] = 0
+        cls[close_rows] = 2
+        order = np.lexsort((t_us, cls, tr_of))
+        kind_o = kind[order]
+        is_tr = kind == 0
+        tr_pos = np.flatnonzero(kind_o == 0)
+        first_pos = np.ones(len(tr_pos), bool)
+        first_pos[1:] = tr_of[order[tr_pos[1:]]] != tr_of[order[tr_pos[:-1]]]
+        first_state = np.full(ntr, -1, np.int32)
+        first_state[tr_of[order[tr_pos[first_pos]]]] = state[order[tr_pos[first_pos]]]
+        filled = np.where(is_tr, state, np.where(state >= 0, state, first_state[tr_of]))
+        filled[close_rows] = filled[order[np.cumsum(lengths)[has_close] - 2]]
+        # cc: BBR states give BBR away (qlog.guess_cc over each trace's states)
+        marks = np.zeros((len(names) + 1, 2), bool)
+        for sid in np.flatnonzero(np.bincount(filled[filled >= 0], minlength=len(names))).tolist():
+            marks[sid] = bbr_marks(names[sid])
+        bbr = np.zeros((ntr, 2), bool)
+        np.logical_or.at(bbr, tr_of[filled >= 0], marks[filled[filled >= 0]])
+        offsets = np.zeros(ntr + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        extra: dict[int, tuple[tuple[str, str], ...]] = {}
-        base = 0
-        for b in blocks:
-            extra.update({r + base: v for r, v in b.extra.items()})
-            base += len(b.t_us)
-        kind = cat("kind")
-        state = cat("state")
+        ids, keys, ccs, templates = [], [], [], []
+        for i, tr in enumerate(traces):
+            st, meta = tr.st, tr.meta
+            impl = meta.implementation or guess_impl(st.title)
+            ccs.append(meta.cc or guess_cc(bool(bbr[i, 0]), bool(bbr[i, 1]), impl, st.cc_hint))
+            ids.append(f"{tr.path}:{st.conn}" if tr.index == 0 else f"{tr.path}:{st.conn}#{tr.index + 1}")
+            keys.append(st.conn)
+            labels = dict(meta.labels) if tr.inferred is None else {**meta.labels, **INFERRED_LABEL}
+            templates.append(Trace("", "", [], "", impl, meta.version or st.code_version, (tr.path,), labels))
+        report.traces += ntr
         ev = EventColumns(
             line=np.zeros(n, np.int64),
-            src=np.repeat(np.arange(len(lengths), dtype=np.int32), lengths),
+            src=tr_of,
             conn=np.zeros(n, np.int32),
             cc=np.full(n, -1, np.int32),
-            t_us=cat("t_us"),
-            prev=cat("prev"),
-            state=np.where(kind == 0, state, -1).astype(np.int32),
+            t_us=t_us,
+            prev=prev,
+            state=np.where(is_tr, state, -1).astype(np.int32),
             kind=kind,
-            metrics=cat("metrics"),
-            trigger=cat("trigger"),
-            recovery=cat("recovery"),
-            names=list(self.names),
-            extra=extra,
+            metrics=metrics,
+            trigger=trigger,
+            recovery=recov,
+            names=names,
             first_seen=True,
         )
-        ids = [i for b in blocks for i in b.ids]
-        templates = [t for b in blocks for t in b.templates]
-        ccs = [c for b in blocks for c in b.ccs]
-        keys = [k for b in blocks for k in b.keys]
-        order = np.arange(n, dtype=np.int64)
-        return TraceColumns(ev, order, offsets, ids, keys, ccs, state, SharedMeta(templates, list(range(len(ids)))))
-
-    def _objects(self, traces: list[Trace]) -> _Block:
-        """Trace objects as a block."""
-        name = self.intern
-        rows = [e for t in traces for e in t.events]
-        extra = {i: e.extra for i, e in enumerate(rows) if e.extra}
-        metrics = np.array(
-            [[NULL if v is None else v for v in (getattr(e, k) for k in METRIC_FIELDS)] for e in rows], np.int64
-        ).reshape(-1, 7)
-        return _Block(
-            t_us=np.array([e.t_us for e in rows], np.int64),
-            state=np.array([name(e.state) for e in rows], np.int32),
-            kind=np.array([EVENT_KINDS.index(e.kind) for e in rows], np.int8),
-            prev=np.array([name(e.prev) for e in rows], np.int32),
-            metrics=metrics,
-            trigger=np.array([name(e.trigger) for e in rows], np.int32),
-            recovery=np.array([name(e.recovery) for e in rows], np.int32),
-            lengths=np.array([len(t.events) for t in traces], np.int64),
-            ids=[t.id for t in traces],
-            keys=[t.key for t in traces],
-            ccs=[t.cc for t in traces],
-            templates=[Trace("", "", [], "", t.implementation, t.version, t.sources, dict(t.labels)) for t in traces],
-            extra=extra,
-        )
-
-    def _scan(self) -> list[TraceColumns]:
-        files, self.waiting, self.waiting_bytes = self.waiting, [], 0
-        if not files:
-            return []
-        report = self.report
-        joined = b"".join(f.data for f in files)
-        bounds = np.zeros(len(files) + 1, np.int64)
-        np.cumsum([len(f.data) for f in files], out=bounds[1:])
-        raw, info_b, max_b, nrows = _scan_qlogs(
-            joined, bounds.tobytes(), b"".join(f.sep for f in files), self.table, self.names
-        )
-        info = np.frombuffer(info_b, np.int64).reshape(-1, 4)
-        src = np.frombuffer(raw[0], np.int32)
-        kind = np.frombuffer(raw[1], np.int8)
-        state = np.frombuffer(raw[3], np.int32)
-        # states by canonical name; a file naming a state quicsm does not know is read by the Python reader
-        # (which lists the name in the report)
-        while len(self.canon) < len(self.names):
-            self.canon.append(-2)
-        canon = self.canon
-        known = np.ones(len(self.names) + 1, bool)
-        for sid in np.unique(state[kind == 0]).tolist() if nrows else []:
-            if canon[sid] == -2:
-                c = canonical_state(self.names[sid])
-                canon[sid] = self.intern(c) if is_known_state(c) else -1
-                while len(canon) < len(self.names):
-                    canon.append(-2)
-            known[sid] = canon[sid] >= 0
-        bad_rows = (kind == 0) & ~known[state] if nrows else np.zeros(0, bool)
-        unknown = np.zeros(len(files), bool)
-        unknown[src[bad_rows]] = True
-        # a file with metrics but no state event has its states inferred from the metrics, which the
-        # Python reader does (quicsm.traces.metric_states)
-        stateless = np.zeros(len(files), bool)
-        if nrows:
-            stateless[np.unique(src[kind == 2])] = True
-            stateless[np.unique(src[kind == 0])] = False
-            stateless &= np.array([f.meta.states != "logged" for f in files])
-        fast = np.zeros(len(files), bool)
-        heads: list[TraceState | None] = [None] * len(files)
-        scale = np.ones(len(files))
-        for i, f in enumerate(files):
-            if info[i, 0] == 0 and not unknown[i] and not stateless[i] and f.meta.states != "metrics":
-                st = header_state(joined[info[i, 1] : info[i, 2]], f.meta)
-                if st is not None and st.time_format == "relative":
-                    heads[i], fast[i], scale[i] = st, True, st.time_scale
-        fast_block, fast_files = self._fast_traces(
-            files, raw, src, kind, state, np.frombuffer(max_b, np.float64), fast, scale, heads
-        )
-        objects: list[tuple[int, Trace]] = []
-        nbytes = 0
-        for i, f in enumerate(files):  # in input order: the Python reader's reports come in file order
-            if fast[i]:
-                nbytes += len(f.data)
-                report.bytes += len(f.data)
-                report.lines += f.data.count(b"\n") + (f.sep == b"\n")
-                continue
-            got = list(read_records(io.BytesIO(f.data), f.path, f.meta, report, self.on_bytes, f.sep))
-            if got:
-                objects.append((i, got[0]))
-        if self.on_bytes is not None and nbytes:
-            self.on_bytes(nbytes)
-        if objects:
-            return self._add_block(self._merge(fast_block, fast_files, objects))
-        return self._add_block(fast_block)
-
-    def _fast_traces(
-        self,
-        files: list[_File],
-        raw: tuple[bytes, ...],
-        src: np.ndarray,
-        kind: np.ndarray,
-        state_raw: np.ndarray,
-        max_t: np.ndarray,
-        fast: np.ndarray,
-        scale: np.ndarray,
-        heads: list[TraceState | None],
-    ) -> tuple[_Block, np.ndarray]:
-        """The traces of the files the scanner read (``fast``), as a block, and each trace's file number."""
-        report = self.report
-        canon = np.asarray(self.canon + [-1], np.int64)  # index -1: no state
-        keep = fast[src]
-        src, kind, state_raw = src[keep], kind[keep], state_raw[keep]
-        t = np.frombuffer(raw[2], np.float64)[keep]
-        trig = np.frombuffer(raw[4], np.int32)[keep]
-        metrics = np.frombuffer(raw[5], np.int64).reshape(-1, 7)[keep]
-        timed = np.frombuffer(raw[6], np.float64).reshape(-1, 2)[keep]
-        report.records += len(src)
-        sc = scale[src]
-        t_us = np.rint(t * sc).astype(np.int64)
-        for j in range(2):
-            v = timed[:, j]
-            absent = np.isnan(v)
-            metrics[:, 5 + j] = np.where(absent, NULL, np.rint(np.where(absent, 0.0, v) * sc).astype(np.int64))
-        is_tr = kind == 0
-        with_trace = np.zeros(len(files), bool)
-        with_trace[src[is_tr]] = True
-        keep = with_trace[src]
-        src, kind, t_us, trig, metrics, is_tr = (
-            src[keep],
-            kind[keep],
-            t_us[keep],
-            trig[keep],
-            metrics[keep],
-            is_tr[keep],
-        )
-        state = np.where(is_tr, canon[state_raw[keep]], -1)
-        n = len(src)
-        rows = np.arange(n)
-        # log order: the first state event enters from Init; a metric sample has the state then current
-        tr_rows = np.flatnonzero(is_tr)
-        first_log = np.ones(len(tr_rows), bool)
-        first_log[1:] = src[tr_rows[1:]] != src[tr_rows[:-1]]
-        init = self.intern(INIT)
-        prev = np.full(n, -1, np.int32)
-        prev[tr_rows[first_log]] = init
-        last_tr = np.maximum.accumulate(np.where(is_tr, rows, -1)) if n else rows
-        current = np.where((last_tr >= 0) & (src[np.maximum(last_tr, 0)] == src), state[np.maximum(last_tr, 0)], -1)
-        # time order within each file (stable)
-        order = np.lexsort((t_us, src))
-        src_s, t_s, kind_s = src[order], t_us[order], kind[order]
-        start = np.ones(n, bool)
-        start[1:] = src_s[1:] != src_s[:-1]
-        heads_at = np.flatnonzero(start)
-        files_of = src_s[heads_at]
-        tr_s = np.flatnonzero(kind_s == 0)
-        first_tr = np.ones(len(tr_s), bool)
-        first_tr[1:] = src_s[tr_s[1:]] != src_s[tr_s[:-1]]
-        first_state = np.full(len(files), -1, np.int64)
-        first_state[src_s[tr_s[first_tr]]] = state[order[tr_s[first_tr]]]
-        filled = np.where(is_tr, state, np.where(current >= 0, current, first_state[src]))
-        filled_s = filled[order]
-        # a close event at the last time seen, when that is later than the last event
-        ends = np.append(heads_at[1:], n) - 1 if n else heads_at
-        max_us = np.rint(max_t[files_of] * scale[files_of]).astype(np.int64)
-        closes = max_us > t_s[ends]
-        at = ends[closes] + 1
-        out_rows = np.insert(order, at, -1)
-        is_close = out_rows < 0
-        pick = np.maximum(out_rows, 0)
-        t_out = t_us[pick]
-        t_out[is_close] = max_us[closes]
-        state_out = filled[pick]
-        state_out[is_close] = filled_s[ends[closes]]
-        kind_out = kind[pick].copy()
-        kind_out[is_close] = _CLOSE
-        prev_out = prev[pick]
-        prev_out[is_close] = -1
-        trig_out = trig[pick]
-        trig_out[is_close] = -1
-        metrics_out = metrics[pick]
-        metrics_out[is_close] = NULL
-        lengths = np.diff(np.append(heads_at, n)) + closes
-        # cc: qlog.guess_cc on each file's states (bbr_marks per distinct state)
-        bbr = np.zeros(len(self.names) + 1, bool)
-        bbr2 = np.zeros(len(self.names) + 1, bool)
-        for sid in np.unique(state[is_tr]).tolist() if n else []:
-            bbr[sid], bbr2[sid] = bbr_marks(self.names[sid])
-        tr_files = src[is_tr]
-        any_bbr = np.zeros(len(files), bool)
-        any_bbr[tr_files[bbr[state[is_tr]]]] = True
-        any_bbr2 = np.zeros(len(files), bool)
-        any_bbr2[tr_files[bbr2[state[is_tr]]]] = True
-        ids, keys, ccs, templates = [], [], [], []
-        for i in files_of.tolist():
-            f, st = files[i], heads[i]
-            assert st is not None
-            meta = f.meta
-            impl = meta.implementation or guess_impl(st.title)
-            cc = meta.cc or guess_cc(bool(any_bbr[i]), bool(any_bbr2[i]), impl, st.cc_hint)
-            ids.append(f"{f.path}:{st.conn}")
-            keys.append(st.conn)
-            ccs.append(cc)
-            templates.append(Trace("", "", [], "", impl, meta.version or st.code_version, (f.path,), dict(meta.labels)))
-        report.traces += len(ids)
-        block = _Block(
-            t_us=t_out,
-            state=state_out.astype(np.int32),
-            kind=kind_out.astype(np.int8),
-            prev=prev_out,
-            metrics=metrics_out,
-            trigger=trig_out,
-            recovery=np.full(len(t_out), -1, np.int32),
-            lengths=lengths.astype(np.int64),
-            ids=ids,
-            keys=keys,
-            ccs=ccs,
-            templates=templates,
-            extra={},
-        )
-        return block, files_of
-
-    def _merge(self, fast: _Block, fast_files: np.ndarray, objects: list[tuple[int, Trace]]) -> _Block:
-        """The scanner's traces and the Python reader's, in file order."""
-        obj = self._objects([t for _, t in objects])
-        blocks = [fast, obj]
-        where = np.concatenate([fast_files, np.asarray([i for i, _ in objects], np.int64)])
-        trace_order = np.argsort(where, kind="stable")
-        lengths = np.concatenate([fast.lengths, obj.lengths])
-        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-        rows = np.concatenate([np.arange(starts[i], starts[i] + lengths[i]) for i in trace_order.tolist()])
-        cols: dict[str, Any] = {}
-        for k in ("t_us", "state", "kind", "prev", "metrics", "trigger", "recovery"):
-            cols[k] = np.concatenate([getattr(b, k) for b in blocks])[rows]
-        lists: dict[str, Any] = {
-            k: [x for b in blocks for x in getattr(b, k)] for k in ("ids", "keys", "ccs", "templates")
-        }
-        at = {int(r): i for i, r in enumerate(rows.tolist())}
-        base = len(fast.t_us)
-        extra = {at[r + base]: v for r, v in obj.extra.items()}
-        return _Block(
-            **cols,
-            lengths=lengths[trace_order],
-            **{k: [v[i] for i in trace_order.tolist()] for k, v in lists.items()},  # type: ignore[arg-type]
-            extra=extra,
-        )
+        return TraceColumns(ev, order, offsets, ids, keys, ccs, filled, SharedMeta(templates, list(range(ntr))))
 
 
-def header_state(text: bytes, meta: TraceMeta) -> TraceState | None:
-    """The reader's state after a file's header record (None: not a header the scanner's rows can follow)."""
-    try:
-        rec = decode_record(text)
-    except JSON_ERRORS:
-        return None
-    if type(rec) is not dict or not any(k in rec for k in _HEADER_KEYS):
-        return None
-    st = TraceState(conn="conn", cc_hint=meta.cc)
-    read_header(rec, rec.get("trace") or {}, st)
-    return st
+@dataclass(slots=True)
+class _Document:
+    """What the reader of one JSON document keeps between the walker's calls."""
+
+    qf: QlogFile
+    members: dict[str, Any] = None  # type: ignore[assignment]
+    trace: dict[str, Any] = None  # type: ignore[assignment]
+    events: bool | None = None
+    """The trace's events: None not met, True an array (read), False something else."""
+    open: bool = False
+    started: bool = False
+    """Some trace's events were begun (a break then keeps what was read)."""
+    traces: bool = False
+    skipped: bool = False
+    done: bool = False
+
+    def __post_init__(self) -> None:
+        self.members, self.trace = {}, {}
+
+
+def _num(v: np.ndarray, scale: float) -> np.ndarray:
+    """``metric_states._num`` on a column: the value times ``scale``, rounded; none (NULL) where it is not a
+    finite number in [0, 2^62)."""
+    x = v * scale
+    good = np.isfinite(x) & (x >= 0) & (x < 2.0**62)
+    return np.where(good, np.rint(np.where(good, x, 0)).astype(np.int64), NULL)
+
+
+def _scaled(raw: np.ndarray, done: np.ndarray, scale: float) -> np.ndarray:
+    """An RTT column: as the scanner left it written (scaled here), or as the handler scaled it."""
+    return np.where(np.isnan(raw), done, np.rint(np.nan_to_num(raw) * scale).astype(np.int64))
+
+
+_STATES = {"logged": 0, "auto": 1, "metrics": 2}
+"""The scanner's code of each :attr:`~quicsm.traces.events.TraceMeta.states`."""
+
+
+def _cut_short(error: BaseException) -> str:
+    return f"{truncated(error)}; kept what was read before it"
+
+
+def _sep(kind: str) -> int:
+    return 0x1E if kind == "sqlog" else 0x0A
+
+
+def read_bytes(data: bytes, path: str, meta: TraceMeta, kind: str, report: ParseReport) -> list[TraceColumns]:
+    """One qlog's batches (tests and tools)."""
+    b = QlogBatcher(report)
+    return b.add(data, path, meta, kind) + b.flush()
+
+
+def read_stream(
+    stream: BinaryIO | io.BytesIO, path: str, meta: TraceMeta, kind: str, report: ParseReport, **kw: Any
+) -> list[TraceColumns]:
+    """One qlog's batches, streamed in windows (tests and tools)."""
+    b = QlogBatcher(report, **kw)
+    return list(b.read(stream, path, meta, kind)) + b.flush()

@@ -146,13 +146,20 @@ def load_seeds() -> Seeds:
                 metas.append(side.read_bytes())
     sqlog = gzip.decompress((data / "server.sqlog.gz").read_bytes())
     sqlogs = [sqlog[:MAX_INPUT], _cut(sqlog, rng)]
+    for name in ("quiche-0.30.0-cubic/cubic.sqlog.gz", "neqo-cubic/neqo-cubic.sqlog.gz"):  # other stacks' shapes
+        other = gzip.decompress((ROOT / "tests/data/qlog" / name).read_bytes())
+        sqlogs += [other[:MAX_INPUT], _cut(other, rng)]
+    qlogs = [synth_qlog()]
+    foreign = ROOT.parent / "shared/reference/qlog-samples/picoquic/qlog_trace_ref.qlog"
+    if foreign.exists():  # beside the checkout on the project's machines and in CI
+        qlogs.append(foreign.read_bytes())
     lines = [ln.split(b"QUICSM ", 1)[1] for log in logs for ln in log.splitlines() if b"QUICSM " in ln][:400]
     jsonl = [_trace_file(log) for log in logs[:3]]
     return Seeds(
         {
             "log": logs,
             "sqlog": sqlogs,
-            "qlog": [synth_qlog()],
+            "qlog": qlogs,
             "jsonl": jsonl,
             "meta": metas or [b'{"implementation": "x", "labels": {"a": "b"}}'],
             "line": lines,

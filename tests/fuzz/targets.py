@@ -8,13 +8,17 @@ A target may also return a disagreement (a string) instead of None.
 
 from __future__ import annotations
 
+import gzip
 import io
 import os
 import random
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from quicsm.errors import QuicsmError
 from quicsm.traces import columnar, iter_traces, logscan
 from quicsm.traces.contract import ContractError, parse_payload
 from quicsm.traces.events import TraceMeta
@@ -151,20 +155,50 @@ def _run_baseline(data: bytes, scratch: Path) -> None:
     return None
 
 
+SMALL_WINDOWS = (4096, 97, 8, 3)
+"""Window sizes the agreement targets read streams in, besides the default."""
+
+
+def _pick(data: bytes, n: int, salt: int = 0) -> int:
+    """A choice among ``n`` made from the input's bytes (so a saved input replays the same way)."""
+    return (zlib.crc32(data) + salt) % n
+
+
+def _small_window(data: bytes) -> int:
+    return SMALL_WINDOWS[_pick(data, len(SMALL_WINDOWS))]
+
+
+def _qlog_columns(
+    data: bytes, kind: str, scanner: type, window: int | None, meta: TraceMeta = TraceMeta()
+) -> list[object]:
+    from quicsm.traces.qlog_columns import QlogBatcher
+
+    report = ParseReport(keep=1 << 30)
+    b = QlogBatcher(report, scanner=scanner, window=window)
+    if window is None:
+        batches = b.add(data, "x", meta, kind) + b.flush()
+    else:
+        batches = list(b.read(io.BytesIO(data), "x", meta, kind)) + b.flush()
+    return [[t for tc in batches for t in tc.traces()], report.to_json()]
+
+
 def _run_metric_states(data: bytes, scratch: Path) -> str | None:
     """States read from metrics (quicsm.traces.metric_states), forced on every file (``states=metrics``)
-    and automatic: the Python reader and the C scanner's batches agree, and every inferred trace is
-    well formed (time order, known states, the inferred label)."""
-    from quicsm.traces import qlog
+    and automatic: the oracle and the column reader (C and Python scanners, whole and in windows) agree,
+    and every inferred trace is well formed (time order, known states, the inferred label)."""
     from quicsm.traces.metric_states import INFERRED_LABEL
-    from quicsm.traces.qlog_columns import QlogBatcher
+    from quicsm.traces.qlog_scanner import QlogScannerPy, Scanner
     from quicsm.traces.states import is_known_state
+    from tests.traces import qlog_oracle
 
+    data = data[:AGREEMENT_INPUT]
+    small = _small_window(data)
+    scanner = QlogScannerPy if _pick(data, 2) or not HAVE_C else Scanner
     for states in ("metrics", "auto"):
         meta = TraceMeta(states=states)
         for kind, name in (("sqlog", "read_sqlog"), ("ndjson", "read_ndjson")):
             report = ParseReport(keep=1 << 30)
-            want = list(getattr(qlog, name)(io.BytesIO(data), "x", meta, report))
+            want = list(getattr(qlog_oracle, name)(io.BytesIO(data), "x", meta, report))
             for t in want:
                 inferred = t.labels.get("states") == INFERRED_LABEL["states"]
                 if states == "metrics" and not inferred:
@@ -175,47 +209,98 @@ def _run_metric_states(data: bytes, scratch: Path) -> str | None:
                 if inferred and not all(is_known_state(e.state) for e in t.events if e.kind == "transition"):
                     return "inferred state quicsm does not know"
             wanted = [want, report.to_json()]
-            report = ParseReport(keep=1 << 30)
-            batcher = QlogBatcher(report)
-            batches = batcher.add(data, "x", meta, kind) + batcher.flush()
-            if [[t for tc in batches for t in tc.traces()], report.to_json()] != wanted:
-                return f"C scanner's batches differ from the Python reader under states={states}"
+            for sc, window in ((Scanner, None), (scanner, small)):
+                if _qlog_columns(data, kind, sc, window, meta) != wanted:
+                    return f"{sc.__name__} differs from the oracle under states={states}"
     return None
 
 
 def _run_qlog_agreement(data: bytes, scratch: Path) -> str | None:
-    """The qlog readers (JSON-SEQ, NDJSON, whole document) give the old reader's traces and report
-    (tests/traces/qlog_oracle.py), problems with their lines and reasons included; the C scanner's
-    batches (JSON-SEQ, NDJSON) give the Python reader's."""
-    from quicsm.traces import qlog
-    from quicsm.traces.qlog_columns import QlogBatcher
+    """The qlog column reader (JSON-SEQ, NDJSON, one document) by the C scanner and by its Python twin,
+    read whole and in windows down to a few bytes, gives one result; and that is the old object
+    reader's (tests/traces/qlog_oracle.py), problems with their lines and reasons included, wherever
+    that oracle applies (:func:`~tests.traces.qlog_oracle.comparable`)."""
+    from quicsm.traces.qlog_scanner import QlogScannerPy, Scanner
     from tests.traces import qlog_oracle
 
-    for name in ("read_sqlog", "read_ndjson", "read_qlog"):
-        got, want = [], []
-        # the old reader knew no inferred states: it is held to the logged ones (the metric path has its
-        # own target, qlog-metrics)
-        for module, out in ((qlog, got), (qlog_oracle, want)):
+    data = data[:AGREEMENT_INPUT]
+    # the C scanner reading the file whole, and one other way per input (all of them over many inputs)
+    others = [
+        (s, w) for s in ((Scanner, QlogScannerPy) if HAVE_C else (QlogScannerPy,)) for w in (None, *SMALL_WINDOWS)
+    ]
+    for kind, name in (("sqlog", "read_sqlog"), ("ndjson", "read_ndjson"), ("qlog", "read_qlog")):
+        scanner, window = others[1:][_pick(data, len(others) - 1, len(kind))] if HAVE_C else others[_pick(data, 2)]
+        first = _qlog_columns(data, kind, others[0][0], None)
+        if _qlog_columns(data, kind, scanner, window) != first:
+            where = "whole" if window is None else f"in {window}-byte windows"
+            return f"qlog {kind} read by {scanner.__name__} {where} differs from the C scanner's whole read"
+        if qlog_oracle.comparable(data, kind):
             report = ParseReport(keep=1 << 30)
-            try:
-                meta = TraceMeta(states="logged") if module is qlog else TraceMeta()
-                out.append(list(getattr(module, name)(io.BytesIO(data), "x", meta, report)))
-            except Exception as exc:  # both must fail alike
-                out.append(repr(exc))
-            out.append(report.to_json())
-        if got != want:
-            return f"qlog {name} differs from the old reader's"
-    for kind, name in (("sqlog", "read_sqlog"), ("ndjson", "read_ndjson")):  # the C scanner's batches
-        want = []
-        report = ParseReport(keep=1 << 30)
-        want.append(list(getattr(qlog, name)(io.BytesIO(data), "x", TraceMeta(), report)))
-        want.append(report.to_json())
-        report = ParseReport(keep=1 << 30)
-        batcher = QlogBatcher(report)
-        batches = batcher.add(data, "x", TraceMeta(), kind) + batcher.flush()
-        if [[t for tc in batches for t in tc.traces()], report.to_json()] != want:
-            return f"qlog {kind} batches differ from the Python reader's"
+            want = [list(getattr(qlog_oracle, name)(io.BytesIO(data), "x", TraceMeta(), report)), report.to_json()]
+            if first != want:
+                return f"qlog {kind} differs from the old reader's"
     return None
+
+
+@contextmanager
+def readers(python: bool, window: int | None = None) -> Iterator[None]:
+    """parse_inputs with the C scanners (``python`` False) or with every Python twin switched in (the
+    text-log tag finder, the columnar scanners, the qlog scanner); streams read in ``window``-byte windows."""
+    from quicsm.traces import qlog_columns, qlog_scanner
+
+    twins = [
+        (logscan, "_find_tagged", logscan.find_tagged_py),
+        (columnar, "_scan_columns", columnar.scan_columns_py),
+        (columnar, "_scan_files", columnar.scan_files_py),
+        (qlog_scanner, "Scanner", qlog_scanner.QlogScannerPy),
+    ]
+    sizes = [(logscan, "CHUNK"), (qlog_columns, "WINDOW")]
+    saved = [(m, name, getattr(m, name)) for m, name, _ in twins] + [(m, name, getattr(m, name)) for m, name in sizes]
+    for m, name, twin in twins if python else []:
+        setattr(m, name, twin)
+    for m, name in sizes if window is not None else []:
+        setattr(m, name, window)
+    try:
+        yield
+    finally:
+        for m, name, value in saved:
+            setattr(m, name, value)
+
+
+def _parse_twins(name: str) -> Callable[[bytes, Path], str | None]:
+    """parse_inputs, the entry point users call, on ``data`` as a plain file and gzipped (a stream read
+    in windows): the C scanners and every Python twin, windows of 4 MiB and of a few bytes, agree on the
+    traces and the whole report."""
+
+    def run(data: bytes, scratch: Path) -> str | None:
+        from quicsm.traces import parse_inputs
+
+        data = data[:AGREEMENT_INPUT]
+        small = _small_window(data)
+        # plain (read whole when small) or gzipped (a stream, read in windows); the C scanners, and one of
+        # the other ways per input
+        suffix, raw = (("", data), (".gz", gzip.compress(data, mtime=0)))[_pick(data, 2, 1)]
+        ways = [(False, small), (True, None), (True, small)] if HAVE_C else [(True, small)]
+        path = scratch / (name + suffix)
+        path.write_bytes(raw)
+        first = None
+        for python, window in ((not HAVE_C, None), ways[_pick(data, len(ways), 2)]):
+            with readers(python, window):
+                try:
+                    res = parse_inputs([str(path)], require_transitions=False)
+                    got: object = (res.traces, res.report.to_json())
+                except QuicsmError as exc:
+                    if getattr(exc, "unexpected", False):
+                        raise
+                    got = repr(exc)
+            if first is None:
+                first = got
+            elif got != first:
+                how = f"{'Python twins' if python else 'C scanners'}, {window or 'default'}-byte windows"
+                return f"parse_inputs of {name}{suffix} with {how} differs from the C scanners'"
+        return None
+
+    return run
 
 
 def _run_parquet(data: bytes, scratch: Path) -> None:
@@ -237,8 +322,12 @@ TARGETS: list[Target] = [
     Target("qlog.gz", "qlog", _parse_file("s.qlog.gz"), gzip=True),
     Target("sqlog", "sqlog", _parse_file("s.sqlog"), weight=2),
     Target("sqlog.gz", "sqlog", _parse_file("s.sqlog.gz"), gzip=True),
-    Target("qlog-agreement", "sqlog", _run_qlog_agreement, weight=2),
-    Target("qlog-metrics", "sqlog", _run_metric_states, weight=2),
+    Target("qlog-agreement", "sqlog", _run_qlog_agreement),
+    Target("qlog-doc-agreement", "qlog", _run_qlog_agreement, weight=2),
+    Target("qlog-metrics", "sqlog", _run_metric_states),
+    Target("parse-twins-log", "log", _parse_twins("s.log")),
+    Target("parse-twins-sqlog", "sqlog", _parse_twins("s.sqlog")),
+    Target("parse-twins-qlog", "qlog", _parse_twins("s.qlog")),
     Target("traces-parquet", "parquet", _run_parquet),
     Target("cli-stdin", "log", _run_cli),
     Target("baseline-bundle", "baseline", _run_baseline, weight=2),

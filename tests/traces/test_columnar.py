@@ -506,3 +506,31 @@ def test_a_truncated_gzip_does_not_hold_the_shared_window_for_the_next_file(tmp_
     big.write_bytes(crafted() + b"a last line without its newline")  # carried over: the window grows
     result = parse_inputs([str(cut), str(big)], require_transitions=False)
     assert result.report.files == 2 and any("truncated" in str(i) for i in result.report.issues)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b"QUICSM v=1 conn=a t_us=" + b"1" * 400 + b" cc=cubic from=Init to=SlowStart\n",
+        b"QUICSM bad\nnoise\n",
+        b"QUICSM bad\nQUICSM v=1 conn=a t_us=1 cc=cubic from=Init to=SlowStart\n",
+    ],
+)
+def test_the_python_scanners_read_files_whose_contract_lines_are_all_bad(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: bytes
+) -> None:
+    """Issue 36 item 18: the Python twin's placeholder rows named string 0, so a batch whose lines the
+    Python reader dropped (none interned) crashed with IndexError; now the twins give the C scanner's
+    traces and report, through parse_inputs as users call it."""
+    from quicsm.traces import parse_inputs
+    from tests.fuzz.targets import readers
+
+    path = tmp_path / "s.log"
+    path.write_bytes(text)
+    out = []
+    for python in (False, True):
+        with readers(python):
+            res = parse_inputs([str(path)], require_transitions=False)
+        out.append((res.traces, res.report.to_json()))
+    assert out[0] == out[1]
+    assert out[0][1]["issues_total"] >= 1  # type: ignore[index]

@@ -24,10 +24,11 @@ from quicsm.traces.metric_states import (
     infer,
     profile_for,
 )
-from quicsm.traces.qlog import read_sqlog
 from quicsm.traces.qlog_columns import QlogBatcher
 from quicsm.traces.report import ParseReport
 from quicsm.traces.states import is_known_state
+from tests.traces.qlog_oracle import read_sqlog
+from tests.traces.test_qlog_oracle import SCANNERS
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 WITH_STATES = [
@@ -81,17 +82,25 @@ def test_states_read_from_metrics_match_the_states_the_stack_logged(path: Path) 
 
 
 def test_the_column_scanner_and_the_python_reader_infer_alike() -> None:
-    """quic-go v0.65.0's JSON-SEQ qlog, states forced from metrics: the C scanner's batch (which hands the
-    file to the Python reader) and the Python reader give the same traces and report."""
+    """quic-go v0.65.0's JSON-SEQ qlog, states forced from metrics: the column reader's batch (C scanner
+    and its Python twin, read whole and in windows) and the object reader kept as the oracle
+    (tests/traces/qlog_oracle.py) give the same traces and report."""
     data = gzip.decompress((DATA / "quic-go-v0.65" / "server.sqlog.gz").read_bytes())
     meta = TraceMeta(states="metrics")
     report = ParseReport(keep=1 << 20)
     want = list(read_sqlog(io.BytesIO(data), "x.sqlog", meta, report))
-    report2 = ParseReport(keep=1 << 20)
-    b = QlogBatcher(report2)
-    got = [t for tc in b.add(data, "x.sqlog", meta, "sqlog") + b.flush() for t in tc.traces()]
-    assert got == want and len(want) == 1 and report.to_json() == report2.to_json()
-    assert want[0].labels["states"] == INFERRED_LABEL["states"]
+    assert len(want) == 1 and want[0].labels["states"] == INFERRED_LABEL["states"]
+    for scanner in SCANNERS:
+        for window in (None, 4093):
+            report2 = ParseReport(keep=1 << 20)
+            b = QlogBatcher(report2, scanner=scanner, window=window)
+            batches = (
+                b.add(data, "x.sqlog", meta, "sqlog")
+                if window is None
+                else list(b.read(io.BytesIO(data), "x.sqlog", meta, "sqlog"))
+            )
+            got = [t for tc in batches + b.flush() for t in tc.traces()]
+            assert got == want and report.to_json() == report2.to_json(), (scanner, window)
 
 
 # ---- the rules, on hand-made series ---------------------------------------------------------------

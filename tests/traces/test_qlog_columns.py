@@ -1,7 +1,7 @@
-"""The C qlog scanner's batches (quicsm/traces/qlog_columns.py) against the Python reader
-(quicsm/traces/qlog.py): the same traces in the same order, the same report, the same Parquet bytes, on
-every JSON-SEQ/NDJSON qlog we have, on files made of tricky records, and on mutated ones. Each test also
-counts the files the scanner decided itself, so that none passes by handing everything back."""
+"""The qlog column reader (quicsm/traces/qlog_columns.py) against the object reader it replaced
+(tests/traces/qlog_oracle.py), on files made of tricky records, many files in one batch, documents of
+any shape, and on the Parquet bytes; and its limits. Each test also counts the records the C scanner
+decided itself, so that none passes by handing everything to the Python handler."""
 
 from __future__ import annotations
 
@@ -11,73 +11,77 @@ import json
 import random
 from pathlib import Path
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from quicsm.traces import parquet, qlog, qlog_columns
+from quicsm.traces import parquet, qlog_scanner
 from quicsm.traces.columnar import TraceColumns
 from quicsm.traces.events import Trace, TraceMeta
 from quicsm.traces.parquet import write_parquet
+from quicsm.traces.qlog import QlogFile
 from quicsm.traces.qlog_columns import QlogBatcher
 from quicsm.traces.report import ParseReport
-from quicsm.traces.sniff import sniff_bytes
 from tests.fuzz.mutate import load_seeds, mutate
-from tests.traces.test_qlog_oracle import QLOGS
-
-pytestmark = pytest.mark.skipif(not qlog_columns.available(), reason="the C scanner is not built")
+from tests.traces import qlog_oracle
+from tests.traces.test_qlog_oracle import SCANNERS, agree
 
 META = TraceMeta()
-
-
-def _kind(data: bytes) -> str:
-    kind = sniff_bytes(data[:65536], "sqlog")
-    return kind if kind in ("sqlog", "ndjson") else "sqlog"
-
-
-def _decided(files: list[tuple[str, bytes, str]]) -> int:
-    """How many of the files the C scanner reads itself (the others go to the Python reader)."""
-    from quicsm.traces._scan import scan_qlogs
-
-    n = 0
-    for _, data, kind in files:
-        bounds = np.array([0, len(data)], np.int64).tobytes()
-        _, info, _, _ = scan_qlogs(data, bounds, b"\x1e" if kind == "sqlog" else b"\n", {}, [])
-        status, a, b, _ = np.frombuffer(info, np.int64)
-        st_ = qlog_columns.header_state(data[a:b], META) if status == 0 else None
-        n += st_ is not None and st_.time_format == "relative"
-    return n
 
 
 def _python(files: list[tuple[str, bytes, str]], meta: TraceMeta = META) -> tuple[list[Trace], dict[str, object]]:
     report = ParseReport(keep=1 << 20)
     traces: list[Trace] = []
     for path, data, kind in files:
-        read = qlog.read_sqlog if kind == "sqlog" else qlog.read_ndjson
+        read = {"qlog": qlog_oracle.read_qlog, "sqlog": qlog_oracle.read_sqlog}.get(kind, qlog_oracle.read_ndjson)
         traces += read(io.BytesIO(data), path, meta, report)
     return traces, report.to_json()
 
 
 def _columns(
-    files: list[tuple[str, bytes, str]], meta: TraceMeta = META
+    files: list[tuple[str, bytes, str]], meta: TraceMeta = META, scanner: type | None = None, window: int | None = None
 ) -> tuple[list[TraceColumns], dict[str, object]]:
     report = ParseReport(keep=1 << 20)
-    b = QlogBatcher(report)
+    b = QlogBatcher(report, scanner=scanner) if window is None else QlogBatcher(report, scanner=scanner, window=window)
     batches: list[TraceColumns] = []
     for path, data, kind in files:
-        batches += b.add(data, path, meta, kind)
+        batches += b.add(data, path, meta, kind) if window is None else list(b.read(io.BytesIO(data), path, meta, kind))
     batches += b.flush()
     return batches, report.to_json()
 
 
 def _agree(files: list[tuple[str, bytes, str]], meta: TraceMeta = META) -> list[Trace]:
+    """Many files in one batch: the oracle's traces (in file order) and report, by every scanner, read whole and streamed."""
     want, want_report = _python(files, meta)
-    batches, got_report = _columns(files, meta)
-    got = [t for tc in batches for t in tc.traces()]
-    assert got == want
-    assert got_report == want_report
+    for scanner in SCANNERS:
+        for window in (None, 251):
+            batches, got_report = _columns(files, meta, scanner, window)
+            got = [t for tc in batches for t in tc.traces()]
+            assert got == want, (scanner, window)
+            assert got_report == want_report, (scanner, window)
     return want
+
+
+def _handed(files: list[tuple[str, bytes, str]], monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
+    """(files whose every record the C scanner decided but the header, files) over these files."""
+    if not qlog_scanner.available():
+        return len(files), len(files)
+    calls: list[int] = []
+    real = QlogFile.record
+
+    def record(self: QlogFile, part: bytes, line: int, record_no: int) -> None:
+        calls.append(1)
+        real(self, part, line, record_no)
+
+    monkeypatch.setattr(QlogFile, "record", record)
+    decided = 0
+    for path, data, kind in files:
+        calls.clear()
+        b = QlogBatcher(ParseReport())
+        b.add(data, path, META, kind)
+        decided += len(calls) <= 1
+    monkeypatch.undo()
+    return decided, len(files)
 
 
 def _store(items: list[Trace] | list[TraceColumns], tmp: Path, name: str) -> bytes:
@@ -85,20 +89,19 @@ def _store(items: list[Trace] | list[TraceColumns], tmp: Path, name: str) -> byt
     return (tmp / name).read_bytes()
 
 
-def test_every_qlog_we_have_is_read_as_the_python_reader_reads_it() -> None:
+def test_every_qlog_we_have_is_decided_by_the_c_scanner(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real files' records are the plain shape: the C scanner decides all but their headers."""
+    from tests.traces.test_qlog_oracle import QLOGS, kind_of
+
     files = []
     for path in QLOGS:
         raw = Path(path).read_bytes()
         data = gzip.decompress(raw) if path.endswith(".gz") else raw
-        if sniff_bytes(data[:65536], "qlog") in ("sqlog", "ndjson"):
-            files.append((path, data, _kind(data)))
+        if kind_of(data) in ("sqlog", "ndjson"):
+            files.append((path, data, kind_of(data)))
     assert len(files) >= 10
-    assert _decided(files) >= 4  # quic-go's JSON-SEQ and NDJSON, quiche's BBR2
-    for one in files:
-        assert _agree([one])
-        _agree([one], TraceMeta(cc="cubic", implementation="x", version="1", labels={"a": "b"}))
-        head = (one[0], one[1][: 1 << 16], one[2])  # cut files
-        _agree([head])
+    decided, n = _handed(files, monkeypatch)
+    assert decided == n
     assert _agree(files)  # one batch, traces in file order
 
 
@@ -233,11 +236,11 @@ def _file(rng: random.Random, i: int, plain: bool = False) -> tuple[str, bytes, 
     return f"h{i % 3}/{i:04x}_server.{kind}", data, kind
 
 
-def test_files_of_tricky_records_are_read_as_the_python_reader_reads_them() -> None:
+def test_files_of_tricky_records_are_read_as_the_python_reader_reads_them(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(18)
     files = [_file(rng, i) for i in range(600)]
-    decided = _decided(files)
-    assert 30 < decided < len(files)  # the scanner decides many, hands back many
+    decided, n = _handed(files, monkeypatch)
+    assert 30 < decided < n  # the scanner decides many, hands back many
     traces = _agree(files)
     assert len(traces) > 100
     for i in range(0, 600, 97):  # and each alone
@@ -245,13 +248,64 @@ def test_files_of_tricky_records_are_read_as_the_python_reader_reads_them() -> N
 
 
 @given(st.integers(0, 2**32))
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_random_files_are_read_as_the_python_reader_reads_them(seed: int) -> None:
     rng = random.Random(seed)
     _agree([_file(rng, i) for i in range(rng.randint(1, 6))])
 
 
-def test_mutated_qlogs_are_read_as_the_python_reader_reads_them() -> None:
+def _document(rng: random.Random, i: int) -> tuple[str, bytes, str]:
+    """A JSON qlog document of tricky events: one to three traces, headers in varied places, dict and
+    positional events, pretty-printed or on one line."""
+    traces: list[object] = []
+    for t in range(rng.randint(1, 3)):
+        if rng.random() < 0.05:
+            traces.append(rng.choice([5, "error", {"error": "x"}, {"events": 3}]))
+            continue
+        events: list[object] = []
+        positional = rng.random() < 0.2
+        for _ in range(rng.randint(0, 12)):
+            try:
+                ev = json.loads(_record(rng))
+            except ValueError:
+                continue
+            if positional and isinstance(ev, dict):
+                name = str(ev.get("name", ":"))
+                cat, _, evn = name.rpartition(":")
+                ev = [ev.get("time"), cat, evn, ev.get("data")]
+            events.append(ev)
+        trace: dict[str, object] = {}
+        head = {
+            "common_fields": {"ODCID": f"{i:04x}{t}", "time_format": rng.choice(["relative"] * 6 + ["delta"])},
+            "vantage_point": {"name": rng.choice(["quic-go", "picoquic server", "x"]), "type": "server"},
+        }
+        if rng.random() < 0.3:
+            head["configuration"] = {"time_units": "us", "code_version": "v9"}
+        if positional:
+            head["event_fields"] = ["relative_time", "category", "event", "data"]
+        after = rng.random() < 0.3  # aioquic writes vantage_point after the events
+        for k, v in head.items():
+            if not (after and k == "vantage_point"):
+                trace[k] = v
+        trace["events"] = events
+        if after:
+            trace["vantage_point"] = head["vantage_point"]
+        traces.append(trace)
+    doc = {"qlog_version": "draft-00", "title": rng.choice(["picoquic", "x", "neqo"]), "traces": traces}
+    text = json.dumps(doc, indent=rng.choice([None, 1, 4]))
+    return f"d/{i}.qlog", text.encode(), "qlog"
+
+
+def test_documents_of_tricky_events_are_read_as_the_python_reader_reads_them() -> None:
+    rng = random.Random(7)
+    files = [_document(rng, i) for i in range(150)]
+    traces = _agree(files)
+    assert len(traces) > 50
+    for one in files[:40]:  # and each alone, in windows down to a few bytes
+        agree(one[1], "qlog", windows=(None, 64, 5))
+
+
+def test_mutated_qlogs_are_read_as_the_python_reader_reads_them(monkeypatch: pytest.MonkeyPatch) -> None:
     seeds = load_seeds()
     rng = random.Random(24)
     small = [_file(rng, i, plain=True)[1] for i in range(20)]
@@ -263,7 +317,7 @@ def test_mutated_qlogs_are_read_as_the_python_reader_reads_them() -> None:
         if kind == "ndjson":
             data = data.replace(b"\x1e", b"")
         files.append((f"m/{i}.{kind}", data, kind))
-    assert _decided(files) > 30
+    assert _handed(files, monkeypatch)[0] > 30
     _agree(files)
 
 
@@ -272,11 +326,13 @@ def test_the_store_is_the_store_the_trace_objects_make(tmp_path: Path, monkeypat
     string dictionaries in order of first appearance: the same bytes."""
     monkeypatch.setattr(parquet, "ROWS_PER_GROUP", 97)
     rng = random.Random(5)
-    files = [_file(rng, i, plain=i % 5 != 0) for i in range(200)]
+    files = [_file(rng, i, plain=i % 5 != 0) for i in range(200)] + [_document(rng, i) for i in range(20)]
+    rng.shuffle(files)
     want, _ = _python(files)
-    batches, _ = _columns(files)
-    assert len(batches) > 3
-    assert _store(batches, tmp_path, "a.parquet") == _store(want, tmp_path, "b.parquet")
+    for window in (None, 333):
+        batches, _ = _columns(files, window=window)
+        assert len(batches) > 3
+        assert _store(batches, tmp_path, "a.parquet") == _store(want, tmp_path, "b.parquet")
     meta = TraceMeta(cc="bbr", labels={"k": "v"})
     want, _ = _python(files, meta)
     batches, _ = _columns(files, meta)
