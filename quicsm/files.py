@@ -216,12 +216,19 @@ class GzipReader(io.BufferedIOBase):
 
 
 class _Borrowed(io.BufferedIOBase):
-    """A stream that closing leaves open (stdin belongs to the process, not to one reader)."""
+    """A stream that closing leaves open (stdin belongs to the process, not to one reader); with
+    ``close_raw``, one that closes it (:func:`headed`)."""
 
-    def __init__(self, raw: BinaryIO, head: bytes = b"") -> None:
+    def __init__(self, raw: BinaryIO, head: bytes = b"", *, close_raw: bool = False) -> None:
         self._raw = raw
         self._head = head
         """Bytes already read from ``raw`` (to sniff gzip), served first."""
+        self._close_raw = close_raw
+
+    def close(self) -> None:
+        if not self.closed and self._close_raw:
+            self._raw.close()
+        super().close()
 
     def readable(self) -> bool:
         return True
@@ -248,6 +255,12 @@ class _Borrowed(io.BufferedIOBase):
         data = self.read1(len(b))
         b[: len(data)] = data
         return len(data)
+
+
+def headed(raw: BinaryIO, head: bytes) -> BinaryIO:
+    """``head`` (bytes already read from ``raw``) then the rest of ``raw``, which closing this closes: a
+    pipe or FIFO cannot seek back to serve its head again."""
+    return _Borrowed(raw, head, close_raw=True)  # type: ignore[return-value]
 
 
 def is_gzip(path: str) -> bool:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from quicsm.errors import InputError
-from quicsm.files import GZIP_MAGIC, STDIN, GzipReader, is_gzip, note_inputs, open_binary
+from quicsm.files import GZIP_MAGIC, STDIN, GzipReader, headed, is_gzip, note_inputs, open_binary
 from quicsm.traces.events import TraceMeta
 from quicsm.traces.sniff import HEAD_BYTES, kind_by_name, sniff_bytes, sniff_file
 
@@ -104,14 +104,22 @@ def open_input(path: str) -> tuple[str, BinaryIO]:
             text = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, HEAD_BYTES)
         except zlib.error:
             text = b""
-        os.lseek(fd, 0, os.SEEK_SET)
-        return (sniff_bytes(text, by_name) if text else by_name), GzipReader(open(fd, "rb"))  # type: ignore[return-value]
+        return (sniff_bytes(text, by_name) if text else by_name), GzipReader(_rewound(fd, head))  # type: ignore[return-value]
     kind = sniff_bytes(head, by_name) if head else by_name
     if len(head) < HEAD_BYTES:  # the whole file: served from memory, no second read
         os.close(fd)
         return kind, io.BytesIO(head)
-    os.lseek(fd, 0, os.SEEK_SET)
-    return kind, open(fd, "rb")
+    return kind, _rewound(fd, head)
+
+
+def _rewound(fd: int, head: bytes) -> BinaryIO:
+    """The file from its first byte: seeked back, or (a pipe, a FIFO such as ``<(zcat x.gz)``) its head
+    served from memory before the rest."""
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+    except OSError:
+        return headed(open(fd, "rb"), head)
+    return open(fd, "rb")
 
 
 def _walk_inputs(top: str) -> list[str]:
