@@ -46,10 +46,10 @@ def cwnd_trace(run_dir: Path, meta: Mapping[str, Any]) -> tuple[Trace | None, st
     if qlogs:
         cc = str(meta.get("cc") or "") or None
         traces = parse_inputs(qlogs, cc=cc, require_transitions=False).traces
-        if traces:
-            return max(traces, key=lambda t: t.duration_us), "qlog"
+        if traces:  # the page load has the most events (a 0-RTT warm-up connection lives as long, idle)
+            return max(traces, key=lambda t: len(t.events)), "qlog"
     traces = run_traces(Path(run_dir), meta)
-    return (max(traces, key=lambda t: t.duration_us), "log") if traces else (None, "")
+    return (max(traces, key=lambda t: len(t.events)), "log") if traces else (None, "")
 
 
 def _unit(end_ms: float) -> tuple[float, str]:

@@ -139,3 +139,31 @@ def test_state_names_from_logs_are_made_safe(tmp_path: Path) -> None:
     rows = {r["cell"]: r for r in csv.DictReader((rep / "cells.csv").open())}
     assert rows["rate=50"]["states"].startswith("'=App\\x1b]0;x\\x07|Limited +")  # no formula, controls shown
     assert "`=App\\x1b]0;x\\x07\\|Limited`" in (rep / "report.md").read_text()  # a code span in the table
+
+
+def _sqlog(path: Path, times_ms: list[float]) -> None:
+    head = {
+        "file_schema": "urn:ietf:params:qlog:file:sequential",
+        "serialization_format": "application/qlog+json-seq",
+        "title": "quic-go qlog",
+        "code_version": "v0.65.0",
+        "trace": {"vantage_point": {"type": "server"}, "common_fields": {"group_id": path.stem}},
+        "qlog_format": "JSON-SEQ",
+        "qlog_version": "0.3",
+    }
+    recs = [head, {"time": times_ms[0], "name": "recovery:congestion_state_updated", "data": {"new": "slow_start"}}]
+    recs += [
+        {"time": t, "name": "recovery:metrics_updated", "data": {"congestion_window": 12000 + i, "bytes_in_flight": 1}}
+        for i, t in enumerate(times_ms[1:])
+    ]
+    path.write_text("".join("\x1e" + json.dumps(r) + "\n" for r in recs))
+
+
+def test_the_timeline_takes_the_page_load_not_the_idle_warm_up(tmp_path: Path) -> None:
+    from quicsm.grids.timeline import cwnd_trace
+
+    (tmp_path / "qlog").mkdir()
+    _sqlog(tmp_path / "qlog" / "warm_server.sqlog", [0.1, 20_000.0])  # opened first, idle, closed at the end
+    _sqlog(tmp_path / "qlog" / "page_server.sqlog", [0.2 + i for i in range(50)])  # the page load: 50 samples
+    trace, kind = cwnd_trace(tmp_path, {"cc": "cubic", "result": {"client": {"warmup": 1}}})
+    assert kind == "qlog" and trace is not None and len([e for e in trace.events if e.cwnd]) == 49
