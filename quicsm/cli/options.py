@@ -25,6 +25,7 @@ __all__ = [
     "dask_workers",
     "dask_option",
     "echo_parse_summary",
+    "ENGINE_FLAGS",
     "engine_options",
     "engine_opts",
     "input_options",
@@ -316,40 +317,39 @@ def engine_options(f: F) -> F:
     return f
 
 
-def engine_opts(kw: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    engine = kw.pop("engine")
-    opts: dict[str, Any] = {}
-    k = kw.pop("k")
-    jar = kw.pop("synoptic_jar")
-    seed = kw.pop("synoptic_seed")
-    java = kw.pop("java")
-    java_options = list(kw.pop("java_options"))
-    timeout = kw.pop("timeout")
-    refine = kw.pop("refine")
-    if k is not None:
-        opts["k"] = k
-    if refine is not None:
-        if engine != "synoptic":
-            raise click.UsageError("--refine applies to --engine synoptic only")
-        opts["refine"] = refine
-    if engine == "synoptic-jar":
-        for key, value in (("synoptic_jar", jar), ("seed", seed), ("java", java), ("timeout", timeout)):
-            if value is not None:
-                opts[key] = value
-        if java_options:
-            opts["java_options"] = java_options
-        from quicsm.inference.synoptic_jar import check_runtime
+ENGINE_FLAGS = {
+    "engine": "--engine",
+    "k": "-k",
+    "refine": "--refine",
+    "seed": "--synoptic-seed",
+    "synoptic_jar": "--synoptic-jar",
+    "java": "--java",
+    "java_options": "--java-option",
+    "timeout": "--timeout",
+}
+"""Engine option -> the flag of :func:`engine_options` that gives it (the engine's errors name the flag)."""
 
-        check_runtime(jar, java or "java")  # before any input is read
-    elif java is not None or java_options or timeout is not None:
-        raise click.UsageError("--java, --java-option and --timeout apply to --engine synoptic-jar only")
-    elif seed is not None:
-        if engine != "synoptic":
-            raise click.UsageError("--synoptic-seed applies to --engine synoptic and synoptic-jar only")
-        if refine is not None:
-            raise click.UsageError("--synoptic-seed replays Synoptic's own refinement: leave out --refine")
-        opts["seed"] = seed
-    return engine, opts
+
+def engine_opts(kw: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The engine and the options given for it, checked by its :class:`~quicsm.inference.EngineSpec`
+    (exit 2 for options that do not fit it) and ready to run (a missing jar is said before any input
+    is read)."""
+    from quicsm.inference import ENGINES
+
+    engine = kw.pop("engine")
+    params = {"k": "k", "refine": "refine", "seed": "synoptic_seed", "java": "java", "timeout": "timeout"}
+    opts = {name: kw.pop(param) for name, param in params.items()}
+    opts["java_options"] = list(kw.pop("java_options")) or None
+    opts["synoptic_jar"] = jar = kw.pop("synoptic_jar")
+    if jar is not None and engine != "synoptic-jar" and _from_environment("synoptic_jar"):
+        opts["synoptic_jar"] = None  # $QUICSM_SYNOPTIC_JAR names the jar for when that engine is chosen
+    given = {k: v for k, v in opts.items() if v is not None}
+    return engine, ENGINES[engine].prepare(given, lambda name: ENGINE_FLAGS.get(name, name))
+
+
+def _from_environment(param: str) -> bool:
+    ctx = click.get_current_context(silent=True)
+    return ctx is not None and ctx.get_parameter_source(param) is click.core.ParameterSource.ENVIRONMENT
 
 
 def model_options(f: F) -> F:

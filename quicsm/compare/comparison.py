@@ -123,6 +123,7 @@ class CompareOptions:
         ):
             if value not in known:
                 raise OptionError(f"unknown {what} {value!r}; choose one of {', '.join(sorted(known))}")
+        ENGINES[self.engine].check({} if self.k is None else {"k": self.k})
         if not 0 < self.alpha < 1:
             raise OptionError(f"alpha must be between 0 and 1, not {self.alpha}")
         if not 0 < self.confidence < 1:

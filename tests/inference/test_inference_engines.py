@@ -40,8 +40,10 @@ def test_registry_lists_engines_and_refuses_unknown() -> None:
 @pytest.mark.parametrize(
     ("engine", "opts", "message"),
     [
-        ("dfg", {"k": 1}, "does not take option"),
-        ("ktails", {"depth": 2}, "does not take option"),
+        ("dfg", {"k": 1}, "k applies to engine synoptic and ktails only"),
+        ("ktails", {"depth": 2}, r"does not take option\(s\) depth \(it takes: k\)"),
+        ("synoptic-jar", {"refine": "stitch"}, "refine applies to engine synoptic only"),
+        ("synoptic", {"seed": 2, "refine": "stitch"}, "seed replays Synoptic's own refinement: leave out refine"),
         ("ktails", {"k": "2"}, "must be an integer"),
         ("synoptic", {"coarsen": "no"}, "must be true or false"),
         ("synoptic", {"k": True}, "must be an integer"),
@@ -227,7 +229,7 @@ def test_jar_options_through_the_cli(tmp_path: Path, write_log, monkeypatch: pyt
     r = CliRunner().invoke(cli, [*base[:-3], "--java", "no-such-java-binary", "-q"])
     assert r.exit_code != 0 and "'no-such-java-binary' is not on PATH" in r.output, r.output
     r = CliRunner().invoke(cli, ["infer", str(log), "--engine", "synoptic", "--timeout", "5", "-q"])
-    assert r.exit_code != 0 and "apply to --engine synoptic-jar only" in r.output
+    assert r.exit_code == 2 and "--timeout applies to --engine synoptic-jar only" in r.output
 
 
 def test_jar_engine_says_which_java_when_java17_breaks_synoptic(tmp_path: Path) -> None:
@@ -290,7 +292,7 @@ def test_infer_verb_reports_an_option_the_engine_lacks(write_log) -> None:  # ty
 
     log = write_log("server.log", synth_cubic_lines(2, 5))
     r = CliRunner().invoke(cli, ["infer", str(log), "--engine", "dfg", "-k", "2", "-q"])
-    assert r.exit_code != 0 and "does not take option(s) k" in r.output
+    assert r.exit_code == 2 and "-k applies to --engine synoptic and ktails only" in r.output
 
 
 @pytest.mark.parametrize("engine", ["synoptic", "ktails", "dfg"])
@@ -311,3 +313,31 @@ def test_engines_learn_the_logged_states_only(engine: str) -> None:
         assert {names[e.dst] for e in model.edges if e.src == 0} == {"SlowStart"}
         models.append((names, [(e.src, e.dst) for e in model.edges]))
     assert models[0] == models[1]
+
+
+def test_engine_rules_are_the_library_s(write_log) -> None:  # type: ignore[no-untyped-def]
+    """The CLI maps flags to options; the rules (which engine takes which option, which exclude each
+    other, the jar's runtime) are EngineSpec's, so the CLI and a Python caller are refused alike."""
+    from conftest import synth_cubic_lines
+
+    from quicsm.cli.options import ENGINE_FLAGS
+    from quicsm.compare import CompareOptions
+    from quicsm.inference import ENGINES
+
+    log = str(write_log("server.log", synth_cubic_lines(2, 5)))
+    for args, said in (
+        (["--engine", "synoptic-jar", "--refine", "stitch"], "--refine applies to --engine synoptic only"),
+        (["--engine", "synoptic", "--java", "java"], "--java applies to --engine synoptic-jar only"),
+        (
+            ["--engine", "ktails", "--synoptic-seed", "2"],
+            "--synoptic-seed applies to --engine synoptic and synoptic-jar",
+        ),
+    ):
+        r = CliRunner().invoke(cli, ["infer", log, "-q", *args])
+        assert r.exit_code == 2 and said in r.output, r.output
+    with pytest.raises(OptionError, match="-k applies to --engine synoptic and ktails only"):
+        ENGINES["dfg"].prepare({"k": 2}, lambda n: ENGINE_FLAGS[n])
+    with pytest.raises(OptionError, match="k applies to engine synoptic and ktails only"):
+        CompareOptions(engine="dfg", k=3).check()  # before any model is learnt
+    with pytest.raises(InferenceError, match="synoptic.jar: Synoptic jar not found"):
+        ENGINES["synoptic-jar"].prepare({"synoptic_jar": "/nonexistent/synoptic.jar"})
