@@ -133,9 +133,9 @@ class Profile:
     """The state is judged at every record with the window then (quiche evaluates its state string at
     each qlog emission), not at ACKs with the window before them (the Chromium lineage: quic-go)."""
     per_packet: bool = False
-    """Slow start adds one packet per packet acknowledged and stops adding at the first packet that
-    finds the window unused, so an ACK that grew the window by fewer packets than it acknowledged ended
-    application-limited (quic-go calls ``OnPacketAcked`` per packet with one ``priorInFlight``)."""
+    """The state is set by the last packet of each ACK (quic-go calls ``OnPacketAcked`` per packet with one
+    ``priorInFlight``); the window may grow between the packets of one ACK (slow start, Cubic and Reno
+    avoidance each their way: docs/metric-states.md)."""
 
 
 PROFILES: dict[str, Profile] = {
@@ -202,6 +202,24 @@ def _first_unit(inflight: np.ndarray, mss: int) -> int:
         return mss
     values, counts = np.unique(d, return_counts=True)
     return int(values[counts >= max(2, counts.max() // 10)].min(initial=mss))
+
+
+def _datagram_sizes(inflight: np.ndarray, fallback: int) -> np.ndarray:
+    """The sender's full datagram size at each record: path MTU discovery raises it mid-connection
+    (quic-go: 1,280 -> 1,366 -> 1,409 bytes) and never lowers it. A rise of bytes in flight is one send;
+    a size seen on two sends in a row is the full size (an MTU probe is a single larger send, a short
+    packet a single smaller one); the largest confirmed so far holds."""
+    n = len(inflight)
+    have = np.flatnonzero(inflight != NULL)
+    out = np.full(n, NULL, np.int64)
+    if len(have) > 2:
+        d = np.diff(inflight[have])
+        same = np.zeros(len(d), bool)
+        same[1:] = (d[1:] == d[:-1]) & (d[1:] >= 1000) & (d[1:] <= 9000)
+        rows = have[1:][same]
+        out[rows] = d[same]
+        out = np.where(out != NULL, np.maximum.accumulate(np.where(out != NULL, out, 0)), NULL)
+    return _ffill(out, fallback)
 
 
 def infer(series: MetricSeries, profile: Profile | None = None) -> Inferred:
@@ -296,6 +314,10 @@ def _infer_loss(s: MetricSeries, prof: Profile) -> Inferred:
     rtt_sample[1:] = (s.latest_rtt_us[1:] != NULL) & (latest[1:] > 0) & (latest[1:] != latest[:-1])
     fell = np.zeros(n, bool)
     fell[1:] = inflight[1:] < inflight[:-1]
+    # packets declared lost since the record before: they left bytes in flight unacknowledged
+    lost_n = np.zeros(n, np.int64)
+    if len(s.lost_us):
+        lost_n[1:] = np.searchsorted(s.lost_us, t[1:], side="right") - np.searchsorted(s.lost_us, t[:-1], side="right")
     known_cwnd = s.cwnd != NULL
     cut = np.zeros(n, bool)
     cut[1:] = (
@@ -313,9 +335,18 @@ def _infer_loss(s: MetricSeries, prof: Profile) -> Inferred:
     # packets this record acknowledged: from packets in flight where logged, else from bytes
     assert s.packets is not None
     pk = _ffill(s.packets, 0)
+    # the window's unit is the sender's datagram size, which path MTU discovery raises
+    unit = _datagram_sizes(s.inflight, _first_unit(s.inflight, mss))
     by_count = np.concatenate(([0], pk[:-1])) - pk
     by_bytes = (prior - inflight + mss - 1) // mss
-    acked_packets = np.maximum(np.where(s.packets != NULL, by_count, by_bytes), 1)
+    # packets in flight leave out MTU probes (quic-go: not "outstanding"), which bytes in flight and the
+    # window's per-packet growth count: bytes beyond the counted packets are such probes
+    probes = np.maximum(np.rint((prior - inflight - by_count * unit) / unit), 0).astype(np.int64)
+    net = np.where(s.packets != NULL, by_count + probes, by_bytes) - lost_n
+    acked_packets = np.maximum(net, 1)
+    # a fall of bytes in flight that the losses since the record before explain is no acknowledgement
+    # (quic-go v0.5x+ writes no record when its loss timer declares a loss; the next record shows it)
+    ack &= ~(~rtt_sample & (lost_n > 0) & (net <= 0))
     grew = cwnd - prev_cwnd
     # a window restored in one step, by more than slow start could add for the packets acknowledged,
     # after a cut: a spurious loss undone (quic-go v0.65 OnSpuriousLoss, quiche's Cubic rollback)
@@ -328,11 +359,6 @@ def _infer_loss(s: MetricSeries, prof: Profile) -> Inferred:
     np.add.at(mark, cuts, 1)
     np.add.at(mark, ends, -1)
     in_rec = np.cumsum(mark[:n]) > 0
-    # the window's unit is the sender's datagram size, which path MTU discovery raises: the last growth
-    # by one packet acknowledged (no larger than the largest common send: an MTU probe counts double)
-    first = _first_unit(s.inflight, mss)
-    fits = (grew >= 1200) & (grew <= max(mss, first) + max(mss, first) // 10)
-    unit = _ffill(np.where((acked_packets == 1) & fits, grew, NULL), first)
     # slow-start threshold: logged, else the window after the last cut (unbounded before the first)
     logged = s.ssthresh != NULL
     if logged.any():
@@ -340,16 +366,34 @@ def _infer_loss(s: MetricSeries, prof: Profile) -> Inferred:
     else:
         # slow start grows the window a whole packet per packet acknowledged; less than half a packet
         # on a window-limited ACK is avoidance growth (Cubic adds bytes), so slow start had ended
-        busy = (prior >= prev_cwnd) | (prev_cwnd - prior <= prof.burst_packets * mss)
+        busy = (prior >= prev_cwnd) | (prev_cwnd - prior <= prof.burst_packets * unit)
         flat = ack & busy & (grew < unit // 2) & (acked_packets >= 1) & (prior > inflight) & ~in_rec & ~cut
         ssthresh = _threshold_of_cuts(cwnd, prev_cwnd, cut, rto, undo, flat)
     window = cwnd if prof.every_record else prev_cwnd
     ss = window < ssthresh
     phase = np.where(ss, _SS, _CA)
     if prof.app_limited:
-        limited = (prior >= window) | (ss & (prior > window // 2)) | (window - prior <= prof.burst_packets * mss)
+        limited = (prior >= window) | (ss & (prior > window // 2)) | (window - prior <= prof.burst_packets * unit)
         if prof.per_packet:
             limited = np.where(ss & (grew >= unit // 2), grew >= acked_packets * unit - unit // 2, limited)
+            # in avoidance the window grows during the ACK too (Reno a packet per window acknowledged, Cubic
+            # bytes per packet) while every packet is tested against the same bytes in flight before it: the
+            # ACK's last packet, whose test sets the state, saw the window less its own share of the growth
+            # Cubic (quic-go's Chromium Cubic): every packet of an ACK sees the same time, so the first
+            # packets take the window to the time's target, each by at most half a packet (half its acked
+            # bytes); the packets after that see the grown window
+            half = np.maximum(unit // 2, 1)
+            g = np.maximum(grew, 0)
+            last = np.where(acked_packets > (g + half - 1) // half, cwnd, cwnd - (g - (acked_packets - 1) * half))
+            late = (prior >= last) | (last - prior <= prof.burst_packets * unit)
+            avoid = ack & ~ss & ~in_rec & ~cut
+            steps = avoid & (grew > 0)
+            reno_like = bool(steps.any() and np.mean(grew[steps] == unit[steps]) >= 0.9)
+            if reno_like:
+                # Reno: a whole packet once per window of packets acknowledged; where in the ACK is
+                # counted (quic-go's numAckedPackets), so whether the packets after the step saw it
+                late = _reno_steps(avoid, limited, grew, acked_packets, prev_cwnd, prior, unit, cut, limited, prof)
+            limited = np.where(~ss & (grew > 0), late, limited)
         phase = np.where(limited, phase, _APP)
     # the phase changes only at an ACK outside recovery (or at the record that ends a recovery); other
     # records keep the last one
@@ -399,8 +443,29 @@ def _infer_loss(s: MetricSeries, prof: Profile) -> Inferred:
         ok = (k >= 0) & (lost_t > prev_t) & timed
         when[rows[ok]] = lost_t[ok]
     times, states, reasons = _transitions(when, code, LOSS_STATES, [f"{INFERRED_TRIGGER}:{w}" for w in why], s.start_us)
+    if prof.app_limited and prof.per_packet:
+        # an ACK that ends application-limited as it began but grew the window: its first packets found
+        # the window used and grew it (slow start or avoidance), a later one found it unused (quic-go
+        # decides per packet): a visit the one record of the ACK shows only by the growth
+        before = np.concatenate(([-1], code[:-1]))
+        blip = ack & ~in_rec & (code == _APP) & (before == _APP) & (grew > 0) & (held < 0) & ~cut & ~undo
+        if blip.any():
+            times, states, reasons = _brief_visits(times, states, reasons, t[blip], np.where(ss[blip], _SS, _CA))
     times, states, reasons = _hidden_recoveries(s, t, cut, times, states, reasons)
     return Inferred(times, states, reasons, "loss", code, mss)
+
+
+def _brief_visits(
+    times: np.ndarray, states: list[str], reasons: list[str], at: np.ndarray, codes: np.ndarray
+) -> tuple[np.ndarray, list[str], list[str]]:
+    """Transitions with a visit of 1 us to ``LOSS_STATES[codes[i]]`` and back to ApplicationLimited added at
+    each ``at[i]`` (a record inside an application-limited stretch)."""
+    why = f"{INFERRED_TRIGGER}:ack"
+    events = list(zip(times.tolist(), states, reasons))
+    for when, c in zip(at.tolist(), codes.tolist()):
+        events += [(when - 1, LOSS_STATES[c], why), (when, LOSS_STATES[_APP], why)]
+    events.sort(key=lambda e: e[0])
+    return np.array([e[0] for e in events], np.int64), [e[1] for e in events], [e[2] for e in events]
 
 
 def _hidden_recoveries(
@@ -499,6 +564,55 @@ def _recovery_ends(
     u = np.searchsorted(undo_rows, cuts, side="right")
     undo_end = np.where(u < len(undo_rows), undo_rows[np.minimum(u, len(undo_rows) - 1)] if len(undo_rows) else n, n)
     return np.minimum(np.minimum(ends, nxt), undo_end)
+
+
+def _reno_steps(
+    avoid: np.ndarray,
+    limited: np.ndarray,
+    grew: np.ndarray,
+    acked: np.ndarray,
+    prev_cwnd: np.ndarray,
+    prior: np.ndarray,
+    unit: np.ndarray,
+    cut: np.ndarray,
+    guess: np.ndarray,
+    prof: Profile,
+) -> np.ndarray:
+    """Whether each Reno ACK that grew the window ended window-limited. Reno (quic-go's ``numAckedPackets``)
+    counts the window-limited packets acknowledged in avoidance and adds a packet when the count reaches the
+    window in packets, then counts anew; a cut resets it. Counting from one step to the next places the
+    step inside its ACK: the packets after it were tested against the larger window (and, found
+    application-limited, stop the count). Where the count does not fit the ACK (a step the metrics hid),
+    ``guess`` stands. A loop over the avoidance ACKs only."""
+    out = guess.copy()
+    count = -1  # unknown until the first step or cut
+    rows = np.flatnonzero(avoid | cut)
+    for r in rows.tolist():
+        if cut[r]:
+            count = 0
+            continue
+        if not limited[r]:
+            continue  # tested application-limited before any packet counted
+        a = int(acked[r])
+        if grew[r] <= 0:
+            if count >= 0:
+                count += a
+            continue
+        need = int(prev_cwnd[r] // unit[r])
+        if count < 0:
+            count = 0  # the first step: packets counted since it
+            continue
+        at = min(max(need - count, 1), a)  # a count off by a packet the metrics hid: the nearest end
+        after = a - at
+        if after == 0:
+            out[r] = True
+            count = 0
+            continue
+        window = int(prev_cwnd[r] + grew[r])
+        still = prior[r] >= window or window - prior[r] <= prof.burst_packets * int(unit[r])
+        out[r] = still
+        count = after if still else 0
+    return out
 
 
 def _threshold_of_cuts(

@@ -180,10 +180,25 @@ def test_collapse_to_the_minimum_window_and_probe_timeouts() -> None:
     assert got.reasons[got.states.index("RetransmissionTimeout")] == "inferred:persistent_congestion"
 
 
-def test_an_undone_cut_ends_recovery_and_restores_slow_start() -> None:
-    """quic-go v0.65 undoes a cut after a spurious loss: the window comes back in one step."""
+def _slow_start_flight() -> list[dict[str, int]]:
+    """A window of 20 packets sent, then an ACK in slow start."""
     rows = _flight(0, 20 * MSS, 0, 20)
     rows.append({"t": 40_000, "cwnd": 21 * MSS, "inflight": 19 * MSS, "latest": 40_000, "packets": 19})
+    return rows
+
+
+def _hidden_loss() -> dict[str, np.ndarray]:
+    """quic-go's loss timer fires at 45 ms, declares a loss at 45.1 ms, found spurious at 59 ms."""
+    return dict(
+        timer_us=np.array([45_000], np.int64),
+        lost_us=np.array([45_100], np.int64),
+        spurious_us=np.array([59_000], np.int64),
+    )
+
+
+def test_an_undone_cut_ends_recovery_and_restores_slow_start() -> None:
+    """quic-go v0.65 undoes a cut after a spurious loss: the window comes back in one step."""
+    rows = _slow_start_flight()
     rows.append({"t": 41_000, "cwnd": 10 * MSS, "inflight": 18 * MSS, "latest": 40_100, "packets": 18})
     rows.append({"t": 45_000, "cwnd": 21 * MSS, "inflight": 17 * MSS, "latest": 40_200, "packets": 17})  # undo
     rows.append({"t": 46_000, "cwnd": 22 * MSS, "inflight": 16 * MSS, "latest": 40_300, "packets": 16})
@@ -339,17 +354,106 @@ def test_rtts_written_in_seconds_are_recognised() -> None:
 def test_a_recovery_cut_and_undone_between_two_records_is_read_from_the_loss_events() -> None:
     """quic-go v0.65: the loss timer declares a loss (cut at once, no metrics written), and a late ACK
     finds it spurious (undo) before the next metrics record: Recovery from the loss to the undo."""
-    rows = _flight(0, 20 * MSS, 0, 20)
-    rows.append({"t": 40_000, "cwnd": 21 * MSS, "inflight": 19 * MSS, "latest": 40_000, "packets": 19})
+    rows = _slow_start_flight()
     rows.append({"t": 60_000, "cwnd": 22 * MSS, "inflight": 18 * MSS, "latest": 40_100, "packets": 18})
-    events = dict(
-        timer_us=np.array([45_000], np.int64),
-        lost_us=np.array([45_100], np.int64),
-        spurious_us=np.array([59_000], np.int64),
-    )
+    events = _hidden_loss()
     got = infer(series(rows, **events), PROFILES["quic-go"])
     assert got.states == ["SlowStart", "Recovery", "SlowStart"], got.states
     assert list(got.t_us[1:]) == [45_100, 59_000] and got.reasons[2] == "inferred:spurious_loss"
     # a loss the records show as a cut is read from the records, not twice
     shown = [*rows[:-1], {"t": 50_000, "cwnd": 10 * MSS, "inflight": 17 * MSS, "latest": 40_050, "packets": 17}]
     assert infer(series(shown, **events), PROFILES["quic-go"]).states.count("Recovery") == 1
+
+
+def test_the_window_unit_follows_path_mtu_discovery() -> None:
+    """quic-go raises its datagram size mid-connection (1,280 -> 1,366): the unit is the size seen on two
+    sends in a row, never lowered; a single larger send (an MTU probe) or a short packet does not count."""
+    from quicsm.traces.metric_states import _datagram_sizes
+
+    sizes = [1280] * 5 + [1452] + [1280] * 3 + [1366] * 4 + [700] + [1366] * 2
+    inflight = np.cumsum([0, *sizes]).astype(np.int64)
+    got = _datagram_sizes(inflight, 1200)
+    assert list(got[:3]) == [1200, 1200, 1280]
+    assert 1452 not in got and 700 not in got.tolist()[10:]
+    assert got[-1] == 1366 and np.all(np.diff(got) >= 0)
+
+
+class _Sender:
+    """A quic-go Reno sender's metrics records in avoidance: sends and ACKs of whole packets."""
+
+    def __init__(self, cwnd: int, inflight: int) -> None:
+        self.t, self.cwnd, self.inflight, self.rtt = 0, cwnd, inflight, 40_000
+        self.rows: list[dict[str, int]] = []
+        self._record()
+
+    def _record(self) -> None:
+        pk = self.inflight // MSS
+        self.rows.append(
+            {"t": self.t, "cwnd": self.cwnd, "inflight": self.inflight, "packets": pk, "ssthresh": 4 * MSS}
+        )
+        self.rows[-1]["latest"] = self.rtt
+
+    def send(self, k: int) -> None:
+        for _ in range(k):
+            self.t += 100
+            self.inflight += MSS
+            self._record()
+
+    def ack(self, k: int, grow: bool = False) -> None:
+        self.t += 5_000
+        self.rtt += 1
+        self.inflight -= k * MSS
+        self.cwnd += MSS if grow else 0
+        self._record()
+
+
+def test_reno_steps_are_placed_inside_their_ack_by_counting_packets() -> None:
+    """quic-go's Reno adds a packet when the packets acknowledged since its last step reach the window in
+    packets, testing each packet against the bytes in flight before the ACK: the packets after the step
+    see one more packet free. Counting places the step: 3 of 4 packets before it -> the last found the
+    window unused (ApplicationLimited); the step at the ACK's last packet -> still avoidance."""
+
+    def run(last_ack: int) -> list[str]:
+        s = _Sender(10 * MSS, 7 * MSS)  # three packets free: window-limited (quic-go's maxBurstPackets)
+        s.ack(2, grow=True)  # a first step: counting starts after it (window now 11 packets)
+        s.send(3)
+        for k in (2, 3, 3):  # 8 packets counted
+            s.ack(k)
+            s.send(k)
+        s.ack(last_ack, grow=True)  # the 11th packet is the step
+        return infer(series(s.rows), PROFILES["quic-go"]).states
+
+    assert run(4)[-1] == "ApplicationLimited"
+    assert run(3)[-1] == "CongestionAvoidance"
+
+
+def test_a_fall_of_bytes_in_flight_that_losses_explain_is_no_ack() -> None:
+    """A loss the loss timer declared and a late ACK undid, both between two records: the next record
+    shows bytes in flight one packet lower with no new RTT sample. That is the lost packet leaving, not
+    an ACK that failed to grow the window (which would mean slow start had ended)."""
+    rows = _slow_start_flight()
+    rows += [{**r, "packets": r["inflight"] // MSS} for r in _flight(40_100, 21 * MSS, 19 * MSS, 2)]
+    rows.append({"t": 60_000, "cwnd": 21 * MSS, "inflight": 20 * MSS, "latest": 40_000, "packets": 20})
+    rows.append({"t": 61_000, "cwnd": 23 * MSS, "inflight": 18 * MSS, "latest": 40_100, "packets": 18})
+    events = _hidden_loss()
+    got = infer(series(rows, **events), PROFILES["quic-go"])
+    assert got.states == ["SlowStart", "Recovery", "SlowStart"], got.states
+    # without the loss event the same fall reads as an ACK that left slow start
+    assert "CongestionAvoidance" in infer(series(rows), PROFILES["quic-go"]).states
+
+
+def test_an_ack_that_grew_the_window_yet_ends_application_limited_shows_the_visit() -> None:
+    """Application-limited before and after one ACK that grew the window: its first packets found the
+    window used (avoidance: growth), a later one did not. quic-go logs both changes; the reader gives
+    the visit 1 us before the record."""
+    s = _Sender(20 * MSS, 10 * MSS)  # ten packets free: application-limited
+    s.ack(2)
+    s.send(2)
+    s.ack(1)
+    s.send(1)
+    s.ack(2)
+    s.rows[-1]["cwnd"] += 300  # Cubic-like growth inside an ACK that ends application-limited
+    got = infer(series(s.rows), PROFILES["quic-go"])
+    t_last = s.rows[-1]["t"]
+    assert got.states[-3:] == ["ApplicationLimited", "CongestionAvoidance", "ApplicationLimited"], got.states
+    assert list(got.t_us[-2:]) == [t_last - 1, t_last]
