@@ -10,10 +10,13 @@ span); per transition, matched one to one between the same two states within ``m
 Per state over all connections: the share of connections with |error| <= 0.02, precision and recall of
 the transitions into that state, and a confusion matrix of time (true state x inferred state).
 
-    python3 experiments/metric_truth.py --out experiments/metric_truth /tmp/qsm-exp/metric_truth_reno ...
+    python3 experiments/metric_truth.py --out experiments/metric_truth TUNING... --heldout HELDOUT...
 
 Inputs: testbed run directories (a ``qlog/`` folder beside ``server.log``) and qlog files with states
-(quiche's, quic-go's own). Writes OUT.md (tables) and OUT_confusion.svg.
+(quiche's, quic-go's own). A stack whose qlog logs no state (quinn) is scored against its contract lines
+only, its clock aligned by its first inferred state. Two sets: the tuning set (the rules were studied on
+it) and ``--heldout`` (connections made after the rules were last changed, scored only), each reported
+on its own. Writes OUT.md (tables) and OUT_confusion.svg.
 """
 
 from __future__ import annotations
@@ -54,7 +57,8 @@ class Seq:
     @classmethod
     def of(cls, tr: Trace, merge: dict[str, str], drop: tuple[str, ...] = (), shift: int = 0) -> Seq:
         ev = [e for e in tr.events if e.kind == "transition"]
-        t, s = [], []
+        t: list[int] = []
+        s: list[str] = []
         for e in ev:
             name = merge.get(e.state, e.state)
             if name in drop:  # a timeout the truth does not log: the state before it goes on
@@ -139,7 +143,7 @@ def one(path: str, states: str) -> Trace | None:
 
 def connections(inputs: list[str]) -> list[tuple[str, str, str | None]]:
     """(label, qlog path, contract log path or None) for every input."""
-    out = []
+    out: list[tuple[str, str, str | None]] = []
     for root in inputs:
         p = Path(root)
         if p.is_file():
@@ -231,15 +235,20 @@ def confusion_svg(tallies: list[tuple[str, Tally]], path: Path) -> None:
     path.write_text(svg)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("inputs", nargs="+")
-    ap.add_argument("--out", required=True, help="prefix of OUT.md and OUT_confusion.svg")
-    a = ap.parse_args()
-    vs_qlog, vs_contract, logged_vs_contract = Tally(), Tally(), Tally()
-    per_scenario: dict[str, Tally] = defaultdict(Tally)
-    rows = []
-    for label, qlog, log in connections(a.inputs):
+@dataclass
+class Scored:
+    """One set of connections scored three ways (see the module docstring)."""
+
+    vs_qlog: Tally = field(default_factory=Tally)
+    vs_contract: Tally = field(default_factory=Tally)
+    logged_vs_contract: Tally = field(default_factory=Tally)
+    per_scenario: dict[str, Tally] = field(default_factory=lambda: defaultdict(Tally))
+    worst: list[tuple[str, str, float]] = field(default_factory=list)
+
+
+def score_inputs(inputs: list[str]) -> Scored:
+    out = Scored()
+    for label, qlog, log in connections(inputs):
         inferred = one(qlog, "metrics")
         logged = one(qlog, "logged")
         if inferred is None:
@@ -247,62 +256,95 @@ def main() -> None:
         if logged is not None:
             truth = Seq.of(logged, MERGE_QLOG)
             got = Seq.of(inferred, MERGE_QLOG, drop=TIMEOUTS)
-            errs = score(truth, got, vs_qlog)
-            score(truth, got, per_scenario[label])
-            rows.append((label, Path(qlog).name, max((abs(v) for v in errs.values()), default=0.0)))
-        if log is not None and logged is not None:
-            contract = one(log, "auto")
-            if contract is not None:
-                # clocks: both write the sender's first state when the sender is made
-                shift = contract.events[0].t_us - logged.events[0].t_us
-                truth = Seq.of(contract, MERGE_QLOG, shift=shift)
-                score(truth, Seq.of(inferred, MERGE_QLOG), vs_contract)
-                # the ceiling: the stack's own qlog states against its contract lines (no timeouts in qlog)
-                score(
-                    Seq.of(contract, MERGE_QLOG, drop=TIMEOUTS, shift=shift),
-                    Seq.of(logged, MERGE_QLOG),
-                    logged_vs_contract,
-                )
-    load = os.getloadavg()
-    out = Path(a.out)
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    lines = [
-        "# Congestion states read from qlog metrics, against instrumented truth",
-        "",
-        "Written by `python3 experiments/metric_truth.py` (its docstring says how it scores; the runs and the",
-        "reading: metric_truth.notes.md); "
-        f"{vs_qlog.connections} connections; machine load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} when scored"
-        f" (quicsm {head}).",
-        "",
-        f"The confusion picture `{out.name}_confusion.svg` (time of each true state by the state the reader gave)",
-        f"is made by the same command: `python3 experiments/metric_truth.py --out experiments/{out.name} INPUTS`.",
-        "",
-    ]
-    lines += table(vs_qlog, "Against the states the stack logged in the same qlog (timeouts set aside: qlog logs none)")
-    if vs_contract.connections:
-        lines += table(vs_contract, "Against the instrumented server's contract lines (ProbeTimeout included)")
+            errs = score(truth, got, out.vs_qlog)
+            score(truth, got, out.per_scenario[label])
+            out.worst.append((label, Path(qlog).name, max((abs(v) for v in errs.values()), default=0.0)))
+        contract = one(log, "auto") if log is not None else None
+        if contract is None:
+            continue
+        # clocks: both write the sender's first state when the sender is made (a stack whose qlog logs
+        # no state: its first inferred state, held from the connection's first event)
+        first = logged if logged is not None else inferred
+        shift = contract.events[0].t_us - first.events[0].t_us
+        truth = Seq.of(contract, MERGE_QLOG, shift=shift)
+        errs = score(truth, Seq.of(inferred, MERGE_QLOG), out.vs_contract)
+        if logged is not None:
+            # the ceiling: the stack's own qlog states against its contract lines (no timeouts in qlog)
+            score(
+                Seq.of(contract, MERGE_QLOG, drop=TIMEOUTS, shift=shift),
+                Seq.of(logged, MERGE_QLOG),
+                out.logged_vs_contract,
+            )
+        else:
+            score(truth, Seq.of(inferred, MERGE_QLOG), out.per_scenario[label])
+            out.worst.append((label, Path(qlog).name, max((abs(v) for v in errs.values()), default=0.0)))
+    return out
+
+
+def report(scored: Scored, title: str) -> list[str]:
+    lines = [f"## {title}", ""]
+    if scored.vs_qlog.connections:
         lines += table(
-            logged_vs_contract,
+            scored.vs_qlog, "Against the states the stack logged in the same qlog (timeouts set aside: qlog logs none)"
+        )
+    if scored.vs_contract.connections:
+        lines += table(scored.vs_contract, "Against the instrumented server's contract lines (ProbeTimeout included)")
+    if scored.logged_vs_contract.connections:
+        lines += table(
+            scored.logged_vs_contract,
             "For scale: the stack's own qlog states against its contract lines (two instruments of one sender)",
         )
-    lines += ["### Per scenario (against the logged states)", ""]
+    lines += ["### Per scenario", ""]
     lines += [
         "| scenario | connections | all states within 0.02 | transitions precision | recall |",
         "|---|---:|---:|---:|---:|",
     ]
-    for name, t in sorted(per_scenario.items()):
+    for name, t in sorted(scored.per_scenario.items()):
         tp, nt, ni = sum(t.tp.values()), sum(t.n_truth.values()), sum(t.n_inferred.values())
         lines.append(f"| {name} | {t.connections} | {t.all_within} | {tp / max(ni, 1):.3f} | {tp / max(nt, 1):.3f} |")
-    worst = sorted(rows, key=lambda r: -r[2])[:5]
+    worst = sorted(scored.worst, key=lambda r: -r[2])[:5]
     lines += [
         "",
         "Worst connections (largest |error| of any state): " + "; ".join(f"{a} {b} {c:.3f}" for a, b, c in worst),
         "",
     ]
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("inputs", nargs="+", help="the tuning set: connections the rules were studied on")
+    ap.add_argument("--heldout", nargs="*", default=[], help="connections made after the rules were last changed")
+    ap.add_argument("--out", required=True, help="prefix of OUT.md and OUT_confusion.svg")
+    a = ap.parse_args()
+    tuning = score_inputs(a.inputs)
+    heldout = score_inputs(a.heldout) if a.heldout else None
+    load = os.getloadavg()
+    out = Path(a.out)
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    n_held = heldout.vs_qlog.connections + heldout.vs_contract.connections if heldout else 0
+    lines = [
+        "# Congestion states read from qlog metrics, against instrumented truth",
+        "",
+        "Written by `python3 experiments/metric_truth.py` (its docstring says how it scores; the runs and the",
+        "reading: metric_truth.notes.md); "
+        f"{tuning.vs_qlog.connections} connections in the tuning set, {n_held} held out; machine load"
+        f" {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} when scored (quicsm {head}).",
+        "",
+        f"The confusion picture `{out.name}_confusion.svg` (time of each true state by the state the reader gave)",
+        f"is made by the same command: `python3 experiments/metric_truth.py --out experiments/{out.name} INPUTS"
+        " --heldout INPUTS`.",
+        "",
+    ]
+    lines += report(tuning, "Tuning set (the rules were studied on these)")
+    if heldout is not None:
+        lines += report(heldout, "Held-out set (made after the rules were last changed; scored only)")
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    tallies = [("vs logged qlog states", vs_qlog)] + (
-        [("vs contract lines", vs_contract)] if vs_contract.connections else []
-    )
+    tallies = [("tuning set: vs logged qlog states", tuning.vs_qlog)]
+    if heldout is not None and heldout.vs_qlog.connections:
+        tallies.append(("held out: vs logged qlog states", heldout.vs_qlog))
+    if heldout is not None and heldout.vs_contract.connections:
+        tallies.append(("held out: vs contract lines", heldout.vs_contract))
     confusion_svg(tallies, out.parent / f"{out.name}_confusion.svg")
     print("\n".join(lines))
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -40,7 +41,7 @@ from quicsm.testbed.buildtools import (
 from quicsm.testbed.quiche_build import find_cargo
 from quicsm.testbed.sources import testbed_root
 
-__all__ = ["QuinnServer", "build_quinn_server", "quinn_patch_set", "committed_lock", "TARGET", "CCS"]
+__all__ = ["QuinnServer", "build_quinn_server", "quinn_patch_set", "committed_lock", "has_qlog", "TARGET", "CCS"]
 
 TARGET = "quinn"
 BINARY = "quicsm-quinn-server"
@@ -63,6 +64,18 @@ def quinn_patch_set(version: str) -> PatchSet:
 def committed_lock(server_src: Path, version: str) -> Path | None:
     path = server_src / LOCK_DIR / f"quinn-proto-{version}.lock"
     return path if path.is_file() else None
+
+
+def has_qlog(proto_src: Path) -> bool:
+    """Whether a quinn-proto source has its qlog writer (feature ``qlog``: 0.11.14 on; 0.11.9 has none)."""
+    manifest = (proto_src / "Cargo.toml").read_text(encoding="utf-8")
+    return re.search(r"(?m)^qlog\s*=", manifest) is not None
+
+
+def _without_features(manifest: str) -> str:
+    """The server manifest without its ``[features]`` table (its ``qlog`` names a feature of quinn that
+    the quinn pinned with an older quinn-proto lacks, which cargo refuses even when unused)."""
+    return re.sub(r"(?ms)^\[features\]\n.*?(?=^\[|\Z)", "", manifest)
 
 
 def build_quinn_server(version: str, *, cache_dir: Path | None = None, progress: Progress | None = None) -> QuinnServer:
@@ -99,6 +112,10 @@ def build_quinn_server(version: str, *, cache_dir: Path | None = None, progress:
             apply_patch_set(ps, patched, f"quinn-proto {version}")
             server = work / "server"
             shutil.copytree(server_src, server, ignore=shutil.ignore_patterns("target", LOCK_DIR, "Cargo.lock"))
+            qlog = has_qlog(patched)
+            if not qlog:
+                manifest = server / "Cargo.toml"
+                manifest.write_text(_without_features(manifest.read_text(encoding="utf-8")), encoding="utf-8")
             lock_text = lock.read_text(encoding="utf-8")
             (server / "Cargo.lock").write_text(lock_text, encoding="utf-8")
             env = {**os.environ, "CARGO_TARGET_DIR": str(target_dir), "QUICSM_QUINN_PROTO_VERSION": version}
@@ -111,6 +128,7 @@ def build_quinn_server(version: str, *, cache_dir: Path | None = None, progress:
                 "--locked",
                 "--config",
                 f'patch.crates-io.quinn-proto.path="{patched}"',
+                *(["--features", "qlog"] if qlog else []),
             ]
             run_tool(
                 argv,
@@ -125,6 +143,7 @@ def build_quinn_server(version: str, *, cache_dir: Path | None = None, progress:
                 "patch_set": ps.name,
                 "cargo": run_tool([cargo, "--version"], cwd=server, what="cargo --version").strip(),
                 "locked": True,
+                "qlog": qlog,
                 "lock": str(lock),
                 "lock_sha256": hashlib.sha256(lock_text.encode()).hexdigest(),
                 "crates": locked_crates(lock_text),

@@ -61,3 +61,26 @@ def test_every_shipped_set_has_a_lock_pinning_its_quinn_proto() -> None:
         assert crates["h3"] == "0.0.7" and crates["h3-quinn"] in ("0.0.8", "0.0.9")
     with pytest.raises(TestbedError, match="no patch set quinn-0.11.2-bbr"):
         quinn_patch_set("0.11.2")
+
+
+def test_qlog_beside_the_contract_lines_where_quinn_has_a_qlog_writer(tmp_path: Path) -> None:
+    """`qlog = true` gives the server `-qlog <run>/qlog` (quinn-proto's own qlog, metrics only: the truth
+    for the metric-state reader is the contract lines); quinn-proto 0.11.9 has no qlog writer: refused."""
+    from quicsm.testbed.quinn_build import _without_features, has_qlog
+
+    cfg = RunConfig(stack="quinn", cc="bbr", qlog=True)
+    bins = Built("quinn", "0.11.19", "bbr", Path("/s"), Path("/c"), "quinn-0.11.19-bbr", True, 0.0)
+    argv = cfg.server_stack.server_argv(cfg, bins, "198.18.1.1:4433", Path("/r/server.log"))
+    assert argv[-2:] == ["-qlog", "/r/qlog"]
+    with pytest.raises(TestbedError, match="quinn-proto 0.11.9 has no qlog writer"):
+        RunConfig(stack="quinn", cc="bbr", qlog=True, stack_version="0.11.9")
+    # the build: the feature where quinn-proto has it; the manifest without its [features] table otherwise
+    for version, has in (("0.11.14", True), ("0.11.9", False)):
+        src = tmp_path / version
+        src.mkdir()
+        (src / "Cargo.toml").write_text("[features]\ndefault = []\n" + ('qlog = ["dep:qlog"]\n' if has else ""))
+        assert has_qlog(src) is has
+    manifest = (SERVER / "Cargo.toml").read_text()
+    assert 'qlog = ["quinn/qlog"]' in manifest
+    stripped = _without_features(manifest)
+    assert "[features]" not in stripped and "[profile.release]" in stripped and "[dependencies]" in stripped

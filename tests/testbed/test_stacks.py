@@ -27,7 +27,7 @@ def _built(server: str = "/x/srv", client: str = "/x/cli") -> Built:
 def test_registry_lists_both_stacks_quic_go_first() -> None:
     assert stacks.names()[:1] == ["quic-go"] and "quiche" in stacks.names()
     assert stacks.get("quiche").implementation == "cloudflare-quiche"
-    with pytest.raises(TestbedError, match="stack 'lsquic': choose one of quic-go, chromium, quiche"):
+    with pytest.raises(TestbedError, match="stack .lsquic.: choose one of quic-go, chromium, ngtcp2, quiche"):
         stacks.get("lsquic")
 
 

@@ -161,7 +161,7 @@ class Stack:
             raise TestbedError(f"client {cfg.client!r} on {self.name}: choose {' or '.join(self.clients)}")
         if cfg.qlog and not self.qlog:
             able = [s.name for s in all_stacks() if s.qlog]
-            raise TestbedError(f"qlog: only the {' and '.join(able)} server writes its own qlog here")
+            raise TestbedError(f"qlog: only the {', '.join(able)} servers write their own qlog here")
         if cfg.patch_set and self.target is None:
             raise TestbedError(f"--set: stack {self.name} takes no patch set")
         if cfg.packet_threshold is not None and not self.packet_threshold:

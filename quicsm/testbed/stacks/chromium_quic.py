@@ -144,14 +144,12 @@ def page_dir(objects: int, size: int) -> Path:
             return d
         tmp = Path(tempfile.mkdtemp(prefix=f".{d.name}-", dir=root))
         try:
-            html = "".join(f'<script async src="/obj/{i}"></script>\n' for i in range(objects))
-            index = f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>quicsm {objects} x {size} B</title></head><body>\n{html}</body></html>\n'
-            _response(tmp / "index", "/", "text/html; charset=utf-8", index.encode())
-            body = bytearray(b"x" * size)
-            if size >= 4:
-                body[:2], body[-2:] = b"/*", b"*/"
+            from quicsm.testbed.pages import object_body, page_html
+
+            _response(tmp / "index", "/", "text/html; charset=utf-8", page_html(objects, size).encode())
+            body = object_body(size)
             for i in range(objects):
-                _response(tmp / f"obj{i}", f"/obj/{i}", "application/javascript", bytes(body))
+                _response(tmp / f"obj{i}", f"/obj/{i}", "application/javascript", body)
             os.replace(tmp, d)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

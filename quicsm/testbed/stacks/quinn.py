@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from quicsm.errors import TestbedError
 from quicsm.testbed.stacks import Built, Progress, Stack, register, with_go_client
 
 if TYPE_CHECKING:
@@ -23,6 +24,9 @@ class QuinnStack(Stack):
     ccs: ClassVar[tuple[str, ...]] = ("bbr",)
     clients: ClassVar[tuple[str, ...]] = ("go",)
     default_version: ClassVar[str] = "0.11.19"
+    qlog: ClassVar[bool] = True
+    QLOG_FROM: ClassVar[tuple[int, ...]] = (0, 11, 14)
+    """The first quinn-proto whose quinn writes qlogs (feature ``qlog``)."""
 
     def normalize_version(self, version: str) -> str:
         return version.removeprefix("v")
@@ -34,13 +38,21 @@ class QuinnStack(Stack):
         found = {str(ps.extra["crate"]["version"]) for ps in shipped_patch_sets(TARGET) if ps.extra.get("crate")}
         return sorted(found, key=lambda v: tuple(int(x) for x in v.split(".") if x.isdigit()))
 
+    def validate(self, cfg: RunParams) -> None:
+        super().validate(cfg)
+        version = self.version(cfg)
+        if cfg.qlog and tuple(int(x) for x in version.split(".") if x.isdigit()) < self.QLOG_FROM:
+            first = ".".join(map(str, self.QLOG_FROM))
+            raise TestbedError(f"qlog: quinn-proto {version} has no qlog writer (from {first} on)")
+
     def build(self, cfg: RunParams, *, progress: Progress | None = None, force: bool = False) -> Built:
         from quicsm.testbed.quinn_build import build_quinn_server
 
         return with_go_client(self, cfg, build_quinn_server(self.version(cfg), progress=progress), progress)
 
     def server_argv(self, cfg: RunParams, bins: ServerClient, addr: str, log_path: Path) -> list[str]:
-        return [*super().server_argv(cfg, bins, addr, log_path), "-cc", cfg.cc]
+        argv = [*super().server_argv(cfg, bins, addr, log_path), "-cc", cfg.cc]
+        return [*argv, "-qlog", str(log_path.parent / "qlog")] if cfg.qlog else argv
 
     def labels(self, cfg: RunParams) -> dict[str, str]:
         return {"stack": self.name, "quinn_proto_version": self.version(cfg)}

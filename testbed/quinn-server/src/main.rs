@@ -3,7 +3,8 @@
 //! tags, `/obj/i` is S bytes of a valid empty script. A self-signed certificate is made at start; its SPKI
 //! hash goes into the one JSON ready line on stdout. The congestion controller is chosen per run
 //! (`-cc newreno|cubic|bbr`); the patched quinn-proto prints the quicsm log lines on stderr, which `-log`
-//! points at a file.
+//! points at a file. `-qlog DIR` (feature `qlog`) has quinn-proto's own qlog code write each connection's
+//! server qlog to DIR/conn<N>_server.sqlog beside them: the metrics it logs, with no congestion state.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -23,6 +24,7 @@ struct Args {
     size: usize,
     cc: String,
     log: Option<String>,
+    qlog: Option<String>,
 }
 
 fn usage_error(msg: &str) -> ! {
@@ -32,7 +34,7 @@ fn usage_error(msg: &str) -> ! {
 
 fn parse_args() -> Args {
     let mut addr = "127.0.0.1:4433".to_string();
-    let mut a = Args { addr: "127.0.0.1:4433".parse().unwrap(), objects: 1, size: 10000, cc: "bbr".into(), log: None };
+    let mut a = Args { addr: "127.0.0.1:4433".parse().unwrap(), objects: 1, size: 10000, cc: "bbr".into(), log: None, qlog: None };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut value = || it.next().unwrap_or_else(|| usage_error(&format!("{flag} needs a value")));
@@ -42,7 +44,9 @@ fn parse_args() -> Args {
             "size" => a.size = value().parse().unwrap_or_else(|_| usage_error("-size: not a number")),
             "cc" => a.cc = value(),
             "log" => a.log = Some(value()),
-            _ => usage_error(&format!("unknown flag {flag} (known: -addr -objects -size -cc -log)")),
+            "qlog" if cfg!(feature = "qlog") => a.qlog = Some(value()),
+            "qlog" => usage_error("-qlog: this build has no qlog (quinn-proto before 0.11.14)"),
+            _ => usage_error(&format!("unknown flag {flag} (known: -addr -objects -size -cc -log -qlog)")),
         }
     }
     a.addr = addr.parse().unwrap_or_else(|_| usage_error(&format!("-addr {addr}: not HOST:PORT")));
@@ -102,6 +106,12 @@ fn server_config(cc: &str) -> (quinn::ServerConfig, String) {
     tls.max_early_data_size = 0;
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls).expect("QUIC TLS config");
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    config.transport_config(Arc::new(transport(cc)));
+    (config, base64(spki.as_ref()))
+}
+
+/// The transport settings of every connection (a connection's own qlog is added to a copy).
+fn transport(cc: &str) -> quinn::TransportConfig {
     let mut transport = quinn::TransportConfig::default();
     transport
         .congestion_controller_factory(congestion(cc))
@@ -114,8 +124,25 @@ fn server_config(cc: &str) -> (quinn::ServerConfig, String) {
         .receive_window(100_000_000u32.into())
         .send_window(100_000_000)
         .max_concurrent_bidi_streams(1000u32.into());
-    config.transport_config(Arc::new(transport));
-    (config, base64(spki.as_ref()))
+    transport
+}
+
+/// The server config for connection `n`: with `-qlog DIR`, one whose transport writes that connection's
+/// qlog (quinn's qlog stream belongs to a transport config, so each connection gets its own).
+#[cfg(feature = "qlog")]
+fn connection_config(base: &quinn::ServerConfig, cc: &str, dir: &str, n: u64) -> Arc<quinn::ServerConfig> {
+    let path = std::path::Path::new(dir).join(format!("conn{n}_server.sqlog"));
+    let file = std::fs::File::create(&path).unwrap_or_else(|e| usage_error(&format!("-qlog {}: {e}", path.display())));
+    let mut qlog = quinn::QlogConfig::default();
+    qlog.writer(Box::new(std::io::BufWriter::new(file))).title(Some(format!(
+        "quinn-proto {} {cc} server",
+        option_env!("QUICSM_QUINN_PROTO_VERSION").unwrap_or("unknown")
+    )));
+    let mut t = transport(cc);
+    t.qlog_stream(qlog.into_stream());
+    let mut config = base.clone();
+    config.transport_config(Arc::new(t));
+    Arc::new(config)
 }
 
 fn page(objects: usize, size: usize) -> Bytes {
@@ -170,8 +197,13 @@ async fn respond(mut stream: Stream, path: String, index: Bytes, body: Bytes, ob
     let _ = stream.finish().await;
 }
 
-async fn serve(conn: quinn::Incoming, index: Bytes, body: Bytes, objects: usize) {
-    let Ok(conn) = conn.await else { return };
+async fn serve(conn: quinn::Incoming, config: Option<Arc<quinn::ServerConfig>>, index: Bytes, body: Bytes, objects: usize) {
+    let accepted = match config {
+        Some(config) => conn.accept_with(config),
+        None => conn.accept(),
+    };
+    let Ok(connecting) = accepted else { return };
+    let Ok(conn) = connecting.await else { return };
     let Ok(mut h3) = h3::server::Connection::new(h3_quinn::Connection::new(conn)).await else { return };
     loop {
         match h3.accept().await {
@@ -192,6 +224,12 @@ fn main() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
     rt.block_on(async move {
         let (config, spki) = server_config(&args.cc);
+        if let Some(dir) = &args.qlog {
+            std::fs::create_dir_all(dir).unwrap_or_else(|e| usage_error(&format!("-qlog {dir}: {e}")));
+        }
+        #[cfg(feature = "qlog")]
+        let base = config.clone();
+        let mut accepted: u64 = 0;
         let endpoint = quinn::Endpoint::server(config, args.addr)
             .unwrap_or_else(|e| usage_error(&format!("bind {}: {e}", args.addr)));
         let local = endpoint.local_addr().expect("local address");
@@ -209,7 +247,14 @@ fn main() {
         loop {
             tokio::select! {
                 incoming = endpoint.accept() => match incoming {
-                    Some(conn) => { tokio::spawn(serve(conn, index.clone(), body.clone(), args.objects)); }
+                    Some(conn) => {
+                        accepted += 1;
+                        #[cfg(feature = "qlog")]
+                        let own = args.qlog.as_deref().map(|dir| connection_config(&base, &args.cc, dir, accepted));
+                        #[cfg(not(feature = "qlog"))]
+                        let own = None;
+                        tokio::spawn(serve(conn, own, index.clone(), body.clone(), args.objects));
+                    }
                     None => break,
                 },
                 _ = term.recv() => break,
