@@ -325,8 +325,6 @@ def _infer_loss(s: MetricSeries, prof: Profile) -> Inferred:
     )
     ack = rtt_sample | fell
     ack[0] = False  # the first record opens the connection: it acknowledges nothing yet
-    sends = np.zeros(n, bool)
-    sends[1:] = inflight[1:] > inflight[:-1]
     floor = prof.min_window_packets * mss
     # (a collapse, not a halving of a small window: Reno halves, Cubic keeps 0.7, persistent congestion
     # takes the window from wherever it was to the minimum)
@@ -337,6 +335,10 @@ def _infer_loss(s: MetricSeries, prof: Profile) -> Inferred:
     pk = _ffill(s.packets, 0)
     # the window's unit is the sender's datagram size, which path MTU discovery raises
     unit = _datagram_sizes(s.inflight, _first_unit(s.inflight, mss))
+    # a send: bytes in flight rose beyond what the losses since the record before took off (a record that
+    # shows a loss the loss timer declared and the sends after it at once counts as a send)
+    sends = np.zeros(n, bool)
+    sends[1:] = inflight[1:] > inflight[:-1] - lost_n[1:] * unit[1:]
     by_count = np.concatenate(([0], pk[:-1])) - pk
     by_bytes = (prior - inflight + mss - 1) // mss
     # packets in flight leave out MTU probes (quic-go: not "outstanding"), which bytes in flight and the
@@ -351,6 +353,17 @@ def _infer_loss(s: MetricSeries, prof: Profile) -> Inferred:
     # a window restored in one step, by more than slow start could add for the packets acknowledged,
     # after a cut: a spurious loss undone (quic-go v0.65 OnSpuriousLoss, quiche's Cubic rollback)
     undo = known_cwnd & (grew >= np.maximum(4 * mss, prev_cwnd // 4)) & (grew > acked_packets * mss + mss)
+    # or a rise of the window right after a loss was found spurious (quic-go's spurious_loss events) back
+    # to the window before the last cut: the undo, whatever the packets acknowledged
+    if len(s.spurious_us):
+        found = np.zeros(n, bool)
+        found[1:] = np.searchsorted(s.spurious_us, t[1:], side="right") > np.searchsorted(
+            s.spurious_us, t[:-1], side="right"
+        )
+        # ... back to the window before the last cut (OnSpuriousLoss restores it), not a later growth
+        last_cut = np.maximum.accumulate(np.where(cut, np.arange(n), 0))
+        restored = np.abs(cwnd - prev_cwnd[last_cut]) <= mss // 2
+        undo |= known_cwnd & (grew >= mss) & found & restored & (np.arange(n) > last_cut)
     undo &= np.cumsum(cut) > 0
     # recovery episodes
     cuts = np.flatnonzero(cut & ~rto)
@@ -370,12 +383,13 @@ def _infer_loss(s: MetricSeries, prof: Profile) -> Inferred:
         flat = ack & busy & (grew < unit // 2) & (acked_packets >= 1) & (prior > inflight) & ~in_rec & ~cut
         ssthresh = _threshold_of_cuts(cwnd, prev_cwnd, cut, rto, undo, flat)
     window = cwnd if prof.every_record else prev_cwnd
+    window = np.where(undo, cwnd, window)  # an undo sets the state by the window it restored
     ss = window < ssthresh
     phase = np.where(ss, _SS, _CA)
     if prof.app_limited:
         limited = (prior >= window) | (ss & (prior > window // 2)) | (window - prior <= prof.burst_packets * unit)
         if prof.per_packet:
-            limited = np.where(ss & (grew >= unit // 2), grew >= acked_packets * unit - unit // 2, limited)
+            limited = np.where(ss & (grew >= unit // 2) & ~undo, grew >= acked_packets * unit - unit // 2, limited)
             # in avoidance the window grows during the ACK too (Reno a packet per window acknowledged, Cubic
             # bytes per packet) while every packet is tested against the same bytes in flight before it: the
             # ACK's last packet, whose test sets the state, saw the window less its own share of the growth
@@ -393,7 +407,7 @@ def _infer_loss(s: MetricSeries, prof: Profile) -> Inferred:
                 # Reno: a whole packet once per window of packets acknowledged; where in the ACK is
                 # counted (quic-go's numAckedPackets), so whether the packets after the step saw it
                 late = _reno_steps(avoid, limited, grew, acked_packets, prev_cwnd, prior, unit, cut, limited, prof)
-            limited = np.where(~ss & (grew > 0), late, limited)
+            limited = np.where(~ss & (grew > 0) & ~undo, late, limited)  # (an undo's rise is no ACK growth)
         phase = np.where(limited, phase, _APP)
     # the phase changes only at an ACK outside recovery (or at the record that ends a recovery); other
     # records keep the last one
@@ -429,19 +443,23 @@ def _infer_loss(s: MetricSeries, prof: Profile) -> Inferred:
     why[pto_at] = "pto"
     why[undo] = "spurious_loss"
     # a loss declared when the loss timer fires cuts the window at once, but the stack writes its metrics
-    # only at the next ACK or send (quic-go v0.5x+): such a cut happened at the last loss since the
-    # record before, when a timer expiry was logged just before that loss. Other cuts happen at the ACK
-    # that declares the loss, the record that shows them.
+    # only at the next ACK or send (quic-go v0.5x+), which can be tens of ms later with a small window and
+    # reordering: such a cut happened at a loss since the record before that a timer expiry logged just
+    # before it declared. Outside recovery the first such loss cut (later ones fall in its recovery); in
+    # recovery only the last can have (earlier ones are of packets sent before the cut). Other cuts happen
+    # at the ACK that declares the loss, the record that shows them.
     when = t.copy()
     if len(s.lost_us) and len(s.timer_us):
-        rows = np.flatnonzero(cut)
-        prev_t = np.where(rows > 0, t[np.maximum(rows - 1, 0)], np.iinfo(np.int64).min)
-        k = np.searchsorted(s.lost_us, t[rows], side="right") - 1
-        lost_t = s.lost_us[np.maximum(k, 0)]
-        j = np.searchsorted(s.timer_us, lost_t, side="right") - 1
-        timed = (j >= 0) & (lost_t - s.timer_us[np.maximum(j, 0)] <= 1000)
-        ok = (k >= 0) & (lost_t > prev_t) & timed
-        when[rows[ok]] = lost_t[ok]
+        j = np.searchsorted(s.timer_us, s.lost_us, side="right") - 1
+        timed = (j >= 0) & (s.lost_us - s.timer_us[np.maximum(j, 0)] <= 1000)
+        for r in np.flatnonzero(cut).tolist():
+            lo = np.searchsorted(s.lost_us, t[r - 1] if r > 0 else np.iinfo(np.int64).min, side="right")
+            hi = np.searchsorted(s.lost_us, t[r], side="right")
+            if hi <= lo:
+                continue
+            k = lo + int(np.argmax(timed[lo:hi])) if r > 0 and not in_rec[r - 1] else hi - 1
+            if timed[k]:
+                when[r] = s.lost_us[k]
     times, states, reasons = _transitions(when, code, LOSS_STATES, [f"{INFERRED_TRIGGER}:{w}" for w in why], s.start_us)
     if prof.app_limited and prof.per_packet:
         # an ACK that ends application-limited as it began but grew the window: its first packets found
@@ -449,6 +467,9 @@ def _infer_loss(s: MetricSeries, prof: Profile) -> Inferred:
         # decides per packet): a visit the one record of the ACK shows only by the growth
         before = np.concatenate(([-1], code[:-1]))
         blip = ack & ~in_rec & (code == _APP) & (before == _APP) & (grew > 0) & (held < 0) & ~cut & ~undo
+        # and an undo that ends application-limited: quic-go logs slow start or avoidance when it restores
+        # the window (OnSpuriousLoss), then the ACK's packets find it unused
+        blip |= undo & (code == _APP) & (held < 0)
         if blip.any():
             times, states, reasons = _brief_visits(times, states, reasons, t[blip], np.where(ss[blip], _SS, _CA))
     times, states, reasons = _hidden_recoveries(s, t, cut, times, states, reasons)
@@ -549,7 +570,7 @@ def _recovery_ends(
         ack_rows = np.flatnonzero(rtt_sample)
         acked_sent_at = t - latest
         for i, c in enumerate(cuts.tolist()):
-            j = np.searchsorted(send_rows, c, side="right")
+            j = np.searchsorted(send_rows, c, side="left")  # the cut's own record when it shows a send
             if j >= len(send_rows):
                 continue
             first_send_t = t[send_rows[j]]

@@ -457,3 +457,30 @@ def test_an_ack_that_grew_the_window_yet_ends_application_limited_shows_the_visi
     t_last = s.rows[-1]["t"]
     assert got.states[-3:] == ["ApplicationLimited", "CongestionAvoidance", "ApplicationLimited"], got.states
     assert list(got.t_us[-2:]) == [t_last - 1, t_last]
+
+
+def test_heavy_reordering_a_cut_the_loss_timer_made_and_its_undo() -> None:
+    """quic-go v0.65 under reordering by tens of packets (20 ms jitter): the loss timer declares a loss at
+    45.1 ms and cuts at once, but with a small window no record comes until an ACK at 65 ms, which also
+    shows a later loss; the cut is dated at the first timer-declared loss. The window then comes back to
+    where it was before the cut, right after spurious_loss events, in a record that acknowledged as many
+    packets as slow start could have grown by: that is the undo (the state set by the restored window:
+    avoidance, as the threshold was left at the window by an earlier cut), and its ACK's packets finding
+    the window unused make it application-limited after a visit to avoidance."""
+    rows = [{**r, "packets": r["inflight"] // MSS} for r in _flight(0, 10 * MSS, 0, 8)]
+    rows.append({"t": 10_000, "cwnd": 7 * MSS, "inflight": 7 * MSS, "latest": 40_000, "packets": 7})  # a cut
+    rows.append({"t": 12_000, "cwnd": 7 * MSS, "inflight": 8 * MSS, "packets": 8})
+    rows.append({"t": 30_000, "cwnd": 7 * MSS, "inflight": 6 * MSS, "latest": 15_000, "packets": 6})  # its end
+    rows.append({"t": 65_000, "cwnd": 5 * MSS, "inflight": 3 * MSS, "latest": 40_500, "packets": 3})  # the cut shows
+    rows.append({"t": 90_000, "cwnd": 7 * MSS, "inflight": 1 * MSS, "latest": 40_600, "packets": 1})  # undo
+    events = dict(
+        timer_us=np.array([45_000], np.int64),
+        lost_us=np.array([45_100, 64_000], np.int64),
+        spurious_us=np.array([89_000], np.int64),
+    )
+    got = infer(series(rows, **events), PROFILES["quic-go"])
+    assert got.states[:3] == ["SlowStart", "Recovery", "CongestionAvoidance"], got.states
+    i = 3
+    assert got.states[i] == "Recovery" and got.t_us[i] == 45_100, (got.states, list(got.t_us))
+    assert got.states[i + 1 :] == ["CongestionAvoidance", "ApplicationLimited"], got.states
+    assert list(got.t_us[i + 1 :]) == [89_999, 90_000] and got.reasons[i + 1] == "inferred:ack"
