@@ -123,6 +123,7 @@ def _first_line(argv: list[str]) -> str:
 PYTHON2_CANDIDATES = (
     "python2.7",
     "python2",
+    "$PYENV_ROOT/versions/2.7*/bin/python2.7",
     "~/.pyenv/versions/2.7*/bin/python2.7",
     "/usr/bin/python2.7",
     "/usr/local/bin/python2.7",
@@ -146,8 +147,9 @@ def find_python2(candidates: tuple[str, ...] = PYTHON2_CANDIDATES) -> str:
     env = os.environ.get("QUICSM_PYTHON2")
     tried = [env] if env else []
     for cand in candidates:
-        if cand.startswith(("~", "/")):
-            tried += sorted(glob.glob(os.path.expanduser(cand)), reverse=True)
+        if cand.startswith(("~", "/", "$")):
+            pattern = os.path.expanduser(os.path.expandvars(cand))
+            tried += sorted(glob.glob(pattern), reverse=True) if not pattern.startswith("$") else []
         elif found := shutil.which(cand):
             tried.append(found)
     for path in tried:

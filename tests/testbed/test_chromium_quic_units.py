@@ -198,3 +198,18 @@ def test_a_new_sets_tree_starts_from_a_built_siblings_objects(tmp_path: Path, mo
     for rel in ("a.cc", "b.cc"):
         assert (new / rel).stat().st_ino != (src / rel).stat().st_ino and (new / rel).stat().st_mtime > time.time() - 60
         assert (src / rel).stat().st_mtime == 1000
+
+
+def test_python2_found_under_pyenv_root_whatever_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A pyenv outside $HOME (PYENV_ROOT) is found: CI and sudo runs change HOME but keep PYENV_ROOT."""
+    fake = tmp_path / "pyenv" / "versions" / "2.7.18" / "bin" / "python2.7"
+    fake.parent.mkdir(parents=True)
+    fake.write_text("#!/bin/sh\necho '(2, 7)'\n")
+    fake.chmod(0o755)
+    monkeypatch.delenv("QUICSM_PYTHON2", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "pyenv"))
+    assert cqb.find_python2(("no-such-python2.7", "$PYENV_ROOT/versions/2.7*/bin/python2.7")) == str(fake)
+    monkeypatch.delenv("PYENV_ROOT")
+    with pytest.raises(TestbedError, match="Python 2.7 not found"):
+        cqb.find_python2(("$PYENV_ROOT/versions/2.7*/bin/python2.7",))
