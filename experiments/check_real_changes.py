@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 from quicsm.check import CheckConfig, check, load_baseline, save_baseline
+from quicsm.check.gate import witness_text
 from quicsm.check.inputs import baseline_from_inputs, read_rows
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,7 +79,7 @@ def run_case(base_dir: str, new_dir: str, tmp: Path) -> dict:
                 (f"[{f.scenario}] " if len(base.sets) > 1 else "") + f"{f.kind} {f.item} ({f.check})" for f in fails
             ],
             "reasons": [
-                f"{f.kind} {f.item}: {f.reason()}" + (f" [witness {f.witness.text()}]" if f.witness else "")
+                f"{f.kind} {f.item}: {f.reason()}" + (f" [witness {witness_text(f.witness)}]" if f.witness else "")
                 for f in fails
             ],
         }

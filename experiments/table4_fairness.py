@@ -3,6 +3,7 @@
 
     sudo python3 experiments/table4_fairness.py run [--only quicgo] [--runs 10]
     python3 experiments/table4_fairness.py analyse
+    python3 experiments/table4_fairness.py figures    # only the pictures, from traces/table4
 
 Runs go to /tmp/qsm-exp/table4/<scenario>-NN (each a `quicsm.testbed.flows` run); the report is
 experiments/table4_fairness.md with figures experiments/table4_*.svg, traces bundled under
@@ -56,7 +57,7 @@ def scenario(name: str) -> FlowScenario:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=("run", "analyse"))
+    ap.add_argument("what", choices=("run", "analyse", "figures"))
     ap.add_argument("--only", default="", help="comma-separated scenario name prefixes")
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--out", default=str(OUT))
@@ -68,9 +69,12 @@ def main() -> None:
             counts = run_series(scenario(n), out, args.runs)
             print(f"{n}: {counts}", file=sys.stderr)
         return
-    from table4_report import report
+    from table4_report import figures, report
 
-    report(out, names)
+    if args.what == "figures":
+        figures(names)
+    else:
+        report(out, names)
 
 
 if __name__ == "__main__":

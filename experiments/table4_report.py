@@ -114,6 +114,28 @@ def _state_shares(runs: list[FlowRun]) -> str:
     return "Time share of each state over the window, mean over runs (entries per second):\n\n" + "\n".join(rows) + "\n"
 
 
+def _draw(name: str, first: FlowRun) -> None:
+    """``table4_NAME.svg`` from a scenario's first run, and Fig. 5 (``fig5_cwnd.svg``) from quicgo-tcp1's."""
+    (HERE / f"table4_{name}.svg").write_text(
+        flows_timeline_svg(first, title=f"{name}: {_title(name)} ({first.path.name})")
+    )
+    if name == "quicgo-tcp1":
+        (HERE / "fig5_cwnd.svg").write_text(
+            flows_timeline_svg(
+                first, title=f"Fig. 5: cwnd of one QUIC (quic-go Cubic) and one TCP Cubic flow ({first.path.name})"
+            )
+        )
+
+
+def figures(names: list[str]) -> None:
+    """Redraw the pictures from the bundled traces (``traces/table4/NAME/NAME-NN``), leaving the report as
+    it is: the runs' directories (and their redo counts) are not needed."""
+    for name in names:
+        runs = sorted((ROOT / "traces" / "table4" / name).glob(f"{name}-[0-9][0-9]"))
+        if runs:
+            _draw(name, load_flow_run(runs[0]))
+
+
 def report(out: Path, names: list[str]) -> None:
     sections = []
     summary_rows = []
@@ -172,19 +194,11 @@ def report(out: Path, names: list[str]) -> None:
                 f"{statistics.fmean(t_all):.2f} | {quic.share:.1%} | {fair:.1%} | "
                 f"{statistics.fmean(r.jain for r in runs):.3f} | {fmt_p(p)} |"
             )
-        svg = HERE / f"table4_{name}.svg"
-        svg.write_text(flows_timeline_svg(runs[0], title=f"{name}: {_title(name)} ({paths[0].name})"))
+        _draw(name, runs[0])
         text.append(f"![{name}](table4_{name}.svg)")
         text.append("")
         sections.append("\n".join(text))
-        fig5 = paths[0] if name == "quicgo-tcp1" else None
-        _bundle(paths, ROOT / "traces" / "table4" / name, fig5)
-        if fig5 is not None:
-            (HERE / "fig5_cwnd.svg").write_text(
-                flows_timeline_svg(
-                    runs[0], title=f"Fig. 5: cwnd of one QUIC (quic-go Cubic) and one TCP Cubic flow ({paths[0].name})"
-                )
-            )
+        _bundle(paths, ROOT / "traces" / "table4" / name, paths[0] if name == "quicgo-tcp1" else None)
     head = f"""# IMC'17 Table 4 and Fig. 5: QUIC against TCP on one 5 Mbit/s bottleneck
 
 Setup as in the paper: 5 Mbit/s bottleneck (tc tbf), 30 KB drop-tail buffer, 36 ms RTT (IP-layer
