@@ -1,4 +1,5 @@
-"""State-machine inference from traces: engines behind one :func:`infer` entry point."""
+"""State-machine inference from state sequences: engines behind one :func:`infer_sequences` entry point
+(and :data:`ENGINES`, their specs and option rules)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from typing import Any
 
 from quicsm.errors import InferenceError, OptionError
 from quicsm.inference.model import INITIAL, TERMINAL, Edge, InferenceResult, Model, Node
-from quicsm.traces.events import StateView, Trace
 
 __all__ = [
     "ENGINES",
@@ -23,7 +23,6 @@ __all__ = [
     "InferenceResult",
     "Model",
     "Node",
-    "infer",
     "infer_sequences",
 ]
 
@@ -157,25 +156,3 @@ def infer_sequences(sequences: Sequence[Sequence[str]], engine: str = "synoptic"
     if not any(sequences):
         raise InferenceError("no state sequences to learn from")
     return fn(sequences, **opts)
-
-
-_DEFAULT_VIEW = StateView()
-
-
-def infer(
-    traces: Sequence[Trace],
-    engine: str = "synoptic",
-    view: StateView = _DEFAULT_VIEW,
-    *,
-    sequences: Sequence[Sequence[str]] | None = None,
-    **opts: Any,
-) -> InferenceResult:
-    """Learn a model from traces; ``paths[i]`` maps ``traces[i].visits(view)`` onto model nodes.
-
-    ``sequences`` are the traces' ``states(view)`` when the caller has computed them already.
-    """
-    seqs = sequences if sequences is not None else [t.states(view) for t in traces]
-    res = infer_sequences(seqs, engine, **opts)
-    res.model.params.setdefault("phases", view.phases)
-    res.model.params.setdefault("recovery", view.recovery)
-    return res

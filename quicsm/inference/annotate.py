@@ -18,7 +18,6 @@ import msgspec
 from quicsm.errors import InferenceError, InputError
 from quicsm.formats import checked
 from quicsm.inference.model import INITIAL, TERMINAL, Edge, InferenceResult, Model, Node
-from quicsm.traces.events import StateView, Trace, Visit
 
 __all__ = [
     "MODEL_FORMAT",
@@ -30,7 +29,6 @@ __all__ = [
     "ModelFile",
     "NodeRecord",
     "NodeStats",
-    "annotate",
     "load_model",
     "save_model",
 ]
@@ -139,50 +137,11 @@ class AnnotatedModel:
         """
         return _ModelReader(source).read(data)
 
-    def to_networkx(self) -> Any:
-        """The model as a networkx ``DiGraph`` with the documented fields as attributes (:mod:`.graphs`)."""
-        from quicsm.inference.graphs import to_networkx
-
-        return to_networkx(self)
-
-
-def annotate(
-    result: InferenceResult,
-    traces: Sequence[Trace],
-    view: StateView = StateView(),
-    meta: dict[str, Any] | None = None,
-    stays_per_trace: Sequence[list[Visit]] | None = None,
-) -> AnnotatedModel:
-    """Attach visits, dwell times and time shares to nodes and probabilities to edges.
-
-    ``stays_per_trace`` (each trace's ``visits(view)``) saves recomputing them when the caller has them.
-    """
-    model = result.model
-    if len(result.paths) != len(traces):
-        raise InferenceError(f"model has {len(result.paths)} paths for {len(traces)} traces")
-    visits: Counter[int] = Counter()
-    time_us: Counter[int] = Counter()
-    events = 0
-    for i, (trace, path) in enumerate(zip(traces, result.paths)):
-        stays = stays_per_trace[i] if stays_per_trace is not None else trace.visits(view)
-        inner = path[1:-1]
-        if len(inner) != len(stays):
-            raise InferenceError(f"trace {trace.id}: model path has {len(inner)} steps for {len(stays)} states")
-        for node_id, stay in zip(inner, stays):
-            visits[node_id] += 1
-            time_us[node_id] += stay.duration_us
-        events += len(trace.events)
-        visits[path[0]] += 1
-        visits[path[-1]] += 1
-    nodes, edges, total = _stats(model, visits, time_us, result.edge_counts())
-    files = {f for t in traces for f in t.sources}
-    return AnnotatedModel(model, nodes, edges, len(traces), events, total, len(files), dict(meta or {}))
-
 
 def _stats(
     model: Model, visits: Counter[int], time_us: Counter[int], edge_counts: Counter[tuple[int, int]]
 ) -> tuple[list[NodeStats], list[EdgeStats], int]:
-    """Node and edge statistics from the visit, time and step counts (both ways of annotating end here)."""
+    """Node and edge statistics from the visit, time and step counts."""
     total = sum(time_us.values())
     nodes = [
         NodeStats(
@@ -454,9 +413,10 @@ def annotate_counts(
     sources: int,
     meta: dict[str, Any] | None = None,
 ) -> AnnotatedModel:
-    """:func:`annotate` for distinct sequences: ``result.paths[i]`` was taken ``counts[i]`` times, with
-    ``durations_us[i][j]`` the total stay at its j-th state (lists, or packed rows in a
-    :class:`~quicsm.inference.packed.PackedPaths`). Gives the same model as annotating every trace."""
+    """Attach visits, dwell times and time shares to nodes and probabilities to edges, for distinct
+    sequences: ``result.paths[i]`` was taken ``counts[i]`` times, with ``durations_us[i][j]`` the total
+    stay at its j-th state (lists, or packed rows in a :class:`~quicsm.inference.packed.PackedPaths`).
+    Gives the same model as annotating every trace one by one (tests/annotate_oracle.py)."""
     model = result.model
     if len(result.paths) != len(counts) or len(counts) != len(durations_us):
         raise InferenceError(f"model has {len(result.paths)} paths for {len(counts)} distinct sequences")

@@ -12,28 +12,38 @@ invariant's two-state automaton to return a shortest violating walk, which refin
 Refinement and coarsening run these thousands of times on graphs of hundreds of partitions, so the
 optional C extension ``quicsm.inference.fastcheck`` does the walks (one breadth-first search per invariant
 row for :func:`violations`, whose matrix closures cost one step per unit of the graph's diameter).
-Without it the pure-Python code below runs; tests/inference/test_check_c.py holds the two equal.
+:data:`SEARCHES` is chosen once: :class:`CSearches` where the extension is built, else the pure-Python
+:class:`PySearches`; tests/inference/test_check_c.py holds the two equal on the same graphs.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
 from quicsm.inference.invariants import KINDS, InvariantSet
 
-native: Any
-"""The C extension :mod:`quicsm.inference.fastcheck`, or None (no compiler at install time): then the
-pure-Python twins below run. Tests set it to None to run the twins."""
 try:
-    from quicsm.inference import fastcheck as native
-except ImportError:
-    native = None
+    from quicsm.inference import fastcheck
+except ImportError:  # no compiler at install time: the pure-Python twins run
+    fastcheck = None  # type: ignore[assignment]
 
-__all__ = ["Csr", "Edges", "counterexample", "synoptic_counterexample", "violated", "violations", "walk_states"]
+__all__ = [
+    "SEARCHES",
+    "CSearches",
+    "Csr",
+    "Edges",
+    "PYTHON_SEARCHES",
+    "PySearches",
+    "counterexample",
+    "synoptic_counterexample",
+    "violated",
+    "violations",
+    "walk_states",
+]
 
 Edges = tuple[np.ndarray, np.ndarray] | np.ndarray
 """A graph's edges: (src, dst) node-id arrays, or a dense boolean adjacency matrix."""
@@ -129,11 +139,13 @@ def violations(edges: Edges, ptype: np.ndarray, inv: InvariantSet) -> dict[str, 
     e.g. merged-away ones). Only types that occur in some mined invariant get a reachability row;
     a step of a reachability closure costs about (rows x edges), however many nodes there are.
     """
+    src, dst = np.nonzero(edges) if isinstance(edges, np.ndarray) else edges
+    return SEARCHES.violations(np.asarray(src), np.asarray(dst), np.asarray(ptype), inv)
+
+
+def _violations_py(src: np.ndarray, dst: np.ndarray, ptype: np.ndarray, inv: InvariantSet) -> dict[str, np.ndarray]:
     size = len(inv.labels)
     initial, terminal = size - 2, size - 1
-    src, dst = np.nonzero(edges) if isinstance(edges, np.ndarray) else edges
-    if native is not None:
-        return _violations_c(np.asarray(src), np.asarray(dst), np.asarray(ptype), inv)
     fwd: Step = (src, dst)
     bwd: Step = (dst, src)
     onehot = np.zeros((size, len(ptype)), dtype=bool)
@@ -162,17 +174,6 @@ def violations(edges: Edges, ptype: np.ndarray, inv: InvariantSet) -> dict[str, 
         into = _after(co, bwd)  # row per b: nodes with an edge into co[b]
         out["AFby"][:, cols] = _types_in(into, ptype, size).T & inv.afby[:, cols]
     return out
-
-
-def _violations_c(src: np.ndarray, dst: np.ndarray, ptype: np.ndarray, inv: InvariantSet) -> dict[str, np.ndarray]:
-    size = len(inv.labels)
-    nodes = len(ptype)
-    fwd = Csr.from_edges(src, dst, nodes)
-    bwd = Csr.from_edges(dst, src, nodes)
-    out = {kind: np.zeros((size, size), dtype=np.uint8) for kind in KINDS}
-    mined = [np.ascontiguousarray(m, dtype=np.uint8) for m in (inv.nfby, inv.ap, inv.afby)]
-    native.violations(*fwd, *bwd, _int32(ptype), size, *mined, out["NFby"], out["AP"], out["AFby"])
-    return {kind: m.view(bool) for kind, m in out.items()}
 
 
 def violated(edges: Edges, ptype: np.ndarray, inv: InvariantSet) -> list[tuple[str, int, int]]:
@@ -212,11 +213,7 @@ def counterexample(
     an ``a`` still waiting; for NFby/AP the violation happens on the way and the walk is the shortest
     whole walk containing one. ``a`` may be the INITIAL type (``INITIAL AFby x``).
     """
-    if native is not None:
-        g = _csr(succ)
-        found: list[int] | None = native.shortest(*g, _int32(ptype), KIND_CODES[kind], a, b, initial, terminal_type)
-        return found
-    return _counterexample_py(_lists(succ), ptype, kind, a, b, initial, terminal_type)
+    return SEARCHES.shortest(succ, ptype, kind, a, b, initial, terminal_type)
 
 
 def _counterexample_py(
@@ -310,11 +307,7 @@ def synoptic_counterexample(
     list successors in Synoptic's order (:meth:`PartitionGraph.ordered_successors`): among equally
     short walks that order decides which one is found, and with it which partitions are split.
     """
-    if native is not None:
-        g = _csr(succ)
-        walk = native.synoptic_walk(*g, _int32(ptype), KIND_CODES[kind], a, b, initial, terminal_type)
-    else:
-        walk = _synoptic_walk_py(_lists(succ), ptype, kind, a, b, initial, terminal_type)
+    walk = SEARCHES.synoptic_walk(succ, ptype, kind, a, b, initial, terminal_type)
     if walk is None or kind == "AFby":
         return walk
     seen_a = False
@@ -389,3 +382,85 @@ def walk_states(kind: str, a: int, b: int, types: Sequence[int]) -> list[int]:
         state = _step(kind, a, b, state, t)
         out.append(state)
     return out
+
+
+class PySearches:
+    """The searches in pure Python: what runs where the C extension is not built, and its twin in the tests."""
+
+    def violations(
+        self, src: np.ndarray, dst: np.ndarray, ptype: np.ndarray, inv: InvariantSet
+    ) -> dict[str, np.ndarray]:
+        """:func:`violations` on (src, dst) edge arrays."""
+        return _violations_py(src, dst, ptype, inv)
+
+    def shortest(
+        self,
+        succ: Graph,
+        ptype: Sequence[int] | np.ndarray,
+        kind: str,
+        a: int,
+        b: int,
+        initial: int,
+        terminal_type: int,
+    ) -> list[int] | None:
+        """:func:`counterexample`."""
+        return _counterexample_py(_lists(succ), ptype, kind, a, b, initial, terminal_type)
+
+    def synoptic_walk(
+        self,
+        succ: Graph,
+        ptype: Sequence[int] | np.ndarray,
+        kind: str,
+        a: int,
+        b: int,
+        initial: int,
+        terminal_type: int,
+    ) -> list[int] | None:
+        """:func:`synoptic_counterexample`'s walk before its cut."""
+        return _synoptic_walk_py(_lists(succ), ptype, kind, a, b, initial, terminal_type)
+
+
+class CSearches(PySearches):
+    """The same searches in the C extension ``fastcheck`` (on CSR arrays)."""
+
+    def violations(
+        self, src: np.ndarray, dst: np.ndarray, ptype: np.ndarray, inv: InvariantSet
+    ) -> dict[str, np.ndarray]:
+        size = len(inv.labels)
+        nodes = len(ptype)
+        fwd = Csr.from_edges(src, dst, nodes)
+        bwd = Csr.from_edges(dst, src, nodes)
+        out = {kind: np.zeros((size, size), dtype=np.uint8) for kind in KINDS}
+        nfby, ap, afby = (np.ascontiguousarray(m, dtype=np.uint8) for m in (inv.nfby, inv.ap, inv.afby))
+        fastcheck.violations(*fwd, *bwd, _int32(ptype), size, nfby, ap, afby, out["NFby"], out["AP"], out["AFby"])
+        return {kind: m.view(bool) for kind, m in out.items()}
+
+    def shortest(
+        self,
+        succ: Graph,
+        ptype: Sequence[int] | np.ndarray,
+        kind: str,
+        a: int,
+        b: int,
+        initial: int,
+        terminal_type: int,
+    ) -> list[int] | None:
+        return fastcheck.shortest(*_csr(succ), _int32(ptype), KIND_CODES[kind], a, b, initial, terminal_type)
+
+    def synoptic_walk(
+        self,
+        succ: Graph,
+        ptype: Sequence[int] | np.ndarray,
+        kind: str,
+        a: int,
+        b: int,
+        initial: int,
+        terminal_type: int,
+    ) -> list[int] | None:
+        return fastcheck.synoptic_walk(*_csr(succ), _int32(ptype), KIND_CODES[kind], a, b, initial, terminal_type)
+
+
+PYTHON_SEARCHES = PySearches()
+SEARCHES: PySearches = CSearches() if fastcheck is not None else PYTHON_SEARCHES
+"""The searches this install runs, chosen once: C where the extension is built. Tests set it to
+:data:`PYTHON_SEARCHES` to run the twins on the same inputs."""

@@ -13,12 +13,10 @@ model with every event's partition, ``<prefix>.json``), ``--noModelOutput``, ``-
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
 from typing import IO
 
 from quicsm.errors import InferenceError
-from quicsm.files import atomic_output
 from quicsm.inference.model import INITIAL, TERMINAL
 
 __all__ = [
@@ -29,7 +27,6 @@ __all__ = [
     "model_prefix",
     "synoptic_arguments",
     "synoptic_command_line",
-    "write_synoptic_log",
 ]
 
 EVENT_REGEX = r"^(?<trace>\d+) (?<TYPE>.+)$"
@@ -81,13 +78,6 @@ def dump_synoptic_log(sequences: Sequence[Sequence[str]], fh: IO[str]) -> int:
             fh.write(f"{t} {state}\n")
         lines += len(seq)
     return lines
-
-
-def write_synoptic_log(sequences: Sequence[Sequence[str]], path: str) -> str:
-    """Write the log atomically and return the shell command that runs Synoptic on it."""
-    with atomic_output(path, binary=False) as fh:
-        dump_synoptic_log(sequences, fh)
-    return shlex.join(synoptic_command_line(path, model_prefix(path)))
 
 
 def model_prefix(log_path: str) -> str:

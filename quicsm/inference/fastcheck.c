@@ -1,6 +1,7 @@
 /* Model checking of Synoptic invariants on a partition graph: the loops refinement and coarsening run
- * thousands of times (quicsm/inference/checker.py holds the pure-Python twin of every function here, and
- * tests/inference/test_check_c.py holds the two equal).
+ * thousands of times. Each function has a pure-Python twin (checker.py, partitions.py, replay.py: chosen
+ * once per module where this extension is not built); tests/inference/test_check_c.py and
+ * test_synoptic_replay.py hold each pair equal on the same inputs.
  *
  * Graphs come as CSR arrays (int32): the successors of node u are indices[indptr[u]:indptr[u+1]], in the
  * order the walks must try them; ptype[u] is u's event type (negative: an empty slot, never reached).
@@ -21,30 +22,16 @@
  *     `moving`: one pass over p's events instead of numpy's gathers, masks and counts over millions of them.
  *
  * The replay of one seed (replay.py) makes every split and merge Synoptic makes, thousands of rounds each
- * over the whole graph, so its per-round work is here too:
- * holds_if_split(indptr, indices, ptype, part, has_succ, has_pred, members, events, mark, p, kind, a, b,
- *                initial, terminal_type) -> bool
- *     would `a kind b` hold if `events` (of p) stayed and p's other members moved to a new partition: the
- *     search of `shortest` on the split graph, built on the fly from the graph's CSR and split_steps' pass.
- *     With a last argument `witness` (int32, writable): -1 if it holds, else the length of a walk breaking
- *     it written there (INITIAL first; 0 when it does not fit), node ids of the split graph (q = nodes).
- * walk_in_graph(indptr, indices, walks, bounds, avoid) -> index | -1
- *     the first walk whose every step is an edge and no node `avoid`: a walk breaking an invariant found
- *     once still breaks it on any later graph where this holds (replay.py's trials).
- * ordered_successors(part, has_succ, rank, indptr, indices) -> edges
- *     every partition's successors in the order its events (by rank within the partition) first reach them.
- * ordered_successors_update(part, has_succ, old_indptr, old_indices, touched, touched_ptr, touched_events,
- *                           indptr, indices) -> edges
- *     the same after a round, made again only for the partitions whose lists can have changed.
- * split_masks(part, has_succ, has_pred, order, prev, nxt, out_mask, in_mask) -> bits
- *     replay.split_masks: a stitch's outgoing and incoming candidate splits.
+ * over the whole graph, so all of it runs here (replay.py's Python rounds are its twin):
  * coarsen(src, dst, ptype, plist, nfpred, appred, afsucc, initial, terminal, merges) -> (merges, trials)
  *     replay.replay_coarsen's scan with each merge trial checked incrementally (see there).
  * replay_rounds(part, types, has_succ, has_pred, ptype, invariants, initial, terminal_type, rng, budget, limit,
  *               stats, out_ptype) -> (status, partitions)
- *     replay._replay_rounds, every round in one call: the searches above on successor lists made again only
+ *     replay's rounds, every round in one call: the searches above on successor lists made again only
  *     where a round changes them, each invariant's counterexample search taken up again from the first node
- *     whose list changed since its last round (see synoptic_search_core).
+ *     whose list changed since its last round (see synoptic_search_core), a split trial's search on the
+ *     split graph built on the fly (trial_core), decided at once by a walk an earlier trial found breaking
+ *     the invariant when that walk is still in the graph (walk_ok).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -919,65 +906,6 @@ static int trial_core(const int32_t *ib, const int32_t *ie, const int32_t *ix, c
     return 0;
 }
 
-/* Would `a kind b` hold if `events` (of p) stayed and p's other members moved to a new partition (trial_core)?
- * `mark` (uint8 per event, all clear) is borrowed and left clear. */
-static PyObject *holds_if_split(PyObject *self, PyObject *args) {
-    PyObject *ipo, *ixo, *tyo, *po, *so, *ro, *mo, *eo, *ko, *wo = NULL;
-    int p, kind, a, b, initial, terminal_type;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOiiiiii|O", &ipo, &ixo, &tyo, &po, &so, &ro, &mo, &eo, &ko, &p, &kind, &a,
-                          &b, &initial, &terminal_type, &wo))
-        return NULL;
-    Arr wit = {0};
-    if (wo && get_arr(wo, &wit, 4, 1, "witness") < 0) return NULL;
-    Arr ptr, idx, ptype, part, succ, pred, members, events, mark;
-    Arr *got[9] = {&ptr, &idx, &ptype, &part, &succ, &pred, &members, &events, &mark};
-    PyObject *objs[9] = {ipo, ixo, tyo, po, so, ro, mo, eo, ko};
-    const Py_ssize_t sizes[9] = {4, 4, 4, 4, 1, 1, 4, 4, 1};
-    const char *names[9] = {"indptr", "indices", "ptype", "part", "has_succ", "has_pred", "members", "events", "mark"};
-    int k = get_arrs(objs, got, sizes, 0x100u, names, 9);
-    PyObject *result = NULL;
-    TrialWs ws;
-    memset(&ws, 0, sizeof ws);
-    if (k < 9) goto done;
-    const Py_ssize_t nodes = ptype.n;
-    if (ptr.n != nodes + 1 || mark.n != part.n || succ.n != part.n || pred.n != part.n || p < 0 || p >= nodes ||
-        initial < 0 || initial >= nodes || kind < 0 || kind > 2) {
-        PyErr_SetString(PyExc_ValueError, "holds_if_split: bad arguments");
-        goto done;
-    }
-    const int32_t *ev = I32(events), *mem = I32(members);
-    uint8_t *mk = (uint8_t *)mark.view.buf;
-    for (Py_ssize_t i = 0; i < events.n; i++)
-        if (ev[i] < 0 || ev[i] >= part.n) {
-            PyErr_SetString(PyExc_IndexError, "holds_if_split: event outside the log");
-            goto done;
-        }
-    for (Py_ssize_t i = 0; i < members.n; i++)
-        if (mem[i] < 0 || mem[i] >= part.n) {
-            PyErr_SetString(PyExc_IndexError, "split_steps: member outside the log");
-            goto done;
-        }
-    /* the members not among `events` move: marked in `mark` for the pass, cleared after */
-    for (Py_ssize_t i = 0; i < members.n; i++) mk[mem[i]] = 1;
-    for (Py_ssize_t i = 0; i < events.n; i++) mk[ev[i]] = 0;
-    Py_ssize_t len = 0;
-    int holds = trial_core(I32(ptr), I32(ptr) + 1, I32(idx), I32(ptype), nodes, I32(part), part.n, (const uint8_t *)succ.view.buf,
-                           (const uint8_t *)pred.view.buf, mem, members.n, mk, p, kind, a, b, initial, terminal_type,
-                           &ws, wo ? (int32_t *)wit.view.buf : NULL, wit.n, &len);
-    for (Py_ssize_t i = 0; i < members.n; i++) mk[mem[i]] = 0;
-    if (holds < 0)
-        PyErr_NoMemory();
-    else if (!wo)
-        result = PyBool_FromLong(holds);
-    else
-        result = PyLong_FromSsize_t(holds ? -1 : len);
-done:
-    trial_ws_free(&ws);
-    release_arrs(got, k);
-    if (wo) PyBuffer_Release(&wit.view);
-    return result;
-}
-
 /* Is every step of the walk (len > 0 nodes) an edge of the graph, and none of its nodes `avoid`? */
 static int walk_ok(const int32_t *ib, const int32_t *ie, const int32_t *ix, Py_ssize_t nidx, Py_ssize_t nodes,
                    const int32_t *w, Py_ssize_t len, int32_t avoid) {
@@ -995,201 +923,6 @@ static int walk_ok(const int32_t *ib, const int32_t *ie, const int32_t *ix, Py_s
         if (!has) return 0;
     }
     return 1;
-}
-
-/* walk_in_graph(indptr, indices, walks, bounds, avoid) -> index | -1: the first of the walks (walk i is
- * walks[bounds[i]:bounds[i + 1]]) whose every step is an edge of the graph and no node of which is `avoid`. */
-static PyObject *walk_in_graph(PyObject *self, PyObject *args) {
-    PyObject *ipo, *ixo, *wo, *bo;
-    int avoid;
-    if (!PyArg_ParseTuple(args, "OOOOi", &ipo, &ixo, &wo, &bo, &avoid)) return NULL;
-    Arr ptr, idx, walks, bounds;
-    Arr *got[4] = {&ptr, &idx, &walks, &bounds};
-    PyObject *objs[4] = {ipo, ixo, wo, bo};
-    const Py_ssize_t sizes[4] = {4, 4, 4, 4};
-    const char *names[4] = {"indptr", "indices", "walks", "bounds"};
-    int k = get_arrs(objs, got, sizes, 0x0u, names, 4);
-    PyObject *result = NULL;
-    if (k < 4) goto done;
-    const int32_t *ip = I32(ptr), *ix = I32(idx), *all = I32(walks), *bd = I32(bounds);
-    const Py_ssize_t nodes = ptr.n - 1;
-    long first = -1;
-    for (Py_ssize_t wi = 0; wi + 1 < bounds.n && first < 0; wi++) {
-        if (bd[wi] < 0 || bd[wi + 1] < bd[wi] || bd[wi + 1] > walks.n) {
-            PyErr_SetString(PyExc_ValueError, "walk_in_graph: bad bounds");
-            goto done;
-        }
-        if (walk_ok(ip, ip + 1, ix, idx.n, nodes, all + bd[wi], bd[wi + 1] - bd[wi], avoid)) first = (long)wi;
-    }
-    result = PyLong_FromLong(first);
-done:
-    release_arrs(got, k);
-    return result;
-}
-
-/* Successors of every partition in the order its events, taken in `rank` order (rank[e]: e's place in its
- * partition, 0 .. size - 1), first step into them: indptr (nparts + 1) and indices (>= the steps) filled,
- * returns the number of edges. One pass over the log instead of sorting every step's edge key. */
-static PyObject *ordered_successors(PyObject *self, PyObject *args) {
-    PyObject *po, *so, *ro, *ipo, *ixo;
-    if (!PyArg_ParseTuple(args, "OOOOO", &po, &so, &ro, &ipo, &ixo)) return NULL;
-    Arr part, succ, rank, ptr, idx;
-    Arr *got[5] = {&part, &succ, &rank, &ptr, &idx};
-    PyObject *objs[5] = {po, so, ro, ipo, ixo};
-    const Py_ssize_t sizes[5] = {4, 1, 8, 4, 4};
-    const char *names[5] = {"part", "has_succ", "rank", "indptr", "indices"};
-    int k = get_arrs(objs, got, sizes, 0x18u, names, 5);
-    PyObject *result = NULL;
-    int32_t *slot = NULL, *start = NULL, *stamp = NULL;
-    if (k < 5) goto done;
-    const Py_ssize_t n = part.n, nparts = ptr.n - 1;
-    if (succ.n != n || rank.n != n || nparts < 0) {
-        PyErr_SetString(PyExc_ValueError, "ordered_successors: array sizes disagree");
-        goto done;
-    }
-    const int32_t *pt = I32(part);
-    const int64_t *rk = (const int64_t *)rank.view.buf;
-    const uint8_t *hs = (const uint8_t *)succ.view.buf;
-    int32_t *out_ptr = (int32_t *)ptr.view.buf, *out_idx = (int32_t *)idx.view.buf;
-    slot = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
-    start = calloc((size_t)nparts + 1, sizeof(int32_t));
-    stamp = malloc(sizeof(int32_t) * (size_t)(nparts ? nparts : 1));
-    if (!slot || !start || !stamp) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t e = 0; e < n; e++) {
-        if (pt[e] < 0 || pt[e] >= nparts) {
-            PyErr_SetString(PyExc_IndexError, "ordered_successors: partition out of range");
-            goto done;
-        }
-        start[pt[e] + 1]++;
-    }
-    for (Py_ssize_t u = 0; u < nparts; u++) start[u + 1] += start[u];
-    for (Py_ssize_t e = 0; e < n; e++) {
-        const int32_t u = pt[e];
-        if (rk[e] < 0 || rk[e] >= start[u + 1] - start[u]) {
-            PyErr_SetString(PyExc_IndexError, "ordered_successors: rank outside its partition");
-            goto done;
-        }
-        slot[start[u] + rk[e]] = (int32_t)e;
-    }
-    for (Py_ssize_t u = 0; u < nparts; u++) stamp[u] = -1;
-    Py_ssize_t edges = 0;
-    int32_t lo = 0;
-    for (Py_ssize_t u = 0; u < nparts; u++) {
-        const int32_t hi = start[u + 1];
-        out_ptr[u] = (int32_t)edges;
-        for (int32_t i = lo; i < hi; i++) {
-            const int32_t e = slot[i];
-            if (!hs[e] || e + 1 >= n) continue;
-            const int32_t d = pt[e + 1];
-            if (stamp[d] == (int32_t)u) continue;
-            stamp[d] = (int32_t)u;
-            if (edges >= idx.n) {
-                PyErr_SetString(PyExc_ValueError, "ordered_successors: indices too short");
-                goto done;
-            }
-            out_idx[edges++] = d;
-        }
-        lo = hi;
-    }
-    out_ptr[nparts] = (int32_t)edges;
-    result = PyLong_FromSsize_t(edges);
-done:
-    free(slot);
-    free(start);
-    free(stamp);
-    release_arrs(got, k);
-    return result;
-}
-
-/* ordered_successors after a round, made again only where it can differ: `touched` (ascending partition
- * ids, with `tptr` bounding each one's events in `tevents`, in the partition's order) get their lists from
- * their events as ordered_successors makes them; every other partition's list is the old graph's
- * (old_indptr / old_indices; a partition there must exist in it). Fills indptr / indices, returns the edges. */
-static PyObject *ordered_successors_update(PyObject *self, PyObject *args) {
-    PyObject *objs[9];
-    if (!PyArg_ParseTuple(args, "OOOOOOOOO", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4], &objs[5], &objs[6],
-                          &objs[7], &objs[8]))
-        return NULL;
-    Arr part, succ, optr, oidx, touched, tptr, tev, ptr, idx;
-    Arr *got[9] = {&part, &succ, &optr, &oidx, &touched, &tptr, &tev, &ptr, &idx};
-    const Py_ssize_t sizes[9] = {4, 1, 4, 4, 4, 4, 4, 4, 4};
-    const char *names[9] = {"part", "has_succ", "old_indptr", "old_indices", "touched",
-                            "touched_ptr", "touched_events", "indptr", "indices"};
-    int k = get_arrs(objs, got, sizes, 0x180u, names, 9);
-    PyObject *result = NULL;
-    int32_t *stamp = NULL;
-    if (k < 9) goto done;
-    const Py_ssize_t n = part.n, nparts = ptr.n - 1, old_n = optr.n - 1;
-    if (succ.n != n || nparts < 0 || old_n < 0 || tptr.n != touched.n + 1) {
-        PyErr_SetString(PyExc_ValueError, "ordered_successors_update: array sizes disagree");
-        goto done;
-    }
-    const int32_t *pt = I32(part), *op = I32(optr), *oi = I32(oidx), *tu = I32(touched), *tp = I32(tptr),
-                  *te = I32(tev);
-    const uint8_t *hs = (const uint8_t *)succ.view.buf;
-    int32_t *out_ptr = (int32_t *)ptr.view.buf, *out_idx = (int32_t *)idx.view.buf;
-    stamp = malloc(sizeof(int32_t) * (size_t)(nparts ? nparts : 1));
-    if (!stamp) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t u = 0; u < nparts; u++) stamp[u] = -1;
-    Py_ssize_t edges = 0, t = 0;
-    for (Py_ssize_t u = 0; u < nparts; u++) {
-        out_ptr[u] = (int32_t)edges;
-        if (t < touched.n && tu[t] == u) {
-            if (tp[t] < 0 || tp[t + 1] < tp[t] || tp[t + 1] > tev.n) {
-                PyErr_SetString(PyExc_ValueError, "ordered_successors_update: bad touched_ptr");
-                goto done;
-            }
-            for (int32_t i = tp[t]; i < tp[t + 1]; i++) {
-                const int32_t e = te[i];
-                if (e < 0 || e >= n) {
-                    PyErr_SetString(PyExc_IndexError, "ordered_successors_update: event outside the log");
-                    goto done;
-                }
-                if (!hs[e] || e + 1 >= n) continue;
-                const int32_t d = pt[e + 1];
-                if (d < 0 || d >= nparts) {
-                    PyErr_SetString(PyExc_IndexError, "ordered_successors_update: partition out of range");
-                    goto done;
-                }
-                if (stamp[d] == (int32_t)u) continue;
-                stamp[d] = (int32_t)u;
-                if (edges >= idx.n) {
-                    PyErr_SetString(PyExc_ValueError, "ordered_successors_update: indices too short");
-                    goto done;
-                }
-                out_idx[edges++] = d;
-            }
-            t++;
-        } else {
-            if (u >= old_n || op[u] < 0 || op[u + 1] < op[u] || op[u + 1] > oidx.n) {
-                PyErr_SetString(PyExc_ValueError, "ordered_successors_update: partition not in the old graph");
-                goto done;
-            }
-            const int32_t len = op[u + 1] - op[u];
-            if (edges + len > idx.n) {
-                PyErr_SetString(PyExc_ValueError, "ordered_successors_update: indices too short");
-                goto done;
-            }
-            memcpy(out_idx + edges, oi + op[u], sizeof(int32_t) * (size_t)len);
-            edges += len;
-        }
-    }
-    if (t != touched.n) {
-        PyErr_SetString(PyExc_ValueError, "ordered_successors_update: touched not ascending or out of range");
-        goto done;
-    }
-    out_ptr[nparts] = (int32_t)edges;
-    result = PyLong_FromSsize_t(edges);
-done:
-    free(stamp);
-    release_arrs(got, k);
-    return result;
 }
 
 /* ---- coarsening, as Synoptic's mergePartitions(pGraph, invs, 1) with a seed ---------------------------- */
@@ -1645,46 +1378,6 @@ done:
     return result;
 }
 
-/* replay.split_masks in one pass over one partition's events `o` (in its order): out_mask[i] = o[i] steps
- * into nxt, in_mask[i] = o[i] is entered from prev (prev < 0: none); returns bit 0 when the outgoing split
- * leaves both sides non-empty, bit 1 when the incoming one does. */
-static PyObject *split_masks(PyObject *self, PyObject *args) {
-    PyObject *po, *so, *ro, *oo, *om, *im;
-    int prev, nxt;
-    if (!PyArg_ParseTuple(args, "OOOOiiOO", &po, &so, &ro, &oo, &prev, &nxt, &om, &im)) return NULL;
-    Arr part, succ, pred, ord, outm, inm;
-    Arr *got[6] = {&part, &succ, &pred, &ord, &outm, &inm};
-    PyObject *objs[6] = {po, so, ro, oo, om, im};
-    const Py_ssize_t sizes[6] = {4, 1, 1, 4, 1, 1};
-    const char *names[6] = {"part", "has_succ", "has_pred", "order", "out_mask", "in_mask"};
-    int k = get_arrs(objs, got, sizes, 0x30u, names, 6);
-    PyObject *result = NULL;
-    if (k < 6) goto done;
-    if (succ.n != part.n || pred.n != part.n || outm.n != ord.n || inm.n != ord.n) {
-        PyErr_SetString(PyExc_ValueError, "split_masks: array sizes disagree");
-        goto done;
-    }
-    const int32_t *pt = I32(part), *o = I32(ord);
-    const uint8_t *hs = (const uint8_t *)succ.view.buf, *hp = (const uint8_t *)pred.view.buf;
-    uint8_t *out = (uint8_t *)outm.view.buf, *in = (uint8_t *)inm.view.buf;
-    Py_ssize_t n_out = 0, n_in = 0;
-    for (Py_ssize_t i = 0; i < ord.n; i++) {
-        const int32_t e = o[i];
-        if (e < 0 || e >= part.n) {
-            PyErr_SetString(PyExc_IndexError, "split_masks: event outside the log");
-            goto done;
-        }
-        out[i] = hs[e] && e + 1 < part.n && pt[e + 1] == nxt;
-        in[i] = prev >= 0 && hp[e] && e > 0 && pt[e - 1] == prev;
-        n_out += out[i];
-        n_in += in[i];
-    }
-    result = PyLong_FromLong((n_out > 0 && n_out < ord.n) | ((n_in > 0 && n_in < ord.n) << 1));
-done:
-    release_arrs(got, k);
-    return result;
-}
-
 /* ---- the replay's rounds, all in C ---------------------------------------------------------------------- */
 
 /* java.util.Random: the 48-bit generator, nextInt(bound) and Collections.shuffle's draws (jvm.JavaRandom). */
@@ -1934,7 +1627,7 @@ static int rounds_incorporate(Rounds *r, Todo *t, Seg split[2]) {
 
 /* replay_rounds(part, types, has_succ, has_pred, ptype, invariants, initial, terminal_type, rng, budget, limit,
  *               stats, out_ptype) -> (status, partitions)
- * replay._replay_rounds (see there) in one call: part (int32, writable) ends as the refined partition of every
+ * replay.PyReplay.refine (see there) in one call: part (int32, writable) ends as the refined partition of every
  * event, out_ptype (int32, room for every partition there can be: events + partitions) their types; ptype the
  * starting partitions' types (partition p holds the events of part == p); invariants (int32, 3 per row: kind,
  * a, b) in Synoptic's order; rng (int64[1]) the java.util.Random state, left as the draws leave it; stats (int64,
@@ -2236,12 +1929,6 @@ static PyMethodDef methods[] = {
     {"synoptic_walk", synoptic_walk, METH_VARARGS, "Synoptic's counterexample walk before its cut, or None."},
     {"stitch", stitch, METH_VARARGS, "(prev, cur, nxt) where the events taking a walk stop, or None."},
     {"split_steps", split_steps, METH_VARARGS, "The steps touching a partition if it were split (see above)."},
-    {"holds_if_split", holds_if_split, METH_VARARGS, "Whether an invariant holds if a partition were split."},
-    {"walk_in_graph", walk_in_graph, METH_VARARGS, "The first walk whose steps are all edges, avoiding a node."},
-    {"ordered_successors", ordered_successors, METH_VARARGS, "Successors per partition in its events' order."},
-    {"ordered_successors_update", ordered_successors_update, METH_VARARGS,
-     "ordered_successors made again for some partitions only."},
-    {"split_masks", split_masks, METH_VARARGS, "The outgoing and incoming candidate splits at a stitch."},
     {"replay_rounds", replay_rounds, METH_VARARGS, "The replay's refinement rounds, all of them (see above)."},
     {"coarsen", coarsen, METH_VARARGS, "Synoptic's coarsening with its merge order, incrementally checked."},
     {NULL, NULL, 0, NULL},

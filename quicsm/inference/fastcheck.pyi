@@ -1,4 +1,5 @@
-"""Type stub for the C invariant checker (quicsm/inference/fastcheck.c); the pure-Python twins are in checker.py."""
+"""Type stub for the C extension (quicsm/inference/fastcheck.c); the pure-Python twins are in checker.py,
+partitions.py and replay.py."""
 
 from typing import Any
 
@@ -37,43 +38,6 @@ def split_steps(part: Any, has_succ: Any, has_pred: Any, members: Any, moving: A
     out from the staying / moving side, in to the staying / moving side; returns the steps within p as bits
     ``1 << (2 * from_moving + to_moving)``."""
 
-def holds_if_split(
-    indptr: Any,
-    indices: Any,
-    ptype: Any,
-    part: Any,
-    has_succ: Any,
-    has_pred: Any,
-    members: Any,
-    events: Any,
-    mark: Any,
-    p: int,
-    kind: int,
-    a: int,
-    b: int,
-    initial: int,
-    terminal_type: int,
-    witness: Any = ...,
-    /,
-) -> Any:
-    """Would ``a kind b`` hold if ``events`` stayed in ``p`` and its other members formed a new partition?
-    ``mark`` (bool per event, all False) is scratch space, left all False. With ``witness`` (int32,
-    writable): -1 if it holds, else the length of a breaking walk written there (0: it did not fit)."""
-
-def walk_in_graph(indptr: Any, indices: Any, walks: Any, bounds: Any, avoid: int, /) -> int:
-    """The first walk (``walks[bounds[i]:bounds[i + 1]]``) whose every step is an edge of the CSR graph and
-    no node of which is ``avoid`` (or outside the graph); -1 if none."""
-
-def ordered_successors(part: Any, has_succ: Any, rank: Any, indptr: Any, indices: Any, /) -> int:
-    """Each partition's successors in the order its events (``rank``: int64 place within the partition)
-    first step into them, written into ``indptr`` / ``indices`` (int32); returns the number of edges."""
-
-def split_masks(
-    part: Any, has_succ: Any, has_pred: Any, order: Any, prev: int, nxt: int, out_mask: Any, in_mask: Any, /
-) -> int:
-    """:func:`quicsm.inference.replay.split_masks` into two bool arrays; bit 0 / 1: the outgoing / incoming
-    split leaves both sides non-empty."""
-
 def coarsen(
     src: Any,
     dst: Any,
@@ -89,21 +53,6 @@ def coarsen(
 ) -> tuple[int, int]:
     """:func:`quicsm.inference.replay.replay_coarsen` on a graph that holds every invariant: (kept, merged)
     pairs into ``merges`` (int32, 2 x nodes); returns (merges, trials). Types <= 64."""
-
-def ordered_successors_update(
-    part: Any,
-    has_succ: Any,
-    old_indptr: Any,
-    old_indices: Any,
-    touched: Any,
-    touched_ptr: Any,
-    touched_events: Any,
-    indptr: Any,
-    indices: Any,
-    /,
-) -> int:
-    """:func:`ordered_successors` again, where only the ``touched`` partitions (ascending; their events in
-    order in ``touched_events``, bounded by ``touched_ptr``) can have other lists than the old CSR's."""
 
 def replay_rounds(
     part: Any,
@@ -121,7 +70,7 @@ def replay_rounds(
     out_ptype: Any,
     /,
 ) -> tuple[int, int]:
-    """:func:`quicsm.inference.replay._replay_rounds` in one call: ``part`` (int32, writable) refined in place,
+    """:meth:`quicsm.inference.replay.PyReplay.refine` in one call: ``part`` (int32, writable) refined in place,
     the partitions' types into ``out_ptype``; ``invariants`` int32 rows (kind, a, b); ``rng`` int64[1] the
     ``java.util.Random`` state, updated; ``stats`` int64 (rounds, arbitrary, trials, witnessed, work), counted
     on; ``budget`` < 0: none. Returns (status, partitions): 0 done, 1 over the budget, 2-4 internal errors."""

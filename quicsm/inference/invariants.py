@@ -16,14 +16,13 @@ trace's last ``a`` comes after its last ``b``; an NFby unless some first ``a`` c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from quicsm.inference.packed import EncodedLog, encode_sequences
+from quicsm.inference.packed import EncodedLog
 
-__all__ = ["KINDS", "LONG_NAMES", "Invariant", "InvariantSet", "mine_encoded", "mine_invariants"]
+__all__ = ["KINDS", "LONG_NAMES", "Invariant", "InvariantSet", "mine_encoded"]
 
 KINDS: tuple[str, ...] = ("AFby", "NFby", "AP")
 LONG_NAMES: dict[str, str] = {"AFby": "AlwaysFollowedBy", "NFby": "NeverFollowedBy", "AP": "AlwaysPrecedes"}
@@ -75,11 +74,6 @@ class InvariantSet:
 
     def __len__(self) -> int:
         return sum(self.counts().values())
-
-
-def mine_invariants(sequences: Sequence[Sequence[str]]) -> list[Invariant]:
-    """All AFby/NFby/AP invariants (and ``INITIAL AFby x``) true of every sequence, sorted."""
-    return mine_encoded(encode_sequences(sequences)).invariants()
 
 
 def mine_encoded(log: EncodedLog) -> InvariantSet:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["INITIAL", "TERMINAL", "Edge", "InferenceResult", "Model", "Node", "model_from_paths"]
+__all__ = ["INITIAL", "TERMINAL", "Edge", "InferenceResult", "Model", "Node"]
 
 INITIAL = "INITIAL"
 TERMINAL = "TERMINAL"
@@ -96,14 +96,3 @@ class InferenceResult:
         for p in self.paths:
             counts.update(zip(p, p[1:]))
         return counts
-
-
-def model_from_paths(engine: str, labels: Sequence[str], paths: list[list[int]], **params: Any) -> InferenceResult:
-    """Build a :class:`Model` whose edges are exactly the steps the paths take.
-
-    ``labels[i]`` is the state of node ``i``. Engines compute paths; this derives edges and counts.
-    """
-    nodes = [Node(i, s) for i, s in enumerate(labels)]
-    res = InferenceResult(Model(engine, nodes, [], dict(params)), paths)
-    res.model.edges = [Edge(s, d, c) for (s, d), c in sorted(res.edge_counts().items())]
-    return res

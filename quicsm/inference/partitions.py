@@ -10,11 +10,11 @@ a split costs the size of the partition split, never a pass over the whole log.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
 import numpy as np
 
-from quicsm.inference import checker
-from quicsm.inference.checker import Csr
+from quicsm.inference.checker import Csr, fastcheck
 from quicsm.inference.packed import CHUNK, EncodedLog, count_pairs
 
 __all__ = ["PartitionGraph"]
@@ -48,15 +48,11 @@ class PartitionGraph:
         self._arrays: tuple[np.ndarray, np.ndarray] | None = None
         self._ordered: Csr | None = None
         self._steps = np.flatnonzero(self.has_succ).astype(self.part.dtype) if n <= SCAN_EVENTS else None
-        self.count_edges = True
-        """False: splits and merges leave :attr:`edges` stale (a caller that needs no edges for a while,
-        as the replay's refinement, sets it and calls :meth:`recount` after)."""
         self.recount()
 
     def recount(self) -> None:
         """Count :attr:`edges` anew from every step ``i -> i + 1`` out of a non-TERMINAL event."""
         self.edges = Counter()
-        self.count_edges = True
         n = len(self.part)
         for a in range(0, n - 1, CHUNK):
             b = min(a + CHUNK, n - 1)
@@ -73,7 +69,7 @@ class PartitionGraph:
     def _count(self, steps: np.ndarray, sign: int) -> None:
         """Add (or remove) the edges taken by the steps ``i -> i + 1`` to the edge counts."""
         self._arrays = self._ordered = None
-        if len(steps) and self.count_edges:
+        if len(steps):
             self._add_pairs(self.part[steps], self.part[steps + 1], sign)
 
     def _add_pairs(self, src_parts: np.ndarray, dst_parts: np.ndarray, sign: int) -> None:
@@ -102,7 +98,7 @@ class PartitionGraph:
         self._frames.clear()
         self._arrays = self._ordered = None
         self._dirty.update((p, q))
-        steps = self._touching(moved) if self.count_edges else moved[:0]
+        steps = self._touching(moved)
         self._count(steps, -1)
         self.part[moved] = q
         self.members[p] = kept
@@ -225,33 +221,11 @@ class PartitionGraph:
         without changing the graph: the edges not touching ``p``, and those the steps touching ``p``
         would take, so the cost follows ``p``'s size, not the log's.
 
-        One pass over p's events in the C extension (``fastcheck.split_steps``); without it, the steps
-        out of and into p counted per partition on the moving side (the staying side has the rest of
-        :meth:`_split_frame`'s counts). No key per step is built: on a 10^7-event log a partition holds
-        millions of events and each candidate split is tried."""
+        The steps touching p come from :data:`SPLIT_STEPS`. No key per step is built: on a 10^7-event
+        log a partition holds millions of events and each candidate split is tried."""
         q = len(self.members)
         width = q + 1
-        members = self.members[p]
-        native = checker.native
-        if native is not None and members.dtype == np.int32:
-            seen = np.zeros((4, width), dtype=np.uint8)
-            bits = native.split_steps(
-                self.part, self.has_succ, self.has_pred, members, np.ascontiguousarray(moving, dtype=bool), p, seen
-            )
-            src_all, dst_all = self.edge_arrays()
-            kept = (src_all != p) & (dst_all != p)
-            outside = src_all[kept] * width + dst_all[kept]
-            out_stay, out_move, in_stay, in_move = seen.astype(bool)
-        else:
-            out_at, out_dst, out_total, in_at, in_src, in_total, inner_from, inner_to, outside = self._split_frame(p)
-            out_moving = np.bincount(out_dst[moving[out_at]], minlength=width)
-            in_moving = np.bincount(in_src[moving[in_at]], minlength=width)
-            out_stay, out_move = out_total > out_moving, out_moving > 0
-            in_stay, in_move = in_total > in_moving, in_moving > 0
-            a, b = moving[inner_from], moving[inner_to]
-            n_a, n_b, n_ab = int(np.count_nonzero(a)), int(np.count_nonzero(b)), int(np.count_nonzero(a & b))
-            counts = (len(a) - n_a - n_b + n_ab, n_b - n_ab, n_a - n_ab, n_ab)  # bit 2 * from + to, 1 = moving
-            bits = sum(1 << i for i, n in enumerate(counts) if n > 0)
+        out_stay, out_move, in_stay, in_move, bits, outside = SPLIT_STEPS(self, p, moving)
         sides = (p, q)
         keys = np.concatenate(
             [
@@ -347,3 +321,49 @@ class PartitionGraph:
         if kind == "AFby":
             return ((last_a >= 0) & (last_a > self._last_before(b, events, starts))).astype(np.int8)
         return (last_a >= 0).astype(np.int8)
+
+
+SplitSteps = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]
+"""The steps touching partition p if it were split: per partition, whether the staying / moving side steps
+out into it, whether it steps into the staying / moving side (bool rows of the graph's width); the steps
+within p as bits ``1 << (2 * from_moving + to_moving)``; the edges touching neither side as sorted keys
+``src * width + dst``."""
+
+
+def _split_steps_py(graph: PartitionGraph, p: int, moving: np.ndarray) -> SplitSteps:
+    """The steps out of and into p counted per partition on the moving side (the staying side has the
+    rest of :meth:`PartitionGraph._split_frame`'s counts)."""
+    width = len(graph.members) + 1
+    out_at, out_dst, out_total, in_at, in_src, in_total, inner_from, inner_to, outside = graph._split_frame(p)
+    out_moving = np.bincount(out_dst[moving[out_at]], minlength=width)
+    in_moving = np.bincount(in_src[moving[in_at]], minlength=width)
+    a, b = moving[inner_from], moving[inner_to]
+    n_a, n_b, n_ab = int(np.count_nonzero(a)), int(np.count_nonzero(b)), int(np.count_nonzero(a & b))
+    counts = (len(a) - n_a - n_b + n_ab, n_b - n_ab, n_a - n_ab, n_ab)  # bit 2 * from + to, 1 = moving
+    bits = sum(1 << i for i, n in enumerate(counts) if n > 0)
+    return out_total > out_moving, out_moving > 0, in_total > in_moving, in_moving > 0, bits, outside
+
+
+def _split_steps_c(graph: PartitionGraph, p: int, moving: np.ndarray) -> SplitSteps:
+    """One pass over p's events in the C extension (``fastcheck.split_steps``); logs of 2^31 events and
+    more (int64 positions, which it does not take) go to :func:`_split_steps_py`."""
+    members = graph.members[p]
+    if members.dtype != np.int32:
+        return _split_steps_py(graph, p, moving)
+    width = len(graph.members) + 1
+    seen = np.zeros((4, width), dtype=np.uint8)
+    bits = fastcheck.split_steps(
+        graph.part, graph.has_succ, graph.has_pred, members, np.ascontiguousarray(moving, dtype=bool), p, seen
+    )
+    src_all, dst_all = graph.edge_arrays()
+    kept = (src_all != p) & (dst_all != p)
+    out_stay, out_move, in_stay, in_move = seen.astype(bool)
+    return out_stay, out_move, in_stay, in_move, bits, src_all[kept] * width + dst_all[kept]
+
+
+PYTHON_SPLIT_STEPS = _split_steps_py
+SPLIT_STEPS: Callable[[PartitionGraph, int, np.ndarray], SplitSteps] = (
+    _split_steps_c if fastcheck is not None else PYTHON_SPLIT_STEPS
+)
+"""How :meth:`PartitionGraph.successors_if_split` finds the steps touching a partition, chosen once: C
+where the extension is built. Tests set it to :data:`PYTHON_SPLIT_STEPS` to run the twin on the same inputs."""

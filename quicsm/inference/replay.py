@@ -30,15 +30,13 @@ ends with, as long as the invariant order is Synoptic's (it is, for the JVM the 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from quicsm.errors import InferenceError
-from quicsm.inference import checker
-from quicsm.inference.checker import Csr, counterexample, synoptic_counterexample, violated
+from quicsm.inference.checker import KIND_CODES, Csr, counterexample, fastcheck, synoptic_counterexample, violated
 from quicsm.inference.invariants import InvariantSet
 from quicsm.inference.jvm import JavaRandom, hashset_order, identity_hashes, string_hash, trace_path_hash_index
 from quicsm.inference.packed import EncodedLog, first_positions
@@ -46,6 +44,10 @@ from quicsm.inference.partitions import PartitionGraph
 
 __all__ = [
     "MIN_ROUNDS",
+    "PYTHON_REPLAY",
+    "REPLAY",
+    "CReplay",
+    "PyReplay",
     "OverBudget",
     "ReplayStats",
     "mined_order",
@@ -60,25 +62,15 @@ EVENT_TYPE_HASH = 1301 + 1907
 adds its label's ``String.hashCode()``."""
 
 Invariant = tuple[str, int, int]
-Hint = tuple[np.ndarray, np.ndarray] | None
+Hint = tuple[np.ndarray, np.ndarray]
 MIN_ROUNDS = 64
 """A budgeted replay is not started when this many rounds' passes over the log alone exceed the budget."""
-INCREMENTAL_FROM = 4_000
-"""From this many events on, a round remakes only the successor lists it can change and split trials look
-for a known breaking walk first; below it the whole pass and the search cost less than that bookkeeping
-(at 10^3 events it made the replay about 10 % slower)."""
-WITNESSES = 8
-"""Breaking walks kept per invariant for later split trials (:func:`_holds_after_split`; ``WITNESSES`` in
-fastcheck.c)."""
-NATIVE_ROUNDS = True
-"""With the C extension, run every round in one call (``fastcheck.replay_rounds``, the same rounds as
-:func:`_replay_rounds`); tests set it False to run the Python rounds."""
 EXIT_ERRORS = {
     2: "violated invariants without a candidate split",
     3: "refinement does not converge",
     4: "a counterexample is taken by a trace",
 }
-"""``fastcheck.replay_rounds``' statuses that cannot happen, as :func:`_replay_rounds` words them."""
+"""``fastcheck.replay_rounds``' statuses that cannot happen, as :meth:`PyReplay.refine` words them."""
 
 
 def _first_occurrence(codes: np.ndarray) -> list[int]:
@@ -160,16 +152,7 @@ class _Ordered:
         self.steps = np.flatnonzero(graph.has_succ).astype(np.int64)
         self.rank = np.zeros(len(graph.part), dtype=np.int64)
         self._dirty: set[int] = set(range(len(self.order)))
-        self.ptype = np.asarray(graph.ptype, dtype=np.int32)  # the graph's, as the C walks take it
-        # with the C extension, the last ordered_csr and the partitions whose lists can have changed since:
-        # those whose order changed or that were split, and those with a step into a split's moved events
-        self.incremental = len(graph.part) >= INCREMENTAL_FROM
-        self.csr: Csr | None = None
-        self._touched: set[int] = set()
-        # per invariant, the last few walks that trials found breaking it, all clear of the tried split,
-        # and the same walks end to end with their bounds (what fastcheck.walk_in_graph takes)
-        self.witnesses: dict[Invariant, list[np.ndarray]] = {}
-        self._joined: dict[Invariant, tuple[np.ndarray, np.ndarray]] = {}
+        self.ptype = np.asarray(graph.ptype, dtype=np.int32)
 
     def mask(self, p: int, events: np.ndarray) -> np.ndarray:
         """Which of ``order[p]`` are in ``events``."""
@@ -178,15 +161,14 @@ class _Ordered:
         self.mark[events] = False
         return out
 
-    def reorder_first(self, p: int, events: np.ndarray, hint: Hint = None) -> np.ndarray:
+    def reorder_first(self, p: int, events: np.ndarray, hint: Hint) -> np.ndarray:
         """Try-and-rewind of a split keeping ``events`` in ``p``: they come first; returns the rest (old order).
         ``hint``: (order, mask) the events were taken from, used while ``p``'s order is still that one."""
         o = self.order[p]
-        inside = hint[1] if hint is not None and hint[0] is o else self.mask(p, events)
+        inside = hint[1] if hint[0] is o else self.mask(p, events)
         rest = o[~inside]
         self.order[p] = np.concatenate([o[inside], rest])
         self._dirty.add(p)
-        self._touched.add(p)
         return rest
 
     def split_off(self, p: int, events: np.ndarray) -> int:
@@ -199,42 +181,16 @@ class _Ordered:
         self.order[p] = self.order[p][keep]
         self.order.append(events)
         self._dirty.update((p, q))
-        if self.csr is not None:
-            entered = events[g.has_pred[events]] - 1
-            self._touched.update((p, q, *np.unique(g.part[entered]).tolist()))
         self.ptype = np.append(self.ptype, np.int32(g.ptype[q]))
         return q
 
     def ordered_csr(self) -> Csr:
         """Successors of every partition in the order its events (in Synoptic's order) reach them."""
-        g = self.graph
-        if self.csr is not None:  # the C extension's: only the touched partitions' lists are made again
-            touched = sorted(self._touched)
-            self._touched.clear()
-            bounds = np.zeros(len(touched) + 1, dtype=np.int32)
-            np.cumsum([len(self.order[p]) for p in touched], out=bounds[1:])
-            events = np.concatenate([self.order[p] for p in touched]) if touched else g.part[:0]
-            indptr = np.empty(len(self.order) + 1, dtype=np.int32)
-            indices = np.empty(len(self.steps), dtype=np.int32)
-            edges = checker.native.ordered_successors_update(
-                g.part, g.has_succ, *self.csr, np.asarray(touched, dtype=np.int32), bounds, events, indptr, indices
-            )
-            self.csr = Csr(indptr, indices[:edges])
-            return self.csr
         for p in self._dirty:
             o = self.order[p]
             self.rank[o] = np.arange(len(o))
         self._dirty.clear()
-        part = g.part
-        if checker.native is not None and part.dtype == np.int32:  # one pass over the log in C
-            indptr = np.empty(len(self.order) + 1, dtype=np.int32)
-            indices = np.empty(len(self.steps), dtype=np.int32)
-            edges = checker.native.ordered_successors(part, g.has_succ, self.rank, indptr, indices)
-            csr = Csr(indptr, indices[:edges])
-            if self.incremental:  # from now on made again where it can change
-                self.csr = csr
-                self._touched.clear()
-            return csr
+        part = self.graph.part
         steps = self.steps
         width = len(self.order) + 1
         keys = part[steps].astype(np.int64) * width + part[steps + 1]
@@ -254,24 +210,7 @@ def stitch(graph: PartitionGraph, walk: list[int]) -> tuple[int, int, int]:
     that really take the walk from its start goes on into ``nxt``; ``prev`` the walk's partition before
     ``cur`` (-1 if none). It exists: a walk whose events all went on would be a trace breaking an
     invariant mined from the traces."""
-    part = graph.part
-    if checker.native is not None and part.dtype == np.int32:
-        found = checker.native.stitch(
-            part, graph.terminal_type, graph.types, graph.members[walk[0]], np.asarray(walk, dtype=np.int32)
-        )
-        if found is None:
-            raise InferenceError("synoptic: internal error, a counterexample is taken by a trace")
-        prev, cur, nxt = found
-        return prev, cur, nxt
-    hot = graph.members[walk[0]]
-    prev = cur = nxt = -1
-    for node in walk:
-        prev, cur, nxt = cur, nxt, node
-        hot = hot[part[hot] == node]
-        if len(hot) == 0:
-            return prev, cur, nxt
-        hot = hot[graph.has_succ[hot]] + 1
-    raise InferenceError("synoptic: internal error, a counterexample is taken by a trace")
+    return REPLAY.stitch(graph, walk)
 
 
 def split_masks(graph: PartitionGraph, members: np.ndarray, prev: int, nxt: int) -> list[np.ndarray]:
@@ -294,68 +233,6 @@ def split_masks(graph: PartitionGraph, members: np.ndarray, prev: int, nxt: int)
     return out
 
 
-def _candidates(state: _Ordered, walk: list[int]) -> list[tuple[int, np.ndarray, Hint]]:
-    """``Bisimulation.getSplitsUnconstrained``: (partition, events split out in its current order, the
-    order and mask they were taken with)."""
-    g = state.graph
-    prev, cur, nxt = stitch(g, walk)
-    o = state.order[cur]
-    if checker.native is not None and o.dtype == np.int32:
-        masks = np.empty((2, len(o)), dtype=bool)
-        valid = checker.native.split_masks(g.part, g.has_succ, g.has_pred, o, prev, nxt, masks[0], masks[1])
-        return [(cur, o[masks[i]], (o, masks[i])) for i in (0, 1) if valid >> i & 1]
-    return [(cur, o[mask], (o, mask)) for mask in split_masks(g, o, prev, nxt)]
-
-
-def _holds_after_split(
-    state: _Ordered, succ: Csr, ptype: np.ndarray, p: int, events: np.ndarray, inv: Invariant, stats: ReplayStats
-) -> bool:
-    """Would ``inv`` hold if ``events`` were split off ``p``? ``succ`` / ``ptype``: the graph as it is
-    (splits are tried, not made, within a round).
-
-    With the C extension, a walk an earlier trial found breaking ``inv`` that avoids ``p`` and whose
-    steps are all still edges breaks it on the split graph too (a split of ``p`` changes only the edges
-    at ``p``; node types never change), so the answer is no without a search. Synoptic's trial answers
-    only yes or no, so which breaking walk shows it does not matter."""
-    g = state.graph
-    kind, a, b = inv
-    native = checker.native
-    if native is not None and g.part.dtype == np.int32:  # one search on the split graph, built on the fly
-        initial = g.initial()
-        graph_args = (succ.indptr, succ.indices, ptype, g.part, g.has_succ, g.has_pred, g.members[p], events)
-        args = (*graph_args, state.mark, p, checker.KIND_CODES[kind], a, b, initial, g.terminal_type)
-        if not state.incremental:
-            holds: bool = native.holds_if_split(*args)
-            return holds
-        known = state.witnesses.setdefault(inv, [])
-        if known:
-            joined = state._joined.get(inv)
-            if joined is None:
-                bounds = np.zeros(len(known) + 1, dtype=np.int32)
-                np.cumsum([len(w) for w in known], out=bounds[1:])
-                joined = state._joined[inv] = (np.concatenate(known), bounds)
-            first = native.walk_in_graph(succ.indptr, succ.indices, *joined, p)
-            if first >= 0 and known[first][0] == initial:
-                stats.witnessed += 1
-                return False
-        found = np.empty(3 * (len(ptype) + 1), dtype=np.int32)
-        length: int = native.holds_if_split(*args, found)
-        if length < 0:
-            return True
-        walk = found[:length].copy()
-        bounds = np.array([0, length], dtype=np.int32)
-        if length and native.walk_in_graph(succ.indptr, succ.indices, walk, bounds, p) == 0:  # clear of p and q
-            known.insert(0, walk)
-            del known[WITNESSES:]
-            state._joined.pop(inv, None)
-        return False
-    state.mark[events] = True
-    moving = ~state.mark[g.members[p]]
-    state.mark[events] = False
-    trial = g.successors_if_split(p, moving)
-    return counterexample(trial, np.append(ptype, g.ptype[p]), kind, a, b, g.initial(), g.terminal_type) is None
-
-
 def _incorporate(sets: list[np.ndarray], split: list[np.ndarray], mark: np.ndarray) -> list[np.ndarray]:
     """``PartitionMultiSplit.incorporate``: every old set cut by every set of ``split``, in that order."""
     out: list[np.ndarray] = []
@@ -376,7 +253,6 @@ def replay_refine(
     rng: JavaRandom,
     stats: ReplayStats,
     *,
-    progress: Callable[[ReplayStats], None] | None = None,
     budget: int | None = None,
 ) -> None:
     """``Bisimulation.splitUntilAllInvsSatisfied`` on ``graph`` with Synoptic's draws from ``rng``.
@@ -385,109 +261,7 @@ def replay_refine(
     refined: start over from a new one)."""
     if budget is not None and len(graph.part) * MIN_ROUNDS > budget:
         raise OverBudget  # not even MIN_ROUNDS rounds would fit
-    limit = len(graph.part)
-    if NATIVE_ROUNDS and checker.native is not None and graph.part.dtype == np.int32:
-        _replay_rounds_c(graph, order, rng, stats, limit, budget)
-        return
-    state = _Ordered(graph)
-    unsat = list(order)
-    # with the C extension nothing below reads the edge counts: they are counted once at the end
-    graph.count_edges = checker.native is None or graph.part.dtype != np.int32
-    try:
-        _replay_rounds(state, unsat, rng, stats, limit, progress, budget)
-    finally:
-        graph.recount()
-
-
-def _replay_rounds_c(
-    graph: PartitionGraph, order: list[Invariant], rng: JavaRandom, stats: ReplayStats, limit: int, budget: int | None
-) -> None:
-    """:func:`_replay_rounds` in one call of the C extension (``fastcheck.replay_rounds``): the same searches,
-    draws, trials and splits, without a numpy call or a Python object per round; ``graph`` then takes the
-    refined partition."""
-    invariants = np.array([(checker.KIND_CODES[k], a, b) for k, a, b in order], dtype=np.int32).reshape(-1, 3)
-    counts = np.array([stats.rounds, stats.arbitrary, stats.trials, stats.witnessed, stats.work], dtype=np.int64)
-    seed = np.array([rng.state], dtype=np.int64)
-    ptype = np.empty(len(graph.part) + len(graph.ptype), dtype=np.int32)
-    status, parts = checker.native.replay_rounds(
-        graph.part,
-        graph.types,
-        graph.has_succ,
-        graph.has_pred,
-        np.asarray(graph.ptype, dtype=np.int32),
-        invariants,
-        graph.initial_type,
-        graph.terminal_type,
-        seed,
-        -1 if budget is None else budget,
-        limit,
-        counts,
-        ptype,
-    )
-    rng.state = int(seed[0])
-    stats.rounds, stats.arbitrary, stats.trials, stats.witnessed, stats.work = counts.tolist()
-    graph.repartition(ptype[:parts].tolist())
-    if status == 1:
-        raise OverBudget
-    if status:
-        raise InferenceError(f"synoptic replay: internal error, {EXIT_ERRORS[status]}")
-
-
-def _replay_rounds(
-    state: _Ordered,
-    unsat: list[Invariant],
-    rng: JavaRandom,
-    stats: ReplayStats,
-    limit: int,
-    progress: Callable[[ReplayStats], None] | None,
-    budget: int | None,
-) -> None:
-    graph = state.graph
-    while True:
-        trials = stats.trials
-        succ = state.ordered_csr()
-        ptype = state.ptype
-        cexs: list[tuple[Invariant, list[int]]] = []
-        for i in unsat:
-            walk = synoptic_counterexample(succ, ptype, i[0], i[1], i[2], graph.initial(), graph.terminal_type)
-            if walk is not None:
-                cexs.append((i, walk))
-        if not cexs:
-            return
-        cexs.sort(key=lambda c: len(c[1]))
-        unsat = [i for i, _ in cexs]
-        rng.shuffle(cexs)
-        todo: dict[int, list[np.ndarray]] = {}
-        arbitrary: tuple[int, np.ndarray] | None = None
-        for i, walk in cexs:
-            cands = _candidates(state, walk)
-            rng.shuffle(cands)
-            if arbitrary is None and cands:
-                arbitrary = cands[0][:2]
-            for p, events, hint in cands:
-                rest = state.reorder_first(p, events, hint)
-                stats.trials += 1
-                if _holds_after_split(state, succ, ptype, p, events, i, stats):
-                    split = [events, rest]
-                    todo[p] = _incorporate(todo[p], split, state.mark) if p in todo else split
-                    break
-        stats.rounds += 1
-        stats.work += len(graph.part) + len(ptype) * (len(cexs) + stats.trials - trials)
-        if budget is not None and stats.work > budget:
-            raise OverBudget
-        if todo:
-            for p, sets in todo.items():
-                for s in sets[1:]:
-                    state.split_off(p, s)
-        elif arbitrary is not None:
-            stats.arbitrary += 1
-            state.split_off(*arbitrary)
-        else:
-            raise InferenceError("synoptic replay: internal error, violated invariants without a candidate split")
-        if progress is not None:
-            progress(stats)
-        if stats.rounds > limit:
-            raise InferenceError("synoptic replay: internal error, refinement does not converge")
+    REPLAY.refine(graph, order, rng, stats, len(graph.part), budget)
 
 
 def replay_coarsen(graph: PartitionGraph, inv: InvariantSet, log: EncodedLog, stats: ReplayStats) -> int:
@@ -499,13 +273,6 @@ def replay_coarsen(graph: PartitionGraph, inv: InvariantSet, log: EncodedLog, st
     shows them, then the partitions refinement made, in the order it made them. A failed trial's
     rewind removes and re-adds the second partition, which moves it to the end; each pass scans the
     order it started with.
-
-    With the C extension (and at most 64 types) the same scan runs in ``fastcheck.coarsen``
-    (:func:`_coarsen_c`): a trial checks only what the merge adds, per partition bit masks of the types
-    reaching it and of the invariants' automaton states it reaches, grown from the merged partition and
-    rewound when an invariant breaks; and a pass starts where the last merge's kept partition stood,
-    as every pair before it has failed already (those among the partitions before it in this or an
-    earlier pass, those with a moved partition when that was tried).
     """
     first = first_positions(log.codes, len(log.names))
     present = np.flatnonzero(first < len(log.codes))
@@ -513,46 +280,229 @@ def replay_coarsen(graph: PartitionGraph, inv: InvariantSet, log: EncodedLog, st
     start = [graph.initial_type, graph.terminal_type, *seen]
     known = set(start)
     plist = start + [p for p in range(len(graph.ptype)) if p not in known and graph.ptype[p] >= 0]
-    synthetic = {graph.initial_type, graph.terminal_type}
-    failed: set[tuple[int, int]] = set()
-    edges = graph.edge_arrays()
-    ptype = graph.types_array()
-    size = len(inv.labels)
-    if checker.native is not None and size <= 64 and not violated(edges, ptype, inv):
-        return _coarsen_c(graph, inv, edges, ptype, plist, stats)
-    merges = 0
-    while True:
-        merged = None
-        moved: list[int] = []
-        for i, p in enumerate(plist):
-            tp = graph.ptype[p]
-            if tp in synthetic:
-                continue
-            for q in plist[i + 1 :]:
-                if graph.ptype[q] != tp or (p, q) in failed:
+    return REPLAY.coarsen(graph, inv, plist, stats)
+
+
+class PyReplay:
+    """The replay's refinement rounds, coarsening and stitch in Python (numpy): what runs where the C
+    extension is not built, and the twin the tests hold :class:`CReplay` to."""
+
+    def stitch(self, graph: PartitionGraph, walk: list[int]) -> tuple[int, int, int]:
+        """:func:`stitch`."""
+        part = graph.part
+        hot = graph.members[walk[0]]
+        prev = cur = nxt = -1
+        for node in walk:
+            prev, cur, nxt = cur, nxt, node
+            hot = hot[part[hot] == node]
+            if len(hot) == 0:
+                return prev, cur, nxt
+            hot = hot[graph.has_succ[hot]] + 1
+        raise InferenceError("synoptic: internal error, a counterexample is taken by a trace")
+
+    def refine(
+        self,
+        graph: PartitionGraph,
+        order: list[Invariant],
+        rng: JavaRandom,
+        stats: ReplayStats,
+        limit: int,
+        budget: int | None,
+    ) -> None:
+        """The rounds of :func:`replay_refine` (``performSplits`` until every invariant holds).
+
+        A round: the counterexample of every still-violated invariant, sorted by length (stable) and
+        shuffled; per counterexample its candidate splits, shuffled, each tried (and rewound, which puts
+        its events first in the partition's order) until one makes the invariant hold; then the
+        round's satisfying splits, or else its first candidate (an arbitrary split)."""
+        state = _Ordered(graph)
+        unsat = list(order)
+        while True:
+            trials = stats.trials
+            succ = state.ordered_csr()
+            ptype = state.ptype
+            cexs: list[tuple[Invariant, list[int]]] = []
+            for i in unsat:
+                walk = synoptic_counterexample(succ, ptype, i[0], i[1], i[2], graph.initial(), graph.terminal_type)
+                if walk is not None:
+                    cexs.append((i, walk))
+            if not cexs:
+                return
+            cexs.sort(key=lambda c: len(c[1]))
+            unsat = [i for i, _ in cexs]
+            rng.shuffle(cexs)
+            todo: dict[int, list[np.ndarray]] = {}
+            arbitrary: tuple[int, np.ndarray] | None = None
+            for i, walk in cexs:
+                cands = self._candidates(state, walk)
+                rng.shuffle(cands)
+                if arbitrary is None and cands:
+                    arbitrary = cands[0][:2]
+                for p, events, hint in cands:
+                    rest = state.reorder_first(p, events, hint)
+                    stats.trials += 1
+                    if self._holds_after_split(state, succ, ptype, p, events, i):
+                        split = [events, rest]
+                        todo[p] = _incorporate(todo[p], split, state.mark) if p in todo else split
+                        break
+            stats.rounds += 1
+            stats.work += len(graph.part) + len(ptype) * (len(cexs) + stats.trials - trials)
+            if budget is not None and stats.work > budget:
+                raise OverBudget
+            if todo:
+                for p, sets in todo.items():
+                    for s in sets[1:]:
+                        state.split_off(p, s)
+            elif arbitrary is not None:
+                stats.arbitrary += 1
+                state.split_off(*arbitrary)
+            else:
+                raise InferenceError("synoptic replay: internal error, violated invariants without a candidate split")
+            if stats.rounds > limit:
+                raise InferenceError("synoptic replay: internal error, refinement does not converge")
+
+    def _candidates(self, state: _Ordered, walk: list[int]) -> list[tuple[int, np.ndarray, Hint]]:
+        """``Bisimulation.getSplitsUnconstrained``: (partition, events split out in its current order, the
+        order and mask they were taken with)."""
+        g = state.graph
+        prev, cur, nxt = self.stitch(g, walk)
+        o = state.order[cur]
+        return [(cur, o[mask], (o, mask)) for mask in split_masks(g, o, prev, nxt)]
+
+    def _holds_after_split(
+        self, state: _Ordered, succ: Csr, ptype: np.ndarray, p: int, events: np.ndarray, inv: Invariant
+    ) -> bool:
+        """Would ``inv`` hold if ``events`` were split off ``p``? ``succ`` / ``ptype``: the graph as it is
+        (splits are tried, not made, within a round)."""
+        g = state.graph
+        state.mark[events] = True
+        moving = ~state.mark[g.members[p]]
+        state.mark[events] = False
+        trial = g.successors_if_split(p, moving)
+        kind, a, b = inv
+        return counterexample(trial, np.append(ptype, g.ptype[p]), kind, a, b, g.initial(), g.terminal_type) is None
+
+    def coarsen(self, graph: PartitionGraph, inv: InvariantSet, plist: list[int], stats: ReplayStats) -> int:
+        """:func:`replay_coarsen`'s scan from the partition order ``plist``: each trial checks every
+        invariant on the merged graph."""
+        synthetic = {graph.initial_type, graph.terminal_type}
+        failed: set[tuple[int, int]] = set()
+        edges = graph.edge_arrays()
+        ptype = graph.types_array()
+        merges = 0
+        while True:
+            merged = None
+            moved: list[int] = []
+            for i, p in enumerate(plist):
+                tp = graph.ptype[p]
+                if tp in synthetic:
                     continue
-                trial = (np.where(edges[0] == q, p, edges[0]), np.where(edges[1] == q, p, edges[1]))
-                trial_types = ptype.copy()
-                trial_types[q] = -1
-                stats.trials += 1
-                if violated(trial, trial_types, inv):
-                    failed.add((p, q))
-                    failed.add((q, p))
-                    if q in moved:
-                        moved.remove(q)
-                    moved.append(q)
-                    continue
-                merged = p, q, trial, trial_types
-                break
-            if merged is not None:
-                break
-        if merged is None:
-            return merges
-        p, q, edges, ptype = merged
-        gone = {q, *moved}
-        plist = [x for x in plist if x not in gone] + [x for x in moved if x != q]
-        graph.merge(p, q)
-        merges += 1
+                for q in plist[i + 1 :]:
+                    if graph.ptype[q] != tp or (p, q) in failed:
+                        continue
+                    trial = (np.where(edges[0] == q, p, edges[0]), np.where(edges[1] == q, p, edges[1]))
+                    trial_types = ptype.copy()
+                    trial_types[q] = -1
+                    stats.trials += 1
+                    if violated(trial, trial_types, inv):
+                        failed.add((p, q))
+                        failed.add((q, p))
+                        if q in moved:
+                            moved.remove(q)
+                        moved.append(q)
+                        continue
+                    merged = p, q, trial, trial_types
+                    break
+                if merged is not None:
+                    break
+            if merged is None:
+                return merges
+            p, q, edges, ptype = merged
+            gone = {q, *moved}
+            plist = [x for x in plist if x not in gone] + [x for x in moved if x != q]
+            graph.merge(p, q)
+            merges += 1
+
+
+class CReplay(PyReplay):
+    """The same in the C extension (``fastcheck``): every round in one call, the coarsening's trials
+    checked incrementally."""
+
+    def stitch(self, graph: PartitionGraph, walk: list[int]) -> tuple[int, int, int]:
+        start = graph.members[walk[0]]
+        if start.dtype != np.int32:  # 2^31 events and more: positions the C does not take
+            return super().stitch(graph, walk)
+        found = fastcheck.stitch(graph.part, graph.terminal_type, graph.types, start, np.asarray(walk, dtype=np.int32))
+        if found is None:
+            raise InferenceError("synoptic: internal error, a counterexample is taken by a trace")
+        return found
+
+    def refine(
+        self,
+        graph: PartitionGraph,
+        order: list[Invariant],
+        rng: JavaRandom,
+        stats: ReplayStats,
+        limit: int,
+        budget: int | None,
+    ) -> None:
+        """``fastcheck.replay_rounds``: the same searches, draws, trials and splits as :meth:`PyReplay.refine`
+        without a numpy call or a Python object per round (successor lists made again only where a round
+        changes them, a trial decided at once by a walk an earlier trial found breaking the invariant
+        while it is still in the graph); ``graph`` then takes the refined partition."""
+        invariants = np.array([(KIND_CODES[k], a, b) for k, a, b in order], dtype=np.int32).reshape(-1, 3)
+        counts = np.array([stats.rounds, stats.arbitrary, stats.trials, stats.witnessed, stats.work], dtype=np.int64)
+        seed = np.array([rng.state], dtype=np.int64)
+        ptype = np.empty(len(graph.part) + len(graph.ptype), dtype=np.int32)
+        status, parts = fastcheck.replay_rounds(
+            graph.part,
+            graph.types,
+            graph.has_succ,
+            graph.has_pred,
+            np.asarray(graph.ptype, dtype=np.int32),
+            invariants,
+            graph.initial_type,
+            graph.terminal_type,
+            seed,
+            -1 if budget is None else budget,
+            limit,
+            counts,
+            ptype,
+        )
+        rng.state = int(seed[0])
+        stats.rounds, stats.arbitrary, stats.trials, stats.witnessed, stats.work = counts.tolist()
+        graph.repartition(ptype[:parts].tolist())
+        if status == 1:
+            raise OverBudget
+        if status:
+            raise InferenceError(f"synoptic replay: internal error, {EXIT_ERRORS[status]}")
+
+    def coarsen(self, graph: PartitionGraph, inv: InvariantSet, plist: list[int], stats: ReplayStats) -> int:
+        """``fastcheck.coarsen`` (at most 64 types, on a graph that holds every invariant, as refinement
+        leaves it): the same scan and merges, a trial checking only what the merge adds, per partition bit
+        masks of the types reaching it and of the invariants' automaton states it reaches, grown from the
+        merged partition and rewound when an invariant breaks; and a pass starts where the last merge's
+        kept partition stood, as every pair before it has failed already."""
+        edges = graph.edge_arrays()
+        ptype = graph.types_array()
+        if len(inv.labels) > 64 or violated(edges, ptype, inv):
+            return super().coarsen(graph, inv, plist, stats)
+        out = np.empty(2 * len(ptype), dtype=np.int32)
+        merges, trials = fastcheck.coarsen(
+            np.ascontiguousarray(edges[0], dtype=np.int32),
+            np.ascontiguousarray(edges[1], dtype=np.int32),
+            np.ascontiguousarray(ptype, dtype=np.int32),
+            np.asarray(plist, dtype=np.int32),
+            _type_masks(inv.nfby, 0),
+            _type_masks(inv.ap, 0),
+            _type_masks(inv.afby, 1),
+            graph.initial_type,
+            graph.terminal_type,
+            out,
+        )
+        stats.trials += trials
+        graph.merge_many(out[: 2 * merges].reshape(-1, 2))
+        return int(merges)
 
 
 def _type_masks(matrix: np.ndarray, axis: int) -> np.ndarray:
@@ -563,31 +513,7 @@ def _type_masks(matrix: np.ndarray, axis: int) -> np.ndarray:
     return np.ascontiguousarray(np.bitwise_or.reduce(spread, axis=axis), dtype=np.uint64)
 
 
-def _coarsen_c(
-    graph: PartitionGraph,
-    inv: InvariantSet,
-    edges: tuple[np.ndarray, np.ndarray],
-    ptype: np.ndarray,
-    plist: list[int],
-    stats: ReplayStats,
-) -> int:
-    """:func:`replay_coarsen` in the C extension (``fastcheck.coarsen``): the same scan and merges, each
-    trial checking only what the merge adds (the graph before it holds every invariant, so a merge
-    breaks one only along walks through the merged partition)."""
-    nodes = len(ptype)
-    out = np.empty(2 * nodes, dtype=np.int32)
-    merges, trials = checker.native.coarsen(
-        np.ascontiguousarray(edges[0], dtype=np.int32),
-        np.ascontiguousarray(edges[1], dtype=np.int32),
-        np.ascontiguousarray(ptype, dtype=np.int32),
-        np.asarray(plist, dtype=np.int32),
-        _type_masks(inv.nfby, 0),
-        _type_masks(inv.ap, 0),
-        _type_masks(inv.afby, 1),
-        graph.initial_type,
-        graph.terminal_type,
-        out,
-    )
-    stats.trials += trials
-    graph.merge_many(out[: 2 * merges].reshape(-1, 2))
-    return int(merges)
+PYTHON_REPLAY = PyReplay()
+REPLAY: PyReplay = CReplay() if fastcheck is not None else PYTHON_REPLAY
+"""The replay this install runs, chosen once: C where the extension is built. Tests set it to
+:data:`PYTHON_REPLAY` to run the twin on the same inputs."""

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import itertools
 
+from annotate_oracle import model_from_paths
+
 from quicsm.compare.modeldiff import behavioural_diff, diff_models, structural_diff
 from quicsm.compare.stays import rows_of
 from quicsm.inference import infer_sequences
-from quicsm.inference.model import INITIAL, TERMINAL, Model, model_from_paths
+from quicsm.inference.model import INITIAL, TERMINAL, Model
 from quicsm.traces.events import Trace, TraceEvent
 
 DESKTOP = [

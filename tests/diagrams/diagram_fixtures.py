@@ -5,8 +5,10 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
+from annotate_oracle import annotate
+
 from quicsm.inference import infer_sequences
-from quicsm.inference.annotate import AnnotatedModel, annotate
+from quicsm.inference.annotate import AnnotatedModel
 from quicsm.traces.events import StateView, Trace, TraceEvent
 
 __all__ = ["CUBIC_WALK", "make_traces", "make_model", "model_of"]

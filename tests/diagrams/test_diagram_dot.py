@@ -7,6 +7,7 @@ import re
 import subprocess
 
 import pytest
+from annotate_oracle import annotate, model_from_paths
 from diagram_fixtures import make_model, make_traces, model_of
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -15,8 +16,8 @@ from quicsm.diagrams import Delta, DotOptions, Overlay, find_dot, render_side_by
 from quicsm.diagrams.style import FAMILY_STYLES, SHARE_COLOR, wrap_state
 from quicsm.errors import RenderError
 from quicsm.inference import infer_sequences
-from quicsm.inference.annotate import AnnotatedModel, annotate
-from quicsm.inference.model import INITIAL, TERMINAL, model_from_paths
+from quicsm.inference.annotate import AnnotatedModel
+from quicsm.inference.model import INITIAL, TERMINAL
 from quicsm.traces.events import StateView, Trace, TraceEvent
 from quicsm.traces.states import state_family
 

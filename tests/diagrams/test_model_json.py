@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from annotate_oracle import annotate
 from diagram_fixtures import make_model, make_traces, model_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quicsm.errors import InputError
 from quicsm.inference import infer_sequences
-from quicsm.inference.annotate import AnnotatedModel, annotate, load_model, save_model
+from quicsm.inference.annotate import AnnotatedModel, load_model, save_model
 from quicsm.traces.events import StateView, Trace, TraceEvent
 
 

@@ -1,6 +1,6 @@
 """The summary path gives the same annotated model as annotating every trace, for every engine and view.
 
-The oracle annotates every trace object (:func:`quicsm.inference.annotate.annotate`); quicsm learns
+The oracle annotates every trace object (tests/annotate_oracle.py); quicsm learns
 from summaries only (:func:`quicsm.pipeline.learn`)."""
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ def per_trace(traces: list[Trace], engine: str, view: StateView) -> object:
     """The oracle: the model annotated trace by trace."""
     from collections import Counter
 
-    from quicsm.inference import infer
-    from quicsm.inference.annotate import annotate
+    from annotate_oracle import annotate, infer
 
     stays = [t.visits(view) for t in traces]
     result = infer(traces, engine, view, sequences=[[v.state for v in s] for s in stays])

@@ -6,15 +6,34 @@ Written independently of the engine (networkx reachability, plain loops), so the
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from itertools import pairwise, product
 
 import networkx as nx
 import numpy as np
 
+from quicsm.inference import checker, partitions, replay
 from quicsm.inference.invariants import Invariant
 from quicsm.inference.model import INITIAL, TERMINAL, Model
 from quicsm.inference.partitions import PartitionGraph
+
+C_BUILT = checker.fastcheck is not None
+"""Whether the C extension is built (without it every module runs its Python twin already)."""
+
+
+@contextmanager
+def python_twins() -> Iterator[None]:
+    """Every inference module's pure-Python twin of the C extension within the block (a context manager,
+    not a fixture: hypothesis runs no fixtures per example), whatever this install chose."""
+    saved = checker.SEARCHES, partitions.SPLIT_STEPS, replay.REPLAY
+    checker.SEARCHES = checker.PYTHON_SEARCHES
+    partitions.SPLIT_STEPS = partitions.PYTHON_SPLIT_STEPS
+    replay.REPLAY = replay.PYTHON_REPLAY
+    try:
+        yield
+    finally:
+        checker.SEARCHES, partitions.SPLIT_STEPS, replay.REPLAY = saved
 
 
 def brute_invariants(seqs: Sequence[Sequence[str]]) -> set[Invariant]:

@@ -1,7 +1,9 @@
-"""The C invariant checker (quicsm/inference/fastcheck.c) against its pure-Python twins in checker.py.
+"""The C extension (quicsm/inference/fastcheck.c) against its pure-Python twins (checker.PySearches,
+partitions' split steps, replay.PyReplay), on the same inputs.
 
 Random typed graphs (self-loops, unreachable nodes, empty slots, several INITIAL/TERMINAL nodes) and
-every kind of invariant: the same failing invariants, the same walks, node for node.
+every kind of invariant: the same failing invariants, the same walks, node for node; whole inferences:
+the same models.
 """
 
 from __future__ import annotations
@@ -12,13 +14,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from inference_oracles import random_split
+from inference_oracles import C_BUILT, python_twins, random_split
 
 from quicsm.inference import checker
 from quicsm.inference.checker import Csr, counterexample, synoptic_counterexample, violations
 from quicsm.inference.invariants import KINDS, InvariantSet
 
-pytestmark = pytest.mark.skipif(checker.native is None, reason="the C checker is not built (no compiler)")
+pytestmark = pytest.mark.skipif(not C_BUILT, reason="the C checker is not built (no compiler)")
 
 
 def _graph(rnd: random.Random) -> tuple[list[list[int]], list[int], InvariantSet]:
@@ -66,14 +68,12 @@ def test_c_checker_equals_the_python_one(rnd: random.Random) -> None:
                     counterexample(Csr.from_lists(succ), ptype, kind, a, b, 0, size - 1),
                     synoptic_counterexample(succ, ptype, kind, a, b, 0, size - 1),
                 )
-    c_module, checker.native = checker.native, None  # the pure-Python twins (hypothesis runs no fixtures per example)
-    try:
+    with python_twins():
+        assert checker.SEARCHES is checker.PYTHON_SEARCHES
         py_fail = violations((src, dst), types, inv)
         for (kind, a, b), (short, syn) in walks.items():
             assert counterexample(succ, ptype, kind, a, b, 0, size - 1) == short, (kind, a, b)
             assert synoptic_counterexample(Csr.from_lists(succ), ptype, kind, a, b, 0, size - 1) == syn, (kind, a, b)
-    finally:
-        checker.native = c_module
     for kind in KINDS:
         assert np.array_equal(c_fail[kind], py_fail[kind]), kind
 
@@ -82,14 +82,11 @@ def test_walks_are_found_on_a_small_graph() -> None:
     """Not vacuous: on INITIAL -> x -> y -> TERMINAL, both checkers find the walk breaking x NFby y."""
     succ = [[1], [2], [3], []]
     ptype = [2, 0, 1, 3]
-    for c_module in (checker.native, None):
-        saved, checker.native = checker.native, c_module
-        try:
-            assert counterexample(succ, ptype, "NFby", 0, 1, 0, 3) == [0, 1, 2, 3]
-            assert synoptic_counterexample(succ, ptype, "NFby", 0, 1, 0, 3) == [0, 1, 2]
-            assert counterexample(succ, ptype, "NFby", 1, 0, 0, 3) is None
-        finally:
-            checker.native = saved
+    for twin in (checker.CSearches(), checker.PYTHON_SEARCHES):
+        assert twin.shortest(succ, ptype, "NFby", 0, 1, 0, 3) == [0, 1, 2, 3]
+        assert twin.synoptic_walk(succ, ptype, "NFby", 0, 1, 0, 3) == [0, 1, 2, 3]
+        assert twin.shortest(succ, ptype, "NFby", 1, 0, 0, 3) is None
+    assert synoptic_counterexample(succ, ptype, "NFby", 0, 1, 0, 3) == [0, 1, 2]  # cut after the violation
 
 
 def test_csr_round_trip_keeps_successor_order() -> None:
@@ -104,18 +101,17 @@ def test_csr_round_trip_keeps_successor_order() -> None:
 @settings(max_examples=40, deadline=None)
 @given(st.randoms(use_true_random=False))
 def test_engine_draws_the_same_model_with_either_checker(rnd: random.Random) -> None:
-    """Whole refinement and coarsening: the C checker changes the speed, never the model."""
+    """Whole refinement and coarsening, each way of refining: the C extension changes the speed, never the
+    model."""
     from quicsm.inference.synoptic import infer_synoptic
 
     letters = "ABCDE"[: rnd.randint(2, 5)]
     seqs = [[rnd.choice(letters) for _ in range(rnd.randint(1, 12))] for _ in range(rnd.randint(1, 8))]
-    with_c = infer_synoptic(seqs)
-    c_module, checker.native = checker.native, None
-    try:
-        without = infer_synoptic(seqs)
-    finally:
-        checker.native = c_module
-    assert with_c.model == without.model and with_c.paths == without.paths
+    for refine in (None, "stitch", "consistent"):
+        with_c = infer_synoptic(seqs, refine=refine)
+        with python_twins():
+            without = infer_synoptic(seqs, refine=refine)
+        assert with_c.model == without.model and with_c.paths == without.paths, refine
 
 
 @settings(max_examples=25, deadline=None)
@@ -123,7 +119,6 @@ def test_engine_draws_the_same_model_with_either_checker(rnd: random.Random) -> 
 def test_split_preview_in_c_equals_numpy_and_the_split(rnd: random.Random) -> None:
     """PartitionGraph.successors_if_split through fastcheck.split_steps and through numpy: the same CSR,
     and the successors the graph really has after that split (self-steps within the partition included)."""
-    from quicsm.inference import partitions
     from quicsm.inference.packed import encode_sequences
     from quicsm.inference.partitions import PartitionGraph
 
@@ -135,12 +130,8 @@ def test_split_preview_in_c_equals_numpy_and_the_split(rnd: random.Random) -> No
             break
         p, moving = chosen
         in_c = g.successors_if_split(p, moving)
-        saved = partitions.checker
-        partitions.checker = type("NoNative", (), {"native": None})  # type: ignore[assignment]
-        try:
+        with python_twins():
             in_numpy = g.successors_if_split(p, moving)
-        finally:
-            partitions.checker = saved
         assert np.array_equal(in_c.indptr, in_numpy.indptr) and np.array_equal(in_c.indices, in_numpy.indices)
         g.split(p, moving)
         assert in_c.lists() == g.successors()
@@ -149,8 +140,7 @@ def test_split_preview_in_c_equals_numpy_and_the_split(rnd: random.Random) -> No
 @settings(max_examples=60, deadline=None)
 @given(st.randoms(use_true_random=False))
 def test_seeded_replay_draws_the_same_model_with_either_checker(rnd: random.Random) -> None:
-    """The replay of one seed (``seed=S``): its C parts (the split trial on the split graph built on the
-    fly, the ordered successors, the candidate masks, the incremental coarsening) change the speed, never
+    """The replay of one seed (``seed=S``): its C rounds and incremental coarsening change the speed, never
     the model; long random logs, so that refinement makes arbitrary splits and coarsening fails merges."""
     from quicsm.inference.synoptic import infer_synoptic
 
@@ -158,11 +148,8 @@ def test_seeded_replay_draws_the_same_model_with_either_checker(rnd: random.Rand
     seqs = [[rnd.choice(letters) for _ in range(rnd.randint(1, 30))] for _ in range(rnd.randint(1, 8))]
     seed = rnd.randint(1, 5)
     with_c = infer_synoptic(seqs, seed=seed)
-    c_module, checker.native = checker.native, None
-    try:
+    with python_twins():
         without = infer_synoptic(seqs, seed=seed)
-    finally:
-        checker.native = c_module
     assert with_c.model == without.model and with_c.paths == without.paths
     assert with_c.details["refinement_rounds"] == without.details["refinement_rounds"]
     assert with_c.details["coarsening_merges"] == without.details["coarsening_merges"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import zipfile
 from pathlib import Path
@@ -20,8 +21,9 @@ from quicsm.inference.export import (
     EVENT_REGEX,
     PARTITION_MAPPING,
     dump_synoptic_log,
+    model_prefix,
     synoptic_arguments,
-    write_synoptic_log,
+    synoptic_command_line,
 )
 from quicsm.inference.synoptic_jar import ENV_JAR, JAVA17_FAILURE, MAIN_CLASS, event_nodes, read_synoptic_json
 
@@ -97,7 +99,9 @@ def _java_regex(java: str) -> re.Pattern[str]:
 
 def test_log_lines_parse_with_the_regex_we_give_synoptic(tmp_path: Path) -> None:
     out = tmp_path / "cubic.log"
-    command = write_synoptic_log(SEQS, str(out))
+    with out.open("w") as fh:
+        dump_synoptic_log(SEQS, fh)
+    command = shlex.join(synoptic_command_line(str(out), model_prefix(str(out))))
     rx = _java_regex(EVENT_REGEX)
     got: dict[int, list[str]] = {}
     for line in out.read_text().splitlines():

@@ -35,9 +35,10 @@ def test_graphml_holds_the_model_json(tmp_path: Path) -> None:
 
 def test_to_networkx_keeps_probabilities_per_source(tmp_path: Path) -> None:
     from quicsm.inference.annotate import load_model
+    from quicsm.inference.graphs import to_networkx
 
     am = load_model(str(_infer(tmp_path, "m.json")))
-    g = am.to_networkx()
+    g = to_networkx(am)
     assert g.number_of_nodes() == len(am.nodes) and g.number_of_edges() == len(am.edges)
     for node in g:
         out = [d["probability"] for _, _, d in g.out_edges(node, data=True)]

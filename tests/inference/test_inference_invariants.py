@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from inference_oracles import brute_invariants
 
-from quicsm.inference.invariants import Invariant, mine_invariants
+from quicsm.inference.invariants import Invariant, mine_encoded
+from quicsm.inference.packed import encode_sequences
 
 TRACES = st.lists(st.lists(st.sampled_from("abcd"), max_size=8), min_size=1, max_size=6)
+
+
+def mine_invariants(sequences: Sequence[Sequence[str]]) -> list[Invariant]:
+    """All AFby/NFby/AP invariants (and ``INITIAL AFby x``) true of every sequence, sorted."""
+    return mine_encoded(encode_sequences(sequences)).invariants()
 
 
 def test_hand_made_traces_match_definitions() -> None:

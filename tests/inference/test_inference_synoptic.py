@@ -6,12 +6,12 @@ import random
 from typing import TYPE_CHECKING
 
 import pytest
+from annotate_oracle import annotate, infer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from inference_oracles import brute_invariants, check_paths, holds_on_model, random_split
 
-from quicsm.inference import infer, infer_sequences
-from quicsm.inference.annotate import annotate
+from quicsm.inference import infer_sequences
 from quicsm.traces.events import Trace, TraceEvent
 
 if TYPE_CHECKING:

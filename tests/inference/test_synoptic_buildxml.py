@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from model_language import Automaton, isomorphic
 from test_synoptic_recorded import AT_SIZE, recorded
 
 from quicsm.inference import jvm
-from quicsm.inference.language import Automaton, isomorphic
 from quicsm.inference.synoptic import infer_synoptic
 
 BUILDXML = Path(__file__).parent.parent / "data" / "synoptic" / "recorded-buildxml.json.gz"

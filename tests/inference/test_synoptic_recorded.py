@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from model_language import Automaton, isomorphic, language_classes, same_language
 
 from quicsm.inference import jvm
-from quicsm.inference.language import Automaton, isomorphic, language_classes, same_language
 from quicsm.inference.synoptic import infer_synoptic
 
 

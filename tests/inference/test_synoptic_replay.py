@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from inference_oracles import C_BUILT
+from model_language import isomorphic, language_classes, same_language
 from test_synoptic_recorded import AT_SIZE, recorded, synoptic_models
 
 from quicsm.cli.main import cli
 from quicsm.errors import InferenceError
 from quicsm.inference import jvm
 from quicsm.inference.jvm import JavaRandom, hashset_order, string_hash
-from quicsm.inference.language import isomorphic, language_classes, same_language
 from quicsm.inference.synoptic import infer_synoptic
 
 
@@ -147,117 +148,54 @@ def test_seed_1_replay_at_ten_thousand_events() -> None:
     assert default.details["replay_work"] <= default.details["replay_budget"] * 0.8  # with room to spare
 
 
-def test_successor_lists_made_again_only_where_a_round_changes_them(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The replay's rounds remake only the successor lists a round can change (ordered_successors_update):
-    every round's lists equal a whole pass over the log, and the seed's model is unchanged."""
-    import numpy as np
-
-    from quicsm.inference import checker, replay
-
-    if checker.native is None:
-        pytest.skip("the C extension is not built")
-    made = replay._Ordered.ordered_csr
-    rounds = remade = 0
-
-    def both(state: replay._Ordered) -> checker.Csr:
-        nonlocal rounds, remade
-        incremental = state.csr is not None
-        touched = len(state._touched)
-        got = made(state)
-        state.csr = None
-        whole = made(state)  # the whole pass (ranks of every reordered partition updated)
-        state.csr = got
-        assert np.array_equal(got.indptr, whole.indptr) and np.array_equal(got.indices, whole.indices), rounds
-        rounds += 1
-        remade += touched if incremental else len(got.indptr) - 1
-        return got
-
-    monkeypatch.setattr(replay._Ordered, "ordered_csr", both)
-    monkeypatch.setattr(replay, "NATIVE_ROUNDS", False)  # the Python rounds, whose lists these are
-    monkeypatch.setattr(replay, "INCREMENTAL_FROM", 0)  # on from 10^3 events on, for this input
-    seqs = recorded(AT_SIZE)[REPLAYED]["sequences"]
-    res = infer_synoptic(seqs, seed=3)
-    assert isomorphic(res.model, synoptic_models(REPLAYED, AT_SIZE)[2])
-    assert rounds == res.details["refinement_rounds"] + 1 and rounds > 100
-    assert remade < rounds * 20  # a few partitions a round, not the graph
-
-
-def test_split_trials_decided_by_a_known_breaking_walk_agree_with_the_search(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A trial answered from a walk an earlier trial found breaking the invariant (no search) gives the
-    search's answer every time, and many trials are answered so."""
-    from quicsm.inference import checker, replay
-
-    if checker.native is None:
-        pytest.skip("the C extension is not built")
-    tried = replay._holds_after_split
-    trials = witnessed = 0
-
-    def checked(state, succ, ptype, p, events, inv, stats):  # type: ignore[no-untyped-def]
-        nonlocal trials, witnessed
-        trials += 1
-        before = stats.witnessed
-        got = tried(state, succ, ptype, p, events, inv, stats)
-        if stats.witnessed > before:
-            witnessed += 1
-            known, state.witnesses[inv] = state.witnesses[inv], []
-            searched = tried(state, succ, ptype, p, events, inv, replay.ReplayStats())
-            state.witnesses[inv] = known
-            assert got is False and searched is False
-        return got
-
-    monkeypatch.setattr(replay, "_holds_after_split", checked)
-    monkeypatch.setattr(replay, "NATIVE_ROUNDS", False)  # the Python rounds, whose trials these are
-    monkeypatch.setattr(replay, "INCREMENTAL_FROM", 0)  # on from 10^3 events on, for this input
-    seqs = recorded(AT_SIZE)[REPLAYED]["sequences"]
-    res = infer_synoptic(seqs, seed=3)
-    assert isomorphic(res.model, synoptic_models(REPLAYED, AT_SIZE)[2])
-    assert trials > 100 and witnessed > trials // 4, (witnessed, trials)
-
-
 @pytest.mark.parametrize("seed", [1, 4])
 def test_rounds_in_c_make_the_python_rounds_splits(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
     """``fastcheck.replay_rounds`` (every round in one C call, its counterexample searches taken up again
-    where the last round's search first read a changed successor list) ends with the partition of every event,
-    the partitions' types, the generator's state and the counts the Python rounds end with."""
+    where the last round's search first read a changed successor list, split trials decided by a walk an
+    earlier trial found breaking the invariant) ends with the partition of every event, the partitions'
+    types, the generator's state and the counts the Python rounds (PyReplay) end with."""
     import numpy as np
 
-    from quicsm.inference import checker, replay
+    from quicsm.inference import replay
     from quicsm.inference.invariants import mine_encoded
     from quicsm.inference.packed import encode_sequences
     from quicsm.inference.partitions import PartitionGraph
 
-    if checker.native is None:
+    if not C_BUILT:
         pytest.skip("the C extension is not built")
     log = encode_sequences(recorded(AT_SIZE)[REPLAYED]["sequences"])
     inv = mine_encoded(log)
     ends = []
-    for native in (True, False):
-        monkeypatch.setattr(replay, "NATIVE_ROUNDS", native)
+    witnessed = 0
+    for twin in (replay.CReplay(), replay.PYTHON_REPLAY):
+        monkeypatch.setattr(replay, "REPLAY", twin)
         graph, rng, stats = PartitionGraph(log), JavaRandom(seed), replay.ReplayStats()
         replay.replay_refine(graph, inv, replay.mined_order(log, inv), rng, stats)
         ends.append((graph, rng.state, (stats.rounds, stats.arbitrary, stats.trials, stats.work)))
+        witnessed = witnessed or stats.witnessed
     (c, c_rng, c_counts), (py, py_rng, py_counts) = ends
     assert np.array_equal(c.part, py.part) and c.ptype == py.ptype
     assert all(np.array_equal(x, y) for x, y in zip(c.members, py.members, strict=True))
     assert c.edges == py.edges and (c_rng, c_counts) == (py_rng, py_counts)
     assert c_counts[0] > 100 and c_counts[1] > 50  # many rounds, many of them arbitrary splits
+    assert witnessed > c_counts[2] // 10  # the C rounds decided many trials from a known breaking walk
 
 
 def test_rounds_in_c_give_up_at_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     """Over its budget the C rounds stop as the Python ones do: after the same round, with the same work."""
-    from quicsm.inference import checker, replay
+    from quicsm.inference import replay
     from quicsm.inference.invariants import mine_encoded
     from quicsm.inference.packed import encode_sequences
     from quicsm.inference.partitions import PartitionGraph
 
-    if checker.native is None:
+    if not C_BUILT:
         pytest.skip("the C extension is not built")
     log = encode_sequences(recorded(AT_SIZE)[REPLAYED]["sequences"])
     inv = mine_encoded(log)
     seen = []
     budget = 150_000  # about half the work this input needs (269,321 at 185 rounds)
-    for native in (True, False):
-        monkeypatch.setattr(replay, "NATIVE_ROUNDS", native)
+    for twin in (replay.CReplay(), replay.PYTHON_REPLAY):
+        monkeypatch.setattr(replay, "REPLAY", twin)
         stats = replay.ReplayStats()
         with pytest.raises(replay.OverBudget):
             replay.replay_refine(

@@ -14,10 +14,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from annotate_oracle import infer
 from conftest import shared_file
 from contract_checks import check_contract_file
 
-from quicsm.inference import infer
 from quicsm.testbed import netns
 from quicsm.testbed.runner import RunConfig, labels_for, run_many
 from quicsm.traces import parse_inputs

@@ -12,10 +12,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from annotate_oracle import annotate, infer
 
 from quicsm.compare.occupancy import state_entries, state_share
-from quicsm.inference import infer
-from quicsm.inference.annotate import annotate
 from quicsm.testbed import netns
 from quicsm.testbed.runner import RunConfig, labels_for, run_many
 from quicsm.traces import StateView, parse_inputs
