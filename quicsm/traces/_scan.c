@@ -1262,7 +1262,11 @@ static PyObject *qs_document(QS *s, PyObject *args) {
         }
         if (st == D_TOP) {
             if (e - p >= 3 && (unsigned char)p[0] == 0xEF && (unsigned char)p[1] == 0xBB && (unsigned char)p[2] == 0xBF) { p += 3; continue; }
-            if (*p != '{') BROKEN(p, "the file does not hold a JSON object");
+            if (*p != '{') { /* no object, so no traces[] array: the file is skipped as such, read no further */
+                s->dstate = D_DONE;
+                p = e;
+                break;
+            }
             p++;
             s->dstate = D_DOC;
             s->dexpect = 0;

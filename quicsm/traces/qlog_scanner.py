@@ -392,8 +392,9 @@ class QlogScannerPy:
                 if e - p >= 3 and bytes(buf[p : p + 3]) == b"\xef\xbb\xbf":
                     p += 3
                     continue
-                if buf[p] != 0x7B:
-                    raise _Broken(p, "the file does not hold a JSON object")
+                if buf[p] != 0x7B:  # no object, so no traces[] array: the file is skipped as such
+                    self.dstate = D_DONE
+                    return e
                 p += 1
                 self.dstate, self.dexpect = D_DOC, 0
                 continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import gzip
 import json
 import random
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from quicsm.traces.contract import format_line
+from tests.conftest import SHARED
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_INPUT = 1 << 13
@@ -150,7 +152,7 @@ def load_seeds() -> Seeds:
         other = gzip.decompress((ROOT / "tests/data/qlog" / name).read_bytes())
         sqlogs += [other[:MAX_INPUT], _cut(other, rng)]
     qlogs = [synth_qlog()]
-    foreign = ROOT.parent / "shared/reference/qlog-samples/picoquic/qlog_trace_ref.qlog"
+    foreign = SHARED / "reference/qlog-samples/picoquic/qlog_trace_ref.qlog"
     if foreign.exists():  # beside the checkout on the project's machines and in CI
         qlogs.append(foreign.read_bytes())
     lines = [ln.split(b"QUICSM ", 1)[1] for log in logs for ln in log.splitlines() if b"QUICSM " in ln][:400]
@@ -200,8 +202,94 @@ def _trace_file(log: bytes) -> bytes:
         return _cut(out.read_bytes(), random.Random(1))
 
 
+JSON_VALUES: tuple[object, ...] = (
+    None,
+    True,
+    0,
+    -1,
+    1.5e3,
+    1e300,
+    -0.0,
+    (1 << 63) - 1,
+    1 << 63,
+    (1 << 64) - 1,
+    -(1 << 63) - 1,
+    10**400,
+    "",
+    "x",
+    "inf",
+    "Infinity",
+    "NaN",
+    "18446744073709551615",
+    "slow_start",
+    "recovery",
+    "congestion_avoidance",
+    "application_limited",
+    "SlowStart",
+    "Init",
+    "recovery:congestion_state_updated",
+    "recovery:metrics_updated",
+    "transport:packet_lost",
+    "\u2028",
+    "\x1b]0;x\x07",
+    "\ud800",
+    "s" * 300,
+    [],
+    {},
+    [1, "a", None],
+    {"new": "recovery"},
+)
+"""Odd JSON values that :func:`mutate_json` puts in a document."""
+
+
+def mutate_json(data: bytes, rng: random.Random) -> bytes | None:
+    """One to four edits that keep a JSON document JSON (None if ``data`` is not JSON): a value swapped for
+    an odd one, a member or element dropped or doubled, a key renamed, events swapped. Byte edits seldom
+    leave a document JSON, and only a document that is JSON is held to the object reader (the oracle)."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(doc, dict | list):
+        return None
+    for _ in range(rng.choice((1, 1, 2, 4))):
+        nodes: list[dict[str, object] | list[object]] = []
+        todo: list[object] = [doc]
+        while todo:  # every container, in document order
+            node = todo.pop()
+            if isinstance(node, dict | list) and node:
+                nodes.append(node)
+                todo.extend(node.values() if isinstance(node, dict) else node)
+        if not nodes:
+            break
+        node = rng.choice(nodes)
+        keys: list[object] = list(node) if isinstance(node, dict) else list(range(len(node)))
+        key = rng.choice(keys)
+        op = rng.randrange(5)
+        if op == 0 or op == 1:
+            node[key] = copy.deepcopy(rng.choice(JSON_VALUES))  # type: ignore[index]
+        elif op == 2:
+            del node[key]  # type: ignore[arg-type]
+        elif op == 3 and isinstance(node, list):
+            node.insert(int(key), copy.deepcopy(node[int(key)]))  # type: ignore[call-overload]
+        elif op == 3 and isinstance(node, dict):
+            node[rng.choice((str(key).upper(), str(key) + "_", "x"))] = node.pop(str(key))
+        elif isinstance(node, list):
+            other = rng.randrange(len(node))
+            node[int(key)], node[other] = node[other], node[int(key)]  # type: ignore[call-overload]
+    indent = rng.choice((None, None, 1))
+    return json.dumps(doc, indent=indent, ensure_ascii=rng.random() < 0.5).encode("utf-8", "surrogatepass")
+
+
 def mutate(data: bytes, rng: random.Random, seeds: Seeds, kind: str) -> bytes:
-    """One to eight random edits: bit flips, byte edits, tokens, splices, line shuffles, truncation."""
+    """One to eight random edits: bit flips, byte edits, tokens, splices, line shuffles, truncation. A JSON
+    document (kind ``qlog``) is kept whole (cut anywhere it stops being JSON), and half of its mutants are
+    made by :func:`mutate_json` instead."""
+    limit = MAX_INPUT * 2 if kind != "qlog" else max(MAX_INPUT * 2, len(data) + MAX_INPUT)
+    if kind == "qlog" and rng.random() < 0.5:
+        edited = mutate_json(data, rng)
+        if edited is not None:
+            return edited[:limit]
     buf = bytearray(data)
     for _ in range(rng.choice((1, 1, 2, 3, 4, 8))):
         op = rng.randrange(10)
@@ -237,7 +325,7 @@ def mutate(data: bytes, rng: random.Random, seeds: Seeds, kind: str) -> bytes:
             buf[at:at] = piece * rng.randrange(1, 8)
         elif op == 9:
             buf[at:at] = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 16)))
-    return bytes(buf[: MAX_INPUT * 2])
+    return bytes(buf[:limit])
 
 
 def gzip_variant(data: bytes, rng: random.Random) -> bytes:

@@ -669,7 +669,8 @@ def comparable(data: bytes, kind: str) -> bool:
         return False
     if odd or not isinstance(doc, dict):
         return not odd
-    arrays = [t for t in doc.get("traces", []) if isinstance(t, dict) and isinstance(t.get("events"), list)]
+    traces = doc.get("traces") if isinstance(doc.get("traces"), list) else []
+    arrays = [t for t in traces if isinstance(t, dict) and isinstance(t.get("events"), list)]
     if len(_EVENTS_KEY.findall(text)) != len(arrays) * isinstance(doc.get("traces"), list):
         return False  # an "events": [ elsewhere (in a string, an event) moves the oracle's line lookup
     keys = list(doc)
@@ -677,7 +678,7 @@ def comparable(data: bytes, kind: str) -> bool:
         k in ("title", "description", "code_version", "configuration") for k in keys[keys.index("traces") :]
     ):
         return False
-    for trace in doc.get("traces") or [] if isinstance(doc.get("traces"), list) else []:
+    for trace in traces:
         if isinstance(trace, dict) and "events" in trace:
             after = list(trace)[list(trace).index("events") + 1 :]
             if any(k in ("configuration", "common_fields", "event_fields") for k in after):

@@ -18,11 +18,12 @@ from quicsm.traces.events import Trace, TraceMeta
 from quicsm.traces.qlog_columns import QlogBatcher
 from quicsm.traces.report import ParseReport
 from quicsm.traces.sniff import sniff_bytes
+from tests.conftest import SHARED
 from tests.fuzz.mutate import load_seeds, mutate
 from tests.traces import qlog_oracle
 
 ROOT = Path(__file__).resolve().parents[2]
-FOREIGN = ROOT.parent.parent / "shared" / "reference" / "qlog-samples"
+FOREIGN = SHARED / "reference" / "qlog-samples"
 """The foreign stacks' qlogs beside the checkout on the project's machines (not in the repository)."""
 QLOGS = sorted(
     str(p)
@@ -110,15 +111,21 @@ def test_mutated_qlogs_are_read_as_the_old_reader_read_them(kind: str) -> None:
     seeds = load_seeds()
     rng = random.Random(18)
     base = "qlog" if kind == "qlog" else "sqlog"
-    with_traces = problems = held = 0
+    with_traces = problems = held = held_traces = held_problems = 0
     for _ in range(300):
         data = mutate(seeds.pick(rng, base), rng, seeds, base)
         if kind == "ndjson":  # quic-go's older format: the same records, one a line
             data = data.replace(b"\x1e", b"")
         want = agree(data, kind, windows=(None, 97, 7))
-        held += qlog_oracle.comparable(data, kind)
+        is_held = qlog_oracle.comparable(data, kind)
+        held += is_held
+        held_traces += is_held and bool(want[0])
+        held_problems += is_held and bool(want[1]["issues"])
         with_traces += bool(want[0])
         problems += bool(want[1]["issues"])
     assert with_traces > 30 and problems > 30, (with_traces, problems)
-    # most mutants are held to the oracle, not only C to Python (mutated documents mostly stop being JSON)
-    assert held > (30 if kind == "qlog" else 299), held
+    # most mutants are held to the oracle, not only C to Python, and those hold traces and problems: every
+    # record file; of documents, those still JSON (byte edits seldom leave a document JSON: half the
+    # mutants are made by tests.fuzz.mutate.mutate_json, which keeps it JSON)
+    least = (100, 80) if kind == "qlog" else (299, 30)
+    assert held > least[0] and held_traces > least[1] and held_problems > 15, (held, held_traces, held_problems)
