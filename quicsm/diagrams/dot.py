@@ -19,6 +19,7 @@ from typing import Any
 
 import jinja2
 
+from quicsm.diagrams.gvlib import MAX_PNG_SIDE
 from quicsm.diagrams.overlay import Delta, Overlay
 from quicsm.diagrams.style import (
     EDGE_COLOR,
@@ -365,7 +366,10 @@ def _legend(families: dict[str, set[str]], facts: list[tuple[str, str]], notes: 
 def _notes(opts: DotOptions, hidden: int, overlay: Overlay | None, states: int = 0) -> list[str]:
     notes = []
     if states > LARGE_MODEL_STATES:
-        notes.append(f"{states} states: edges drawn straight, layout effort bounded (over {LARGE_MODEL_STATES})")
+        notes.append(
+            f"{states} states: edges drawn straight, layout effort bounded (over {LARGE_MODEL_STATES}); "
+            f"a PNG scaled to at most {MAX_PNG_SIDE:,} px a side (SVG, PDF: full size)"
+        )
     if hidden:
         notes.append(f"{hidden} edge{'s' if hidden != 1 else ''} with p &lt; {opts.min_prob:g} hidden")
     if not opts.terminals:

@@ -17,7 +17,9 @@ corrupted the heap.
 as before: no libgvc, cairo or ``memfd_create``, ``$QUICSM_DOT`` naming another program (checked by
 the caller), a graph Graphviz rejects or complains about (``dot`` then reports why), attributes that
 size or turn the page (``size``, ``dpi``, ``rotate``, ...) or no ``bgcolor`` (quicsm's diagrams all set
-one), a canvas whose pixel size the laid-out bounding box does not settle, or one too large for cairo.
+one), or a canvas too large for cairo. Where Graphviz's printed bounding box (``%.5g``) cannot tell
+whether dot rounds a canvas side up or down, the side is rounded up: the picture is dot's, or dot's with
+one more row or column of background (large diagrams, whose coordinates have five digits, often are).
 """
 
 from __future__ import annotations
@@ -37,17 +39,27 @@ if TYPE_CHECKING:  # the drawing process imports no more than it needs (typing, 
 
     import numpy as np
 
-__all__ = ["PNG_LEVEL", "draw_png", "encode_png"]
+__all__ = ["MAX_PNG_SIDE", "PNG_LEVEL", "draw_png", "encode_png"]
 
 PNG_LEVEL = 3
 """zlib level of the PNGs written here (rows unfiltered): on the 1,000-event diagram 0.08 s and 829 kB,
 where cairo's writer takes 0.35 s for 846 kB."""
 DPI = 96.0
 """The resolution of Graphviz's cairo PNG device, given to the graph so that the drawing matches it."""
+MAX_PNG_SIDE = 4096
+"""Pixels on a PNG's longer side at most: a larger picture is drawn scaled down to fit, as ``dot``'s own
+``size`` attribute scales (PlantUML caps its PNGs at the same 4,096 px a side, cropping). A 1,000-event
+random log's model of 136 states drew 4,023 x 6,105 px (25 Mpx, 14 pt text 19 px high); scaled to 2,699
+x 4,096 its text is 12 px high, still legible, and drawing and encoding it costs half. The SVG and PDF
+stay full size (vectors: zoom in)."""
 _PAGE_ATTRIBUTES = ("dpi", "resolution", "size", "ratio", "viewport", "page", "rotate", "landscape", "margin")
 """Graph attributes that change the canvas Graphviz computes: with any of them set, ``dot`` draws."""
 _CAIRO_MAX = 32767
 """cairo's largest image side; Graphviz scales a larger picture down (``dot`` does that)."""
+_HALF = 127.5
+_COVERAGE_SLACK = 2
+"""Alpha levels around a half within which cairo's rasterised cover of a pixel cannot tell whether the
+page reaches half of it (measured: 128 where Graphviz rounded down)."""
 _SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _BAND = 256
 """Rows encoded at a time."""
@@ -88,6 +100,7 @@ def _libs() -> _Libs | None:
         _declare(cairo.cairo_create, p, p)
         _declare(cairo.cairo_status, i, p)
         _declare(cairo.cairo_surface_flush, None, p)
+        _declare(cairo.cairo_scale, None, p, ctypes.c_double, ctypes.c_double)
     except (OSError, AttributeError):
         return None
     return _Libs(gvc, cgraph, cairo)
@@ -111,16 +124,18 @@ def _printed_error(value: float) -> float:
     return 0.0 if value == 0 else 0.5 * 10.0 ** (math.floor(math.log10(abs(value))) - 4)
 
 
-def _pixels(low: float, high: float, pad: float) -> int | None:
-    """A canvas side as Graphviz computes it, ``ROUND((high - low + 2 pad) * dpi / 72)``, or None when
-    the printed coordinates leave that rounding undecided (or the side is beyond cairo)."""
+def _pixels(low: float, high: float, pad: float) -> tuple[int, int] | None:
+    """A canvas side as Graphviz computes it, ``ROUND((high - low + 2 pad) * dpi / 72)``, as (fewest, most)
+    pixels the printed coordinates allow: equal where they settle the rounding, else one apart; None
+    beyond cairo."""
     size, error = high - low + 2 * pad, _printed_error(low) + _printed_error(high)
     first, last = int((size - error) * DPI / 72.0 + 0.5), int((size + error) * DPI / 72.0 + 0.5)
-    return first if first == last and 0 < first < _CAIRO_MAX else None
+    return (first, last) if 0 < first and last < _CAIRO_MAX else None
 
 
-def _canvas(libs: _Libs, g: int) -> tuple[int, int] | None:
-    """(width, height) in pixels of the canvas ``dot -Tpng`` draws this laid-out graph on."""
+def _canvas(libs: _Libs, g: int) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """The width and height in pixels of the canvas ``dot -Tpng`` draws this laid-out graph on, each as
+    (fewest, most) pixels (:func:`_pixels`)."""
     libs.gvc.attach_attrs(g)
     pad_text = _text(libs, g, "pad")
     try:
@@ -133,8 +148,20 @@ def _canvas(libs: _Libs, g: int) -> tuple[int, int] | None:
     return None if width is None or height is None else (width, height)
 
 
+def _rounded_up(alpha: int) -> bool | None:
+    """Whether dot's canvas has a last row (column) that the drawing covers ``alpha`` / 255 of: Graphviz
+    fills the page from the top left and rounds its size to whole pixels, so it has one when the page
+    covers half of it or more. None where the coverage is too near a half to tell (or not painted)."""
+    if alpha >= _HALF + _COVERAGE_SLACK:
+        return True
+    if 0 < alpha <= _HALF - _COVERAGE_SLACK:
+        return False
+    return None
+
+
 def draw_png(dot_text: str, timeout: float = 300.0) -> bytes | None:
-    """``dot -Tpng``'s picture of ``dot_text`` as PNG bytes, or None where ``dot`` must draw it. A fresh
+    """``dot -Tpng``'s picture of ``dot_text`` as PNG bytes (scaled to :data:`MAX_PNG_SIDE`, as ``dot
+    -Tpng -Gsize=...`` scales), or None where ``dot`` must draw it. A fresh
     process (this module as a script) draws into a memory file; the pixels are encoded here. Raises
     ``subprocess.TimeoutExpired`` after ``timeout`` seconds."""
     if _libs() is None or sys.byteorder != "little" or not hasattr(os, "memfd_create"):
@@ -184,17 +211,36 @@ def _draw_here(dot_text: bytes, fd: int) -> tuple[int, int] | None:
     canvas = _canvas(libs, g)
     if canvas is None:
         return None
-    width, height = canvas
+    (narrow, width), (low, height) = canvas  # drawn on the larger canvas, cut to dot's below
+    scale = min(1.0, MAX_PNG_SIDE / max(width, height))
+    if scale < 1.0:  # scaled to fit, as dot's size attribute scales: not dot's picture, so no cut below
+        width, height = max(1, round(width * scale)), max(1, round(height * scale))
+        narrow, low = width, height
     os.ftruncate(fd, 4 * width * height)  # zeroed, as cairo's own surface
     shared = mmap.mmap(fd, 4 * width * height)
     address = ctypes.addressof(ctypes.c_char.from_buffer(shared))
     surface = cairo.cairo_image_surface_create_for_data(address, _ARGB32, width, height, 4 * width)
     cr = cairo.cairo_create(surface)
+    if scale < 1.0:
+        cairo.cairo_scale(cr, scale, scale)
     # "svg:cairo" draws with the cairo renderer into the context given and, unlike "png:cairo", encodes
     # nothing at the end of the page; with dpi set it scales as the PNG device does
     if cairo.cairo_status(cr) != 0 or gv.gvRenderContext(ctx, g, b"svg:cairo", cr) != 0 or cg.agerrors():
         return None
     cairo.cairo_surface_flush(surface)
+    # where the printed bounding box left a side's rounding open, the page's cover of the last column
+    # (row) says it: alpha is the top byte of each little-endian ARGB32 pixel
+    keep_width = width == narrow or _rounded_up(shared[4 * (width * (height // 2) + width - 1) + 3])
+    keep_height = height == low or _rounded_up(shared[4 * (width * (height - 1) + width // 2) + 3])
+    if keep_width is None or keep_height is None:
+        return None
+    if not keep_width:  # one column fewer: rows packed anew
+        for row in range(1, height):
+            shared.move(4 * narrow * row, 4 * width * row, 4 * narrow)
+        width = narrow
+    if not keep_height:
+        height = low
+    os.ftruncate(fd, 4 * width * height)
     return width, height
 
 
@@ -220,12 +266,19 @@ def encode_png(argb: np.ndarray, level: int = PNG_LEVEL) -> bytes:
         if opaque:
             out[:, :, 0], out[:, :, 1], out[:, :, 2] = band[:, :, 2], band[:, :, 1], band[:, :, 0]
         else:
-            alpha = band[:, :, 3].astype(np.uint32)
-            safe = np.maximum(alpha, 1)
-            for dst, src in ((0, 2), (1, 1), (2, 0)):  # cairo's unpremultiply: (c * 255 + a / 2) / a
-                scaled = (band[:, :, src].astype(np.uint32) * 255 + alpha // 2) // safe
-                out[:, :, dst] = np.where(alpha == 0, 0, scaled)
-            out[:, :, 3] = band[:, :, 3]
+            out[:, :, 0], out[:, :, 1], out[:, :, 2], out[:, :, 3] = (
+                band[:, :, 2],
+                band[:, :, 1],
+                band[:, :, 0],
+                band[:, :, 3],
+            )
+            partial = band[:, :, 3] != 255  # opaque pixels need no unpremultiply: (c * 255 + 127) / 255 = c
+            if partial.any():
+                alpha = band[:, :, 3][partial].astype(np.uint32)
+                safe = np.maximum(alpha, 1)
+                for dst, src in ((0, 2), (1, 1), (2, 0)):  # cairo's unpremultiply: (c * 255 + a / 2) / a
+                    scaled = (band[:, :, src][partial].astype(np.uint32) * 255 + alpha // 2) // safe
+                    out[:, :, dst][partial] = np.where(alpha == 0, 0, scaled)
         parts.append(packer.compress(rows.data))
     parts.append(packer.flush())
     header = struct.pack(">IIBBBBB", width, height, 8, 2 if opaque else 6, 0, 0, 0)

@@ -3,7 +3,8 @@
 Graphviz's SVG is already the same bytes for the same DOT text (it carries a version comment, which
 only changes with Graphviz). A PNG is drawn by Graphviz's library and encoded by quicsm
 (:mod:`quicsm.diagrams.gvlib`: dot's pixels in about 0.6x of ``dot -Tpng``'s time on the 1,000-event
-diagram), else by ``dot -Tpng``. cairo's PDF carries a creation date; it is replaced by a
+diagram), else by ``dot -Tpng``; either scaled down to :data:`~quicsm.diagrams.gvlib.MAX_PNG_SIDE` pixels
+a side. cairo's PDF carries a creation date; it is replaced by a
 fixed one of the same length, so byte offsets inside the PDF stay valid.
 """
 
@@ -16,7 +17,7 @@ import subprocess
 from pathlib import Path
 
 from quicsm.diagrams.dot import DotOptions, to_dot
-from quicsm.diagrams.gvlib import draw_png
+from quicsm.diagrams.gvlib import DPI, MAX_PNG_SIDE, draw_png
 from quicsm.diagrams.overlay import Overlay
 from quicsm.errors import RenderError
 from quicsm.files import write_output
@@ -29,6 +30,8 @@ FORMATS = ("svg", "png", "pdf", "dot")
 DOT_ENV = "QUICSM_DOT"
 """Environment variable naming the ``dot`` program to use instead of the one on PATH."""
 _PDF_DATE = re.compile(rb"/(CreationDate|ModDate) \(D:(\d{14})([^)]*)\)")
+_SETS_SIZE = re.compile(r"\bsize\s*=")
+"""A graph that sizes its own page: the PNG cap is not put on it."""
 
 
 def output_format(path: str, fmt: str | None = None) -> str:
@@ -74,8 +77,10 @@ def run_dot(dot_text: str, fmt: str, timeout: float = 300.0) -> bytes:
             drawn = draw_png(dot_text, timeout)  # dot's pixels, drawn by libgvc and encoded faster
             if drawn is not None:
                 return drawn
+        sized = fmt != "png" or _SETS_SIZE.search(dot_text)  # -Gsize would replace a graph's own size
+        cap = [] if sized else [f"-Gsize={MAX_PNG_SIDE / DPI:g},{MAX_PNG_SIDE / DPI:g}"]
         proc = subprocess.run(
-            [program, f"-T{fmt}"],
+            [program, f"-T{fmt}", *cap],
             input=dot_text.encode("utf-8"),
             capture_output=True,
             timeout=timeout,

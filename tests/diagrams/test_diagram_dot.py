@@ -369,4 +369,5 @@ def test_large_models_are_laid_out_for_speed_small_ones_keep_the_paper_style() -
     large = to_dot(_one_trace_model([f"S{i}" for i in range(41)]))
     assert 'splines="line"' not in small and "edges drawn straight" not in small
     assert 'splines="line"' in large and "41 states: edges drawn straight" in large
+    assert "a PNG scaled to at most 4,096 px a side" in large
     assert run_dot(large, "svg").count(b'class="node"') == 41 + 3

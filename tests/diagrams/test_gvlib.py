@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ctypes
+import random
+import struct
 import subprocess
 import zlib
 from pathlib import Path
@@ -13,6 +15,8 @@ from diagram_fixtures import make_model
 
 from quicsm.diagrams import DotOptions, find_dot, gvlib, render_side_by_side, run_dot, to_dot, write_picture
 from quicsm.errors import RenderError
+from quicsm.inference import infer_sequences
+from quicsm.inference.annotate import annotate_counts
 
 pytestmark = pytest.mark.skipif(gvlib._libs() is None, reason="Graphviz's libgvc/libcairo cannot be loaded")
 
@@ -110,11 +114,53 @@ def test_a_layout_graphviz_fails_stays_in_the_child(tmp_path: Path) -> None:
     assert gvlib.draw_png(GRAPHS["model"]()) is not None
 
 
-def test_undecided_rounding_is_left_to_dot() -> None:
-    assert gvlib._pixels(0.0, 100.0, 0.0) == 133  # 133.33
-    assert gvlib._pixels(0.0, 1885.8, 18.0) == 2562  # 2562.4, within 0.07 px of the printed value
-    assert gvlib._pixels(0.0, 1874.6, 0.0) is None  # 2499.47 +- 0.07: 2499 or 2500
+def test_canvas_sides_the_printed_bounding_box_allows() -> None:
+    assert gvlib._pixels(0.0, 100.0, 0.0) == (133, 133)  # 133.33
+    assert gvlib._pixels(0.0, 1885.8, 18.0) == (2562, 2562)  # 2562.4, within 0.07 px of the printed value
+    assert gvlib._pixels(0.0, 1874.6, 0.0) == (2499, 2500)  # 2499.47 +- 0.07: 2499 or 2500
     assert gvlib._pixels(0.0, 123460.0, 0.0) is None  # beyond cairo's 32,767 pixels
+    assert [gvlib._rounded_up(a) for a in (0, 120, 125, 127, 128, 130, 136, 255)] == [
+        None,  # nothing painted there: cannot tell
+        False,
+        False,
+        None,  # too near half a pixel
+        None,
+        True,
+        True,
+        True,
+    ]
+
+
+def _random_model_dot(seed: int) -> str:
+    rnd = random.Random(seed)
+    names = [f"State{i}" for i in range(rnd.randint(5, 10))]
+    seqs = [[rnd.choice(names) for _ in range(rnd.randint(2, 12))] for _ in range(40)]
+    res = infer_sequences(seqs, "ktails")
+    am = annotate_counts(res, [1] * len(seqs), [[1000] * len(s) for s in seqs], sum(map(len, seqs)), 1)
+    return to_dot(am, DotOptions(title=f"model {seed}"))
+
+
+@pytest.mark.parametrize(("seed", "canvas"), [(43, (3864, 2763)), (26, (3692, 3803))])
+def test_a_canvas_the_bounding_box_leaves_open_is_read_from_the_page(
+    seed: int, canvas: tuple[int, int], tmp_path: Path
+) -> None:
+    """Large diagrams' coordinates print with one decimal (``%.5g``), so about one in five leaves a side's
+    rounding open: drawn on the larger canvas, the page's cover of the last column or row tells dot's
+    (here 2763 of 2763-2764 high, and 3803 of 3802-3803), and the pixels are dot's."""
+    text = _random_model_dot(seed)
+    libs = gvlib._libs()
+    assert libs is not None
+    g = libs.cgraph.agmemread(text.encode())
+    libs.cgraph.agsafeset(g, b"dpi", b"96.0", b"")
+    libs.gvc.gvLayout(gvlib._context(libs), g, b"dot")
+    (w0, w1), (h0, h1) = gvlib._canvas(libs, g) or ((0, 0), (0, 0))
+    assert (w0, h0) != (w1, h1) and w0 <= canvas[0] <= w1 and h0 <= canvas[1] <= h1  # one side left open
+    ours = gvlib.draw_png(text)
+    assert ours is not None
+    (tmp_path / "ours.png").write_bytes(ours)
+    _dot_png(text, tmp_path / "dot.png")
+    theirs = _cairo_pixels(tmp_path / "dot.png")
+    assert theirs[:2] == canvas and _cairo_pixels(tmp_path / "ours.png") == theirs
 
 
 def _decode(png: bytes) -> np.ndarray:
@@ -159,3 +205,24 @@ def test_a_layout_over_the_time_bound_is_not_drawn_twice(monkeypatch: pytest.Mon
     with pytest.raises(RenderError, match="longer than"):
         run_dot(GRAPHS["model"](), "png", timeout=0.01)
     assert len(ran) == 1 and ran[0][-2].endswith("gvlib.py")
+
+
+def _png_size(png: bytes) -> tuple[int, int]:
+    width, height = struct.unpack(">II", png[16:24])
+    return width, height
+
+
+def test_a_picture_over_the_side_cap_is_scaled_to_fit_either_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 300-state chain is about 290 inches high (27,800 px at 96 dpi): drawn in-process and by dot alike it
+    comes out MAX_PNG_SIDE pixels high, the width scaled with it, as dot's own size attribute scales."""
+    text = "digraph { bgcolor=white; " + " -> ".join(f'"state {i}"' for i in range(300)) + " }"
+    ours = gvlib.draw_png(text)
+    assert ours is not None
+    assert _png_size(ours)[1] == gvlib.MAX_PNG_SIDE
+    monkeypatch.setenv("QUICSM_DOT", find_dot())  # another dot program: dot draws the PNG
+    theirs = run_dot(text, "png")
+    assert _png_size(theirs) == _png_size(ours)
+    small = GRAPHS["model"]()
+    assert max(_png_size(run_dot(small, "png"))) < gvlib.MAX_PNG_SIDE  # small pictures keep dot's size
