@@ -185,6 +185,10 @@ def inputs() -> dict[str, Callable[[], Sequences]]:
     out["fig13-desktop"] = _traces("fig13/desktop")  # real text logs (quic-go, patched)
     out["bench-5k"] = lambda: bench_shape(5000, seed=51)
     out["bench-10k"] = lambda: bench_shape(10_000)  # bench/bench_vs_synoptic.py's input
+    # round 4 (issue 31): 10^4 events of real logs (quiche BBR2, quinn BBR, kernel TCP BBR testbed runs)
+    out["bbr-long"] = _traces("bbr-long")
+    # quic-go v0.65.0 Cubic and Reno testbed runs, clean link and 1 % loss (10,975 events, 50 traces)
+    out["check-10k"] = _traces("check/cubic-loss", "check/reno-loss", "check/reno-a", "check/reno-b", "check/cubic-a")
     return out
 
 
@@ -193,10 +197,12 @@ def java_version(java: str) -> str:
     return " / ".join(line.strip() for line in proc.stderr.splitlines()[:2])
 
 
-def record(name: str, seqs: Sequences, seed: int, jar: str, java: str, target: Path) -> None:
+def record(name: str, seqs: Sequences, seed: int, jar: str, java: str, target: Path, timeout: float = 4 * 3600) -> None:
+    """One run of the original (``java -jar JAR``) on ``seqs`` with ``--randomSeed=seed``, written to ``target``;
+    ``timeout``: wall seconds it may take (10^4 events: about an hour of CPU, longer on a shared machine)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    res = infer_sequences(seqs, "synoptic-jar", synoptic_jar=jar, java=java, seed=seed)
+    res = infer_sequences(seqs, "synoptic-jar", synoptic_jar=jar, java=java, seed=seed, timeout=timeout)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -252,10 +258,34 @@ def collect(runs: Path, dest: Path, java: str) -> None:
     print(f"{dest}: {len(data)} inputs")
 
 
+def add_to(runs: Path, dest: Path, key: str, names: list[str]) -> None:
+    """Put the runs of ``names`` in ``runs`` (whatever seeds they hold) under ``key`` of the recording
+    ``dest`` (``recorded-buildxml.json.gz``'s ``ten_k``): ``{NAME: {"sequences", "synoptic": [runs]}}``,
+    keeping everything else it holds."""
+    made = inputs()
+    with gzip.open(dest, "rt", encoding="utf-8") as fh:
+        data = json.load(fh)
+    section = data.setdefault(key, {})
+    for name in names:
+        files = sorted(runs.glob(f"{name}.s*.json"))
+        if not files:
+            print(f"{name}: no run in {runs}")
+            continue
+        models = sorted((_normalised(json.loads(f.read_text())) for f in files), key=lambda r: r["seed"])
+        section[name] = {"sequences": made[name](), "synoptic": models}
+        print(f"{name}: seeds {[m['seed'] for m in models]} under {key}")
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    with gzip.open(tmp, "wt", encoding="utf-8") as fh:
+        json.dump(data, fh, separators=(",", ":"))
+    tmp.replace(dest)
+
+
 def table(recording: Path) -> None:
     """The README's table: per input, the seeds' node counts and languages, and our engine's models: the
     default (the replay of seed 1 where affordable) and ``refine="stitch"``."""
-    from quicsm.inference.language import Automaton, language_classes, same_language
+    sys.path.insert(0, str(ROOT / "tests" / "inference"))
+    from model_language import Automaton, language_classes, same_language
+
     from quicsm.inference.synoptic import infer_synoptic
 
     with gzip.open(recording, "rt", encoding="utf-8") as fh:
@@ -293,7 +323,12 @@ def main() -> None:
     ap.add_argument("--collect", type=Path, help="write the recording here from the runs in --dir")
     ap.add_argument("--list", action="store_true", help="print the inputs and their sizes")
     ap.add_argument("--table", type=Path, help="print the README's table of this recording")
+    ap.add_argument("--add-to", type=Path, help="put the runs of --only (any seeds) under --key of this recording")
+    ap.add_argument("--key", default="ten_k")
     opts = ap.parse_args()
+    if opts.add_to:
+        add_to(opts.dir, opts.add_to, opts.key, opts.only or [])
+        return
     if opts.table:
         table(opts.table)
         return
