@@ -1,7 +1,7 @@
 """The grid reproductions (IMC'17 Fig. 6a, 6b, 7, 8, 9, 15; Carlucci et al. S1, S3): each is a grid file
 ``experiments/<name>.toml`` run by ``quicsm grid run`` and reported by ``quicsm grid report``.
 
-    sudo python3 experiments/grids.py run imc17_fig6a [--chunk 8m] [--pause 60]
+    sudo python3 experiments/grids.py run imc17_fig6a [--chunk 8m] [--pause 60] [--until 06:10]
     python3 experiments/grids.py report imc17_fig6a [--metric goodput ...]
 
 ``run`` makes the grid in chunks, each holding the testbed lock for at most ``--chunk`` (others get a
@@ -26,6 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import git_rev, write_report
 
+from quicsm.testbed.config import parse_duration
+
 HERE = Path(__file__).resolve().parent
 LOCK = "/tmp/quicsm-testbed.lock"
 PICTURES = ("heatmap-*.svg", "heatmap-*.png", "timeline-*.svg")
@@ -37,11 +39,29 @@ def _quicsm(*args: str) -> list[str]:
     return [sys.executable, "-m", "quicsm", *args]
 
 
-def run(name: str, chunk: str, pause: float) -> None:
+def _left_until(until: str | None) -> float | None:
+    """Seconds from now to the wall-clock time ``HH:MM`` (today), None without one."""
+    if until is None:
+        return None
+    import datetime as dt
+
+    now = dt.datetime.now()
+    h, m = (int(x) for x in until.split(":"))
+    return (now.replace(hour=h, minute=m, second=0, microsecond=0) - now).total_seconds()
+
+
+def run(name: str, chunk: str, pause: float, until: str | None = None) -> None:
+    """Chunks under the testbed lock until the grid is made or, with ``until``, no chunk may start: the grid
+    runs rounds outermost, so stopping between chunks leaves every cell with the same number of runs but one."""
     grid = HERE / f"{name}.toml"
     while True:
+        left = _left_until(until)
+        if left is not None and left < 60:
+            print(f"{name}: {until} reached; stopping (run again to continue)", file=sys.stderr)
+            return
+        budget = f"{min(parse_duration(chunk) or 0.0, left):.0f}s" if left is not None else chunk
         t0 = time.monotonic()
-        proc = subprocess.run(["flock", LOCK, *_quicsm("grid", "run", str(grid), "--for", chunk)])
+        proc = subprocess.run(["flock", LOCK, *_quicsm("grid", "run", str(grid), "--for", budget)])
         if proc.returncode == 0:
             return
         if proc.returncode != INCOMPLETE:
@@ -106,10 +126,15 @@ def main() -> None:
     ap.add_argument("name", help="grid file experiments/NAME.toml")
     ap.add_argument("--chunk", default="8m", help="longest stretch holding the testbed lock")
     ap.add_argument("--pause", type=float, default=60.0, help="seconds between chunks")
+    ap.add_argument(
+        "--until",
+        metavar="HH:MM",
+        help="start no chunk after this time (today); chunks are cut to end by then, counted before the wait for the lock",
+    )
     ap.add_argument("--also", action="append", default=[], metavar="METRIC", help="another metric's heatmaps too")
     args, extra = ap.parse_known_args()
     if args.what == "run":
-        run(args.name, args.chunk, args.pause)
+        run(args.name, args.chunk, args.pause, args.until)
     else:
         report(args.name, extra, args.also)
 

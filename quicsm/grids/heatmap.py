@@ -114,7 +114,7 @@ def _cell_td(r: CellResult | None, comp: GridComparison, scale: float, link: boo
     fill, ink = cell_colour(r, scale)
     text = escape(_fmt_pct(r.diff_pct)) if r.testable else "n/a"
     bold = ("<B>", "</B>") if r.significant else ("", "")
-    href = f' HREF="#cell-{escape(r.cell.dirname)}" TARGET="_top"' if link else ""
+    href = f' HREF="#cell-{escape(r.cell.slug)}" TARGET="_top"' if link else ""
     return (
         f'<TD BGCOLOR="{fill}" WIDTH="66" HEIGHT="34" TOOLTIP="{escape(_tooltip(r, comp))}"{href}>'
         f'<FONT COLOR="{ink}">{bold[0]}{text}{bold[1]}</FONT></TD>'

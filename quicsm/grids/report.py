@@ -142,7 +142,7 @@ def _pct(x: float | None) -> str:
 def _cell_row(r: CellResult, m: Metric, st: CellStates | None) -> dict[str, Any]:
     return {
         "cell": r.cell.id,
-        "anchor": f"cell-{r.cell.dirname}",
+        "anchor": f"cell-{r.cell.slug}",
         "versus": r.versus,
         "baseline": r.baseline,
         "n_a": len(r.a),
@@ -278,7 +278,7 @@ def write_report(
                     page = (
                         out_dir
                         / "cells"
-                        / cell.dirname
+                        / cell.slug
                         / (f"compare-{v}.html" if len(comp.versus) > 1 else "compare.html")
                     )
                     page.parent.mkdir(parents=True, exist_ok=True)
@@ -312,10 +312,10 @@ def write_report(
         if not series:
             continue
         svg = cwnd_timeline_svg(series, title=f"{g.name}, {cell.id}: cwnd and state, median run of each arm")
-        path = out_dir / f"timeline-{cell.dirname}.svg"
+        path = out_dir / f"timeline-{cell.slug}.svg"
         write_output(str(path), svg)
         files.append(path)
-        timeline_figs.append({"cell": cell.id, "anchor": f"cell-{cell.dirname}", "svg": Markup(svg), "picked": picked})
+        timeline_figs.append({"cell": cell.id, "anchor": f"cell-{cell.slug}", "svg": Markup(svg), "picked": picked})
     rows_out = [_cell_row(r, m, cell_states_by.get((r.cell.id, r.versus))) for r in comp.cells]
     doc = {
         "format": "quicsm-grid-report",
@@ -348,9 +348,9 @@ def write_report(
             got = cell_states_by.get((cell.id, v))
             link = None
             if got is not None and got.comparison is not None:
-                link = f"cells/{cell.dirname}/" + (f"compare-{v}.html" if len(comp.versus) > 1 else "compare.html")
+                link = f"cells/{cell.slug}/" + (f"compare-{v}.html" if len(comp.versus) > 1 else "compare.html")
             entries.append({"row": _cell_row(r, m, got), "states": got, "link": link})
-        cells_html.append({"cell": cell.id, "anchor": f"cell-{cell.dirname}", "entries": entries})
+        cells_html.append({"cell": cell.id, "anchor": f"cell-{cell.slug}", "entries": entries})
     html = (
         _env()
         .get_template("report.html.j2")

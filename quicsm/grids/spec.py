@@ -167,6 +167,12 @@ class Cell:
         """``rate-10_size-5KB``: the cell's directory under the grid's output."""
         return "_".join(f"{a}-{_SLUG.sub('_', value_text(v))}" for a, v in self.values) or "all"
 
+    @property
+    def slug(self) -> str:
+        """``loss-1pct_rate-10``: the cell's name in a report's files, links and anchors (``%`` spelled out:
+        a ``%`` in a URL starts an escape, so a report page or a Markdown link naming ``1%_r`` breaks)."""
+        return self.dirname.replace("%", "pct")
+
     def get(self, axis: str) -> AxisValue:
         return dict(self.values)[axis]
 

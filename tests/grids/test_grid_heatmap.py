@@ -77,7 +77,7 @@ def test_dot_carries_each_cells_fill_text_and_link(tmp_path) -> None:  # type: i
     scale = nice_scale(comp.cells)
     for r in comp.cells:
         fill = cell_colour(r, scale)[0]
-        td = re.search(rf'<TD BGCOLOR="{fill}"[^>]*HREF="#cell-{re.escape(r.cell.dirname)}"', dot)
+        td = re.search(rf'<TD BGCOLOR="{fill}"[^>]*HREF="#cell-{re.escape(r.cell.slug)}"', dot)
         assert td, r.cell.id
     big = comp.cell("rate=10,size=5KB", "quic")
     assert f"<B>{big.diff_pct:+.0f}%</B>" in dot  # significant: bold; the number printed as the paper does

@@ -93,6 +93,14 @@ def test_plan_orders_rounds_then_cells_with_arms_back_to_back(tmp_path: Path) ->
     assert [(p.cell.id, p.round) for p in by_cells.plan()[:6:2]] == [("rate=10,size=5KB", r) for r in range(3)]
 
 
+def test_a_loss_cell_keeps_its_run_directory_and_gets_a_url_safe_report_name() -> None:
+    g = grid_from_data({"name": "x", "axes": {"loss": ["0.1%", "1%"]}, "arms": {"a": {"stack": "tcp"}}})
+    cells = g.cells()
+    # the run directories keep "%" (runs already made resume by them); report files and links spell it out
+    assert [c.dirname for c in cells] == ["loss-0.1%", "loss-1%"]
+    assert [c.slug for c in cells] == ["loss-0.1pct", "loss-1pct"]
+
+
 def test_fingerprint_follows_what_a_run_measures(tmp_path: Path) -> None:
     a = load_grid(_grid(tmp_path)).plan()
     b = load_grid(_grid(tmp_path, GRID.replace("runs = 3", "runs = 5"), "b.toml")).plan()
