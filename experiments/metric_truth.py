@@ -315,6 +315,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("inputs", nargs="+", help="the tuning set: connections the rules were studied on")
     ap.add_argument("--heldout", nargs="*", default=[], help="connections made after the rules were last changed")
+    ap.add_argument(
+        "--section",
+        nargs="+",
+        action="append",
+        default=[],
+        metavar="TITLE INPUT",
+        help="another set scored and reported on its own (a title, then its inputs; repeatable)",
+    )
     ap.add_argument("--out", required=True, help="prefix of OUT.md and OUT_confusion.svg")
     a = ap.parse_args()
     tuning = score_inputs(a.inputs)
@@ -339,6 +347,8 @@ def main() -> None:
     lines += report(tuning, "Tuning set (the rules were studied on these)")
     if heldout is not None:
         lines += report(heldout, "Held-out set (made after the rules were last changed; scored only)")
+    for title, *inputs in a.section:
+        lines += report(score_inputs(inputs), title)
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     tallies = [("tuning set: vs logged qlog states", tuning.vs_qlog)]
     if heldout is not None and heldout.vs_qlog.connections:

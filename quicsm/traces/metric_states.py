@@ -17,7 +17,8 @@ docs/metric-states.md. In short, for loss-based senders (Reno, Cubic) the reader
 
 BBR-like senders (a pacing rate logged) are read by the pacing gain the rate reveals: Startup (rate
 growing by about 2x a round), Drain (a fall to well under the rate before), ProbeBw, ProbeRtt (the
-window held at its minimum). ProbeBw's phases are one state here: they differ only in a gain on a
+window held at its minimum or under the bandwidth-delay product), and ApplicationLimited (an idle gap
+with room in the window, where the stack has that state). ProbeBw's phases are one state here: they differ only in a gain on a
 bandwidth estimate that moves under them, and reading them from the rate failed on quiche's BBR2.
 
 Everything is NumPy over one connection's columns: no Python object per event. Odd metrics (fields
@@ -62,7 +63,7 @@ LOSS_STATES = (
     "ProbeTimeout",
     "RetransmissionTimeout",
 )
-BBR_STATES = ("Startup", "Drain", "ProbeBw", "ProbeRtt")
+BBR_STATES = ("Startup", "Drain", "ProbeBw", "ProbeRtt", "ApplicationLimited")
 _SS, _CA, _APP, _REC, _PTO, _RTO = range(6)
 _EMPTY = np.zeros(0, np.int64)
 
@@ -234,7 +235,7 @@ def infer(series: MetricSeries, profile: Profile | None = None) -> Inferred:
         series = _sorted(series, order)
     series = _rtt_in_seconds(series)
     if _looks_bbr(series):
-        return _infer_bbr(series)
+        return _infer_bbr(series, prof)
     return _infer_loss(series, prof)
 
 
@@ -686,36 +687,96 @@ def _pto_samples(s: MetricSeries, t: np.ndarray) -> np.ndarray:
 
 # ---- BBR-like senders ----------------------------------------------------------------------------
 
-_STARTUP, _DRAIN, _PROBE_BW, _PROBE_RTT = range(4)
+_STARTUP, _DRAIN, _PROBE_BW, _PROBE_RTT, _BBR_APP = range(5)
 
 
-def _infer_bbr(s: MetricSeries) -> Inferred:
-    """Startup, Drain, ProbeBw and ProbeRtt from the pacing rate and the window. ProbeBw's phases are not
-    read: they differ only in the gain on a bandwidth estimate that moves under them (measured on quiche's
-    BBR2: docs/metric-states.md)."""
+def _infer_bbr(s: MetricSeries, prof: Profile) -> Inferred:
+    """Startup, Drain, ProbeBw and ProbeRtt from the pacing rate and the window, and ApplicationLimited
+    from idle gaps (where the stack has that state). ProbeBw's phases are not read: they differ only in
+    the gain on a bandwidth estimate that moves under them (measured on quiche's BBR2: docs/metric-states.md)."""
     n = len(s.t_us)
     t = s.t_us
     pacing = _ffill(s.pacing, 0).astype(np.float64)
     cwnd = _ffill(s.cwnd, 0)
     mss = _mss(s.inflight)
     code = np.full(n, _PROBE_BW, np.int8)
-    # Startup: until the first fall of the pacing rate to under 0.6 of its running peak
+    # Startup: until the first fall of the pacing rate to under 0.6 of its running peak, or BBR's own
+    # full-bandwidth test on the rate (no growth by 1.25x over three round trips of the smoothed RTT: quinn
+    # can reach full bandwidth in ProbeRtt, whose exit goes straight to ProbeBw without a Drain to see)
     peak = np.maximum.accumulate(pacing)
     fall = np.flatnonzero((pacing > 0) & (pacing < 0.6 * peak))
     drain_at = int(fall[0]) if len(fall) else n
-    code[:drain_at] = _STARTUP
-    if drain_at < n:
+    srtt = _ffill(s.srtt_us, 0)
+    paced = np.flatnonzero(pacing > 0)
+    if len(paced):
+        back = np.searchsorted(t, t - 3 * srtt, side="left")  # the first row within three rounds
+        full = (srtt > 0) & (back > paced[0]) & (pacing < 1.25 * peak[np.maximum(back, 0)])
+        flat = np.flatnonzero(full)
+        plateau = int(flat[0]) if len(flat) else n
+    else:
+        plateau = n
+    code[: min(drain_at, plateau)] = _STARTUP
+    if drain_at < n and drain_at <= plateau:
         # Drain: until the rate comes back to the estimate (0.8 of peak / startup gain), or to twice the
         # rate Drain began with (its gain 1/2.885 against ProbeBw's >= 0.75) when the estimate fell meanwhile
         est = peak[drain_at] / 2.885
         back = np.flatnonzero(pacing[drain_at:] >= min(0.8 * est, 2 * pacing[drain_at]))
         code[drain_at : drain_at + int(back[0]) if len(back) else n] = _DRAIN
-    # ProbeRtt: the window held at its floor (4 packets) after Startup
+    # ProbeRtt: the window held at its floor (4 packets) after Startup, or at 0.75 or 0.5 of the
+    # bandwidth-delay product at the pacing rate (ProbeRtt paces at gain 1; quinn's BBR holds 0.75 of it,
+    # BBR2 0.5), which no other phase has: Startup's window and pacing gains are equal, ProbeBw's window gain
+    # is 2, and a recovery window (quinn: in-flight plus acknowledged) follows no fixed share
     floor = 4 * mss + mss // 2
-    code[(cwnd > 0) & (cwnd <= floor) & (code != _STARTUP)] = _PROBE_RTT
+    min_rtt = _ffill(s.min_rtt_us, 0).astype(np.float64)
+    bdp = pacing / 8 * min_rtt / 1e6
+    ratio = np.where(bdp > 0, cwnd / np.maximum(bdp, 1), 0.0)
+    under = (np.abs(ratio - 0.75) <= 0.03) | (np.abs(ratio - 0.5) <= 0.03)
+    code[((cwnd > 0) & (cwnd <= floor) & (code != _STARTUP)) | under] = _PROBE_RTT
     why = [f"{INFERRED_TRIGGER}:pacing"] * n
+    if prof.app_limited:
+        idle = _bbr_app_limited(s, cwnd, mss)
+        code[idle] = _BBR_APP
+        for i in np.flatnonzero(idle).tolist():
+            why[i] = f"{INFERRED_TRIGGER}:idle"
     times, states, reasons = _transitions(t, code, BBR_STATES, why, s.start_us)
     return Inferred(times, states, reasons, "bbr", code, mss)
+
+
+def _bbr_app_limited(s: MetricSeries, cwnd: np.ndarray, mss: int) -> np.ndarray:
+    """Rows a BBR sender is application-limited (quinn: the ACK found the last ``poll_transmit`` neither
+    window- nor pacing-blocked; the state is decided per ACK and held until the next). From metrics: an
+    ACK (bytes in flight fell) after no send for twice the longest pacing wait while a packet fitted in
+    the window starts it (quinn's pacer releases bursts of at least 10 packets at 1.25 windows per
+    smoothed RTT: it waits at most 8 packets' worth of that, and at least 1.6 ms); it ends at an ACK
+    when the sends of the last 3 ms replaced at least 0.7 of the bytes acknowledged, or at a send that
+    left less than two packets of the window free (the sender had data again)."""
+    n = len(s.t_us)
+    t = s.t_us
+    have = s.inflight != NULL
+    inflight = _ffill(s.inflight, 0)
+    d = np.zeros(n, np.int64)
+    d[1:] = np.diff(inflight)
+    d[~have] = 0
+    send, ack = d > 0, d < 0
+    if not ack.any():
+        return np.zeros(n, bool)
+    srtt = _ffill(s.srtt_us, 0).astype(np.float64)
+    room = cwnd - inflight
+    wait = np.maximum(1600.0, 8 * mss * srtt / np.maximum(cwnd, 1))
+    last_send = np.maximum.accumulate(np.where(send, np.arange(n), 0))
+    sent = np.cumsum(np.where(send, d, 0))
+    acked = np.cumsum(np.where(ack, -d, 0))
+    before = np.searchsorted(t, t - 3000, side="right") - 1  # the last row before the 3 ms that end here
+    sent_w = sent - np.where(before >= 0, sent[np.maximum(before, 0)], 0)
+    acked_w = acked - np.where(before >= 0, acked[np.maximum(before, 0)], 0)
+    idle = ack & (room >= mss) & (cwnd > 0) & (t - t[last_send] > 2 * wait)
+    busy = (send & (room < 2 * mss)) | (ack & ~idle & (sent_w >= 0.7 * acked_w))
+    event = np.where(idle, 1, np.where(busy, 2, 0))
+    last = np.maximum.accumulate(np.where(event > 0, np.arange(n), -1))
+    on = (last >= 0) & (event[np.maximum(last, 0)] == 1)
+    # decided at ACKs only: every other row keeps the last ACK's decision
+    at_ack = np.maximum.accumulate(np.where(ack, np.arange(n), -1))
+    return (at_ack >= 0) & on[np.maximum(at_ack, 0)]
 
 
 # ---- the qlog reader's object path (files the column scanner hands back) ---------------------------

@@ -151,6 +151,9 @@ def load_seeds() -> Seeds:
     for name in ("quiche-0.30.0-cubic/cubic.sqlog.gz", "neqo-cubic/neqo-cubic.sqlog.gz"):  # other stacks' shapes
         other = gzip.decompress((ROOT / "tests/data/qlog" / name).read_bytes())
         sqlogs += [other[:MAX_INPUT], _cut(other, rng)]
+    for path in sorted((ROOT / "tests/data/metric-only").glob("*/*.sqlog.gz")):  # no state events (quinn, ngtcp2)
+        other = gzip.decompress(path.read_bytes())
+        sqlogs += [other[:MAX_INPUT], _cut(other, rng)]
     qlogs = [synth_qlog()]
     foreign = SHARED / "reference/qlog-samples/picoquic/qlog_trace_ref.qlog"
     if foreign.exists():  # beside the checkout on the project's machines and in CI

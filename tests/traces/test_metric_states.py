@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from quicsm.traces import parse_inputs
-from quicsm.traces.events import Trace, TraceMeta
+from quicsm.traces.events import EVENT_KINDS, Trace, TraceMeta
 from quicsm.traces.metric_states import (
     INFERRED_LABEL,
     NULL,
@@ -101,6 +101,73 @@ def test_the_column_scanner_and_the_python_reader_infer_alike() -> None:
             )
             got = [t for tc in batches + b.flush() for t in tc.traces()]
             assert got == want and report.to_json() == report2.to_json(), (scanner, window)
+
+
+QUINN_BBR = DATA / "metric-only" / "quinn-0.11.19-bbr"
+
+
+def test_quinn_bbr_from_its_qlog_against_its_contract_lines() -> None:
+    """quinn-proto 0.11.19's BBR through the testbed (1 % loss): its qlog logs metrics and no state; read
+    from them, the states are held against the instrumented server's contract lines of the same run
+    (ProbeBw's phases merged: docs/metric-states.md). Clocks aligned by each one's first event."""
+    (inferred,) = parse_inputs([str(QUINN_BBR / "conn1_server.sqlog.gz")]).traces
+    (truth,) = parse_inputs([str(QUINN_BBR / "server.log.gz")]).traces
+    assert inferred.labels["states"] == INFERRED_LABEL["states"] and inferred.cc == "bbr"
+    shift = truth.events[0].t_us - inferred.events[0].t_us
+    tt, ts = _steps(truth)
+    tt, ts = [t - shift for t in tt], [s.split(".")[0] for s in ts]  # ProbeBw.Up/Down/Cruise: one state
+    it, is_ = _steps(inferred)
+    start, end = truth.start_us - shift, truth.end_us - shift
+    a, b = _shares(tt, ts, start, end), _shares(it, is_, start, end)
+    assert set(a) == {"Startup", "ApplicationLimited", "ProbeRtt", "ProbeBw"} and set(b) == set(a)
+    for (
+        state
+    ) in a:  # (measured: AL 0.595 vs 0.499, ProbeBw 0.290 vs 0.345, ProbeRtt 0.085 vs 0.112, Startup 0.030 vs 0.044)
+        assert abs(a[state] - b[state]) <= 0.12, (state, a, b)
+    steps = [(t, x, y) for t, x, y in zip(tt[1:], ts, ts[1:]) if x != y]
+    found = sum(
+        any(abs(t - u) <= 10_000 and (x, y) == (p, q) for u, p, q in zip(it[1:], is_, is_[1:])) for t, x, y in steps
+    )
+    assert found >= 0.5 * len(steps), (found, len(steps))
+
+
+METRIC_ONLY = [DATA / "quic-go-v0.65" / "server.sqlog.gz", QUINN_BBR / "conn1_server.sqlog.gz"]
+"""Real qlogs read with states from metrics (quic-go's with its state events set aside)."""
+
+
+@pytest.mark.parametrize("path", METRIC_ONLY, ids=lambda p: p.parent.name)
+def test_the_metric_path_builds_no_object_per_event(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """States read from metrics run on the C scanner's columns (issue 35 item 4): reading a file into
+    TraceColumns builds no TraceEvent and never calls the object twin (``infer_events``), yet the columns
+    carry the inferred transitions and every metrics row's state."""
+    from quicsm.traces import metric_states, qlog_scanner
+    from quicsm.traces.events import TraceEvent
+
+    if not qlog_scanner.available():
+        pytest.skip("the C scanner quicsm.traces._scan is not built (python3 setup.py build_ext --inplace)")
+    data = gzip.decompress(path.read_bytes())
+
+    def refuse(*_: object, **__: object) -> None:
+        raise AssertionError("a Python object per event on the metric path")
+
+    monkeypatch.setattr(TraceEvent, "__new__", refuse)
+    monkeypatch.setattr(TraceEvent, "_make", refuse)
+    monkeypatch.setattr(metric_states, "infer_events", refuse)
+    b = QlogBatcher(ParseReport(), scanner=qlog_scanner.Scanner)
+    batches = [*b.read(io.BytesIO(data), path.name, TraceMeta(states="metrics"), "sqlog"), *b.flush()]
+    (tc,) = [tc for tc in batches if len(tc)]
+    with pytest.raises(AssertionError, match="per event"):  # the guard holds: objects are refused
+        list(tc.traces())
+    monkeypatch.undo()
+    names = tc.events.names
+    rows = tc.order
+    kinds = tc.events.kind[rows]
+    transitions = [names[s] for s in tc.state[rows][kinds == EVENT_KINDS.index("transition")].tolist()]
+    metrics_states = {names[s] for s in tc.state[rows][kinds == EVENT_KINDS.index("metrics")].tolist() if s >= 0}
+    assert len(transitions) >= 5 and set(transitions) <= set(metric_states.LOSS_STATES + metric_states.BBR_STATES)
+    assert metrics_states == set(transitions)
+    (trace,) = tc.traces()  # the objects, built only now, are the oracle's
+    assert trace.labels["states"] == INFERRED_LABEL["states"]
 
 
 # ---- the rules, on hand-made series ---------------------------------------------------------------
@@ -212,7 +279,8 @@ def test_bbr_phases_from_the_pacing_rate() -> None:
     state) and ProbeRtt (the window at four packets); and a Drain whose estimate fell meanwhile ends when
     the rate doubles."""
 
-    def rec(t: int, rate: float, cwnd: int = 40 * MSS) -> dict[str, int]:
+    def rec(t: int, rate: float, cwnd: int = 0) -> dict[str, int]:
+        cwnd = cwnd or max(40 * MSS, int(2 * rate / 8 * 0.02))  # a window gain of 2 on the 20 ms BDP
         return {"t": t, "cwnd": cwnd, "inflight": 10 * MSS, "pacing": int(rate), "min_rtt": 20_000, "srtt": 20_000}
 
     rows, t, rate = [], 0, 1_000_000.0
@@ -241,6 +309,46 @@ def test_bbr_phases_from_the_pacing_rate() -> None:
     # the estimate halves during Drain: ProbeBw at twice Drain's rate
     low = [*rows[:45], *[rec(100_000 + i * 4_000, bw / 2.885 * 2.2) for i in range(30)]]
     assert infer(series(low)).states == ["Startup", "Drain", "ProbeBw"]
+    # quinn's BBR: ProbeRtt straight from Startup (its min-RTT clock starts expired), the window at 0.75 of
+    # the bandwidth-delay product at the pacing rate rather than four packets; then ProbeBw
+    quinn = [*rows[:20], *[rec(rows[19]["t"] + (i + 1) * 20_000, rate, int(0.75 * rate / 8 * 0.02)) for i in range(10)]]
+    quinn += [rec(quinn[-1]["t"] + (i + 1) * 4_000, rate / 2.885) for i in range(10)]
+    assert infer(series(quinn)).states[:2] == ["Startup", "ProbeRtt"]
+
+
+def test_bbr_application_limited_from_an_idle_gap() -> None:
+    """quinn's BBR is ApplicationLimited at an ACK that found its sender neither window- nor pacing-blocked:
+    ACKs with no send for twice the longest pacing wait (here 8 packets at 1.25 windows per 20 ms RTT: 4 ms)
+    while the window had room start it; sends that fill the window again end it, at the next ACK. A stack
+    without that state (quiche) keeps the BBR mode."""
+    cwnd, rate = 40 * MSS, 2 * 40 * MSS * 8 / 0.02 / 2
+
+    def rec(t: int, inflight: int, pacing: float = rate) -> dict[str, int]:
+        window = max(cwnd, int(pacing / 8 * 0.02))  # Startup: window and pacing gains alike
+        return {"t": t, "cwnd": window, "inflight": inflight, "pacing": int(pacing), "min_rtt": 20_000, "srtt": 20_000}
+
+    rows, t = [], 0
+    for i in range(12):  # Startup then Drain, nothing acknowledged yet
+        t += 1_000
+        rows.append(rec(t, 10 * MSS, rate * 1.1**i if i < 8 else rate / 2.885))
+    busy_until = t + 20_000
+    while t < busy_until:  # ProbeBw, window-limited: each ACK of two packets is answered at once
+        rows += [rec(t + 1_000, 37 * MSS), rec(t + 1_010, 38 * MSS), rec(t + 1_020, 39 * MSS)]
+        t += 1_000
+    inflight = 39 * MSS
+    for _ in range(15):  # the data ran out: ACKs, no sends
+        t += 1_000
+        inflight -= 2 * MSS
+        rows.append(rec(t, inflight))
+    rows += [rec(t + 50 + 10 * i, inflight + i * MSS) for i in range(1, 39 - inflight // MSS + 1)]  # new data
+    t += 1_000
+    rows.append(rec(t, 37 * MSS))
+    got = infer(series(rows), PROFILES["quinn"])
+    assert got.states[-3:] == ["ProbeBw", "ApplicationLimited", "ProbeBw"], got.states
+    # the last send at busy_until + 20 us, ACKs every ms: the first more than 8 ms after it
+    assert got.t_us[-2] == busy_until + 9_000
+    assert got.reasons[-2] == "inferred:idle"
+    assert "ApplicationLimited" not in infer(series(rows), PROFILES["quiche"]).states
 
 
 def test_profiles_by_implementation() -> None:
