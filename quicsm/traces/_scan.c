@@ -80,8 +80,10 @@ static int next_line(const char *pos, const char *stop, const char *t, size_t tl
  *   v=1 conn=K t_us=T cc=C [from=S] to=S [cwnd=N] [inflight=N] [ssthresh=N] [pacing_bps=N] [bw_bps=N]
  *   [min_rtt_us=N] [srtt_us=N] [trigger=W] <spaces>
  * into (line, conn, cc, t_us, from|None, to, cwnd..srtt_us (7 ints|None), trigger|None). Anything else
- * (other order, '-' numbers, inf, extra keys, ev=) is handed back as (line, payload) for the Python reader,
- * which also owns every error message. Same results as contract._FAST, checked by the tests. */
+ * (other order, '-' numbers, inf, extra keys, ev=) is handed back as (line, payload) by scan(), the
+ * object path's scanner, for the Python reader, which also owns every error message; the column scanner
+ * reads those lines too (parse_general below) and hands back only lines the contract refuses. Same results
+ * as contract._FAST and contract._parse_general, checked by the tests. */
 static const char *INT_KEYS[7] = {"cwnd=", "inflight=", "ssthresh=", "pacing_bps=", "bw_bps=", "min_rtt_us=", "srtt_us="};
 
 static int lit(const char **p, const char *e, const char *s) {
@@ -152,6 +154,176 @@ static int parse_canonical(const char *p, const char *e, Fields *f) {
     }
     while (p < e && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\v' || *p == '\f')) p++;
     return p == e;
+}
+
+/* ---- Any other line the contract allows, read here too (contract._parse_general's rules) ----
+ * Fields in any order, '-' for "not known", ssthresh=inf/Infinity/2^64-1, decimals, ev= kinds, recovery=,
+ * and fields the contract does not name (kept as the row's extra fields). Only a line the Python reader
+ * would refuse (its messages are its own), a cc that is not ASCII, or more than MAX_EXTRA unknown
+ * fields is handed back to it. */
+#define SSTHRESH_INF 0x7fffffffffffffffLL /* events.SSTHRESH_INF */
+#define MAX_EXTRA 32
+enum { N_TUS, N_METRIC, N_SSTHRESH };
+
+/* [a, b) as contract._number reads it (key N_TUS, N_METRIC or N_SSTHRESH): 1 with *out, 0 when the value
+ * is an error (the Python reader reports it). */
+static int contract_number(const char *a, const char *b, int key, long long *out) {
+    static const char *const inf[] = {"inf", "Inf", "INF", "infinity", "Infinity", "INFINITY", "+inf", "+Infinity"};
+    Py_ssize_t n = b - a;
+    const char *p = a, *d;
+    int neg = 0;
+    if (p < b && *p == '-') { neg = 1; p++; }
+    d = p;
+    while (p < b && *p >= '0' && *p <= '9') p++;
+    if (p == b && p > d && p - d <= 20) {  /* an integer: -?[0-9]{1,20} */
+        unsigned long long v = 0;
+        int over = 0;
+        for (const char *q = d; q < b; q++) {
+            unsigned digit = (unsigned)(*q - '0');
+            if (v > (0xffffffffffffffffULL - digit) / 10) over = 1;
+            else v = v * 10 + digit;
+        }
+        if (neg) {
+            if (key == N_TUS) {
+                if (over || v > 0x8000000000000000ULL) return 0;
+                *out = v == 0x8000000000000000ULL ? (long long)(-0x7fffffffffffffffLL - 1) : -(long long)v;
+                return 1;
+            }
+            if (v != 0) return 0;  /* below 0 */
+            *out = 0;
+            return 1;
+        }
+        if (!over && v <= 0x7fffffffffffffffULL && !(key == N_SSTHRESH && v == 0x7fffffffffffffffULL)) {
+            *out = (long long)v;
+            return 1;
+        }
+        if (key != N_SSTHRESH) return 0;  /* out of range */
+        *out = SSTHRESH_INF;  /* 2^63-1 and up: unbounded */
+        return 1;
+    }
+    if (key == N_SSTHRESH)
+        for (size_t i = 0; i < sizeof inf / sizeof *inf; i++)
+            if ((size_t)n == strlen(inf[i]) && memcmp(a, inf[i], (size_t)n) == 0) { *out = SSTHRESH_INF; return 1; }
+    /* a decimal: -?(?:[0-9]{1,20}(?:\.[0-9]{0,20})?|\.[0-9]{1,20})(?:[eE][+-]?[0-9]{1,3})?, read as Python's
+     * float() reads it (both round correctly) and truncated */
+    p = d;
+    while (p < b && *p >= '0' && *p <= '9') p++;
+    Py_ssize_t whole = p - d, frac = -1;
+    if (whole > 20) return 0;
+    if (p < b && *p == '.') {
+        const char *f0 = ++p;
+        while (p < b && *p >= '0' && *p <= '9') p++;
+        frac = p - f0;
+        if (frac > 20 || (whole == 0 && frac == 0)) return 0;
+    }
+    if (whole == 0 && frac < 0) return 0;
+    if (p < b && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < b && (*p == '+' || *p == '-')) p++;
+        const char *e0 = p;
+        while (p < b && *p >= '0' && *p <= '9') p++;
+        if (p == e0 || p - e0 > 3) return 0;
+    }
+    if (p != b) return 0;
+    char tmp[64];
+    if (n >= (Py_ssize_t)sizeof tmp) return 0;
+    memcpy(tmp, a, (size_t)n);
+    tmp[n] = 0;
+    double f = strtod(tmp, NULL);
+    if (!isfinite(f)) return 0;  /* "not a finite number" */
+    if (key == N_TUS) {
+        if (f < -9223372036854775808.0 || f >= 9223372036854775808.0) return 0;
+    } else if (f >= 9223372036854775808.0) {
+        if (key != N_SSTHRESH) return 0;
+        *out = SSTHRESH_INF;
+        return 1;
+    } else if (f <= -1.0) return 0;
+    *out = (long long)f;  /* truncated toward zero, as int() */
+    if (key == N_SSTHRESH && *out == 0x7fffffffffffffffLL) *out = SSTHRESH_INF;
+    return 1;
+}
+
+/* A line read by the general rules: the canonical fields, plus the event kind, recovery and extra fields. */
+typedef struct {
+    Fields f;
+    int kind;  /* index into events.EVENT_KINDS */
+    int cc_upper;  /* the cc has upper-case letters: interned lower-cased */
+    const char *rec_a, *rec_b;
+    int nextra;
+    const char *xk[MAX_EXTRA][2], *xv[MAX_EXTRA][2];
+} General;
+
+static const char *const KNOWN_KEYS[] = {"v", "conn", "t_us", "cc", "ev", "from", "to", "recovery", "trigger",
+                                         "cwnd", "inflight", "ssthresh", "pacing_bps", "bw_bps", "min_rtt_us", "srtt_us"};
+static const char *const KINDS[] = {"transition", "update", "metrics", "close"}; /* events.EVENT_KINDS */
+
+static int is_sep(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
+
+static int span_eq(const char *a, const char *b, const char *s) {
+    size_t n = strlen(s);
+    return (size_t)(b - a) == n && memcmp(a, s, n) == 0;
+}
+
+/* 1 if [p, e) is a line the contract allows, with its fields in *g; 0 if the Python reader must read it. */
+static int parse_general(const char *p, const char *e, General *g) {
+    const char *val[16][2] = {{0}};
+    unsigned seen = 0;
+    memset(g, 0, sizeof *g);
+    while (p < e) {
+        while (p < e && is_sep(*p)) p++;
+        if (p == e) break;
+        const char *k = p, *eq = NULL;
+        while (p < e && !is_sep(*p)) { if (!eq && *p == '=') eq = p; p++; }
+        if (!eq) return 0;  /* not key=value */
+        int i;
+        for (i = 0; i < 16; i++) if (span_eq(k, eq, KNOWN_KEYS[i])) break;
+        if (i < 16) {
+            if (seen & (1u << i)) return 0;  /* twice */
+            seen |= 1u << i;
+            val[i][0] = eq + 1; val[i][1] = p;
+        } else {
+            for (int j = 0; j < g->nextra; j++)
+                if (g->xk[j][1] - g->xk[j][0] == eq - k && memcmp(g->xk[j][0], k, (size_t)(eq - k)) == 0) return 0;
+            if (g->nextra == MAX_EXTRA) return 0;
+            g->xk[g->nextra][0] = k; g->xk[g->nextra][1] = eq;
+            g->xv[g->nextra][0] = eq + 1; g->xv[g->nextra][1] = p;
+            g->nextra++;
+        }
+    }
+#define HAS(i) (seen & (1u << (i)))
+#define DASH(i) (val[i][1] - val[i][0] == 1 && *val[i][0] == '-')
+#define EMPTY(i) (val[i][1] == val[i][0])
+    Fields *f = &g->f;
+    if (!HAS(0) || !span_eq(val[0][0], val[0][1], "1")) return 0;  /* v=1 */
+    if (!HAS(1) || EMPTY(1) || DASH(1)) return 0;                   /* conn */
+    if (!HAS(2) || !contract_number(val[2][0], val[2][1], N_TUS, &f->t_us)) return 0;
+    if (!HAS(3) || EMPTY(3) || DASH(3)) return 0;                   /* cc: ASCII here (lower-cased) */
+    for (const char *c = val[3][0]; c < val[3][1]; c++) {
+        if (*c & 0x80) return 0;
+        if (*c >= 'A' && *c <= 'Z') g->cc_upper = 1;
+    }
+    g->kind = 0;
+    if (HAS(4)) {
+        for (g->kind = 0; g->kind < 4; g->kind++) if (span_eq(val[4][0], val[4][1], KINDS[g->kind])) break;
+        if (g->kind == 4) return 0;
+    }
+    if (!HAS(6) || EMPTY(6) || DASH(6)) {
+        if (g->kind == 0) return 0;  /* a transition enters a state */
+    } else { f->to_a = val[6][0]; f->to_b = val[6][1]; }
+    f->conn_a = val[1][0]; f->conn_b = val[1][1];
+    f->cc_a = val[3][0]; f->cc_b = val[3][1];
+    if (HAS(5) && !EMPTY(5) && !DASH(5)) { f->from_a = val[5][0]; f->from_b = val[5][1]; }
+    if (HAS(7) && !DASH(7)) { g->rec_a = val[7][0]; g->rec_b = val[7][1]; }
+    if (HAS(8) && !DASH(8)) { f->trig_a = val[8][0]; f->trig_b = val[8][1]; }
+    for (int i = 0; i < 7; i++) {
+        if (!HAS(9 + i) || DASH(9 + i)) continue;
+        if (!contract_number(val[9 + i][0], val[9 + i][1], i == 2 ? N_SSTHRESH : N_METRIC, &f->m[i])) return 0;
+        f->has_m[i] = 1;
+    }
+#undef HAS
+#undef DASH
+#undef EMPTY
+    return 1;
 }
 
 static PyObject *opt_str(const char *a, const char *b) {
@@ -303,11 +475,31 @@ static int intern(PyObject *table, PyObject *names, const char *a, const char *b
     return id;
 }
 
+/* intern() of [a, b) (ASCII) lower-cased, without the span cache (the bytes are not in the buffer): rare. */
+static int intern_lower(PyObject *table, PyObject *names, const char *a, const char *b) {
+    PyObject *key = PyBytes_FromStringAndSize(a, b - a);
+    if (!key) return -3;
+    char *k = PyBytes_AS_STRING(key);
+    for (Py_ssize_t i = 0; i < b - a; i++) if (k[i] >= 'A' && k[i] <= 'Z') k[i] = (char)(k[i] + 32);
+    PyObject *hit = PyDict_GetItemWithError(table, key);
+    int id = -3;
+    if (hit) id = (int)PyLong_AsLong(hit);
+    else if (!PyErr_Occurred()) {
+        PyObject *text = PyUnicode_DecodeASCII(k, b - a, "strict"), *num = PyLong_FromSsize_t(PyList_GET_SIZE(names));
+        if (text && num && PyList_Append(names, text) == 0 && PyDict_SetItem(table, key, num) == 0) id = (int)PyLong_AsLong(num);
+        Py_XDECREF(text);
+        Py_XDECREF(num);
+    }
+    Py_DECREF(key);
+    return id;
+}
+
 enum { C_LINE, C_CONN, C_CC, C_T, C_PREV, C_STATE, C_METRICS, C_TRIGGER, C_SRC, N_COLS };
 
-/* One call's output: the columns (C_SRC only for scan_files), rows the Python reader must parse. */
+/* One call's output: the columns (C_SRC only for scan_files), rows the Python reader must parse, and the
+ * kind, recovery and extra fields of rows that have them (side). */
 typedef struct {
-    PyObject *table, *names, *fallback;
+    PyObject *table, *names, *fallback, *side;
     const char *t;
     size_t tl;
     Col cols[N_COLS];
@@ -315,23 +507,50 @@ typedef struct {
     long long rows;
 } Scan;
 
-/* Canonical lines of [pos, stop) into the columns (file number src when with_src), from line lineno;
- * returns the line number at stop, or -1 with an exception set. */
+/* Contract lines of [pos, stop) into the columns (file number src when with_src), from line lineno: the
+ * canonical ones by parse_canonical, the others by parse_general, whose event kind, recovery and extra
+ * fields (when there are any) go to the side list as (row, kind, recovery id, extra tuple|None); lines the
+ * contract refuses go to the fallback list. Returns the line number at stop, or -1 with an exception set. */
 static Py_ssize_t scan_region(Scan *s, const char *pos, const char *stop, Py_ssize_t lineno, int src, int with_src) {
     const char *line_at = pos;
     while (pos < stop) {
         const char *hit, *eol;
         if (!next_line(pos, stop, s->t, s->tl, &hit, &eol, &lineno, &line_at)) break;
         Fields f;
-        int ids[5] = {-1, -1, -1, -1, -1}, ok = parse_canonical(hit + s->tl, eol, &f), i;
+        General g;
+        PyObject *extra = NULL;
+        int ids[5] = {-1, -1, -1, -1, -1}, ok = parse_canonical(hit + s->tl, eol, &f), i, general = 0, rec = -1;
+        if (!ok && parse_general(hit + s->tl, eol, &g)) {
+            f = g.f;
+            ok = general = 1;
+            if (g.nextra && !(extra = PyTuple_New(g.nextra))) return -1;
+            for (i = 0; i < g.nextra && ok; i++) {  /* fields the contract does not name, as written */
+                PyObject *kv = Py_BuildValue("(s#s#)", g.xk[i][0], (Py_ssize_t)(g.xk[i][1] - g.xk[i][0]), g.xv[i][0],
+                                             (Py_ssize_t)(g.xv[i][1] - g.xv[i][0]));
+                if (!kv) { PyErr_Clear(); ok = 0; break; }  /* not UTF-8: the Python reader says so */
+                PyTuple_SET_ITEM(extra, i, kv);
+            }
+            if (ok && g.rec_a) {
+                rec = intern(s->table, s->names, g.rec_a, g.rec_b, &s->seen);
+                if (rec == -3) { Py_XDECREF(extra); return -1; }
+                if (rec == -2) ok = 0;
+            }
+        }
         if (ok) {
             const char *spans[5][2] = {{f.conn_a, f.conn_b}, {f.cc_a, f.cc_b}, {f.from_a, f.from_b}, {f.to_a, f.to_b}, {f.trig_a, f.trig_b}};
             for (i = 0; i < 5 && ok; i++) {
-                ids[i] = intern(s->table, s->names, spans[i][0], spans[i][1], &s->seen);
-                if (ids[i] == -3) return -1;
+                ids[i] = i == 1 && general && g.cc_upper ? intern_lower(s->table, s->names, f.cc_a, f.cc_b)
+                                                         : intern(s->table, s->names, spans[i][0], spans[i][1], &s->seen);
+                if (ids[i] == -3) { Py_XDECREF(extra); return -1; }
                 if (ids[i] == -2) ok = 0;
             }
         }
+        if (ok && general && (g.kind || rec >= 0 || extra)) {  /* what the columns do not hold: (row, kind, recovery, extra) */
+            PyObject *item = Py_BuildValue("(LiiO)", s->rows, g.kind, rec, extra ? extra : Py_None);
+            if (!item || PyList_Append(s->side, item) < 0) { Py_XDECREF(item); Py_XDECREF(extra); return -1; }
+            Py_DECREF(item);
+        }
+        Py_XDECREF(extra);
         long long ln = (long long)lineno, ms[7];
         if (!ok) {  /* the Python reader parses it (or reports it) and fills this row */
             PyObject *item = Py_BuildValue("(Lny#)", s->rows, lineno, hit + s->tl, (Py_ssize_t)(eol - hit - (Py_ssize_t)s->tl));
@@ -354,7 +573,7 @@ static Py_ssize_t scan_region(Scan *s, const char *pos, const char *stop, Py_ssi
     return lineno + count_nl(line_at, stop);
 }
 
-/* (columns as bytes, fallback list) of a finished scan; NULL on error. */
+/* (columns as bytes, fallback list, last, side list) of a finished scan; NULL on error. */
 static PyObject *scan_result(Scan *s, int ncols, PyObject *last) {
     PyObject *out = last ? PyTuple_New(ncols) : NULL;
     if (!out) { Py_XDECREF(last); return NULL; }
@@ -363,13 +582,14 @@ static PyObject *scan_result(Scan *s, int ncols, PyObject *last) {
         if (!b) { Py_DECREF(out); Py_DECREF(last); return NULL; }
         PyTuple_SET_ITEM(out, i, b);
     }
-    return Py_BuildValue("(NON)", out, s->fallback, last);
+    return Py_BuildValue("(NONO)", out, s->fallback, last, s->side);
 }
 
 static void scan_free(Scan *s) {
     for (int i = 0; i < N_COLS; i++) PyMem_Free(s->cols[i].data);
     PyMem_Free(s->seen.slot);
     Py_XDECREF(s->fallback);
+    Py_XDECREF(s->side);
 }
 
 static PyObject *scan_columns(PyObject *self, PyObject *args) {
@@ -383,7 +603,7 @@ static PyObject *scan_columns(PyObject *self, PyObject *args) {
     s.t = (const char *)tag.buf;
     s.tl = (size_t)tag.len;
     const char *base = (const char *)buf.buf;
-    if (seen_init(&s.seen, end - start) == 0 && (s.fallback = PyList_New(0)) != NULL) {
+    if (seen_init(&s.seen, end - start) == 0 && (s.fallback = PyList_New(0)) != NULL && (s.side = PyList_New(0)) != NULL) {
         lineno = scan_region(&s, base + start, base + end, lineno, 0, 0);
         if (lineno >= 0) res = scan_result(&s, C_SRC, PyLong_FromSsize_t(lineno));
     }
@@ -411,7 +631,7 @@ static PyObject *scan_files(PyObject *self, PyObject *args) {
     if (nfiles < 0 || bounds.len % 8) { PyErr_SetString(PyExc_ValueError, "bounds: int64 offsets, at least one"); goto out; }
     for (Py_ssize_t i = 0; i < nfiles; i++)
         if (b[i] < 0 || b[i] > b[i + 1] || b[i + 1] > buf.len) { PyErr_SetString(PyExc_ValueError, "bounds out of order"); goto out; }
-    if (seen_init(&s.seen, buf.len) < 0 || !(s.fallback = PyList_New(0))) goto out;
+    if (seen_init(&s.seen, buf.len) < 0 || !(s.fallback = PyList_New(0)) || !(s.side = PyList_New(0))) goto out;
     lines = PyMem_Malloc(sizeof(long long) * (size_t)(nfiles ? nfiles : 1));
     if (!lines) { PyErr_NoMemory(); goto out; }
     for (Py_ssize_t i = 0; i < nfiles; i++) {
@@ -1570,9 +1790,9 @@ static PyTypeObject QSType = {
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS, "scan(buffer, start, end, tag, lineno, parse=False) -> ([(line, payload) or parsed tuple], lineno_at_end)"},
     {"scan_columns", scan_columns, METH_VARARGS,
-     "scan_columns(buffer, start, end, tag, lineno, table, names) -> (8 column bytes, [(row, line, payload)], lineno_at_end)"},
+     "scan_columns(buffer, start, end, tag, lineno, table, names) -> (8 column bytes, [(row, line, payload)], lineno_at_end, [(row, kind, recovery, extra)])"},
     {"scan_files", scan_files, METH_VARARGS,
-     "scan_files(buffer, bounds, tag, table, names) -> (9 column bytes, [(row, line, payload)], lines per file as int64 bytes)"},
+     "scan_files(buffer, bounds, tag, table, names) -> (9 column bytes, [(row, line, payload)], lines per file as int64 bytes, [(row, kind, recovery, extra)])"},
     {NULL, NULL, 0, NULL},
 };
 

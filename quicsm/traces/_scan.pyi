@@ -12,17 +12,20 @@ def scan(
     ``(line, conn, cc, t_us, from, to, cwnd, inflight, ssthresh, pacing_bps, bw_bps, min_rtt_us, srtt_us,
     trigger)`` when ``parse`` is true and the line is in the canonical order; and the line number at ``end``."""
 
+Side = list[tuple[int, int, int, tuple[tuple[str, str], ...] | None]]
+
 def scan_columns(
     buffer: Buffer, start: int, end: int, tag: bytes, lineno: int, table: dict[bytes, int], names: list[str], /
-) -> tuple[tuple[bytes, ...], list[tuple[int, int, bytes]], int]:
-    """Canonical lines of ``buffer[start:end]`` as 8 raw columns (line, conn, cc, t_us, prev, to: int64/int32;
+) -> tuple[tuple[bytes, ...], list[tuple[int, int, bytes]], int, Side]:
+    """Contract lines of ``buffer[start:end]`` as 8 raw columns (line, conn, cc, t_us, prev, to: int64/int32;
     metrics: 7 int64 per row, INT64_MIN when absent; trigger), strings as ids interned in ``table``/``names``;
-    other lines as ``(row, line, payload)`` for the Python reader (their rows are placeholders); and the line
-    number at ``end``."""
+    lines the contract refuses as ``(row, line, payload)`` for the Python reader (their rows are
+    placeholders); the line number at ``end``; and ``(row, kind, recovery, extra)`` for rows with an event
+    kind other than a transition, a recovery or fields the contract does not name."""
 
 def scan_files(
     buffer: bytes, bounds: bytes, tag: bytes, table: dict[bytes, int], names: list[str], /
-) -> tuple[tuple[bytes, ...], list[tuple[int, int, bytes]], bytes]:
+) -> tuple[tuple[bytes, ...], list[tuple[int, int, bytes]], bytes, Side]:
     """Whole files joined in ``buffer`` (file ``i`` spans int64 ``bounds[i]`` to ``bounds[i + 1]``), each scanned
     from its line 1 as :func:`scan_columns` scans a window, with a ninth column numbering each row's file
     (int32); and each file's line count (int64; a last line without its newline counts)."""

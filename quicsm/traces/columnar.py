@@ -1,8 +1,9 @@
 """The columnar data path for text logs: contract records as NumPy columns, traces as row ranges.
 
-The C scanner (``_scan.scan_columns``) writes every line in the canonical field order straight into
-integer columns, with connection keys, controllers, states and triggers interned once per file; the
-rare other lines go through the Python reader and fill their rows. Traces are then cut out of the
+The C scanner (``_scan.scan_columns``) writes every contract line (any field order, ``inf``, extra
+fields) straight into integer columns, with connection keys, controllers, states and triggers interned
+once per file; only lines the contract refuses (and the rare controller name that is not ASCII) go
+through the Python reader, which reports them. Traces are then cut out of the
 columns with array operations, following exactly the rules of the oracle in tests/traces/oracle.py
 (keys scoped to the file, ``from=Init`` restarts a key, ``ev=close`` ends one, traces come out in the
 order the builder finishes them). No Python object is made per event unless a caller asks for
@@ -28,6 +29,7 @@ from quicsm.traces.states import INIT, canonical_state
 
 __all__ = [
     "BATCH_FILES",
+    "MAX_CONN_EVENTS",
     "BATCH_ROWS",
     "ColumnReader",
     "EventColumns",
@@ -48,9 +50,15 @@ NULL = np.iinfo(np.int64).min
 _CLOSE = EVENT_KINDS.index("close")
 
 
+Fallback = list[tuple[int, int, bytes]]
+"""Rows a scanner leaves to the Python reader: (row, line, payload)."""
+Side = list[tuple[int, int, int, tuple[tuple[str, str], ...] | None]]
+"""What a scanned row has beyond the columns: (row, event kind, recovery id or -1, extra fields or None)."""
+
+
 def scan_columns_py(
     buf: bytearray, start: int, cut: int, tag: bytes, lineno: int, table: dict[bytes, int], names: list[str]
-) -> tuple[tuple[bytes, ...], list[tuple[int, int, bytes]], int]:
+) -> tuple[tuple[bytes, ...], Fallback, int, Side]:
     """The pure-Python twin of the C ``scan_columns``: every tagged line goes to the Python reader, so
     the columns are the same, only slower. Its rows are the placeholders the C scanner leaves for the
     Python reader (no string: -1, time 0, no metric), which a line that breaks the contract keeps until
@@ -60,29 +68,31 @@ def scan_columns_py(
     line = np.fromiter((h[0] for h in hits), np.int64, n).tobytes()
     i32, i64 = np.full(n, -1, np.int32).tobytes(), bytes(8 * n)
     raw = (line, i32, i32, i64, i32, i32, np.full(7 * n, NULL, np.int64).tobytes(), i32)
-    return raw, [(i, ln, payload) for i, (ln, payload) in enumerate(hits)], end
+    return raw, [(i, ln, payload) for i, (ln, payload) in enumerate(hits)], end, []
 
 
 def scan_files_py(
     buf: bytes, bounds: bytes, tag: bytes, table: dict[bytes, int], names: list[str]
-) -> tuple[tuple[bytes, ...], list[tuple[int, int, bytes]], bytes]:
+) -> tuple[tuple[bytes, ...], Fallback, bytes, Side]:
     """The twin of the C ``scan_files``: whole files joined in ``buf`` (file ``i`` at ``bounds[i]`` to
     ``bounds[i + 1]``, int64), each scanned from its line 1; a ninth column numbers each row's file; and
     each file's line count."""
     edges = np.frombuffer(bounds, np.int64).tolist()
     parts: list[tuple[bytes, ...]] = []
-    fallback: list[tuple[int, int, bytes]] = []
+    fallback: Fallback = []
+    side: Side = []
     lines, src, rows = [], [], 0
     for i, (a, b) in enumerate(zip(edges, edges[1:])):
-        raw, fb, end = _scan_columns(buf, a, b, tag, 1, table, names)
+        raw, fb, end, sd = _scan_columns(buf, a, b, tag, 1, table, names)
         fallback.extend((rows + r, ln, payload) for r, ln, payload in fb)
+        side.extend((rows + r, kind, recovery, extra) for r, kind, recovery, extra in sd)
         n = len(raw[0]) // 8
         parts.append(raw)
         src.append(np.full(n, i, np.int32).tobytes())
         rows += n
         lines.append(end - 1 + (b > a and buf[b - 1] != 10))
     cols = tuple(b"".join(p[j] for p in parts) for j in range(8)) + (b"".join(src),)
-    return cols, fallback, np.asarray(lines, np.int64).tobytes()
+    return cols, fallback, np.asarray(lines, np.int64).tobytes(), side
 
 
 try:
@@ -216,6 +226,10 @@ peaked at 208 MB, at 2^17 at 156 MB, in the same time."""
 BATCH_FILES = 1 << 13
 """Files per batch at most: a batch's memory is mostly per trace and per file when files are small
 (10^6 files of ~1 KB: 2 KB a file; 75,000 of them held 140 MB, 8,192 hold 16 MB)."""
+MAX_CONN_EVENTS = 1 << 20
+"""Records one connection of a text log may hold (1 Mi, about 100 MB of columns): a file whose open
+connection goes past it is not read further (reported), so a log of one endless connection (a gzip of
+valid lines) stops in bounded memory and time instead of carrying ever more records from batch to batch."""
 JOIN_BYTES = 1 << 20
 """Small files read whole are joined up to this size and scanned in one call (:meth:`ColumnReader.add`)."""
 
@@ -247,9 +261,10 @@ class ColumnReader:
         chunk: int | None = None,
         batch_rows: int = BATCH_ROWS,
         batch_files: int = BATCH_FILES,
+        max_events: int = MAX_CONN_EVENTS,
     ) -> None:
         self.report, self.on_bytes, self.chunk = report, on_bytes, chunk
-        self.batch_rows, self.batch_files = batch_rows, batch_files
+        self.batch_rows, self.batch_files, self.max_events = batch_rows, batch_files, max_events
         self.acc = _Columns()
         self.st = ScanState()
         self.cutter = TraceCutter(report)
@@ -278,12 +293,12 @@ class ColumnReader:
         first = len(self.sources) - len(files)
         bounds = np.zeros(len(files) + 1, np.int64)
         np.cumsum([len(d) for d in files], out=bounds[1:])
-        raw, fallback, lines = _scan_files(b"".join(files), bounds.tobytes(), TAG_BYTES, acc.table, acc.names)
+        raw, fallback, lines, side = _scan_files(b"".join(files), bounds.tobytes(), TAG_BYTES, acc.table, acc.names)
         cols = _views(raw)
         src = cols.pop() + first
         report.bytes += int(bounds[-1])
         report.lines += int(np.frombuffer(lines, np.int64).sum())
-        self._add_chunk(cols, fallback, src)
+        self._add_chunk(cols, fallback, side, src)
         for i, data in enumerate(files):  # binary sniffing: a NUL byte, and no contract line in the file
             if b"\x00" in data and not (src == first + i).any():
                 acc.problems.append(Problem(first + i, 1, BINARY_INPUT, "binary input"))
@@ -300,15 +315,21 @@ class ColumnReader:
         st.next_file()
         windows = scan_windows(stream, path, self.report, self.on_bytes, st, chunk=self.chunk, problem=self._problem)
         for buf, cut in windows:
-            raw, fallback, st.lineno = _scan_columns(buf, 0, cut, TAG_BYTES, st.lineno, acc.table, acc.names)
+            raw, fallback, st.lineno, side = _scan_columns(buf, 0, cut, TAG_BYTES, st.lineno, acc.table, acc.names)
             cols = _views(raw)
             rows = len(cols[0])
             st.hits += rows
             if not rows:
                 continue
-            self._add_chunk(cols, fallback, np.full(rows, len(self.sources) - 1, np.int32))
+            self._add_chunk(cols, fallback, side, np.full(rows, len(self.sources) - 1, np.int32))
             if acc.rows >= self.batch_rows:
                 yield self._emit(file_done=False)
+                if self.cutter.longest_open > self.max_events:  # as if the file ended here
+                    why = f"a connection with more than {self.max_events} records: the rest of the file is not read"
+                    self._problem(path, st.lineno, why, "connection too long")
+                    self.report.lines += st.lineno - 1
+                    windows.close()
+                    break
         gz = getattr(stream, "error", None)
         if gz is not None and not getattr(stream, "error_raised", True):  # a gzip stream that broke unnoticed
             self._problem(path, 0, truncated(gz), "truncated input")
@@ -334,8 +355,18 @@ class ColumnReader:
             self.sources = sources[-1:]
         return self.cutter.cut(ev, sources, ended)
 
-    def _add_chunk(self, cols: list[np.ndarray], fallback: list[tuple[int, int, bytes]], src: np.ndarray) -> None:
-        """Scanned rows into the batch, those the C scanner left to the Python reader parsed first."""
+    def _add_chunk(self, cols: list[np.ndarray], fallback: Fallback, side: Side, src: np.ndarray) -> None:
+        """Scanned rows into the batch, those the C scanner left to the Python reader parsed first, with the
+        event kinds, recoveries and extra fields the scanner read beside the columns."""
+        acc = self.acc
+        for row, kind, recovery, extra in side:
+            at = acc.rows + row
+            if kind:
+                acc.kind.append((at, kind))
+            if recovery >= 0:
+                acc.recovery.append((at, recovery))
+            if extra:
+                acc.extra[at] = extra
         if fallback:
             cols = [c.copy() for c in cols]
             self._parse_fallback(cols, fallback, src)
@@ -344,7 +375,7 @@ class ColumnReader:
             self.acc.src.append(src)
             self.acc.rows += len(src)
 
-    def _parse_fallback(self, cols: list[np.ndarray], fallback: list[tuple[int, int, bytes]], src: np.ndarray) -> None:
+    def _parse_fallback(self, cols: list[np.ndarray], fallback: Fallback, src: np.ndarray) -> None:
         """Rows the C scanner left to the Python reader: parse, fill the row, or report and drop it."""
         acc = self.acc
         line, conn, cc, t_us, prev, state, metrics, trigger = cols
@@ -565,6 +596,8 @@ class TraceCutter:
         self.carry: EventColumns | None = None
         self.going_on = False
         """The next batch's first source is a file this batch did not end."""
+        self.longest_open = 0
+        """Records of the longest trace carried to the next batch."""
 
     def cut(self, ev: EventColumns, sources: list[LogSource], ended: int) -> TraceColumns:
         """The traces a batch (:attr:`carry`'s records first) finishes: closed, their key started again,
@@ -637,6 +670,7 @@ class TraceCutter:
             self.report.problem(sources[p.src].path, p.line, p.reason, p.kind)
         done = (finish < 2 * n) | (src < ended)
         still_open = np.flatnonzero(~done)
+        self.longest_open = int((ends - heads)[still_open].max()) if len(still_open) else 0
         if len(still_open):  # all of the last file, which goes on in the next batch as its first
             rows_open = np.sort(np.concatenate([by_conn[heads[i] : ends[i]] for i in still_open.tolist()]))
             self.carry = ev.take(rows_open)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -84,7 +84,7 @@ def scan_windows(
     *,
     chunk: int | None = None,
     problem: Problem | None = None,
-) -> Iterator[tuple[bytearray, int]]:
+) -> Generator[tuple[bytearray, int], None, None]:
     """Windows of whole lines ``(buffer, end)`` with the bookkeeping every scanner shares.
 
     The caller scans ``buffer[:end]`` from line ``st.lineno``, then sets ``st.lineno`` to the line number

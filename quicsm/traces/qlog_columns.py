@@ -17,8 +17,9 @@ Limits (each reported with the file, line and reason, and reading goes on where 
 * :data:`MAX_RECORD`: a JSON-SEQ/NDJSON record or a document's event or member longer than this is
   skipped (the same bound as a text log's line): a record is held whole while it is read.
 * :data:`MAX_TRACE_EVENTS`: a trace holds at most this many congestion events (state changes and
-  metric samples); the rest of its file is not read. Memory is about 100 bytes an event: the bound
-  keeps one connection's trace under about 0.5 GB (a 1 GB quic-go qlog holds about 2 million).
+  metric samples); the rest of its file is not read. Memory is about 100 bytes an event read and as
+  much again to cut and write it: the bound keeps one connection's trace under about 0.7 GB (a 1 GB
+  quic-go qlog holds about 1.6 million).
 """
 
 from __future__ import annotations
@@ -60,8 +61,9 @@ WINDOW = 1 << 22
 """Bytes read at a time (a record or event longer than that grows the window, up to :data:`MAX_RECORD`)."""
 MAX_RECORD = MAX_LINE
 """The longest record, event or member value read (16 MiB, as a text log's line)."""
-MAX_TRACE_EVENTS = 1 << 22
-"""Congestion events one trace may hold (4 Mi: about 0.4 GB of columns)."""
+MAX_TRACE_EVENTS = 1 << 21
+"""Congestion events one trace may hold (2 Mi: a 1 GB quic-go qlog of one connection holds about 1.6 Mi;
+``parse -o x.parquet`` of a trace at the cap peaks at about 0.7 GB)."""
 _CLOSE = EVENT_KINDS.index("close")
 _PLACEHOLDER = 3
 _NO_METRICS = (NULL,) * 7

@@ -159,3 +159,107 @@ def test_many_distinct_states_are_refused_by_the_synoptic_engine_at_once(tmp_pat
     assert f"{states + 7:,} distinct states, more than the {MAX_STATES}" in line and "--engine dfg" in line
     assert not (tmp_path / "m.json").exists()
     assert o.seconds < 30 and o.peak_mb < 600, (o.seconds, o.peak_mb)
+
+
+def test_a_gzip_of_one_endless_connection_stops_at_the_connection_cap(tmp_path: Path) -> None:
+    """Valid lines of ONE connection, time going on (issue 36 item 8: a 14.5 MB .gz of them reached 2.9 GB in
+    120 s without finishing): the file is read up to MAX_CONN_EVENTS records of it, then stops, saying so."""
+    from quicsm.traces.columnar import MAX_CONN_EVENTS
+
+    comp = zlib.compressobj(6, zlib.DEFLATED, 31)
+    bomb = tmp_path / "one.log.gz"
+    with open(bomb, "wb") as fh:
+        fh.write(comp.compress(_line("c", 0, "Init", "SlowStart")))
+        for block in range(3 * MAX_CONN_EVENTS // 2 // 10_000):  # no from=Init again: the key never starts anew
+            t = block * 20_000
+            lines = b"".join(
+                _line("c", t + 2 * i, "SlowStart", "Recovery") + _line("c", t + 2 * i + 1, "Recovery", "SlowStart")
+                for i in range(5_000)
+            )
+            fh.write(comp.compress(lines))
+        fh.write(comp.flush())
+    o = run_bounded(["parse", str(bomb), "-o", str(tmp_path / "t.parquet")], memory_mb=MEMORY_MB, seconds=300)
+    assert o.returncode == 0 and not o.killed, o.stderr[-2000:]
+    why = f"a connection with more than {MAX_CONN_EVENTS} records: the rest of the file is not read"
+    assert why in o.stderr and "1 connection trace(s)" in o.stderr, o.stderr[-2000:]
+    assert o.peak_mb < 800 and o.seconds < 120, (o.peak_mb, o.seconds)
+
+
+def _qlog_event(t: float, name: str, data: dict[str, object]) -> bytes:
+    return json.dumps({"time": t, "name": name, "data": data}, separators=(",", ":")).encode()
+
+
+def test_a_one_line_json_qlog_document_of_500_mb_streams(tmp_path: Path) -> None:
+    """One JSON document on one line, 500 MB (it needed more than 5.2 GB, and died with a MemoryError traceback
+    under 4 GB): read in windows, its traces whole, in bounded memory."""
+    head = b'{"qlog_version":"0.3","title":"bomb","traces":[{"vantage_point":{"type":"server"},"events":['
+    events = b",".join(  # a state change every 50 packets
+        _qlog_event(float(i), "recovery:congestion_state_updated", {"new": ("slow_start", "recovery")[i % 2]})
+        if i % 50 == 0
+        else _qlog_event(float(i), "transport:packet_sent", {"header": {"packet_number": i}, "raw": {"length": 1252}})
+        for i in range(4000)
+    )
+    comp = zlib.compressobj(9, zlib.DEFLATED, 31)
+    path = tmp_path / "one-line.qlog.gz"
+    with open(path, "wb") as fh:
+        fh.write(comp.compress(head))
+        total = len(head)
+        while total < 500 << 20:  # times repeat: the reader sorts each trace's events by time
+            total += len(events) + 1
+            fh.write(comp.compress(events + b","))
+        fh.write(comp.compress(events + b"]}]}") + comp.flush())
+    o = run_bounded(["parse", str(path), "-o", str(tmp_path / "t.parquet")], memory_mb=MEMORY_MB, seconds=600)
+    assert o.returncode == 0 and not o.killed, o.stderr[-2000:]
+    assert "read 1 file(s)" in o.stderr and o.peak_mb < 800, (o.stderr[-500:], o.peak_mb)
+
+
+@pytest.mark.parametrize("mb", [32, 500])
+def test_a_huge_json_seq_record_is_skipped_in_linear_time(tmp_path: Path, mb: int) -> None:
+    """A JSON-SEQ record of 32 / 500 MB between good ones (10.7 s at 32 MB; 500 MB did not finish in 120 s):
+    skipped past MAX_RECORD, reported with its number, the records around it read."""
+    from quicsm.traces.qlog_columns import MAX_RECORD
+
+    good = [_qlog_event(float(i), "recovery:congestion_state_updated", {"new": "slow_start"}) for i in range(3)]
+    header = b'{"qlog_format":"JSON-SEQ","qlog_version":"0.3","trace":{"vantage_point":{"type":"server"}}}'
+    path = tmp_path / "huge.sqlog"
+    with open(path, "wb") as fh:
+        fh.write(b"\x1e" + header + b"\n\x1e" + good[0] + b"\n\x1e" + b'{"time":1.5,"name":"x","data":{"pad":"')
+        for _ in range(mb):
+            fh.write(b"a" * (1 << 20))
+        fh.write(b'"}}\n\x1e' + good[1] + b"\n\x1e" + good[2] + b"\n")
+    o = run_bounded(["parse", str(path), "-o", str(tmp_path / "t.jsonl")], memory_mb=MEMORY_MB, seconds=300)
+    assert o.returncode == 0 and not o.killed, o.stderr[-2000:]
+    assert f"huge.sqlog:3: JSON-SEQ record 4 is longer than {MAX_RECORD} bytes: skipped" in o.stderr, o.stderr[-2000:]
+    assert (tmp_path / "t.jsonl").read_text().count('"state":"SlowStart"') == 3  # the records around it
+    assert o.peak_mb < 400 and o.seconds < 120, (o.peak_mb, o.seconds)
+
+
+def test_a_qlog_of_one_endless_connection_stops_at_the_trace_cap(tmp_path: Path) -> None:
+    """A gzipped JSON-SEQ qlog of one connection whose congestion events never end (2 GB from a few MB):
+    read up to MAX_TRACE_EVENTS of them, then stops, saying so, in bounded memory."""
+    from quicsm.traces.qlog_columns import MAX_TRACE_EVENTS
+
+    header = b'\x1e{"qlog_format":"JSON-SEQ","qlog_version":"0.3","trace":{"vantage_point":{"type":"server"}}}\n'
+    block = b"".join(
+        b"\x1e"
+        + _qlog_event(
+            float(i),
+            "recovery:metrics_updated",
+            {"congestion_window": 12000 + i, "bytes_in_flight": i, "smoothed_rtt": 40.5},
+        )
+        + b"\n\x1e"
+        + _qlog_event(i + 0.5, "recovery:congestion_state_updated", {"new": ("slow_start", "recovery")[i % 2]})
+        + b"\n"
+        for i in range(1000)
+    )
+    comp = zlib.compressobj(9, zlib.DEFLATED, 31)
+    path = tmp_path / "one.sqlog.gz"
+    with open(path, "wb") as fh:
+        fh.write(comp.compress(header))
+        for _ in range((2 << 30) // len(block)):
+            fh.write(comp.compress(block))
+        fh.write(comp.flush())
+    o = run_bounded(["parse", str(path), "-o", str(tmp_path / "t.parquet")], memory_mb=MEMORY_MB, seconds=600)
+    assert o.returncode == 0 and not o.killed, o.stderr[-2000:]
+    assert f"a trace with more than {MAX_TRACE_EVENTS} congestion events: the rest of the file is not read" in o.stderr
+    assert o.peak_mb < 900, o.peak_mb
