@@ -770,9 +770,13 @@ static int span_is(Span s, const char *word) {
     return (size_t)(s.b - s.a) == n && memcmp(s.a, word, n) == 0;
 }
 
+/* Keys of an event that qlog._event_parts reads in place of time/name (a record holding one goes to Python). */
+static const char *const REC_ALT[5] = {"event", "event_type", "category", "relative_time", "delta_time"};
+
 /* One object's members: for each of `keys`, the value's span and type (a->NULL: absent). 0 if the object
  * is not strict JSON, a wanted key comes twice or is written with an escape (it might be one of them), or
- * (strict) a key is not among `keys`. */
+ * a key is not among `keys` and strict is 1, or (strict 2: an event's members, as qlog._event_parts reads
+ * them) is one it reads instead (REC_ALT) or not lower-case ASCII (it lower-cases every key then). */
 static int jmembers(const char *p, const char *e, const char *const *keys, int nkeys, Span *vals, int *types, int strict,
                     int depth) {
     int plain, t, i;
@@ -794,7 +798,11 @@ static int jmembers(const char *p, const char *e, const char *const *keys, int n
         if (i < nkeys) {
             if (vals[i].a) return 0;
             vals[i].a = va; vals[i].b = p; types[i] = t;
-        } else if (strict) return 0;
+        } else if (strict == 1) return 0;
+        else if (strict == 2) { /* another member (quinn's "group_id"): passed over, as the Python reader does */
+            for (const char *c = key.a; c < key.b; c++) if ((*c >= 'A' && *c <= 'Z') || (*c & 0x80)) return 0;
+            for (i = 0; i < 5; i++) if (span_is(key, REC_ALT[i])) return 0;
+        }
         p = skip_jws(p, e);
         if (p < e && *p == ',') { p = skip_jws(p + 1, e); continue; }
         if (p < e && *p == '}') return skip_jws(p + 1, e) == e;
@@ -1106,7 +1114,7 @@ static int qs_event(QS *s, const char *p, const char *e, Seen *seen) {
     }
     Span v[16];
     int ty[16];
-    if (!jmembers(p, e, REC_KEYS, 3, v, ty, 1, 0)) return 0;
+    if (!jmembers(p, e, REC_KEYS, 3, v, ty, 2, 0)) return 0;
     if (!v[1].a || !plain_str(v[1], ty[1]) || v[1].b - v[1].a <= 2) return 0;
     Span name = {v[1].a + 1, v[1].b - 1};
     int role = role_of(name);
@@ -1204,7 +1212,7 @@ static int qs_record(QS *s, const char *p, const char *e, Seen *seen) {
             const char *x = strip_l(p, e), *y = strip_r(x, e);
             Span v[3];
             int ty[3];
-            if (!jmembers(x, y, REC_KEYS, 3, v, ty, 1, 0) || !v[1].a || !plain_str(v[1], ty[1]) || v[1].b - v[1].a <= 2) return 0;
+            if (!jmembers(x, y, REC_KEYS, 3, v, ty, 2, 0) || !v[1].a || !plain_str(v[1], ty[1]) || v[1].b - v[1].a <= 2) return 0;
             Span name = {v[1].a + 1, v[1].b - 1};
             int role = role_of(name);
             if (v[0].a && ty[0] == J_STR) return 0;
