@@ -700,15 +700,17 @@ def _infer_bbr(s: MetricSeries, prof: Profile) -> Inferred:
     cwnd = _ffill(s.cwnd, 0)
     mss = _mss(s.inflight)
     code = np.full(n, _PROBE_BW, np.int8)
-    # Startup: until the first fall of the pacing rate to under 0.6 of its running peak, or BBR's own
-    # full-bandwidth test on the rate (no growth by 1.25x over three round trips of the smoothed RTT: quinn
-    # can reach full bandwidth in ProbeRtt, whose exit goes straight to ProbeBw without a Drain to see)
+    # Startup: until the first fall of the pacing rate to under 0.45 of its running peak (Drain paces at
+    # 1/2.885 of the estimate Startup paced at 2.885 times, about 0.12 of it; ProbeBw's lowest gain against
+    # its highest is 0.75 / 1.25 = 0.6); with no such fall, until BBR's own full-bandwidth test on the rate
+    # (no growth by 1.25x over three round trips of the smoothed RTT: quinn can reach full bandwidth in
+    # ProbeRtt, whose exit goes straight to ProbeBw without a Drain to see)
     peak = np.maximum.accumulate(pacing)
-    fall = np.flatnonzero((pacing > 0) & (pacing < 0.6 * peak))
+    fall = np.flatnonzero((pacing > 0) & (pacing < 0.45 * peak))
     drain_at = int(fall[0]) if len(fall) else n
     srtt = _ffill(s.srtt_us, 0)
     paced = np.flatnonzero(pacing > 0)
-    if len(paced):
+    if len(paced) and drain_at == n:
         back = np.searchsorted(t, t - 3 * srtt, side="left")  # the first row within three rounds
         full = (srtt > 0) & (back > paced[0]) & (pacing < 1.25 * peak[np.maximum(back, 0)])
         flat = np.flatnonzero(full)

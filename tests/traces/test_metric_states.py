@@ -81,6 +81,19 @@ def test_states_read_from_metrics_match_the_states_the_stack_logged(path: Path) 
     assert found >= 0.85 * len(truth), (found, len(truth))
 
 
+def test_quiche_bbr2_phases_from_its_metrics() -> None:
+    """quiche 0.30.0's BBR2 (bundled, states logged): Startup, Drain and ProbeBw read from the pacing rate
+    at the times quiche logged them, with ProbeBw's phases as one state (a Startup plateau that precedes
+    the Drain's fall must not hide the Drain)."""
+    path = DATA / "qlog" / "quiche-0.30.0-bbr2_gcongestion" / "bbr2_gcongestion.sqlog.gz"
+    (logged,) = parse_inputs([str(path)], states="logged").traces
+    (inferred,) = parse_inputs([str(path)], states="metrics").traces
+    lt, ls = _steps(logged)
+    it, is_ = _steps(inferred)
+    assert [s.split(".")[0] for s in ls] == is_ == ["Startup", "Drain", "ProbeBw"]
+    assert all(abs(a - b) <= 2000 for a, b in zip(lt[1:], it[1:])), (lt, it)
+
+
 def test_the_column_scanner_and_the_python_reader_infer_alike() -> None:
     """quic-go v0.65.0's JSON-SEQ qlog, states forced from metrics: the column reader's batch (C scanner
     and its Python twin, read whole and in windows) and the object reader kept as the oracle
