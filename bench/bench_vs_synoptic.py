@@ -39,9 +39,10 @@ from quicsm.inference.synoptic_jar import ENV_JAR
 from quicsm.traces.contract import format_line
 from quicsm.traces.states import INIT
 
-RECORDED_ORIGINAL_S = {1_000: 15.6, 10_000: 1086.0}
-"""The original (a2b6a0d, Java 17 with the NamedMatcher fix) on these inputs with its PNG, whole
-process, on this project's machine (2026-11-23 and 2026-11-25, issue 24)."""
+RECORDED_ORIGINAL_S = {1_000: 15.6, 10_000: 3416.0}
+"""The original (a2b6a0d, Java 17 with the NamedMatcher fix) on these inputs, whole process, CPU seconds
+on this project's machine: 10^3 events with its PNG (2026-11-23); 10^4 events the finished JSON-only run
+of ``recorded-10k.json.gz`` (2026-11-26, 1 h 30 min of wall time; 1,086 s was a run stopped unfinished)."""
 
 
 def write_contract_log(seqs: list[list[str]], path: Path) -> None:

@@ -17,9 +17,11 @@ corrupted the heap.
 as before: no libgvc, cairo or ``memfd_create``, ``$QUICSM_DOT`` naming another program (checked by
 the caller), a graph Graphviz rejects or complains about (``dot`` then reports why), attributes that
 size or turn the page (``size``, ``dpi``, ``rotate``, ...) or no ``bgcolor`` (quicsm's diagrams all set
-one), or a canvas too large for cairo. Where Graphviz's printed bounding box (``%.5g``) cannot tell
-whether dot rounds a canvas side up or down, the side is rounded up: the picture is dot's, or dot's with
-one more row or column of background (large diagrams, whose coordinates have five digits, often are).
+one). Where Graphviz's printed bounding box (``%.5g``) cannot tell whether dot rounds a canvas side up
+or down (about one large diagram in five: five-digit coordinates print with one decimal), the picture is
+drawn one pixel larger and the page's cover of that last row or column says which (too near half a
+pixel: dot draws it). A picture over :data:`MAX_PNG_SIDE` is drawn scaled to fit, as ``dot -Tpng
+-Gsize=...`` scales it (then not dot's pixels).
 """
 
 from __future__ import annotations
@@ -54,8 +56,6 @@ x 4,096 its text is 12 px high, still legible, and drawing and encoding it costs
 stay full size (vectors: zoom in)."""
 _PAGE_ATTRIBUTES = ("dpi", "resolution", "size", "ratio", "viewport", "page", "rotate", "landscape", "margin")
 """Graph attributes that change the canvas Graphviz computes: with any of them set, ``dot`` draws."""
-_CAIRO_MAX = 32767
-"""cairo's largest image side; Graphviz scales a larger picture down (``dot`` does that)."""
 _HALF = 127.5
 _COVERAGE_SLACK = 2
 """Alpha levels around a half within which cairo's rasterised cover of a pixel cannot tell whether the
@@ -126,11 +126,11 @@ def _printed_error(value: float) -> float:
 
 def _pixels(low: float, high: float, pad: float) -> tuple[int, int] | None:
     """A canvas side as Graphviz computes it, ``ROUND((high - low + 2 pad) * dpi / 72)``, as (fewest, most)
-    pixels the printed coordinates allow: equal where they settle the rounding, else one apart; None
-    beyond cairo."""
+    pixels the printed coordinates allow: equal where they settle the rounding, else one apart; None for
+    an empty side. (A side beyond cairo's 32,767 pixels is drawn scaled to :data:`MAX_PNG_SIDE`.)"""
     size, error = high - low + 2 * pad, _printed_error(low) + _printed_error(high)
     first, last = int((size - error) * DPI / 72.0 + 0.5), int((size + error) * DPI / 72.0 + 0.5)
-    return (first, last) if 0 < first and last < _CAIRO_MAX else None
+    return (first, last) if 0 < first else None
 
 
 def _canvas(libs: _Libs, g: int) -> tuple[tuple[int, int], tuple[int, int]] | None:

@@ -263,3 +263,27 @@ def test_a_qlog_of_one_endless_connection_stops_at_the_trace_cap(tmp_path: Path)
     assert o.returncode == 0 and not o.killed, o.stderr[-2000:]
     assert f"a trace with more than {MAX_TRACE_EVENTS} congestion events: the rest of the file is not read" in o.stderr
     assert o.peak_mb < 900, o.peak_mb
+
+
+def test_three_thousand_states_are_drawn_in_bounded_time_and_memory(tmp_path: Path) -> None:
+    """About 3,000 distinct states (issue 36.5; dfg takes any number): drawn as SVG and PNG within the
+    memory limit, the PNG scaled to MAX_PNG_SIDE a side (a canvas of 3,000 nodes side by side is beyond
+    cairo's 32,767 pixels). 17-22 s of CPU each on the project's machine."""
+    from quicsm.diagrams.gvlib import MAX_PNG_SIDE
+
+    log = tmp_path / "many.log"
+    with open(log, "wb") as fh:
+        for i in range(3_000):
+            fh.write(
+                _line(f"c{i}", 1, "SlowStart", f"S{i:05d}") + _line(f"c{i}", 2, f"S{i:05d}", "CongestionAvoidance")
+            )
+    for out in ("m.svg", "m.png"):
+        o = run_bounded(
+            ["diagram", str(log), "--engine", "dfg", "-o", str(tmp_path / out)], memory_mb=MEMORY_MB, seconds=300
+        )
+        assert o.returncode == 0, o.stderr[-2000:]
+        assert o.peak_mb < 600, (out, o.peak_mb)
+    # the 3,000, SlowStart, CongestionAvoidance, the start and end nodes and the legend
+    assert (tmp_path / "m.svg").read_text().count('class="node"') == 3_000 + 5
+    head = (tmp_path / "m.png").read_bytes()[16:24]
+    assert max(int.from_bytes(head[:4], "big"), int.from_bytes(head[4:], "big")) == MAX_PNG_SIDE

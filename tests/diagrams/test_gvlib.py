@@ -118,7 +118,8 @@ def test_canvas_sides_the_printed_bounding_box_allows() -> None:
     assert gvlib._pixels(0.0, 100.0, 0.0) == (133, 133)  # 133.33
     assert gvlib._pixels(0.0, 1885.8, 18.0) == (2562, 2562)  # 2562.4, within 0.07 px of the printed value
     assert gvlib._pixels(0.0, 1874.6, 0.0) == (2499, 2500)  # 2499.47 +- 0.07: 2499 or 2500
-    assert gvlib._pixels(0.0, 123460.0, 0.0) is None  # beyond cairo's 32,767 pixels
+    assert gvlib._pixels(0.0, 123460.0, 0.0) == (164607, 164620)  # beyond cairo: drawn scaled to MAX_PNG_SIDE
+    assert gvlib._pixels(0.0, 0.0, 0.0) is None
     assert [gvlib._rounded_up(a) for a in (0, 120, 125, 127, 128, 130, 136, 255)] == [
         None,  # nothing painted there: cannot tell
         False,
