@@ -120,3 +120,28 @@ def test_the_other_build_as_a_range() -> None:
         if not min(counts) <= n <= max(counts):
             outside.append((name, n, min(counts), max(counts)))
     assert not outside
+
+
+def _ten_k() -> list[tuple[str, int]]:
+    return [(name, run["seed"]) for name, rec in recording().get("ten_k", {}).items() for run in rec["synoptic"]]
+
+
+def test_ten_thousand_events_are_recorded_from_real_runs() -> None:
+    """10^4 events of real testbed runs (no generated input): BBR logs of three stacks and quic-go's
+    Cubic/Reno runs, the sizes the issue asks the replay to be held to."""
+    ten_k = recording()["ten_k"]
+    for rec in ten_k.values():
+        assert sum(map(len, rec["sequences"])) >= 10_000 and not any("Init" in seq for seq in rec["sequences"])
+    assert [m["seed"] for m in ten_k["bbr-long"]["synoptic"]][:3] == [1, 2, 3]
+    assert len({len(m["labels"]) for m in ten_k["bbr-long"]["synoptic"]}) > 1  # the seeds draw different models
+
+
+@pytest.mark.parametrize(("name", "seed"), _ten_k())
+def test_each_seed_replayed_at_ten_thousand_events(name: str, seed: int) -> None:
+    rec = recording()["ten_k"][name]
+    run = next(r for r in rec["synoptic"] if r["seed"] == seed)
+    res = infer_synoptic(rec["sequences"], seed=seed)
+    assert isomorphic(res.model, _model(run)), f"{name} seed {seed}"
+    if seed == 1:  # and the default draws it, within its budget
+        default = infer_synoptic(rec["sequences"])
+        assert default.model.params["refine"] == "replay" and isomorphic(default.model, _model(run))
