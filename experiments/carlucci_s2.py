@@ -129,13 +129,14 @@ def report() -> None:
         if c is not None:
             pair = c.pair("quic", "tcp") if any(p.a == "quic" for p in c.pairs) else c.pairs[0]
             for r in sorted(pair.states, key=lambda r: (not r.significant, -abs(r.difference)))[:6]:
+                quic, tcp = (r.mean_a, r.mean_b) if r.a == "quic" else (r.mean_b, r.mean_a)  # difference is b - a
                 state_rows.append(
                     [
                         buffer,
                         r.state,
-                        f"{100 * r.mean_a:.1f}%",
-                        f"{100 * r.mean_b:.1f}%",
-                        f"{100 * r.difference:+.1f} pp",
+                        f"{100 * quic:.1f}%",
+                        f"{100 * tcp:.1f}%",
+                        f"{100 * (quic - tcp):+.1f} pp",
                         fmt_p(r.p_corrected) + (" *" if r.significant else ""),
                     ]
                 )
