@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING
 
-from quicsm.compare.stays import Connection, connection, rows_of
+from quicsm.compare.stays import Connection, connections, rows_of
 from quicsm.errors import InputError
 from quicsm.traces.events import StateView, Trace
 from quicsm.traces.report import ParseReport
@@ -90,7 +90,7 @@ class TraceSet:
         kept = [t for t in traces if t.events]
         by_id = {t.id: t for t in kept}
         sources = tuple(sorted({s for t in kept for s in t.sources}))
-        rows = tuple(connection(t, view) for t in kept)
+        rows = tuple(connections(kept, view))
         return cls(name, rows, origin, sources, view, lambda chosen: [by_id[r.id] for r in chosen])
 
     def __len__(self) -> int:
@@ -207,10 +207,6 @@ def _read_back(
         if len(out) == len(want):
             break
         for item in read_inputs([path], scopes={path: scopes[path]}, storage_options=storage_options):
-            if isinstance(item, Trace):
-                if item.id in want:
-                    out.append(item)
-                continue
             keep = [i in want for i in item.ids]
             if any(keep):
                 out.extend(item.select(keep).traces())

@@ -3,8 +3,8 @@
 Every table of a comparison (occupancy, edges, models, the traces a model rejects) reads one row per
 connection: its metadata, its folded state sequence with the stay in each state (as
 :meth:`Trace.visits` gives it), its number of events, its length and whether it has cwnd samples.
-Rows come from the columns of text logs and Parquet stores (:func:`column_connections`, no Python
-object per event) or from trace objects (:func:`connection`); :func:`rows_of` takes either.
+Rows are built from column batches (:func:`column_connections`, no Python object per event); trace
+objects go through their columns (:func:`connections`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from quicsm.traces.columnar import TraceColumns
     from quicsm.traces.summary import Summary
 
-__all__ = ["Connection", "column_connections", "connection", "rows_of", "rows_summary", "shell"]
+__all__ = ["Connection", "column_connections", "connection", "connections", "rows_of", "rows_summary"]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -42,35 +42,21 @@ class Connection:
         return self.trace.id
 
 
-def shell(t: Trace) -> Trace:
-    """``t`` without its events."""
-    return Trace(t.id, t.cc, [], t.key, t.implementation, t.version, t.sources, dict(t.labels))
+def connections(traces: Iterable[Trace], view: StateView = StateView()) -> list[Connection]:
+    """The rows of non-empty trace objects (through their columns: one row builder)."""
+    from quicsm.traces.columnar import columns_of
+
+    return column_connections(columns_of(list(traces)), view)
 
 
 def connection(trace: Trace, view: StateView = StateView()) -> Connection:
     """The row of one trace object."""
-    visits = trace.visits(view)
-    return Connection(
-        shell(trace),
-        tuple(v.state for v in visits),
-        tuple(v.duration_us for v in visits),
-        len(trace.events),
-        trace.duration_us,
-        any(e.cwnd is not None for e in trace.events),
-        any(e.kind == "transition" for e in trace.events),
-    )
+    return connections([trace], view)[0]
 
 
-def rows_of(items: Iterable[Trace | TraceColumns], view: StateView = StateView()) -> list[Connection]:
-    """The rows of non-empty traces, given as objects or as column batches (in order)."""
-    out: list[Connection] = []
-    for item in items:
-        if isinstance(item, Trace):
-            if item.events:
-                out.append(connection(item, view))
-        else:
-            out.extend(column_connections(item, view))
-    return out
+def rows_of(items: Iterable[TraceColumns], view: StateView = StateView()) -> list[Connection]:
+    """The rows of every trace of some column batches, in order."""
+    return [r for tc in items for r in column_connections(tc, view)]
 
 
 def column_connections(tc: TraceColumns, view: StateView, shells: Sequence[Trace] | None = None) -> list[Connection]:
@@ -109,12 +95,23 @@ def column_connections(tc: TraceColumns, view: StateView, shells: Sequence[Trace
     ]
 
 
-def rows_summary(rows: Iterable[Connection], view: StateView) -> Summary:
-    """The rows folded as :func:`quicsm.traces.summary.fold` folds traces (what :func:`quicsm.pipeline.learn` reads)."""
+def rows_summary(rows: Sequence[Connection], view: StateView) -> Summary:
+    """The rows folded as :func:`quicsm.traces.summary.fold` folds their traces (what
+    :func:`quicsm.pipeline.learn` reads)."""
+    import numpy as np
+
+    from quicsm.traces.distinct import PackedSequences
     from quicsm.traces.summary import Summary
 
+    names: dict[str, int] = {}
+    codes = np.fromiter((names.setdefault(st, len(names)) for r in rows for st in r.states), np.int64)
+    offsets = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum([len(r.states) for r in rows], out=offsets[1:])
+    events = np.fromiter((r.events for r in rows), np.int64, len(rows))
+    stays = np.fromiter((d for r in rows for d in r.durations_us), np.int64, len(codes))
     s = Summary(view=view)
+    seqs = PackedSequences.build(list(names), codes, offsets, np.ones(len(rows), np.int64), events, stays)
+    s.add_packed(list(names), seqs, any(r.has_transition for r in rows))
     for r in rows:
-        s.count_sequence(r.states, list(r.durations_us), r.events, r.has_transition)
         s.note_metadata(r.trace)
     return s

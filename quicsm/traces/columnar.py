@@ -13,9 +13,10 @@ inference learns from are written from the columns.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from operator import attrgetter
+from typing import Any, BinaryIO, Protocol
 
 import numpy as np
 
@@ -26,12 +27,15 @@ from quicsm.traces.events import EVENT_KINDS, METRIC_FIELDS, StateView, Trace, T
 from quicsm.traces.logscan import BINARY_INPUT, ScanState, find_tagged_py, scan_windows
 from quicsm.traces.report import ParseReport
 from quicsm.traces.states import INIT, canonical_state
+from quicsm.traces.visits import stays
 
 __all__ = [
     "BATCH_FILES",
     "MAX_CONN_EVENTS",
     "BATCH_ROWS",
+    "ColumnBuilder",
     "ColumnReader",
+    "columns_of",
     "EventColumns",
     "LogSource",
     "TraceColumns",
@@ -584,6 +588,128 @@ class TraceColumns:
         return ids[inv], names
 
 
+class EventRecord(Protocol):
+    """An event with :class:`~quicsm.traces.events.TraceEvent`'s fields (a trace file's ``EventLine`` too)."""
+
+    @property
+    def t_us(self) -> int: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def extra(self) -> Any: ...
+
+
+class TraceRecord(Protocol):
+    """A trace with :class:`~quicsm.traces.events.Trace`'s fields (a trace file's ``TraceLine`` too)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def cc(self) -> str: ...
+    @property
+    def implementation(self) -> str | None: ...
+    @property
+    def version(self) -> str | None: ...
+    @property
+    def events(self) -> Sequence[EventRecord]: ...
+    @property
+    def key(self) -> str | None: ...
+    @property
+    def sources(self) -> Sequence[str]: ...
+    @property
+    def labels(self) -> dict[str, str] | None: ...
+
+
+_FIELDS = attrgetter("t_us", "kind", "state", "prev", "trigger", "recovery", *METRIC_FIELDS, "extra")
+_KINDS = {k: i for i, k in enumerate(EVENT_KINDS)}
+
+
+class ColumnBuilder:
+    """Trace objects (a caller's, or a trace file's lines) into one column batch, a trace at a time:
+    each trace's values become small arrays at once (strings interned), so the batch holds no event
+    object. Empty traces are left out, as every reader leaves them out. A store writes the batch as it
+    wrote the objects (dictionaries in order of first appearance)."""
+
+    def __init__(self) -> None:
+        self.index: dict[str | None, int] = {None: -1}
+        self.parts: list[tuple[np.ndarray, ...]] = []
+        self.extra: dict[int, tuple[tuple[str, str], ...]] = {}
+        self.traces: list[tuple[str, str, str, Trace]] = []
+        """Per trace: id, key, cc and its metadata template."""
+        self.rows = 0
+
+    def add(self, t: TraceRecord) -> None:
+        events = t.events
+        n = len(events)
+        if not n:
+            return
+        cols = list(zip(*map(_FIELDS, events)))  # per field, the trace's values (C loops)
+        t_us, kind, texts, extra = cols[0], cols[1], cols[2:6], cols[-1]
+        metric = np.array(cols[6:-1], object)
+        metric[metric == None] = NULL  # noqa: E711 (elementwise)
+        index = self.index
+        for text in texts:
+            for v in dict.fromkeys(text):  # the trace's distinct strings, in order
+                if v not in index:
+                    index[v] = len(index) - 1
+        self.parts.append(
+            (
+                np.array(t_us, np.int64),
+                np.fromiter(map(_KINDS.__getitem__, kind), np.int8, n),
+                *(np.fromiter(map(index.__getitem__, text), np.int32, n) for text in texts),
+                metric.astype(np.int64).T,
+            )
+        )
+        for i, x in enumerate(extra):
+            if x:
+                self.extra[self.rows + i] = tuple(map(tuple, x))
+        self.rows += n
+        template = Trace("", "", [], "", t.implementation, t.version, tuple(t.sources), dict(t.labels or {}))
+        self.traces.append((t.id, t.key or "", t.cc, template))
+
+    def finish(self) -> TraceColumns:
+        n = self.rows
+        if self.parts:
+            t_us, kind, state, prev, trigger, recovery, metrics = (np.concatenate(c) for c in zip(*self.parts))
+        else:
+            t_us, metrics = np.zeros(0, np.int64), np.zeros((0, len(METRIC_FIELDS)), np.int64)
+            kind, state = np.zeros(0, np.int8), np.zeros(0, np.int32)
+            prev = trigger = recovery = state
+        zeros = np.zeros(n, np.int32)
+        ev = EventColumns(
+            line=np.zeros(n, np.int64),
+            src=zeros,
+            conn=zeros,
+            cc=zeros,
+            t_us=t_us,
+            prev=prev,
+            state=state,
+            kind=kind,
+            metrics=metrics,
+            trigger=trigger,
+            recovery=recovery,
+            names=[k for k in self.index if k is not None],
+            extra=self.extra,
+            first_seen=True,
+        )
+        offsets = np.zeros(len(self.parts) + 1, np.int64)
+        np.cumsum([len(p[0]) for p in self.parts], out=offsets[1:])
+        tid, key, cc, templates = (list(x) for x in zip(*self.traces)) if self.traces else ([], [], [], [])
+        shared = SharedMeta(templates, list(range(len(templates))))
+        return TraceColumns(ev, np.arange(n, dtype=np.int64), offsets, tid, key, cc, ev.state, shared)
+
+
+def columns_of(traces: Iterable[TraceRecord]) -> TraceColumns:
+    """Trace objects as one column batch (:class:`ColumnBuilder`), so every consumer reads columns;
+    ``traces()`` gives them back equal (empty traces left out)."""
+    build = ColumnBuilder()
+    for t in traces:
+        build.add(t)
+    return build.finish()
+
+
 class TraceCutter:
     """Cuts record batches of one or more files into traces exactly as
     the oracle in tests/traces/oracle.py does for each file, carrying the records of the
@@ -786,6 +912,8 @@ class StayArrays:
     names: list[str]
     seqs: PackedSequences
     has_transition: np.ndarray
+    start_us: np.ndarray
+    """When each stay began (aligned with ``seqs.codes``)."""
 
 
 def stay_sequences(tc: TraceColumns, view: StateView) -> StaySequences:
@@ -803,7 +931,7 @@ def stay_sequences(tc: TraceColumns, view: StateView) -> StaySequences:
 
 
 def stay_arrays(tc: TraceColumns, view: StateView) -> StayArrays:
-    """The stays of every trace, without a Python object per trace."""
+    """The stays of every trace (:func:`quicsm.traces.visits.stays`), without a Python object per trace."""
     ev = tc.events
     ntr = len(tc)
     rows = tc.order
@@ -816,38 +944,24 @@ def stay_arrays(tc: TraceColumns, view: StateView) -> StayArrays:
     has_tr[tr_of[kind == 0]] = True
     label_of, names = tc.labels(view)
     pos = np.flatnonzero(kind <= 1)  # transitions and updates make stays
-    lab = label_of[rows[pos]]
-    tp = t[pos]
-    trp = tr_of[pos]
-    first = np.ones(len(pos), bool)
-    first[1:] = trp[1:] != trp[:-1]
-    # the state left by a trace's first transition, when the emitter named one other than the start marker
-    # Init (and the transition is no reset into Init), is the first stay (Trace.visits' rule)
-    rows_first = rows[pos[first]]
+    at = rows[pos]
     init = ev.names.index(INIT) if INIT in ev.names else -2
-    pseudo = first.copy()
-    pf, sf = ev.prev[rows_first], ev.state[rows_first]
-    pseudo[first] = (ev.kind[rows_first] == 0) & (pf >= 0) & (pf != init) & (sf != init)
-    if pseudo.any():
-        prev_rows = rows[pos[pseudo]]
-        prev_lab = _prev_labels(tc, view, prev_rows, names)
-        at = np.flatnonzero(pseudo)
-        lab = np.insert(lab, at, prev_lab)
-        tp = np.insert(tp, at, tp[at])
-        trp = np.insert(trp, at, trp[at])
-    first = np.ones(len(lab), bool)
-    first[1:] = trp[1:] != trp[:-1]
-    keep = first.copy()
-    keep[1:] |= lab[1:] != lab[:-1]
-    lab, tp, trp, first = lab[keep], tp[keep], trp[keep], first[keep]
-    last = np.ones(len(lab), bool)
-    last[:-1] = first[1:]
-    stop = np.empty(len(lab), np.int64)
-    stop[:-1] = tp[1:]
-    stop[last] = np.maximum(end_us[trp[last]], tp[last])
-    bounds = np.searchsorted(trp, np.arange(ntr + 1)).astype(np.int64)
-    seqs = PackedSequences.build(names, lab, bounds, np.ones(ntr, np.int64), lengths, stop - tp)
-    return StayArrays(names, seqs, has_tr)
+    prev = ev.prev[at]
+    if "" in ev.names:  # an empty ``from`` names no state (trace objects may carry one)
+        prev = np.where(prev == ev.names.index(""), -1, prev)
+    st = stays(
+        tr_of[pos],
+        t[pos],
+        label_of[at],
+        kind[pos] == 0,
+        prev,
+        ev.state[at],
+        init,
+        end_us,
+        lambda where: _prev_labels(tc, view, at[where], names),
+    )
+    seqs = PackedSequences.build(names, st.label, st.bounds, np.ones(ntr, np.int64), lengths, st.stop_us - st.start_us)
+    return StayArrays(names, seqs, has_tr, st.start_us)
 
 
 def _prev_labels(tc: TraceColumns, view: StateView, rows: np.ndarray, names: list[str]) -> np.ndarray:

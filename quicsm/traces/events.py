@@ -8,7 +8,7 @@ metadata a comparison needs (where it came from, which stack and version, free l
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from quicsm.traces.states import INIT, split_state
@@ -70,6 +70,18 @@ class TraceMeta:
     states: str = "auto"
     """Where a qlog's states come from: ``auto`` (its state events; inferred from its metrics when it has
     none), ``logged`` (state events only) or ``metrics`` (always inferred, state events ignored)."""
+
+    def apply(self, t: Trace) -> Trace:
+        """``t`` with this metadata over its own (a trace file's traces read with a sidecar or labels)."""
+        if not (self.labels or self.implementation or self.version or self.cc):
+            return t
+        return replace(
+            t,
+            labels={**t.labels, **self.labels},
+            implementation=self.implementation or t.implementation,
+            version=self.version or t.version,
+            cc=self.cc or t.cc,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,24 +193,36 @@ class Trace:
         ``from``), which the model's INITIAL node stands for, and the ``from`` of a ``to=Init`` reset
         belongs to the connection before. The last stay lasts until :attr:`end_us`.
         """
-        out: list[Visit] = []
-        cur: str | None = None
-        since = 0
-        for ev in self.events:
-            if ev.kind not in ("transition", "update"):
-                continue
-            if cur is None and ev.kind == "transition" and ev.prev and INIT not in (ev.prev, ev.state):
-                first = view.label(TraceEvent(ev.t_us, ev.prev, recovery=ev.recovery))
-                cur, since = first, ev.t_us
-            label = view.label(ev)
-            if label == cur:
-                continue
-            if cur is not None:
-                out.append(Visit(cur, since, ev.t_us))
-            cur, since = label, ev.t_us
-        if cur is not None:
-            out.append(Visit(cur, since, max(self.end_us, since)))
-        return out
+        import numpy as np
+
+        from quicsm.traces.visits import stays
+
+        made = [e for e in self.events if e.kind in ("transition", "update")]
+        labels: dict[str, int] = {}
+        names: dict[str | None, int] = {None: -1, "": -1, INIT: -2}  # "" names no state
+        label = np.fromiter((labels.setdefault(view.label(e), len(labels)) for e in made), np.int64, len(made))
+
+        def from_labels(where: np.ndarray) -> np.ndarray:
+            firsts = (made[i] for i in where.tolist())
+            got = [
+                labels.setdefault(view.label(TraceEvent(e.t_us, e.prev or "", recovery=e.recovery)), len(labels))
+                for e in firsts
+            ]
+            return np.asarray(got, np.int64)
+
+        st = stays(
+            np.zeros(len(made), np.int64),
+            np.fromiter((e.t_us for e in made), np.int64, len(made)),
+            label,
+            np.fromiter((e.kind == "transition" for e in made), bool, len(made)),
+            np.fromiter((names.setdefault(e.prev, len(names)) for e in made), np.int64, len(made)),
+            np.fromiter((names.setdefault(e.state, len(names)) for e in made), np.int64, len(made)),
+            -2,
+            np.asarray([self.end_us], np.int64),
+            from_labels,
+        )
+        text = list(labels)
+        return [Visit(text[c], a, b) for c, a, b in zip(st.label.tolist(), st.start_us.tolist(), st.stop_us.tolist())]
 
     def states(self, view: StateView = StateView()) -> list[str]:
         """The state sequence the inference engines learn from."""

@@ -22,7 +22,7 @@ from typing import BinaryIO
 from quicsm.errors import InputError
 from quicsm.files import GZIP_MAGIC, STDIN, GzipReader, headed, is_gzip, note_inputs, open_binary
 from quicsm.traces.events import TraceMeta
-from quicsm.traces.sniff import HEAD_BYTES, kind_by_name, sniff_bytes, sniff_file
+from quicsm.traces.sniff import HEAD_BYTES, file_head
 
 __all__ = [
     "FileBatch",
@@ -64,19 +64,27 @@ INPUT_SUFFIXES = (
 
 
 def input_kind(path: str) -> str:
-    """``traces-jsonl``, ``traces-parquet``, ``qlog``, ``sqlog``, ``ndjson`` or ``log``: by content, else by name."""
+    """``traces-jsonl``, ``traces-parquet``, ``qlog``, ``sqlog``, ``ndjson``, ``log`` or a kind a reader
+    module registered (:mod:`quicsm.traces.readers`): by content, else by name."""
+    from quicsm.traces.readers import kind_of, name_kind
+
     if path == STDIN:
-        return kind_by_name(path)
-    return sniff_file(path)
+        return name_kind(path)
+    try:
+        return kind_of(file_head(path), path)
+    except OSError:
+        return name_kind(path)
 
 
 def open_input(path: str) -> tuple[str, BinaryIO]:
     """The input's kind and its bytes (gunzipped), from one open: the head that decides the kind is read
     once and served again to the reader; a file smaller than that comes back whole as a ``BytesIO``
     (read with the system calls ``cat`` makes, no buffered file object). Stdin is a log unless its
-    name says otherwise (it has none)."""
+    name says otherwise (it has none). The kind is the registry's (:func:`quicsm.traces.readers.kind_of`)."""
+    from quicsm.traces.readers import kind_of, name_kind
+
     if path == STDIN:
-        return kind_by_name(path), open_binary(path)
+        return name_kind(path), open_binary(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -98,14 +106,13 @@ def open_input(path: str) -> tuple[str, BinaryIO]:
     except OSError as exc:
         os.close(fd)
         raise InputError(f"{path}: cannot read ({exc.strerror})") from None
-    by_name = kind_by_name(path)
     if head.startswith(GZIP_MAGIC):
         try:
             text = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, HEAD_BYTES)
         except zlib.error:
             text = b""
-        return (sniff_bytes(text, by_name) if text else by_name), GzipReader(_rewound(fd, head))  # type: ignore[return-value]
-    kind = sniff_bytes(head, by_name) if head else by_name
+        return kind_of(text, path), GzipReader(_rewound(fd, head))  # type: ignore[return-value]
+    kind = kind_of(head, path)
     if len(head) < HEAD_BYTES:  # the whole file: served from memory, no second read
         os.close(fd)
         return kind, io.BytesIO(head)
@@ -125,6 +132,9 @@ def _rewound(fd: int, head: bytes) -> BinaryIO:
 def _walk_inputs(top: str) -> list[str]:
     """The input files under ``top``, recursively, sorted; file types come from the directory listing
     (no stat per file), symbolic links to directories are not followed (as :func:`os.walk`)."""
+    from quicsm.traces.readers import suffixes
+
+    wanted = INPUT_SUFFIXES + suffixes()  # and the names of kinds reader modules registered
     found: list[str] = []
     folders = [top]
     while folders:
@@ -132,7 +142,7 @@ def _walk_inputs(top: str) -> list[str]:
             for e in entries:
                 if e.is_dir(follow_symlinks=False):
                     folders.append(e.path)
-                elif e.name.lower().endswith(INPUT_SUFFIXES) and e.name[0] != "." and e.name != SIDECAR and e.is_file():
+                elif e.name.lower().endswith(wanted) and e.name[0] != "." and e.name != SIDECAR and e.is_file():
                     found.append(e.path)
     found.sort()
     return found

@@ -12,18 +12,28 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from quicsm.errors import InputError
 from quicsm.files import atomic_output
-from quicsm.traces.events import METRIC_FIELDS, Trace, TraceEvent
+from quicsm.traces.events import METRIC_FIELDS, Trace
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from quicsm.traces.columnar import SharedMeta, TraceColumns
+    from quicsm.traces.columnar import SharedMeta, TraceColumns, TraceRecord
+    from quicsm.traces.events import TraceMeta
 
-__all__ = ["ROWS_PER_GROUP", "write_parquet", "read_parquet", "store_batches", "StoreBatch", "SCHEMA"]
+__all__ = [
+    "ROWS_PER_GROUP",
+    "ObjectBatches",
+    "SCHEMA",
+    "StoreBatch",
+    "object_batches",
+    "read_parquet",
+    "store_batches",
+    "write_parquet",
+]
 
 ROWS_PER_GROUP = 200_000
 """Rows per Parquet row group; the column readers (qlog_columns) close their batches where it closes them."""
@@ -70,9 +80,10 @@ def _schema() -> Any:
 SCHEMA = _schema
 
 
-def write_parquet(traces: Iterable[Trace | TraceColumns | StoreBatch], path: str) -> int:
-    """Write traces, columnar trace batches (:class:`~quicsm.traces.columnar.TraceColumns`) or batches
-    already in the store's schema (:class:`StoreBatch`, made on Dask workers), atomically."""
+def write_parquet(batches: Iterable[TraceColumns | StoreBatch], path: str) -> int:
+    """Write trace batches (:class:`~quicsm.traces.columnar.TraceColumns`, trace objects through
+    :class:`ObjectBatches`) or batches already in the store's schema (:class:`StoreBatch`, made on Dask
+    workers), atomically."""
     import pyarrow.parquet as pq
 
     schema = _schema()
@@ -85,9 +96,8 @@ def write_parquet(traces: Iterable[Trace | TraceColumns | StoreBatch], path: str
         out = _Writer(
             lambda table, _: writer.write_table(table, row_group_size=max(ROWS_PER_GROUP, table.num_rows)), schema
         )
-        for _ in map(out.put, traces):  # not ``for item in``: it would hold a batch while the next is read
+        for _ in map(out.put, batches):  # not ``for item in``: it would hold a batch while the next is read
             pass
-        out.flush()
     return out.n
 
 
@@ -99,83 +109,82 @@ class StoreBatch:
     traces: int
 
 
-def store_batches(traces: Iterable[Trace | TraceColumns]) -> list[StoreBatch]:
-    """Traces as the row groups :func:`write_parquet` would write (a Dask worker's share of ``parse``)."""
+def store_batches(batches: Iterable[TraceColumns]) -> list[StoreBatch]:
+    """Batches as the row groups :func:`write_parquet` would write (a Dask worker's share of ``parse``)."""
     out: list[StoreBatch] = []
     w = _Writer(lambda table, traces: out.append(StoreBatch(table, traces)), _schema())
-    for _ in map(w.put, traces):
+    for _ in map(w.put, batches):
         pass
-    w.flush()
     return out
 
 
+class ObjectBatches:
+    """Trace objects (or a trace file's lines) gathered into column batches
+    (:class:`~quicsm.traces.columnar.ColumnBuilder`) that end where the store has always ended its row
+    groups for objects (at the trace that brings a group to :data:`ROWS_PER_GROUP` rows; an empty trace
+    counted as one), so a store made from them is the one the objects made; empty traces are left out.
+    A trace's ``meta`` (its file's) goes over its own."""
+
+    def __init__(self) -> None:
+        self._fresh()
+
+    def _fresh(self) -> None:
+        from quicsm.traces.columnar import ColumnBuilder
+
+        self.build = ColumnBuilder()
+        self.metas: list[TraceMeta | None] = []
+        self.rows = 0
+
+    def add(self, t: TraceRecord, meta: TraceMeta | None = None) -> TraceColumns | None:
+        self.rows += max(1, len(t.events))
+        if t.events:
+            self.build.add(t)
+            self.metas.append(meta)
+        return self.flush() if self.rows >= ROWS_PER_GROUP else None
+
+    def flush(self) -> TraceColumns | None:
+        build, metas = self.build, self.metas
+        self._fresh()
+        if not metas:
+            return None
+        tc = build.finish()
+        if any(metas):
+            tc.shared.templates = [m.apply(t) if m else t for t, m in zip(tc.shared.templates, metas)]
+            tc.ccs = [m.cc if m and m.cc else cc for cc, m in zip(tc.ccs, metas)]
+        return tc
+
+
+def object_batches(traces: Iterable[Trace]) -> Iterator[TraceColumns]:
+    """:class:`ObjectBatches` of ``traces``, in order."""
+    gather = ObjectBatches()
+    for t in traces:
+        if (tc := gather.add(t)) is not None:
+            yield tc
+    if (tc := gather.flush()) is not None:
+        yield tc
+
+
 class _Writer:
-    """Rows of trace objects gathered into row groups; columnar batches written as they come.
-    ``write`` takes each row group's table and the number of traces in it."""
+    """Each batch written as one row group (a batch holds whole traces: none is split). ``write`` takes
+    each row group's table and the number of traces in it."""
 
     def __init__(self, write: Callable[[Any, int], None], schema: Any) -> None:
         self.write = write
         self.schema = schema
-        self.cols: dict[str, list[Any]] = {f.name: [] for f in self.schema if f.name != "meta"}
-        self.firsts: list[int] = []
-        self.shells: list[Trace] = []
         self.n = 0
-        self.pending = 0
-        """Traces gathered in ``cols``, not yet written."""
 
-    def put(self, item: Trace | TraceColumns | StoreBatch) -> None:
-        if isinstance(item, Trace):
-            self.add(item)
-        elif isinstance(item, StoreBatch):
-            self.flush()
+    def put(self, item: TraceColumns | StoreBatch) -> None:
+        if isinstance(item, StoreBatch):
             self._emit(item.table, item.traces)
-        else:
-            self.add_columns(item)
-
-    def add(self, t: Trace) -> None:
-        self.pending += 1
-        self.firsts.append(len(self.cols["t_us"]))
-        self.shells.append(t)
-        if not t.events:  # keep empty traces: one placeholder row of kind "none"
-            _row(self.cols, t.id, None)
-        for e in t.events:
-            _row(self.cols, t.id, e)
-        if len(self.cols["t_us"]) >= ROWS_PER_GROUP:
-            self.flush()
-
-    def flush(self) -> None:
-        import pyarrow as pa
-
-        if self.cols["t_us"]:
-            schema = self.schema
-            arrays = {k: pa.array(v, type=schema.field(k).type) for k, v in self.cols.items()}
-            shells = self.shells
-            arrays["meta"] = _metas(
-                len(self.cols["t_us"]),
-                self.firsts,
-                [t.key for t in shells],
-                [t.cc for t in shells],
-                shells,
-                list(range(len(shells))),
-            )
-            table = pa.table(arrays, schema=schema)
-            self.firsts, self.shells = [], []
-            self._emit(table, self.pending)
-            self.pending = 0
-            for v in self.cols.values():
-                v.clear()
-
-    def add_columns(self, tc: TraceColumns) -> None:
-        self.flush()
-        if len(tc):  # a batch holds whole traces: one row group, none split
-            self._emit(_columns_table(tc, self.schema), len(tc))
+        elif len(item):
+            self._emit(_columns_table(item, self.schema), len(item))
 
     def _emit(self, table: Any, traces: int) -> None:
         self.n += traces
         self.write(table, traces)
 
 
-def _metas(rows: int, firsts: Any, keys: list[str], ccs: list[str], tpl: list[Trace], of: list[int]) -> Any:
+def meta_column(rows: int, firsts: Any, keys: list[str], ccs: list[str], tpl: list[Trace], of: list[int]) -> Any:
     """The ``meta`` column: trace i's key, cc and template ``tpl[of[i]]`` (the rest of its metadata) on its
     first row (``firsts[i]``), null on the others. The templates' parts are encoded once and gathered
     with NumPy: the only Python work per trace is its key and cc."""
@@ -281,7 +290,7 @@ def _columns_table(tc: TraceColumns, schema: Any) -> Any:
     )
     arrays = {
         "trace": arr.dictionary(trace_of, pa.int32(), trace_ids),
-        "meta": _metas(len(rows), tc.offsets[:-1], tc.keys, tc.ccs, tc.shared.templates, tc.shared.of),
+        "meta": meta_column(len(rows), tc.offsets[:-1], tc.keys, tc.ccs, tc.shared.templates, tc.shared.of),
         "t_us": arr.ints(ev.t_us[rows], pa.int64()),
         "state": interned(tc.state[rows], "state"),
         "kind": kinds,
@@ -303,26 +312,6 @@ def _first_seen(ids: Any, size: int) -> Any:
     return used[np.argsort(first)]
 
 
-def _row(cols: dict[str, list[Any]], tid: str, e: TraceEvent | None) -> None:
-    cols["trace"].append(tid)
-    if e is None:
-        for k in cols:
-            if k != "trace":
-                cols[k].append(None)
-        cols["kind"][-1] = "none"
-        cols["t_us"][-1] = 0
-        return
-    cols["t_us"].append(e.t_us)
-    cols["state"].append(e.state)
-    cols["kind"].append(e.kind)
-    cols["prev"].append(e.prev)
-    for k in METRIC_FIELDS:
-        cols[k].append(getattr(e, k))
-    cols["recovery"].append(e.recovery)
-    cols["trigger"].append(e.trigger)
-    cols["extra"].append(json.dumps([list(p) for p in e.extra], separators=(",", ":")) if e.extra else None)
-
-
 def read_parquet(path: str) -> Iterator[Trace]:
     """Traces back from :func:`write_parquet`'s file, empty ones too; InputError (one line) for a damaged
     or foreign file."""
@@ -339,12 +328,13 @@ def _one_line_errors(path: str, items: Iterator[Any]) -> Iterator[Any]:
         raise InputError(f"{path}: bad Parquet trace file ({type(exc).__name__}: {str(exc)[:200]})") from None
 
 
-def _open_store(path: str) -> tuple[Any, int]:
-    """The file and its store version (1: metadata as JSON text, 2: as columns)."""
+def _open_store(path: str, source: BinaryIO | None = None) -> tuple[Any, int]:
+    """The file (``source`` when it is open and seekable) and its store version (1: metadata as JSON
+    text, 2: as columns)."""
     import pyarrow.parquet as pq
 
     try:
-        pf = pq.ParquetFile(path)
+        pf = pq.ParquetFile(source if source is not None and source.seekable() else path)
     except OSError as exc:
         if exc.errno is not None:  # the file system's error: said by errors.as_quicsm_error
             raise
@@ -381,20 +371,23 @@ SUMMARY_COLUMNS = ("trace", "meta", "t_us", "state", "kind", "prev", "recovery")
 """What state sequences and stays are made of; metrics, triggers and extras are not read for them."""
 
 
-def read_parquet_columns(path: str, *, metrics: bool = True) -> Iterator[TraceColumns]:
+def read_parquet_columns(path: str, *, metrics: bool = True, source: BinaryIO | None = None) -> Iterator[TraceColumns]:
     """The store read back as column batches (one per row group; a trace split across groups is joined),
     without a Python object per event: what summaries and inference read. Empty traces are left out,
     as :func:`quicsm.traces.parse_inputs` leaves them out. ``metrics=False`` reads only
     :data:`SUMMARY_COLUMNS` (metrics come back unknown, no triggers or extras): enough for summaries,
-    and the rest of the file is never decompressed. InputError (one line) for a damaged file."""
-    yield from _one_line_errors(path, _read_parquet_columns(path, metrics))
+    and the rest of the file is never decompressed. ``source``: the file already open (read from there,
+    not opened again). InputError (one line) for a damaged file."""
+    yield from _one_line_errors(path, _read_parquet_columns(path, metrics, source=source))
 
 
-def _read_parquet_columns(path: str, metrics: bool, *, empty: bool = False) -> Iterator[TraceColumns]:
+def _read_parquet_columns(
+    path: str, metrics: bool, *, empty: bool = False, source: BinaryIO | None = None
+) -> Iterator[TraceColumns]:
     import numpy as np
     import pyarrow as pa
 
-    pf, version = _open_store(path)
+    pf, version = _open_store(path, source)
     meta = "trace_meta" if version == 1 else "meta"
     columns = None if metrics else [meta if c == "meta" else c for c in SUMMARY_COLUMNS]
     groups = pf.num_row_groups

@@ -1,8 +1,9 @@
 """From input files to traces: logs (any prefix, gzip), qlogs, or trace files written earlier.
 
-Every verb reads its inputs through :func:`read_inputs`: text logs (cut by the one trace cutter,
-:mod:`quicsm.traces.columnar`) and Parquet stores come as column batches, other kinds as trace objects,
-in input order. :func:`iter_traces` gives every trace as an object (views built from the columns).
+Every verb reads its inputs through :func:`read_inputs`: each file is read by the reader registered for
+its kind (:mod:`quicsm.traces.readers`: text logs cut by the one trace cutter, qlogs, JSONL trace
+files, Parquet stores) into column batches, in input order. :func:`iter_traces` gives every trace as an
+object (views built from the columns).
 
 Each input may have a sidecar ``meta.json`` in its directory (the testbed writes one per run) with
 ``implementation``, ``version``, ``cc`` and ``labels``; command-line labels win over it.
@@ -10,14 +11,13 @@ Each input may have a sidecar ``meta.json`` in its directory (the testbed writes
 
 from __future__ import annotations
 
-import io
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any
 
 from quicsm.errors import InputError, NoTransitionsError, reading
 from quicsm.files import STDIN
@@ -25,8 +25,6 @@ from quicsm.traces.events import Trace, TraceMeta
 from quicsm.traces.inputs import Sidecars, expand_inputs, open_input, trace_scopes
 from quicsm.traces.report import ParseReport
 from quicsm.traces.select import Kept, Selector, keep_traces, trace_matches
-from quicsm.traces.sniff import kind_by_name
-from quicsm.traces.store import iter_trace_file
 
 if TYPE_CHECKING:
     from quicsm.traces.columnar import TraceColumns
@@ -111,7 +109,8 @@ def iter_traces(
 ) -> Iterator[Trace]:
     """Stream traces from inputs as objects; memory follows one batch and the connections open at once."""
     over = Overrides(labels or {}, implementation, version, cc)
-    yield from _objects_of(read_inputs(paths, over, report=report, on_bytes=on_bytes, stores=False))
+    for tc in read_inputs(paths, over, report=report, on_bytes=on_bytes):
+        yield from tc.traces()
 
 
 def read_inputs(
@@ -120,14 +119,13 @@ def read_inputs(
     *,
     report: ParseReport | None = None,
     on_bytes: Callable[[int], None] | None = None,
-    stores: bool = True,
     metrics: bool = True,
     scopes: Mapping[str, str] | None = None,
     storage_options: dict[str, str] | None = None,
-) -> Iterator[Trace | TraceColumns]:
-    """Every input's traces, in input order: text logs (local or URLs, streamed, files one after the
-    other into shared batches) and, with ``stores``, Parquet stores as column batches (``metrics=False``:
-    a store's metric columns are not read); qlogs and JSONL trace files as objects.
+) -> Iterator[TraceColumns]:
+    """Every input's traces as column batches, in input order: each file opened once, its kind sniffed
+    and read by the reader registered for it (:mod:`quicsm.traces.readers`); consecutive files of one
+    family share batches. ``metrics=False``: a store's metric columns are not read.
 
     ``scopes`` (trace-id scope per file) is for a share of a run's files read apart (a Dask task):
     ``paths`` are then files, scoped as the whole run scopes them. ``storage_options``: fsspec's, for
@@ -135,8 +133,7 @@ def read_inputs(
     in the file); any other failure is one :class:`InputError` naming the file.
     """
     from quicsm.fleet.sources import is_url, open_url
-    from quicsm.traces.columnar import ColumnReader
-    from quicsm.traces.qlog_columns import QlogBatcher
+    from quicsm.traces.readers import ReadContext, Reader, ReaderSpec, Source, name_kind, spec_for
 
     report = report if report is not None else ParseReport()
     if not paths:
@@ -144,87 +141,33 @@ def read_inputs(
     if scopes is None:
         paths = expand_inputs(paths, storage_options)
         scopes = trace_scopes(paths)
+    ctx = ReadContext(report, on_bytes, metrics)
     sidecars = Sidecars()
     merged: dict[int, TraceMeta] = {}  # per sidecar (one per folder)
-    logs = ColumnReader(report, on_bytes)
-    qlogs = QlogBatcher(report, on_bytes)
+    readers: dict[str, Reader] = {}
+    last: ReaderSpec | None = None
     for path in paths:
         report.files += 1
         with reading(path):  # what lower layers raise, said once (errors.as_quicsm_error)
             if is_url(path):
-                kind = kind_by_name(path.split("?", 1)[0])
-                if kind.startswith("traces-"):
+                kind = name_kind(path.split("?", 1)[0])
+                spec = spec_for(kind)
+                if not spec.urls:
                     raise InputError(f"{path}: trace files are read from local paths only; download it first")
                 meta, stream = over.over(TraceMeta()), open_url(path, storage_options)
             else:
                 side = sidecars(path)
                 meta = merged.get(id(side)) or merged.setdefault(id(side), over.over(side))
                 kind, stream = open_input(path)
-                if type(stream) is io.BytesIO and kind in ("log", "qlog", "sqlog", "ndjson"):  # read whole
-                    if kind == "log":
-                        yield from qlogs.flush()
-                        yield from logs.add(stream.getvalue(), path, scopes[path], meta)
-                    else:
-                        yield from logs.flush()
-                        yield from qlogs.add(stream.getvalue(), path, meta, kind)
-                    continue
+                spec = spec_for(kind)
+            if last is not None and last is not spec:  # another family: what the last one gathered first
+                yield from readers[last.name].flush()
+            last = spec
+            reader = readers.get(spec.name) or readers.setdefault(spec.name, spec.reader(ctx))
             with stream:
-                if kind == "log":
-                    yield from qlogs.flush()
-                    yield from logs.read(stream, path, scopes[path], meta)
-                    continue
-                yield from logs.flush()  # what the logs before this input left, in input order
-                if kind in ("qlog", "sqlog", "ndjson"):  # one batch with the small qlogs around it
-                    yield from qlogs.read(stream, path, meta, kind)
-                    continue
-                yield from qlogs.flush()
-                if stores and kind == "traces-parquet":
-                    yield from _store_batches(path, meta, report, metrics)
-                else:
-                    yield from _objects(stream, path, kind, meta, report, on_bytes)
-    yield from logs.flush()
-    yield from qlogs.flush()
-
-
-def _objects(
-    stream: BinaryIO,
-    path: str,
-    kind: str,
-    meta: TraceMeta,
-    report: ParseReport,
-    on_bytes: Callable[[int], None] | None,
-) -> Iterator[Trace]:
-    """The traces of a trace file."""
-    for t in iter_trace_file(path):
-        report.traces += 1
-        report.records += len(t.events)
-        yield relabel(t, meta)
-
-
-def _store_batches(path: str, meta: TraceMeta, report: ParseReport, metrics: bool) -> Iterator[TraceColumns]:
-    """A Parquet store's batches with ``meta`` (sidecar, command line) applied to every trace as trace
-    files get it; ``metrics=False`` reads only what stays need."""
-    from quicsm.traces.parquet import read_parquet_columns
-
-    for tc in read_parquet_columns(path, metrics=metrics):
-        tc.shared.templates = [relabel(t, meta) for t in tc.shared.templates]
-        if meta.cc:
-            tc.ccs = [meta.cc] * len(tc)
-        report.traces += len(tc)
-        report.records += int(tc.offsets[-1])
-        yield tc
-
-
-def relabel(t: Trace, meta: TraceMeta) -> Trace:
-    if not (meta.labels or meta.implementation or meta.version or meta.cc):
-        return t
-    return replace(
-        t,
-        labels={**t.labels, **meta.labels},
-        implementation=meta.implementation or t.implementation,
-        version=meta.version or t.version,
-        cc=meta.cc or t.cc,
-    )
+                yield from reader.read(stream, Source(path, kind, scopes[path], meta))
+    if last is not None:
+        yield from readers[last.name].flush()
 
 
 def _input_bytes(files: Iterable[str]) -> int | None:
@@ -328,11 +271,10 @@ def parse_inputs(
                 over,
                 report=report,
                 on_bytes=on_bytes,
-                stores=False,
                 scopes=scopes,
                 storage_options=storage_options,
             )
-            traces = [t for t in _objects_of(items) if t.events]
+            traces = [t for tc in items for t in tc.traces()]
     if require_transitions and not any(any(True for _ in t.transitions()) for t in traces):
         raise no_transitions(paths, report)
     if where:
@@ -349,7 +291,7 @@ def no_match(where: Selector) -> InputError:
 def traces_task(batch: FileBatch, *, over: Overrides, strict: bool) -> tuple[list[Trace], ParseReport]:
     """One Dask task of ``parse`` to JSON Lines: a batch of files' non-empty traces and its report."""
     report = ParseReport(strict=strict)
-    return [t for t in _objects_of(read_batch(batch, over, report, stores=False)) if t.events], report
+    return [t for tc in read_batch(batch, over, report) for t in tc.traces()], report
 
 
 TASK_IMPORTS = (
@@ -365,19 +307,11 @@ TASK_IMPORTS = (
 local workers then start with it (each importing it cost 0.15-0.3 s of CPU)."""
 
 
-def read_batch(batch: FileBatch, over: Overrides, report: ParseReport, **kw: Any) -> Iterator[Trace | TraceColumns]:
+def read_batch(batch: FileBatch, over: Overrides, report: ParseReport, **kw: Any) -> Iterator[TraceColumns]:
     """:func:`read_inputs` of one Dask task's files, their trace ids scoped as the whole run scopes them."""
     return read_inputs(
         batch.files, over, report=report, scopes=batch.scope_map(), storage_options=batch.storage_options(), **kw
     )
-
-
-def _objects_of(items: Iterable[Trace | TraceColumns]) -> Iterator[Trace]:
-    for item in items:
-        if isinstance(item, Trace):
-            yield item
-        else:
-            yield from item.traces()
 
 
 def store_task(batch: FileBatch, *, over: Overrides, strict: bool, where: Selector | None) -> Stored:

@@ -66,24 +66,13 @@ class Kept:
         self.ccs |= other.ccs
 
 
-def keep_traces(
-    items: Iterable[Trace | TraceColumns], where: Selector | None, tally: Kept
-) -> Iterator[Trace | TraceColumns]:
-    """Non-empty traces (objects, or column batches) that match ``where``, counted in ``tally``."""
+def keep_traces(items: Iterable[TraceColumns], where: Selector | None, tally: Kept) -> Iterator[TraceColumns]:
+    """The traces of each batch that match ``where``, counted in ``tally``."""
     for item in items:
-        if isinstance(item, Trace):
-            if not item.events:
-                continue
-            tally.transitions = tally.transitions or any(True for _ in item.transitions())
-            if where and not trace_matches(item, where):
-                continue
-            tally.ccs.add(item.cc)
-            tally.kept += 1
-        else:
-            tally.transitions = tally.transitions or bool((item.events.kind == 0).any())
-            if where:
-                item = item.select([trace_matches(item.shell(i), where) for i in range(len(item))])
-            tally.ccs.update(item.ccs)
-            tally.kept += len(item)
+        tally.transitions = tally.transitions or bool((item.events.kind == 0).any())
+        if where:
+            item = item.select([trace_matches(item.shell(i), where) for i in range(len(item))])
+        tally.ccs.update(item.ccs)
+        tally.kept += len(item)
         yield item
         del item  # not held while the next batch is read

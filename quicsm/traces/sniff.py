@@ -12,7 +12,7 @@ import gzip
 import re
 import zlib
 
-__all__ = ["sniff_bytes", "sniff_file", "kind_by_name", "HEAD_BYTES"]
+__all__ = ["sniff_bytes", "file_head", "kind_by_name", "HEAD_BYTES"]
 
 HEAD_BYTES = 1 << 16
 _PARQUET_MAGIC = b"PAR1"
@@ -67,7 +67,8 @@ def sniff_bytes(head: bytes, fallback: str = "log") -> str:
     return fallback
 
 
-def _head(path: str) -> bytes:
+def file_head(path: str) -> bytes:
+    """The first :data:`HEAD_BYTES` of a file, gunzipped (empty when the gzip data is bad)."""
     with open(path, "rb") as fh:
         raw = fh.read(HEAD_BYTES)
     if not raw.startswith(_GZIP_MAGIC):
@@ -76,15 +77,3 @@ def _head(path: str) -> bytes:
         return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw, HEAD_BYTES)
     except (zlib.error, gzip.BadGzipFile, EOFError):
         return b""
-
-
-def sniff_file(path: str) -> str:
-    """The kind of the file at ``path``: its content decides, its name only breaks ties."""
-    by_name = kind_by_name(path)
-    try:
-        head = _head(path)
-    except OSError:
-        return by_name
-    if not head:
-        return by_name
-    return sniff_bytes(head, by_name)

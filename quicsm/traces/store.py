@@ -10,7 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 from collections.abc import Iterable, Iterator
-from typing import IO, Annotated, Any, Final, Literal
+from typing import IO, Annotated, Any, BinaryIO, Final, Literal
 
 import msgspec
 
@@ -39,7 +39,7 @@ Int64 = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
 Count = Annotated[int, msgspec.Meta(ge=0, le=(1 << 63) - 1)]
 
 
-class EventLine(msgspec.Struct, omit_defaults=True):
+class EventLine(msgspec.Struct, omit_defaults=True, gc=False):  # gc: no cycles; a reader holds 10^5 of them
     """One event of a trace line (:class:`~quicsm.traces.events.TraceEvent`, same fields in the same
     order); absent fields are unknown, and the writer leaves out what is unknown."""
 
@@ -56,14 +56,14 @@ class EventLine(msgspec.Struct, omit_defaults=True):
     srtt_us: Count | None = None
     recovery: str | None = None
     trigger: str | None = None
-    extra: list[tuple[str, str]] = []
+    extra: tuple[tuple[str, str], ...] = ()
     """Other contract fields of the line, as ``[key, value]`` pairs."""
 
     def event(self) -> TraceEvent:
         return TraceEvent(
             *(self.t_us, self.state, self.kind, self.prev, self.cwnd, self.inflight, self.ssthresh),
             *(self.pacing_bps, self.bw_bps, self.min_rtt_us, self.srtt_us, self.recovery, self.trigger),
-            tuple(self.extra),
+            self.extra,
         )
 
 
@@ -99,7 +99,7 @@ class TraceLine(msgspec.Struct, kw_only=True):
 def trace_to_json(t: Trace) -> dict[str, Any]:
     """A trace as its line's JSON object (dumped with :mod:`json`, which escapes non-ASCII text)."""
     events = [
-        EventLine(e.t_us, e.state, _TRANSITION if e.kind == _TRANSITION else e.kind, *e[3:-1], e.extra or [])  # type: ignore[arg-type]
+        EventLine(e.t_us, e.state, _TRANSITION if e.kind == _TRANSITION else e.kind, *e[3:-1], e.extra)  # type: ignore[arg-type]
         for e in t.events
     ]
     line = TraceLine(format=TRACE_FORMAT, v=TRACE_FORMAT_VERSION, events=events, **t.metadata())  # type: ignore[arg-type]
@@ -118,9 +118,9 @@ def _is_parquet(path: str) -> bool:
 def write_traces(traces: Iterable[Trace], path: str) -> int:
     """Write traces to ``.jsonl``, ``.jsonl.gz``, ``.parquet`` or ``-`` (JSON Lines on stdout). Returns the count."""
     if _is_parquet(path):
-        from quicsm.traces.parquet import write_parquet
+        from quicsm.traces.parquet import object_batches, write_parquet
 
-        return write_parquet(traces, path)
+        return write_parquet(object_batches(traces), path)
     n = 0
     with atomic_output(path) as raw:
         fh: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) if path.endswith(".gz") else raw  # type: ignore[assignment]
@@ -142,17 +142,28 @@ def iter_trace_file(path: str) -> Iterator[Trace]:
         yield from read_parquet(path)
         return
     with open_binary(path) as fh:
-        n = 0
-        while True:
+        for n, raw in numbered_lines(fh, path):
+            if raw.strip():
+                yield trace_from_json(raw, f"{path}:{n}: bad trace record")
+
+
+def numbered_lines(stream: BinaryIO, path: str, block: int = 1 << 20) -> Iterator[tuple[int, bytes]]:
+    """The stream's lines with their numbers, read in blocks (a read error names the line it stopped at)."""
+    n, parts = 0, []
+    while True:
+        with reading(f"{path}:{n + 1}"):
+            data = stream.read(block)
+        if not data:
+            break
+        start = 0
+        while (end := data.find(b"\n", start)) >= 0:
+            parts.append(data[start:end])
             n += 1
-            with reading(f"{path}:{n}"):
-                raw = fh.readline()
-            if not raw:
-                return
-            if not raw.strip():
-                continue
-            trace = trace_from_json(raw, f"{path}:{n}: bad trace record")
-            yield trace
+            yield n, b"".join(parts)
+            parts, start = [], end + 1
+        parts.append(data[start:])
+    if any(parts):
+        yield n + 1, b"".join(parts)
 
 
 def read_traces(path: str) -> list[Trace]:

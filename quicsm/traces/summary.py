@@ -58,7 +58,7 @@ class Summary:
     """Traces reduced to what inference and annotation need: distinct state sequences with counts.
 
     Mergeable: sequence order is first appearance, so merging in input order is stable. Sequences live as arrays (:class:`~quicsm.traces.distinct.PackedSequences` over the label table
-    :attr:`names`): batches from the columnar path are appended whole, single traces are buffered, and
+    :attr:`names`): batches are appended whole, and
     everything is folded into distinct sequences when read (:meth:`packed`), so neither a fleet's
     connections nor a Dask transfer cost a Python object per sequence.
 
@@ -108,30 +108,7 @@ class Summary:
     _index: dict[str, int] = field(default_factory=dict, repr=False)
     _done: PackedSequences | None = field(default=None, repr=False)
     _parts: list[PackedSequences] = field(default_factory=list, repr=False)
-    _buf: tuple[list[int], list[int], list[int], list[int]] = field(
-        default_factory=lambda: ([], [], [], []), repr=False
-    )
-    """Single traces not yet packed: codes, lengths, stays, events."""
     _last_meta: tuple[object, ...] | None = field(default=None, repr=False, compare=False)
-
-    def add(self, trace: Trace) -> None:
-        stays = trace.visits(self.view)
-        has_transition = any(True for _ in trace.transitions())
-        self.count_sequence([v.state for v in stays], [v.duration_us for v in stays], len(trace.events), has_transition)
-        self.note_metadata(trace)
-
-    def count_sequence(self, key: Sequence[str], durations: list[int], events: int, has_transition: bool) -> None:
-        """One trace already reduced to its stays (its metadata is noted apart: :meth:`note_metadata`)."""
-        codes, lengths, stays, event_counts = self._buf
-        codes.extend(self._code(s) for s in key)
-        lengths.append(len(key))
-        stays.extend(durations)
-        event_counts.append(events)
-        self.traces += 1
-        if len(lengths) >= FOLD_EVERY:
-            self.packed()
-        if has_transition:
-            self.transitions = True
 
     def add_packed(self, names: list[str], seqs: PackedSequences, has_transition: bool) -> None:
         """Add a batch of traces (one per sequence of ``seqs``, codes into ``names``) in one step."""
@@ -174,28 +151,11 @@ class Summary:
 
     def packed(self) -> PackedSequences:
         """The distinct sequences (first-appearance order), folding in whatever was added since."""
-        import numpy as np
 
         from quicsm.traces.distinct import PackedSequences, distinct
 
         if self._done is None:
             self._done = PackedSequences.empty()
-        codes, lengths, stays, events = self._buf
-        if lengths:
-            offsets = np.zeros(len(lengths) + 1, np.int64)
-            np.cumsum(lengths, out=offsets[1:])
-            n = len(lengths)
-            self._parts.append(
-                PackedSequences.build(
-                    self.names,
-                    np.asarray(codes, np.int64),
-                    offsets,
-                    np.ones(n, np.int64),
-                    np.asarray(events, np.int64),
-                    np.asarray(stays, np.int64),
-                )
-            )
-            self._buf = ([], [], [], [])
         if self._parts:
             parts = [self._done, *self._parts]  # the only references: concat frees each part once copied
             self._parts, self._done = [], None
@@ -261,30 +221,21 @@ class Summary:
 
 
 def summarize_traces(traces: Iterable[Trace], view: StateView = StateView()) -> Summary:
-    """Reduce traces (skipping empty ones, as :func:`quicsm.traces.parse_inputs` does) to a summary."""
-    s = Summary(view=view)
-    for t in traces:
-        if t.events:
-            s.add(t)
-    return s
+    """Reduce trace objects (empty ones skipped, as :func:`quicsm.traces.parse_inputs` skips them) to a
+    summary: :func:`fold` of their columns."""
+    from quicsm.traces.columnar import columns_of
+
+    return fold([columns_of(list(traces))], Summary(view=view))
 
 
-def fold(items: Iterable[Trace | TraceColumns], s: Summary, where: Selector | None = None) -> Summary:
-    """Traces (objects, or column batches) into ``s``; ``where`` keeps only matching ones (transitions
-    are looked for before it, as every verb does). Python work per trace only for ``where``."""
+def fold(items: Iterable[TraceColumns], s: Summary, where: Selector | None = None) -> Summary:
+    """Batches of traces into ``s``; ``where`` keeps only matching ones (transitions are looked for
+    before it, as every verb does). Python work per trace only for ``where``."""
     import numpy as np
 
     from quicsm.traces.columnar import stay_arrays
 
-    def one(item: Trace | TraceColumns) -> None:
-        if isinstance(item, Trace):
-            if not item.events:
-                return
-            if not where or trace_matches(item, where):
-                s.add(item)
-            elif not s.transitions:
-                s.transitions = any(True for _ in item.transitions())
-            return
+    def one(item: TraceColumns) -> None:
         stays = stay_arrays(item, s.view)
         if where:
             shells = [item.shell(i) for i in range(len(item))]

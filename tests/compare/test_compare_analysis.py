@@ -15,7 +15,7 @@ from quicsm.compare.calibration import calibrate
 from quicsm.compare.html import to_html
 from quicsm.compare.occupancy import occupancy_table
 from quicsm.compare.report import to_json, to_text
-from quicsm.compare.stays import rows_of
+from quicsm.compare.stays import connections
 from quicsm.errors import InputError, OptionError
 
 FAST = CompareOptions(resamples=200)
@@ -32,7 +32,7 @@ def test_occupancy_shares_are_the_constructed_ones() -> None:
         ("ApplicationLimited", 500_000),
         ("CongestionAvoidance", 100_000),
     ]
-    occ = occupancy_table(rows_of([trace_from_plan("t", plan)]))
+    occ = occupancy_table(connections([trace_from_plan("t", plan)]))
     shares = dict(zip(occ.states, occ.shares[0]))
     assert shares == pytest.approx({"SlowStart": 0.1, "CongestionAvoidance": 0.4, "ApplicationLimited": 0.5})
     assert "Init" not in occ.states  # instantaneous: no share, not tested

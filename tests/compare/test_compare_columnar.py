@@ -16,7 +16,6 @@ from click.testing import CliRunner
 from quicsm.cli.main import cli
 from quicsm.traces import columnar, parse
 from quicsm.traces.contract import format_line
-from quicsm.traces.events import Trace
 from quicsm.traces.report import ParseReport
 
 pytestmark = pytest.mark.skipif(not columnar.available(), reason="needs the C extension quicsm.traces._scan")
@@ -35,12 +34,12 @@ def _objects(
     *,
     report=None,
     on_bytes=None,
-    stores=True,
     metrics=True,
     scopes=None,
     storage_options=None,
 ):  # type: ignore[no-untyped-def]
-    """Every input as trace objects, text logs cut by the oracle (tests/traces/oracle.py)."""
+    """Every input's traces, text logs cut by the oracle (tests/traces/oracle.py), as the readers give
+    them: columns (of the oracle's trace objects)."""
     from quicsm.files import open_binary
     from quicsm.traces.inputs import expand_inputs, input_kind, sidecar_meta, trace_scopes
     from tests.traces.oracle import object_traces
@@ -50,12 +49,12 @@ def _objects(
     report = report if report is not None else ParseReport()
     for path in files:
         if input_kind(path) != "log":
-            for item in _READ([path], over, report=report, stores=False, scopes={path: scopes[path]}):
-                yield from [item] if isinstance(item, Trace) else item.traces()
+            yield from _READ([path], over, report=report, metrics=metrics, scopes={path: scopes[path]})
             continue
         report.files += 1
         with open_binary(path) as fh:
-            yield from object_traces(fh.read(), path, scopes[path], over.over(sidecar_meta(path)), report)
+            traces = object_traces(fh.read(), path, scopes[path], over.over(sidecar_meta(path)), report)
+        yield columnar.columns_of(traces)
 
 
 def _run(args: list[str], out: Path, *, rows: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str, bytes]:

@@ -7,7 +7,7 @@ import itertools
 from annotate_oracle import model_from_paths
 
 from quicsm.compare.modeldiff import behavioural_diff, diff_models, structural_diff
-from quicsm.compare.stays import rows_of
+from quicsm.compare.stays import connections
 from quicsm.inference import infer_sequences
 from quicsm.inference.model import INITIAL, TERMINAL, Model
 from quicsm.traces.events import Trace, TraceEvent
@@ -94,6 +94,6 @@ def test_traces_rejected_by_the_other_model_are_counted() -> None:
     tb = [_trace(f"b{i}", ["Init", *s]) for i, s in enumerate(MOBILE)]
     a = dfg([t.states() for t in ta])
     b = dfg([t.states() for t in tb])
-    md = diff_models(a, b, names=("desktop", "mobile"), rows=(rows_of(ta), rows_of(tb)))
+    md = diff_models(a, b, names=("desktop", "mobile"), rows=(connections(ta), connections(tb)))
     assert md.rejected["a_by_b"]["count"] == 1 and md.rejected["a_by_b"]["example"] == "a1"
     assert md.rejected["b_by_a"]["count"] == 2

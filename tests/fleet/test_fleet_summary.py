@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fleet_fixtures import make_fleet_dir
 
-from quicsm.compare.stays import rows_of, rows_summary
+from quicsm.compare.stays import connections, rows_summary
 from quicsm.pipeline import learn
 from quicsm.traces import parse_inputs
 from quicsm.traces.events import StateView, Trace
@@ -65,7 +65,7 @@ def test_model_from_stays_folds_repeats_and_equals_per_trace_model(fleet_dir: Pa
     fleet has 240 connections and far fewer distinct sequences) and the model is unchanged."""
     view = StateView()
     traces = parse_inputs([str(fleet_dir)]).traces
-    rows = rows_of(traces, view)
+    rows = connections(traces, view)
     assert len({r.states for r in rows}) < len(rows) / 4
     got = learn(rows_summary(rows, view), engine)
     assert _model(got) == _model(per_trace(traces, engine, view))

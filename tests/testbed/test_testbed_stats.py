@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from quicsm.compare.occupancy import occupancy_table, state_entries, state_share, state_time_us
-from quicsm.compare.stays import rows_of
+from quicsm.compare.stays import connections
 from quicsm.errors import TestbedError
 from quicsm.testbed.threshold import raise_threshold_source
 from quicsm.traces import parse_inputs
@@ -40,7 +40,7 @@ def test_shares_and_entries(write_log) -> None:
     assert state_entries(t, "Recovery") == 2 and state_entries(t, "SlowStart") == 2
     assert state_share(t, "RetransmissionTimeout") == 0.0
     assert state_time_us(t, "Recovery") == 300
-    table = occupancy_table(rows_of([t]))  # the per-connection helper agrees with the set table quicsm compare uses
+    table = occupancy_table(connections([t]))  # the per-connection helper agrees with the set table quicsm compare uses
     assert table.column("ApplicationLimited")[0] == pytest.approx(state_share(t, "ApplicationLimited"))
 
 

@@ -15,11 +15,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from quicsm.traces.contract import ContractRecord
-from quicsm.traces.events import Trace, TraceEvent, TraceMeta
+from quicsm.traces.events import StateView, Trace, TraceEvent, TraceMeta, Visit
 from quicsm.traces.logscan import scan_contract
 from quicsm.traces.report import ParseReport
+from quicsm.traces.states import INIT
 
-__all__ = ["TraceBuilder", "object_traces"]
+__all__ = ["TraceBuilder", "object_traces", "oracle_visits"]
 
 
 def object_traces(data: bytes, path: str, scope: str, meta: TraceMeta, report: ParseReport) -> list[Trace]:
@@ -104,3 +105,26 @@ class TraceBuilder:
             sources=(self.path,),
             labels=dict(m.labels),
         )
+
+
+def oracle_visits(trace: Trace, view: StateView = StateView()) -> list[Visit]:
+    """The stays rule one event at a time (quicsm.traces.visits has it once, on arrays): what
+    ``Trace.visits`` and ``columnar.stay_arrays`` are held to."""
+    out: list[Visit] = []
+    cur: str | None = None
+    since = 0
+    for ev in trace.events:
+        if ev.kind not in ("transition", "update"):
+            continue
+        if cur is None and ev.kind == "transition" and ev.prev and INIT not in (ev.prev, ev.state):
+            first = view.label(TraceEvent(ev.t_us, ev.prev, recovery=ev.recovery))
+            cur, since = first, ev.t_us
+        label = view.label(ev)
+        if label == cur:
+            continue
+        if cur is not None:
+            out.append(Visit(cur, since, ev.t_us))
+        cur, since = label, ev.t_us
+    if cur is not None:
+        out.append(Visit(cur, since, max(trace.end_us, since)))
+    return out

@@ -17,13 +17,14 @@ import pytest
 from quicsm.files import open_binary
 from quicsm.traces import columnar
 from quicsm.traces.contract import TAG_BYTES, format_line
-from quicsm.traces.events import StateView, TraceMeta
+from quicsm.traces.events import StateView, Trace, TraceEvent, TraceMeta
 from quicsm.traces.inputs import FileBatch, input_kind
 from quicsm.traces.logscan import scan_contract
 from quicsm.traces.parse import Overrides
 from quicsm.traces.report import ParseReport
 from quicsm.traces.summary import Summary, summarize_traces, summary_task
-from tests.traces.oracle import TraceBuilder
+from tests.traces.oracle import TraceBuilder, oracle_visits
+from tests.traces.store_oracle import object_store
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGS = sorted(
@@ -133,10 +134,38 @@ def test_stays_from_columns_equal_trace_visits(view: StateView) -> None:
         for tc in columnar.iter_trace_columns(io.BytesIO(data), "x.log", "s", META, report, batch_rows=3):
             stays = columnar.stay_sequences(tc, view)
             objs = list(tc.traces())
-            assert stays.states == [tuple(v.state for v in t.visits(view)) for t in objs]
-            assert stays.durations_us == [[v.duration_us for v in t.visits(view)] for t in objs]
+            want = [oracle_visits(t, view) for t in objs]
+            assert [t.visits(view) for t in objs] == want
+            assert stays.states == [tuple(v.state for v in w) for w in want]
+            assert stays.durations_us == [[v.duration_us for v in w] for w in want]
             assert stays.events == [len(t.events) for t in objs]
         assert traces  # the comparison ran on something
+
+
+def _odd_trace(rng: np.random.Generator, i: int) -> Trace:
+    """A trace object no reader makes: empty or absent ``from``, resets into Init, updates, metrics
+    and closes between transitions, equal times, recovery sub-states."""
+    states = ["Init", "SlowStart", "CongestionAvoidance", "Recovery", "ProbeBW:cruise", ""]
+    events, t = [], 0
+    for _ in range(int(rng.integers(1, 9))):
+        t += int(rng.integers(0, 3))
+        kind = ("transition", "transition", "update", "metrics", "close")[int(rng.integers(5))]
+        prev = (None, "", *states)[int(rng.integers(len(states) + 2))]
+        rec = (None, "fast")[int(rng.integers(2))]
+        events.append(TraceEvent(t, states[int(rng.integers(len(states)))], kind, prev, cwnd=t or None, recovery=rec))
+    return Trace(f"t{i}", "cubic", events, key=f"k{i}")
+
+
+@pytest.mark.parametrize("view", VIEWS, ids=str)
+def test_the_one_stays_rule_holds_for_trace_objects_of_any_shape(view: StateView) -> None:
+    rng = np.random.default_rng(7)
+    traces = [_odd_trace(rng, i) for i in range(400)]
+    want = [oracle_visits(t, view) for t in traces]
+    assert [t.visits(view) for t in traces] == want
+    stays = columnar.stay_sequences(columnar.columns_of(traces), view)
+    assert stays.states == [tuple(v.state for v in w) for w in want]
+    assert stays.durations_us == [[v.duration_us for v in w] for w in want]
+    assert sum(len(w) > 1 for w in want) > 100  # many traces had several stays
 
 
 def test_file_summary_from_columns_equals_the_object_summary(tmp_path: Path) -> None:
@@ -207,7 +236,7 @@ def test_parquet_store_read_as_columns_equals_the_object_reader(
     assert any(e.extra for t in traces for e in t.events) and any(e.recovery for t in traces for e in t.events)
     monkeypatch.setattr(parquet, "ROWS_PER_GROUP", 5)  # traces split across row groups
     store = str(tmp_path / "x.parquet")
-    parquet.write_parquet([*traces, Trace(id="empty", cc="cubic", events=[])], store)
+    object_store([*traces, Trace(id="empty", cc="cubic", events=[])], store)  # as older quicsm wrote it
     got = [t for tc in parquet.read_parquet_columns(store) for t in tc.traces()]
     assert got == [t for t in parquet.read_parquet(store) if t.events] == traces
 
@@ -233,7 +262,7 @@ def test_store_read_for_summaries_skips_metrics_but_keeps_the_sequences(tmp_path
 
     traces, _ = object_path(crafted() + open_binary(LOGS[0]).read())
     store = str(tmp_path / "x.parquet")
-    parquet.write_parquet(traces, store)
+    parquet.write_parquet(parquet.object_batches(traces), store)
     full = [t for tc in parquet.read_parquet_columns(store) for t in tc.traces()]
     lean = [t for tc in parquet.read_parquet_columns(store, metrics=False) for t in tc.traces()]
     assert full == traces
@@ -284,7 +313,7 @@ def test_store_with_a_null_where_every_row_has_a_value_is_refused_by_both_reader
 
     traces, _ = object_path(crafted())
     store = str(tmp_path / "x.parquet")
-    parquet.write_parquet(traces, store)
+    parquet.write_parquet(parquet.object_batches(traces), store)
     table = pq.read_table(store).combine_chunks()
     col = table.column(column).chunk(0)
     nulls = np.zeros(len(col), bool)
@@ -310,7 +339,7 @@ def test_store_whose_row_groups_split_traces_reads_back_whole_traces(tmp_path: P
 
     traces, _ = object_path(crafted() + open_binary(LOGS[0]).read())
     store = str(tmp_path / "x.parquet")
-    parquet.write_parquet(traces, store)
+    parquet.write_parquet(parquet.object_batches(traces), store)
     pq.write_table(pq.read_table(store), store, row_group_size=group_rows)
     assert pq.ParquetFile(store).num_row_groups > 1
     assert [t for tc in parquet.read_parquet_columns(store) for t in tc.traces()] == traces
@@ -360,7 +389,7 @@ def test_columnar_store_holds_the_object_writers_metadata(tmp_path: Path) -> Non
     assert sum(len(b) for b in batches) > len(odd)
     traces = [t for b in batches for t in b.traces()]
     parquet.write_parquet(batches, str(tmp_path / "columns.parquet"))
-    parquet.write_parquet(traces, str(tmp_path / "objects.parquet"))
+    object_store(traces, str(tmp_path / "objects.parquet"))  # the frozen object writer
     got = pq.read_table(tmp_path / "columns.parquet").column("meta").to_pylist()
     want = pq.read_table(tmp_path / "objects.parquet").column("meta").to_pylist()
     keys = {m["key"] for m in got if m}

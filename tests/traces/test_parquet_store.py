@@ -17,6 +17,7 @@ from quicsm.traces.columnar import SharedMeta, TraceColumns
 from quicsm.traces.events import Trace, TraceEvent
 from quicsm.traces.parse import iter_traces
 from quicsm.traces.store import read_traces
+from tests.traces.store_oracle import object_store
 
 DATA = Path(__file__).parents[1] / "data" / "store"
 REPO = Path(__file__).parents[2]
@@ -48,7 +49,7 @@ def _odd_traces(seed: int, n: int = 60) -> list[Trace]:
 
 def _write_objects(traces: list[Trace], tmp_path: Path) -> str:
     path = str(tmp_path / "objects.parquet")
-    parquet.write_parquet(traces, path)
+    object_store(traces, path)  # the frozen object writer (empty traces kept as placeholder rows)
     return path
 
 

@@ -85,7 +85,12 @@ def _handed(files: list[tuple[str, bytes, str]], monkeypatch: pytest.MonkeyPatch
 
 
 def _store(items: list[Trace] | list[TraceColumns], tmp: Path, name: str) -> bytes:
-    write_parquet(items, str(tmp / name))
+    from tests.traces.store_oracle import object_store
+
+    if items and isinstance(items[0], Trace):
+        object_store(items, str(tmp / name))  # type: ignore[arg-type]  # the frozen object writer
+    else:
+        write_parquet(items, str(tmp / name))  # type: ignore[arg-type]
     return (tmp / name).read_bytes()
 
 

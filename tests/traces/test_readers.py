@@ -1,0 +1,146 @@
+"""The reader registry (quicsm.traces.readers): every input kind has one reader module, every reader
+yields columns, each input is opened once, and a new format is one module (here: registered by a test)."""
+
+from __future__ import annotations
+
+import builtins
+import gzip
+import io
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+import pytest
+
+from quicsm.traces import parse_inputs, readers
+from quicsm.traces.columnar import TraceColumns, columns_of
+from quicsm.traces.events import Trace, TraceEvent
+from quicsm.traces.parse import read_inputs
+from quicsm.traces.store import write_traces
+
+ROOT = Path(__file__).resolve().parents[2]
+FIG13 = ROOT / "traces" / "fig13" / "desktop"
+QLOG = sorted((ROOT / "tests" / "data" / "qlog").rglob("*.qlog*"))[0]
+
+
+def test_every_kind_has_one_reader_module() -> None:
+    specs = {
+        kind: readers.spec_for(kind) for kind in ("log", "qlog", "sqlog", "ndjson", "traces-jsonl", "traces-parquet")
+    }
+    assert {s.name for s in specs.values()} == {"log", "qlog", "jsonl", "parquet"}
+    assert specs["qlog"] is specs["sqlog"] is specs["ndjson"]
+    with pytest.raises(Exception, match="no reader for inputs of kind 'pcap'"):
+        readers.spec_for("pcap")
+
+
+def _stores(tmp_path: Path) -> list[str]:
+    traces = parse_inputs([str(FIG13)]).traces
+    out = []
+    for name in ("a.jsonl", "b.jsonl.gz", "c.parquet"):
+        write_traces(traces, str(tmp_path / name))
+        out.append(str(tmp_path / name))
+    return out
+
+
+def test_every_kind_comes_as_columns_and_each_input_is_opened_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inputs = [*sorted(str(p) for p in FIG13.rglob("server.log*")), str(QLOG), *_stores(tmp_path)]
+    opened: list[str] = []
+    real_open, real_os_open = builtins.open, os.open
+
+    def counting_open(file, *a, **kw):  # type: ignore[no-untyped-def]
+        if isinstance(file, str) and file in inputs:
+            opened.append(file)
+        return real_open(file, *a, **kw)
+
+    def counting_os_open(path, *a, **kw):  # type: ignore[no-untyped-def]
+        if isinstance(path, str) and path in inputs:
+            opened.append(path)
+        return real_os_open(path, *a, **kw)
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    monkeypatch.setattr(os, "open", counting_os_open)
+    items = list(read_inputs(inputs))
+    monkeypatch.undo()
+    assert items and all(type(i) is TraceColumns for i in items)
+    assert sorted(opened) == sorted(inputs)  # once each: sniffed and read from one open
+    traces = [t for tc in items for t in tc.traces()]
+    assert len(traces) == 11 + len(parse_inputs([str(QLOG)]).traces) + 3 * 11
+
+
+def test_a_trace_file_gives_the_traces_that_were_written(tmp_path: Path) -> None:
+    want = parse_inputs([str(FIG13)]).traces
+    for path in _stores(tmp_path):
+        got = parse_inputs([path]).traces
+        assert [t.events for t in got] == [t.events for t in want]
+        assert [t.id for t in got] == [t.id for t in want] and got[0].labels == want[0].labels
+
+
+def test_objects_as_columns_round_trip() -> None:
+    traces = parse_inputs([str(FIG13), str(QLOG)]).traces
+    odd = Trace("odd", "cubic", [TraceEvent(1, "", "metrics", cwnd=5), TraceEvent(2, "SlowStart", prev="", trigger="")])
+    back = list(columns_of([*traces, Trace("empty", "reno", []), odd]).traces())
+    assert back == [*traces, odd]  # empty traces are left out, as every reader leaves them out
+
+
+# -- a new log format, registered as its own module would register it ------------------------------
+
+
+class _CsvReader:
+    """``t_us,conn,from,to`` lines: one trace per conn, one batch per file."""
+
+    def __init__(self, ctx: readers.ReadContext) -> None:
+        self.ctx = ctx
+
+    def read(self, stream: BinaryIO, src: readers.Source) -> Iterator[TraceColumns]:
+        by_conn: dict[str, list[TraceEvent]] = {}
+        for line in stream.read().decode().splitlines()[1:]:
+            t, conn, frm, to = line.split(",")
+            by_conn.setdefault(conn, []).append(TraceEvent(int(t), to, prev=frm))
+            self.ctx.report.records += 1
+        traces = [Trace(f"{src.scope}:{c}", "reno", ev, c, sources=(src.path,)) for c, ev in by_conn.items()]
+        self.ctx.report.traces += len(traces)
+        yield columns_of([src.meta.apply(t) for t in traces])
+
+    def flush(self) -> Iterator[TraceColumns]:
+        return iter(())
+
+
+@pytest.fixture
+def csv_format(monkeypatch: pytest.MonkeyPatch) -> None:
+    items = dict(readers._SPECS.load())
+    monkeypatch.setattr(readers._SPECS, "items", items)
+    readers.register(
+        readers.ReaderSpec(
+            "csv-states",
+            ("csv-states",),
+            _CsvReader,
+            suffixes=(".conns.csv",),
+            sniff=lambda head: head.startswith(b"t_us,conn,from,to"),
+        )
+    )
+
+
+CSV = "t_us,conn,from,to\n10,a,Init,SlowStart\n20,b,Init,SlowStart\n30,a,SlowStart,CongestionAvoidance\n"
+
+
+def test_a_new_format_is_one_registered_reader(csv_format: None, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "x.conns.csv").write_text(CSV)  # by name (a directory's files of the new kind are read)
+    with gzip.open(run / "y.txt.gz", "wt") as fh:  # by content, gzipped, under another name
+        fh.write(CSV)
+    (run / "meta.json").write_text('{"labels": {"client": "mobile"}}')
+    result = parse_inputs([str(run)])
+    assert [t.states() for t in result.traces] == [["SlowStart", "CongestionAvoidance"], ["SlowStart"]] * 2
+    assert {t.labels["client"] for t in result.traces} == {"mobile"} and result.report.files == 2
+    assert readers.kind_of(b"t_us,conn,from,to\n", "z.log") == "csv-states"
+    assert readers.name_kind("z.conns.csv.gz") == "csv-states" and readers.name_kind("z.log") == "log"
+
+
+def test_stdin_and_urls_keep_their_kinds_by_name() -> None:
+    assert readers.name_kind("-") == "log" and readers.name_kind("s3://b/x.sqlog.gz") == "sqlog"
+    assert readers.kind_of(b"", "x.parquet") == "traces-parquet"
+    assert readers.kind_of(io.BytesIO(b"\x1e{}").getvalue(), "x.txt") == "sqlog"
