@@ -46,8 +46,8 @@ def main() -> None:
     _, stages[f"compare, bootstrap {args.resamples}"] = timed(
         lambda: compare([a, b], CompareOptions(resamples=args.resamples, models=False))
     )
-    c, stages["compare, full (dfg models + diff)"] = timed(
-        lambda: compare([a, b], CompareOptions(resamples=args.resamples))
+    c, stages["compare, full (dfg models + diff, 3 timelines/set)"] = timed(
+        lambda: compare([a, b], CompareOptions(resamples=args.resamples, timelines=3))
     )
     _, stages["JSON"] = timed(lambda: to_json_text(c))
     _, stages["HTML (Graphviz, 3 timelines/set)"] = timed(lambda: to_html(c))

@@ -79,7 +79,7 @@ def _vs_paper(ratios: list[float], paper: float) -> float | None:
 
 def report() -> None:
     from quicsm.compare.comparison import CompareOptions
-    from quicsm.compare.fairness import compare_flow_runs, flows_timeline_svg, summarise_flows
+    from quicsm.compare.fairness import compare_flow_runs, flows_timeline_svg
     from quicsm.compare.figures import side_by_side_dot
     from quicsm.compare.stats import welch
     from quicsm.diagrams.render import write_picture
@@ -120,11 +120,17 @@ def report() -> None:
                 fmt_p(w.p_value),
             ]
         )
-        for s in summarise_flows(runs):
-            ca = f"{s.ca_growth_kb_s:.1f}" if s.ca_growth_kb_s is not None else "n/a"
-            flow_rows.append(
-                [buffer, s.name, f"{s.recovery_share:.1%}", f"{s.recovery_per_s:.2f}", ca, f"{s.share:.1%}"]
+        for s in fc.flows:
+            ca, rs, rp, sh = (
+                "n/a" if v is None else format(v, f)
+                for v, f in (
+                    (s.ca_growth_kb_s, ".1f"),
+                    (s.recovery_share, ".1%"),
+                    (s.recovery_per_s, ".2f"),
+                    (s.share, ".1%"),
+                )
             )
+            flow_rows.append([buffer, s.name, rs, rp, ca, sh])
         c = fc.comparison
         if c is not None:
             pair = c.pair("quic", "tcp") if any(p.a == "quic" for p in c.pairs) else c.pairs[0]

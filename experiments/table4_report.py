@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import fmt_p, git_rev, welch_p, write_report
 from _flows import load_series
 
-from quicsm.compare.fairness import FlowRun, fairness_markdown, flows_timeline_svg, load_flow_run, summarise_flows
+from quicsm.compare.fairness import FlowRun, fairness, fairness_markdown, flows_timeline_svg, load_flow_run
 from quicsm.traces.events import StateView
 
 HERE = Path(__file__).resolve().parent
@@ -155,7 +155,8 @@ def report(out: Path, names: list[str]) -> None:
                 late += 1
             else:
                 failed += 1
-        sums = summarise_flows(runs)
+        measured = fairness(runs)
+        sums = measured.flows
         quic = next((s for s in sums if s.name.startswith("quic")), None)
         tcps = [s for s in sums if s.name.startswith("tcp")]
         text = [
@@ -164,7 +165,7 @@ def report(out: Path, names: list[str]) -> None:
             f"{len(runs)} runs ({late + failed} redone: {late} with the emulator late, {failed} failed).",
             "",
         ]
-        text.append(fairness_markdown(runs))
+        text.append(fairness_markdown(measured))
         if "bbr" in name:
             text.append(_state_shares(runs))
         key = name.rsplit("-", 1)[1]

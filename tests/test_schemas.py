@@ -28,6 +28,9 @@ DECLARED = {
     "check-report": "quicsm.check.report:CheckReport",
     "scenario": "quicsm.testbed.matrix:MatrixFile",
     "grid": "quicsm.grids.spec:GridFile",
+    "run-meta": "quicsm.traces.runmeta:RunMeta",
+    "flows-meta": "quicsm.traces.runmeta:FlowsRunMeta",
+    "fairness": "quicsm.compare.fairness:FairnessFile",
 }
 """Schema file name (``<name>.schema.json``) -> the declaration it is generated from."""
 
@@ -85,6 +88,30 @@ def test_written_files_hold_to_their_declarations(tmp_path: Path) -> None:
     _validate("compare", json.loads(out["c.json"].read_text()))
     for manifest in sorted((ROOT / "quicsm" / "patches").rglob("manifest.json")):
         _validate("patch-manifest", json.loads(manifest.read_text()))
+
+
+def test_every_bundled_run_meta_holds_to_its_declaration() -> None:
+    """The testbed's meta.json of every bundled run (page loads, grid runs, multi-flow runs and their
+    flows) as the runner wrote it."""
+    metas = sorted((ROOT / "traces").rglob("meta.json"))
+    kinds = [("flows-meta" if json.loads(m.read_bytes()).get("kind") == "flows" else "run-meta") for m in metas]
+    assert len(metas) > 500 and kinds.count("flows-meta") >= 10
+    for path, kind in zip(metas, kinds):
+        _validate(kind, json.loads(path.read_bytes()))
+
+
+def test_fairness_output_holds_to_its_declaration(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from quicsm.cli.main import cli
+
+    runs = sorted(str(p) for p in (ROOT / "traces" / "table4" / "quicgo-tcp1").iterdir())[:3]
+    out = tmp_path / "f.json"
+    result = CliRunner().invoke(cli, ["compare", *runs, "--bootstrap", "0", "--format", "json", "-o", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(out.read_text())
+    assert len(doc["runs"]) == 3 and [f["name"] for f in doc["flows"]] == ["quic", "tcp1"] and "comparison" in doc
+    _validate("fairness", doc)
 
 
 def test_trace_line_leaves_out_a_transitions_kind_whatever_the_string_object() -> None:

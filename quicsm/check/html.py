@@ -14,10 +14,9 @@ from markupsafe import Markup
 
 from quicsm.check.gate import CheckResult, ScenarioResult
 from quicsm.check.report import fmt_value, record, witness_text
-from quicsm.compare.comparison import learn_connections
 from quicsm.diagrams.dot import DotOptions, to_dot
 from quicsm.diagrams.overlay import Delta, EdgeKey, NodeKey, Overlay
-from quicsm.errors import QuicsmError
+from quicsm.errors import QuicsmError, RenderError
 from quicsm.textsafe import html_value
 
 __all__ = ["diff_overlay", "scenario_dot", "to_html"]
@@ -54,8 +53,11 @@ def diff_overlay(sr: ScenarioResult) -> Overlay:
 
 
 def scenario_dot(sr: ScenarioResult) -> str:
-    """DOT of the scenario's diff diagram (union ``dfg`` model of both sets with the gate's verdicts)."""
-    model = learn_connections([*sr.baseline.rows, *sr.new.rows], "dfg", sr.new.view)
+    """DOT of the scenario's diff diagram: the comparison's union ``dfg`` model of both sets (learnt when
+    the check ran with models) with the gate's verdicts."""
+    model = next(iter(sr.comparison.unions.values()), None)
+    if model is None:
+        raise RenderError(f"{sr.name}: the check ran without models (models=False); no diff diagram")
     return to_dot(model, DotOptions(title=f"{sr.name}: new vs baseline"), overlay=diff_overlay(sr))
 
 

@@ -194,21 +194,21 @@ def compare(
 
             output_format(path)  # a bad suffix fails now, before anything is computed or written
     view = StateView(phases=phases, recovery=recovery_states)
-    options = CompareOptions(view=view, **kw)
+    options = CompareOptions(view=view, timelines=timelines if html_path else 0, **kw)
     fc: FlowComparison | None = None
     if all(is_flow_run(Path(p)) for p in inputs):  # quicsm.testbed.flows runs: one set per flow name
         if names or where or vs or by:
             raise InputError(
                 "multi-flow run directories: the sets are the flows; --name/--where/--vs/--by do not apply"
             )
-        fc = compare_flow_runs(inputs, options, metrics=bool(html_path and timelines), strict=strict)
+        fc = compare_flow_runs(inputs, options, strict=strict)
         sets = fc.sets
         if fc.comparison is None:  # a single flow name: the fairness view alone
             write_output(output, fairness_output(fc, fmt))
             if html_path:
                 from quicsm.compare.fairness import flows_report_html
 
-                write_output(html_path, flows_report_html(fc, timelines=timelines))
+                write_output(html_path, flows_report_html(fc, timelines=timelines or 3))
             return
         result = fc.comparison
     else:
@@ -228,7 +228,7 @@ def compare(
                 by=by,
                 order=order.split(",") if order else None,
                 view=view,
-                metrics=bool(html_path and timelines),
+                metrics=options.timelines > 0,
                 dask=dask,
                 strict=strict,
                 progress=sys.stderr.isatty() and not os.environ.get("CI") if progress is None else progress,
@@ -248,9 +248,9 @@ def compare(
         if fc:
             from quicsm.compare.fairness import flows_report_html
 
-            files.append((html_path, flows_report_html(fc, timelines=timelines)))
+            files.append((html_path, flows_report_html(fc, timelines=timelines or 3)))
         else:
-            files.append((html_path, to_html(result, timelines=timelines)))
+            files.append((html_path, to_html(result)))
     if diagram_path or diff_path:
         from quicsm.compare.figures import diff_dot, side_by_side_dot
         from quicsm.diagrams.render import picture_bytes

@@ -21,11 +21,12 @@ from quicsm.compare.occupancy import OccupancyTable, StateSummary, occupancy_tab
 from quicsm.compare.sets import TraceSet
 from quicsm.compare.stats import CORRECTIONS, EDGE_TESTS, MIN_SAMPLE, SAMPLE_TESTS, TestResult, correct
 from quicsm.compare.stays import Connection, rows_summary
+from quicsm.compare.svg import rate_log_for
 from quicsm.compare.transitions import Edge2, EdgeTable, edge_counts, edge_table, test_edge
 from quicsm.errors import InferenceError, InputError, OptionError
 from quicsm.inference.annotate import AnnotatedModel
 from quicsm.pipeline import learn
-from quicsm.traces.events import StateView
+from quicsm.traces.events import StateView, Trace
 from quicsm.traces.metric_states import INFERRED_LABEL
 
 __all__ = [
@@ -84,7 +85,11 @@ class CompareOptions:
     all_pairs : bool
         Test every pair, not every set against the first.
     models : bool
-        Learn the per-set models (model differences, diagrams).
+        Learn the per-set models (model differences, diagrams) and each pair's union model (the diff
+        diagram).
+    timelines : int
+        Connections per set whose events the result keeps for timelines (the HTML report), spread over
+        the durations; ``quicsm compare`` sets ``--timelines`` when it writes ``--html``.
 
     Examples
     --------
@@ -109,6 +114,7 @@ class CompareOptions:
     all_pairs: bool = False
     models: bool = True
     """Learn per-set models (for model differences and diagrams); calibration runs turn it off."""
+    timelines: int = 0
 
     def check(self) -> None:
         """Refuse an unknown test, correction, engine or an out-of-range value (:class:`OptionError`: a
@@ -128,6 +134,8 @@ class CompareOptions:
             raise OptionError(f"alpha must be between 0 and 1, not {self.alpha}")
         if not 0 < self.confidence < 1:
             raise OptionError(f"confidence must be between 0 and 1, not {self.confidence}")
+        if self.timelines < 0:
+            raise OptionError(f"timelines must be 0 or more, not {self.timelines}")
 
     def to_json(self) -> dict[str, object]:
         """The options as the compare JSON holds them (:class:`OptionsRecord`)."""
@@ -262,6 +270,14 @@ class Comparison:
     """Per set, per connection: shares of time, microseconds and visit counts per state."""
     edge_tables: dict[str, EdgeTable] = field(default_factory=dict)
     """Per set, per connection: times each edge was taken and each state left."""
+    unions: dict[tuple[str, str], AnnotatedModel] = field(default_factory=dict)
+    """Per pair ``(a, b)``, the ``dfg`` model of both sets' connections together (the diff diagram's
+    shape), when ``options.models``."""
+    timelines: dict[str, list[Trace]] = field(default_factory=dict)
+    """Per set, ``options.timelines`` connections with their events (:meth:`TraceSet.timeline_traces`)."""
+    rate_logs: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    """Per connection of :attr:`timelines` made by a testbed run under a rate schedule, the schedule
+    (:func:`quicsm.compare.svg.rate_log_for`)."""
 
     def pair(self, a: str, b: str) -> PairComparison:
         return next(p for p in self.pairs if p.a == a and p.b == b)
@@ -506,4 +522,14 @@ def compare(sets: Sequence[TraceSet], options: CompareOptions = CompareOptions()
                 limit=options.witnesses,
             )
             pairs[k] = PairComparison(p.a, p.b, p.states, p.edges, md)
-    return Comparison(options, infos, states, summaries, pairs, warnings, models, list(sets), occ, edges)
+    unions: dict[tuple[str, str], AnnotatedModel] = {}
+    for p in pairs if options.models else ():
+        try:
+            unions[(p.a, p.b)] = learn_connections([*rows[p.a], *rows[p.b]], "dfg", view)
+        except InferenceError as exc:
+            warnings.append(f"sets {p.a} and {p.b}: no union model ({exc}); no diff diagram for them")
+    timelines = {s.name: s.timeline_traces(options.timelines) for s in sets} if options.timelines > 0 else {}
+    rate_logs = {t.id: log for ts in timelines.values() for t in ts if (log := rate_log_for(t))}
+    return Comparison(
+        options, infos, states, summaries, pairs, warnings, models, list(sets), occ, edges, unions, timelines, rate_logs
+    )

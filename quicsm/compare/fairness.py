@@ -13,14 +13,18 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
+from quicsm.compare.report import CompareFile
 from quicsm.errors import QuicsmError
 from quicsm.textsafe import csv_cell, md_name
 from quicsm.textsafe import html as escape
 from quicsm.traces.events import StateView, Trace
+from quicsm.traces.runmeta import SIDECAR_MAX, FlowEntry, FlowsRunMeta, read_meta
 
 if TYPE_CHECKING:
     from quicsm.compare.comparison import CompareOptions, Comparison
@@ -40,7 +44,11 @@ __all__ = [
     "flows_timeline_svg",
     "fairness_html",
     "fairness_section",
+    "Fairness",
+    "FairnessFile",
     "FlowComparison",
+    "RunRecord",
+    "fairness",
     "flow_sets",
     "compare_flow_runs",
     "flows_report_html",
@@ -80,7 +88,7 @@ class FlowRun:
     link_mbps: float
     origin_s: float = 0.0
     """When the first client started, on the run's axis (timelines start here)."""
-    meta: dict[str, Any] = field(repr=False, default_factory=dict)
+    meta: FlowsRunMeta | None = field(repr=False, default=None)
 
     @property
     def jain(self) -> float:
@@ -96,14 +104,20 @@ def jain_index(xs: Sequence[float]) -> float:
     return sum(xs) ** 2 / (len(xs) * sq)
 
 
-def is_flow_run(path: Path) -> bool:
+def is_flow_run(path: Path | str) -> bool:
+    """Whether ``path`` is a multi-flow run directory (its ``meta.json`` says ``"kind": "flows"``)."""
     try:
-        return json.loads((Path(path) / "meta.json").read_text()).get("kind") == "flows"
-    except (OSError, ValueError, AttributeError):
+        with open(Path(path) / "meta.json", "rb") as fh:
+            return msgspec.json.decode(fh.read(SIDECAR_MAX), type=_Kind).kind == "flows"
+    except (OSError, msgspec.DecodeError):
         return False
 
 
-def _trace_of(flow_dir: Path, fmeta: dict[str, Any], cc: str) -> tuple[Trace | None, str]:
+class _Kind(msgspec.Struct):
+    kind: str | None = None
+
+
+def _trace_of(flow_dir: Path, cc: str) -> tuple[Trace | None, str]:
     """The flow's longest connection: from its qlog when it has one (per-ACK cwnd), else its log."""
     from quicsm.traces import parse_inputs
 
@@ -126,57 +140,49 @@ def _server_log(flow_dir: Path) -> Path:
 def load_flow_run(path: Path | str) -> FlowRun:
     """Read one multi-flow run directory (see the module docstring)."""
     path = Path(path)
-    try:
-        meta = json.loads((path / "meta.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise QuicsmError(f"{path}/meta.json: not a readable flows run ({exc})") from None
-    if meta.get("kind") != "flows":
-        raise QuicsmError(f"{path}/meta.json: not a multi-flow run (kind {meta.get('kind')!r})")
-    series = meta["series"]
-    bin_s = float(series["bin_s"])
-    t0_us = int(series["t0_unix_ns"]) // 1000
+    if not is_flow_run(path):
+        raise QuicsmError(f'{path}/meta.json: not a multi-flow run (no "kind": "flows")')
+    meta: FlowsRunMeta = read_meta(str(path / "meta.json"), FlowsRunMeta)
+    series = meta.series
+    t0_us = series.t0_unix_ns // 1000
     flows = []
-    for fm in meta["flows"]:
-        name = fm["name"]
-        fdir = path / f"flow-{name}"
-        trace, kind = _trace_of(fdir, fm, fm["cc"])
+    for fm in meta.flows:
+        fdir = path / f"flow-{fm.name}"
+        trace, kind = _trace_of(fdir, fm.cc)
         offset = None
         if trace is not None:
-            if kind == "log" and fm.get("t_us_to_unix_us") is not None:
-                offset = (int(fm["t_us_to_unix_us"]) - t0_us) / 1e6
+            if kind == "log" and fm.t_us_to_unix_us is not None:
+                offset = (fm.t_us_to_unix_us - t0_us) / 1e6
             else:  # qlog times start at the connection: place its start where the log's first event is
                 offset = _qlog_offset(fdir, fm, trace, t0_us)
-        mbps = [b * 8 / bin_s / 1e6 for b in series["bytes"].get(name, [])]
-        flows.append(
-            Flow(name, fm["stack"], fm["cc"], float(fm["start_s"]), float(fm["throughput_mbps"]), mbps, trace, offset)
-        )
-    sc = meta["scenario"]
-    lo, hi = (float(v) for v in meta["window_s"])
-    origin = meta.get("clients_start_s")
+        mbps = [b * 8 / series.bin_s / 1e6 for b in series.bytes.get(fm.name, [])]
+        flows.append(Flow(fm.name, fm.stack, fm.cc, fm.start_s, fm.throughput_mbps, mbps, trace, offset))
+    sc = meta.scenario
+    lo, hi = meta.window_s
+    origin = meta.clients_start_s
     if origin is None:  # runs made before the window was kept on the relay's clock
-        origin = min((int(fm["start_unix_ns"]) // 1000 - t0_us) / 1e6 - float(fm["start_s"]) for fm in meta["flows"])
+        origin = min((fm.start_unix_ns // 1000 - t0_us) / 1e6 - fm.start_s for fm in meta.flows)
         lo, hi = lo + origin, hi + origin
-    return FlowRun(path, sc["name"], flows, bin_s, (lo, hi), float(sc["rate_mbps"]), float(origin), meta)
+    return FlowRun(path, str(sc["name"]), flows, series.bin_s, (lo, hi), float(sc["rate_mbps"]), origin, meta)
 
 
-def _qlog_offset(fdir: Path, fm: dict[str, Any], qtrace: Trace, t0_us: int) -> float | None:
+def _qlog_offset(fdir: Path, fm: FlowEntry, qtrace: Trace, t0_us: int) -> float | None:
     """Align a qlog trace by the patched log of the same connection: both start at its first state."""
     from quicsm.traces import parse_inputs
 
     log = _server_log(fdir)
-    if fm.get("t_us_to_unix_us") is None or not log.exists():
+    if fm.t_us_to_unix_us is None or not log.exists():
         return None
-    traces = parse_inputs([str(log)], cc=fm["cc"], require_transitions=False).traces
+    traces = parse_inputs([str(log)], cc=fm.cc, require_transitions=False).traces
     if not traces:
         return None
     lt = max(traces, key=lambda t: t.duration_us)
-    first_log = (lt.events[0].t_us + int(fm["t_us_to_unix_us"]) - t0_us) / 1e6
+    first_log = (lt.events[0].t_us + fm.t_us_to_unix_us - t0_us) / 1e6
     return first_log - qtrace.events[0].t_us / 1e6
 
 
-@dataclass(frozen=True, slots=True)
-class FlowSummary:
-    """One flow role (by name) across runs of one scenario."""
+class FlowSummary(msgspec.Struct, frozen=True):
+    """One flow role (by name) across runs of one scenario (a row of the fairness JSON's ``flows``)."""
 
     name: str
     stack: str
@@ -184,10 +190,11 @@ class FlowSummary:
     runs: int
     mean_mbps: float
     sd_mbps: float
-    share: float
-    """Mean share of the bottleneck's delivered bytes in the window."""
-    recovery_share: float
-    recovery_per_s: float
+    share: float | None
+    """Mean share of the bottleneck's delivered bytes in the window (None: nothing was delivered)."""
+    recovery_share: float | None
+    """Share of the flow's time in the window spent in Recovery or Loss (None: no trace there)."""
+    recovery_per_s: float | None
     ca_growth_kb_s: float | None
     """Median cwnd growth within CongestionAvoidance stays (kB/s), where cwnd was sampled in them."""
 
@@ -262,46 +269,88 @@ def summarise_flows(runs: Sequence[FlowRun]) -> list[FlowSummary]:
                 len(fl),
                 statistics.fmean(thr),
                 statistics.stdev(thr) if len(thr) > 1 else 0.0,
-                statistics.fmean(shares) if shares else math.nan,
-                statistics.fmean(rs) if rs else math.nan,
-                statistics.fmean(rp) if rp else math.nan,
+                statistics.fmean(shares) if shares else None,
+                statistics.fmean(rs) if rs else None,
+                statistics.fmean(rp) if rp else None,
                 statistics.median(ca) if ca else None,
             )
         )
     return out
 
 
-def fairness_json(runs: Sequence[FlowRun]) -> dict[str, Any]:
-    return {
-        "runs": [
-            {
-                "run": str(r.path),
-                "scenario": r.scenario,
-                "jain": r.jain,
-                "throughput_mbps": {f.name: f.throughput_mbps for f in r.flows},
-            }
-            for r in runs
-        ],
-        "flows": [asdict(s) for s in summarise_flows(runs)],
-    }
+class RunRecord(msgspec.Struct):
+    """One run of the fairness JSON: its directory, scenario, Jain's index and each flow's throughput."""
+
+    run: str
+    scenario: str
+    jain: float | None
+    """None when no flow delivered a byte."""
+    throughput_mbps: dict[str, float]
 
 
-def fairness_markdown(runs: Sequence[FlowRun]) -> str:
+class FairnessFile(msgspec.Struct, omit_defaults=True):
+    """``quicsm compare RUN... --format json`` of multi-flow runs (schema: quicsm/schemas/fairness.schema.json)."""
+
+    runs: list[RunRecord]
+    flows: list[FlowSummary]
+    comparison: CompareFile | None = None
+    """The usual compare JSON of the flows' traces (one set per flow name), with two flow names or more."""
+
+
+@dataclass
+class Fairness:
+    """Multi-flow runs with their flow metrics, computed once (:func:`summarise_flows`); the writers
+    below only write it."""
+
+    runs: list[FlowRun]
+    flows: list[FlowSummary]
+
+
+def fairness(runs: Sequence[FlowRun]) -> Fairness:
+    """The runs and their per-flow metrics."""
+    return Fairness(list(runs), summarise_flows(runs))
+
+
+def fairness_json(f: Fairness, comparison: Comparison | None = None) -> dict[str, Any]:
+    """The fairness JSON (:class:`FairnessFile`) as built-in values; a NaN index is null."""
+    from quicsm.compare.report import to_json
+
+    runs = [
+        RunRecord(
+            str(r.path),
+            r.scenario,
+            None if math.isnan(r.jain) else r.jain,
+            {x.name: x.throughput_mbps for x in r.flows},
+        )
+        for r in f.runs
+    ]
+    out: dict[str, Any] = msgspec.to_builtins(FairnessFile(runs, f.flows))
+    if comparison is not None:
+        out["comparison"] = to_json(comparison)
+    return out
+
+
+def _fmt(x: float | None, spec: str) -> str:
+    return "n/a" if x is None else format(x, spec)
+
+
+def fairness_markdown(f: Fairness) -> str:
     """Table: per flow, throughput mean (sd) over runs, share, time in Recovery, CA growth; Jain."""
     import statistics
 
+    runs = f.runs
     if not runs:
         return "(no flow runs)\n"
     rows = [
         "| flow | stack | cc | runs | throughput Mbit/s mean (sd) | share | time in Recovery/Loss | Recovery entries/s | cwnd growth in CA kB/s |",
         "|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for s in summarise_flows(runs):
-        ca = f"{s.ca_growth_kb_s:.1f}" if s.ca_growth_kb_s is not None else "n/a"
+    for s in f.flows:
+        ca = _fmt(s.ca_growth_kb_s, ".1f")
         name, stack, cc = (md_name(x, in_table=True) for x in (s.name, s.stack, s.cc))
         rows.append(
-            f"| {name} | {stack} | {cc} | {s.runs} | {s.mean_mbps:.2f} ({s.sd_mbps:.2f}) | {s.share:.1%} | "
-            f"{s.recovery_share:.1%} | {s.recovery_per_s:.2f} | {ca} |"
+            f"| {name} | {stack} | {cc} | {s.runs} | {s.mean_mbps:.2f} ({s.sd_mbps:.2f}) | {_fmt(s.share, '.1%')} | "
+            f"{_fmt(s.recovery_share, '.1%')} | {_fmt(s.recovery_per_s, '.2f')} | {ca} |"
         )
     jains = [r.jain for r in runs if not math.isnan(r.jain)]
     sd = statistics.stdev(jains) if len(jains) > 1 else 0.0
@@ -411,12 +460,13 @@ def flows_timeline_svg(run: FlowRun, *, width: int = 860, title: str | None = No
     return "\n".join(out)
 
 
-def _fairness_body(runs: Sequence[FlowRun], *, timelines: int = 3) -> str:
+def _fairness_body(f: Fairness, *, timelines: int = 3) -> str:
     """The fairness table, Jain's index per run and the Fig. 5-style timelines of the first
     ``timelines`` runs, as an HTML fragment (the fairness page's body and the report's section)."""
     import re
 
-    md = fairness_markdown(runs)
+    runs = f.runs
+    md = fairness_markdown(f)
     rows: list[str] = []
     for line in md.splitlines():
         if line.startswith("|") and not re.fullmatch(r"\|[-:|]+\|", line):
@@ -425,7 +475,7 @@ def _fairness_body(runs: Sequence[FlowRun], *, timelines: int = 3) -> str:
             rows.append("<tr>" + "".join(f"<{tag}>{c}</{tag}>" for c in cells) + "</tr>")
     jain = "".join(
         f"<tr><td>{escape(str(r.path))}</td><td>{escape(r.scenario)}</td><td>{r.jain:.3f}</td>"
-        + "".join(f"<td>{escape(f.name)} {f.throughput_mbps:.2f}</td>" for f in r.flows)
+        + "".join(f"<td>{escape(x.name)} {x.throughput_mbps:.2f}</td>" for x in r.flows)
         + "</tr>"
         for r in runs
     )
@@ -440,11 +490,12 @@ def _fairness_body(runs: Sequence[FlowRun], *, timelines: int = 3) -> str:
     )
 
 
-def fairness_section(runs: Sequence[FlowRun], *, timelines: int = 3) -> tuple[str, str]:
+def fairness_section(f: Fairness, *, timelines: int = 3) -> tuple[str, str]:
     """The fairness view as a (title, HTML) section of the compare report (``to_html(sections=...)``)."""
+    n = len(f.runs)
     return (
-        f"Fairness of flows on one bottleneck ({len(runs)} run{'s' if len(runs) != 1 else ''})",
-        _fairness_body(runs, timelines=timelines),
+        f"Fairness of flows on one bottleneck ({n} run{'s' if n != 1 else ''})",
+        _fairness_body(f, timelines=timelines),
     )
 
 
@@ -455,9 +506,9 @@ def _figures_head() -> str:
     return files("quicsm.compare").joinpath("templates/_figures.html").read_text(encoding="utf-8")
 
 
-def fairness_html(runs: Sequence[FlowRun], *, timelines: int = 3) -> str:
+def fairness_html(f: Fairness, *, timelines: int = 3) -> str:
     """A self-contained page of the fairness view alone (multi-flow runs with a single flow name)."""
-    title, body = fairness_section(runs, timelines=timelines)
+    title, body = fairness_section(f, timelines=timelines)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>Fairness</title><style>'
         "body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1200px;padding:0 1em}"
@@ -496,11 +547,11 @@ def flow_sets(
 
 
 @dataclass
-class FlowComparison:
-    """Multi-flow runs and the comparison of their flows' traces (None with a single flow name)."""
+class FlowComparison(Fairness):
+    """Multi-flow runs, their flow metrics, and the comparison of their flows' traces (None with a
+    single flow name): what ``quicsm compare RUN...`` writes."""
 
-    runs: list[FlowRun]
-    comparison: Comparison | None
+    comparison: Comparison | None = None
     sets: list[TraceSet] = field(default_factory=list)
 
 
@@ -508,54 +559,52 @@ def compare_flow_runs(
     paths: Sequence[str | Path], options: CompareOptions | None = None, *, metrics: bool = False, strict: bool = False
 ) -> FlowComparison:
     """What ``quicsm compare RUN...`` does with multi-flow run directories: read the runs (throughput,
-    Jain, timelines) and compare the flows' traces, one set per flow name, with ``options``.
-    ``metrics``: read cwnd samples too (for the report's per-connection timelines)."""
+    Jain, timelines), measure each flow (:func:`summarise_flows`) and compare the flows' traces, one set
+    per flow name, with ``options``. ``metrics``: read cwnd samples too (the report's timelines; on
+    when ``options.timelines``)."""
     from quicsm.compare.comparison import CompareOptions, compare
 
     options = options or CompareOptions()
     runs = [load_flow_run(p) for p in paths]
+    f = fairness(runs)
     if len(_flow_logs(runs)) < 2:
-        return FlowComparison(runs, None)
-    sets = flow_sets(runs, options.view, metrics=metrics, strict=strict)
-    return FlowComparison(runs, compare(sets, options), sets)
+        return FlowComparison(f.runs, f.flows)
+    sets = flow_sets(runs, options.view, metrics=metrics or options.timelines > 0, strict=strict)
+    return FlowComparison(f.runs, f.flows, compare(sets, options), sets)
 
 
 def flows_report_html(fc: FlowComparison, *, timelines: int = 3, diagrams: bool = True) -> str:
-    """The compare HTML report of the flows' traces with the fairness view as its first section."""
+    """The compare HTML report of the flows' traces with the fairness view as its first section
+    (``timelines``: Fig. 5 timelines of that many runs)."""
     if fc.comparison is None:
-        return fairness_html(fc.runs, timelines=timelines or 3)
+        return fairness_html(fc, timelines=timelines)
     from quicsm.compare.html import to_html
 
-    section = fairness_section(fc.runs, timelines=timelines or 3)
-    return to_html(fc.comparison, timelines=timelines, diagrams=diagrams, sections=[section])
+    return to_html(fc.comparison, diagrams=diagrams, sections=[fairness_section(fc, timelines=timelines)])
 
 
 def fairness_output(fc: FlowComparison, fmt: str) -> str:
     """``quicsm compare RUN... --format fmt``: the fairness table (Markdown for text and markdown),
-    then the flows' comparison in the same format; JSON holds both (``"comparison"``: the usual
-    compare JSON); CSV is the per-flow fairness table only."""
+    then the flows' comparison in the same format; JSON holds both (:class:`FairnessFile`); CSV is the
+    per-flow fairness table only."""
     import csv
     import io
 
     from quicsm.compare.report import WRITERS
-    from quicsm.compare.report import to_json as comparison_json
 
-    runs = fc.runs
     if fmt == "json":
-        data = fairness_json(runs)
-        if fc.comparison is not None:
-            data["comparison"] = comparison_json(fc.comparison)
-        return json.dumps(data, indent=2, default=str) + "\n"
+        return json.dumps(fairness_json(fc, fc.comparison), indent=2, default=str) + "\n"
     if fmt == "csv":
         buf = io.StringIO()
         rows: list[dict[str, Any]] = [
-            {k: csv_cell(v) if isinstance(v, str) else v for k, v in asdict(s).items()} for s in summarise_flows(runs)
+            {k: csv_cell(v) if isinstance(v, str) else v for k, v in msgspec.structs.asdict(s).items()}
+            for s in fc.flows
         ]
         w = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else ["name"])
         w.writeheader()
         w.writerows(rows)
         return buf.getvalue()
-    text = fairness_markdown(runs)
+    text = fairness_markdown(fc)
     if fc.comparison is not None:
         text += "\n" + WRITERS[fmt](fc.comparison)
     return text

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import re
 
-from quicsm.compare.comparison import Comparison, PairComparison, learn_connections
+from quicsm.compare.comparison import Comparison, PairComparison
 from quicsm.diagrams.dot import DotOptions, render_side_by_side, to_dot
 from quicsm.diagrams.overlay import Delta, EdgeKey, NodeKey, Overlay
 from quicsm.diagrams.render import run_dot
 from quicsm.errors import RenderError
-from quicsm.inference.annotate import AnnotatedModel
 
 __all__ = ["diff_dot", "diff_overlay", "inline_svg", "side_by_side_dot", "svg_of"]
 
@@ -52,16 +51,14 @@ def diff_overlay(pair: PairComparison) -> Overlay:
     return Overlay(nodes=nodes, edges=edges, scale=None, caption=f"change {pair.a} → {pair.b}")
 
 
-def _union_model(c: Comparison, pair: PairComparison) -> AnnotatedModel:
-    ts = {s.name: s for s in c.trace_sets}
-    view = c.options.view
-    return learn_connections([*ts[pair.a].rows, *ts[pair.b].rows], "dfg", view)
-
-
 def diff_dot(c: Comparison, pair: PairComparison, options: DotOptions | None = None) -> str:
-    """The merged diff diagram of one pair (red numbers: share over both sets together)."""
+    """The merged diff diagram of one pair: its union model (:attr:`Comparison.unions`; red numbers:
+    share over both sets together) with the pair's differences."""
+    union = c.unions.get((pair.a, pair.b))
+    if union is None:
+        raise RenderError(f"the comparison has no union model of {pair.a} and {pair.b}; nothing to draw")
     opts = options or DotOptions(title=f"{pair.b} vs {pair.a} (red: share in both sets together)")
-    return to_dot(_union_model(c, pair), opts, overlay=diff_overlay(pair))
+    return to_dot(union, opts, overlay=diff_overlay(pair))
 
 
 _PROLOG = re.compile(r"^\s*(<\?xml[^>]*\?>\s*)?(<!DOCTYPE[^>]*>\s*)?(<!--.*?-->\s*)*", re.DOTALL)

@@ -27,16 +27,14 @@ from quicsm.compare.report import (
     state_record,
 )
 from quicsm.compare.report import to_json as comparison_json
-from quicsm.compare.sets import TraceSet
 from quicsm.compare.stats import EDGE_TESTS
-from quicsm.compare.svg import heatmap_svg, rate_log_for, rate_timeline_svg, timeline_svg
+from quicsm.compare.svg import heatmap_svg, rate_timeline_svg, timeline_svg
 from quicsm.diagrams.dot import DotOptions, to_dot
 from quicsm.errors import QuicsmError
 from quicsm.textsafe import html_value
-from quicsm.traces.events import StateView, Trace
 from quicsm.version import __version__
 
-__all__ = ["heatmap", "pick_timelines", "timeline_traces", "to_html"]
+__all__ = ["heatmap", "to_html"]
 
 
 @lru_cache(maxsize=1)
@@ -60,40 +58,6 @@ def _dir(r: StateRecord | EdgeRecord) -> str:
     return "up" if x > 0 else "down"
 
 
-def pick_timelines(traces: Sequence[Trace], count: int) -> list[Trace]:
-    """``count`` connections with cwnd samples, spread over the range of durations (median first)."""
-    return [traces[i] for i in _spread([(t.duration_us, t.id) for t in traces], [_has_cwnd(t) for t in traces], count)]
-
-
-def _has_cwnd(t: Trace) -> bool:
-    return any(e.cwnd is not None for e in t.events)
-
-
-def _spread(keys: Sequence[tuple[int, str]], usable: Sequence[bool], count: int) -> list[int]:
-    """Indices of ``count`` usable items spread over the order of ``keys`` (median first)."""
-    order = sorted((i for i, ok in enumerate(usable) if ok), key=lambda i: keys[i])
-    if count <= 0 or not order:
-        return []
-    if len(order) <= count:
-        return order
-    quantiles = [0.5] + [i / (count - 1) for i in range(count)] if count > 1 else [0.5]
-    picked: list[int] = []
-    for q in quantiles:
-        i = order[min(len(order) - 1, round(q * (len(order) - 1)))]
-        if i not in picked:
-            picked.append(i)
-        if len(picked) == count:
-            break
-    return picked
-
-
-def timeline_traces(ts: TraceSet, view: StateView, count: int) -> list[Trace]:
-    """:func:`pick_timelines` of a set, from its connection rows; only the picked ones' events are read."""
-    rows = ts.rows
-    picked = _spread([(r.duration_us, r.id) for r in rows], [r.has_cwnd for r in rows], count)
-    return ts.with_events([rows[i] for i in picked])
-
-
 def heatmap(c: Comparison) -> str:
     """N-way occupancy heatmap; ``*`` marks a significant difference from the first set."""
     names = [s.name for s in c.sets]
@@ -115,11 +79,11 @@ def _try_svg(make_dot: Any) -> tuple[str | None, str | None]:
         return None, str(exc)
 
 
-def to_html(
-    c: Comparison, *, timelines: int = 3, diagrams: bool = True, sections: Sequence[tuple[str, str]] = ()
-) -> str:
-    """``sections``: extra (title, pre-rendered HTML) parts shown above the state tables, e.g. the
-    fairness view of multi-flow runs (quicsm.compare.fairness); their HTML is trusted as given."""
+def to_html(c: Comparison, *, diagrams: bool = True, sections: Sequence[tuple[str, str]] = ()) -> str:
+    """The report of a finished comparison: its tables, its models and union models drawn by Graphviz,
+    and the timelines of the connections it kept (:attr:`CompareOptions.timelines`). ``sections``:
+    extra (title, pre-rendered HTML) parts shown above the state tables, e.g. the fairness view of
+    multi-flow runs (quicsm.compare.fairness); their HTML is trusted as given."""
     o = c.options
     names = [s.name for s in c.sets]
     occupancy = []
@@ -132,7 +96,7 @@ def to_html(
         occupancy.append({"state": st, "cells": cells})
     pairs = []
     for p in c.pairs:
-        diff_svg, diff_error = _try_svg(lambda p=p: diff_dot(c, p)) if diagrams and c.models else (None, None)
+        diff_svg, diff_error = _try_svg(lambda p=p: diff_dot(c, p)) if diagrams and c.unions else (None, None)
         mlines = model_lines(p.models.to_json(), lambda t: t)[1:] if p.models else []
         pairs.append(
             {
@@ -152,14 +116,14 @@ def to_html(
         if svg:
             models.append({"name": name, "svg": Markup(svg)})
     lines = []
-    for ts in c.trace_sets:
+    for name in names:
         svgs = []
-        for t in timeline_traces(ts, o.view, timelines):
-            svgs.append(Markup(timeline_svg(t, o.view, title=f"{ts.name}: {t.id}")))
-            rate_log = rate_log_for(t)  # a testbed run under a rate schedule: its states under the rate curve
+        for t in c.timelines.get(name, ()):
+            svgs.append(Markup(timeline_svg(t, o.view, title=f"{name}: {t.id}")))
+            rate_log = c.rate_logs.get(t.id)  # a testbed run under a rate schedule: its states under the rate curve
             if rate_log:
-                svgs.append(Markup(rate_timeline_svg(t, rate_log, o.view, title=f"{ts.name}: {t.id}, rate schedule")))
-        lines.append({"set": ts.name, "svgs": svgs})
+                svgs.append(Markup(rate_timeline_svg(t, rate_log, o.view, title=f"{name}: {t.id}, rate schedule")))
+        lines.append({"set": name, "svgs": svgs})
     options = {
         "test_label": {"welch": "Welch's t-test", "mwu": "Mann-Whitney U"}[o.test],
         "correction": o.correction,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import glob
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING
@@ -22,6 +22,7 @@ from quicsm.traces.report import ParseReport
 from quicsm.traces.select import Selector, label_value, parse_selector, selector_text, trace_matches
 
 if TYPE_CHECKING:
+    from quicsm.traces.columnar import TraceColumns
     from quicsm.traces.inputs import FileBatch
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "parse_selector",
     "selector_text",
     "sets_by_label",
+    "spread",
     "sets_from_inputs",
     "sets_from_selectors",
     "trace_matches",
@@ -113,14 +115,39 @@ class TraceSet:
             sources = tuple(sorted({s for r in chosen for s in r.trace.sources}))
         return replace(self, name=name, rows=chosen, origin=origin, sources=sources)
 
+    def timeline_traces(self, count: int) -> list[Trace]:
+        """``count`` connections with cwnd samples, spread over the range of durations (median first),
+        with their events (kept from the read when the set was read for them, else read back)."""
+        rows = self.rows
+        picked = spread([(r.duration_us, r.id) for r in rows], [r.has_cwnd for r in rows], count)
+        return self.with_events([rows[i] for i in picked])
+
     def with_events(self, rows: Sequence[Connection]) -> list[Trace]:
-        """The traces of ``rows`` with their events, read back."""
+        """The traces of ``rows`` with their events."""
         if not rows:
             return []
         if self.fetch is None:
             raise InputError(f"set {self.name}: the events of {rows[0].id} cannot be read back")
         got = {t.id: t for t in self.fetch(rows)}
         return [got.get(r.id, r.trace) for r in rows]
+
+
+def spread(keys: Sequence[tuple[int, str]], usable: Sequence[bool], count: int) -> list[int]:
+    """Indices of ``count`` usable items spread over the order of ``keys`` (median first)."""
+    order = sorted((i for i, ok in enumerate(usable) if ok), key=lambda i: keys[i])
+    if count <= 0 or not order:
+        return []
+    if len(order) <= count:
+        return order
+    quantiles = [0.5] + [i / (count - 1) for i in range(count)] if count > 1 else [0.5]
+    picked: list[int] = []
+    for q in quantiles:
+        i = order[min(len(order) - 1, round(q * (len(order) - 1)))]
+        if i not in picked:
+            picked.append(i)
+        if len(picked) == count:
+            break
+    return picked
 
 
 def expand_set(arg: str, storage_options: dict[str, str] | None = None) -> list[str]:
@@ -154,9 +181,10 @@ def load_rows(
     listed: bool = False,
 ) -> TraceSet:
     """The connections of ``paths`` as rows for ``view``, in the order :func:`quicsm.traces.parse_inputs`
-    gives their traces: text logs and Parquet stores from columns (no object per event), other inputs
-    from trace objects; the same error when no input has a transition. ``metrics``: read a store's
-    metrics too (to know which connections have cwnd samples). ``dask``: batches of files as tasks,
+    gives their traces, from columns (no object per event); the same error when no input has a
+    transition. ``metrics``: read a store's metrics too (to know which connections have cwnd samples)
+    and keep the events of the one read (up to :data:`KEEP_EVENTS`) for the connections a report draws
+    (:meth:`TraceSet.timeline_traces`). ``dask``: batches of files as tasks,
     the workers return rows. ``strict``: the first problem record is an error (``file:line: reason``).
     ``listed``: ``paths`` are files already listed (:func:`expand_set`), not listed again."""
     from quicsm.fleet.run import map_tasks
@@ -167,6 +195,7 @@ def load_rows(
     scopes = trace_scopes(files)
     report = ParseReport(strict=strict)
     rows: list[Connection] = []
+    kept: list[TraceColumns] | None = [] if metrics and not dask else None
     if dask:
         task = partial(rows_task, view=view, metrics=metrics, strict=strict)
         batches = file_batches(files, dask=dask, storage_options=storage_options)
@@ -184,11 +213,42 @@ def load_rows(
                 scopes=scopes,
                 storage_options=storage_options,
             )
-            rows = rows_of(items, view)
+            rows = rows_of(_keeping(items, kept), view)
     if not any(r.has_transition for r in rows):
         raise no_transitions(list(paths), report)
-    fetch = partial(_read_back, files=files, scopes=scopes, storage_options=storage_options)
+    if kept:  # all of it (emptied when the set outgrew KEEP_EVENTS)
+        fetch: Fetch = partial(_from_batches, kept)
+    else:
+        fetch = partial(_read_back, files=files, scopes=scopes, storage_options=storage_options)
     return TraceSet(name, tuple(rows), origin, tuple(files), view, fetch, report)
+
+
+KEEP_EVENTS = 1_000_000
+"""A set read for its events (``metrics``) keeps up to this many events from its one read, so the
+report's timelines need no second read (about 100 MB); a larger set reads the chosen connections back."""
+
+
+def _keeping(items: Iterable[TraceColumns], kept: list[TraceColumns] | None) -> Iterator[TraceColumns]:
+    """``items``, each also kept in ``kept`` until more than :data:`KEEP_EVENTS` events were seen."""
+    seen = 0
+    for tc in items:
+        seen += len(tc.order)
+        if kept is not None and seen <= KEEP_EVENTS:
+            kept.append(tc)
+        elif kept:
+            kept.clear()  # too many: the chosen connections are read back
+        yield tc
+
+
+def _from_batches(batches: Sequence[TraceColumns], chosen: Sequence[Connection]) -> list[Trace]:
+    """The traces of ``chosen`` with their events, from the batches kept when the set was read."""
+    want = {r.id for r in chosen}
+    out: list[Trace] = []
+    for tc in batches:
+        keep = [i in want for i in tc.ids]
+        if any(keep):
+            out.extend(tc.select(keep).traces())
+    return out
 
 
 def _read_back(

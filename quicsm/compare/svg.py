@@ -5,7 +5,6 @@ library, so the HTML stays self-contained.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -263,18 +262,17 @@ def rate_log_for(trace: Trace) -> list[tuple[float, float]] | None:
     followed (``emulator.rate_log`` of the sidecar ``meta.json``), or None. The schedule starts when the client is
     launched, so it is aligned with the connection's first event, one handshake off: small against periods of a
     second or more."""
+    from quicsm.errors import InputError
+    from quicsm.traces.runmeta import RunMeta, read_meta
+
     for src in trace.sources:
-        meta = Path(src).parent / "meta.json"
+        path = Path(src).parent / "meta.json"
         try:
-            data = json.loads(meta.read_text())
-        except (OSError, ValueError):
+            meta: RunMeta = read_meta(str(path), RunMeta)
+        except InputError:  # none, or not a testbed run's
             continue
-        log = (data.get("emulator") or {}).get("rate_log") if isinstance(data, dict) else None
-        if isinstance(log, list) and log:
-            try:
-                return [(float(t), float(r)) for t, r in log]
-            except (TypeError, ValueError):
-                return None
+        if meta.emulator is not None and meta.emulator.rate_log:
+            return meta.emulator.rate_log
     return None
 
 

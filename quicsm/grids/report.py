@@ -269,7 +269,7 @@ def write_report(
                     cell,
                     comp.baseline,
                     v,
-                    options=CompareOptions(models=diagrams, alpha=0.01, correction="holm", engine="dfg"),
+                    options=CompareOptions(models=diagrams, alpha=0.01, correction="holm", engine="dfg", timelines=2),
                 )
                 cell_states_by[(cell.id, v)] = st
                 if st.comparison is not None:
@@ -282,7 +282,7 @@ def write_report(
                         / (f"compare-{v}.html" if len(comp.versus) > 1 else "compare.html")
                     )
                     page.parent.mkdir(parents=True, exist_ok=True)
-                    write_output(str(page), to_html(st.comparison, timelines=2, diagrams=diagrams))
+                    write_output(str(page), to_html(st.comparison, diagrams=diagrams))
                     files.append(page)
     heatmaps: list[str] = []
     heatmap_svgs: list[tuple[str, str]] = []

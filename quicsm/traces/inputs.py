@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import glob
 import io
-import json
 import os
 import stat
 import sys
@@ -45,7 +44,6 @@ __all__ = [
 ]
 
 SIDECAR = "meta.json"
-_SIDECAR_MAX = 1 << 20
 
 INPUT_SUFFIXES = (
     ".log",
@@ -489,32 +487,13 @@ def sidecar_meta(path: str) -> TraceMeta:
 
 
 def _sidecar_in(folder: str) -> TraceMeta:
+    from quicsm.traces.runmeta import Sidecar, read_meta
+
     side = os.path.join(folder, SIDECAR)
     if not os.path.isfile(side):
         return TraceMeta()
-    try:
-        with open(side, "rb") as fh:
-            raw = fh.read(_SIDECAR_MAX + 1)
-        if len(raw) > _SIDECAR_MAX:
-            raise ValueError(f"larger than {_SIDECAR_MAX} bytes")
-        d = json.loads(raw.decode("utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, huge ints
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
-        raise InputError(f"{side}: unreadable sidecar metadata ({reason[:200]})") from None
-    if not isinstance(d, dict):
-        raise InputError(f"{side}: sidecar metadata must be a JSON object")
-    for key in ("implementation", "version", "cc"):
-        if d.get(key) is not None and not isinstance(d[key], str):
-            raise InputError(f"{side}: sidecar metadata {key!r} must be a string")
-    labels = d.get("labels") or {}
-    if not isinstance(labels, dict) or not all(isinstance(v, (str, int, float, bool)) for v in labels.values()):
-        raise InputError(f"{side}: sidecar metadata 'labels' must map names to strings")
-    return TraceMeta(
-        implementation=d.get("implementation"),
-        version=d.get("version"),
-        labels={str(k): str(v) for k, v in labels.items()},
-        cc=d.get("cc"),
-    )
+    d: Sidecar = read_meta(side, Sidecar)
+    return TraceMeta(d.implementation, d.version, {k: str(v) for k, v in d.labels.items()}, d.cc)
 
 
 MAX_LISTED = 4_000_000

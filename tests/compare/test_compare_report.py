@@ -7,12 +7,13 @@ import io
 import json
 import shutil
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 
 import pytest
 from compare_fixtures import make_set, make_traces
 
-from quicsm.compare import CompareOptions, compare
-from quicsm.compare.html import heatmap, pick_timelines, to_html
+from quicsm.compare import CompareOptions, TraceSet, compare
+from quicsm.compare.html import heatmap, to_html
 from quicsm.compare.report import CSV_COLUMNS, to_csv, to_json_text, to_markdown
 from quicsm.compare.svg import timeline_svg
 
@@ -119,7 +120,7 @@ def test_heatmap_marks_significant_cells(result) -> None:
 
 def test_pick_timelines_spreads_over_durations() -> None:
     traces = make_traces("x", 9, 0.3, seed=4)
-    picked = pick_timelines(traces, 3)
+    picked = TraceSet.from_traces("x", traces).timeline_traces(3)
     assert len(picked) == 3 and len({t.id for t in picked}) == 3
     durations = sorted(t.duration_us for t in traces)
     assert picked[0].duration_us == durations[4]  # the median connection first
@@ -127,7 +128,7 @@ def test_pick_timelines_spreads_over_durations() -> None:
 
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz not installed")
 def test_html_report_holds_tables_and_inline_svg(result) -> None:
-    html = to_html(result, timelines=2)
+    html = to_html(replace(result, timelines={s.name: s.timeline_traces(2) for s in result.trace_sets}))
     assert html.startswith("<!DOCTYPE html>") and "<?xml" not in html
     assert html.count("<table>") >= 4
     assert "ApplicationLimited" in html and "Warnings" in html
@@ -140,9 +141,10 @@ def test_html_report_holds_tables_and_inline_svg(result) -> None:
 
 def test_html_report_without_models_still_renders() -> None:
     c = compare(
-        [make_set("a", 4, 0.1, seed=1), make_set("b", 4, 0.5, seed=2)], CompareOptions(resamples=0, models=False)
+        [make_set("a", 4, 0.1, seed=1), make_set("b", 4, 0.5, seed=2)],
+        CompareOptions(resamples=0, models=False, timelines=1),
     )
-    html = to_html(c, timelines=1)
+    html = to_html(c)
     assert 'class="heatmap"' in html and "Models side by side" not in html
 
 

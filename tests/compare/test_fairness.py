@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from quicsm.compare.fairness import (
+    fairness,
     fairness_json,
     fairness_markdown,
     flow_state_metrics,
@@ -103,10 +104,10 @@ def test_flows_share_one_time_axis(tmp_path: Path) -> None:
 
 def test_markdown_json_and_svg(tmp_path: Path) -> None:
     runs = [load_flow_run(_run(tmp_path / "a", 3.0, 2.0)), load_flow_run(_run(tmp_path / "b", 3.2, 1.8))]
-    md = fairness_markdown(runs)
+    md = fairness_markdown(fairness(runs))
     assert "| quic | quic-go | cubic | 2 | 3.10 (0.14) | 62.0% |" in md
     assert "Jain's index over the flows of a run" in md
-    js = fairness_json(runs)
+    js = fairness_json(fairness(runs))
     assert [f["name"] for f in js["flows"]] == ["quic", "tcp1"] and len(js["runs"]) == 2
     svg = flows_timeline_svg(runs[0])
     assert svg.startswith("<svg") and svg.count("<path") >= 4 and "Recovery" in svg and "tcp1" in svg
@@ -174,7 +175,7 @@ def test_html_report_of_bundled_flow_runs_holds_fairness_and_state_tables(tmp_pa
         assert f"<td>{r.jain:.3f}</td>" in page
     assert '<td class="l">CongestionAvoidance</td>' in page and '<td class="l">Recovery</td>' in page
     assert page.count("(Jain ") == 1  # --timelines 1: one Fig. 5 timeline
-    fc = compare_flow_runs(runs, CompareOptions(engine="synoptic"), metrics=True)  # the verb's default engine
+    fc = compare_flow_runs(runs, CompareOptions(engine="synoptic", timelines=1))  # the verb's default engine
     assert [s.name for s in fc.sets] == ["quic", "tcp1", "tcp2"] and [len(s) for s in fc.sets] == [3, 3, 3]
     assert flows_report_html(fc, timelines=1) == page
 
@@ -190,7 +191,7 @@ def test_html_report_renders_extra_sections_above_the_state_tables() -> None:
     c = compare(
         [make_set("a", 4, 0.1, seed=1), make_set("b", 4, 0.5, seed=2)], CompareOptions(resamples=0, models=False)
     )
-    html = to_html(c, timelines=0, sections=[("Flows <&> shares", '<table id="extra"><tr><td>x</td></tr></table>')])
+    html = to_html(c, sections=[("Flows <&> shares", '<table id="extra"><tr><td>x</td></tr></table>')])
     assert '<h2 id="section1">Flows &lt;&amp;&gt; shares</h2>' in html
     assert html.index('<table id="extra">') < html.index('id="occupancy"')
-    assert "section1" not in to_html(c, timelines=0)
+    assert "section1" not in to_html(c)

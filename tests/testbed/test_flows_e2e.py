@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from quicsm.compare.fairness import fairness_markdown, load_flow_run
+from quicsm.compare.fairness import fairness, fairness_markdown, load_flow_run
 from quicsm.testbed.flows import FlowScenario, FlowSpec, run_flows
 from quicsm.traces.events import StateView
 
@@ -53,5 +53,5 @@ def test_quic_and_tcp_flows_share_one_bottleneck(tmp_path: Path) -> None:
         states = {v.state for v in f.trace.visits(StateView())}
         assert states & {"SlowStart", "CongestionAvoidance"}, (name, states)
     assert 0.5 < run.jain <= 1.0
-    md = fairness_markdown([run])
+    md = fairness_markdown(fairness([run]))
     assert "| quic | quic-go | cubic |" in md and "| tcp1 | tcp | cubic |" in md

@@ -204,10 +204,11 @@ def test_globs_and_directories_expand_the_same_for_every_caller(tmp_path: Path) 
 @pytest.mark.parametrize(
     "content, reason",
     [
-        (b"[" * 100_000, "unreadable"),
+        (b"[" * 100_000, "JSON object"),
         (b"\xff\xfe{}", "unreadable"),
-        (b'{"labels": {"a": ' + b"1" * 4301 + b"}}", "unreadable"),
-        (b'{"implementation": 5}', "must be a string"),
+        (b'{"labels": {"a": ' + b"1" * 4301 + b"}}", "out of range"),
+        (b'{"implementation": 5}', "at implementation: expected `str | null`"),
+        (b"{" + b" " * (1 << 20) + b"}", "larger than"),
         (b'{"labels": [1, 2]}', "labels"),
         (b'{"labels": {"a": {"b": 1}}}', "labels"),
         (b"[]", "JSON object"),
