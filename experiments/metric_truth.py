@@ -241,6 +241,8 @@ class Scored:
 
     vs_qlog: Tally = field(default_factory=Tally)
     vs_contract: Tally = field(default_factory=Tally)
+    bbr_vs_contract: Tally = field(default_factory=Tally)
+    """BBR senders (quinn) against their contract lines, apart from the loss-based ones."""
     logged_vs_contract: Tally = field(default_factory=Tally)
     per_scenario: dict[str, Tally] = field(default_factory=lambda: defaultdict(Tally))
     worst: list[tuple[str, str, float]] = field(default_factory=list)
@@ -267,7 +269,8 @@ def score_inputs(inputs: list[str]) -> Scored:
         first = logged if logged is not None else inferred
         shift = contract.events[0].t_us - first.events[0].t_us
         truth = Seq.of(contract, MERGE_QLOG, shift=shift)
-        errs = score(truth, Seq.of(inferred, MERGE_QLOG), out.vs_contract)
+        tally = out.bbr_vs_contract if contract.cc == "bbr" else out.vs_contract
+        errs = score(truth, Seq.of(inferred, MERGE_QLOG), tally)
         if logged is not None:
             # the ceiling: the stack's own qlog states against its contract lines (no timeouts in qlog)
             score(
@@ -288,7 +291,12 @@ def report(scored: Scored, title: str) -> list[str]:
             scored.vs_qlog, "Against the states the stack logged in the same qlog (timeouts set aside: qlog logs none)"
         )
     if scored.vs_contract.connections:
-        lines += table(scored.vs_contract, "Against the instrumented server's contract lines (ProbeTimeout included)")
+        lines += table(
+            scored.vs_contract,
+            "Loss-based senders against the instrumented server's contract lines (ProbeTimeout included)",
+        )
+    if scored.bbr_vs_contract.connections:
+        lines += table(scored.bbr_vs_contract, "BBR (quinn) against the instrumented server's contract lines")
     if scored.logged_vs_contract.connections:
         lines += table(
             scored.logged_vs_contract,
@@ -330,13 +338,14 @@ def main() -> None:
     load = os.getloadavg()
     out = Path(a.out)
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    n_held = heldout.vs_qlog.connections + heldout.vs_contract.connections if heldout else 0
+    n_held = heldout.vs_qlog.connections + heldout.bbr_vs_contract.connections if heldout else 0
+    n_tuning = tuning.vs_qlog.connections + tuning.bbr_vs_contract.connections
     lines = [
         "# Congestion states read from qlog metrics, against instrumented truth",
         "",
         "Written by `python3 experiments/metric_truth.py` (its docstring says how it scores; the runs and the",
         "reading: metric_truth.notes.md); "
-        f"{tuning.vs_qlog.connections} connections in the tuning set, {n_held} held out; machine load"
+        f"{n_tuning} connections in the tuning set, {n_held} held out; machine load"
         f" {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} when scored (quicsm {head}).",
         "",
         f"The confusion picture `{out.name}_confusion.svg` (time of each true state by the state the reader gave)",
@@ -355,6 +364,8 @@ def main() -> None:
         tallies.append(("held out: vs logged qlog states", heldout.vs_qlog))
     if heldout is not None and heldout.vs_contract.connections:
         tallies.append(("held out: vs contract lines", heldout.vs_contract))
+    if heldout is not None and heldout.bbr_vs_contract.connections:
+        tallies.append(("held out: quinn BBR vs contract lines", heldout.bbr_vs_contract))
     confusion_svg(tallies, out.parent / f"{out.name}_confusion.svg")
     print("\n".join(lines))
 
