@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -117,17 +117,26 @@ class _Kind(msgspec.Struct):
     kind: str | None = None
 
 
-def _trace_of(flow_dir: Path, cc: str) -> tuple[Trace | None, str]:
+LogTraces = Callable[[Path, str], list[Trace]]
+"""A flow's contract log and its cc -> the log's traces (read now, or taken from a read made already)."""
+
+
+def _read_log(log: Path, cc: str) -> list[Trace]:
+    from quicsm.traces import parse_inputs
+
+    return parse_inputs([str(log)], cc=cc, require_transitions=False).traces
+
+
+def _trace_of(flow_dir: Path, cc: str, log_traces: LogTraces) -> tuple[Trace | None, str]:
     """The flow's longest connection: from its qlog when it has one (per-ACK cwnd), else its log."""
     from quicsm.traces import parse_inputs
 
     qlogs = sorted(str(p) for p in (flow_dir / "qlog").glob("*") if p.is_file())
-    for paths, kind in ((qlogs, "qlog"), ([str(_server_log(flow_dir))], "log")):
-        if not paths or not Path(paths[0]).exists():
-            continue
-        traces = parse_inputs(paths, cc=cc, require_transitions=False).traces
-        if traces:
-            return max(traces, key=lambda t: t.duration_us), kind
+    if qlogs and (traces := parse_inputs(qlogs, cc=cc, require_transitions=False).traces):
+        return max(traces, key=lambda t: t.duration_us), "qlog"
+    log = _server_log(flow_dir)
+    if log.exists() and (traces := log_traces(log, cc)):
+        return max(traces, key=lambda t: t.duration_us), "log"
     return None, ""
 
 
@@ -137,8 +146,9 @@ def _server_log(flow_dir: Path) -> Path:
     return plain if plain.exists() or not (flow_dir / "server.log.gz").exists() else flow_dir / "server.log.gz"
 
 
-def load_flow_run(path: Path | str) -> FlowRun:
-    """Read one multi-flow run directory (see the module docstring)."""
+def load_flow_run(path: Path | str, log_traces: LogTraces = _read_log) -> FlowRun:
+    """Read one multi-flow run directory (see the module docstring); ``log_traces`` gives a flow log's
+    traces (default: read it)."""
     path = Path(path)
     if not is_flow_run(path):
         raise QuicsmError(f'{path}/meta.json: not a multi-flow run (no "kind": "flows")')
@@ -148,13 +158,13 @@ def load_flow_run(path: Path | str) -> FlowRun:
     flows = []
     for fm in meta.flows:
         fdir = path / f"flow-{fm.name}"
-        trace, kind = _trace_of(fdir, fm.cc)
+        trace, kind = _trace_of(fdir, fm.cc, log_traces)
         offset = None
         if trace is not None:
             if kind == "log" and fm.t_us_to_unix_us is not None:
                 offset = (fm.t_us_to_unix_us - t0_us) / 1e6
             else:  # qlog times start at the connection: place its start where the log's first event is
-                offset = _qlog_offset(fdir, fm, trace, t0_us)
+                offset = _qlog_offset(fdir, fm, trace, t0_us, log_traces)
         mbps = [b * 8 / series.bin_s / 1e6 for b in series.bytes.get(fm.name, [])]
         flows.append(Flow(fm.name, fm.stack, fm.cc, fm.start_s, fm.throughput_mbps, mbps, trace, offset))
     sc = meta.scenario
@@ -166,14 +176,12 @@ def load_flow_run(path: Path | str) -> FlowRun:
     return FlowRun(path, str(sc["name"]), flows, series.bin_s, (lo, hi), float(sc["rate_mbps"]), origin, meta)
 
 
-def _qlog_offset(fdir: Path, fm: FlowEntry, qtrace: Trace, t0_us: int) -> float | None:
+def _qlog_offset(fdir: Path, fm: FlowEntry, qtrace: Trace, t0_us: int, log_traces: LogTraces) -> float | None:
     """Align a qlog trace by the patched log of the same connection: both start at its first state."""
-    from quicsm.traces import parse_inputs
-
     log = _server_log(fdir)
     if fm.t_us_to_unix_us is None or not log.exists():
         return None
-    traces = parse_inputs([str(log)], cc=fm.cc, require_transitions=False).traces
+    traces = log_traces(log, fm.cc)
     if not traces:
         return None
     lt = max(traces, key=lambda t: t.duration_us)
@@ -518,13 +526,14 @@ def fairness_html(f: Fairness, *, timelines: int = 3) -> str:
     )
 
 
-def _flow_logs(runs: Sequence[FlowRun]) -> dict[str, list[str]]:
-    """Per flow name (in the order flows first appear), the contract logs of that flow in every run."""
+def _flow_logs(runs: Sequence[tuple[Path, Sequence[str]]]) -> dict[str, list[str]]:
+    """Per flow name (in the order flows first appear), the contract logs of that flow in every run
+    (``runs``: each run's directory and flow names)."""
     out: dict[str, list[str]] = {}
-    for r in runs:
-        for f in r.flows:
-            log = _server_log(r.path / f"flow-{f.name}")
-            paths = out.setdefault(f.name, [])
+    for path, names in runs:
+        for name in names:
+            log = _server_log(path / f"flow-{name}")
+            paths = out.setdefault(name, [])
             if log.exists():
                 paths.append(str(log))
     return out
@@ -535,12 +544,16 @@ def flow_sets(
 ) -> list[TraceSet]:
     """One trace set per flow name (``quic``, ``tcp1``, ...): that flow's connections in all runs, so
     the usual comparison puts e.g. the QUIC flow's states beside the TCP flows' of the same runs."""
+    return _flow_sets(_flow_logs([(r.path, [f.name for f in r.flows]) for r in runs]), view, metrics, strict)
+
+
+def _flow_sets(logs: dict[str, list[str]], view: StateView, metrics: bool, strict: bool) -> list[TraceSet]:
     from quicsm.compare.sets import load_rows
 
     sets = []
-    for name, paths in _flow_logs(runs).items():
+    for name, paths in logs.items():
         if not paths:
-            raise QuicsmError(f"flow {name!r}: no server log in any run ({', '.join(str(r.path) for r in runs)})")
+            raise QuicsmError(f"flow {name!r}: no server log in any run")
         origin = f"flow-{name} of {len(paths)} run{'s' if len(paths) != 1 else ''}"
         sets.append(load_rows(paths, view, name=name, origin=origin, metrics=metrics, strict=strict))
     return sets
@@ -556,20 +569,33 @@ class FlowComparison(Fairness):
 
 
 def compare_flow_runs(
-    paths: Sequence[str | Path], options: CompareOptions | None = None, *, metrics: bool = False, strict: bool = False
+    paths: Sequence[str | Path], options: CompareOptions | None = None, *, strict: bool = False
 ) -> FlowComparison:
     """What ``quicsm compare RUN...`` does with multi-flow run directories: read the runs (throughput,
     Jain, timelines), measure each flow (:func:`summarise_flows`) and compare the flows' traces, one set
-    per flow name, with ``options``. ``metrics``: read cwnd samples too (the report's timelines; on
-    when ``options.timelines``)."""
+    per flow name, with ``options``. Each flow log is read once, with its metrics: the fairness view's
+    traces come from the sets' read."""
     from quicsm.compare.comparison import CompareOptions, compare
 
     options = options or CompareOptions()
-    runs = [load_flow_run(p) for p in paths]
-    f = fairness(runs)
-    if len(_flow_logs(runs)) < 2:
+    dirs = [Path(p) for p in paths]
+    names = [
+        [fm.name for fm in read_meta(str(d / "meta.json"), FlowsRunMeta).flows] if is_flow_run(d) else [] for d in dirs
+    ]
+    logs = _flow_logs(list(zip(dirs, names)))
+    # each log read once: the sets keep their events, which the fairness view's traces come from
+    sets = _flow_sets(logs, options.view, True, strict) if len(logs) >= 2 else []
+
+    def from_sets(log: Path, cc: str) -> list[Trace]:
+        for ts in sets:
+            rows = [r for r in ts.rows if r.trace.sources == (str(log),)]
+            if rows:
+                return ts.with_events(rows)
+        return _read_log(log, cc)
+
+    f = fairness([load_flow_run(d, from_sets) for d in dirs])
+    if not sets:
         return FlowComparison(f.runs, f.flows)
-    sets = flow_sets(runs, options.view, metrics=metrics or options.timelines > 0, strict=strict)
     return FlowComparison(f.runs, f.flows, compare(sets, options), sets)
 
 

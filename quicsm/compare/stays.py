@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from quicsm.traces.columnar import TraceColumns
     from quicsm.traces.summary import Summary
 
-__all__ = ["Connection", "column_connections", "connection", "connections", "rows_of", "rows_summary"]
+__all__ = ["Connection", "column_connections", "connections", "rows_of", "rows_summary"]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -47,11 +47,6 @@ def connections(traces: Iterable[Trace], view: StateView = StateView()) -> list[
     from quicsm.traces.columnar import columns_of
 
     return column_connections(columns_of(list(traces)), view)
-
-
-def connection(trace: Trace, view: StateView = StateView()) -> Connection:
-    """The row of one trace object."""
-    return connections([trace], view)[0]
 
 
 def rows_of(items: Iterable[TraceColumns], view: StateView = StateView()) -> list[Connection]:

@@ -13,10 +13,10 @@ inference learns from are written from the columns.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -588,38 +588,9 @@ class TraceColumns:
         return ids[inv], names
 
 
-class EventRecord(Protocol):
-    """An event with :class:`~quicsm.traces.events.TraceEvent`'s fields (a trace file's ``EventLine`` too)."""
-
-    @property
-    def t_us(self) -> int: ...
-    @property
-    def state(self) -> str: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def extra(self) -> Any: ...
-
-
-class TraceRecord(Protocol):
-    """A trace with :class:`~quicsm.traces.events.Trace`'s fields (a trace file's ``TraceLine`` too)."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def cc(self) -> str: ...
-    @property
-    def implementation(self) -> str | None: ...
-    @property
-    def version(self) -> str | None: ...
-    @property
-    def events(self) -> Sequence[EventRecord]: ...
-    @property
-    def key(self) -> str | None: ...
-    @property
-    def sources(self) -> Sequence[str]: ...
-    @property
-    def labels(self) -> dict[str, str] | None: ...
+TraceRecord = Any
+"""A :class:`~quicsm.traces.events.Trace`, or a trace file's line (:class:`quicsm.traces.store.TraceLine`,
+the same fields): what :class:`ColumnBuilder` takes (store imports this module's users: no import here)."""
 
 
 _FIELDS = attrgetter("t_us", "kind", "state", "prev", "trigger", "recovery", *METRIC_FIELDS, "extra")

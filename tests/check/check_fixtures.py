@@ -6,7 +6,7 @@ import random
 import sys
 from pathlib import Path
 
-from quicsm.compare.stays import Connection, connection
+from quicsm.compare.stays import Connection, connections
 from quicsm.traces.events import Trace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "compare"))
@@ -41,4 +41,4 @@ def make_traces_for(
 
 
 def make_rows(name: str, n: int, *, seed: int, **kw: object) -> list[Connection]:
-    return [connection(t) for t in make_traces_for(name, n, seed=seed, **kw)]  # type: ignore[arg-type]
+    return connections(make_traces_for(name, n, seed=seed, **kw))  # type: ignore[arg-type]

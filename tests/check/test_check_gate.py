@@ -111,7 +111,7 @@ def test_a_change_of_order_alone_is_caught_as_a_new_path() -> None:
 
     from check_fixtures import trace_from_plan
 
-    from quicsm.compare.stays import connection
+    from quicsm.compare.stays import connections
 
     def rows(name: str, early: bool, seed: int) -> list:
         rng = random.Random(seed)
@@ -122,8 +122,8 @@ def test_a_change_of_order_alone_is_caught_as_a_new_path() -> None:
             rec = [("CongestionAvoidance", d[3]), ("Recovery", d[4])]
             mid = rec + body if early else body + rec
             plan = [("SlowStart", d[0]), *mid, ("CongestionAvoidance", d[5]), ("ApplicationLimited", d[2])]
-            out.append(connection(trace_from_plan(f"{name}-{i}", plan, cc="reno", rng=rng)))
-        return out
+            out.append(trace_from_plan(f"{name}-{i}", plan, cc="reno", rng=rng))
+        return connections(out)
 
     base = make_baseline([("s", "", rows("b", False, 1))])
     same = check(base, rows("s", False, 2), models=False)

@@ -125,3 +125,17 @@ def test_a_set_too_large_to_keep_reads_the_chosen_connections_back(monkeypatch: 
     ts = load_rows([str(FIG13 / "desktop")], metrics=True)
     assert ts.fetch is not None and ts.fetch.func is _read_back  # type: ignore[attr-defined]
     assert len(ts.timeline_traces(2)) == 2
+
+
+def test_flow_runs_read_each_flow_log_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """IMC'17 Table 4 runs: the fairness view's traces come from the flows' sets, not a second read."""
+    from quicsm.compare.fairness import compare_flow_runs
+
+    runs = sorted(str(p) for p in (ROOT / "traces" / "table4" / "quicgo-tcp2").iterdir())[:3]
+    logs = {os.path.abspath(p) for r in runs for p in _inputs(Path(r)) if "server.log" in p}
+    assert len(logs) == 9
+    opened = _counting(monkeypatch, logs)
+    fc = compare_flow_runs(runs, CompareOptions(resamples=0, engine="dfg"))
+    monkeypatch.undo()
+    assert sorted(opened) == sorted(logs)  # once each
+    assert fc.comparison is not None and all(f.trace is not None for r in fc.runs for f in r.flows)
