@@ -155,7 +155,7 @@ def testbed() -> None:
     """Run instrumented quic-go or Cloudflare quiche servers through an emulated network (needs root).
 
     \b
-    Topology: server ns -- tbf (rate, queue) -- relay ns (delay, jitter, loss) -- client ns.
+    Topology: server ns -- tbf (rate, queue) -- relay ns (delay, jitter, loss, outages) -- client ns.
     Each run writes <out>/<run-id>/server.log and meta.json (all parameters), ready for
     `quicsm parse <out>/*/server.log`.
     """
@@ -171,6 +171,11 @@ def testbed() -> None:
 @click.option("--queue", default="1bdp", help="Bottleneck queue: bytes (150kb) or BDP multiple (1bdp).")
 @click.option("--schedule", help="Bandwidth schedule random:MIN:MAX[:PERIOD_S] in Mbit/s (Fig. 11).")
 @click.option("--rtt-step", help="RTT step within the run, AFTER:RTT (20s:80ms): the added RTT from then on.")
+@click.option(
+    "--outage",
+    metavar="AT:FOR[,AT:FOR]",
+    help="Link blackout: from AT past the first packet, for FOR, nothing crosses in either direction (1s:1500ms).",
+)
 @click.option("--client", type=click.Choice(["go", "chromium"]), default="go")
 @click.option("--cpu-quota", help="Client CPU quota as share of a core: 0.1 or 10% (mobile-like).")
 @click.option("--objects", default=1, type=int, help="Objects on the page.")
@@ -317,6 +322,7 @@ def matrix(
             f"{c.name}: {sc.runs} run(s), {c.rate_mbps:g} Mbit/s, {c.rtt_ms:g} ms RTT, "
             f"jitter {c.jitter_ms:g} ms, quota {c.cpu_quota or 'none'}, {_describe(c)}"
             + (f", schedule {c.schedule}" if c.schedule else "")
+            + (f", outage {c.outage}" if c.outage else "")
             + (f", packet threshold {c.packet_threshold}" if c.packet_threshold else "")
             + (f", long flow {c.duration_s:g} s" if c.duration_s is not None else "")
             + (", 0-RTT" if c.zero_rtt else "")

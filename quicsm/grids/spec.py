@@ -206,8 +206,17 @@ class PlannedRun:
         return _fingerprint(self.config)
 
 
+_UNSET_LATER = ("outage",)
+"""RunConfig fields added after grids were run, left out of the fingerprint while unset: a grid's runs made
+before a field existed stay the grid's."""
+
+
 def _fingerprint(cfg: RunConfig) -> str:
-    data = json.dumps(asdict(cfg), sort_keys=True, default=str)
+    fields = asdict(cfg)
+    for name in _UNSET_LATER:
+        if fields.get(name) is None:
+            fields.pop(name, None)
+    data = json.dumps(fields, sort_keys=True, default=str)
     return hashlib.sha256(data.encode()).hexdigest()[:16]
 
 

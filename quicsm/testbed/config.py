@@ -25,6 +25,7 @@ __all__ = [
     "parse_duration",
     "parse_late_limit",
     "parse_loss",
+    "parse_outages",
     "parse_quota",
     "parse_size",
 ]
@@ -87,6 +88,10 @@ class RunParams:
     rtt_step: str | None = None
     """An RTT step within the run, ``AFTER:RTT`` (``20s:80ms``): from AFTER past the first packet on, the added
     round trip is RTT (half each way), e.g. to see when BBR enters ProbeRtt."""
+    outage: str | None = None
+    """Link blackouts within the run, ``AT:FOR[,AT:FOR...]`` (``1s:1500ms``): from AT past the first packet
+    (the client's first), for FOR, nothing crosses the emulated link in either direction, e.g. to make a
+    sender's retransmission timer fire (TLP, then RTO) where random loss rarely does."""
     duration_s: float | None = None
     """Long flow: the client fetches the page's objects back to back until this many seconds have passed
     (instead of loading the page once); ``size`` is then the size of each fetch."""
@@ -120,7 +125,7 @@ class RunParams:
             raise TestbedError("rate must be positive, rtt non-negative, objects and size at least 1")
         if self.cpu_quota is not None and not 0 < self.cpu_quota <= (os.cpu_count() or 1):
             raise TestbedError(f"cpu quota {self.cpu_quota}: a share of a core, e.g. 0.1 for 10 %")
-        RelayConfig(self.rtt_ms / 2, self.jitter_ms, self.loss, delay_step=self.delay_step)  # validates
+        RelayConfig(self.rtt_ms / 2, self.jitter_ms, self.loss, delay_step=self.delay_step, outages=self.outages)
         netns.parse_queue(self.queue, rate_bps=1_000_000, rtt_ms=10)
         if self.schedule:
             RateSchedule.parse(self.schedule)
@@ -147,6 +152,11 @@ class RunParams:
         if not m:
             raise TestbedError(f"rtt step {self.rtt_step!r}: expected AFTER:RTT, e.g. 20s:80ms")
         return float(m.group(1)), float(m.group(2)) / 2
+
+    @property
+    def outages(self) -> tuple[tuple[float, float], ...]:
+        """The relay's outages (at seconds, for seconds) of ``outage``."""
+        return () if self.outage is None else parse_outages(self.outage)
 
     @property
     def client_timeout_s(self) -> float:
@@ -206,6 +216,21 @@ def parse_duration(text: str | float | None) -> float | None:
     if not m or m.group(2) not in _DURATION:
         raise TestbedError(f"duration {text!r}: expected seconds or e.g. 60s, 2m")
     return float(m.group(1)) * _DURATION[m.group(2)]
+
+
+def parse_outages(text: str) -> tuple[tuple[float, float], ...]:
+    """``1s:1500ms`` / ``2:0.5,6s:1s`` (seconds unless a unit says otherwise) -> ((at_s, for_s), ...)."""
+    out = []
+    for part in text.split(","):
+        at, sep, length = part.partition(":")
+        try:
+            a, f = parse_duration(at), parse_duration(length)
+        except TestbedError:
+            a = f = None
+        if not sep or a is None or f is None or f <= 0:
+            raise TestbedError(f"outage {text!r}: expected AT:FOR[,AT:FOR...] with FOR > 0, e.g. 1s:1500ms")
+        out.append((a, f))
+    return tuple(out)
 
 
 def parse_delay(text: str | float) -> float:

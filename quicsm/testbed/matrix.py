@@ -135,6 +135,9 @@ class ScenarioKeys(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     qlog: Annotated[bool | UnsetType, _d("The server also writes qlog into <run>/qlog (quic-go).")] = UNSET
     schedule: Annotated[str | UnsetType, _d("Bandwidth schedule random:MIN:MAX[:PERIOD_S] in Mbit/s.")] = UNSET
     rtt_step: Annotated[str | UnsetType, _d("RTT step within the run, AFTER:RTT (20s:80ms).")] = UNSET
+    outage: Annotated[
+        str | UnsetType, _d("Link blackouts, AT:FOR[,AT:FOR...] past the first packet (1s:1500ms): nothing crosses.")
+    ] = UNSET
     duration: Annotated[
         float | str | UnsetType, _d("Long flow: fetch back to back for this long (60s, 2m) instead of one page load.")
     ] = UNSET

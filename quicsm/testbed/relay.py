@@ -2,7 +2,7 @@
 
 ``quicsm-relay`` relays UDP datagrams between the client and the server's address; ``quicsm-iprelay``
 impairs every IP packet routed through the relay namespace's TUN device. Both apply one
-direction's delay, jitter and loss with the same code (``internal/lane``)."""
+direction's delay, jitter, loss, delay step and outages with the same code (``internal/lane``)."""
 
 from __future__ import annotations
 
@@ -41,6 +41,10 @@ class RelayConfig:
     delay_step: tuple[float, float] | None = None
     """(after_s, delay_ms): from ``after_s`` past the relay's first packet on, the one-way delay of
     both directions is ``delay_ms`` (an RTT step within one run)."""
+    outages: tuple[tuple[float, float], ...] = ()
+    """(at_s, for_s) link blackouts: from ``at_s`` past the relay's first packet, for ``for_s``, nothing
+    crosses the relay in either direction (a packet still on its way when one begins is lost too). In
+    time order, not overlapping."""
 
     def __post_init__(self) -> None:
         if self.delay_ms < 0 or self.jitter_ms < 0:
@@ -50,6 +54,13 @@ class RelayConfig:
                 raise TestbedError(f"loss {p} must be a probability in [0, 1)")
         if self.delay_step is not None and (self.delay_step[0] <= 0 or self.delay_step[1] < 0):
             raise TestbedError(f"delay step {self.delay_step}: needs after_s > 0 and a delay >= 0 ms")
+        end = 0.0
+        for at, length in self.outages:
+            if at < end or length <= 0:
+                raise TestbedError(
+                    f"outages {self.outages}: each needs a length > 0 and must start after the one before it ends"
+                )
+            end = at + length
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,4 +146,9 @@ def _impairment_args(cfg: RelayConfig) -> list[str]:
         "-seed",
         str(cfg.seed),
         *(["-delay-step", f"{cfg.delay_step[0]}s:{cfg.delay_step[1]}ms"] if cfg.delay_step else []),
+        *(
+            ["-outage", ",".join(f"{at * 1000:g}ms:{length * 1000:g}ms" for at, length in cfg.outages)]
+            if cfg.outages
+            else []
+        ),
     ]

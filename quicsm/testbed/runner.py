@@ -110,6 +110,8 @@ class RunConfig(RunParams):
             out["duration_s"] = f"{self.duration_s:g}"
         if self.rtt_step is not None:
             out["rtt_step"] = self.rtt_step.replace(" ", "")
+        if self.outage is not None:
+            out["outage"] = self.outage.replace(" ", "")
         # added with 0-RTT, HTTP/1.1 and max cwnd runs; runs without them keep the labels they always had
         if self.zero_rtt:
             out["zero_rtt"] = "on"
@@ -203,7 +205,12 @@ def run_once(
     tag = uuid.uuid4().hex[:6]
     started, t0 = _now(), time.monotonic()
     relay_cfg = RelayConfig(
-        cfg.rtt_ms / 2, cfg.jitter_ms, cfg.loss, seed=cfg.seed * 1000 + index, delay_step=cfg.delay_step
+        cfg.rtt_ms / 2,
+        cfg.jitter_ms,
+        cfg.loss,
+        seed=cfg.seed * 1000 + index,
+        delay_step=cfg.delay_step,
+        outages=cfg.outages,
     )
     tbf = netns.TbfConfig(cfg.rate_bps, cfg.queue_bytes())
     schedule = RateSchedule.parse(cfg.schedule, seed=cfg.seed * 1000 + index) if cfg.schedule else None

@@ -98,6 +98,26 @@ def test_cubic_parse_and_infer(cubic_run: Path) -> None:
     assert {"SlowStart", "Recovery", "CongestionAvoidance"} <= nodes
 
 
+def test_cubic_outage_goes_tlp_then_rto(cubic_bins, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A 1.5 s blackout 0.6 s into the load (no random loss): the tail is lost, the timer fires with nothing
+    acked, first as tail loss probes (one TailLossProbe line: the set prints changes), then as a retransmission
+    timeout (Fig. 3a's TLP -> RTO path), which the first acks after the blackout end."""
+    cfg = replace(CUBIC, loss=0.0, outage="0.6s:1.5s", name="outage")
+    (res,) = run_many(cfg, cubic_bins, tmp_path, retries=4)
+    assert res.ok, res.error
+    meta = json.loads((res.run_dir / "meta.json").read_text())
+    relay = meta["emulator"]["relay"]
+    assert meta["labels"]["outage"] == "0.6s:1.5s" and meta["params"]["outage"] == "0.6s:1.5s"
+    assert relay["down"]["outage_dropped"] > 0 and relay["up"]["outage_dropped"] > 0, relay
+    assert relay["down"]["dropped"] == relay["up"]["dropped"] == 0
+    assert meta["result"]["plt_ms"] > 1500 + 1200  # the blackout plus the 3 MB
+    (conn,) = check_contract_file(res.run_dir / "server.log").values()
+    walk = conn.states
+    assert "RetransmissionTimeout" in walk, walk
+    rto = walk.index("RetransmissionTimeout")
+    assert walk[rto - 1] == "TailLossProbe" and len(walk) > rto + 1, walk  # the probes first; and it ended
+
+
 def test_bbr_from_the_second_set(cubic_bins, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """The BBR set's tree shares the source and the compile cache: only its patched file is compiled anew.
     The server runs BbrSender (--quicsm_cc=bbr) and prints its modes."""

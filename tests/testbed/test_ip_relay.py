@@ -1,6 +1,6 @@
 """The IP-layer relay (quicsm-iprelay between the relay namespace's TUN device and the kernel's
-forwarding), measured like the UDP relay: rate, delay, reordering, loss, delay steps, and the
-per-flow byte bins. Needs root and Go."""
+forwarding), measured like the UDP relay: rate, delay, reordering, loss, delay steps, outages (both
+relays), and the per-flow byte bins. Needs root and Go."""
 
 from __future__ import annotations
 
@@ -95,6 +95,31 @@ def test_delay_step_changes_the_delay_mid_run(bins: RelayBinaries, tmp_path: Pat
     assert 19_500 < owd["p10"] < 30_000 and 39_500 < owd["p50"] < 43_000, owd
 
 
+@pytest.mark.parametrize("mode", ["ip", "udp"])
+def test_outage_blacks_out_the_link(bins: RelayBinaries, tmp_path: Path, mode: str) -> None:
+    """A steady probe stream (one 200 B datagram every 0.9 ms) through a 0.6 s outage 0.5 s in: the receiver
+    hears nothing for the outage's length from then on, and the relay counts what it lost apart from the
+    random loss."""
+    res, stats = probe(
+        bins,
+        tmp_path,
+        rate_bps=100_000_000,
+        relay_cfg=RelayConfig(delay_ms=10, outages=((0.5, 0.6),)),
+        offered_bps=2e6,
+        size=200,
+        seconds=2.0,
+        mode=mode,
+    )
+    up = stats["up"]
+    per_s = 2e6 / ((200 + 28) * 8)
+    # the outage's 0.6 s of datagrams, and the 10 ms of them still on their way when it began
+    assert 0.9 * 0.6 * per_s < up["outage_dropped"] < 1.1 * 0.61 * per_s, up
+    assert up["dropped"] == 0 and up["sent"] - 5 <= res["received"] <= up["sent"]
+    assert res["received"] + up["outage_dropped"] >= 0.95 * 2.0 * per_s
+    # silence from 0.5 s past the first datagram (which arrived 10 ms after the relay saw it) for 0.61 s
+    assert 420_000 < res["gap_at_us"] < 560_000 and 590_000 < res["max_gap_us"] < 700_000, res
+
+
 def test_argv_and_modes() -> None:
     argv = iprelay_argv(Path("r"), tun="qt0", down_net="198.18.3.0/24", cfg=RelayConfig(18, 2, 0.01), stats=Path("s"))
     assert argv[:5] == ["r", "-tun", "qt0", "-down-net", "198.18.3.0/24"] and "-delay-down" in argv
@@ -110,3 +135,10 @@ def test_argv_and_modes() -> None:
         )
     with pytest.raises(TestbedError, match="delay step"):
         RelayConfig(delay_step=(0, 10))
+    argv = iprelay_argv(
+        Path("r"), tun="t", down_net="n", cfg=RelayConfig(outages=((0.5, 1.5), (3, 0.25))), stats=Path("s")
+    )
+    assert argv[argv.index("-outage") + 1] == "500ms:1500ms,3000ms:250ms"
+    for bad in (((1, 0),), ((1, 2), (2.5, 1))):
+        with pytest.raises(TestbedError, match="outages"):
+            RelayConfig(outages=bad)

@@ -3,6 +3,7 @@ leaves other users' testbeds alone: what a user of `quicsm testbed` relies on.""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -205,3 +206,49 @@ def test_rtt_step_reaches_the_relay() -> None:
     assert RunConfig().delay_step is None and "rtt_step" not in RunConfig().label_dict()
     with pytest.raises(TestbedError, match="rtt step 'soon'"):
         RunConfig(rtt_step="soon")
+
+
+def test_outage_reaches_the_relay_from_every_front_end(tmp_path: Path) -> None:
+    """--outage (testbed run), `outage` (scenario and grid TOML) -> RunConfig.outages -> the relay's -outage."""
+    from quicsm.grids.spec import load_grid
+    from quicsm.testbed.matrix import config_from_mapping
+    from quicsm.testbed.relay import RelayConfig, relay_argv
+
+    cfg = RunConfig(outage="1s:1500ms, 4:0.2")
+    assert cfg.outages == ((1.0, 1.5), (4.0, 0.2)) and cfg.label_dict()["outage"] == "1s:1500ms,4:0.2"
+    argv = relay_argv(Path("/r"), listen="a", upstream="b", cfg=RelayConfig(outages=cfg.outages), stats=Path("/s"))
+    assert argv[argv.index("-outage") + 1] == "1000ms:1500ms,4000ms:200ms"
+    assert RunConfig().outages == () and "outage" not in RunConfig().label_dict()
+    assert "-outage" not in relay_argv(Path("/r"), listen="a", upstream="b", cfg=RelayConfig(), stats=Path("/s"))
+    for bad, why in (("soon", "outage 'soon'"), ("1s:0s", "outage '1s:0s'"), ("1s:2s,2s:1s", "outages")):
+        with pytest.raises(TestbedError, match=why):
+            RunConfig(outage=bad)
+    assert config_from_mapping({"outage": "800ms:2s"}, where="")[0].outages == ((0.8, 2.0),)
+    toml = tmp_path / "m.toml"
+    toml.write_text(
+        'out = "o"\n[defaults]\noutage = "1s:1s"\n[[scenario]]\nname = "a"\n[[scenario]]\nname = "b"\noutage = "2s:0.5s"\n'
+    )
+    assert [sc.config.outages for sc in load_matrix(toml).scenarios] == [((1.0, 1.0),), ((2.0, 0.5),)]
+    toml.write_text('out = "o"\n[[scenario]]\nname = "a"\noutage = 3\n')
+    with pytest.raises(TestbedError, match="outage"):
+        load_matrix(toml)
+    grid = tmp_path / "g.toml"
+    grid.write_text('runs = 1\n[axes]\noutage = ["1s:1s", "1s:3s"]\n[arms.quic]\nstack = "quic-go"\n')
+    planned = load_grid(grid).plan()
+    assert sorted(p.config.outages for p in planned) == [((1.0, 1.0),), ((1.0, 3.0),)]
+    res = CliRunner().invoke(cli, ["testbed", "run", "--outage", "later", "--out", str(tmp_path / "r")])
+    assert res.exit_code != 0 and "outage 'later'" in res.output + str(res.exception)
+
+
+def test_grid_fingerprints_stay_without_an_outage() -> None:
+    """Runs a grid made before `outage` existed keep their fingerprint (the field is left out while unset)."""
+    from dataclasses import asdict
+
+    from quicsm.grids.spec import _fingerprint
+
+    cfg = RunConfig()
+    before = {k: v for k, v in asdict(cfg).items() if k != "outage"}
+    assert (
+        _fingerprint(cfg) == hashlib.sha256(json.dumps(before, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    )
+    assert _fingerprint(RunConfig(outage="1s:1s")) != _fingerprint(cfg)

@@ -94,6 +94,10 @@ type result struct {
 	Reordered    uint64     `json:"reordered"`
 	ReorderedGE3 uint64     `json:"reordered_ge3"`
 	MaxSeq       uint64     `json:"max_seq"`
+	// MaxGapUs is the longest silence between two arrivals and GapAtUs when it began, past the first
+	// arrival (an outage shows here).
+	MaxGapUs int64 `json:"max_gap_us"`
+	GapAtUs  int64 `json:"gap_at_us"`
 }
 
 func recv(args []string) {
@@ -140,7 +144,10 @@ func recv(args []string) {
 		}
 		sent := int64(binary.BigEndian.Uint64(buf[12:]))
 		if !seen {
-			seen, first = true, now
+			seen, first, last = true, now, now
+		}
+		if gap := (now - last) / 1000; gap > r.MaxGapUs {
+			r.MaxGapUs, r.GapAtUs = gap, (last-first)/1000
 		}
 		last = now
 		r.Received++

@@ -23,9 +23,10 @@ type Flags struct {
 	fifo                                     *bool
 	stats                                    *string
 	delayStep                                *string
+	outage                                   *string
 }
 
-// RegisterFlags declares -delay-*, -jitter-*, -loss-*, -seed, -rt and -stats on the default flag set.
+// RegisterFlags declares -delay-*, -jitter-*, -loss-*, -delay-step, -outage, -seed, -rt and -stats on the default flag set.
 func RegisterFlags() *Flags {
 	return &Flags{
 		delayDown:  flag.Duration("delay-down", 0, "one-way delay server->client"),
@@ -39,7 +40,32 @@ func RegisterFlags() *Flags {
 		stats:      flag.String("stats", "", "write the JSON summary here on exit"),
 		delayStep: flag.String("delay-step", "", "AFTER:DELAY, e.g. 20s:40ms: from AFTER past the first packet on, "+
 			"the one-way delay of both directions is DELAY"),
+		outage: flag.String("outage", "", "AT:FOR[,AT:FOR...], e.g. 1s:1500ms: from AT past the first packet on, "+
+			"for FOR, the link carries nothing in either direction (packets on it are lost too)"),
 	}
+}
+
+// parseOutages reads -outage AT:FOR[,AT:FOR...] (Go durations) into windows in time order; they
+// must not overlap.
+func parseOutages(text string) ([]Window, error) {
+	if text == "" {
+		return nil, nil
+	}
+	var out []Window
+	for _, part := range strings.Split(text, ",") {
+		a, f, ok := strings.Cut(strings.TrimSpace(part), ":")
+		at, err1 := time.ParseDuration(a)
+		dur, err2 := time.ParseDuration(f)
+		if !ok || err1 != nil || err2 != nil || at < 0 || dur <= 0 {
+			return nil, fmt.Errorf("-outage %q: expected AT:FOR[,AT:FOR...] with AT >= 0 and FOR > 0, e.g. 1s:1500ms", text)
+		}
+		w := Window{StartNs: int64(at), EndNs: int64(at + dur)}
+		if n := len(out); n > 0 && w.StartNs < out[n-1].EndNs {
+			return nil, fmt.Errorf("-outage %q: outages must be in time order and must not overlap", text)
+		}
+		out = append(out, w)
+	}
+	return out, nil
 }
 
 // parseStep reads -delay-step AFTER:DELAY (Go durations); zero values when empty.
@@ -80,13 +106,18 @@ func (f *Flags) Start(prog string) *Pair {
 		fmt.Fprintln(os.Stderr, prog+":", err)
 		os.Exit(2)
 	}
+	outages, err := parseOutages(*f.outage)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, prog+":", err)
+		os.Exit(2)
+	}
 	rt.ReserveProcs(2)
 	debug.SetGCPercent(400) // fewer collections: each one can stall the sender threads
 	p := &Pair{
 		Down: New("down", Config{DelayNs: int64(*f.delayDown), JitterNs: int64(*f.jitterDown), Loss: *f.lossDown,
-			StepAfterNs: after, StepDelayNs: step}, *f.seed, *f.fifo),
+			StepAfterNs: after, StepDelayNs: step, Outages: outages}, *f.seed, *f.fifo),
 		Up: New("up", Config{DelayNs: int64(*f.delayUp), JitterNs: int64(*f.jitterUp), Loss: *f.lossUp,
-			StepAfterNs: after, StepDelayNs: step}, *f.seed+1, *f.fifo),
+			StepAfterNs: after, StepDelayNs: step, Outages: outages}, *f.seed+1, *f.fifo),
 		stats: *f.stats,
 	}
 	p.Up.origin = p.Down.origin // one origin: the first packet in either direction
