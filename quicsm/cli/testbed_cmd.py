@@ -13,6 +13,7 @@ import click
 
 from quicsm.errors import TestbedError
 from quicsm.testbed import stacks
+from quicsm.testbed.config import CLIENTS
 
 __all__ = ["build_with_progress", "sigterm_as_interrupt", "testbed"]
 
@@ -176,7 +177,13 @@ def testbed() -> None:
     metavar="AT:FOR[,AT:FOR]",
     help="Link blackout: from AT past the first packet, for FOR, nothing crosses in either direction (1s:1500ms).",
 )
-@click.option("--client", type=click.Choice(["go", "chromium"]), default="go")
+@click.option(
+    "--client",
+    type=click.Choice(CLIENTS),
+    default="go",
+    help="go (the Go HTTP/3 client), chromium (Debian's browser, HTTP/3), quic_client (Chromium 62's gQUIC toy "
+    "client, stack chromium's; go means it there).",
+)
 @click.option("--cpu-quota", help="Client CPU quota as share of a core: 0.1 or 10% (mobile-like).")
 @click.option("--objects", default=1, type=int, help="Objects on the page.")
 @click.option("--size", default="10MB", help="Bytes per object (10MB, 100KB, 5000).")
@@ -372,8 +379,10 @@ def build_cmd(
     """Build the instrumented servers and clients ahead of time (no root needed), with progress.
 
     \b
-    Builds are cached under ~/.cache/quicsm/build; `testbed run` then starts at once. A cold build
-    of quic-go takes about a minute; of quiche, 10-15 minutes (BoringSSL is compiled once per version).
+    Builds are cached under ~/.cache/quicsm/build (chromium: ~/.cache/quicsm/chromium);
+    `testbed run` then starts at once. A cold build of quic-go takes about a minute; of quiche,
+    10-15 minutes (BoringSSL is compiled once per version); of chromium, 2,128 ninja steps (the
+    README says how long), then its other controller's set only the files the two sets change.
       quicsm testbed build --stack quiche --version 0.30.0 --cc bbr2
       quicsm testbed build --stack quic-go --version all
     """

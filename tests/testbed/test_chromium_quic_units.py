@@ -40,6 +40,25 @@ def test_registry_and_config() -> None:
         RunConfig(stack="quic-go", client="quic_client")
 
 
+def test_cli_names_the_toy_client(tmp_path: Path) -> None:
+    """`--client quic_client` is what the docs show for this stack: the CLI takes it, and refuses it elsewhere."""
+    from click.testing import CliRunner
+
+    from quicsm.cli.main import cli
+
+    res = CliRunner().invoke(cli, ["testbed", "run", "--help"])
+    assert "quic_client" in res.output
+    res = CliRunner().invoke(
+        cli, ["testbed", "run", "--stack", "quic-go", "--client", "quic_client", "--out", str(tmp_path)]
+    )
+    assert res.exit_code != 0 and "client 'quic_client' on quic-go" in res.output + str(res.exception)
+    res = CliRunner().invoke(
+        cli,
+        ["testbed", "run", "--stack", "chromium", "--client", "quic_client", "--cc", "reno", "--out", str(tmp_path)],
+    )
+    assert res.exit_code != 0 and "cc 'reno' on chromium" in res.output + str(res.exception)  # past the client
+
+
 def test_set_choice_is_the_shipped_one() -> None:
     from quicsm.testbed.sets import resolve_set
 
