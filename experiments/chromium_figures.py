@@ -3,6 +3,7 @@
 
     sudo flock /tmp/quicsm-testbed.lock python3 experiments/chromium_figures.py   # run, bundle, compare, draw
     python3 experiments/chromium_figures.py --analyse-only                         # existing runs only
+    python3 experiments/chromium_figures.py --figure-scenarios fig3a-outage --skip-compare   # one new scenario
 
 Scenarios: experiments/chromium_figures.toml and chromium_compare.toml. Good runs are bundled into
 traces/chromium-figures/<scenario>/ and traces/chromium-compare/<stack>/ (server.log.gz + meta.json); the
@@ -94,18 +95,27 @@ def _only(toml: Path, names: list[str]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--analyse-only", action="store_true")
-    ap.add_argument("--skip-compare", action="store_true", help="only the Chromium figures")
+    ap.add_argument(
+        "--skip-compare", action="store_true", help="no new comparison runs (the existing ones are analysed)"
+    )
     ap.add_argument("--compare-stacks", default="chromium,quic-go,quiche", help="scenarios of chromium_compare.toml")
-    ap.add_argument("--skip-figures", action="store_true", help="only the comparison")
+    ap.add_argument("--skip-figures", action="store_true", help="no new figure runs (the existing ones are analysed)")
+    ap.add_argument(
+        "--figure-scenarios", help="run only these scenarios of chromium_figures.toml (the others' runs are reused)"
+    )
     ap.add_argument("--report", default=str(HERE / "chromium_figures.md"))
     args = ap.parse_args()
-    m, out = matrix_runs(str(HERE / "chromium_figures.toml"), None, args.analyse_only or args.skip_figures, retries=2)
+    figs_toml = HERE / "chromium_figures.toml"
+    m, out = matrix_runs(str(figs_toml), None, True)
     names = [sc.config.name for sc in m.scenarios]
+    if not (args.analyse_only or args.skip_figures):
+        wanted = args.figure_scenarios.split(",") if args.figure_scenarios else names
+        matrix_runs(_only(figs_toml, wanted), None, False, retries=2)
     shutil.rmtree(FIGS, ignore_errors=True)
     bundle(out, FIGS, {n: n for n in names}, None)
     runs_md, _ = _runs_table(out, names)
 
-    cubic_sets = [FIGS / n for n in ("fig3a-loss1", "fig3a-loss3", "fig3a-loss10", "fig13-desktop")]
+    cubic_sets = [FIGS / n for n in ("fig3a-loss1", "fig3a-loss3", "fig3a-loss10", "fig3a-outage", "fig13-desktop")]
     _quicsm("diagram", *map(str, cubic_sets), "-o", str(HERE / "chromium_fig3a.svg"))
     _quicsm("diagram", str(FIGS / "fig3b-bbr"), "-o", str(HERE / "chromium_fig3b.svg"))
     for n in ("fig13-desktop", "fig13-mobile"):
@@ -113,9 +123,11 @@ def main() -> None:
     fig13 = _compare([FIGS / "fig13-desktop", FIGS / "fig13-mobile"], ["desktop", "mobile"])
 
     cmp_md = ""
-    if not args.skip_compare:
-        wanted = args.compare_stacks.split(",")
-        mc, out_c = matrix_runs(_only(HERE / "chromium_compare.toml", wanted), None, args.analyse_only, retries=2)
+    wanted = args.compare_stacks.split(",")
+    mc, out_c = matrix_runs(
+        _only(HERE / "chromium_compare.toml", wanted), None, args.analyse_only or args.skip_compare, retries=2
+    )
+    if any(load_runs(out_c, n + "-") for n in wanted):
         stacks = [sc.config.name for sc in mc.scenarios if sc.config.name in wanted]
         shutil.rmtree(CMP, ignore_errors=True)
         bundle(out_c, CMP, {n: n for n in stacks}, None)
@@ -152,7 +164,8 @@ Generated {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC by `experiments/chromium_
         + runs_md
         + """
 * Fig. 3a, `chromium_fig3a.svg`: Cubic, all Cubic runs together (1 % and 3 % loss at 20 Mbit/s/40 ms, 10 % at
-  10 Mbit/s/40 ms, and the Fig. 13 desktop runs), as the paper drew it from all its configurations.
+  10 Mbit/s/40 ms, 1 % loss with a 1.5 s outage 0.6 s into the load (`--outage 0.6s:1.5s`: the link carries
+  nothing in either direction), and the Fig. 13 desktop runs), as the paper drew it from all its configurations.
 * Fig. 3b, `chromium_fig3b.svg`: BBR (`--cc bbr`: the server's `quic_default_to_bbr`), 50 Mbit/s, 36 ms.
 * Fig. 13, `chromium_fig13_desktop.svg` / `chromium_fig13_mobile.svg`: 50 Mbit/s, no added loss.
 
