@@ -1,7 +1,8 @@
 """Many small inputs, as a fleet leaves them: per-host folders of short server logs, or one qlog per connection.
 
 ``make_text_logs(root, n)`` writes ``n`` text logs of about 0.5-1 KB (2-5 contract lines of one
-connection among Chromium-style noise lines) spread over 50 host folders; ``make_qlogs(root, n)``
+connection among Chromium-style noise lines, ``ssthresh=inf`` until the first loss as the patched senders
+print it) spread over 50 host folders; ``make_qlogs(root, n)``
 writes ``n`` JSON-SEQ qlogs of about 1 KB as quic-go's ``QLOGDIR`` does (one file per connection,
 a header record, congestion-state and metrics events, a few packet events). Both are deterministic.
 """
@@ -17,6 +18,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from bench_parse import NOISE
 
 from quicsm.traces.contract import format_line
+from quicsm.traces.events import SSTHRESH_INF
 
 HOSTS = 50
 CUBIC = ["SlowStart", "CongestionAvoidance", "ApplicationLimited", "Recovery"]
@@ -40,12 +42,16 @@ def make_text_logs(root: str, n: int, seed: int = 1) -> int:
         state = "Init"
         lines = []
         conn = f"0x{0x55D0C81E0000 + i:x}"
+        ssthresh = SSTHRESH_INF  # as the patched senders print it until the first loss: ssthresh=inf
         for _ in range(rng.randint(2, 5)):
             t += rng.randrange(1, 20000)
             nxt = "SlowStart" if state == "Init" else rng.choice([s for s in CUBIC if s != state])
+            cwnd = rng.randrange(14600, 10**6)
+            if nxt == "Recovery":
+                ssthresh = cwnd // 2
             lines.append(
                 "[31337:31355:1122/143015.123456:VERBOSE1:tcp_cubic_sender_bytes.cc(334)] "
-                + format_line(conn=conn, t_us=t, cc="cubic", frm=state, to=nxt, cwnd=rng.randrange(14600, 10**6))
+                + format_line(conn=conn, t_us=t, cc="cubic", frm=state, to=nxt, cwnd=cwnd, ssthresh=ssthresh)
             )
             state = nxt
             if rng.random() < 0.5:
