@@ -164,7 +164,7 @@ class QlogBatcher:
         skipping = False  # inside an overlong record, dropping bytes to its separator
         while True:
             if len(buf) < end + self.window:
-                buf.extend(bytes(end + self.window - len(buf)))
+                buf = self._grown(buf, end + self.window)
             got, error = read_into(stream, buf, end, self.window)
             report.bytes += got
             if self.on_bytes is not None and got:
@@ -224,6 +224,18 @@ class QlogBatcher:
         else:
             self._end_records(qf, kind)
         yield from self._take_ready()
+
+    def _grown(self, buf: bytearray, size: int) -> bytearray:
+        """The window grown to ``size`` bytes, its content kept. A window something still holds a view of
+        cannot be resized (BufferError, seen once under a Dask worker reading a .sqlog.gz): then a copy
+        becomes the window, so the read goes on instead of losing the worker's whole batch."""
+        try:
+            buf.extend(bytes(size - len(buf)))
+        except BufferError:
+            buf = bytearray(buf)
+            buf.extend(bytes(size - len(buf)))
+            self.buf = buf
+        return buf
 
     def flush(self) -> list[TraceColumns]:
         """The batch gathered so far (every file read is complete)."""

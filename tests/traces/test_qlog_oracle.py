@@ -129,3 +129,27 @@ def test_mutated_qlogs_are_read_as_the_old_reader_read_them(kind: str) -> None:
     # mutants are made by tests.fuzz.mutate.mutate_json, which keeps it JSON)
     least = (100, 80) if kind == "qlog" else (299, 30)
     assert held > least[0] and held_traces > least[1] and held_problems > 15, (held, held_traces, held_problems)
+
+
+def test_a_window_held_by_a_view_is_replaced_not_fatal() -> None:
+    """A view of the kept window alive elsewhere (BufferError on resize, seen once on a Dask worker) makes
+    the reader copy the window and read on: the same traces as with a free window."""
+    from quicsm.traces.report import ParseReport
+
+    path = ROOT / "tests" / "data" / "quic-go-v0.65" / "server.sqlog.gz"
+    raw = gzip.decompress(path.read_bytes())
+
+    def read(hold: bool) -> list[Any]:
+        b = QlogBatcher(ParseReport())
+        b.window = 4096
+        b.buf.extend(b"x" * 8)
+        view = memoryview(b.buf) if hold else None
+        out = list(b.read(io.BytesIO(raw), str(path), TraceMeta(), "sqlog")) + b.flush()
+        if view is not None:
+            assert bytes(view) == b"x" * 8  # the held window is left alone
+            view.release()
+        return out
+
+    free, held = read(False), read(True)
+    assert free and [c.ids for c in free] == [c.ids for c in held]
+    assert [c.state.tolist() for c in free] == [c.state.tolist() for c in held] and len(free[0].state) > 100
