@@ -137,11 +137,15 @@ class Profile:
     """The state is set by the last packet of each ACK (quic-go calls ``OnPacketAcked`` per packet with one
     ``priorInFlight``); the window may grow between the packets of one ACK (slow start, Cubic and Reno
     avoidance each their way: docs/metric-states.md)."""
+    hystart: bool = False
+    """Chromium's delay-based hybrid slow start (quic-go ``HybridSlowStart``): slow start ends when the
+    least RTT of a round's first eight samples exceeds the min RTT by an eighth (4-16 ms), whether the
+    sender was window- or application-limited; the exit is replayed from the RTT samples."""
 
 
 PROFILES: dict[str, Profile] = {
     "rfc9002": Profile("rfc9002"),
-    "quic-go": Profile("quic-go", per_packet=True),
+    "quic-go": Profile("quic-go", per_packet=True, hystart=True),
     "aioquic": Profile("aioquic"),
     "quinn": Profile("quinn"),
     "ngtcp2": Profile("ngtcp2"),
@@ -375,6 +379,7 @@ def _infer_loss(s: MetricSeries, prof: Profile) -> Inferred:
     in_rec = np.cumsum(mark[:n]) > 0
     # slow-start threshold: logged, else the window after the last cut (unbounded before the first)
     logged = s.ssthresh != NULL
+    hyst = _EMPTY
     if logged.any():
         ssthresh = _ffill(s.ssthresh, np.iinfo(np.int64).max)
     else:
@@ -382,6 +387,9 @@ def _infer_loss(s: MetricSeries, prof: Profile) -> Inferred:
         # on a window-limited ACK is avoidance growth (Cubic adds bytes), so slow start had ended
         busy = (prior >= prev_cwnd) | (prev_cwnd - prior <= prof.burst_packets * unit)
         flat = ack & busy & (grew < unit // 2) & (acked_packets >= 1) & (prior > inflight) & ~in_rec & ~cut
+        if prof.hystart:
+            hyst = _hystart_exit(s, t, ack & rtt_sample, latest, prev_cwnd, unit, cut)
+            flat[hyst] = True
         ssthresh = _threshold_of_cuts(cwnd, prev_cwnd, cut, rto, undo, flat)
     window = cwnd if prof.every_record else prev_cwnd
     window = np.where(undo, cwnd, window)  # an undo sets the state by the window it restored
@@ -409,6 +417,10 @@ def _infer_loss(s: MetricSeries, prof: Profile) -> Inferred:
                 # counted (quic-go's numAckedPackets), so whether the packets after the step saw it
                 late = _reno_steps(avoid, limited, grew, acked_packets, prev_cwnd, prior, unit, cut, limited, prof)
             limited = np.where(~ss & (grew > 0) & ~undo, late, limited)  # (an undo's rise is no ACK growth)
+        # an undo at an ACK that newly acknowledged nothing (under reordering the late packets were already
+        # declared lost, so acknowledging them acknowledges no outstanding packet): quic-go restores the
+        # window (OnSpuriousLoss), logs slow start or avoidance by it, and returns before any packet's test
+        limited |= undo & ~rtt_sample & (net <= 0)
         phase = np.where(limited, phase, _APP)
     # the phase changes only at an ACK outside recovery (or at the record that ends a recovery); other
     # records keep the last one
@@ -471,6 +483,11 @@ def _infer_loss(s: MetricSeries, prof: Profile) -> Inferred:
         # and an undo that ends application-limited: quic-go logs slow start or avoidance when it restores
         # the window (OnSpuriousLoss), then the ACK's packets find it unused
         blip |= undo & (code == _APP) & (held < 0)
+        # and a hybrid slow-start exit at an application-limited ACK: quic-go logs avoidance at the exit,
+        # then the ACK's packets find the window unused
+        exit_row = np.zeros(n, bool)
+        exit_row[hyst] = True
+        blip |= exit_row & (code == _APP) & (held < 0) & ~in_rec
         if blip.any():
             times, states, reasons = _brief_visits(times, states, reasons, t[blip], np.where(ss[blip], _SS, _CA))
     times, states, reasons = _hidden_recoveries(s, t, cut, times, states, reasons)
@@ -637,6 +654,51 @@ def _reno_steps(
     return out
 
 
+_HYSTART_SAMPLES = 8
+_HYSTART_LOW_WINDOW = 16
+
+
+def _hystart_exit(
+    s: MetricSeries,
+    t: np.ndarray,
+    ack: np.ndarray,
+    latest: np.ndarray,
+    prev_cwnd: np.ndarray,
+    unit: np.ndarray,
+    cut: np.ndarray,
+) -> np.ndarray:
+    """The ACK row at which Chromium's hybrid slow start (quic-go ``HybridSlowStart``) ends the first
+    slow start, if it does before the first cut: empty otherwise. quic-go calls ``MaybeExitSlowStart`` at
+    every ACK that newly acknowledges its largest packet, before the packets grow the window; a round
+    starts at the first such call and ends at an ACK of a packet sent after it (here: the record's time
+    less its RTT sample is later than the round's start). At the round's eighth sample the least of
+    its first eight RTT samples is compared with the min RTT plus an eighth of it (clamped to 4-16 ms);
+    once found, slow start ends at the first call with a window of 16 packets or more, and quic-go logs
+    avoidance then (``slowStartThreshold = congestionWindow``), application-limited or not. A loop over
+    the ACKs of the first slow start only."""
+    first_cut = int(np.argmax(cut)) if cut.any() else len(t)
+    min_rtt = _ffill(s.min_rtt_us, 0)
+    rows = np.flatnonzero(ack[:first_cut] & (latest[:first_cut] > 0))
+    started = found = False
+    round_start = count = least = 0
+    for r in rows.tolist():
+        if not started:
+            started, round_start, count, least = True, int(t[r]), 0, 0
+        rtt = int(latest[r])
+        if not found:
+            count += 1
+            if count <= _HYSTART_SAMPLES and (least == 0 or rtt < least):
+                least = rtt
+            if count == _HYSTART_SAMPLES and min_rtt[r] > 0:
+                margin = min(max(int(min_rtt[r]) >> 3, 4000), 16000)
+                found = least > int(min_rtt[r]) + margin
+        if found and prev_cwnd[r] // unit[r] >= _HYSTART_LOW_WINDOW:
+            return np.array([r], np.int64)
+        if t[r] - rtt > round_start:  # this ACK acknowledged a packet sent after the round began
+            started = False
+    return _EMPTY.copy()
+
+
 def _threshold_of_cuts(
     cwnd: np.ndarray, prev_cwnd: np.ndarray, cut: np.ndarray, rto: np.ndarray, undo: np.ndarray, flat: np.ndarray
 ) -> np.ndarray:
@@ -660,9 +722,11 @@ def _threshold_of_cuts(
             at[r] = current
         end = bounds[k] if k < len(bounds) else n
         seg = flat_rows[np.searchsorted(flat_rows, r, side="right") : np.searchsorted(flat_rows, end)]
-        below = seg[cwnd[seg] < current]
+        # the threshold is the window the exit found, before this ACK's growth (quic-go's
+        # MaybeExitSlowStart sets slowStartThreshold = congestionWindow before OnPacketAcked grows it)
+        below = seg[prev_cwnd[seg] < current]
         if len(below):
-            current = int(cwnd[below[0]])
+            current = int(prev_cwnd[below[0]])
             at[below[0]] = current
     return _ffill(at, top)
 

@@ -605,3 +605,57 @@ def test_heavy_reordering_a_cut_the_loss_timer_made_and_its_undo() -> None:
     assert got.states[i] == "Recovery" and got.t_us[i] == 45_100, (got.states, list(got.t_us))
     assert got.states[i + 1 :] == ["CongestionAvoidance", "ApplicationLimited"], got.states
     assert list(got.t_us[i + 1 :]) == [89_999, 90_000] and got.reasons[i + 1] == "inferred:ack"
+
+
+def test_an_undo_at_an_ack_that_acknowledged_nothing_keeps_the_restored_state() -> None:
+    """Under reordering the late packets were already declared lost, so the ACK that finds the loss
+    spurious acknowledges no outstanding packet: quic-go restores the window (OnSpuriousLoss), logs
+    avoidance by it and returns before any packet's application-limited test (sent_packet_handler's
+    ``len(ackedPackets) == 0``). The same undo with packets acknowledged ends application-limited."""
+    rows = [{**r, "packets": r["inflight"] // MSS} for r in _flight(0, 10 * MSS, 0, 8)]
+    rows.append({"t": 10_000, "cwnd": 7 * MSS, "inflight": 7 * MSS, "latest": 40_000, "packets": 7})  # a cut
+    rows.append({"t": 12_000, "cwnd": 7 * MSS, "inflight": 8 * MSS, "packets": 8})
+    rows.append({"t": 30_000, "cwnd": 7 * MSS, "inflight": 6 * MSS, "latest": 15_000, "packets": 6})  # its end
+    rows.append({"t": 65_000, "cwnd": 5 * MSS, "inflight": 3 * MSS, "latest": 40_500, "packets": 3})  # a cut
+    events = dict(
+        timer_us=np.array([45_000], np.int64),
+        lost_us=np.array([45_100, 64_000], np.int64),
+        spurious_us=np.array([89_000], np.int64),
+    )
+    # the undo's record: no new RTT sample, nothing left bytes in flight
+    nothing = {"t": 90_000, "cwnd": 7 * MSS, "inflight": 3 * MSS, "latest": 40_500, "packets": 3}
+    got = infer(series([*rows, nothing], **events), PROFILES["quic-go"])
+    assert got.states[-2:] == ["Recovery", "CongestionAvoidance"], got.states
+    assert got.t_us[-1] == 90_000 and got.reasons[-1] == "inferred:spurious_loss"
+    acked = {**nothing, "inflight": 1 * MSS, "latest": 40_600, "packets": 1}
+    got = infer(series([*rows, acked], **events), PROFILES["quic-go"])
+    assert got.states[-3:] == ["Recovery", "CongestionAvoidance", "ApplicationLimited"], got.states
+
+
+def _hystart_rows(rtt: int) -> list[dict[str, int]]:
+    """Slow start, application-limited (four packets in flight of a 20-packet window), ten ACKs of one
+    packet each with RTT samples of about ``rtt`` against a min RTT of 40 ms, each followed by a send."""
+    rows = _flight(0, 20 * MSS, 0, 4)
+    for i in range(10):
+        t = 40_000 + 1000 * i
+        rows.append({"t": t, "cwnd": 20 * MSS, "inflight": 3 * MSS, "latest": rtt + i, "min_rtt": 40_000})
+        rows.append({"t": t + 100, "cwnd": 20 * MSS, "inflight": 4 * MSS})
+    return rows
+
+
+def test_hybrid_slow_start_exits_on_rtt_samples_even_when_application_limited() -> None:
+    """quic-go's HybridSlowStart (Chromium's): at the eighth RTT sample of a round, the least of its
+    first eight samples above the min RTT by more than an eighth (here 5 ms) ends slow start with a
+    window of 16 packets or more, whether or not the sender used its window; quic-go logs avoidance at
+    once and the ACK's packets then find the window unused. The threshold is the window before the
+    ACK, so the next window-limited ACK is avoidance."""
+    rows = _hystart_rows(50_000)
+    eighth = rows[4 + 2 * 7]["t"]
+    got = infer(series(rows), PROFILES["quic-go"])
+    assert got.states == ["SlowStart", "ApplicationLimited", "CongestionAvoidance", "ApplicationLimited"], got.states
+    assert list(got.t_us[2:]) == [eighth - 1, eighth]
+    # RTT samples within the margin (44 ms < 40 + 5 ms): slow start goes on
+    got = infer(series(_hystart_rows(44_000)), PROFILES["quic-go"])
+    assert got.states == ["SlowStart", "ApplicationLimited"], got.states
+    # a stack without Chromium's hybrid slow start (RFC 9002 profile) reads no exit from RTTs
+    assert "CongestionAvoidance" not in infer(series(_hystart_rows(50_000)), PROFILES["rfc9002"]).states
