@@ -245,15 +245,21 @@ class Scored:
     """BBR senders (quinn) against their contract lines, apart from the loss-based ones."""
     logged_vs_contract: Tally = field(default_factory=Tally)
     per_scenario: dict[str, Tally] = field(default_factory=lambda: defaultdict(Tally))
+    refused: list[str] = field(default_factory=list)
+    """Connections the reader refused to read states from (quinn's BBR), with its reason."""
     worst: list[tuple[str, str, float]] = field(default_factory=list)
 
 
 def score_inputs(inputs: list[str]) -> Scored:
     out = Scored()
     for label, qlog, log in connections(inputs):
-        inferred = one(qlog, "metrics")
+        got = parse_inputs([qlog], states="metrics", require_transitions=False)
+        inferred = got.traces[0] if len(got.traces) == 1 else None
         logged = one(qlog, "logged")
         if inferred is None:
+            why = [i.reason for i in got.report.issues if i.reason.startswith("states not read")]
+            if why:
+                out.refused.append(f"{label}: {why[0]}")
             continue
         if logged is not None:
             truth = Seq.of(logged, MERGE_QLOG)
@@ -302,6 +308,12 @@ def report(scored: Scored, title: str) -> list[str]:
             scored.logged_vs_contract,
             "For scale: the stack's own qlog states against its contract lines (two instruments of one sender)",
         )
+    if scored.refused:
+        reasons = sorted({r.split(": ", 1)[1] for r in scored.refused})
+        lines += [
+            f"{len(scored.refused)} connections refused by the reader (no states read): " + "; ".join(reasons),
+            "",
+        ]
     lines += ["### Per scenario", ""]
     lines += [
         "| scenario | connections | all states within 0.02 | transitions precision | recall |",

@@ -20,6 +20,8 @@ growing by about 2x a round), Drain (a fall to well under the rate before), Prob
 window held at its minimum or under the bandwidth-delay product), and ApplicationLimited (an idle gap
 with room in the window, where the stack has that state). ProbeBw's phases are one state here: they differ only in a gain on a
 bandwidth estimate that moves under them, and reading them from the rate failed on quiche's BBR2.
+quinn's BBR is refused (no state, the reason reported): against quinn's own state lines its phases
+read from the metrics missed the accuracy goal on every connection.
 
 Everything is NumPy over one connection's columns: no Python object per event. Odd metrics (fields
 missing, zeros, counters that reset, a window logged once) give fewer states, never an exception.
@@ -28,6 +30,7 @@ missing, zeros, counters that reset, a window logged once) give fewer states, ne
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -137,6 +140,10 @@ class Profile:
     """The state is set by the last packet of each ACK (quic-go calls ``OnPacketAcked`` per packet with one
     ``priorInFlight``); the window may grow between the packets of one ACK (slow start, Cubic and Reno
     avoidance each their way: docs/metric-states.md)."""
+    bbr_refused: str = ""
+    """Why this stack's BBR phases are not read from its metrics (empty: they are). A series of such a
+    stack with a pacing rate and no slow-start threshold gives no states, and the reader says why,
+    rather than a machine that is not measured."""
     hystart: bool = False
     """Chromium's delay-based hybrid slow start (quic-go ``HybridSlowStart``): slow start ends when the
     least RTT of a round's first eight samples exceeds the min RTT by an eighth (4-16 ms), whether the
@@ -147,7 +154,12 @@ PROFILES: dict[str, Profile] = {
     "rfc9002": Profile("rfc9002"),
     "quic-go": Profile("quic-go", per_packet=True, hystart=True),
     "aioquic": Profile("aioquic"),
-    "quinn": Profile("quinn"),
+    "quinn": Profile(
+        "quinn",
+        bbr_refused="quinn's BBR phases are not read from its metrics: against quinn's own state lines they "
+        "missed the accuracy goal on every connection measured (docs/metric-states.md, quinn's BBR); "
+        "its NewReno and Cubic are read",
+    ),
     "ngtcp2": Profile("ngtcp2"),
     "quiche": Profile("quiche", recovery_end="next_sample", app_limited=False, every_record=True),
 }
@@ -173,6 +185,8 @@ class Inferred:
     family: str
     sample_state: np.ndarray
     mss: int
+    refused: str = ""
+    """Why no state was read although the series has metrics (a BBR the profile does not read)."""
 
     def __len__(self) -> int:
         return len(self.states)
@@ -238,6 +252,10 @@ def infer(series: MetricSeries, profile: Profile | None = None) -> Inferred:
     if np.any(order != np.arange(n)):
         series = _sorted(series, order)
     series = _rtt_in_seconds(series)
+    if prof.bbr_refused and (series.pacing != NULL).any() and not (series.ssthresh != NULL).any():
+        # (quinn-proto's BBR logs a pacing rate and no threshold, its NewReno and Cubic the reverse: a
+        # pacing rate that changed fewer than four times is still its BBR)
+        return Inferred(_EMPTY.copy(), [], [], "bbr", np.zeros(0, np.int8), 1200, prof.bbr_refused)
     if _looks_bbr(series):
         return _infer_bbr(series, prof)
     return _infer_loss(series, prof)
@@ -490,7 +508,7 @@ def _infer_loss(s: MetricSeries, prof: Profile) -> Inferred:
         blip |= exit_row & (code == _APP) & (held < 0) & ~in_rec
         if blip.any():
             times, states, reasons = _brief_visits(times, states, reasons, t[blip], np.where(ss[blip], _SS, _CA))
-    times, states, reasons = _hidden_recoveries(s, t, cut, times, states, reasons)
+    times, states, reasons = _hidden_recoveries(s, t, cut, ss, times, states, reasons)
     return Inferred(times, states, reasons, "loss", code, mss)
 
 
@@ -508,12 +526,20 @@ def _brief_visits(
 
 
 def _hidden_recoveries(
-    s: MetricSeries, t: np.ndarray, cut: np.ndarray, times: np.ndarray, states: list[str], reasons: list[str]
+    s: MetricSeries,
+    t: np.ndarray,
+    cut: np.ndarray,
+    ss: np.ndarray,
+    times: np.ndarray,
+    states: list[str],
+    reasons: list[str],
 ) -> tuple[np.ndarray, list[str], list[str]]:
     """Recoveries cut and undone between two metrics records: a loss the loss timer declared (an expiry
     logged within 1 ms before it) outside recovery, found spurious (``spurious_loss``) before any record
     showed a cut. quic-go v0.5x+ cuts at such a loss and writes no metrics until the next ACK or send,
-    by when the undo has put the window back. A loop over the spurious losses only."""
+    by when the undo has put the window back. The undo logs slow start or avoidance by the restored
+    window (``OnSpuriousLoss``), never application-limited: that waits for the next ACK's packets. A loop
+    over the spurious losses only."""
     if not len(s.spurious_us) or not len(s.lost_us) or not len(s.timer_us):
         return times, states, reasons
     events = list(zip(times.tolist(), states, reasons))
@@ -533,6 +559,9 @@ def _hidden_recoveries(
         before = states[i] if i >= 0 else "SlowStart"
         if before == "Recovery":
             continue
+        if before == "ApplicationLimited":
+            r = max(int(np.searchsorted(t, lost, side="right")) - 1, 0)  # the window it restores: the last shown
+            before = "SlowStart" if ss[r] else "CongestionAvoidance"
         events += [(lost, "Recovery", f"{INFERRED_TRIGGER}:loss"), (sp, before, f"{INFERRED_TRIGGER}:spurious_loss")]
         last_end = sp
     events.sort(key=lambda e: e[0])
@@ -870,9 +899,11 @@ def infer_events(
     time_scale: float,
     start_us: int | None,
     spurious: list[int] | None = None,
+    on_refused: Callable[[str], None] | None = None,
 ) -> list[TraceEvent]:
     """A metrics-only trace's events with inferred transitions added and every metrics event given the
-    state it fell in (the object twin of the column path; the same :func:`infer`)."""
+    state it fell in (the object twin of the column path; the same :func:`infer`). ``on_refused`` hears
+    why a series with metrics gave no state (:attr:`Inferred.refused`)."""
     rows = [e for e in events if e.kind == "metrics"]
     if not rows:
         return []
@@ -903,6 +934,8 @@ def infer_events(
     if not (series.cwnd != NULL).any():
         return []  # nothing to read a state from
     got = infer(series, profile_for(implementation))
+    if got.refused and on_refused is not None:
+        on_refused(got.refused)
     names = LOSS_STATES if got.family == "loss" else BBR_STATES
     out = [r._replace(state=names[c]) for r, c in zip(rows, got.sample_state.tolist())]
     prev = INIT

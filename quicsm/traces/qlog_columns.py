@@ -343,6 +343,8 @@ class QlogBatcher:
         if not (series.cwnd != NULL).any():
             return None  # nothing to read a state from
         got = infer(series, profile_for(qf.meta.implementation or guess_impl(st.title)))
+        if got.refused:
+            self.report.problem(qf.path, 1, f"states not read: {got.refused}", "states not read")
         if not len(got):
             return None
         names = LOSS_STATES if got.family == "loss" else BBR_STATES

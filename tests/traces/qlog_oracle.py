@@ -290,7 +290,17 @@ def _finish(st: TraceState, path: str, meta: TraceMeta, index: int, report: Pars
         from quicsm.traces.metric_states import INFERRED_LABEL, infer_events
 
         impl = meta.implementation or guess_impl(st.title)
-        st.events = infer_events(st.events, st.aux, st.lost, st.timers, impl, st.time_scale, st.min_t, st.spurious)
+        st.events = infer_events(
+            st.events,
+            st.aux,
+            st.lost,
+            st.timers,
+            impl,
+            st.time_scale,
+            st.min_t,
+            st.spurious,
+            lambda why: report.problem(path, 1, f"states not read: {why}", "states not read"),
+        )
         if not st.events:
             return None
         labels.update(INFERRED_LABEL)

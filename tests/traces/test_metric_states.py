@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from quicsm.errors import ParseError
 from quicsm.traces import parse_inputs
 from quicsm.traces.events import EVENT_KINDS, Trace, TraceMeta
 from quicsm.traces.metric_states import (
@@ -119,33 +120,41 @@ def test_the_column_scanner_and_the_python_reader_infer_alike() -> None:
 QUINN_BBR = DATA / "metric-only" / "quinn-0.11.19-bbr"
 
 
-def test_quinn_bbr_from_its_qlog_against_its_contract_lines() -> None:
-    """quinn-proto 0.11.19's BBR through the testbed (1 % loss): its qlog logs metrics and no state; read
-    from them, the states are held against the instrumented server's contract lines of the same run
-    (ProbeBw's phases merged: docs/metric-states.md). Clocks aligned by each one's first event."""
-    (inferred,) = parse_inputs([str(QUINN_BBR / "conn1_server.sqlog.gz")]).traces
+def _bbr_rows() -> list[dict[str, int]]:
+    """A BBR-like series: the pacing rate grows 1.1x a record (Startup) for 20 records, no threshold."""
+    return [
+        {"t": 2_000 * (i + 1), "cwnd": 40 * MSS, "inflight": 10 * MSS, "pacing": int(1e6 * 1.1**i), "min_rtt": 20_000}
+        for i in range(20)
+    ]
+
+
+def test_quinn_bbr_is_refused_with_the_reason_not_read_into_a_machine() -> None:
+    """quinn-proto 0.11.19's BBR through the testbed (1 % loss): its qlog logs metrics and no state. Read
+    from them, its phases missed the accuracy goal on every connection held against the instrumented
+    server's contract lines (experiments/metric_truth.md), so the reader refuses them and says why, under
+    ``auto`` and ``metrics`` alike, rather than give a machine nobody measured; the contract lines of the
+    same run still read, and quinn's loss-based senders are still read from their metrics."""
+    for states in ("auto", "metrics"):
+        got = parse_inputs([str(QUINN_BBR / "conn1_server.sqlog.gz")], states=states, require_transitions=False)
+        assert got.traces == [], states
+        (issue,) = got.report.issues
+        assert issue.path.endswith("conn1_server.sqlog.gz") and "quinn's BBR phases are not read" in issue.reason
+        assert "docs/metric-states.md" in issue.reason and got.report.issue_counts["states not read"] == 1
+    with pytest.raises(ParseError, match="quinn's BBR phases are not read"):
+        parse_inputs([str(QUINN_BBR / "conn1_server.sqlog.gz")], strict=True)
     (truth,) = parse_inputs([str(QUINN_BBR / "server.log.gz")]).traces
-    assert inferred.labels["states"] == INFERRED_LABEL["states"] and inferred.cc == "bbr"
-    shift = truth.events[0].t_us - inferred.events[0].t_us
-    tt, ts = _steps(truth)
-    tt, ts = [t - shift for t in tt], [s.split(".")[0] for s in ts]  # ProbeBw.Up/Down/Cruise: one state
-    it, is_ = _steps(inferred)
-    start, end = truth.start_us - shift, truth.end_us - shift
-    a, b = _shares(tt, ts, start, end), _shares(it, is_, start, end)
-    assert set(a) == {"Startup", "ApplicationLimited", "ProbeRtt", "ProbeBw"} and set(b) == set(a)
-    for (
-        state
-    ) in a:  # (measured: AL 0.595 vs 0.499, ProbeBw 0.290 vs 0.345, ProbeRtt 0.085 vs 0.112, Startup 0.030 vs 0.044)
-        assert abs(a[state] - b[state]) <= 0.12, (state, a, b)
-    steps = [(t, x, y) for t, x, y in zip(tt[1:], ts, ts[1:]) if x != y]
-    found = sum(
-        any(abs(t - u) <= 10_000 and (x, y) == (p, q) for u, p, q in zip(it[1:], is_, is_[1:])) for t, x, y in steps
-    )
-    assert found >= 0.5 * len(steps), (found, len(steps))
+    assert truth.cc == "bbr" and {"Startup", "ProbeRtt"} <= {e.state for e in truth.events if e.kind == "transition"}
+    # the profile refuses BBR-like series only: another stack's BBR is read, quinn's loss-based senders too
+    bbr = _bbr_rows()
+    assert infer(series(bbr), PROFILES["quinn"]).refused and not len(infer(series(bbr), PROFILES["quinn"]))
+    assert infer(series(bbr), PROFILES["rfc9002"]).states[0] == "Startup"
+    loss = infer(series(_slow_start_flight()), PROFILES["quinn"])
+    assert loss.family == "loss" and not loss.refused and loss.states == ["SlowStart"]
 
 
-METRIC_ONLY = [DATA / "quic-go-v0.65" / "server.sqlog.gz", QUINN_BBR / "conn1_server.sqlog.gz"]
-"""Real qlogs read with states from metrics (quic-go's with its state events set aside)."""
+METRIC_ONLY = [DATA / "quic-go-v0.65" / "server.sqlog.gz"]
+"""Real qlogs read with states from metrics (quic-go's with its state events set aside; quinn's BBR,
+the other metric-only fixture, is refused: test_quinn_bbr_is_refused_with_the_reason...)."""
 
 
 @pytest.mark.parametrize("path", METRIC_ONLY, ids=lambda p: p.parent.name)
@@ -356,7 +365,7 @@ def test_bbr_application_limited_from_an_idle_gap() -> None:
     rows += [rec(t + 50 + 10 * i, inflight + i * MSS) for i in range(1, 39 - inflight // MSS + 1)]  # new data
     t += 1_000
     rows.append(rec(t, 37 * MSS))
-    got = infer(series(rows), PROFILES["quinn"])
+    got = infer(series(rows), PROFILES["rfc9002"])  # (quinn's own BBR, for which it was made, is refused)
     assert got.states[-3:] == ["ProbeBw", "ApplicationLimited", "ProbeBw"], got.states
     # the last send at busy_until + 20 us, ACKs every ms: the first more than 8 ms after it
     assert got.t_us[-2] == busy_until + 9_000
@@ -400,7 +409,7 @@ def test_odd_metrics_give_states_or_none_never_an_error(name: str) -> None:
         assert len(got.t_us) == len(got.states) == len(got.reasons)
         assert list(got.t_us) == sorted(got.t_us)
         assert all(is_known_state(x) for x in got.states)
-        assert len(got.sample_state) == len(s.t_us)
+        assert len(got.sample_state) == len(s.t_us) or (got.refused and not got.states and not len(got.sample_state))
     if not ODD[name]:
         assert not infer(s).states
 
@@ -484,6 +493,13 @@ def test_a_recovery_cut_and_undone_between_two_records_is_read_from_the_loss_eve
     # a loss the records show as a cut is read from the records, not twice
     shown = [*rows[:-1], {"t": 50_000, "cwnd": 10 * MSS, "inflight": 17 * MSS, "latest": 40_050, "packets": 17}]
     assert infer(series(shown, **events), PROFILES["quic-go"]).states.count("Recovery") == 1
+    # application-limited before it: the undo logs slow start or avoidance by the window it restores
+    # (OnSpuriousLoss), not application-limited, which only the next ACK's packets can set again
+    idle = [*_flight(0, 20 * MSS, 0, 4), {"t": 40_000, "cwnd": 20 * MSS, "inflight": 3 * MSS, "latest": 40_000}]
+    idle.append({"t": 60_000, "cwnd": 20 * MSS, "inflight": 4 * MSS})  # a send after the undo
+    got = infer(series(idle, **events), PROFILES["quic-go"])
+    assert got.states == ["SlowStart", "ApplicationLimited", "Recovery", "SlowStart"], got.states
+    assert got.t_us[-1] == 59_000
 
 
 def test_the_window_unit_follows_path_mtu_discovery() -> None:
