@@ -153,3 +153,77 @@ def test_a_window_held_by_a_view_is_replaced_not_fatal() -> None:
     free, held = read(False), read(True)
     assert free and [c.ids for c in free] == [c.ids for c in held]
     assert [c.state.tolist() for c in free] == [c.state.tolist() for c in held] and len(free[0].state) > 100
+
+
+def _number_texts(rng: random.Random, n: int) -> list[str]:
+    """JSON numbers of every shape the scanner's own float parser takes or hands to strtod: short and
+    19-plus digit mantissas, leading zeros, exponents around 10^+-22, 2^53 +- 1, subnormals, negative zero."""
+    fixed = [
+        "0",
+        "-0",
+        "-0.0",
+        "0.1",
+        "0.000123",
+        "9007199254740992",
+        "9007199254740993",
+        "9007199254740991.5",
+        "1e22",
+        "1e23",
+        "123456789012345678",
+        "1234567890123456789",
+        "12345678901234567890",
+        "5e-324",
+        "1.7976931348623157e308",
+        "2.2250738585072014e-308",
+        "0.30000000000000004",
+        "1e15",
+        "1000000000000000.1",
+        "4.35",
+        "0.517971",
+        "12.970761",
+        "1E5",
+        "1e+5",
+        "1e-5",
+        "00.5e0",
+        "7e-23",
+        "7e22",
+    ]
+    out = fixed[:]
+    while len(out) < n:
+        shape = rng.randrange(4)
+        if shape == 0:
+            out.append(repr(rng.uniform(0, 10 ** rng.randrange(0, 16))))
+        elif shape == 1:
+            whole = str(rng.randrange(0, 10 ** rng.randrange(1, 12)))
+            frac = "".join(rng.choice("0123456789") for _ in range(rng.randrange(0, 14)))
+            out.append(whole + ("." + frac if frac else ""))
+        elif shape == 2:
+            digits = "".join(rng.choice("0123456789") for _ in range(rng.randrange(1, 24)))
+            out.append(digits.lstrip("0") or "0")
+        else:
+            mant = f"{rng.randrange(1, 10 ** rng.randrange(1, 18))}.{rng.randrange(0, 10**6)}"
+            out.append(f"{mant}e{rng.choice(['', '+', '-'])}{rng.randrange(0, 30)}")
+    return out
+
+
+def test_numbers_are_read_as_float_reads_them() -> None:
+    """The C scanner parses times and metrics without strtod where the result is exact (Clinger's fast
+    path); the traces must be those of Python's float() in the oracle, for every number shape."""
+    texts = _number_texts(random.Random(7), 600)
+    head = (
+        '{"qlog_format":"NDJSON","qlog_version":"draft-02","title":"quic-go qlog","trace":{"vantage_point":'
+        '{"type":"server"},"common_fields":{"ODCID":"ab","group_id":"ab","time_format":"relative"}}}\n'
+    )
+    lines = [head]
+    for i, x in enumerate(texts):
+        state = ("slow_start", "congestion_avoidance")[i % 2]
+        lines.append(f'{{"time":{x},"name":"recovery:congestion_state_updated","data":{{"new":"{state}"}}}}\n')
+        lines.append(f'{{"time":{x},"name":"transport:packet_sent","data":{{"header":{{"packet_number":{i}}}}}}}\n')
+        lines.append(
+            f'{{"time":{x},"name":"recovery:metrics_updated","data":{{"smoothed_rtt":{x},"min_rtt":{x},'
+            f'"congestion_window":{i + 1000},"bytes_in_flight":{i}}}}}\n'
+        )
+    data = "".join(lines).encode()
+    traces, _ = agree(data, "ndjson")
+    events = [e for t in traces for e in t.events]
+    assert len(events) >= len(texts)  # the comparison is of read numbers, not of an empty output
