@@ -25,7 +25,7 @@ import argparse
 import json
 import os
 import subprocess
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from xml.sax.saxutils import escape
@@ -92,13 +92,20 @@ class Tally:
     confusion: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
     connections: int = 0
     all_within: int = 0
+    wrong: Counter[str] = field(default_factory=Counter)
+    """Inferred transitions no truth transition matched ("A->B"), by kind."""
+    missed: Counter[str] = field(default_factory=Counter)
+    """Truth transitions no inferred one matched, by kind."""
 
 
-def match(truth: Seq, inferred: Seq, tol: int) -> list[tuple[int, str, str]]:
-    """The inferred transitions that match a truth transition (same states, within ``tol``, one to one)."""
+def match(
+    truth: Seq, inferred: Seq, tol: int
+) -> tuple[list[tuple[int, str, str]], list[tuple[int, str, str]], list[tuple[int, str, str]]]:
+    """The inferred transitions that match a truth transition (same states, within ``tol``, one to one),
+    the inferred ones that match none, and the truth ones left unmatched."""
     pool = truth.transitions()
     used = [False] * len(pool)
-    hits = []
+    hits, wrong = [], []
     for t, a, b in inferred.transitions():
         best, bestd = -1, tol + 1
         for k, (u, x, y) in enumerate(pool):
@@ -107,7 +114,9 @@ def match(truth: Seq, inferred: Seq, tol: int) -> list[tuple[int, str, str]]:
         if best >= 0:
             used[best] = True
             hits.append((t, a, b))
-    return hits
+        else:
+            wrong.append((t, a, b))
+    return hits, wrong, [p for k, p in enumerate(pool) if not used[k]]
 
 
 def score(truth: Seq, inferred: Seq, tally: Tally) -> dict[str, float]:
@@ -124,8 +133,11 @@ def score(truth: Seq, inferred: Seq, tally: Tally) -> dict[str, float]:
         tally.n_truth[to] += 1
     for _, _, to in inferred.transitions():
         tally.n_inferred[to] += 1
-    for _, _, to in match(truth, inferred, tol):
+    hits, wrong, missed = match(truth, inferred, tol)
+    for _, _, to in hits:
         tally.tp[to] += 1
+    tally.wrong.update(f"{a}->{b}" for _, a, b in wrong)
+    tally.missed.update(f"{a}->{b}" for _, a, b in missed)
     cuts = np.unique(np.clip(np.concatenate([truth.t, inferred.t, [start, end]]), start, end))
     mid = (cuts[:-1] + cuts[1:]) / 2
     ti = np.searchsorted(truth.t, mid, side="right") - 1
@@ -186,6 +198,16 @@ def table(tally: Tally, title: str) -> list[str]:
         f"All transitions: precision {tp / max(ni, 1):.3f} ({tp}/{ni}), recall {tp / max(nt, 1):.3f} ({tp}/{nt}).",
         "",
     ]
+    if tally.wrong or tally.missed:
+        lines += [
+            "Transitions that did not match, by kind (the most frequent; a wrong one is read where the truth has",
+            "none of that kind within the tolerance, a missed one is the truth's with no inferred match): wrong "
+            + ", ".join(f"{k} {v}" for k, v in tally.wrong.most_common(6))
+            + "; missed "
+            + ", ".join(f"{k} {v}" for k, v in tally.missed.most_common(6))
+            + ".",
+            "",
+        ]
     return lines
 
 
@@ -253,11 +275,11 @@ class Scored:
 def score_inputs(inputs: list[str]) -> Scored:
     out = Scored()
     for label, qlog, log in connections(inputs):
-        got = parse_inputs([qlog], states="metrics", require_transitions=False)
-        inferred = got.traces[0] if len(got.traces) == 1 else None
+        parsed = parse_inputs([qlog], states="metrics", require_transitions=False)
+        inferred = parsed.traces[0] if len(parsed.traces) == 1 else None
         logged = one(qlog, "logged")
         if inferred is None:
-            why = [i.reason for i in got.report.issues if i.reason.startswith("states not read")]
+            why = [i.reason for i in parsed.report.issues if i.reason.startswith("states not read")]
             if why:
                 out.refused.append(f"{label}: {why[0]}")
             continue
