@@ -222,8 +222,9 @@ def testbed() -> None:
 @click.option(
     "--cc",
     type=_CCS,
-    default="reno",
-    help="Congestion controller (" + "; ".join(f"{s.name}: {', '.join(s.ccs)}" for s in stacks.all_stacks()) + ").",
+    help="Congestion controller (default: the stack's, the first here; "
+    + "; ".join(f"{s.name}: {', '.join(s.ccs)}" for s in stacks.all_stacks())
+    + ").",
 )
 @click.option(
     "--packet-threshold",

@@ -68,7 +68,9 @@ class RunParams:
     objects: int = 1
     size: int = 10_000_000
     quic_go_version: str = "v0.65.0"
-    cc: str = "reno"
+    cc: str = ""
+    """The server's congestion controller; empty: the stack's own, the first of its ``ccs`` (reno for quic-go,
+    quiche, ngtcp2 and tcp; cubic for chromium; bbr for quinn), filled in by ``RunConfig``."""
     packet_threshold: int | None = None
     """Rebuild the server with this fixed reordering threshold (versions that have the constant)."""
     schedule: str | None = None

@@ -84,6 +84,8 @@ class RunConfig(RunParams):
     def __post_init__(self) -> None:
         if self.client == "go" and "go" not in self.server_stack.clients:  # the default: the stack's own client
             object.__setattr__(self, "client", self.server_stack.clients[0])
+        if not self.cc:  # the default: the stack's own controller
+            object.__setattr__(self, "cc", self.server_stack.ccs[0])
         if self.client not in CLIENTS:
             raise TestbedError(f"client {self.client!r}: choose one of {', '.join(CLIENTS)}")
         self.server_stack.validate(self)

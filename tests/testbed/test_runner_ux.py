@@ -252,3 +252,28 @@ def test_grid_fingerprints_stay_without_an_outage() -> None:
         _fingerprint(cfg) == hashlib.sha256(json.dumps(before, sort_keys=True, default=str).encode()).hexdigest()[:16]
     )
     assert _fingerprint(RunConfig(outage="1s:1s")) != _fingerprint(cfg)
+
+
+def test_the_default_controller_is_the_stacks_own_in_the_library_cli_and_matrix(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import quicsm.cli.testbed_cmd as cmd
+    from quicsm.testbed import stacks
+
+    seen: list[str] = []
+    monkeypatch.setattr(cmd, "_run_scenarios", lambda items, *a, **kw: seen.extend(c.cc for c, _ in items) or [])
+    names = stacks.names()
+    f = tmp_path / "m.toml"
+    f.write_text("".join(f'[[scenario]]\nname = "s{i}"\nstack = "{n}"\n' for i, n in enumerate(names)))
+    for n in names:  # no --cc: the stack's first controller (chromium's patch sets have no reno)
+        res = CliRunner().invoke(cli, ["testbed", "run", "--stack", n, "--out", str(tmp_path / "o")])
+        assert res.exit_code == 0, res.output
+    library = [RunConfig(stack=n).cc for n in names]
+    matrix = [sc.config.cc for sc in load_matrix(f).scenarios]
+    assert seen == library == matrix == [stacks.get(n).ccs[0] for n in names]
+    assert dict(zip(names, library))["chromium"] == "cubic" and dict(zip(names, library))["quic-go"] == "reno"
+    assert RunConfig(stack="quiche", cc="bbr2").cc == "bbr2"
+    with pytest.raises(TestbedError, match="cc 'reno' on chromium"):
+        RunConfig(stack="chromium", cc="reno")
+    helptext = CliRunner().invoke(cli, ["testbed", "run", "--help"]).output
+    assert "default: the stack's" in " ".join(helptext.split())

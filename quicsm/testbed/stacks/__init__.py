@@ -9,7 +9,7 @@ use of the registry. ``quicsm testbed run/matrix/build`` take ``--stack NAME`` f
 What a stack says about itself (class attributes) and does (methods):
 
 * ``name`` (``--stack``), ``implementation`` (what traces and ``meta.json`` call it), ``ccs`` (the
-  ``--cc`` values it takes), ``clients`` (``go``, ``chromium``), ``protocol`` and ``http_versions`` (the
+  ``--cc`` values it takes, its default first), ``clients`` (``go``, ``chromium``), ``protocol`` and ``http_versions`` (the
   HTTP versions its pages come over, its own first), ``zero_rtt`` and ``max_cwnd`` (whether runs may resume
   with 0-RTT, rebuild the server with another maximum congestion window), ``version_field`` (the
   :class:`~quicsm.testbed.runner.RunConfig` field holding its version; ``stack_version`` by default,
@@ -120,6 +120,7 @@ class Stack:
     implementation: ClassVar[str] = ""
     description: ClassVar[str] = ""
     ccs: ClassVar[tuple[str, ...]] = ()
+    """Its controllers; the first is the one a run that names none uses (``--cc``'s default)."""
     clients: ClassVar[tuple[str, ...]] = ("go", "chromium")
     version_field: ClassVar[str] = "stack_version"
     default_version: ClassVar[str] = ""

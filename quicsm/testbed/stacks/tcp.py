@@ -27,7 +27,7 @@ class TcpStack(Stack):
     name: ClassVar[str] = "tcp"
     implementation: ClassVar[str] = "linux-tcp"
     description: ClassVar[str] = "the kernel's TCP (cubic, reno, bbr) with HTTP/2 + TLS 1.3, traced with bpftrace"
-    ccs: ClassVar[tuple[str, ...]] = ("cubic", "reno", "bbr")
+    ccs: ClassVar[tuple[str, ...]] = ("reno", "cubic", "bbr")  # reno first: what runs naming none always used
     protocol: ClassVar[str] = "h2"
     http_versions: ClassVar[tuple[str, ...]] = ("h2", "h1")
     pages: ClassVar[bool] = True
