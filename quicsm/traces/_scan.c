@@ -909,27 +909,45 @@ static int wanted_at(const char *p, const char *e) {
     return (((unsigned char)*p | 32) == 'm') ? ci_at(p, e, "metric", 6) : ci_at(p, e, "congestion", 10) || ci_at(p, e, "cc_state", 8);
 }
 
-/* qlog._WANTED (congestion|metric|cc_state, any case): records that may matter (others are not decoded,
- * only their time kept). Candidates are the bytes that are c or m in any case, 16 at a time with SSE2. */
-static int wanted(const char *p, const char *e) {
+/* Whether one of qlog.SOFT_RE's words (packet_lost, loss_timer, spurious_loss) holds the "los" at q:
+ * each holds "los" at a fixed place (7, 0 and 9), so every match of one is found from a match of "los". */
+static int soft_at(const char *p, const char *q, const char *e) {
+    if (e - q < 3 || q[1] != 'o' || q[2] != 's') return 0;
+    return (q - p >= 7 && e - (q - 7) >= 11 && memcmp(q - 7, "packet_lost", 11) == 0) ||
+           (e - q >= 10 && memcmp(q, "loss_timer", 10) == 0) ||
+           (q - p >= 9 && e - (q - 9) >= 13 && memcmp(q - 9, "spurious_loss", 13) == 0);
+}
+
+enum { R_PACKET = 0, R_SOFT = 1, R_WANTED = 2 };
+
+/* One pass over a record: R_WANTED if qlog._WANTED (congestion|metric|cc_state, any case) matches anywhere
+ * (such records are decoded), else R_SOFT if qlog.SOFT_RE (packet_lost|loss_timer|spurious_loss) does (a loss
+ * or timer record, if it reads as one), else R_PACKET (only its time is kept). Candidates are the bytes that
+ * are c or m in any case, or l, 16 at a time with SSE2. */
+static int classify(const char *p, const char *e) {
+    const char *q = p;
+    int soft = 0;
 #ifdef __SSE2__
-    const __m128i low = _mm_set1_epi8(32), c = _mm_set1_epi8('c'), m = _mm_set1_epi8('m');
-    while (e - p >= 16) {
-        __m128i v = _mm_or_si128(_mm_loadu_si128((const __m128i *)p), low);
-        unsigned int mask = (unsigned int)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, c), _mm_cmpeq_epi8(v, m)));
+    const __m128i low = _mm_set1_epi8(32), c = _mm_set1_epi8('c'), m = _mm_set1_epi8('m'), l = _mm_set1_epi8('l');
+    while (e - q >= 16) {
+        __m128i raw = _mm_loadu_si128((const __m128i *)q), v = _mm_or_si128(raw, low);
+        __m128i hit = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, c), _mm_cmpeq_epi8(v, m)), _mm_cmpeq_epi8(raw, l));
+        unsigned int mask = (unsigned int)_mm_movemask_epi8(hit);
         while (mask) {
-            int i = __builtin_ctz(mask);
-            if (wanted_at(p + i, e)) return 1;
+            const char *x = q + __builtin_ctz(mask);
+            if (*x == 'l') soft = soft || soft_at(p, x, e);
+            else if (wanted_at(x, e)) return R_WANTED;
             mask &= mask - 1;
         }
-        p += 16;
+        q += 16;
     }
 #endif
-    for (; p < e; p++) {
-        unsigned char x = (unsigned char)*p | 32;
-        if ((x == 'c' || x == 'm') && wanted_at(p, e)) return 1;
+    for (; q < e; q++) {
+        unsigned char x = (unsigned char)*q;
+        if (x == 'l') soft = soft || soft_at(p, q, e);
+        else if (((x | 32) == 'c' || (x | 32) == 'm') && wanted_at(q, e)) return R_WANTED;
     }
-    return 0;
+    return soft ? R_SOFT : R_PACKET;
 }
 
 static int rx_space(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
@@ -1260,27 +1278,16 @@ static int qs_event(QS *s, const char *p, const char *e, Seen *seen) {
     return qs_row(s, K_METRICS, t, s->current, -1, -1, -1, m, rtt, aux) ? -1 : 1;
 }
 
-/* Whether a record not wanted may be a loss, timer or spurious-loss record (qlog.SOFT_RE). */
-static int soft(const char *p, const char *e) {
-    /* one pass: each of the three holds "los" at a fixed place (packet_lost at 7, loss_timer at 0,
-     * spurious_loss at 9), so every match of one is found from a match of "los" */
-    for (const char *q = p; (q = memmem(q, (size_t)(e - q), "los", 3)) != NULL; q++) {
-        if ((q - p >= 7 && e - (q - 7) >= 11 && memcmp(q - 7, "packet_lost", 11) == 0) ||
-            (e - q >= 10 && memcmp(q, "loss_timer", 10) == 0) ||
-            (q - p >= 9 && e - (q - 9) >= 13 && memcmp(q - 9, "spurious_loss", 13) == 0))
-            return 1;
-    }
-    return 0;
-}
 
 static const char *strip_l(const char *p, const char *e) { while (p < e && rx_space((unsigned char)*p)) p++; return p; }
 static const char *strip_r(const char *p, const char *e) { while (e > p && rx_space((unsigned char)e[-1])) e--; return e; }
 
 /* One record of a JSON-SEQ/NDJSON file (the text between two separators): 1 decided, 0 handler, -1 error. */
 static int qs_record(QS *s, const char *p, const char *e, Seen *seen) {
-    if (s->header && !wanted(p, e)) { /* packet-level events: only their time (it extends the last stay) */
+    int cls = s->header ? classify(p, e) : R_WANTED;
+    if (cls != R_WANTED) { /* packet-level events: only their time (it extends the last stay) */
         double raw, t;
-        if (soft(p, e)) { /* a loss or timer record, if it reads as one (else only its time, as below) */
+        if (cls == R_SOFT) { /* a loss or timer record, if it reads as one (else only its time, as below) */
             const char *x = strip_l(p, e), *y = strip_r(x, e);
             Span v[3];
             int ty[3];
