@@ -133,6 +133,7 @@ def test_ten_thousand_events_are_recorded_from_real_runs() -> None:
     for rec in ten_k.values():
         assert sum(map(len, rec["sequences"])) >= 10_000 and not any("Init" in seq for seq in rec["sequences"])
     assert [m["seed"] for m in ten_k["bbr-long"]["synoptic"]] == [1, 2, 3, 4, 5]
+    assert [m["seed"] for m in ten_k["check-10k"]["synoptic"]] == [1]  # 825 s of CPU, read from its DOT
     assert len({len(m["labels"]) for m in ten_k["bbr-long"]["synoptic"]}) > 1  # the seeds draw different models
 
 

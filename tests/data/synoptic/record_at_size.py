@@ -8,6 +8,9 @@ is written as soon as it ends (``DIR/<input>.s<seed>.json``), so a long recordin
 
     nice -n 19 python tests/data/synoptic/record_at_size.py --jar synoptic.jar --dir runs/
     python tests/data/synoptic/record_at_size.py --dir runs/ --collect recorded-at-size.json.gz  # adds to it
+    # a run timed whole elsewhere (its model its DOT): into runs/, then under ten_k
+    python tests/data/synoptic/record_at_size.py --dir runs/ --from-dot orig.dot --only NAME --seeds 1 --cpu S --wall S
+    python tests/data/synoptic/record_at_size.py --dir runs/ --add-to recorded-buildxml.json.gz --only NAME
 
 Inputs (:func:`inputs`): random Markov congestion-control logs of several shapes (seeded), the
 bundled trace sets (``traces/``) and real qlog files with the quiche testbed sets.
@@ -19,6 +22,7 @@ import argparse
 import gzip
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -222,6 +226,49 @@ def record(name: str, seqs: Sequences, seed: int, jar: str, java: str, target: P
     print(f"{name} seed {seed}: {len(model.nodes)} nodes, {wall:.1f} s wall, {cpu:.1f} s cpu", flush=True)
 
 
+DOT_NODE = re.compile(r'\s*(\d+) \[label="([^"\\]*)"(?:,shape=\w+)?\];')
+DOT_EDGE = re.compile(r'(\d+)->(\d+) \[label="P: [0-9.]+"\];')
+
+
+def run_from_dot(dot: Path, name: str, seed: int, cpu: float, wall: float) -> dict:
+    """A run read from the original's DOT (``java -jar synoptic.jar ... -o model --randomSeed=S traces.log``,
+    without ``-j``: a run timed whole, whose model is its DOT): its nodes numbered as quicsm numbers models
+    (INITIAL first, states by name, the DOT's order among equal names, TERMINAL last), its edges."""
+    labels: dict[int, str] = {}
+    edges: list[tuple[int, int]] = []
+    for no, line in enumerate(dot.read_text().splitlines(), 1):
+        if (m := DOT_NODE.fullmatch(line)) is not None:
+            labels[int(m[1])] = m[2]
+        elif (m := DOT_EDGE.fullmatch(line)) is not None:
+            edges.append((int(m[1]), int(m[2])))
+        elif line.strip() not in ("digraph G {", "}", ""):
+            raise ValueError(f"{dot}:{no}: not a node or edge of Synoptic's DOT: {line!r}")
+    rank = {"INITIAL": (0, ""), "TERMINAL": (2, "")}
+    order = sorted(labels, key=lambda n: (rank.get(labels[n], (1, labels[n])), n))
+    new = {old: i for i, old in enumerate(order)}
+    return {
+        "input": name,
+        "seed": seed,
+        "labels": [labels[n] for n in order],
+        "edges": sorted([new[a], new[b]] for a, b in edges),
+        "seconds": wall,
+        "cpu_seconds": cpu,
+        "command": [
+            "java",
+            "-jar",
+            "synoptic.jar",
+            "-r",
+            "^(?<trace>\\d+) (?<TYPE>.+)$",
+            "-m",
+            "\\k<trace>",
+            "-o",
+            "model",
+            f"--randomSeed={seed}",
+            "traces.log",
+        ],
+    }
+
+
 def _normalised(run: dict) -> dict:
     """A run without its temporary paths (the command's -o prefix and log become model and traces.log)."""
     cmd = list(run["command"])
@@ -325,7 +372,16 @@ def main() -> None:
     ap.add_argument("--table", type=Path, help="print the README's table of this recording")
     ap.add_argument("--add-to", type=Path, help="put the runs of --only (any seeds) under --key of this recording")
     ap.add_argument("--key", default="ten_k")
+    ap.add_argument("--from-dot", type=Path, help="write DIR/<--only>.s<--seeds>.json from this DOT of the original's")
+    ap.add_argument("--cpu", type=float, help="with --from-dot: the run's CPU seconds")
+    ap.add_argument("--wall", type=float, help="with --from-dot: the run's wall seconds")
     opts = ap.parse_args()
+    if opts.from_dot:
+        (name,), seed = opts.only, int(opts.seeds)
+        run = run_from_dot(opts.from_dot, name, seed, opts.cpu, opts.wall)
+        opts.dir.mkdir(parents=True, exist_ok=True)
+        (opts.dir / f"{name}.s{seed}.json").write_text(json.dumps(run))
+        return
     if opts.add_to:
         add_to(opts.dir, opts.add_to, opts.key, opts.only or [])
         return
