@@ -486,10 +486,16 @@ def sidecar_meta(path: str) -> TraceMeta:
     return _sidecar_in(os.path.dirname(os.path.abspath(path)))
 
 
+QLOG_FOLDER = "qlog"
+"""Where the testbed writes a run's qlogs: ``<run>/qlog/``, beside the run's ``<run>/meta.json``."""
+
+
 def _sidecar_in(folder: str) -> TraceMeta:
     from quicsm.traces.runmeta import Sidecar, read_meta
 
     side = os.path.join(folder, SIDECAR)
+    if not os.path.isfile(side) and os.path.basename(folder) == QLOG_FOLDER:
+        side = os.path.join(os.path.dirname(folder), SIDECAR)  # a run's qlog/ folder: the run's meta.json
     if not os.path.isfile(side):
         return TraceMeta()
     d: Sidecar = read_meta(side, Sidecar)

@@ -40,6 +40,8 @@ def test_cubic_under_loss_inferred_and_drawn(tmp_path: Path) -> None:
     (qlog,) = (res.run_dir / "qlog").glob("*.sqlog")
     (trace,) = parse_inputs([str(qlog)]).traces
     assert trace.labels["states"] == INFERRED_LABEL["states"] and trace.implementation == "ngtcp2"
+    # the run's meta.json, one level above its qlog/ folder, names the controller the qlog does not
+    assert (trace.cc, trace.version, trace.labels["scenario"]) == ("cubic", meta["version"], "cubic-loss2")
     states = trace.states()
     assert states[0] == "SlowStart" and {"Recovery", "CongestionAvoidance"} <= set(states), states
     after = states[states.index("Recovery") + 1 :]

@@ -186,6 +186,30 @@ def test_labels_and_sidecar_meta(tmp_path: Path) -> None:
     assert t.labels == {"client": "mobile", "rate": "50mbit"}  # command line wins
 
 
+def test_a_runs_qlog_folder_takes_the_runs_meta(tmp_path: Path) -> None:
+    """The testbed writes a run's qlogs into ``<run>/qlog/`` and its ``meta.json`` into ``<run>/``: the qlogs
+    get the run's stack, version, controller and labels (compare called ngtcp2's qlog-only runs' cc
+    "unknown" without it). Only a folder named ``qlog`` looks one level up; its own meta.json wins."""
+    qlog = Path(__file__).resolve().parents[1] / "data" / "quic-go-v0.65" / "server.sqlog.gz"
+    run = tmp_path / "reno-loss2-00"
+    (run / "qlog").mkdir(parents=True)
+    (run / "qlog" / "conn_server.sqlog.gz").write_bytes(qlog.read_bytes())
+    (run / "meta.json").write_text(
+        '{"implementation": "ngtcp2", "version": "0.12.1", "cc": "reno", "labels": {"run": "reno-loss2-00"}}'
+    )
+    (t,) = parse_inputs([str(run)]).traces
+    assert (t.implementation, t.version, t.cc, t.labels["run"]) == ("ngtcp2", "0.12.1", "reno", "reno-loss2-00")
+    (run / "qlog" / "meta.json").write_text('{"cc": "cubic"}')  # a sidecar of its own
+    (t,) = parse_inputs([str(run / "qlog" / "conn_server.sqlog.gz")]).traces
+    assert t.cc == "cubic" and "run" not in t.labels
+    other = tmp_path / "other"
+    (other / "logs").mkdir(parents=True)
+    (other / "meta.json").write_text('{"cc": "bbr"}')
+    (other / "logs" / "x.sqlog.gz").write_bytes(qlog.read_bytes())
+    (t,) = parse_inputs([str(other / "logs" / "x.sqlog.gz")]).traces
+    assert t.cc != "bbr"  # any other folder: no look upward
+
+
 @pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.gz", ".parquet"])
 def test_store_round_trip_is_lossless(write_log, tmp_path: Path, suffix: str) -> None:
     lines = synth_cubic_lines(conns=5, steps=40, seed=8)
