@@ -20,16 +20,21 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from quicsm.inference.invariants import KINDS, InvariantSet
+from quicsm.traces import native
 
-try:
+FASTCHECK_ABI = 1
+"""``quicsm.inference.fastcheck``'s ABI number: bump it together with ``FASTCHECK_ABI`` in ``fastcheck.c`` when
+a function's signature or return shape changes (a new argument, another tuple element, a status code)."""
+
+if TYPE_CHECKING:
     from quicsm.inference import fastcheck
-except ImportError:  # no compiler at install time: the pure-Python twins run
-    fastcheck = None  # type: ignore[assignment]
+else:  # None without a compiler at install time or with a stale build (warned once): the Python twins run
+    fastcheck = native.load("quicsm.inference.fastcheck", FASTCHECK_ABI)
 
 __all__ = [
     "SEARCHES",

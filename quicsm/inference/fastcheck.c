@@ -1936,4 +1936,17 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "fastcheck", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit_fastcheck(void) { return PyModule_Create(&module); }
+/* The module's ABI number, checked at import by quicsm/inference/checker.py against FASTCHECK_ABI there:
+   bump BOTH when a function's signature or return shape changes (a new argument, another element in a
+   returned tuple, a status code added), so a stale build left by a pull without a rebuild is set aside for
+   the pure-Python twins with a warning instead of failing. */
+#define FASTCHECK_ABI 1
+
+PyMODINIT_FUNC PyInit_fastcheck(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddIntConstant(m, "ABI", FASTCHECK_ABI) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

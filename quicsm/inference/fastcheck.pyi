@@ -3,6 +3,9 @@ partitions.py and replay.py."""
 
 from typing import Any
 
+ABI: int
+"""Bumped with a function's signature or return shape; checked at import against the Python side's number."""
+
 def violations(
     indptr: Any,
     indices: Any,

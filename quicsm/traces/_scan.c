@@ -1885,6 +1885,12 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", "C scanners for quicsm's logs and qlogs", -1, methods};
 
+/* The module's ABI number, checked at import by quicsm/traces/native.py against SCAN_ABI there: bump BOTH
+   when a function's or QlogScanner method's signature or return shape changes (a new argument, one more
+   element in a returned tuple, a column added or reordered), so a stale build left by a pull without a
+   rebuild is set aside for the pure-Python twins with a warning instead of failing every read. */
+#define SCAN_ABI 1
+
 PyMODINIT_FUNC PyInit__scan(void) {
     if (PyType_Ready(&QSType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
@@ -1892,6 +1898,10 @@ PyMODINIT_FUNC PyInit__scan(void) {
     Py_INCREF(&QSType);
     if (PyModule_AddObject(m, "QlogScanner", (PyObject *)&QSType) < 0) {
         Py_DECREF(&QSType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyModule_AddIntConstant(m, "ABI", SCAN_ABI) < 0) {
         Py_DECREF(m);
         return NULL;
     }

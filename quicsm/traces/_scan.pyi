@@ -3,6 +3,9 @@
 import mmap
 from typing import Any
 
+ABI: int
+"""Bumped with a function's signature or return shape; checked at import against the Python side's number."""
+
 Buffer = bytes | bytearray | memoryview | mmap.mmap
 
 def scan(

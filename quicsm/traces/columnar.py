@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from quicsm.errors import truncated
+from quicsm.traces import native
 from quicsm.traces.contract import TAG_BYTES, ContractError, parse_payload
 from quicsm.traces.distinct import PackedSequences, ranges, stable_argsort, unique_inverse
 from quicsm.traces.events import EVENT_KINDS, METRIC_FIELDS, StateView, Trace, TraceEvent, TraceMeta
@@ -99,12 +100,9 @@ def scan_files_py(
     return cols, fallback, np.asarray(lines, np.int64).tobytes(), side
 
 
-try:
-    from quicsm.traces._scan import scan_columns as _scan_columns
-    from quicsm.traces._scan import scan_files as _scan_files
-except ImportError:  # pragma: no cover - depends on the install
-    _scan_columns = scan_columns_py  # type: ignore[assignment]
-    _scan_files = scan_files_py
+_c = native.load("quicsm.traces._scan", native.SCAN_ABI)
+_scan_columns: Any = _c.scan_columns if _c is not None else scan_columns_py
+_scan_files: Any = _c.scan_files if _c is not None else scan_files_py
 
 
 def available() -> bool:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from quicsm.errors import truncated
+from quicsm.traces import native
 from quicsm.traces.contract import TAG_BYTES, ContractError, ContractRecord, contract_event, parse_payload
 from quicsm.traces.report import ParseReport
 
@@ -280,11 +281,12 @@ def _find_tagged_c(buf: Buffer, start: int, cut: int, lineno: int) -> tuple[list
     return _cscan(buf, start, cut, TAG_BYTES, lineno, True)
 
 
-try:  # the optional C build of the same loop (setup.py builds it when a compiler is present)
-    from quicsm.traces._scan import scan as _cscan
-
+# the optional C build of the same loop (setup.py builds it when a compiler is present and it matches)
+_c = native.load("quicsm.traces._scan", native.SCAN_ABI)
+if _c is not None:
+    _cscan = _c.scan
     _find_tagged = _find_tagged_c
-except ImportError:  # pragma: no cover - depends on the install
+else:
     _find_tagged = find_tagged_py
 
 

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from quicsm.traces import native
+
 __all__ = ["QlogScannerPy", "Scanner", "available", "DOC_KEYS", "TRACE_KEYS", "AUX_DTYPE", "MARK_DTYPE"]
 
 AUX_DTYPE = np.dtype([("row", "<i8"), ("values", "<f8", 3)])
@@ -499,12 +501,8 @@ class QlogScannerPy:
         return p
 
 
-try:
-    from quicsm.traces._scan import QlogScanner as _CScanner
-
-    Scanner: type[Any] = _CScanner
-except ImportError:  # pragma: no cover - depends on the install
-    Scanner = QlogScannerPy
+_c = native.load("quicsm.traces._scan", native.SCAN_ABI)
+Scanner: type[Any] = _c.QlogScanner if _c is not None else QlogScannerPy
 
 
 def available() -> bool:
