@@ -21,7 +21,7 @@ from quicsm.compare.occupancy import OccupancyTable, StateSummary, occupancy_tab
 from quicsm.compare.sets import TraceSet
 from quicsm.compare.stats import CORRECTIONS, EDGE_TESTS, MIN_SAMPLE, SAMPLE_TESTS, TestResult, correct
 from quicsm.compare.stays import Connection, rows_summary
-from quicsm.compare.svg import rate_log_for
+from quicsm.compare.svg import rate_logs_for
 from quicsm.compare.transitions import Edge2, EdgeTable, edge_counts, edge_table, test_edge
 from quicsm.errors import InferenceError, InputError, OptionError
 from quicsm.inference.annotate import AnnotatedModel
@@ -277,7 +277,7 @@ class Comparison:
     """Per set, ``options.timelines`` connections with their events (:meth:`TraceSet.timeline_traces`)."""
     rate_logs: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     """Per connection of :attr:`timelines` made by a testbed run under a rate schedule, the schedule
-    (:func:`quicsm.compare.svg.rate_log_for`)."""
+    (:func:`quicsm.compare.svg.rate_logs_for`)."""
 
     def pair(self, a: str, b: str) -> PairComparison:
         return next(p for p in self.pairs if p.a == a and p.b == b)
@@ -529,7 +529,7 @@ def compare(sets: Sequence[TraceSet], options: CompareOptions = CompareOptions()
         except InferenceError as exc:
             warnings.append(f"sets {p.a} and {p.b}: no union model ({exc}); no diff diagram for them")
     timelines = {s.name: s.timeline_traces(options.timelines) for s in sets} if options.timelines > 0 else {}
-    rate_logs = {t.id: log for ts in timelines.values() for t in ts if (log := rate_log_for(t))}
+    rate_logs = rate_logs_for(t for ts in timelines.values() for t in ts)
     return Comparison(
         options, infos, states, summaries, pairs, warnings, models, list(sets), occ, edges, unions, timelines, rate_logs
     )

@@ -6,7 +6,7 @@ library, so the HTML stays self-contained.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from quicsm.diagrams.style import family_style
@@ -18,7 +18,7 @@ __all__ = [
     "downsample",
     "heatmap_svg",
     "nice_ticks",
-    "rate_log_for",
+    "rate_logs_for",
     "rate_timeline_svg",
     "state_colour",
     "step_path",
@@ -257,23 +257,29 @@ def heatmap_svg(
     return "".join(out)
 
 
-def rate_log_for(trace: Trace) -> list[tuple[float, float]] | None:
-    """``[(seconds, bit/s), ...]``: the bottleneck rate schedule (Fig. 11) the emulator of the trace's testbed run
-    followed (``emulator.rate_log`` of the sidecar ``meta.json``), or None. The schedule starts when the client is
-    launched, so it is aligned with the connection's first event, one handshake off: small against periods of a
-    second or more."""
+def rate_logs_for(traces: Iterable[Trace]) -> dict[str, list[tuple[float, float]]]:
+    """Trace id -> ``[(seconds, bit/s), ...]``: the bottleneck rate schedule (Fig. 11) the emulator of each trace's
+    testbed run followed (``emulator.rate_log`` of the sidecar ``meta.json``, each read once), for the traces
+    that have one. The schedule starts when the client is launched, so it is aligned with the connection's first
+    event, one handshake off: small against periods of a second or more."""
     from quicsm.errors import InputError
     from quicsm.traces.runmeta import RunMeta, read_meta
 
-    for src in trace.sources:
-        path = Path(src).parent / "meta.json"
-        try:
-            meta: RunMeta = read_meta(str(path), RunMeta)
-        except InputError:  # none, or not a testbed run's
-            continue
-        if meta.emulator is not None and meta.emulator.rate_log:
-            return meta.emulator.rate_log
-    return None
+    logs: dict[Path, list[tuple[float, float]]] = {}
+    out: dict[str, list[tuple[float, float]]] = {}
+    for trace in traces:
+        for src in trace.sources:
+            path = Path(src).parent / "meta.json"
+            if path not in logs:
+                try:
+                    meta: RunMeta = read_meta(str(path), RunMeta)
+                    logs[path] = meta.emulator.rate_log if meta.emulator is not None else []
+                except InputError:  # none, or not a testbed run's
+                    logs[path] = []
+            if logs[path]:
+                out[trace.id] = logs[path]
+                break
+    return out
 
 
 def rate_timeline_svg(

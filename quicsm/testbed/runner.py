@@ -40,6 +40,7 @@ from quicsm.testbed.config import (
 from quicsm.testbed.emulator import SERVER_PORT, Emulator, RateSchedule
 from quicsm.testbed.relay import RelayBinaries, RelayConfig, build_relay
 from quicsm.testbed.system import require_root
+from quicsm.traces.runmeta import EmulatorMeta, ResultMeta, RunMeta, dump_meta
 from quicsm.version import __version__
 
 __all__ = [
@@ -187,10 +188,6 @@ def _now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds")
 
 
-def _write_json(path: Path, obj: Any) -> None:
-    write_output(str(path), json.dumps(obj, indent=2, sort_keys=True, default=str))
-
-
 def run_once(
     cfg: RunConfig,
     bins: ServerClient,
@@ -262,12 +259,12 @@ def run_once(
     plt = client_out.get("plt_ms")
     impl, impl_version = cfg.implementation
     built = getattr(bins, "meta", None)
-    meta = {
-        "implementation": impl,
-        "version": impl_version,
-        "cc": cfg.cc,
-        "labels": {**cfg.label_dict(), "run": run_dir.name},
-        "params": {
+    meta = RunMeta(
+        implementation=impl,
+        version=impl_version,
+        cc=cfg.cc,
+        labels={**cfg.label_dict(), "run": run_dir.name},
+        params={
             **asdict(cfg),
             "rtt_ms": cfg.rtt_ms,
             "one_way_delay_ms": cfg.rtt_ms / 2,
@@ -275,18 +272,18 @@ def run_once(
             "tbf_burst_bytes": tbf.burst(),
             "relay_seed": relay_cfg.seed,
         },
-        "result": {"ok": ok, "plt_ms": plt, "client": client_out, "error": error, "client_cpu_s": cpu_used},
-        "emulator": {
-            "ok": emulator_ok,
-            "late_p99_us": late_p99,
-            "late_limit_us": round(cfg.late_limit_ms * 1000),
-            "namespaces": list(emu.topo.namespaces),
-            "relay": stats,
-            "tbf": emu.tbf_stats,
-            "rate_log": emu.rate_log,
-        },
-        "timestamps": {"start": started, "end": _now(), "seconds": round(time.monotonic() - t0, 3)},
-        "versions": {
+        result=ResultMeta(ok=ok, plt_ms=plt, client=client_out, error=error, client_cpu_s=cpu_used),
+        emulator=EmulatorMeta(
+            ok=emulator_ok,
+            late_p99_us=late_p99,
+            late_limit_us=round(cfg.late_limit_ms * 1000),
+            namespaces=list(emu.topo.namespaces),
+            relay=stats,
+            tbf=emu.tbf_stats,
+            rate_log=list(emu.rate_log),
+        ),
+        timestamps={"start": started, "end": _now(), "seconds": round(time.monotonic() - t0, 3)},
+        versions={
             **_tool_versions(),
             "server": str(bins.server),
             "client": str(bins.client),
@@ -294,11 +291,11 @@ def run_once(
             "patch_set": getattr(bins, "patch_set", None),
             **cfg.server_stack.run_meta(cfg, bins, ready),
         },
-        "build": dict(built) if isinstance(built, Mapping) else None,
-        "run_index": index,
+        build=dict(built) if isinstance(built, Mapping) else None,
+        run_index=index,
         **(extra_meta or {}),
-    }
-    _write_json(run_dir / "meta.json", meta)
+    )
+    write_output(str(run_dir / "meta.json"), dump_meta(meta))
     return RunResult(
         run_dir=run_dir, ok=ok, plt_ms=plt, emulator_ok=emulator_ok, error=error, late_limit_ms=cfg.late_limit_ms
     )

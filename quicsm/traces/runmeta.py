@@ -11,6 +11,7 @@ Schemas: ``quicsm/schemas/run-meta.schema.json`` and ``flows-meta.schema.json``.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 import msgspec
@@ -28,6 +29,7 @@ __all__ = [
     "SIDECAR_MAX",
     "Sidecar",
     "decode_meta",
+    "dump_meta",
     "read_meta",
 ]
 
@@ -57,7 +59,8 @@ class EmulatorMeta(msgspec.Struct, kw_only=True):
     """False: the relay was late beyond the limit (the run is redone); None: not recorded."""
     late_p99_us: int | None = None
     late_limit_us: int | None = None
-    mode: str | None = None
+    mode: str | None | msgspec.UnsetType = msgspec.UNSET
+    """The relay's mode (multi-flow runs: ``ip``); page-load runs leave it out."""
     namespaces: list[str] = []
     relay: dict[str, Any] | None = None
     tbf: dict[str, Any] | None = None
@@ -76,8 +79,9 @@ class Sidecar(msgspec.Struct, kw_only=True):
     """Scenario parameters and the run's name: the traces' labels (``--where``, ``--by``)."""
 
 
-class RunMeta(Sidecar, kw_only=True):
-    """One testbed run directory's ``meta.json`` (a page load, or one flow of a multi-flow run)."""
+class RunMeta(Sidecar, kw_only=True, omit_defaults=True):
+    """One testbed run directory's ``meta.json`` (a page load, or one flow of a multi-flow run); a block
+    the run has not (``grid``, ``flow``, ...) is left out of the file, not written as null."""
 
     params: dict[str, Any] = {}
     """Every run parameter (:class:`quicsm.testbed.config.RunParams`) with derived values."""
@@ -139,6 +143,12 @@ class FlowsRunMeta(msgspec.Struct, kw_only=True):
     emulator: EmulatorMeta | None = None
     tracer: dict[str, Any] | None = None
     timestamps: dict[str, Any] = {}
+
+
+def dump_meta(meta: msgspec.Struct) -> str:
+    """``meta`` as the testbed writes ``meta.json``: sorted keys, two-space indent; a value JSON has no
+    type for (a path) as its string."""
+    return json.dumps(msgspec.to_builtins(meta, enc_hook=str), indent=2, sort_keys=True)
 
 
 def read_meta(path: str, kind: type[Any] = RunMeta) -> Any:

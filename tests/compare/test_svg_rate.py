@@ -6,7 +6,9 @@ import json
 import re
 from pathlib import Path
 
-from quicsm.compare.svg import rate_log_for, rate_timeline_svg
+import pytest
+
+from quicsm.compare.svg import rate_logs_for, rate_timeline_svg
 from quicsm.traces.events import Trace, TraceEvent
 
 
@@ -22,19 +24,26 @@ def _run(tmp_path: Path, rate_log: object) -> Trace:
     return Trace("c1", "bbr2", events, sources=(str(tmp_path / "server.log"),))
 
 
-def test_rate_log_is_read_from_the_sidecar(tmp_path: Path) -> None:
+def test_rate_log_is_read_from_the_sidecar_once_per_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import quicsm.traces.runmeta as runmeta
+
     trace = _run(tmp_path, [[0.0, 20e6], [1.0, 80e6], [2.0, 30e6]])
-    assert rate_log_for(trace) == [(0.0, 20e6), (1.0, 80e6), (2.0, 30e6)]
+    other = Trace("c2", "bbr2", trace.events, sources=trace.sources)  # a second connection of the run
+    reads: list[str] = []
+    real = runmeta.read_meta
+    monkeypatch.setattr(runmeta, "read_meta", lambda path, kind: reads.append(path) or real(path, kind))
+    logs = rate_logs_for([trace, other])
+    assert logs == {"c1": [(0.0, 20e6), (1.0, 80e6), (2.0, 30e6)], "c2": logs["c1"]} and len(reads) == 1
 
 
 def test_no_schedule_or_no_sidecar_gives_none(tmp_path: Path) -> None:
-    assert rate_log_for(_run(tmp_path, [])) is None
-    assert rate_log_for(Trace("x", "bbr2", [], sources=(str(tmp_path / "nowhere/server.log"),))) is None
+    assert rate_logs_for([_run(tmp_path, [])]) == {}
+    assert rate_logs_for([Trace("x", "bbr2", [], sources=(str(tmp_path / "nowhere/server.log"),))]) == {}
 
 
 def test_svg_has_the_rate_steps_and_every_state_on_one_time_axis(tmp_path: Path) -> None:
     trace = _run(tmp_path, [[0.0, 20e6], [1.0, 80e6], [2.0, 30e6]])
-    svg = rate_timeline_svg(trace, rate_log_for(trace) or [], title="run 1")
+    svg = rate_timeline_svg(trace, rate_logs_for([trace])["c1"], title="run 1")
     path = re.search(r'<path d="([^"]+)"', svg)
     assert path is not None and path.group(1).count("V") == 2  # two rate changes
     for state in ("Startup", "ProbeBw.Cruise", "ProbeBw.Up", "ProbeBw.Down"):

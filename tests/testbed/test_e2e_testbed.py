@@ -18,6 +18,7 @@ from quicsm.compare.occupancy import state_entries, state_share
 from quicsm.testbed import netns
 from quicsm.testbed.runner import RunConfig, labels_for, run_many
 from quicsm.traces import StateView, parse_inputs
+from quicsm.traces.runmeta import RunMeta, dump_meta, read_meta
 
 pytestmark = [
     pytest.mark.root,
@@ -47,6 +48,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+TOP = {"implementation", "version", "cc", "labels", "params", "result", "emulator", "timestamps", "versions", "build"}
+EMULATOR = {"ok", "late_p99_us", "late_limit_us", "namespaces", "relay", "tbf", "rate_log"}
+
+
 def test_runs_leave_log_and_complete_meta(runs: Path) -> None:
     dirs = sorted(p for p in runs.iterdir() if p.name != "_rejected")
     assert [d.name for d in dirs] == ["lossy-00", "mobile-00", "plain-00"]
@@ -58,6 +63,11 @@ def test_runs_leave_log_and_complete_meta(runs: Path) -> None:
         relay = meta["emulator"]["relay"]
         assert relay["down"]["sent"] > 2000 and relay["up"]["sent"] > 100
         assert not set(meta["emulator"]["namespaces"]) & set(netns.list_namespaces())  # torn down
+        # written through the declaration: it decodes as RunMeta, and writing that back gives the file's
+        # bytes (no field the runner writes is undeclared), with the blocks the runner always wrote
+        assert dump_meta(read_meta(str(d / "meta.json"), RunMeta)) == (d / "meta.json").read_text()
+        assert set(meta) == {*TOP, "run_index"} and set(meta["emulator"]) == EMULATOR
+        assert set(meta["result"]) == {"ok", "plt_ms", "client", "error", "client_cpu_s"}
     assert labels_for(runs / "mobile-00")["profile"] == "mobile"
     assert json.loads((runs / "lossy-00" / "meta.json").read_text())["emulator"]["relay"]["down"]["dropped"] > 0
 
