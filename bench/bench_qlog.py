@@ -68,6 +68,15 @@ def commands(glob: str, gz: bool, scratch: str) -> dict[str, tuple[list[str], bo
         "json.loads script": ([sys.executable, "-c", SCRIPT, glob], False),
         "quicsm infer": ([*quicsm, "infer", glob, "-o", os.path.join(scratch, "m.json")], False),
         "quicsm parse -o x.parquet": ([*quicsm, "parse", glob, "-o", os.path.join(scratch, "x.parquet")], False),
+        # both cores of a two-core machine: the files shared among two local worker processes
+        "quicsm infer --dask local:2": (
+            [*quicsm, "infer", glob, "--dask", "local:2", "-o", os.path.join(scratch, "m2.json")],
+            False,
+        ),
+        "quicsm parse --dask local:2 -o x.parquet": (
+            [*quicsm, "parse", glob, "--dask", "local:2", "-o", os.path.join(scratch, "x2.parquet")],
+            False,
+        ),
     }
 
 
