@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from quicsm.cli.main import failure
-from quicsm.cli.options import selector
+from quicsm.cli.options import output_option, selector
 from quicsm.errors import QuicsmError, as_quicsm_error
 from quicsm.files import write_output
 from quicsm.textsafe import terminal
@@ -92,9 +92,7 @@ def check_runs(baseline: str, inputs: list[str], config: str | None, out: Path) 
 )
 @click.option("--where", callback=selector, metavar="K=V[,K=V]", help="Check only matching new connections.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "junit", "markdown"]), default="text")
-@click.option(
-    "-o", "--output", default="-", type=click.Path(dir_okay=False, allow_dash=True), help="Where --format goes."
-)
+@output_option("Where --format goes.", dir_okay=False)
 @click.option("--json", "json_file", type=click.Path(dir_okay=False), help="Also write the JSON report here.")
 @click.option(
     "--junit",

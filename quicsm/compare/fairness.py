@@ -49,7 +49,6 @@ __all__ = [
     "FlowComparison",
     "RunRecord",
     "fairness",
-    "flow_sets",
     "compare_flow_runs",
     "flows_report_html",
     "fairness_output",
@@ -537,14 +536,6 @@ def _flow_logs(runs: Sequence[tuple[Path, Sequence[str]]]) -> dict[str, list[str
             if log.exists():
                 paths.append(str(log))
     return out
-
-
-def flow_sets(
-    runs: Sequence[FlowRun], view: StateView = StateView(), *, metrics: bool = False, strict: bool = False
-) -> list[TraceSet]:
-    """One trace set per flow name (``quic``, ``tcp1``, ...): that flow's connections in all runs, so
-    the usual comparison puts e.g. the QUIC flow's states beside the TCP flows' of the same runs."""
-    return _flow_sets(_flow_logs([(r.path, [f.name for f in r.flows]) for r in runs]), view, metrics, strict)
 
 
 def _flow_sets(logs: dict[str, list[str]], view: StateView, metrics: bool, strict: bool) -> list[TraceSet]:

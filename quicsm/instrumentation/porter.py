@@ -40,7 +40,6 @@ __all__ = [
     "first_that_ports",
     "plan_port",
     "port",
-    "sources_for",
     "write_patch_set",
     "write_port",
 ]
@@ -404,17 +403,6 @@ def write_patch_set(out_dir: Path, manifest: dict[str, Any], diff: str, *, force
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out_dir
-
-
-def sources_for(
-    src: str | Path, algorithm: str, *, sets: list[PatchSet] | None = None, applier: Applier | None = None
-) -> list[PatchSet]:
-    """Sets of ``algorithm`` to port from, best first (the ranking of ``detect``: exact, applies, similar)."""
-    det = detect(src, sets=sets, applier=applier)
-    out = [c.patch_set for c in det.candidates if c.patch_set.algorithm == algorithm and c.kind != "incomplete"]
-    if not out:
-        raise PatchError(f"{src}: no {algorithm} patch set of target {det.target.name} to port from")
-    return out
 
 
 def port(

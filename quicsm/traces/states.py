@@ -18,7 +18,6 @@ __all__ = [
     "CONTROLLERS",
     "canonical_state",
     "split_state",
-    "join_state",
     "state_family",
     "FAMILIES",
 ]
@@ -171,10 +170,6 @@ def split_state(name: str) -> tuple[str, str | None]:
     """``"ProbeBw.Up"`` -> ``("ProbeBw", "Up")``; ``"SlowStart"`` -> ``("SlowStart", None)``."""
     state, dot, phase = name.partition(".")
     return (state, phase) if dot else (state, None)
-
-
-def join_state(state: str, phase: str | None) -> str:
-    return f"{state}.{phase}" if phase else state
 
 
 def state_family(name: str) -> str:

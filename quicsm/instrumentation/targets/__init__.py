@@ -30,7 +30,6 @@ __all__ = [
     "Target",
     "read_source_file",
     "all_targets",
-    "date_in_range",
     "get_target",
     "register",
 ]
@@ -74,10 +73,6 @@ class Identity:
     date_from: str = "0000-00-00"
     date_to: str = "9999-99-99"
     notes: tuple[str, ...] = field(default_factory=tuple)
-
-
-def date_in_range(date: str | None, ident: Identity) -> bool:
-    return bool(date) and ident.date_from <= str(date) <= ident.date_to
 
 
 _FUNC_CPP = re.compile(r"^(?:[\w:<>,*&~\s]+?\s)?[*&]?((?:\w+::)+~?\w+)\s*\(")
