@@ -58,6 +58,14 @@ CI_REQUIRED_COMMANDS = {
 }
 
 
+def input_kind(path: str) -> str:
+    """The kind ``read_inputs`` gives a file (:func:`quicsm.traces.readers.kind_of`: content, then name)."""
+    from quicsm.traces.readers import kind_of
+    from quicsm.traces.sniff import file_head
+
+    return kind_of(file_head(path), path)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """In CI, refuse to start without root, the toolchains and the compiled scanner."""
     if os.environ.get("CI") != "true":

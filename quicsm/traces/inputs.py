@@ -21,7 +21,7 @@ from typing import BinaryIO
 from quicsm.errors import InputError
 from quicsm.files import GZIP_MAGIC, STDIN, GzipReader, headed, is_gzip, note_inputs, open_binary
 from quicsm.traces.events import TraceMeta
-from quicsm.traces.sniff import HEAD_BYTES, file_head
+from quicsm.traces.sniff import HEAD_BYTES
 
 __all__ = [
     "FileBatch",
@@ -34,7 +34,6 @@ __all__ = [
     "expand_inputs",
     "file_batches",
     "show_batches",
-    "input_kind",
     "is_gzip",
     "open_binary",
     "open_input",
@@ -59,19 +58,6 @@ INPUT_SUFFIXES = (
     ".parquet",
 )
 """What a directory contributes (a glob takes every file it matches but hidden ones and ``meta.json``)."""
-
-
-def input_kind(path: str) -> str:
-    """``traces-jsonl``, ``traces-parquet``, ``qlog``, ``sqlog``, ``ndjson``, ``log`` or a kind a reader
-    module registered (:mod:`quicsm.traces.readers`): by content, else by name."""
-    from quicsm.traces.readers import kind_of, name_kind
-
-    if path == STDIN:
-        return name_kind(path)
-    try:
-        return kind_of(file_head(path), path)
-    except OSError:
-        return name_kind(path)
 
 
 def open_input(path: str) -> tuple[str, BinaryIO]:

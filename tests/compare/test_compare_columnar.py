@@ -40,8 +40,10 @@ def _objects(
 ):  # type: ignore[no-untyped-def]
     """Every input's traces, text logs cut by the oracle (tests/traces/oracle.py), as the readers give
     them: columns (of the oracle's trace objects)."""
+    from conftest import input_kind
+
     from quicsm.files import open_binary
-    from quicsm.traces.inputs import expand_inputs, input_kind, sidecar_meta, trace_scopes
+    from quicsm.traces.inputs import expand_inputs, sidecar_meta, trace_scopes
     from tests.traces.oracle import object_traces
 
     files = list(paths) if scopes else expand_inputs(paths)

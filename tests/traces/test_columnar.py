@@ -13,12 +13,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import input_kind
 
 from quicsm.files import open_binary
 from quicsm.traces import columnar
 from quicsm.traces.contract import TAG_BYTES, format_line
 from quicsm.traces.events import StateView, Trace, TraceEvent, TraceMeta
-from quicsm.traces.inputs import FileBatch, input_kind
+from quicsm.traces.inputs import FileBatch
 from quicsm.traces.logscan import scan_contract
 from quicsm.traces.parse import Overrides
 from quicsm.traces.report import ParseReport

@@ -6,8 +6,7 @@ import gzip
 from pathlib import Path
 
 import pytest
-
-from quicsm.traces.inputs import input_kind
+from conftest import input_kind
 
 CASES = [
     ("a.qlog", b'{"qlog_format":"NDJSON","qlog_version":"draft-02"}\n{"time":1,"name":"x"}\n', "ndjson"),
