@@ -42,7 +42,6 @@ __all__ = [
     "TraceColumns",
     "SharedMeta",
     "TraceCutter",
-    "iter_trace_columns",
     "intern",
     "stay_sequences",
     "available",
@@ -838,23 +837,6 @@ class TraceCutter:
                     last = t
             pos_order[a:b] = a + np.argsort(t_s[a:b], kind="stable")
         return pos_order
-
-
-def iter_trace_columns(
-    stream: BinaryIO,
-    path: str,
-    scope: str,
-    meta: TraceMeta,
-    report: ParseReport,
-    on_bytes: Callable[[int], None] | None = None,
-    *,
-    chunk: int | None = None,
-    batch_rows: int = BATCH_ROWS,
-) -> Iterator[TraceColumns]:
-    """One text log's traces as column batches, in the order the object path yields them."""
-    reader = ColumnReader(report, on_bytes, chunk=chunk, batch_rows=batch_rows)
-    yield from reader.read(stream, path, scope, meta)
-    yield from reader.flush()
 
 
 def _intern_name(ev: EventColumns, text: str) -> int:

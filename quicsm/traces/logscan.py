@@ -15,16 +15,14 @@ import os
 import zlib
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from quicsm.errors import truncated
-from quicsm.traces import native
-from quicsm.traces.contract import TAG_BYTES, ContractError, ContractRecord, contract_event, parse_payload
+from quicsm.traces.contract import TAG_BYTES
 from quicsm.traces.report import ParseReport
 
 __all__ = [
     "BINARY_INPUT",
-    "scan_contract",
     "scan_windows",
     "find_tagged_py",
     "ScanState",
@@ -123,54 +121,6 @@ def scan_windows(
         )
     if nul_seen and st.hits == 0:
         problem(path, 1, BINARY_INPUT, "binary input")
-
-
-def scan_contract(
-    stream: BinaryIO,
-    path: str,
-    report: ParseReport,
-    on_bytes: Callable[[int], None] | None = None,
-    *,
-    chunk: int | None = None,
-) -> Iterator[tuple[int, ContractRecord]]:
-    """Yield ``(line_number, record)`` for every contract line; count and report malformed ones.
-
-    ``on_bytes`` is called after each window with its size (progress bars; tests truncate files there).
-    """
-    st = ScanState()
-    for buf, cut in scan_windows(stream, path, report, on_bytes, st, chunk=chunk):
-        hits_here, st.lineno = _find_tagged(buf, 0, cut, st.lineno)
-        st.hits += len(hits_here)
-        for item in hits_here:
-            if len(item) == 14:  # parsed by the C reader (canonical field order)
-                line, conn, cc, t_us, prev, state, cwnd, inflight, ssthresh, pacing, bw, min_rtt, srtt, trigger = item
-                event = contract_event(
-                    t_us=t_us,
-                    state=state,
-                    prev=prev,
-                    cwnd=cwnd,
-                    inflight=inflight,
-                    ssthresh=ssthresh,
-                    pacing_bps=pacing,
-                    bw_bps=bw,
-                    min_rtt_us=min_rtt,
-                    srtt_us=srtt,
-                    trigger=trigger,
-                )
-                yield line, ContractRecord(conn, cc, event)
-                report.records += 1
-                continue
-            line, raw = item
-            try:
-                rec = parse_payload(raw.decode("utf-8"))
-            except UnicodeDecodeError:
-                report.problem(path, line, "contract line is not UTF-8 text (binary garbage?)", "not UTF-8")
-                continue
-            except ContractError as exc:
-                report.problem(path, line, f"malformed contract line: {exc}", "malformed contract line")
-                continue
-            report.records += 1
-            yield line, rec
 
 
 def _regular_size(stream: BinaryIO) -> int | None:
@@ -274,20 +224,6 @@ def find_tagged_py(buf: Buffer, start: int, cut: int, lineno: int) -> tuple[list
         out.append((lineno, bytes(buf[hit + _TAG_LEN : end])))
         pos = end
     return out, lineno + count(b"\n", line_at, cut)
-
-
-def _find_tagged_c(buf: Buffer, start: int, cut: int, lineno: int) -> tuple[list[tuple[Any, ...]], int]:
-    """Same, and lines in the canonical field order come back already split into fields."""
-    return _cscan(buf, start, cut, TAG_BYTES, lineno, True)
-
-
-# the optional C build of the same loop (setup.py builds it when a compiler is present and it matches)
-_c = native.load("quicsm.traces._scan", native.SCAN_ABI)
-if _c is not None:
-    _cscan = _c.scan
-    _find_tagged = _find_tagged_c
-else:
-    _find_tagged = find_tagged_py
 
 
 def read_into(stream: BinaryIO, buf: bytearray, at: int, chunk: int) -> tuple[int, Exception | None]:

@@ -24,6 +24,7 @@ from quicsm.traces.contract import ContractError, parse_payload
 from quicsm.traces.events import TraceMeta
 from quicsm.traces.report import ParseReport
 from tests.fuzz.mutate import Seeds, gzip_variant, mutate
+from tests.traces import oracle
 from tests.traces.oracle import TraceBuilder
 
 WINDOWS = (logscan.CHUNK, 4096, 97, 8)
@@ -77,14 +78,14 @@ def _run_line(data: bytes, scratch: Path) -> None:
 
 def scan(data: bytes, *, use_c: bool, chunk: int) -> tuple[object, ...]:
     """Everything the text-log scanner reports for ``data``: records, line count, every problem."""
-    finder = logscan._find_tagged_c if use_c else logscan.find_tagged_py
-    saved = logscan._find_tagged
-    logscan._find_tagged = finder
+    finder = oracle.find_tagged_c if use_c else logscan.find_tagged_py
+    saved = oracle.find_tagged
+    oracle.find_tagged = finder
     try:
         report = ParseReport(keep=1 << 30)
-        records = list(logscan.scan_contract(io.BytesIO(data), "x", report, chunk=chunk))
+        records = list(oracle.scan_contract(io.BytesIO(data), "x", report, chunk=chunk))
     finally:
-        logscan._find_tagged = saved
+        oracle.find_tagged = saved
     return records, report.lines, [str(i) for i in report.issues]
 
 
@@ -110,7 +111,7 @@ def _object_traces(data: bytes) -> tuple[object, ...]:
     report = ParseReport(keep=1 << 30)
     builder = TraceBuilder("x", "s", TraceMeta(), report)
     out = []
-    for line, rec in logscan.scan_contract(io.BytesIO(data), "x", report):
+    for line, rec in oracle.scan_contract(io.BytesIO(data), "x", report):
         out += builder.feed(line, rec)
     out += builder.finish()
     return out, report.to_json()
@@ -124,7 +125,7 @@ def _run_columnar(data: bytes, scratch: Path) -> str | None:
     expected = _object_traces(data)
     for batch_rows in (1, 3, columnar.BATCH_ROWS):
         report = ParseReport(keep=1 << 30)
-        batches = columnar.iter_trace_columns(io.BytesIO(data), "x", "s", TraceMeta(), report, batch_rows=batch_rows)
+        batches = oracle.column_batches(io.BytesIO(data), "x", "s", TraceMeta(), report, batch_rows=batch_rows)
         got = [t for batch in batches for t in batch.traces()], report.to_json()
         if got != expected:
             return f"columnar path with batches of {batch_rows} records differs from the object path"
@@ -251,7 +252,7 @@ def readers(python: bool, window: int | None = None) -> Iterator[None]:
     from quicsm.traces import qlog_columns, qlog_scanner
 
     twins = [
-        (logscan, "_find_tagged", logscan.find_tagged_py),
+        (oracle, "find_tagged", logscan.find_tagged_py),
         (columnar, "_scan_columns", columnar.scan_columns_py),
         (columnar, "_scan_files", columnar.scan_files_py),
         (qlog_scanner, "Scanner", qlog_scanner.QlogScannerPy),
@@ -309,7 +310,7 @@ def _run_parquet(data: bytes, scratch: Path) -> None:
     return _parse_file("t.parquet")(data, scratch)
 
 
-HAVE_C = logscan._find_tagged is logscan._find_tagged_c
+HAVE_C = oracle.find_tagged is oracle.find_tagged_c
 
 TARGETS: list[Target] = [
     Target("log", "log", _parse_file("s.log"), weight=4),

@@ -11,16 +11,102 @@ connections leave memory immediately, so memory follows the number of connection
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any, BinaryIO
 
-from quicsm.traces.contract import ContractRecord
+from quicsm.traces import columnar, logscan, native
+from quicsm.traces.contract import TAG_BYTES, ContractError, ContractRecord, contract_event, parse_payload
 from quicsm.traces.events import StateView, Trace, TraceEvent, TraceMeta, Visit
-from quicsm.traces.logscan import scan_contract
 from quicsm.traces.report import ParseReport
 from quicsm.traces.states import INIT
 
-__all__ = ["TraceBuilder", "object_traces", "oracle_visits"]
+__all__ = [
+    "TraceBuilder",
+    "column_batches",
+    "find_tagged",
+    "find_tagged_c",
+    "object_traces",
+    "oracle_visits",
+    "scan_contract",
+]
+
+_c = native.load("quicsm.traces._scan", native.SCAN_ABI)
+
+
+def find_tagged_c(buf: bytes | bytearray, start: int, cut: int, lineno: int) -> tuple[list[tuple[Any, ...]], int]:
+    """The C tag finder: lines in the canonical field order come back already split into fields."""
+    assert _c is not None
+    return _c.scan(buf, start, cut, TAG_BYTES, lineno, True)
+
+
+find_tagged = find_tagged_c if _c is not None else logscan.find_tagged_py
+"""The finder :func:`scan_contract` uses (the fuzz targets switch it)."""
+
+
+def column_batches(
+    stream: BinaryIO,
+    path: str,
+    scope: str,
+    meta: TraceMeta,
+    report: ParseReport,
+    *,
+    chunk: int | None = None,
+    batch_rows: int = columnar.BATCH_ROWS,
+) -> Iterator[columnar.TraceColumns]:
+    """One text log's traces by the column reader (what read_inputs does for a log), in batches."""
+    reader = columnar.ColumnReader(report, chunk=chunk, batch_rows=batch_rows)
+    yield from reader.read(stream, path, scope, meta)
+    yield from reader.flush()
+
+
+def scan_contract(
+    stream: BinaryIO,
+    path: str,
+    report: ParseReport,
+    on_bytes: Callable[[int], None] | None = None,
+    *,
+    chunk: int | None = None,
+) -> Iterator[tuple[int, ContractRecord]]:
+    """Yield ``(line_number, record)`` for every contract line of a text log, one record object at a time;
+    count and report malformed ones (the object path the column reader is held to).
+
+    ``on_bytes`` is called after each window with its size (progress bars; tests truncate files there).
+    """
+    st = logscan.ScanState()
+    for buf, cut in logscan.scan_windows(stream, path, report, on_bytes, st, chunk=chunk):
+        hits_here, st.lineno = find_tagged(buf, 0, cut, st.lineno)
+        st.hits += len(hits_here)
+        for item in hits_here:
+            if len(item) == 14:  # parsed by the C reader (canonical field order)
+                line, conn, cc, t_us, prev, state, cwnd, inflight, ssthresh, pacing, bw, min_rtt, srtt, trigger = item
+                event = contract_event(
+                    t_us=t_us,
+                    state=state,
+                    prev=prev,
+                    cwnd=cwnd,
+                    inflight=inflight,
+                    ssthresh=ssthresh,
+                    pacing_bps=pacing,
+                    bw_bps=bw,
+                    min_rtt_us=min_rtt,
+                    srtt_us=srtt,
+                    trigger=trigger,
+                )
+                yield line, ContractRecord(conn, cc, event)
+                report.records += 1
+                continue
+            line, raw = item
+            try:
+                rec = parse_payload(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                report.problem(path, line, "contract line is not UTF-8 text (binary garbage?)", "not UTF-8")
+                continue
+            except ContractError as exc:
+                report.problem(path, line, f"malformed contract line: {exc}", "malformed contract line")
+                continue
+            report.records += 1
+            yield line, rec
 
 
 def object_traces(data: bytes, path: str, scope: str, meta: TraceMeta, report: ParseReport) -> list[Trace]:

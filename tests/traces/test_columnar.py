@@ -20,11 +20,10 @@ from quicsm.traces import columnar
 from quicsm.traces.contract import TAG_BYTES, format_line
 from quicsm.traces.events import StateView, Trace, TraceEvent, TraceMeta
 from quicsm.traces.inputs import FileBatch
-from quicsm.traces.logscan import scan_contract
 from quicsm.traces.parse import Overrides
 from quicsm.traces.report import ParseReport
 from quicsm.traces.summary import Summary, summarize_traces, summary_task
-from tests.traces.oracle import TraceBuilder, oracle_visits
+from tests.traces.oracle import TraceBuilder, column_batches, oracle_visits, scan_contract
 from tests.traces.store_oracle import object_store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,9 +66,7 @@ def object_path(data: bytes) -> tuple[list, dict]:
 
 def columnar_path(data: bytes, batch_rows: int, chunk: int | None = None) -> tuple[list, dict]:
     report = ParseReport(keep=1 << 20)
-    batches = columnar.iter_trace_columns(
-        io.BytesIO(data), "x.log", "s", META, report, batch_rows=batch_rows, chunk=chunk
-    )
+    batches = column_batches(io.BytesIO(data), "x.log", "s", META, report, batch_rows=batch_rows, chunk=chunk)
     return [t for b in batches for t in b.traces()], report.to_json()
 
 
@@ -132,7 +129,7 @@ def test_stays_from_columns_equal_trace_visits(view: StateView) -> None:
     for data in [crafted()] + [open_binary(p).read() for p in LOGS[::5]]:
         traces, _ = object_path(data)
         report = ParseReport()
-        for tc in columnar.iter_trace_columns(io.BytesIO(data), "x.log", "s", META, report, batch_rows=3):
+        for tc in column_batches(io.BytesIO(data), "x.log", "s", META, report, batch_rows=3):
             stays = columnar.stay_sequences(tc, view)
             objs = list(tc.traces())
             want = [oracle_visits(t, view) for t in objs]
@@ -386,7 +383,7 @@ def test_columnar_store_holds_the_object_writers_metadata(tmp_path: Path) -> Non
         ).encode()
     )
     report = ParseReport()
-    batches = list(columnar.iter_trace_columns(io.BytesIO(data), "d\u00e9/x.log", "s\u00e9", meta, report))
+    batches = list(column_batches(io.BytesIO(data), "d\u00e9/x.log", "s\u00e9", meta, report))
     assert sum(len(b) for b in batches) > len(odd)
     traces = [t for b in batches for t in b.traces()]
     parquet.write_parquet(batches, str(tmp_path / "columns.parquet"))

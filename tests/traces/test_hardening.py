@@ -20,6 +20,7 @@ from quicsm.traces.contract import ContractError, format_line, parse_payload
 from quicsm.traces.events import SSTHRESH_INF
 from quicsm.traces.inputs import expand_inputs, sidecar_meta
 from quicsm.traces.report import ParseReport
+from tests.traces import oracle
 
 CANON = "v=1 conn=a t_us=5 cc=cubic from=SlowStart to=CongestionAvoidance cwnd=5"
 
@@ -108,7 +109,7 @@ def test_format_line_replaces_every_separator() -> None:
 
 def _scan(data: bytes, chunk: int) -> tuple[list[object], int, list[str]]:
     report = ParseReport(keep=1000)
-    recs = list(logscan.scan_contract(io.BytesIO(data), "x", report, chunk=chunk))
+    recs = list(oracle.scan_contract(io.BytesIO(data), "x", report, chunk=chunk))
     return recs, report.lines, [str(i) for i in report.issues]
 
 
@@ -139,7 +140,7 @@ def test_log_truncated_while_read_ends_early_and_says_so(tmp_path: Path) -> None
         calls.append(n)
 
     with open(log, "rb") as fh:
-        recs = list(logscan.scan_contract(fh, str(log), report, truncate_after_first_window, chunk=4096))
+        recs = list(oracle.scan_contract(fh, str(log), report, truncate_after_first_window, chunk=4096))
     assert 0 < len(recs) < len(lines)
     assert calls[0] <= 4096 + 200
     assert report.issue_counts["file shrank while being read"] == 1
@@ -279,7 +280,7 @@ def test_overlong_lines_are_skipped_with_bounded_memory(monkeypatch: pytest.Monk
     results = []
     for chunk in (1, 5, 16, 63, 64, 1000):
         report = ParseReport(keep=100)
-        recs = list(logscan.scan_contract(io.BytesIO(data), "x", report, chunk=chunk))
+        recs = list(oracle.scan_contract(io.BytesIO(data), "x", report, chunk=chunk))
         results.append(([line for line, _ in recs], report.lines, report.bytes, [str(i) for i in report.issues]))
     assert all(r == results[0] for r in results)
     lines, nlines, nbytes, issues = results[0]
