@@ -21,6 +21,7 @@ import sys
 import tempfile
 import threading
 import zlib
+from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -70,7 +71,8 @@ class GzipReader(io.BufferedIOBase):
         self._crc = 0
         self._size = 0
         self._pending = b""
-        self._buf = bytearray()
+        self._out: deque[memoryview] = deque()  # inflated steps not yet handed out, each copied once
+        self._have = 0
         self._done = False
         self.error: Exception | None = None
         self.error_raised = False
@@ -84,7 +86,7 @@ class GzipReader(io.BufferedIOBase):
         self._done = True
 
     def _fill(self, want: int) -> None:
-        while len(self._buf) < want and not self._done:
+        while self._have < want and not self._done:
             progressed = False
             if self._state == "header":
                 progressed = self._header()
@@ -155,7 +157,9 @@ class GzipReader(io.BufferedIOBase):
             self._pending = d.unconsumed_tail
 
     def _emit(self, out: bytes) -> None:
-        self._buf += out
+        if out:
+            self._out.append(memoryview(out))
+            self._have += len(out)
         self._crc = zlib.crc32(out, self._crc)
         self._size += len(out)
 
@@ -183,13 +187,28 @@ class GzipReader(io.BufferedIOBase):
                 return
 
     def _take(self, n: int) -> bytes:
-        if not self._buf and self.error is not None:
+        if not self._have and self.error is not None:
             self.error_raised = True
             raise self.error
-        n = len(self._buf) if n < 0 else min(n, len(self._buf))
-        out = bytes(self._buf[:n])
-        del self._buf[:n]
-        return out
+        n = self._have if n < 0 else min(n, self._have)
+        out = bytearray(n)
+        self._into(out, n)
+        return bytes(out)
+
+    def _into(self, b: Any, n: int) -> None:
+        """Move the first ``n`` inflated bytes into ``b`` (one copy)."""
+        at, chunks = 0, self._out
+        with memoryview(b) as view:
+            while at < n:
+                head = chunks[0]
+                k = min(n - at, len(head))
+                view[at : at + k] = head[:k]
+                at += k
+                if k == len(head):
+                    chunks.popleft()
+                else:
+                    chunks[0] = head[k:]
+        self._have -= n
 
     def read(self, size: int | None = -1) -> bytes:
         size = -1 if size is None else size
@@ -202,12 +221,17 @@ class GzipReader(io.BufferedIOBase):
 
     def peek(self, size: int = 1) -> bytes:
         self._fill(max(1, size))
-        return bytes(self._buf)
+        return b"".join(self._out)
 
     def readinto(self, b: Any) -> int:
-        data = self.read1(len(b))
-        b[: len(data)] = data
-        return len(data)
+        size = len(b) if not isinstance(b, memoryview) else b.nbytes
+        self._fill(max(1, min(size, _OUT_STEP)))
+        if not self._have and self.error is not None:
+            self.error_raised = True
+            raise self.error
+        n = min(size, self._have)
+        self._into(b, n)
+        return n
 
     def close(self) -> None:
         if not self.closed and self._close_raw:
