@@ -55,7 +55,6 @@ static const char *find_tag(const char *p, const char *stop, const char *t, size
     return NULL;
 }
 
-/* [start, end) inside a buffer of len bytes (end < 0: to the end). */
 /* strtod of the n bytes at a, a number in float()'s and JSON's grammar ([-]digits[.digits][(e|E)[+-]digits]),
  * exactly as strtod gives it, without strtod where that is cheap: when the decimal mantissa fits 2^53 and
  * its power of ten is within 10^22, both are exact doubles and one IEEE multiply or divide rounds correctly
@@ -117,6 +116,7 @@ slow:;
 /* Bytes regex_time's number may hold: qlog._TIME's [0-9.eE+-]. */
 static int time_byte(int c) { return (c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-'; }
 
+/* [start, end) inside a buffer of len bytes (end < 0: to the end). */
 static void clamp_window(Py_ssize_t len, Py_ssize_t *start, Py_ssize_t *end) {
     if (*end < 0 || *end > len) *end = len;
     if (*start < 0) *start = 0;
@@ -1277,7 +1277,6 @@ static int qs_event(QS *s, const char *p, const char *e, Seen *seen) {
     qs_time(s, raw, &t);
     return qs_row(s, K_METRICS, t, s->current, -1, -1, -1, m, rtt, aux) ? -1 : 1;
 }
-
 
 static const char *strip_l(const char *p, const char *e) { while (p < e && rx_space((unsigned char)*p)) p++; return p; }
 static const char *strip_r(const char *p, const char *e) { while (e > p && rx_space((unsigned char)e[-1])) e--; return e; }
