@@ -21,7 +21,7 @@ from typing import BinaryIO
 from quicsm.errors import InputError
 from quicsm.files import GZIP_MAGIC, STDIN, GzipReader, headed, is_gzip, note_inputs, open_binary
 from quicsm.traces.events import TraceMeta
-from quicsm.traces.sniff import HEAD_BYTES
+from quicsm.traces.sniff import HEAD_BYTES, kind_by_name
 
 __all__ = [
     "FileBatch",
@@ -113,23 +113,55 @@ def _rewound(fd: int, head: bytes) -> BinaryIO:
     return open(fd, "rb")
 
 
-def _walk_inputs(top: str) -> list[str]:
+def _walk_inputs(top: str) -> tuple[list[str], list[str]]:
     """The input files under ``top``, recursively, sorted; file types come from the directory listing
-    (no stat per file), symbolic links to directories are not followed (as :func:`os.walk`)."""
+    (no stat per file), symbolic links to directories are not followed (as :func:`os.walk`). And the
+    testbed runs' ``qlog/`` folders left out: a run (a folder with a ``meta.json``) whose own log holds
+    contract lines has its qlogs left out, the same connections written twice (quic-go and quinn runs
+    made with ``qlog = true``); a run whose log holds none (ngtcp2's: an empty ``server.log``) is read
+    from its qlogs. A qlog named as a file or by a glob is always read."""
     from quicsm.traces.readers import suffixes
 
     wanted = INPUT_SUFFIXES + suffixes()  # and the names of kinds reader modules registered
     found: list[str] = []
+    left_out: list[str] = []
     folders = [top]
     while folders:
+        qlogs, run, first = None, False, len(found)
         with os.scandir(folders.pop()) as entries:
             for e in entries:
                 if e.is_dir(follow_symlinks=False):
-                    folders.append(e.path)
-                elif e.name.lower().endswith(wanted) and e.name[0] != "." and e.name != SIDECAR and e.is_file():
+                    if e.name == QLOG_FOLDER:
+                        qlogs = e.path
+                    else:
+                        folders.append(e.path)
+                elif e.name == SIDECAR:
+                    run = True
+                elif e.name.lower().endswith(wanted) and e.name[0] != "." and e.is_file():
                     found.append(e.path)
+        if qlogs is not None:
+            logs = [p for p in found[first:] if kind_by_name(p) == "log"] if run else []
+            (left_out if any(map(_holds_contract_lines, logs)) else folders).append(qlogs)
     found.sort()
-    return found
+    return found, sorted(left_out)
+
+
+def _holds_contract_lines(path: str) -> bool:
+    """Whether a log holds the contract tag, read up to its first one (a contract log has it in its
+    first lines; an empty one is read at once). An unreadable log holds none: its qlogs are read too."""
+    from quicsm.traces.contract import TAG_BYTES
+
+    keep = len(TAG_BYTES) - 1
+    try:
+        with open_binary(path) as fh:
+            tail = b""
+            while chunk := fh.read(1 << 20):
+                if TAG_BYTES in tail + chunk[: len(TAG_BYTES)] or TAG_BYTES in chunk:
+                    return True
+                tail = chunk[-keep:]
+    except (InputError, OSError, EOFError, zlib.error):
+        return False
+    return False
 
 
 def _plain_name(path: str) -> bool:
@@ -176,9 +208,17 @@ def expand_input(arg: str) -> list[str]:
     if arg == STDIN:
         return [STDIN]
     if os.path.isdir(arg):
-        found = _walk_inputs(arg)
+        found, left_out = _walk_inputs(arg)
         if not found:
             raise InputError(f"{arg}: directory holds no log, qlog or trace files ({', '.join(INPUT_SUFFIXES)})")
+        if left_out:
+            from quicsm.textsafe import terminal
+
+            print(
+                f"note: {len(left_out)} run(s)' {QLOG_FOLDER}/ left out (e.g. {terminal(left_out[0])}): the run's log "
+                "holds the contract lines of the same connections; name the qlogs to read them",
+                file=sys.stderr,
+            )
         return found
     if not os.path.exists(arg) and glob.has_magic(arg):
         found = []

@@ -210,6 +210,34 @@ def test_a_runs_qlog_folder_takes_the_runs_meta(tmp_path: Path) -> None:
     assert t.cc != "bbr"  # any other folder: no look upward
 
 
+def test_a_run_is_read_once_from_its_contract_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A testbed run made with ``qlog = true`` holds each connection twice: the contract lines in its
+    ``server.log`` and the stack's own qlog in ``<run>/qlog/`` (the real pair of one quic-go v0.65
+    connection here). A run's folder is read from its contract lines; from its qlogs only when its log
+    holds none (ngtcp2's runs: an empty ``server.log``); a qlog named as a file is read."""
+    data = Path(__file__).resolve().parents[1] / "data" / "quic-go-v0.65"
+    runs = tmp_path / "grid"
+    for name, log in (("reno-00", (data / "server.log.gz").read_bytes()), ("ngtcp2-00", b"")):
+        run = runs / name
+        (run / "qlog").mkdir(parents=True)
+        (run / "qlog" / "conn_server.sqlog.gz").write_bytes((data / "server.sqlog.gz").read_bytes())
+        (run / ("server.log.gz" if log else "server.log")).write_bytes(log)
+        (run / "meta.json").write_text('{"implementation": "quic-go", "version": "v0.65.0", "cc": "reno"}')
+    capsys.readouterr()
+    (t,) = parse_inputs([str(runs / "reno-00")]).traces
+    assert t.sources[0].endswith("server.log.gz")
+    assert "1 run(s)' qlog/ left out" in capsys.readouterr().err
+    got = parse_inputs([str(runs)]).traces
+    assert sorted(Path(t.sources[0]).name for t in got) == ["conn_server.sqlog.gz", "server.log.gz"]
+    assert [Path(t.sources[0]).parts[-3] for t in got if t.sources[0].endswith(".sqlog.gz")] == ["ngtcp2-00"]
+    assert len(parse_inputs([str(runs / "reno-00" / "qlog" / "conn_server.sqlog.gz")]).traces) == 1
+    assert len(parse_inputs([str(runs / "reno-00" / "qlog")]).traces) == 1
+    (runs / "plain").mkdir()  # not a run (no meta.json): every file under it is read
+    for f in ("server.log.gz", "qlog"):
+        (runs / "reno-00" / f).rename(runs / "plain" / f)
+    assert len(parse_inputs([str(runs / "plain")]).traces) == 2
+
+
 @pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.gz", ".parquet"])
 def test_store_round_trip_is_lossless(write_log, tmp_path: Path, suffix: str) -> None:
     lines = synth_cubic_lines(conns=5, steps=40, seed=8)
