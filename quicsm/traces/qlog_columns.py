@@ -303,8 +303,9 @@ class QlogBatcher:
             self.ready.append(self._emit())
 
     def _infer(self, qf: QlogFile, st: TraceState) -> _Inferred | None:
-        """A trace without state events: its states read from its metrics (what ``metric_states.
-        infer_events`` does with trace objects), the transitions added as rows; None if there is none."""
+        """A trace without state events: its states read from its metrics (what the oracle's
+        ``infer_events``, tests/traces/qlog_oracle.py, does with trace objects), the transitions added as
+        rows; None if there is none."""
         from quicsm.traces.metric_states import BBR_STATES, LOSS_STATES, MetricSeries, infer, profile_for
 
         sc = self.sc

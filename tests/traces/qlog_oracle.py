@@ -45,8 +45,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
+import numpy as np
+
 from quicsm.errors import truncated
 from quicsm.traces.events import Trace, TraceEvent, TraceMeta
+from quicsm.traces.metric_states import BBR_STATES, LOSS_STATES, NULL, MetricSeries, infer, profile_for
 from quicsm.traces.qlog_values import DECODER, JSON_ERRORS, BadValue, count_value, decode_record, loads, time_value
 from quicsm.traces.report import ParseReport
 from quicsm.traces.states import INIT, canonical_state, is_known_state, numeric_state, split_state
@@ -287,7 +290,7 @@ def _finish(st: TraceState, path: str, meta: TraceMeta, index: int, report: Pars
     if not any(e.kind == "transition" for e in st.events):
         if not st.events or meta.states == "logged":
             return None
-        from quicsm.traces.metric_states import INFERRED_LABEL, infer_events
+        from quicsm.traces.metric_states import INFERRED_LABEL
 
         impl = meta.implementation or guess_impl(st.title)
         st.events = infer_events(
@@ -694,3 +697,68 @@ def comparable(data: bytes, kind: str) -> bool:
             if any(k in ("configuration", "common_fields", "event_fields") for k in after):
                 return False
     return True
+
+
+def _num(v: object, scale: float) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return NULL
+    x = float(v) * scale
+    if not np.isfinite(x) or x < 0 or x >= 2**62:
+        return NULL
+    return int(round(x))
+
+
+def infer_events(
+    events: list[TraceEvent],
+    aux: list[tuple[int, object, object, object]],
+    lost: list[int],
+    timers: list[tuple[int, bool]],
+    implementation: str | None,
+    time_scale: float,
+    start_us: int | None,
+    spurious: list[int] | None = None,
+    on_refused: Callable[[str], None] | None = None,
+) -> list[TraceEvent]:
+    """A metrics-only trace's events with inferred transitions added and every metrics event given the
+    state it fell in (the object twin of the column path, quicsm.traces.qlog_columns: the same
+    :func:`quicsm.traces.metric_states.infer`; moved here from metric_states, reached only from tests). ``on_refused`` hears
+    why a series with metrics gave no state (:attr:`Inferred.refused`)."""
+    rows = [e for e in events if e.kind == "metrics"]
+    if not rows:
+        return []
+    order = sorted(range(len(rows)), key=lambda i: rows[i].t_us)
+    rows = [rows[i] for i in order]
+    extra = [aux[i] for i in order] if len(aux) == len(order) else [(r.t_us, None, None, None) for r in rows]
+
+    def col(name: str) -> np.ndarray:
+        return np.array([NULL if getattr(r, name) is None else getattr(r, name) for r in rows], np.int64)
+
+    series = MetricSeries(
+        t_us=np.array([r.t_us for r in rows], np.int64),
+        cwnd=col("cwnd"),
+        inflight=col("inflight"),
+        ssthresh=col("ssthresh"),
+        pacing=col("pacing_bps"),
+        srtt_us=col("srtt_us"),
+        min_rtt_us=col("min_rtt_us"),
+        latest_rtt_us=np.array([_num(a[1], time_scale) for a in extra], np.int64),
+        packets=np.array([_num(a[2], 1.0) for a in extra], np.int64),
+        pto_count=np.array([_num(a[3], 1.0) for a in extra], np.int64),
+        lost_us=np.array(sorted(lost), np.int64),
+        pto_us=np.array(sorted(t for t, pto in timers if pto), np.int64),
+        timer_us=np.array(sorted(t for t, _ in timers), np.int64),
+        spurious_us=np.array(sorted(spurious or ()), np.int64),
+        start_us=start_us,
+    )
+    if not (series.cwnd != NULL).any():
+        return []  # nothing to read a state from
+    got = infer(series, profile_for(implementation))
+    if got.refused and on_refused is not None:
+        on_refused(got.refused)
+    names = LOSS_STATES if got.family == "loss" else BBR_STATES
+    out = [r._replace(state=names[c]) for r, c in zip(rows, got.sample_state.tolist())]
+    prev = INIT
+    for t, state, why in zip(got.t_us.tolist(), got.states, got.reasons):
+        out.append(TraceEvent(t_us=t, state=state, prev=prev, trigger=why))
+        prev = state
+    return out

@@ -160,7 +160,7 @@ the other metric-only fixture, is refused: test_quinn_bbr_is_refused_with_the_re
 @pytest.mark.parametrize("path", METRIC_ONLY, ids=lambda p: p.parent.name)
 def test_the_metric_path_builds_no_object_per_event(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """States read from metrics run on the C scanner's columns (issue 35 item 4): reading a file into
-    TraceColumns builds no TraceEvent and never calls the object twin (``infer_events``), yet the columns
+    TraceColumns builds no TraceEvent (the object twin, ``infer_events``, is tests/traces/qlog_oracle.py's), yet the columns
     carry the inferred transitions and every metrics row's state."""
     from quicsm.traces import metric_states, qlog_scanner
     from quicsm.traces.events import TraceEvent
@@ -174,7 +174,6 @@ def test_the_metric_path_builds_no_object_per_event(path: Path, monkeypatch: pyt
 
     monkeypatch.setattr(TraceEvent, "__new__", refuse)
     monkeypatch.setattr(TraceEvent, "_make", refuse)
-    monkeypatch.setattr(metric_states, "infer_events", refuse)
     b = QlogBatcher(ParseReport(), scanner=qlog_scanner.Scanner)
     batches = [*b.read(io.BytesIO(data), path.name, TraceMeta(states="metrics"), "sqlog"), *b.flush()]
     (tc,) = [tc for tc in batches if len(tc)]
