@@ -17,7 +17,7 @@ import msgspec
 
 from quicsm.errors import InputError
 
-__all__ = ["checked", "msgspec_where", "problem"]
+__all__ = ["checked", "msgspec_where", "problem", "toml_line"]
 
 T = TypeVar("T")
 _WHERE = re.compile(r"at `\$\.?([^`]*)`")
@@ -35,6 +35,41 @@ def problem(exc: msgspec.ValidationError) -> tuple[str, str]:
     m = _AT_END.search(msg)
     what = msg[: m.start()] if m else msg
     return (m.group(1) if m else ""), what[:1].lower() + what[1:]
+
+
+_PLACE = re.compile(r"([^.\[\]]+)(?:\[(\d+)\])?")
+_TOML_KEY = re.compile(r'\s*(["\']?)([A-Za-z0-9_-]+)\1\s*=')
+
+
+def toml_line(text: str, where: str) -> int | None:
+    """The line of a TOML document that holds ``where`` (a place as :func:`problem` names it:
+    ``scenario[1].rate``): the key's line, else the header of the deepest table on its way; None when
+    no line is found (a dotted key, the top level)."""
+    want = [(m[1], int(m[2]) if m[2] else None) for m in _PLACE.finditer(where)]
+    count: dict[tuple[str, ...], int] = {}
+    table: list[tuple[str, int | None]] = []
+    best, depth = None, 0
+    for n, line in enumerate(text.splitlines(), 1):
+        s = line.lstrip()
+        if s.startswith("["):
+            array = s.startswith("[[")
+            names = [x.strip().strip("\"'") for x in s[2 if array else 1 : s.find("]")].split(".")]
+            table = []
+            for i, name in enumerate(names):
+                key = tuple(names[: i + 1])
+                if array and i == len(names) - 1:
+                    count[key] = count.get(key, -1) + 1
+                table.append((name, count.get(key)))
+            here = table
+        elif m := _TOML_KEY.match(s):
+            here = [*table, (m[2], None)]
+        else:
+            continue
+        if here == want:
+            return n
+        if len(here) > depth and here == want[: len(here)]:
+            best, depth = n, len(here)
+    return best
 
 
 def checked(data: Any, kind: type[T], source: str, *, what: str = "JSON") -> T:

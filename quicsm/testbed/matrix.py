@@ -29,14 +29,17 @@ for its base, its axes and its arms.
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Annotated, Any
 
 import msgspec
+import msgspec.toml
 from msgspec import UNSET, UnsetType
 
 from quicsm.errors import TestbedError
+from quicsm.formats import problem, toml_line
 from quicsm.testbed import netns
 from quicsm.testbed.runner import (
     RunConfig,
@@ -59,6 +62,7 @@ __all__ = [
     "config_from_mapping",
     "load_matrix",
     "parse_value",
+    "read_text",
     "read_toml",
     "scenario_keys",
     "with_set",
@@ -191,6 +195,33 @@ def _known(kind: type[msgspec.Struct]) -> str:
     return ", ".join(sorted(kind.__struct_fields__))
 
 
+def _given(keys: msgspec.Struct | dict[str, Any], where: str) -> dict[str, tuple[str, Any]]:
+    """The keys a table gives (a decoded Struct's set fields, or a checked table's items in its order),
+    each alias as its key -> (the key as spelled, its value)."""
+    pre = f"{where}: " if where else ""
+    items = keys.items() if isinstance(keys, dict) else ((k, getattr(keys, k)) for k in keys.__struct_fields__)
+    out: dict[str, tuple[str, Any]] = {}
+    for k, v in items:
+        if v is UNSET:
+            continue
+        name = KEY_ALIASES.get(k, k)
+        if name in out:
+            raise TestbedError(f"{pre}{out[name][0]} and {k} are the same key: give one")
+        out[name] = (k, v)
+    return out
+
+
+def _reason(exc: msgspec.ValidationError, kind: type[msgspec.Struct]) -> tuple[str, str, str]:
+    """A decoding error as (the table it is in, the key or '', why), in the scenario keys' wording."""
+    where, why = problem(exc)
+    for what in ("unknown field `", "missing required field `"):
+        key = why.partition(what)[2].partition("`")[0]
+        if key:
+            return where, key, f"unknown key (known: {_known(kind)})" if what[0] == "u" else why
+    table, _, rest = where.replace("[...]", "").rpartition(".")  # [...]: a value of a table (a label's)
+    return table, rest.split("[")[0], why
+
+
 def scenario_keys(d: Any, *, where: str, kind: type[msgspec.Struct] = ScenarioKeys) -> dict[str, Any]:
     """The keys of one table checked against ``kind`` (:class:`ScenarioKeys` or a Struct built on it), as
     a mapping of the keys given, each alias replaced by its key. Errors read ``WHERE: KEY: why``."""
@@ -200,29 +231,17 @@ def scenario_keys(d: Any, *, where: str, kind: type[msgspec.Struct] = ScenarioKe
     try:
         msgspec.convert(d, kind)
     except msgspec.ValidationError as exc:
-        msg = str(exc)
-        unknown = msg.partition("unknown field `")[2].partition("`")[0]
-        if unknown:
-            raise TestbedError(f"{pre}{unknown}: unknown key (known: {_known(kind)})") from None
-        path = msg.rpartition("at `$.")[2].rstrip("`")
-        what = msg.partition(" - at `")[0]
-        field = path.split(".")[0].split("[")[0] if "at `$." in msg else ""
-        raise TestbedError(f"{pre}{field + ': ' if field else ''}{what[:1].lower() + what[1:]}") from None
-    out: dict[str, Any] = {}
-    spelled: dict[str, str] = {}
-    for key, val in d.items():
-        k = str(key)
-        name = KEY_ALIASES.get(k, k)
-        if name in spelled:
-            raise TestbedError(f"{pre}{spelled[name]} and {k} are the same key: give one")
-        spelled[name] = k
-        out[name] = val
-    return out
+        _, key, why = _reason(exc, kind)
+        raise TestbedError(f"{pre}{key + ': ' if key else ''}{why}") from None
+    return {name: v for name, (_, v) in _given({str(k): v for k, v in d.items()}, where).items()}
 
 
-def config_from_mapping(d: dict[str, Any], *, where: str) -> tuple[RunConfig, int]:
+def config_from_mapping(
+    d: dict[str, Any], *, where: str, key_at: Callable[[str], str] | None = None
+) -> tuple[RunConfig, int]:
     """Turn one scenario's keys (with aliases and unit strings) into a RunConfig and a run count; errors start
-    with ``where`` (a scenario of a file; none for ``testbed run``'s options)."""
+    with ``key_at(key)`` when given (the file and line that gave the key; ``key_at("")``: the scenario's),
+    then ``where`` (a scenario of a file; none for ``testbed run``'s options)."""
     pre = f"{where}: " if where else ""
     kw: dict[str, Any] = {}
     runs = 1
@@ -240,11 +259,12 @@ def config_from_mapping(d: dict[str, Any], *, where: str) -> tuple[RunConfig, in
                 )
             kw[name] = parse_value(name, val)
         except (TypeError, ValueError, TestbedError) as exc:
-            raise TestbedError(f"{pre}{key}: {exc}") from None
+            raise TestbedError(f"{key_at(key) + ': ' if key_at else ''}{pre}{key}: {exc}") from None
     try:
         return RunConfig(**kw), runs
     except TestbedError as exc:
-        raise TestbedError(f"{pre}{exc}") from None
+        key = str(exc).split(" ", 1)[0]  # "client 'lynx': ...": the line of that key
+        raise TestbedError(f"{key_at(key if key in d else '') + ': ' if key_at else ''}{pre}{exc}") from None
 
 
 def parse_value(name: str, val: Any) -> Any:
@@ -280,43 +300,81 @@ def parse_value(name: str, val: Any) -> Any:
     return val
 
 
-def read_toml(path: Path, what: str = "scenario file") -> dict[str, Any]:
-    """A TOML file as a table; one-line errors naming the file."""
+def read_text(path: Path, what: str = "scenario file") -> str:
+    """A TOML file's text; one-line errors naming the file."""
     try:
-        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        return Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise TestbedError(f"{path}: no such {what}") from None
     except UnicodeDecodeError as exc:
         raise TestbedError(f"{path}: not UTF-8 text at byte {exc.start}") from None
+
+
+def read_toml(path: Path, what: str = "scenario file") -> dict[str, Any]:
+    """A TOML file as a table; one-line errors naming the file."""
+    try:
+        return tomllib.loads(read_text(path, what))
     except tomllib.TOMLDecodeError as exc:
         raise TestbedError(f"{path}: not valid TOML: {exc}") from None
 
 
+def _decode(path: Path, text: str) -> MatrixFile:
+    """The file as :class:`MatrixFile` (decoded once); errors read ``FILE:LINE: where: KEY: why``."""
+    try:
+        return msgspec.toml.decode(text, type=MatrixFile)
+    except msgspec.ValidationError as exc:
+        table, key, why = _reason(exc, MatrixDefaults if "`$.defaults" in str(exc) else MatrixScenario)
+        line = toml_line(text, f"{table}.{key}" if table and key else table or key)
+        at = f"{path}:{line}" if line else f"{path}"
+        if not table and "unknown key" in why:
+            raise TestbedError(
+                f"{at}: unknown top-level key {key!r} (expected out, [defaults], [[scenario]])"
+            ) from None
+        head, _, index = table.partition("[")
+        if head == "scenario" and index:
+            i = int(index.rstrip("]"))
+            if key == "name" and "missing" in why:
+                raise TestbedError(f"{at}: scenario {i + 1} has no name") from None
+            name = tomllib.loads(text)["scenario"][i].get("name")  # it parsed: only its shape is wrong
+            table = f"scenario {i + 1}" + (f" ({name})" if isinstance(name, str) else "")
+        elif head == "defaults":
+            table = "[defaults]"
+        raise TestbedError(f"{at}: {table + ': ' if table else ''}{key + ': ' if key else ''}{why}") from None
+    except msgspec.DecodeError as exc:
+        raise TestbedError(f"{path}: not valid TOML: {exc}") from None
+
+
 def load_matrix(path: Path) -> Matrix:
-    data = read_toml(path)
-    unknown = set(data) - set(MatrixFile.__struct_fields__)
-    if unknown:
-        raise TestbedError(f"{path}: unknown top-level keys {sorted(unknown)} (expected out, [defaults], [[scenario]])")
-    defaults = scenario_keys(data.get("defaults", {}), where=f"{path}: [defaults]", kind=MatrixDefaults)
-    items = data.get("scenario", [])
-    if not isinstance(items, list) or not items:
+    """A scenario file: decoded once into :class:`MatrixFile`, each scenario's keys (over the defaults)
+    made a :class:`RunConfig`. Errors name the file, the line and the reason."""
+    text = read_text(path)
+    spec = _decode(path, text)
+    if not spec.scenario:
         raise TestbedError(f"{path}: needs at least one [[scenario]] table")
-    if "out" in data and not isinstance(data["out"], str):
-        raise TestbedError(f"{path}: out: expected a directory name (a string)")
+
+    def at(table: str, key: str) -> str:
+        line = toml_line(text, f"{table}.{key}" if key else table)
+        return f"{path}:{line}" if line else f"{path}"
+
+    defaults = _given(spec.defaults, f"{at('defaults', '')}: [defaults]") if spec.defaults else {}
     scenarios = []
     names: set[str] = set()
-    for i, item in enumerate(items, 1):
-        if not isinstance(item, dict) or "name" not in item:
-            raise TestbedError(f"{path}: scenario {i} has no name")
-        if item["name"] in names:
-            raise TestbedError(f"{path}: scenario {i}: duplicate name {item['name']!r}")
-        names.add(item["name"])
-        where = f"{path}: scenario {i} ({item['name']})"
-        keys = scenario_keys(item, where=where, kind=MatrixScenario)
-        cfg, runs = config_from_mapping({**defaults, **keys}, where=where)
+    for i, sc in enumerate(spec.scenario):
+        where = f"scenario {i + 1} ({sc.name})"
+        if sc.name in names:
+            raise TestbedError(f"{at(f'scenario[{i}]', 'name')}: {where}: duplicate name {sc.name!r}")
+        names.add(sc.name)
+        own = _given(sc, f"{at(f'scenario[{i}]', '')}: {where}")
+
+        def key_at(key: str, i: int = i, own: dict[str, tuple[str, Any]] = own) -> str:
+            """Where the file gives ``key`` to scenario ``i`` (its own table, else [defaults])."""
+            if key in own or key not in defaults:
+                return at(f"scenario[{i}]", own[key][0] if key in own else "")
+            return at("defaults", defaults[key][0])
+
+        cfg, runs = config_from_mapping({k: v for k, (_, v) in {**defaults, **own}.items()}, where=where, key_at=key_at)
         scenarios.append(Scenario(cfg, runs))
-    out = data.get("out")
-    return Matrix(Path(path), tuple(scenarios), Path(out) if out else None)
+    return Matrix(Path(path), tuple(scenarios), Path(spec.out) if spec.out else None)
 
 
 def with_set(m: Matrix, spec: str | None) -> Matrix:
