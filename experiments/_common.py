@@ -11,11 +11,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from quicsm.compare.stats import welch
-from quicsm.testbed.runner import read_meta
+from quicsm.testbed import runner
 from quicsm.traces import Trace, parse_inputs
+
+
+def read_meta(run_dir: Path) -> dict[str, Any]:
+    """A run's meta.json as plain data (these scripts index it; quicsm reads it as runmeta.RunMeta)."""
+    return msgspec.to_builtins(runner.read_meta(run_dir))
+
 
 __all__ = ["load_runs", "fmt_p", "fmt_ms", "mean_sd", "table", "git_rev", "welch_p"]
 

@@ -77,7 +77,7 @@ def _plts(out: Path, sc: FlowScenario) -> list[float]:
     plts = []
     for p in load_series(out, sc.name):
         run = load_flow_run(p)
-        client = run.meta["flows"][0].get("client") or {}
+        client = run.meta.flows[0].client or {}
         if client.get("ok") and client.get("plt_ms"):
             plts.append(float(client["plt_ms"]))
     return plts

@@ -36,10 +36,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bbr import cycle_stats, mode_visits, summarise
-from _common import fmt_p, git_rev, mean_sd, table
+from _common import fmt_p, git_rev, mean_sd, read_meta, table
 from bundle_traces import bundle
 
-from quicsm.testbed.runner import read_meta
 from quicsm.traces import Trace, parse_inputs
 
 HERE = Path(__file__).resolve().parent

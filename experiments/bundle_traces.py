@@ -15,7 +15,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from quicsm.testbed.runner import read_meta
+from quicsm.testbed import runner
 
 
 def bundle(src: Path, dest: Path, groups: dict[str, str], limit: int | None) -> int:
@@ -26,8 +26,8 @@ def bundle(src: Path, dest: Path, groups: dict[str, str], limit: int | None) -> 
         )
         kept = 0
         for run in runs:
-            meta = read_meta(run)
-            if not (meta["result"]["ok"] and meta["emulator"]["ok"]):
+            meta = runner.read_meta(run)
+            if not (meta.result and meta.result.ok and meta.emulator and meta.emulator.ok):
                 continue
             out = dest / group / run.name
             out.mkdir(parents=True, exist_ok=True)

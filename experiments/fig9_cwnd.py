@@ -92,7 +92,7 @@ def main() -> None:
             rto = sum(1 for v in states.visits() if v.state in TIMEOUT_STATES)
             timeouts.append(rto / max(states.duration_us / 1e6, 1e-6))
             backoff += bo
-            plt.append(float(r.meta["result"]["plt_ms"]) / 1000)
+            plt.append(float(r.meta.result.plt_ms if r.meta.result and r.meta.result.plt_ms else "nan") / 1000)
         rows.append(
             [
                 arm,

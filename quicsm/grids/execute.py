@@ -61,18 +61,17 @@ def run_state(planned: PlannedRun, out: Path) -> RunState:
     if not (run_dir / "meta.json").is_file():
         return RunState("partial")
     meta = read_meta(run_dir)
-    have = (meta.get("grid") or {}).get("fingerprint")
+    have = (meta.grid or {}).get("fingerprint")
     if have != planned.fingerprint:
         raise TestbedError(
             f"{run_dir}: made with other parameters than the grid now asks for (fingerprint {have} != "
             f"{planned.fingerprint}): the grid file changed what this run measures; give a new --out, or move "
             "the old runs away"
         )
-    result = meta.get("result") or {}
-    emulator = meta.get("emulator") or {}
-    if result.get("ok") and emulator.get("ok"):
+    ok = bool(meta.result and meta.result.ok)
+    if ok and meta.emulator and meta.emulator.ok:
         return RunState("good")
-    why = result.get("error") or ("emulator late" if result.get("ok") else "failed")
+    why = (meta.result and meta.result.error) or ("emulator late" if ok else "failed")
     return RunState("bad", str(why))
 
 

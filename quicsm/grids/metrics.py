@@ -7,6 +7,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from quicsm.traces.runmeta import RunMeta
+
 __all__ = ["METRICS", "Metric", "metric"]
 
 
@@ -16,7 +18,7 @@ class Metric:
     label: str
     unit: str
     higher_is_better: bool
-    value: Callable[[Mapping[str, Any]], float | None]
+    value: Callable[[RunMeta], float | None]
     """The run's value from its meta.json (None when the run does not tell)."""
 
     def fmt(self, x: float | None) -> str:
@@ -31,18 +33,15 @@ def _num(x: Any) -> float | None:
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
 
 
-def _client(meta: Mapping[str, Any]) -> Mapping[str, Any]:
-    res = meta.get("result") or {}
-    client = res.get("client") if isinstance(res, Mapping) else None
-    return client if isinstance(client, Mapping) else {}
+def _client(meta: RunMeta) -> Mapping[str, Any]:
+    return meta.result.client if meta.result else {}
 
 
-def _plt(meta: Mapping[str, Any]) -> float | None:
-    res = meta.get("result") or {}
-    return _num(res.get("plt_ms")) if isinstance(res, Mapping) else None
+def _plt(meta: RunMeta) -> float | None:
+    return _num(meta.result.plt_ms) if meta.result else None
 
 
-def _goodput(meta: Mapping[str, Any]) -> float | None:
+def _goodput(meta: RunMeta) -> float | None:
     """Mbit/s: the long flow's goodput, else the page's bytes over its load time."""
     c = _client(meta)
     if _num(c.get("goodput_mbps")) is not None:
@@ -51,18 +50,18 @@ def _goodput(meta: Mapping[str, Any]) -> float | None:
     return nbytes * 8 / plt / 1000 if nbytes and plt else None
 
 
-def _utilization(meta: Mapping[str, Any]) -> float | None:
+def _utilization(meta: RunMeta) -> float | None:
     g = _goodput(meta)
-    rate = _num((meta.get("params") or {}).get("rate_mbps"))
+    rate = _num(meta.params.get("rate_mbps"))
     return g / rate if g is not None and rate else None
 
 
-def _loss_ratio(meta: Mapping[str, Any]) -> float | None:
+def _loss_ratio(meta: RunMeta) -> float | None:
     """Share of the server's packets toward the client lost on the path: dropped by the bottleneck's full
     queue or by the random loss after it (Carlucci et al.'s l, measured where their NetShaper measured)."""
-    emu = meta.get("emulator") or {}
-    tbf = (emu.get("tbf") or {}).get("down") if isinstance(emu, Mapping) else None
-    relay = (emu.get("relay") or {}).get("down") if isinstance(emu, Mapping) else None
+    emu = meta.emulator
+    tbf = (emu.tbf or {}).get("down") if emu else None
+    relay = (emu.relay or {}).get("down") if emu else None
     if not isinstance(tbf, Mapping):
         return None
     sent, queue_drops = _num(tbf.get("packets")), _num(tbf.get("drops"))

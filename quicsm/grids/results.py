@@ -12,10 +12,9 @@ arm did better than the baseline: for page-load time ``(baseline - arm) / baseli
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -25,6 +24,7 @@ from quicsm.grids.execute import GRID_JSON
 from quicsm.grids.metrics import Metric, metric
 from quicsm.grids.spec import Cell, Grid, grid_from_data
 from quicsm.testbed.runner import read_json_object, read_meta
+from quicsm.traces.runmeta import RunMeta
 
 __all__ = [
     "CellResult",
@@ -46,7 +46,7 @@ class RunRecord:
     round: int
     run_dir: Path
     good: bool
-    meta: Mapping[str, Any] = field(repr=False)
+    meta: RunMeta = field(repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,11 +84,10 @@ def load_grid_runs(out: Path | str) -> GridRuns:
             missing += 1
             continue
         meta = read_meta(run_dir)
-        if (meta.get("grid") or {}).get("fingerprint") != p.fingerprint:
+        if (meta.grid or {}).get("fingerprint") != p.fingerprint:
             missing += 1
             continue
-        res, emu = meta.get("result") or {}, meta.get("emulator") or {}
-        good = bool(res.get("ok")) and bool(emu.get("ok"))
+        good = bool(meta.result and meta.result.ok and meta.emulator and meta.emulator.ok)
         records.append(RunRecord(p.cell.id, p.arm, p.round, run_dir, good, meta))
     return GridRuns(grid, out, tuple(records), missing)
 

@@ -10,27 +10,26 @@ cwnd values (one per state change for patched QUIC senders, on every change for 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from quicsm.compare.svg import downsample, nice_ticks, state_colour, step_path
 from quicsm.textsafe import html as escape
 from quicsm.traces import StateView, Trace, parse_inputs
+from quicsm.traces.runmeta import RunMeta
 
 __all__ = ["ARM_COLOURS", "cwnd_timeline_svg", "cwnd_trace", "run_traces", "warmup_count"]
 
 ARM_COLOURS = ("#08306b", "#d94801", "#238b45", "#6a51a3", "#a50f15")
 
 
-def warmup_count(meta: Mapping[str, Any]) -> int:
+def warmup_count(meta: RunMeta) -> int:
     """Connections the client made before the measured page load (0-RTT's ticket connection)."""
-    client = (meta.get("result") or {}).get("client") or {}
-    n = client.get("warmup", 0) if isinstance(client, Mapping) else 0
+    n = meta.result.client.get("warmup", 0) if meta.result else 0
     return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 0
 
 
-def run_traces(run_dir: Path, meta: Mapping[str, Any]) -> list[Trace]:
+def run_traces(run_dir: Path, meta: RunMeta) -> list[Trace]:
     """The measured connections of one run (warm-ups left out), in the order they started."""
     log = Path(run_dir) / "server.log"
     if not log.is_file():
@@ -40,11 +39,11 @@ def run_traces(run_dir: Path, meta: Mapping[str, Any]) -> list[Trace]:
     return traces[warmup_count(meta) :]
 
 
-def cwnd_trace(run_dir: Path, meta: Mapping[str, Any]) -> tuple[Trace | None, str]:
+def cwnd_trace(run_dir: Path, meta: RunMeta) -> tuple[Trace | None, str]:
     """The run's page-load connection for a cwnd timeline: (trace, ``qlog`` or ``log``)."""
     qlogs = sorted(str(p) for p in (Path(run_dir) / "qlog").glob("*") if p.is_file())
     if qlogs:
-        cc = str(meta.get("cc") or "") or None
+        cc = meta.cc or None
         traces = parse_inputs(qlogs, cc=cc, require_transitions=False).traces
         if traces:  # the page load has the most events (a 0-RTT warm-up connection lives as long, idle)
             return max(traces, key=lambda t: len(t.events)), "qlog"

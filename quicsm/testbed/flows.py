@@ -16,7 +16,6 @@ Long flows: each client fetches one object larger than the link can carry in ``d
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 import re
 import time
@@ -33,6 +32,7 @@ from quicsm.testbed.procs import Child, last_json_object
 from quicsm.testbed.relay import RelayConfig, build_relay
 from quicsm.testbed.system import require_root
 from quicsm.testbed.tcp import TCP_CCS, TcpTuning, apply_tuning, build_tcp, client_argv, server_argv
+from quicsm.traces.runmeta import EmulatorMeta, FlowEntry, FlowSeries, FlowsRunMeta, RunMeta, dump_meta
 
 if TYPE_CHECKING:
     from quicsm.testbed.runner import RunConfig
@@ -144,10 +144,6 @@ class FlowResult:
     emulator_ok: bool
     throughput_mbps: dict[str, float]
     error: str | None = None
-
-
-def _write_json(path: Path, obj: Any) -> None:
-    write_output(str(path), json.dumps(obj, indent=2, sort_keys=True, default=str))
 
 
 def _binaries(sc: FlowScenario) -> dict[int, tuple[Path, Path]]:
@@ -275,11 +271,26 @@ def run_flows(sc: FlowScenario, run_dir: Path, *, index: int = 0) -> FlowResult:
             _split_ktrace(ktrace, BASE_PORT + i, log)
         impl, version = f.implementation
         offset = _clock_offset_us(log, starts[i], sc.rtt_ms)
-        meta = {
-            "implementation": impl,
-            "version": version,
+        flow = {
+            "index": i,
+            "name": names[i],
+            "stack": f.stack,
             "cc": f.cc,
-            "labels": {
+            "start_s": f.start_s,
+            "port": BASE_PORT + i,
+            "start_unix_ns": starts[i],
+            "t_us_to_unix_us": offset,
+            "throughput_mbps": mbps,
+            "bytes": sum(series[i]),
+            "client": results[i] if i < len(results) else None,
+            "server": readies[i] if i < len(readies) else None,
+        }
+        flow_meta.append(flow)
+        meta = RunMeta(
+            implementation=impl,
+            version=version,
+            cc=f.cc,
+            labels={
                 "scenario": sc.name,
                 "run": run_dir.name,
                 "flow": names[i],
@@ -290,55 +301,32 @@ def run_flows(sc: FlowScenario, run_dir: Path, *, index: int = 0) -> FlowResult:
                 "queue": sc.queue,
                 "flows": str(len(sc.flows)),
             },
-            "flow": {
-                "index": i,
-                "name": names[i],
-                "stack": f.stack,
-                "cc": f.cc,
-                "start_s": f.start_s,
-                "port": BASE_PORT + i,
-                "start_unix_ns": starts[i],
-                "t_us_to_unix_us": offset,
-                "throughput_mbps": mbps,
-                "bytes": sum(series[i]),
-                "client": results[i] if i < len(results) else None,
-                "server": readies[i] if i < len(readies) else None,
-            },
-        }
-        flow_meta.append(meta["flow"])  # type: ignore[arg-type]
-        _write_json(flow_dirs[i] / "meta.json", meta)
+            flow=flow,
+        )
+        write_output(str(flow_dirs[i] / "meta.json"), dump_meta(meta))
     ok = error is None and all(r.get("finished") is False or r.get("ok") for r in results)
     if not ok and error is None:
         error = _failed_flows(run_dir, names, results)
-    _write_json(
-        run_dir / "meta.json",
-        {
-            "kind": "flows",
-            "scenario": {**asdict(sc), "flows": [asdict(f) for f in sc.flows], "object_size": size},
-            "flows": flow_meta,
-            "series": {
-                "bin_s": bin_s,
-                "t0_unix_ns": t0_relay,
-                "bytes": {names[i]: series[i] for i in range(len(names))},
-            },
-            "window_s": list(window),
-            "clients_start_s": origin,
-            "throughput_mbps": thr,
-            "result": {"ok": ok, "error": error},
-            "emulator": {
-                "ok": emulator_ok,
-                "late_p99_us": late_p99,
-                "mode": "ip",
-                "relay": {k: v for k, v in stats.items() if k != "flows"},
-            },
-            "tracer": tracer_stats,
-            "timestamps": {
-                "start": started,
-                "end": _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds"),
-                "seconds": round(time.monotonic() - t_mono0, 3),
-            },
+    run_meta = FlowsRunMeta(
+        kind="flows",
+        scenario={**asdict(sc), "flows": [asdict(f) for f in sc.flows], "object_size": size},
+        flows=[FlowEntry(**fm) for fm in flow_meta],
+        series=FlowSeries(bin_s, t0_relay, {names[i]: series[i] for i in range(len(names))}),
+        window_s=window,
+        clients_start_s=origin,
+        throughput_mbps=thr,
+        result={"ok": ok, "error": error},
+        emulator=EmulatorMeta(
+            ok=emulator_ok, late_p99_us=late_p99, mode="ip", relay={k: v for k, v in stats.items() if k != "flows"}
+        ),
+        tracer=tracer_stats,
+        timestamps={
+            "start": started,
+            "end": _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds"),
+            "seconds": round(time.monotonic() - t_mono0, 3),
         },
     )
+    write_output(str(run_dir / "meta.json"), dump_meta(run_meta))
     return FlowResult(run_dir, ok, emulator_ok, thr, error)
 
 

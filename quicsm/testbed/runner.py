@@ -40,6 +40,7 @@ from quicsm.testbed.config import (
 from quicsm.testbed.emulator import SERVER_PORT, Emulator, RateSchedule
 from quicsm.testbed.relay import RelayBinaries, RelayConfig, build_relay
 from quicsm.testbed.system import require_root
+from quicsm.traces import runmeta
 from quicsm.traces.runmeta import EmulatorMeta, ResultMeta, RunMeta, dump_meta
 from quicsm.version import __version__
 
@@ -413,16 +414,17 @@ def read_json_object(path: Path, missing: str) -> dict[str, Any]:
     return doc
 
 
-def read_meta(run_dir: Path) -> dict[str, Any]:
-    return read_json_object(Path(run_dir) / "meta.json", "no meta.json (not a testbed run directory)")
+def read_meta(run_dir: Path | str) -> RunMeta:
+    """A run directory's ``meta.json`` (:func:`quicsm.traces.runmeta.read_meta`)."""
+    return runmeta.read_meta(str(Path(run_dir) / "meta.json"), RunMeta)
 
 
 def labels_for(run_dir: Path | str) -> dict[str, str]:
     """Labels of a run for ``quicsm parse --label`` / ``parse_inputs(labels=...)``: the scenario
     parameters plus implementation, version and cc."""
-    meta = read_meta(Path(run_dir))
-    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    meta = read_meta(run_dir)
+    labels = {str(k): str(v) for k, v in meta.labels.items()}
     for key in ("implementation", "version", "cc"):
-        if meta.get(key):
-            labels.setdefault(key, str(meta[key]))
+        if value := getattr(meta, key):
+            labels.setdefault(key, str(value))
     return labels

@@ -157,6 +157,8 @@ def read_meta(path: str, kind: type[Any] = RunMeta) -> Any:
     try:
         with open(path, "rb") as fh:
             raw = fh.read(SIDECAR_MAX + 1)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file (not a testbed run directory)") from None
     except OSError as exc:
         raise InputError(f"{path}: unreadable run metadata ({exc.strerror or type(exc).__name__})") from None
     if len(raw) > SIDECAR_MAX:

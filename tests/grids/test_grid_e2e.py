@@ -69,9 +69,11 @@ def grid_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_every_run_made_and_quic_resumed_with_0rtt(grid_out: Path) -> None:
     runs = load_grid_runs(grid_out)
     assert runs.missing == 0 and len(runs.records) == 16
-    assert sum(r.good for r in runs.records) >= 15, [(r.run_dir, r.meta["result"].get("error")) for r in runs.records]
+    assert sum(r.good for r in runs.records) >= 15, [
+        (r.run_dir, r.meta.result and r.meta.result.error) for r in runs.records
+    ]
     for r in runs.records:
-        client = r.meta["result"]["client"]
+        client = r.meta.result.client if r.meta.result else {}
         if r.arm == "quic" and r.good:
             assert client["zero_rtt"] is True and client["resumed"] is True and client["warmup"] == 1
             # the warm-up connection is in server.log but not among the run's measured connections

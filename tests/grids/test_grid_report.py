@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 from click.testing import CliRunner
 from grid_fixtures import FakeTestbed
@@ -115,15 +116,20 @@ def test_dry_run_lists_cells_and_what_is_done(tmp_path: Path) -> None:
 
 
 def test_metrics_read_meta() -> None:
+    from quicsm.traces.runmeta import RunMeta
+
     meta = {
         "params": {"rate_mbps": 10.0},
         "result": {"plt_ms": 800.0, "client": {"bytes": 1_000_000, "page_ms": 100.0}},
         "emulator": {"tbf": {"down": {"packets": 990, "drops": 10}}, "relay": {"down": {"dropped": 20}}},
     }
+    meta = msgspec.convert(meta, RunMeta)
     assert METRICS["plt"].value(meta) == 800.0 and METRICS["html_ms"].value(meta) == 100.0
     assert METRICS["goodput"].value(meta) == 10.0 and METRICS["utilization"].value(meta) == 1.0
     assert METRICS["loss_ratio"].value(meta) == 30 / 1000
-    long_flow = {"params": {"rate_mbps": 10.0}, "result": {"plt_ms": 1.0, "client": {"goodput_mbps": 9.5}}}
+    long_flow = msgspec.convert(
+        {"params": {"rate_mbps": 10.0}, "result": {"plt_ms": 1.0, "client": {"goodput_mbps": 9.5}}}, RunMeta
+    )
     assert METRICS["goodput"].value(long_flow) == 9.5 and METRICS["loss_ratio"].value(long_flow) is None
 
 
@@ -165,5 +171,7 @@ def test_the_timeline_takes_the_page_load_not_the_idle_warm_up(tmp_path: Path) -
     (tmp_path / "qlog").mkdir()
     _sqlog(tmp_path / "qlog" / "warm_server.sqlog", [0.1, 20_000.0])  # opened first, idle, closed at the end
     _sqlog(tmp_path / "qlog" / "page_server.sqlog", [0.2 + i for i in range(50)])  # the page load: 50 samples
-    trace, kind = cwnd_trace(tmp_path, {"cc": "cubic", "result": {"client": {"warmup": 1}}})
+    from quicsm.traces.runmeta import ResultMeta, RunMeta
+
+    trace, kind = cwnd_trace(tmp_path, RunMeta(cc="cubic", result=ResultMeta(client={"warmup": 1})))
     assert kind == "qlog" and trace is not None and len([e for e in trace.events if e.cwnd]) == 49

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from quicsm.cli.main import cli
-from quicsm.errors import TestbedError
+from quicsm.errors import InputError, TestbedError
 from quicsm.testbed import netns
 from quicsm.testbed.emulator import RateSchedule
 from quicsm.testbed.matrix import load_matrix
@@ -166,10 +166,10 @@ def test_labels_for_reads_meta(tmp_path: Path) -> None:
         "version": "v0.65.0",
         "cc": "reno",
     }
-    with pytest.raises(TestbedError, match="no meta.json"):
+    with pytest.raises(InputError, match="meta.json: no such file \\(not a testbed run directory\\)"):
         labels_for(tmp_path)
     (run / "meta.json").write_text("{broken")
-    with pytest.raises(TestbedError, match="meta.json:1: invalid JSON"):
+    with pytest.raises(InputError, match="meta.json: unreadable run metadata"):  # runmeta.read_meta's wording
         labels_for(run)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from quicsm.grids.timeline import run_traces
-from quicsm.testbed.runner import RunConfig, run_many
+from quicsm.testbed.runner import RunConfig, read_meta, run_many
 from quicsm.testbed.stack import stack_for
 from quicsm.traces import parse_inputs
 
@@ -54,7 +54,7 @@ def test_zero_rtt_saves_a_round_trip(stack: str, tmp_path: Path) -> None:
             logged = parse_inputs([str(res.run_dir / "server.log")], require_transitions=False).traces
             if zero:
                 assert client["zero_rtt"] is True and client["resumed"] is True and client["warmup"] == 1
-                assert len(logged) == 2 and len(run_traces(res.run_dir, meta)) == 1
+                assert len(logged) == 2 and len(run_traces(res.run_dir, read_meta(res.run_dir))) == 1
             else:
                 assert "zero_rtt" not in client and len(logged) == 1
     assert max(html[True]) + rtt / 2 < min(html[False]), html  # one round trip (60 ms) sooner, give or take
