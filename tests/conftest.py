@@ -1,4 +1,5 @@
-"""Shared fixtures (small contract logs written by the tests themselves) and the CI skip guard.
+"""Shared fixtures (small contract logs written by the tests themselves), the CI skip guard, and the testbed
+lock every ``root`` test takes.
 
 Under ``CI=true`` a skipped test is work not checked, so every skip fails the run unless its reason
 matches :data:`CI_ALLOWED_SKIPS`, where each entry says why skipping it in CI is acceptable.
@@ -6,11 +7,15 @@ matches :data:`CI_ALLOWED_SKIPS`, where each entry says why skipping it in CI is
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import os
 import random
 import shutil
-from collections.abc import Callable
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -77,6 +82,40 @@ def pytest_configure(config: pytest.Config) -> None:
         missing.append("the C extension quicsm.traces._scan (pip install -e . with a C compiler)")
     if missing:
         pytest.exit("CI=true but missing: " + "; ".join(missing), returncode=1)
+
+
+TESTBED_LOCK = Path("/tmp/quicsm-testbed.lock")
+"""Emulator runs and benchmarks on one machine take turns on this file (``flock /tmp/quicsm-testbed.lock CMD``,
+experiments/grids.py, bench/): a run made beside another is late or measures the other's load."""
+
+
+@contextmanager
+def hold_testbed_lock(who: str, lock: Path = TESTBED_LOCK) -> Iterator[None]:
+    """Hold ``lock`` (the ``flock(2)`` lock flock(1) takes); says on stderr when it has to wait."""
+    fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            t0 = time.monotonic()
+            print(f"\n{who}: waiting for {lock} (an emulator run or benchmark holds it)", file=sys.__stderr__)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            print(f"{who}: got {lock} after {time.monotonic() - t0:.0f} s", file=sys.__stderr__)
+        yield
+    finally:
+        os.close(fd)  # closing the only descriptor releases the lock
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """A ``root`` test (the emulator, tc, namespaces: the testbed tests and the tutorials run with it) holds the
+    testbed lock from its setup (module fixtures make their runs there) to its teardown, so it neither disturbs
+    nor is disturbed by a grid or benchmark running beside it. Without root those tests skip: no lock."""
+    if item.get_closest_marker("root") is None or os.geteuid() != 0:
+        yield
+        return
+    with hold_testbed_lock(item.nodeid):
+        yield
 
 
 def _skip_reason(report: pytest.TestReport) -> str:
