@@ -402,8 +402,17 @@ def progress_bar(files: Sequence[str], progress: bool) -> Iterator[Callable[[int
 
 
 def no_transitions(paths: Sequence[str], report: ParseReport) -> NoTransitionsError:
-    detail = f" ({report.total_issues} malformed record(s), first: {report.issues[0]})" if report.issues else ""
+    """Nothing to learn from: the problems the read met say why (the first, then every kind's count, in the
+    words the report uses); with none, the inputs are not of a kind quicsm reads states from."""
+    where = ", ".join(paths)
+    if not report.issues:
+        return NoTransitionsError(
+            f"no state transitions found in {where}; are these logs from an instrumented server "
+            "(lines with 'QUICSM v=1 ...', see docs/log-format.md) or qlogs?"
+        )
+    kinds = ", ".join(f"{n} {kind}" for kind, n in report.issue_counts.most_common())
+    more = f" ({report.total_issues} problem(s): {kinds})" if report.total_issues > 1 else ""
+    first = report.issues[0]
     return NoTransitionsError(
-        f"no state transitions found in {', '.join(paths)}{detail}; "
-        "are these logs from an instrumented server (lines with 'QUICSM v=1 ...', see docs/log-format.md) or qlogs?"
+        f"no state transitions found{'' if [first.path] == list(paths) else ' in ' + where}: {first}{more}"
     )

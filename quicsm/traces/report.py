@@ -35,7 +35,8 @@ class ParseReport:
     issues: list[Issue] = field(default_factory=list)
     issue_counts: Counter[str] = field(default_factory=Counter)
     skipped_files: list[str] = field(default_factory=list)
-    """Inputs that gave nothing (not a format quicsm reads, or unreadable): a problem, not a silence."""
+    """Inputs that gave nothing (not a format quicsm reads, or unreadable): a problem, not a silence (said
+    once, among the problems: ``PATH:1: file skipped: why``)."""
     unknown_states: Counter[str] = field(default_factory=Counter)
     """State names no map knows, kept verbatim in the traces."""
 
@@ -66,10 +67,6 @@ class ParseReport:
             f"read {self.files} file(s), {mb:.1f} MB, {self.lines} lines: "
             f"{self.records} records in {self.traces} connection trace(s)"
         ]
-        if self.skipped_files:
-            lines.append(
-                f"skipped {len(self.skipped_files)} file(s): {', '.join(map(terminal, self.skipped_files[: self.keep]))}"
-            )
         if self.unknown_states:
             names = ", ".join(f"{terminal(n)} ({c})" for n, c in self.unknown_states.most_common(self.keep))
             lines.append(f"unknown state names kept as written: {names}")

@@ -161,6 +161,22 @@ def test_missing_empty_and_no_transition_inputs(tmp_path: Path) -> None:
         parse_inputs([str(tmp_path / "sub")] if (tmp_path / "sub").mkdir() is None else [])
 
 
+def test_no_transitions_says_the_real_reason_once(tmp_path: Path) -> None:
+    """A file refused for a reason (quinn's BBR qlog: states not read from its metrics; a JSON that is no
+    qlog) is said with that reason, once: not as "malformed record(s)" plus a guess that it is no log."""
+    quinn = Path(__file__).resolve().parents[1] / "data" / "metric-only" / "quinn-0.11.19-bbr" / "conn1_server.sqlog.gz"
+    with pytest.raises(NoTransitionsError) as info:
+        parse_inputs([str(quinn)])
+    msg = str(info.value)
+    assert msg.startswith(f"no state transitions found: {quinn}:1: states not read: quinn's BBR phases are not read")
+    assert "malformed" not in msg and "instrumented server" not in msg and msg.count(str(quinn)) == 1
+    bad = tmp_path / "x.log"
+    bad.write_text("QUICSM v=1 conn=1 t_us=x\nQUICSM v=1 conn=1 t_us=y\n")
+    (tmp_path / "empty.log").write_text("")
+    with pytest.raises(NoTransitionsError, match=r"x.log:1: malformed contract line: .* \(2 problem\(s\): 2 malformed"):
+        parse_inputs([str(bad), str(tmp_path / "empty.log")])
+
+
 def test_directories_expand_to_their_logs(tmp_path: Path) -> None:
     for i in range(3):
         run = tmp_path / f"run{i}"

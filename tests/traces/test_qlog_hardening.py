@@ -198,6 +198,7 @@ def test_unknown_states_listed_and_skipped_files_counted(tmp_path: Path) -> None
     assert res.report.unknown_states == {"warp_speed": 1}
     assert res.report.skipped_files == [str(tmp_path / "b.qlog")]
     summary = res.report.summary()
-    assert "warp_speed" in summary and "skipped 1 file(s)" in summary
+    assert "warp_speed" in summary and f"{tmp_path / 'b.qlog'}:1: file skipped: " in summary
+    assert summary.count("b.qlog") == 1  # said once, with its reason
     r = CliRunner().invoke(cli, ["parse", "--strict", str(tmp_path), "-o", str(tmp_path / "o.jsonl")])
     assert r.exit_code != 0 and "b.qlog" in r.output
