@@ -242,6 +242,8 @@ class QlogBatcher:
         out, self.ready = self.ready, []
         if self.traces:
             out.append(self._emit())
+        else:  # state names read in traces none of which was kept (no states read from their metrics)
+            self._list_unknown(np.frombuffer(self.sc.take_uses(), np.int64), self.names)
         return out
 
     # ---- files and traces
@@ -456,6 +458,14 @@ class QlogBatcher:
 
     # ---- batches
 
+    def _list_unknown(self, uses: np.ndarray, names: list[str]) -> None:
+        """The state names the C scanner read (``uses``: reads per name id), made canonical, listed in the
+        report when quicsm does not know them (the Python twin lists them as its handler reads them)."""
+        for i in np.flatnonzero(uses).tolist():
+            c = canonical_state(names[i])
+            if not is_known_state(c):
+                self.report.unknown_states[c[:100]] += int(uses[i])
+
     def _emit(self) -> TraceColumns:
         """The traces gathered, cut from the scanner's rows into one batch; the scanner starts the next."""
         sc = self.sc
@@ -476,11 +486,7 @@ class QlogBatcher:
         def name_id(text: str) -> int:
             return intern(table, names, text)
 
-        # the state names as written, made canonical (and listed when unknown: those the C scanner read)
-        for i in np.flatnonzero(uses).tolist():
-            c = canonical_state(names[i])
-            if not is_known_state(c):
-                report.unknown_states[c[:100]] += int(uses[i])
+        self._list_unknown(uses, names)
         used = np.concatenate([state_raw, prev_raw])
         named = np.flatnonzero(np.bincount(used[used >= 0], minlength=len(names)))
         mapped = [name_id(canonical_state(names[i])) for i in named.tolist()]
