@@ -373,16 +373,23 @@ def _infer_loss(s: MetricSeries, prof: Profile) -> Inferred:
     undo = known_cwnd & (grew >= np.maximum(4 * mss, prev_cwnd // 4)) & (grew > acked_packets * mss + mss)
     # or a rise of the window right after a loss was found spurious (quic-go's spurious_loss events) back
     # to the window before the last cut: the undo, whatever the packets acknowledged
+    last_cut = np.maximum.accumulate(np.where(cut, np.arange(n), 0))
     if len(s.spurious_us):
         found = np.zeros(n, bool)
         found[1:] = np.searchsorted(s.spurious_us, t[1:], side="right") > np.searchsorted(
             s.spurious_us, t[:-1], side="right"
         )
-        # ... back to the window before the last cut (OnSpuriousLoss restores it), not a later growth
-        last_cut = np.maximum.accumulate(np.where(cut, np.arange(n), 0))
-        restored = np.abs(cwnd - prev_cwnd[last_cut]) <= mss // 2
+        # ... back to the window before the last cut (OnSpuriousLoss restores it), not a later growth;
+        # quic-go's ReceivedAck calls OnSpuriousLoss before OnPacketAcked: the ACK's packets may grow the
+        # restored window (at most a packet each, slow start's rate) before the record shows it
+        above = cwnd - prev_cwnd[last_cut]
+        restored = (above >= -(mss // 2)) & (above <= acked_packets * unit + mss // 2)
         undo |= known_cwnd & (grew >= mss) & found & restored & (np.arange(n) > last_cut)
     undo &= np.cumsum(cut) > 0
+    # the window the ACK's packets began from: at an undo the one restored (quic-go's ReceivedAck calls
+    # OnSpuriousLoss before OnPacketAcked), so what the record shows above it is the packets' growth
+    base = np.where(undo, np.minimum(prev_cwnd[last_cut], cwnd), prev_cwnd)
+    grew_ack = cwnd - base
     # recovery episodes
     cuts = np.flatnonzero(cut & ~rto)
     ends = _recovery_ends(s, cuts, ack, rtt_sample, sends, latest, undo, prof)
@@ -405,13 +412,15 @@ def _infer_loss(s: MetricSeries, prof: Profile) -> Inferred:
             flat[hyst] = True
         ssthresh = _threshold_of_cuts(cwnd, prev_cwnd, cut, rto, undo, flat)
     window = cwnd if prof.every_record else prev_cwnd
-    window = np.where(undo, cwnd, window)  # an undo sets the state by the window it restored
+    window = np.where(undo, cwnd if prof.every_record else base, window)  # an undo: by the window it restored
     ss = window < ssthresh
     phase = np.where(ss, _SS, _CA)
     if prof.app_limited:
+        if prof.per_packet:
+            prior = _prior_in_flight(s, t, inflight, cwnd, unit, in_rec)
         limited = (prior >= window) | (ss & (prior > window // 2)) | (window - prior <= prof.burst_packets * unit)
         if prof.per_packet:
-            limited = np.where(ss & (grew >= unit // 2) & ~undo, grew >= acked_packets * unit - unit // 2, limited)
+            limited = np.where(ss & (grew_ack >= unit // 2), grew_ack >= acked_packets * unit - unit // 2, limited)
             # in avoidance the window grows during the ACK too (Reno a packet per window acknowledged, Cubic
             # bytes per packet) while every packet is tested against the same bytes in flight before it: the
             # ACK's last packet, whose test sets the state, saw the window less its own share of the growth
@@ -419,17 +428,17 @@ def _infer_loss(s: MetricSeries, prof: Profile) -> Inferred:
             # packets take the window to the time's target, each by at most half a packet (half its acked
             # bytes); the packets after that see the grown window
             half = np.maximum(unit // 2, 1)
-            g = np.maximum(grew, 0)
+            g = np.maximum(grew_ack, 0)
             last = np.where(acked_packets > (g + half - 1) // half, cwnd, cwnd - (g - (acked_packets - 1) * half))
             late = (prior >= last) | (last - prior <= prof.burst_packets * unit)
             avoid = ack & ~ss & ~in_rec & ~cut
-            steps = avoid & (grew > 0)
-            reno_like = bool(steps.any() and np.mean(grew[steps] == unit[steps]) >= 0.9)
+            steps = avoid & (grew_ack > 0)
+            reno_like = bool(steps.any() and np.mean(grew_ack[steps] == unit[steps]) >= 0.9)
             if reno_like:
                 # Reno: a whole packet once per window of packets acknowledged; where in the ACK is
                 # counted (quic-go's numAckedPackets), so whether the packets after the step saw it
-                late = _reno_steps(avoid, limited, grew, acked_packets, prev_cwnd, prior, unit, cut, limited, prof)
-            limited = np.where(~ss & (grew > 0) & ~undo, late, limited)  # (an undo's rise is no ACK growth)
+                late = _reno_steps(avoid, limited, grew_ack, acked_packets, base, prior, unit, cut, undo, prof)
+            limited = np.where(~ss & (grew_ack > 0), late, limited)  # (an undo's own rise is no ACK growth)
         # an undo at an ACK that newly acknowledged nothing (under reordering the late packets were already
         # declared lost, so acknowledging them acknowledges no outstanding packet): quic-go restores the
         # window (OnSpuriousLoss), logs slow start or avoidance by it, and returns before any packet's test
@@ -476,8 +485,7 @@ def _infer_loss(s: MetricSeries, prof: Profile) -> Inferred:
     # at the ACK that declares the loss, the record that shows them.
     when = t.copy()
     if len(s.lost_us) and len(s.timer_us):
-        j = np.searchsorted(s.timer_us, s.lost_us, side="right") - 1
-        timed = (j >= 0) & (s.lost_us - s.timer_us[np.maximum(j, 0)] <= 1000)
+        timed = _timed_losses(s)
         for r in np.flatnonzero(cut).tolist():
             lo = np.searchsorted(s.lost_us, t[r - 1] if r > 0 else np.iinfo(np.int64).min, side="right")
             hi = np.searchsorted(s.lost_us, t[r], side="right")
@@ -505,6 +513,41 @@ def _infer_loss(s: MetricSeries, prof: Profile) -> Inferred:
             times, states, reasons = _brief_visits(times, states, reasons, t[blip], np.where(ss[blip], _SS, _CA))
     times, states, reasons = _hidden_recoveries(s, t, cut, ss, times, states, reasons)
     return Inferred(times, states, reasons, "loss", code, mss)
+
+
+def _timed_losses(s: MetricSeries) -> np.ndarray:
+    """Per ``packet_lost``, whether the loss timer declared it (a timer expiry logged within 1 ms before)."""
+    j = np.searchsorted(s.timer_us, s.lost_us, side="right") - 1
+    return (j >= 0) & (s.lost_us - s.timer_us[np.maximum(j, 0)] <= 1000)
+
+
+def _prior_in_flight(
+    s: MetricSeries, t: np.ndarray, inflight: np.ndarray, cwnd: np.ndarray, unit: np.ndarray, in_rec: np.ndarray
+) -> np.ndarray:
+    """The bytes in flight as each record's ACK arrived (quic-go's ``priorInFlight``, which its
+    application-limited test reads): the record before's, less the packets the loss timer declared lost
+    since then (a ``packet_lost`` within 1 ms after a timer expiry): ``OnLossDetectionTimeout`` takes them
+    out of bytes in flight and writes no metrics. The sender may then have refilled the window
+    (``CanSend``: bytes in flight under the window) unseen: a send writes no record when it brings bytes
+    in flight back to the value last written (one loss, one send). The records cannot tell such a refill
+    from none, so losses that left room for a packet in the window then in force (the window, or 0.7 of
+    it after the cut a loss outside recovery makes: quic-go's Reno and Cubic beta) count as refilled and
+    the record before's value stands (of the readings tried, the one closest to the logged states on the
+    tuning data: experiments/metric_truth.notes.md)."""
+    n = len(t)
+    prior = np.concatenate(([0], inflight[:-1]))
+    if not len(s.lost_us) or not len(s.timer_us) or n < 2:
+        return prior
+    at = np.cumsum(np.concatenate(([0], _timed_losses(s))))  # timed losses before each index of lost_us
+    lo = np.searchsorted(s.lost_us, t[:-1], side="right")
+    hi = np.searchsorted(s.lost_us, t[1:], side="right")
+    k = np.zeros(n, np.int64)
+    k[1:] = at[hi] - at[lo]
+    before_cwnd = np.concatenate(([cwnd[0]], cwnd[:-1]))
+    was_rec = np.concatenate(([False], in_rec[:-1]))
+    window = np.where(was_rec, before_cwnd, (before_cwnd * 7) // 10)  # quic-go: renoBeta = Cubic's beta = 0.7
+    less = prior - k * unit
+    return np.where((k > 0) & (less >= window), less, prior)
 
 
 def _brief_visits(
@@ -638,7 +681,7 @@ def _reno_steps(
     prior: np.ndarray,
     unit: np.ndarray,
     cut: np.ndarray,
-    guess: np.ndarray,
+    undo: np.ndarray,
     prof: Profile,
 ) -> np.ndarray:
     """Whether each Reno ACK that grew the window ended window-limited. Reno (quic-go's ``numAckedPackets``)
@@ -646,13 +689,19 @@ def _reno_steps(
     window in packets, then counts anew; a cut resets it. Counting from one step to the next places the
     step inside its ACK: the packets after it were tested against the larger window (and, found
     application-limited, stop the count). Where the count does not fit the ACK (a step the metrics hid),
-    ``guess`` stands. A loop over the avoidance ACKs only."""
-    out = guess.copy()
-    count = -1  # unknown until the first step or cut
-    rows = np.flatnonzero(avoid | cut)
+    ``limited`` stands. An undo puts back the count its cut reset (quic-go's ``OnSpuriousLoss`` restores
+    ``numAckedPackets`` with the window); ``prev_cwnd`` and ``grew`` are then the restored window and the
+    ACK's growth above it. A loop over the avoidance ACKs only."""
+    out = limited.copy()
+    count = saved = -1  # unknown until the first step or cut; the count the last cut reset
+    rows = np.flatnonzero(avoid | cut | undo)
     for r in rows.tolist():
         if cut[r]:
-            count = 0
+            saved, count = count, 0
+            continue
+        if undo[r]:
+            count = saved
+        if not avoid[r]:
             continue
         if not limited[r]:
             continue  # tested application-limited before any packet counted

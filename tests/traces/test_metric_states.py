@@ -622,11 +622,9 @@ def test_heavy_reordering_a_cut_the_loss_timer_made_and_its_undo() -> None:
     assert list(got.t_us[i + 1 :]) == [89_999, 90_000] and got.reasons[i + 1] == "inferred:ack"
 
 
-def test_an_undo_at_an_ack_that_acknowledged_nothing_keeps_the_restored_state() -> None:
-    """Under reordering the late packets were already declared lost, so the ACK that finds the loss
-    spurious acknowledges no outstanding packet: quic-go restores the window (OnSpuriousLoss), logs
-    avoidance by it and returns before any packet's application-limited test (sent_packet_handler's
-    ``len(ackedPackets) == 0``). The same undo with packets acknowledged ends application-limited."""
+def _cut_before_an_undo() -> tuple[list[dict[str, int]], dict[str, np.ndarray]]:
+    """quic-go under reordering: a cut and its end, then a second cut (7 -> 5 packets) whose losses are
+    found spurious at 89 ms; the undo's record is the caller's."""
     rows = [{**r, "packets": r["inflight"] // MSS} for r in _flight(0, 10 * MSS, 0, 8)]
     rows.append({"t": 10_000, "cwnd": 7 * MSS, "inflight": 7 * MSS, "latest": 40_000, "packets": 7})  # a cut
     rows.append({"t": 12_000, "cwnd": 7 * MSS, "inflight": 8 * MSS, "packets": 8})
@@ -637,6 +635,15 @@ def test_an_undo_at_an_ack_that_acknowledged_nothing_keeps_the_restored_state() 
         lost_us=np.array([45_100, 64_000], np.int64),
         spurious_us=np.array([89_000], np.int64),
     )
+    return rows, events
+
+
+def test_an_undo_at_an_ack_that_acknowledged_nothing_keeps_the_restored_state() -> None:
+    """Under reordering the late packets were already declared lost, so the ACK that finds the loss
+    spurious acknowledges no outstanding packet: quic-go restores the window (OnSpuriousLoss), logs
+    avoidance by it and returns before any packet's application-limited test (sent_packet_handler's
+    ``len(ackedPackets) == 0``). The same undo with packets acknowledged ends application-limited."""
+    rows, events = _cut_before_an_undo()
     # the undo's record: no new RTT sample, nothing left bytes in flight
     nothing = {"t": 90_000, "cwnd": 7 * MSS, "inflight": 3 * MSS, "latest": 40_500, "packets": 3}
     got = infer(series([*rows, nothing], **events), PROFILES["quic-go"])
@@ -674,3 +681,43 @@ def test_hybrid_slow_start_exits_on_rtt_samples_even_when_application_limited() 
     assert got.states == ["SlowStart", "ApplicationLimited"], got.states
     # a stack without Chromium's hybrid slow start (RFC 9002 profile) reads no exit from RTTs
     assert "CongestionAvoidance" not in infer(series(_hystart_rows(50_000)), PROFILES["rfc9002"]).states
+
+
+def test_an_undo_whose_ack_also_grew_the_restored_window_is_read_as_the_undo() -> None:
+    """quic-go's ReceivedAck calls OnSpuriousLoss (the window back to its value before the cut) before
+    OnPacketAcked, so the ACK's packets can grow the restored window before the record shows it: a
+    record a packet above the window before the cut, right after spurious_loss events, is still the
+    undo, and its packets are tested against the restored window (here four packets free: unused)."""
+    rows, events = _cut_before_an_undo()
+    undo = {"t": 90_000, "cwnd": 8 * MSS, "inflight": 1 * MSS, "latest": 40_600, "packets": 1}  # 7 back, +1
+    got = infer(series([*rows, undo], **events), PROFILES["quic-go"])
+    assert got.states[-3:] == ["Recovery", "CongestionAvoidance", "ApplicationLimited"], got.states
+    assert list(got.t_us[-2:]) == [89_999, 90_000]
+    # a packet short of the window before the cut: growth in recovery, not the undo
+    short = {**undo, "cwnd": 6 * MSS}
+    assert infer(series([*rows, short], **events), PROFILES["quic-go"]).states[-1] == "Recovery"
+
+
+def test_the_application_limited_test_reads_bytes_in_flight_after_the_loss_timers_losses() -> None:
+    """quic-go's priorInFlight is bytes in flight as the ACK arrives; packets its loss timer declared lost
+    since the record before left it then, unrecorded (OnLossDetectionTimeout writes no metrics). A full
+    20-packet window, five packets declared lost by the timer (a recovery cut and undone before any
+    record), then an ACK of one packet: 15 packets were in flight before it, five free: unused. Losses
+    that leave room for a packet in the window in force (0.7 of it after a cut) were refilled unseen
+    (a send that brings bytes in flight back to the value last written writes no record): not counted."""
+    rows = [{**r, "packets": r["inflight"] // MSS, "ssthresh": 4 * MSS} for r in _flight(0, 20 * MSS, 0, 20)]
+    rows.append({"t": 40_000, "cwnd": 20 * MSS, "inflight": 19 * MSS, "latest": 40_000, "packets": 19})
+    rows.append({"t": 40_100, "cwnd": 20 * MSS, "inflight": 20 * MSS, "packets": 20})
+
+    def read(lost: int) -> list[str]:
+        events = dict(
+            timer_us=np.array([45_000], np.int64),
+            lost_us=45_100 + 100 * np.arange(lost, dtype=np.int64),
+            spurious_us=np.array([59_000], np.int64),
+        )
+        ack = {"t": 60_000, "cwnd": 20 * MSS, "inflight": (19 - lost) * MSS, "latest": 40_100, "packets": 19 - lost}
+        return infer(series([*rows, ack], **events), PROFILES["quic-go"]).states
+
+    assert read(5)[-3:] == ["Recovery", "CongestionAvoidance", "ApplicationLimited"], read(5)
+    assert read(2)[-2:] == ["Recovery", "CongestionAvoidance"], read(2)  # three free: window-limited
+    assert read(7)[-2:] == ["Recovery", "CongestionAvoidance"], read(7)  # 13 < 14: refilled unseen
