@@ -14,6 +14,7 @@ import re
 from typing import Any, TypeVar
 
 import msgspec
+import msgspec.toml
 
 from quicsm.errors import InputError
 
@@ -73,18 +74,25 @@ def toml_line(text: str, where: str) -> int | None:
 
 
 def checked(data: Any, kind: type[T], source: str, *, what: str = "JSON") -> T:
-    """``data`` (JSON bytes or text, or objects already decoded) as ``kind``; InputError ``source: where:
-    why`` when it does not hold the declared shape."""
+    """``data`` (JSON bytes or text, or objects already decoded; a TOML document when ``what`` is
+    ``"TOML"``) as ``kind``; InputError ``source[:line]: where: why`` when it does not hold the declared
+    shape (the line: of a TOML document's key)."""
     try:
+        if what == "TOML":
+            return msgspec.toml.decode(data, type=kind)
         if isinstance(data, bytes | str):
             return msgspec.json.decode(data, type=kind)
         return msgspec.convert(data, kind)
     except msgspec.ValidationError as exc:
         where, why = problem(exc)
-        raise InputError(f"{source}: {where}: {why}" if where else f"{source}: {why}") from None
+        key = why.partition("unknown field `")[2].partition("`")[0]  # the line of the key itself
+        place = f"{where}.{key}" if where and key else key or where
+        line = toml_line(data if isinstance(data, str) else bytes(data).decode(), place) if what == "TOML" else None
+        at = f"{source}:{line}" if line else source
+        raise InputError(f"{at}: {where}: {why}" if where else f"{at}: {why}") from None
     except msgspec.DecodeError as exc:
-        raise InputError(f"{source}: not valid {what} ({exc})") from None
+        raise InputError(f"{source}: not valid {what} ({str(exc).removeprefix('Invalid TOML: ')})") from None
     except UnicodeDecodeError as exc:
-        raise InputError(f"{source}: not UTF-8 text at byte {exc.start}") from None
+        raise InputError(f"{source}: not valid {what} (not UTF-8 text at byte {exc.start})") from None
     except RecursionError:
-        raise InputError(f"{source}: {what} nested too deeply") from None
+        raise InputError(f"{source}: not valid {what} (nested too deeply)") from None

@@ -23,7 +23,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from quicsm.errors import InputError
+from quicsm.formats import checked
 
 __all__ = ["CheckConfig", "Tolerance", "Resolved", "load_config", "parse_config", "edge_key"]
 
@@ -135,18 +135,8 @@ def _lookup(table: dict[str, Tolerance], name: str) -> Tolerance | None:
 
 
 def parse_config(text: str | bytes | bytearray, source: str = "<config>") -> CheckConfig:
-    try:
-        return msgspec.toml.decode(text, type=CheckConfig)
-    except msgspec.ValidationError as exc:
-        from quicsm.formats import msgspec_where
-
-        raise InputError(f"{source}: {msgspec_where(str(exc))}") from None
-    except msgspec.DecodeError as exc:
-        raise InputError(f"{source}: not valid TOML ({str(exc).removeprefix('Invalid TOML: ')})") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{source}: not valid TOML (not UTF-8 text at byte {exc.start})") from None
-    except RecursionError:
-        raise InputError(f"{source}: not valid TOML (nested too deeply)") from None
+    """A check config (TOML) as :class:`CheckConfig`; errors name the source, the line and why."""
+    return checked(text, CheckConfig, source, what="TOML")
 
 
 def load_config(path: str | None) -> CheckConfig:

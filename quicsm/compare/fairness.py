@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from quicsm.compare.report import CompareFile
-from quicsm.errors import QuicsmError
+from quicsm.errors import InputError, QuicsmError
 from quicsm.textsafe import csv_cell, md_name
 from quicsm.textsafe import html as escape
 from quicsm.traces.events import StateView, Trace
-from quicsm.traces.runmeta import SIDECAR_MAX, FlowEntry, FlowsRunMeta, read_meta
+from quicsm.traces.runmeta import FlowEntry, FlowsRunMeta, read_meta
 
 if TYPE_CHECKING:
     from quicsm.compare.comparison import CompareOptions, Comparison
@@ -106,9 +106,8 @@ def jain_index(xs: Sequence[float]) -> float:
 def is_flow_run(path: Path | str) -> bool:
     """Whether ``path`` is a multi-flow run directory (its ``meta.json`` says ``"kind": "flows"``)."""
     try:
-        with open(Path(path) / "meta.json", "rb") as fh:
-            return msgspec.json.decode(fh.read(SIDECAR_MAX), type=_Kind).kind == "flows"
-    except (OSError, msgspec.DecodeError):
+        return read_meta(str(Path(path) / "meta.json"), _Kind).kind == "flows"
+    except InputError:
         return False
 
 

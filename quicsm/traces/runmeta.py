@@ -17,7 +17,7 @@ from typing import Any, Literal
 import msgspec
 
 from quicsm.errors import InputError
-from quicsm.formats import problem
+from quicsm.formats import checked
 
 __all__ = [
     "EmulatorMeta",
@@ -160,20 +160,12 @@ def read_meta(path: str, kind: type[Any] = RunMeta) -> Any:
     except FileNotFoundError:
         raise InputError(f"{path}: no such file (not a testbed run directory)") from None
     except OSError as exc:
-        raise InputError(f"{path}: unreadable run metadata ({exc.strerror or type(exc).__name__})") from None
+        raise InputError(f"{path}: run metadata: cannot read ({exc.strerror or type(exc).__name__})") from None
     if len(raw) > SIDECAR_MAX:
-        raise InputError(f"{path}: unreadable run metadata (larger than {SIDECAR_MAX} bytes)")
+        raise InputError(f"{path}: run metadata: larger than {SIDECAR_MAX} bytes")
     return decode_meta(raw, path, kind)
 
 
 def decode_meta(raw: bytes, path: str, kind: type[Any] = RunMeta) -> Any:
     """``raw`` (a ``meta.json``) as ``kind``; one InputError line naming ``path`` otherwise."""
-    try:
-        return msgspec.json.decode(raw, type=kind)
-    except msgspec.ValidationError as exc:
-        where, why = problem(exc)
-        if not where and "object" in why:
-            raise InputError(f"{path}: run metadata must be a JSON object ({why})") from None
-        raise InputError(f"{path}: run metadata at {where or 'the top level'}: {why}") from None
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
-        raise InputError(f"{path}: unreadable run metadata ({str(exc)[:200] or type(exc).__name__})") from None
+    return checked(raw, kind, f"{path}: run metadata")

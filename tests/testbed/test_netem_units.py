@@ -169,7 +169,7 @@ def test_labels_for_reads_meta(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="meta.json: no such file \\(not a testbed run directory\\)"):
         labels_for(tmp_path)
     (run / "meta.json").write_text("{broken")
-    with pytest.raises(InputError, match="meta.json: unreadable run metadata"):  # runmeta.read_meta's wording
+    with pytest.raises(InputError, match="meta.json: run metadata: not valid JSON"):  # runmeta.read_meta's wording
         labels_for(run)
 
 

@@ -205,14 +205,14 @@ def test_globs_and_directories_expand_the_same_for_every_caller(tmp_path: Path) 
 @pytest.mark.parametrize(
     "content, reason",
     [
-        (b"[" * 100_000, "JSON object"),
-        (b"\xff\xfe{}", "unreadable"),
+        (b"[" * 100_000, "run metadata: expected `object`"),
+        (b"\xff\xfe{}", "run metadata: not valid JSON"),
         (b'{"labels": {"a": ' + b"1" * 4301 + b"}}", "out of range"),
-        (b'{"implementation": 5}', "at implementation: expected `str | null`"),
+        (b'{"implementation": 5}', "run metadata: implementation: expected `str | null`"),
         (b"{" + b" " * (1 << 20) + b"}", "larger than"),
         (b'{"labels": [1, 2]}', "labels"),
         (b'{"labels": {"a": {"b": 1}}}', "labels"),
-        (b"[]", "JSON object"),
+        (b"[]", "run metadata: expected `object`, got `array`"),
     ],
 )
 def test_bad_sidecar_metadata_is_one_line(tmp_path: Path, content: bytes, reason: str) -> None:
