@@ -8,11 +8,11 @@ from collections.abc import Sequence
 from quicsm.check.bundle import BUNDLE_SUFFIX, Baseline, load_baseline, make_baseline
 from quicsm.check.config import CheckConfig, load_config
 from quicsm.check.gate import CheckResult, check
-from quicsm.compare.sets import TraceSet, expand_set, load_rows
+from quicsm.compare.sets import TraceSet, expand_set, group_by_label, load_rows
 from quicsm.compare.stays import Connection
 from quicsm.errors import InputError
 from quicsm.traces.events import StateView
-from quicsm.traces.select import Selector, label_value, selector_text, trace_matches
+from quicsm.traces.select import Selector, selector_text, trace_matches
 
 __all__ = ["baseline_from_inputs", "check_runs", "read_rows"]
 
@@ -60,11 +60,7 @@ def baseline_from_inputs(
     if by is None:
         label = name or inputs[0].rstrip("/").rsplit("/", 1)[-1] or "baseline"
         return make_baseline([(label, origin, rows)], view=view, engine=engine), read
-    groups: dict[str, list[Connection]] = {}
-    for r in rows:
-        v = label_value(r.trace, by)
-        if v is not None:
-            groups.setdefault(v, []).append(r)
+    groups = group_by_label(rows, by)
     if not groups:
         raise InputError(f"no connection of {' '.join(inputs)} has label {by!r} (the testbed writes 'scenario')")
     sets = [(v, f"{origin} where {by}={v}", groups[v]) for v in sorted(groups)]

@@ -30,6 +30,7 @@ __all__ = [
     "TraceSet",
     "build_sets",
     "expand_set",
+    "group_by_label",
     "load_rows",
     "rows_task",
     "label_value",
@@ -327,13 +328,19 @@ def sets_from_selectors(
     return out
 
 
+def group_by_label(rows: Sequence[Connection], key: str) -> dict[str, list[Connection]]:
+    """The connections per value of label ``key`` (``compare --by``, ``baseline save --by``); those
+    without it are dropped."""
+    groups: dict[str, list[Connection]] = {}
+    for r in rows:
+        if (v := label_value(r.trace, key)) is not None:
+            groups.setdefault(v, []).append(r)
+    return groups
+
+
 def sets_by_label(data: TraceSet, key: str, *, order: Sequence[str] | None = None) -> list[TraceSet]:
     """One set per value of label ``key`` (sorted, or in ``order``); connections without it are dropped."""
-    groups: dict[str, list[Connection]] = {}
-    for r in data.rows:
-        v = label_value(r.trace, key)
-        if v is not None:
-            groups.setdefault(v, []).append(r)
+    groups = group_by_label(data.rows, key)
     if not groups:
         raise InputError(
             f"no trace has label {key!r}; labels come from --label at parse time or the testbed's meta.json"

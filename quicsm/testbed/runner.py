@@ -59,7 +59,6 @@ __all__ = [
     "run_once",
     "run_many",
     "run_attempts",
-    "labels_for",
     "read_meta",
     "read_json_object",
     "LATE_P99_LIMIT_US",
@@ -417,14 +416,3 @@ def read_json_object(path: Path, missing: str) -> dict[str, Any]:
 def read_meta(run_dir: Path | str) -> RunMeta:
     """A run directory's ``meta.json`` (:func:`quicsm.traces.runmeta.read_meta`)."""
     return runmeta.read_meta(str(Path(run_dir) / "meta.json"), RunMeta)
-
-
-def labels_for(run_dir: Path | str) -> dict[str, str]:
-    """Labels of a run for ``quicsm parse --label`` / ``parse_inputs(labels=...)``: the scenario
-    parameters plus implementation, version and cc."""
-    meta = read_meta(run_dir)
-    labels = {str(k): str(v) for k, v in meta.labels.items()}
-    for key in ("implementation", "version", "cc"):
-        if value := getattr(meta, key):
-            labels.setdefault(key, str(value))
-    return labels

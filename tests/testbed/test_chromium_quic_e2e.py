@@ -19,7 +19,7 @@ from conftest import shared_file
 from contract_checks import check_contract_file
 
 from quicsm.testbed import netns
-from quicsm.testbed.runner import RunConfig, labels_for, run_many
+from quicsm.testbed.runner import RunConfig, read_meta, run_many
 from quicsm.traces import parse_inputs
 
 pytestmark = [
@@ -73,7 +73,7 @@ def test_cubic_run_meta_and_page_load(cubic_run: Path) -> None:
     assert 0 < client["handshake_ms"] < client["plt_ms"] == meta["result"]["plt_ms"]
     # 3 MB at 20 Mbit/s: at least 1.2 s
     assert 1200 < meta["result"]["plt_ms"] < 90_000
-    assert meta["labels"]["client"] == "quic_client" and labels_for(cubic_run)["stack"] == "chromium"
+    assert meta["labels"]["client"] == "quic_client" and read_meta(cubic_run).labels["stack"] == "chromium"
     assert meta["emulator"]["relay"]["down"]["dropped"] > 0  # the loss was applied
     assert not set(meta["emulator"]["namespaces"]) & set(netns.list_namespaces())  # torn down
 

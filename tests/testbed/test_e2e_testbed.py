@@ -16,7 +16,7 @@ from annotate_oracle import annotate, infer
 
 from quicsm.compare.occupancy import state_entries, state_share
 from quicsm.testbed import netns
-from quicsm.testbed.runner import RunConfig, labels_for, run_many
+from quicsm.testbed.runner import RunConfig, run_many
 from quicsm.traces import StateView, parse_inputs
 from quicsm.traces.runmeta import RunMeta, dump_meta, read_meta
 
@@ -68,7 +68,7 @@ def test_runs_leave_log_and_complete_meta(runs: Path) -> None:
         assert dump_meta(read_meta(str(d / "meta.json"), RunMeta)) == (d / "meta.json").read_text()
         assert set(meta) == {*TOP, "run_index"} and set(meta["emulator"]) == EMULATOR
         assert set(meta["result"]) == {"ok", "plt_ms", "client", "error", "client_cpu_s"}
-    assert labels_for(runs / "mobile-00")["profile"] == "mobile"
+    assert read_meta(str(runs / "mobile-00" / "meta.json")).labels["profile"] == "mobile"
     assert json.loads((runs / "lossy-00" / "meta.json").read_text())["emulator"]["relay"]["down"]["dropped"] > 0
 
 

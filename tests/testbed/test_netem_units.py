@@ -14,7 +14,7 @@ from quicsm.testbed import netns
 from quicsm.testbed.emulator import RateSchedule
 from quicsm.testbed.matrix import load_matrix
 from quicsm.testbed.relay import RelayConfig, relay_argv
-from quicsm.testbed.runner import RunConfig, labels_for, parse_loss, parse_quota, parse_size
+from quicsm.testbed.runner import RunConfig, parse_loss, parse_quota, parse_size, read_meta
 
 
 @pytest.mark.parametrize(
@@ -146,7 +146,7 @@ def test_matrix_errors_name_file_line_and_reason(tmp_path: Path, body: str, msg:
         load_matrix(f)
 
 
-def test_labels_for_reads_meta(tmp_path: Path) -> None:
+def test_read_meta_reads_a_run_directory(tmp_path: Path) -> None:
     run = tmp_path / "mobile-00"
     run.mkdir()
     (run / "meta.json").write_text(
@@ -159,18 +159,14 @@ def test_labels_for_reads_meta(tmp_path: Path) -> None:
             }
         )
     )
-    assert labels_for(run) == {
-        "profile": "mobile",
-        "rate_mbps": "50",
-        "implementation": "quic-go",
-        "version": "v0.65.0",
-        "cc": "reno",
-    }
+    meta = read_meta(run)
+    assert (meta.implementation, meta.version, meta.cc) == ("quic-go", "v0.65.0", "reno")
+    assert meta.labels == {"profile": "mobile", "rate_mbps": 50}
     with pytest.raises(InputError, match="meta.json: no such file \\(not a testbed run directory\\)"):
-        labels_for(tmp_path)
+        read_meta(tmp_path)
     (run / "meta.json").write_text("{broken")
     with pytest.raises(InputError, match="meta.json: run metadata: not valid JSON"):  # runmeta.read_meta's wording
-        labels_for(run)
+        read_meta(run)
 
 
 def test_cli_without_root_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import pytest
 from annotate_oracle import annotate, infer
 
 from quicsm.testbed import netns
-from quicsm.testbed.runner import RunConfig, labels_for, run_many
+from quicsm.testbed.runner import RunConfig, read_meta, run_many
 from quicsm.traces import StateView, parse_inputs
 
 
@@ -72,7 +72,7 @@ def test_run_meta_names_quiche(run: Path) -> None:
         assert 800 < meta["result"]["plt_ms"] < 60_000
     assert meta["emulator"]["relay"]["down"]["sent"] > 3500
     assert not set(meta["emulator"]["namespaces"]) & set(netns.list_namespaces())  # torn down
-    assert labels_for(run)["stack"] == "quiche"
+    assert read_meta(run).labels["stack"] == "quiche"
 
 
 def test_bbr2_phases_parse_infer_render(run: Path, tmp_path: Path) -> None:
