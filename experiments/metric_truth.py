@@ -15,7 +15,7 @@ the transitions into that state, and a confusion matrix of time (true state x in
 Inputs: testbed run directories (a ``qlog/`` folder beside ``server.log``) and qlog files with states
 (quiche's, quic-go's own). A stack whose qlog logs no state (quinn) is scored against its contract lines
 only, its clock aligned by its first inferred state. Two sets: the tuning set (the rules were studied on
-it) and ``--heldout`` (connections made after the rules were last changed, scored only), each reported
+it) and ``--heldout`` (connections no rule was studied on, never read before they are scored), each reported
 on its own. Writes OUT.md (tables) and OUT_confusion.svg.
 """
 
@@ -356,7 +356,9 @@ def report(scored: Scored, title: str) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("inputs", nargs="+", help="the tuning set: connections the rules were studied on")
-    ap.add_argument("--heldout", nargs="*", default=[], help="connections made after the rules were last changed")
+    ap.add_argument(
+        "--heldout", nargs="*", default=[], help="connections no rule was studied on, never read before this scoring"
+    )
     ap.add_argument(
         "--section",
         nargs="+",
@@ -389,7 +391,7 @@ def main() -> None:
     ]
     lines += report(tuning, "Tuning set (the rules were studied on these)")
     if heldout is not None:
-        lines += report(heldout, "Held-out set (made after the rules were last changed; scored only)")
+        lines += report(heldout, "Held-out set (no rule was studied on it; never read before this scoring)")
     for title, *inputs in a.section:
         lines += report(score_inputs(inputs), title)
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
