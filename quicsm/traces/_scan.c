@@ -847,41 +847,49 @@ static int span_is(Span s, const char *word) {
 /* Keys of an event that qlog._event_parts reads in place of time/name (a record holding one goes to Python). */
 static const char *const REC_ALT[5] = {"event", "event_type", "category", "relative_time", "delta_time"};
 
-/* One object's members: for each of `keys`, the value's span and type (a->NULL: absent). 0 if the object
- * is not strict JSON, a wanted key comes twice or is written with an escape (it might be one of them), or
- * a key is not among `keys` and strict is 1, or (strict 2: an event's members, as qlog._event_parts reads
- * them) is one it reads instead (REC_ALT) or not lower-case ASCII (it lower-cases every key then). */
-static int jmembers(const char *p, const char *e, const char *const *keys, int nkeys, Span *vals, int *types, int strict,
-                    int depth) {
+/* One object's members: for each of `keys`, the value's span and type (a->NULL: absent); the object's end
+ * (after its '}'), or NULL if the object is not strict JSON, a wanted key comes twice or is written with an
+ * escape (it might be one of them), or a key is not among `keys` and strict is 1, or (strict 2: an event's
+ * members, as qlog._event_parts reads them) is one it reads instead (REC_ALT) or not lower-case ASCII (it
+ * lower-cases every key then). */
+static const char *jmembers_at(const char *p, const char *e, const char *const *keys, int nkeys, Span *vals, int *types,
+                               int strict, int depth) {
     int plain, t, i;
     for (i = 0; i < nkeys; i++) { vals[i].a = vals[i].b = NULL; types[i] = J_BAD; }
-    if (p >= e || *p != '{') return 0;
+    if (p >= e || *p != '{') return NULL;
     p = skip_jws(p + 1, e);
-    if (p < e && *p == '}') return skip_jws(p + 1, e) == e;
+    if (p < e && *p == '}') return p + 1;
     for (;;) {
         const char *ka = p + 1, *kb;
-        if (p >= e || *p != '"' || !(kb = jstring(p, e, &plain))) return 0;
+        if (p >= e || *p != '"' || !(kb = jstring(p, e, &plain))) return NULL;
         Span key = {ka, kb - 1};
         p = skip_jws(kb, e);
-        if (p >= e || *p != ':') return 0;
+        if (p >= e || *p != ':') return NULL;
         p = skip_jws(p + 1, e);
         const char *va = p;
-        if (!(p = jvalue(p, e, depth + 1, &t))) return 0;
-        if (!plain) return 0;
-        for (i = 0; i < nkeys && !span_is(key, keys[i]); i++) {}
+        if (!(p = jvalue(p, e, depth + 1, &t))) return NULL;
+        if (!plain) return NULL;
+        for (i = 0; i < nkeys && (*keys[i] != *key.a || !span_is(key, keys[i])); i++) {}
         if (i < nkeys) {
-            if (vals[i].a) return 0;
+            if (vals[i].a) return NULL;
             vals[i].a = va; vals[i].b = p; types[i] = t;
-        } else if (strict == 1) return 0;
+        } else if (strict == 1) return NULL;
         else if (strict == 2) { /* another member (quinn's "group_id"): passed over, as the Python reader does */
-            for (const char *c = key.a; c < key.b; c++) if ((*c >= 'A' && *c <= 'Z') || (*c & 0x80)) return 0;
-            for (i = 0; i < 5; i++) if (span_is(key, REC_ALT[i])) return 0;
+            for (const char *c = key.a; c < key.b; c++) if ((*c >= 'A' && *c <= 'Z') || (*c & 0x80)) return NULL;
+            for (i = 0; i < 5; i++) if (span_is(key, REC_ALT[i])) return NULL;
         }
         p = skip_jws(p, e);
         if (p < e && *p == ',') { p = skip_jws(p + 1, e); continue; }
-        if (p < e && *p == '}') return skip_jws(p + 1, e) == e;
-        return 0;
+        if (p < e && *p == '}') return p + 1;
+        return NULL;
     }
+}
+
+/* jmembers_at over the whole of [p, e): 1 if the object (and only white space after it) fills it. */
+static int jmembers(const char *p, const char *e, const char *const *keys, int nkeys, Span *vals, int *types, int strict,
+                    int depth) {
+    const char *q = jmembers_at(p, e, keys, nkeys, vals, types, strict, depth);
+    return q && skip_jws(q, e) == e;
 }
 
 static const char *const REC_KEYS[3] = {"time", "name", "data"};
@@ -1200,20 +1208,92 @@ static int str_is(Span v, const char *word) { /* a plain string's text is word *
     return span_is(in, word);
 }
 
+/* A record's event members as jmembers(REC_KEYS, strict 2) takes them, and in the same pass, when "name" comes
+ * before "data" and names a state, metrics or timer event, data's members with that role's keys as
+ * jmembers(data, keys, 0, 1) takes them (role: which; -1 not taken), so data is read once, not twice. A data
+ * object those keys refuse refuses the record: the Python handler decides it, as it would have after the
+ * second look. */
+typedef struct {
+    Span v[3], d[16];
+    int ty[3], dt[16];
+    int name_plain, role;
+} Rec;
+
+static const char *const *role_keys(int role, int *n) {
+    switch (role) {
+    case 1: *n = 6; return STATE_KEYS;
+    case 2: *n = 10 + N_AUX; return METRIC_KEYS;
+    case 5: *n = 2; return TIMER_KEYS;
+    default: *n = 0; return NULL;
+    }
+}
+
+static int rec_members(const char *p, const char *e, Rec *r) {
+    int plain, vplain, t, i, nk;
+    r->name_plain = 0;
+    r->role = -1;
+    for (i = 0; i < 3; i++) { r->v[i].a = r->v[i].b = NULL; r->ty[i] = J_BAD; }
+    if (p >= e || *p != '{') return 0;
+    p = skip_jws(p + 1, e);
+    if (p < e && *p == '}') return skip_jws(p + 1, e) == e;
+    for (;;) {
+        const char *ka = p + 1, *kb;
+        if (p >= e || *p != '"' || !(kb = jstring(p, e, &plain)) || !plain) return 0;
+        Span key = {ka, kb - 1};
+        p = skip_jws(kb, e);
+        if (p >= e || *p != ':') return 0;
+        p = skip_jws(p + 1, e);
+        const char *va = p;
+        for (i = 0; i < 3 && !span_is(key, REC_KEYS[i]); i++) {}
+        const char *const *dk = NULL;
+        if (i == 2 && r->role < 0 && r->name_plain && r->v[1].b - r->v[1].a > 2 && p < e && *p == '{') {
+            Span name = {r->v[1].a + 1, r->v[1].b - 1};
+            int role = role_of(name);
+            if ((dk = role_keys(role, &nk))) {
+                if (!(p = jmembers_at(p, e, dk, nk, r->d, r->dt, 0, 1))) return 0;
+                t = J_OBJ;
+                r->role = role;
+            }
+        }
+        if (dk) {
+        } else if (p < e && *p == '"') {
+            t = J_STR;
+            if (!(p = jstring(p, e, &vplain))) return 0;
+            if (i == 1 && !r->v[1].a) r->name_plain = vplain;
+        } else if (!(p = jvalue(p, e, 1, &t))) return 0;
+        if (i < 3) {
+            if (r->v[i].a) return 0;
+            r->v[i].a = va; r->v[i].b = p; r->ty[i] = t;
+        } else { /* another member (quinn's "group_id"): passed over, as the Python reader does */
+            for (const char *c = key.a; c < key.b; c++) if ((*c >= 'A' && *c <= 'Z') || (*c & 0x80)) return 0;
+            for (i = 0; i < 5; i++) if (span_is(key, REC_ALT[i])) return 0;
+        }
+        p = skip_jws(p, e);
+        if (p < e && *p == ',') { p = skip_jws(p + 1, e); continue; }
+        if (p < e && *p == '}') return skip_jws(p + 1, e) == e;
+        return 0;
+    }
+}
+
 /* A loss or timer event (role 4, 5) with its time, data and their types: for the metric-state reader,
  * never reported (qlog.QlogFile.event). 1 decided, 0 for the Python handler, -1 error. */
-static int qs_lost_or_timer(QS *s, int role, Span time, int time_type, Span data, int data_type) {
+static int qs_lost_or_timer(QS *s, int role, const Rec *r) {
     double raw, t;
     int code = 0;
+    Span time = r->v[0], data = r->v[2];
+    int time_type = r->ty[0], data_type = r->ty[2];
     if (!time.a || time_type == J_NULL) return 1; /* no time: nothing (the time is not usable) */
     if (time_type == J_STR) return 0;
     if (data.a && data_type == J_OBJ) {
         if (role == 4) code = 1;
         else if (role == 6) code = 4;
         else {
-            Span d[2];
-            int dt[2];
-            if (!jmembers(data.a, data.b, TIMER_KEYS, 2, d, dt, 0, 1)) return 0;
+            Span dd[2];
+            int ddt[2];
+            const Span *d = dd;
+            const int *dt = ddt;
+            if (r->role == 5) d = r->d, dt = r->dt; /* read in the record's pass */
+            else if (!jmembers(data.a, data.b, TIMER_KEYS, 2, dd, ddt, 0, 1)) return 0;
             if (d[0].a && dt[0] == J_STR) {
                 if (!plain_str(d[0], dt[0]) || (d[1].a && dt[1] == J_STR && !plain_str(d[1], dt[1]))) return 0;
                 if (str_is(d[0], "expired")) code = d[1].a && dt[1] == J_STR && str_is(d[1], "pto") ? 3 : 2;
@@ -1231,14 +1311,15 @@ static int qs_event(QS *s, const char *p, const char *e, Seen *seen) {
         seen->used = 0;
         seen->gen = s->gen;
     }
-    Span v[16];
-    int ty[16];
-    if (!jmembers(p, e, REC_KEYS, 3, v, ty, 2, 0)) return 0;
-    if (!v[1].a || !plain_str(v[1], ty[1]) || v[1].b - v[1].a <= 2) return 0;
+    Rec r;
+    if (!rec_members(p, e, &r)) return 0;
+    Span *v = r.v;
+    int *ty = r.ty;
+    if (!v[1].a || ty[1] != J_STR || !r.name_plain || v[1].b - v[1].a <= 2) return 0;
     Span name = {v[1].a + 1, v[1].b - 1};
-    int role = role_of(name);
+    int role = r.role >= 0 ? r.role : role_of(name);
     double raw, t;
-    if (role >= 4) return qs_lost_or_timer(s, role, v[0], ty[0], v[2], ty[2]);
+    if (role >= 4) return qs_lost_or_timer(s, role, &r);
     if (role == 0) {
         if (!v[0].a || ty[0] == J_NULL) return 1;
         if (ty[0] == J_STR) return 0; /* a time as a string: float() decides */
@@ -1251,7 +1332,8 @@ static int qs_event(QS *s, const char *p, const char *e, Seen *seen) {
     double rtt[2] = {NAN, NAN};
     for (int i = 0; i < 7; i++) m[i] = QNULL;
     if (role == 1) {
-        if (!jmembers(v[2].a, v[2].b, STATE_KEYS, 6, v, ty, 0, 1)) return 0;
+        if (r.role != 1 && !jmembers(v[2].a, v[2].b, STATE_KEYS, 6, r.d, r.dt, 0, 1)) return 0;
+        v = r.d, ty = r.dt;
         int w = v[0].a ? 0 : v[1].a ? 1 : 2;  /* data.get("new", data.get("new_state", data.get("state"))) */
         if (!v[w].a || !plain_str(v[w], ty[w]) || v[w].b - v[w].a <= 2 || all_digits(v[w])) return 0;
         int o = v[3].a ? 3 : v[4].a ? 4 : -1; /* data.get("old", data.get("old_state")); null: none */
@@ -1279,10 +1361,12 @@ static int qs_event(QS *s, const char *p, const char *e, Seen *seen) {
         s->current = state;
         return qs_row(s, K_TRANSITION, t, state, prev, trig, -1, m, rtt, NULL) ? -1 : 1;
     }
-    if (!jmembers(v[2].a, v[2].b, METRIC_KEYS, 10 + N_AUX, v, ty, 0, 1)) return 0;
+    if (r.role != 2 && !jmembers(v[2].a, v[2].b, METRIC_KEYS, 10 + N_AUX, r.d, r.dt, 0, 1)) return 0;
+    v = r.d, ty = r.dt;
     double aux[N_AUX];
+    int keep = qs_keeps_aux(s); /* only then does qs_row keep them */
     for (int i = 0; i < N_AUX; i++) /* as written; anything but a number is none (metric_states._num) */
-        aux[i] = v[10 + i].a && ty[10 + i] == J_NUM ? num_of(v[10 + i]) : NAN;
+        aux[i] = keep && v[10 + i].a && ty[10 + i] == J_NUM ? num_of(v[10 + i]) : NAN;
     for (int f = 0; f < 6; f++) {
         int k = METRIC_FIRST[f];
         while (k < METRIC_FIRST[f + 1] && !v[k].a) k++;
@@ -1324,14 +1408,15 @@ static int qs_record(QS *s, const char *p, const char *e, int cls, Seen *seen) {
         double raw, t;
         if (cls == R_SOFT) { /* a loss or timer record, if it reads as one (else only its time, as below) */
             const char *x = strip_l(p, e), *y = strip_r(x, e);
-            Span v[3];
-            int ty[3];
-            if (!jmembers(x, y, REC_KEYS, 3, v, ty, 2, 0) || !v[1].a || !plain_str(v[1], ty[1]) || v[1].b - v[1].a <= 2) return 0;
+            Rec r;
+            Span *v = r.v;
+            int *ty = r.ty;
+            if (!rec_members(x, y, &r) || !v[1].a || ty[1] != J_STR || !r.name_plain || v[1].b - v[1].a <= 2) return 0;
             Span name = {v[1].a + 1, v[1].b - 1};
-            int role = role_of(name);
+            int role = r.role >= 0 ? r.role : role_of(name);
             if (v[0].a && ty[0] == J_STR) return 0;
             if (role >= 4 && v[2].a && ty[2] == J_OBJ && v[0].a && good_time(v[0], ty[0], &raw))
-                return qs_lost_or_timer(s, role, v[0], ty[0], v[2], ty[2]);
+                return qs_lost_or_timer(s, role, &r);
         }
         if (regex_time(p, e, &raw) && isfinite(raw) && fabs(raw) <= 1e15) qs_time(s, raw, &t);
         return 1;
