@@ -36,7 +36,10 @@ __all__ = [
 ]
 
 ROWS_PER_GROUP = 200_000
-"""Rows per Parquet row group; the column readers (qlog_columns) close their batches where it closes them."""
+"""Rows per Parquet row group; the column readers (qlog_columns) close their batches where it closes them
+(at the first trace that brings a batch to this many rows). A batch over twice this many rows (it holds
+a trace longer than this) is written in row groups of this many rows, a trace then spanning several (the
+readers join it): memory holds one group's Arrow columns, not the whole trace's of a 1 GB qlog."""
 
 
 STORE_VERSION = 2
@@ -177,17 +180,28 @@ class _Writer:
         if isinstance(item, StoreBatch):
             self._emit(item.table, item.traces)
         elif len(item):
-            self._emit(_columns_table(item, self.schema), len(item))
+            for table, traces in _columns_tables(item, self.schema):
+                self._emit(table, traces)
 
     def _emit(self, table: Any, traces: int) -> None:
         self.n += traces
         self.write(table, traces)
 
 
-def meta_column(rows: int, firsts: Any, keys: list[str], ccs: list[str], tpl: list[Trace], of: list[int]) -> Any:
+def meta_column(
+    rows: int,
+    firsts: Any,
+    keys: list[str],
+    ccs: list[str],
+    tpl: list[Trace],
+    of: list[int],
+    which: Any = None,
+) -> Any:
     """The ``meta`` column: trace i's key, cc and template ``tpl[of[i]]`` (the rest of its metadata) on its
     first row (``firsts[i]``), null on the others. The templates' parts are encoded once and gathered
-    with NumPy: the only Python work per trace is its key and cc."""
+    with NumPy: the only Python work per trace is its key and cc. ``which``: only these traces (their
+    first rows ``firsts``) are in the column (a row group's slice of a batch); the dictionaries are the
+    whole batch's, as a slice of the batch's column holds them."""
     import numpy as np
     import pyarrow as pa
 
@@ -195,7 +209,8 @@ def meta_column(rows: int, firsts: Any, keys: list[str], ccs: list[str], tpl: li
     from quicsm.traces.distinct import ranges
 
     first = np.asarray(firsts, np.int64)
-    at = np.asarray(of, np.int64)
+    pick = np.arange(len(keys)) if which is None else np.asarray(which, np.int64)
+    at = np.asarray(of, np.int64)[pick]
     later = np.ones(rows, bool)
     later[first] = False
 
@@ -219,13 +234,13 @@ def meta_column(rows: int, firsts: Any, keys: list[str], ccs: list[str], tpl: li
         return offsets, ranges((np.cumsum(count) - count)[at], n)
 
     cc_ids: dict[str, int] = {}
-    cc = [cc_ids.setdefault(c, len(cc_ids)) for c in ccs]
+    cc = np.asarray([cc_ids.setdefault(c, len(cc_ids)) for c in ccs], np.int64)
     src_offsets, src = lists([t.sources for t in tpl])
     lab_offsets, lab = lists([t.labels for t in tpl])
     impl, version = ([getattr(t, k) for t in tpl] for k in ("implementation", "version"))
     children = [
-        texts(keys, np.arange(len(keys))),
-        texts(list(cc_ids), cc),
+        texts(keys, pick),
+        texts(list(cc_ids), cc[pick]),
         texts([v or "" for v in impl], at, np.asarray([v is None for v in impl], bool)[at]),
         texts([v or "" for v in version], at, np.asarray([v is None for v in version], bool)[at]),
         pa.ListArray.from_arrays(src_offsets, arr.taken([x for t in tpl for x in t.sources], src)),
@@ -241,8 +256,13 @@ def meta_column(rows: int, firsts: Any, keys: list[str], ccs: list[str], tpl: li
     return pa.Array.from_buffers(_meta_type(), rows, [valid], null_count=rows - len(first), children=children)
 
 
-def _columns_table(tc: TraceColumns, schema: Any) -> Any:
-    """One batch of traces as an Arrow table of the store's schema, built from the columns (no row objects)."""
+def _columns_tables(tc: TraceColumns, schema: Any) -> Iterator[tuple[Any, int]]:
+    """One batch of traces as Arrow tables of the store's schema, built from the columns (no row objects),
+    each with the number of traces that end in it: the batch whole, or, for a batch over twice
+    :data:`ROWS_PER_GROUP` rows (it holds a trace longer than that), its slices of
+    :data:`ROWS_PER_GROUP` rows, built one at a time. A slice's dictionaries are the whole batch's: the
+    groups are those ``write_table(whole, row_group_size=ROWS_PER_GROUP)`` writes, and memory holds one
+    slice's columns, not the batch's."""
     import numpy as np
     import pyarrow as pa
 
@@ -251,56 +271,84 @@ def _columns_table(tc: TraceColumns, schema: Any) -> Any:
     from quicsm.traces.events import EVENT_KINDS
 
     ev = tc.events
-    rows = tc.order
-    trace_of = np.repeat(np.arange(len(tc), dtype=np.int32), np.diff(tc.offsets))
+    order = tc.order
+    total = len(order)
+    offsets = np.asarray(tc.offsets, np.int64)
+    whole = total <= 2 * ROWS_PER_GROUP
+    step = max(total, 1) if whole else ROWS_PER_GROUP
 
-    def interned(ids: np.ndarray, field: str, names: list[str] = ev.names) -> Any:
-        """Ids into the string table (-1: null) as a dictionary array holding only the strings used
-        (the table also holds every connection key); a remap by table position, no sort (by first
-        appearance for a batch marked ``first_seen``)."""
+    def dictionary(ids: np.ndarray, field: str, names: list[str] = ev.names) -> Callable[[slice], Any]:
+        """Ids into the string table (-1: null), as a dictionary column of each slice holding only the
+        strings the batch uses (the table also holds every connection key); a remap by table position, no
+        sort (by first appearance for a batch marked ``first_seen``)."""
         index_type = schema.field(field).type.index_type
-        null = ids < 0
         if ev.first_seen:
             used = _first_seen(ids, len(names))
         else:
-            used = np.flatnonzero(np.bincount(ids[~null], minlength=len(names))) if len(ids) else ids[:0]
+            used = np.flatnonzero(np.bincount(ids[ids >= 0], minlength=len(names))) if len(ids) else ids[:0]
         remap = np.zeros(len(names) + 1, np.int64)
         remap[used] = np.arange(len(used))
-        return arr.dictionary(remap[ids], index_type, [names[i] for i in used.tolist()], null)
+        values = [names[i] for i in used.tolist()]
+        return lambda part: arr.dictionary(remap[ids[part]], index_type, values, ids[part] < 0)
 
-    metrics = np.take(ev.metrics.T, rows, axis=1)  # one contiguous row per metric
-    if ev.extra:
-        extra: list[str | None] = [None] * len(rows)
-        at = {r: i for i, r in enumerate(rows.tolist())}
-        for r, fields in ev.extra.items():
-            if r in at:
-                extra[at[r]] = json.dumps([list(p) for p in fields], separators=(",", ":"))
-        extras = pa.array(extra, pa.string())
-    else:
-        extras = pa.nulls(len(rows), pa.string())
     trace_ids = tc.ids
+    trace_index = None
     if ev.first_seen and len(set(trace_ids)) < len(trace_ids):  # one dictionary entry per distinct id
         index: dict[str, int] = {}
-        trace_of = np.asarray([index.setdefault(i, len(index)) for i in trace_ids], np.int32)[trace_of]
+        trace_index = np.asarray([index.setdefault(i, len(index)) for i in trace_ids], np.int32)
         trace_ids = list(index)
-    kinds = (
-        interned(ev.kind[rows].astype(np.int64), "kind", list(EVENT_KINDS))
-        if ev.first_seen
-        else arr.dictionary(ev.kind[rows], pa.int8(), list(EVENT_KINDS))
-    )
-    arrays = {
-        "trace": arr.dictionary(trace_of, pa.int32(), trace_ids),
-        "meta": meta_column(len(rows), tc.offsets[:-1], tc.keys, tc.ccs, tc.shared.templates, tc.shared.of),
-        "t_us": arr.ints(ev.t_us[rows], pa.int64()),
-        "state": interned(tc.state[rows], "state"),
-        "kind": kinds,
-        "prev": interned(ev.prev[rows], "prev"),
-        **{k: arr.ints(metrics[j], pa.int64(), metrics[j] == NULL) for j, k in enumerate(METRIC_FIELDS)},
-        "recovery": interned(ev.recovery[rows], "recovery"),
-        "trigger": interned(ev.trigger[rows], "trigger"),
-        "extra": extras,
+    if ev.first_seen:
+        kind = dictionary(ev.kind[order].astype(np.int64), "kind", list(EVENT_KINDS))
+    else:
+        kind = lambda part: arr.dictionary(ev.kind[order[part]], pa.int8(), list(EVENT_KINDS))  # noqa: E731
+    texts = {
+        name: dictionary(ids[order], name)
+        for name, ids in (("state", tc.state), ("prev", ev.prev), ("recovery", ev.recovery), ("trigger", ev.trigger))
     }
-    return pa.table(arrays, schema=schema)
+    for start in range(0, total, step):
+        part = slice(start, min(start + step, total))
+        rows = order[part]
+        n = len(rows)
+        # the traces in the slice: those that end after its start and begin before its end
+        if whole:
+            lo, hi = 0, len(tc)
+        else:
+            lo = int(np.searchsorted(offsets[1:], start, side="right"))
+            hi = int(np.searchsorted(offsets[:-1], part.stop, side="left"))
+        bounds: np.ndarray = np.minimum(np.maximum(offsets[lo : hi + 1], start), part.stop)
+        trace_of = np.repeat(np.arange(lo, hi, dtype=np.int32), np.diff(bounds))
+        if trace_index is not None:
+            trace_of = trace_index[trace_of]
+        begins = np.arange(lo, hi)
+        begins = begins[offsets[begins] >= start]  # traces whose first row is in the slice
+        metrics = np.ascontiguousarray(ev.metrics[rows].T)  # one contiguous row per metric (take on .T copies it whole)
+        if ev.extra:
+            extra: list[str | None] = [None] * n
+            at = {r: i for i, r in enumerate(rows.tolist())}
+            for r, fields in ev.extra.items():
+                if r in at:
+                    extra[at[r]] = json.dumps([list(p) for p in fields], separators=(",", ":"))
+            extras = pa.array(extra, pa.string())
+        else:
+            extras = pa.nulls(n, pa.string())
+        meta = meta_column(
+            n, offsets[begins] - start, tc.keys, tc.ccs, tc.shared.templates, tc.shared.of, None if whole else begins
+        )
+        arrays = {
+            "trace": arr.dictionary(trace_of, pa.int32(), trace_ids),
+            "meta": meta,
+            "t_us": arr.ints(ev.t_us[rows], pa.int64()),
+            "state": texts["state"](part),
+            "kind": kind(part),
+            "prev": texts["prev"](part),
+            **{k: arr.ints(metrics[j], pa.int64(), metrics[j] == NULL) for j, k in enumerate(METRIC_FIELDS)},
+            "recovery": texts["recovery"](part),
+            "trigger": texts["trigger"](part),
+            "extra": extras,
+        }
+        del metrics
+        ends = int(np.count_nonzero((offsets[1:] > start) & (offsets[1:] <= part.stop)))
+        yield pa.table(arrays, schema=schema), ends
 
 
 def _first_seen(ids: Any, size: int) -> Any:

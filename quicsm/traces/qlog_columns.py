@@ -18,8 +18,8 @@ Limits (each reported with the file, line and reason, and reading goes on where 
   skipped (the same bound as a text log's line): a record is held whole while it is read.
 * :data:`MAX_TRACE_EVENTS`: a trace holds at most this many congestion events (state changes and
   metric samples); the rest of its file is not read. Memory is about 100 bytes an event read and as
-  much again to cut and write it: the bound keeps one connection's trace under about 0.7 GB (a 1 GB
-  quic-go qlog holds about 1.6 million).
+  much again to cut it (the Parquet writer then builds one row group at a time): the bound keeps one
+  connection's trace under about 0.5 GB (a 1 GB quic-go qlog holds about 1.6 million).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ MAX_RECORD = MAX_LINE
 """The longest record, event or member value read (16 MiB, as a text log's line)."""
 MAX_TRACE_EVENTS = 1 << 21
 """Congestion events one trace may hold (2 Mi: a 1 GB quic-go qlog of one connection holds about 1.6 Mi;
-``parse -o x.parquet`` of a trace at the cap peaks at about 0.7 GB)."""
+``parse -o x.parquet`` of it peaks at about 0.4 GB)."""
 _CLOSE = EVENT_KINDS.index("close")
 _PLACEHOLDER = 3
 _NO_METRICS = (NULL,) * 7

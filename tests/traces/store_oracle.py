@@ -15,7 +15,9 @@ __all__ = ["object_store"]
 
 
 def object_store(traces: list[Trace], path: str) -> int:
-    """``traces`` written as the object writer wrote them (a row group at each ``ROWS_PER_GROUP`` rows)."""
+    """``traces`` written as the object writer wrote them (a row group at the first trace that brings it to
+    ``ROWS_PER_GROUP`` rows; since 2026-11-28 one over twice that, holding a longer trace, in groups of
+    ``ROWS_PER_GROUP`` rows as pyarrow cuts a table)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -32,7 +34,8 @@ def object_store(traces: list[Trace], path: str) -> int:
             keys, ccs = [t.key for t in shells], [t.cc for t in shells]
             arrays["meta"] = parquet.meta_column(len(cols["t_us"]), firsts, keys, ccs, shells, list(range(len(shells))))
             table = pa.table(arrays, schema=schema)
-            writer.write_table(table, row_group_size=max(parquet.ROWS_PER_GROUP, table.num_rows))
+            rows = parquet.ROWS_PER_GROUP
+            writer.write_table(table, row_group_size=rows if table.num_rows > 2 * rows else max(rows, table.num_rows))
             firsts.clear()
             shells.clear()
             for v in cols.values():

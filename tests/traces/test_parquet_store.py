@@ -159,3 +159,43 @@ def test_shared_metadata_is_per_distinct_value(tmp_path: Path) -> None:
     of = tc.shared.of
     assert of[0] == of[1] and len({of[1], of[2], of[3]}) == 3
     assert isinstance(tc.shared, SharedMeta) and list(tc.traces()) == traces
+
+
+def test_a_trace_longer_than_a_row_group_is_written_in_groups_as_pyarrow_cuts_a_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch over twice ROWS_PER_GROUP rows (a long trace: a 1 GB qlog of one connection) is written in
+    groups of ROWS_PER_GROUP rows, built one at a time: the bytes pyarrow writes when it cuts the whole
+    batch's table at that size (the object writer's), and every trace reads back whole."""
+    monkeypatch.setattr(parquet, "ROWS_PER_GROUP", 7)
+    rng = random.Random(3)
+    traces = _odd_traces(4, 30)
+    for t in traces[::4]:  # some traces span several groups, with metrics, triggers and extras
+        t.events = [
+            TraceEvent(
+                i,
+                rng.choice(["Up", "Down", "caf\u00e9"]),
+                rng.choice(["transition", "update"]),
+                rng.choice([None, "Up"]),
+                cwnd=rng.choice([None, i]),
+                trigger=rng.choice([None, "loss"]),
+                recovery=rng.choice([None, "fast"]),
+                extra=rng.choice([(), (("k", str(i)),)]),
+            )
+            for i in range(rng.choice([9, 10, 30, 59]))
+        ]
+    traces = [t for t in traces if t.events]
+    want = str(tmp_path / "objects.parquet")
+    object_store(traces, want)
+    batches = list(parquet.object_batches(traces))
+    assert any(len(b.order) > 2 * 7 for b in batches)
+    got = str(tmp_path / "columns.parquet")
+    assert parquet.write_parquet(batches, got) == len(traces)
+    assert Path(got).read_bytes() == Path(want).read_bytes()
+    groups = pq.ParquetFile(got)
+    sizes = [groups.metadata.row_group(g).num_rows for g in range(groups.num_row_groups)]
+    assert 7 < max(sizes) <= 2 * 7 and sizes.count(7) > 5  # batches whole up to 14 rows, longer ones cut
+    assert list(parquet.read_parquet(got)) == traces
+    assert [t for b in parquet.read_parquet_columns(got) for t in b.traces()] == traces
+    stored = parquet.store_batches(parquet.object_batches(traces))  # a Dask task's row groups
+    assert sum(b.traces for b in stored) == len(traces) and max(b.table.num_rows for b in stored) == max(sizes)
