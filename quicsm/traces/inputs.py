@@ -37,7 +37,6 @@ __all__ = [
     "is_gzip",
     "open_binary",
     "open_input",
-    "sidecar_meta",
     "read_file_list",
     "trace_scopes",
 ]
@@ -151,16 +150,15 @@ def _holds_contract_lines(path: str) -> bool:
     first lines; an empty one is read at once). An unreadable log holds none: its qlogs are read too."""
     from quicsm.traces.contract import TAG_BYTES
 
-    keep = len(TAG_BYTES) - 1
     try:
         with open_binary(path) as fh:
             tail = b""
             while chunk := fh.read(1 << 20):
-                if TAG_BYTES in tail + chunk[: len(TAG_BYTES)] or TAG_BYTES in chunk:
+                if TAG_BYTES in tail + chunk:
                     return True
-                tail = chunk[-keep:]
+                tail = chunk[1 - len(TAG_BYTES) :]
     except (InputError, OSError, EOFError, zlib.error):
-        return False
+        pass
     return False
 
 
@@ -490,7 +488,8 @@ def show_batches(what: str, batches: Sequence[FileBatch]) -> Callable[[FileBatch
 
 
 class Sidecars:
-    """:func:`sidecar_meta` remembered per directory: one look for ``meta.json`` per folder, not per file."""
+    """The ``meta.json`` beside each input, if any (testbed runs write one; a run's ``qlog/`` folder takes
+    the run's), remembered per directory: one look for ``meta.json`` per folder, not per file."""
 
     def __init__(self) -> None:
         self._by_dir: dict[str, TraceMeta] = {}
@@ -503,13 +502,6 @@ class Sidecars:
         if hit is None:
             hit = self._by_dir[folder] = _sidecar_in(os.path.abspath(folder or "."))
         return hit
-
-
-def sidecar_meta(path: str) -> TraceMeta:
-    """The ``meta.json`` beside an input, if any (testbed runs write one)."""
-    if path == STDIN:
-        return TraceMeta()
-    return _sidecar_in(os.path.dirname(os.path.abspath(path)))
 
 
 QLOG_FOLDER = "qlog"

@@ -43,7 +43,7 @@ def _objects(
     from conftest import input_kind
 
     from quicsm.files import open_binary
-    from quicsm.traces.inputs import expand_inputs, sidecar_meta, trace_scopes
+    from quicsm.traces.inputs import Sidecars, expand_inputs, trace_scopes
     from tests.traces.oracle import object_traces
 
     files = list(paths) if scopes else expand_inputs(paths)
@@ -55,7 +55,7 @@ def _objects(
             continue
         report.files += 1
         with open_binary(path) as fh:
-            traces = object_traces(fh.read(), path, scopes[path], over.over(sidecar_meta(path)), report)
+            traces = object_traces(fh.read(), path, scopes[path], over.over(Sidecars()(path)), report)
         yield columnar.columns_of(traces)
 
 

@@ -18,7 +18,7 @@ from quicsm.files import GzipReader
 from quicsm.traces import iter_traces, logscan, parse_inputs, write_traces
 from quicsm.traces.contract import ContractError, format_line, parse_payload
 from quicsm.traces.events import SSTHRESH_INF
-from quicsm.traces.inputs import expand_inputs, sidecar_meta
+from quicsm.traces.inputs import Sidecars, expand_inputs
 from quicsm.traces.report import ParseReport
 from tests.traces import oracle
 
@@ -218,7 +218,7 @@ def test_globs_and_directories_expand_the_same_for_every_caller(tmp_path: Path) 
 def test_bad_sidecar_metadata_is_one_line(tmp_path: Path, content: bytes, reason: str) -> None:
     (tmp_path / "meta.json").write_bytes(content)
     with pytest.raises(InputError, match=reason) as exc:
-        sidecar_meta(str(tmp_path / "server.log"))
+        Sidecars()(str(tmp_path / "server.log"))
     assert "\n" not in str(exc.value)
 
 
