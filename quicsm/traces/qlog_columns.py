@@ -537,7 +537,7 @@ class QlogBatcher:
         cls = np.ones(n, np.int8)
         cls[init_rows] = 0
         cls[close_rows] = 2
-        order = np.lexsort((t_us, cls, tr_of))
+        order = _time_order(t_us, cls, tr_of)
         kind_o = kind[order]
         is_tr = kind == 0
         tr_pos = np.flatnonzero(kind_o == 0)
@@ -552,7 +552,8 @@ class QlogBatcher:
         for sid in np.flatnonzero(np.bincount(filled[filled >= 0], minlength=len(names))).tolist():
             marks[sid] = bbr_marks(names[sid])
         bbr = np.zeros((ntr, 2), bool)
-        np.logical_or.at(bbr, tr_of[filled >= 0], marks[filled[filled >= 0]])
+        if marks.any():  # (ufunc.at is slow: only where some state is BBR's)
+            np.logical_or.at(bbr, tr_of[filled >= 0], marks[filled[filled >= 0]])
         offsets = np.zeros(ntr + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])
         ids, keys, ccs, templates = [], [], [], []
@@ -601,6 +602,18 @@ class _Document:
 
     def __post_init__(self) -> None:
         self.members, self.trace = {}, {}
+
+
+def _time_order(t_us: np.ndarray, cls: np.ndarray, tr_of: np.ndarray) -> np.ndarray:
+    """The rows in trace order, each trace's initial placeholder first and close last, its events by time
+    (ties in row order): ``np.lexsort((t_us, cls, tr_of))``. A trace's events are rows next to each other,
+    so where their times never go back (a stack logs in time order) a stable sort by trace and class alone
+    gives the same order, and on rows nearly in that order already it is a few times faster."""
+    events = cls == 1
+    back = (t_us[1:] < t_us[:-1]) & events[1:] & events[:-1] & (tr_of[1:] == tr_of[:-1])
+    if back.any():
+        return np.lexsort((t_us, cls, tr_of))
+    return np.argsort(tr_of.astype(np.int64) * 3 + cls, kind="stable")
 
 
 def _num(v: np.ndarray, scale: float) -> np.ndarray:

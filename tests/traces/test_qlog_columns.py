@@ -365,3 +365,31 @@ def test_a_bad_record_is_named_with_its_file_and_line(tmp_path: Path) -> None:
     with pytest.raises(ParseError) as err:
         list(read_inputs([str(tmp_path)], report=ParseReport(strict=True)))
     assert f"{tmp_path / '2.sqlog'}:3" in str(err.value)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_time_order_is_lexsort(seed: int) -> None:
+    """The batch's row order (qlog_columns._time_order) is the stable lexsort by trace, class, time, whether
+    a trace's event times never go back (the fast path) or do (ties, equal times and reversals included)."""
+    import numpy as np
+
+    from quicsm.traces.qlog_columns import _time_order
+
+    rng = random.Random(seed)
+    t, cls, tr = [], [], []
+    for trace in range(rng.randint(1, 6)):
+        n = rng.randint(0, 30)
+        times = sorted(rng.randint(0, 20) for _ in range(n))
+        if seed % 2 and n > 1:  # every other seed: some times go back
+            i = rng.randrange(n - 1)
+            times[i], times[i + 1] = times[i + 1] + 1, times[i]
+        t += times
+        cls += [1] * n
+        tr += [trace] * n
+        for c in (0, 2):  # placeholders after the events, times anywhere
+            if rng.random() < 0.6:
+                t.append(rng.randint(0, 20))
+                cls.append(c)
+                tr.append(trace)
+    t_us, c, trs = np.array(t, np.int64), np.array(cls, np.int8), np.array(tr, np.int32)
+    assert _time_order(t_us, c, trs).tolist() == np.lexsort((t_us, c, trs)).tolist()
