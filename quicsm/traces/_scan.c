@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <string.h>
 #include <math.h>
+#include <float.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
@@ -63,8 +64,18 @@ static const char *find_tag(const char *p, const char *stop, const char *t, size
 static const double POW10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
                                  1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
+/* The fast path is exact only where a double operation rounds once: FLT_EVAL_METHOD 0 (SSE2, every x86-64 and
+ * ARM build). Where it may be carried out in extended precision (x87: i386 without -mfpmath=sse) and round
+ * twice, every number goes to strtod. */
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD == 0
+#define EXACT_FAST_PATH 1
+#else
+#define EXACT_FAST_PATH 0
+#endif
+
 static double exact_strtod(const char *a, size_t n) {
     const char *p = a, *e = a + n;
+    if (!EXACT_FAST_PATH) goto slow;
     unsigned long long m = 0;
     int neg = 0, digits = 0, any = 0, exp10 = 0;
     if (p < e && *p == '-') { neg = 1; p++; }
