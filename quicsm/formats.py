@@ -18,16 +18,10 @@ import msgspec.toml
 
 from quicsm.errors import InputError
 
-__all__ = ["checked", "msgspec_where", "problem", "toml_line"]
+__all__ = ["checked", "problem", "toml_line"]
 
 T = TypeVar("T")
-_WHERE = re.compile(r"at `\$\.?([^`]*)`")
 _AT_END = re.compile(r" - at `\$\.?([^`]*)`$")
-
-
-def msgspec_where(msg: str) -> str:
-    """msgspec's ``- at `$.sets[0].name``` as ``at sets[0].name``, the way the other readers name a field."""
-    return _WHERE.sub(lambda m: f"at {m.group(1) or 'the top level'}", msg)
 
 
 def problem(exc: msgspec.ValidationError) -> tuple[str, str]:
@@ -80,7 +74,7 @@ def checked(data: Any, kind: type[T], source: str, *, what: str = "JSON") -> T:
     try:
         if what == "TOML":
             return msgspec.toml.decode(data, type=kind)
-        if isinstance(data, bytes | str):
+        if isinstance(data, bytes | bytearray | memoryview | str):
             return msgspec.json.decode(data, type=kind)
         return msgspec.convert(data, kind)
     except msgspec.ValidationError as exc:

@@ -21,7 +21,7 @@ import msgspec
 
 from quicsm.compare.stays import Connection
 from quicsm.errors import InputError, as_quicsm_error
-from quicsm.formats import msgspec_where
+from quicsm.formats import checked
 from quicsm.inference.annotate import AnnotatedModel
 from quicsm.traces.events import StateView, Trace
 from quicsm.traces.states import INIT
@@ -264,17 +264,7 @@ def read_baseline(data: bytes | bytearray, path: str = "<baseline>") -> Baseline
             "format_version",
             f"{head.format_version} is newer than this quicsm reads ({BUNDLE_FORMAT_VERSION}); upgrade quicsm",
         )
-    try:
-        f = msgspec.json.decode(data, type=BundleFile)
-    except msgspec.ValidationError as exc:
-        raise _fail(path, "", msgspec_where(str(exc))) from None
-    except msgspec.DecodeError as exc:
-        raise _fail(path, "", f"not valid JSON ({exc})") from None
-    except UnicodeDecodeError as exc:  # only inside a string the header decode skipped
-        raise _fail(path, "", f"not UTF-8 text at byte {exc.start}") from None
-    except RecursionError:
-        raise _fail(path, "", "JSON nested too deeply") from None
-    return _from_file(f, path)
+    return _from_file(checked(data, BundleFile, path), path)
 
 
 def _from_file(f: BundleFile, path: str) -> Baseline:

@@ -84,7 +84,10 @@ def _damaged(baseline, edit) -> bytes:
         (lambda d: d.update(format_version=BUNDLE_FORMAT_VERSION + 1), "newer than this quicsm reads"),
         (lambda d: d.update(format_version="1"), "format_version: expected a version number"),
         (lambda d: d.update(colour="red"), "unknown field `colour`"),
-        (lambda d: d["sets"][0]["connections"][2].update(events="7"), "at sets[0].connections[2].events"),
+        (
+            lambda d: d["sets"][0]["connections"][2].update(events="7"),
+            "base.qsb: sets[0].connections[2].events: expected `int`",
+        ),
         (lambda d: d["sets"][0]["connections"][1]["durations_us"].append(5), "sets[0].connections[1]: "),
         (lambda d: d["sets"][0]["connections"][0]["states"].__setitem__(0, 99), "index 99 out of range"),
         (lambda d: d["sets"][0]["connections"][0]["durations_us"].__setitem__(0, -1), ">= 0"),
@@ -98,7 +101,10 @@ def _damaged(baseline, edit) -> bytes:
             "time_fraction: expected `float` <= 1.0",
         ),
         (lambda d: d.update(engine="ktails"), "model.engine"),
-        (lambda d: d["sets"][0]["connections"][2].update(events=int("9" * 400)), "at sets[0].connections[2].events"),
+        (
+            lambda d: d["sets"][0]["connections"][2].update(events=int("9" * 400)),
+            "base.qsb: sets[0].connections[2].events: expected `int`",
+        ),
         (lambda d: d["sets"][0]["connections"][1].update(duration_us=10**400), "connections[1].duration_us"),
         (lambda d: d["sets"][0]["connections"][0]["durations_us"].__setitem__(0, 10**400), "durations_us[0]"),
         (lambda d: d["sets"][0]["connections"][0].update(durations_us=[2**53] * 5, states=[0] * 5), "add up to more"),
@@ -157,7 +163,7 @@ def test_big_integers_never_reach_show_or_check(tmp_path: Path, baseline) -> Non
     for args in (["baseline", "show", str(path)], ["check", str(path), str(path)]):
         res = CliRunner().invoke(cli, args)
         assert res.exit_code in (1, 2) and "internal error" not in res.output and "Traceback" not in res.output
-        assert f"{path}: Expected `int` <= 9007199254740992 - at sets[0].connections[0].duration_us" in res.output
+        assert f"{path}: sets[0].connections[0].duration_us: expected `int` <= 9007199254740992" in res.output
 
 
 @pytest.mark.parametrize(
