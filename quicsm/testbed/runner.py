@@ -9,7 +9,6 @@ reads a sidecar, so ``quicsm parse <out>/*/server.log`` labels traces without ex
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 import platform
 import re
@@ -23,6 +22,7 @@ from typing import Any
 
 from quicsm.errors import TestbedError
 from quicsm.files import write_output
+from quicsm.formats import checked
 from quicsm.testbed import cpu, netns, registry, stacks
 from quicsm.testbed.config import (
     CLIENTS,
@@ -398,19 +398,12 @@ def _next_index(out_dir: Path, name: str) -> int:
 
 
 def read_json_object(path: Path, missing: str) -> dict[str, Any]:
-    """A JSON file holding an object; one-line TestbedErrors: ``PATH: missing`` when it is not there, the
-    line of a syntax error, or that it holds no object."""
+    """A JSON file holding an object (:func:`quicsm.formats.checked`); ``PATH: missing`` when it is not there."""
     try:
-        doc = json.loads(Path(path).read_text())
+        raw = Path(path).read_bytes()
     except FileNotFoundError:
         raise TestbedError(f"{path}: {missing}") from None
-    except UnicodeDecodeError as exc:
-        raise TestbedError(f"{path}: not UTF-8 text at byte {exc.start}") from None
-    except json.JSONDecodeError as exc:
-        raise TestbedError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
-    if not isinstance(doc, dict):
-        raise TestbedError(f"{path}: {Path(path).name} must hold a JSON object")
-    return doc
+    return checked(raw, dict[str, Any], str(path))
 
 
 def read_meta(run_dir: Path | str) -> RunMeta:
