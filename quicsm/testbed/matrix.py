@@ -318,14 +318,19 @@ def read_toml(path: Path, what: str = "scenario file") -> dict[str, Any]:
         raise TestbedError(f"{path}: not valid TOML: {exc}") from None
 
 
+def _at(path: Path, text: str, table: str, key: str) -> str:
+    """``FILE:LINE`` of ``key`` in ``table`` (msgspec's place: ``scenario[1]``), or of the table; ``FILE``."""
+    line = toml_line(text, f"{table}.{key}" if table and key else table or key)
+    return f"{path}:{line}" if line else f"{path}"
+
+
 def _decode(path: Path, text: str) -> MatrixFile:
     """The file as :class:`MatrixFile` (decoded once); errors read ``FILE:LINE: where: KEY: why``."""
     try:
         return msgspec.toml.decode(text, type=MatrixFile)
     except msgspec.ValidationError as exc:
         table, key, why = _reason(exc, MatrixDefaults if "`$.defaults" in str(exc) else MatrixScenario)
-        line = toml_line(text, f"{table}.{key}" if table and key else table or key)
-        at = f"{path}:{line}" if line else f"{path}"
+        at = _at(path, text, table, key)
         if not table and "unknown key" in why:
             raise TestbedError(
                 f"{at}: unknown top-level key {key!r} (expected out, [defaults], [[scenario]])"
@@ -333,8 +338,6 @@ def _decode(path: Path, text: str) -> MatrixFile:
         head, _, index = table.partition("[")
         if head == "scenario" and index:
             i = int(index.rstrip("]"))
-            if key == "name" and "missing" in why:
-                raise TestbedError(f"{at}: scenario {i + 1} has no name") from None
             name = tomllib.loads(text)["scenario"][i].get("name")  # it parsed: only its shape is wrong
             table = f"scenario {i + 1}" + (f" ({name})" if isinstance(name, str) else "")
         elif head == "defaults":
@@ -353,8 +356,7 @@ def load_matrix(path: Path) -> Matrix:
         raise TestbedError(f"{path}: needs at least one [[scenario]] table")
 
     def at(table: str, key: str) -> str:
-        line = toml_line(text, f"{table}.{key}" if key else table)
-        return f"{path}:{line}" if line else f"{path}"
+        return _at(path, text, table, key)
 
     defaults = _given(spec.defaults, f"{at('defaults', '')}: [defaults]") if spec.defaults else {}
     scenarios = []

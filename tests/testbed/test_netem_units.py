@@ -120,7 +120,7 @@ def test_matrix_file(tmp_path: Path) -> None:
     [
         ('[[scenario]]\nname = "a"\nrat = 5\n', "bad.toml:3: scenario 1 \\(a\\): rat: unknown key"),
         ('[[scenario]]\nname = "a"\n[[scenario]]\nname = "a"\n', "bad.toml:4: scenario 2 \\(a\\): duplicate name"),
-        ("[[scenario]]\nrate = 5\n", "bad.toml:1: scenario 1 has no name"),
+        ("[[scenario]]\nrate = 5\n", "bad.toml:1: scenario 1: name: object missing required field `name`"),
         ("[defaults]\nrate = 5\n", "bad.toml: needs at least one"),
         ('[[scenario]]\nname = "a"\nloss = "2"\n', "bad.toml:3: scenario 1 \\(a\\): loss: "),
         ('[defaults]\nloss = "2"\n[[scenario]]\nname = "a"\n', "bad.toml:2: scenario 1 \\(a\\): loss: "),
