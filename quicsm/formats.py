@@ -38,12 +38,10 @@ _TOML_KEY = re.compile(r'\s*(["\']?)([A-Za-z0-9_-]+)\1\s*=')
 
 def toml_line(text: str, where: str) -> int | None:
     """The line of a TOML document that holds ``where`` (a place as :func:`problem` names it:
-    ``scenario[1].rate``): the key's line, else the header of the deepest table on its way; None when
-    no line is found (a dotted key, the top level)."""
+    ``scenario[1].rate``): the key's line or the table's header; None when none is found (a dotted key)."""
     want = [(m[1], int(m[2]) if m[2] else None) for m in _PLACE.finditer(where)]
     count: dict[tuple[str, ...], int] = {}
     table: list[tuple[str, int | None]] = []
-    best, depth = None, 0
     for n, line in enumerate(text.splitlines(), 1):
         s = line.lstrip()
         if s.startswith("["):
@@ -62,9 +60,7 @@ def toml_line(text: str, where: str) -> int | None:
             continue
         if here == want:
             return n
-        if len(here) > depth and here == want[: len(here)]:
-            best, depth = n, len(here)
-    return best
+    return None
 
 
 def checked(data: Any, kind: type[T], source: str, *, what: str = "JSON") -> T:

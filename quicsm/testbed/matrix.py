@@ -320,7 +320,7 @@ def read_toml(path: Path, what: str = "scenario file") -> dict[str, Any]:
 
 def _at(path: Path, text: str, table: str, key: str) -> str:
     """``FILE:LINE`` of ``key`` in ``table`` (msgspec's place: ``scenario[1]``), or of the table; ``FILE``."""
-    line = toml_line(text, f"{table}.{key}" if table and key else table or key)
+    line = (toml_line(text, f"{table}.{key}") if table and key else None) or toml_line(text, table or key)
     return f"{path}:{line}" if line else f"{path}"
 
 

@@ -28,7 +28,6 @@ __all__ = [
     "RunMeta",
     "SIDECAR_MAX",
     "Sidecar",
-    "decode_meta",
     "dump_meta",
     "read_meta",
 ]
@@ -163,9 +162,4 @@ def read_meta(path: str, kind: type[Any] = RunMeta) -> Any:
         raise InputError(f"{path}: run metadata: cannot read ({exc.strerror or type(exc).__name__})") from None
     if len(raw) > SIDECAR_MAX:
         raise InputError(f"{path}: run metadata: larger than {SIDECAR_MAX} bytes")
-    return decode_meta(raw, path, kind)
-
-
-def decode_meta(raw: bytes, path: str, kind: type[Any] = RunMeta) -> Any:
-    """``raw`` (a ``meta.json``) as ``kind``; one InputError line naming ``path`` otherwise."""
     return checked(raw, kind, f"{path}: run metadata")

@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from quicsm.traces.runmeta import EmulatorMeta, ResultMeta, RunMeta, decode_meta, dump_meta, read_meta
+import msgspec
+
+from quicsm.traces.runmeta import EmulatorMeta, ResultMeta, RunMeta, dump_meta, read_meta
 
 ROOT = Path(__file__).resolve().parents[2]
 EMULATOR = {"ok", "late_p99_us", "late_limit_us", "namespaces", "relay", "tbf", "rate_log"}
@@ -49,4 +51,4 @@ def test_blocks_a_run_has_not_are_left_out_not_null() -> None:
     assert "grid" not in d and "flow" not in d and "build" not in d and "mode" not in d["emulator"]
     assert d["params"] == {"out": "/x", "labels": [["k", "v"]]} and d["result"]["error"] is None
     assert d["emulator"]["rate_log"] == [[0.0, 1e6]] and d["run_index"] == 0
-    assert decode_meta(dump_meta(meta).encode(), "meta.json").result == meta.result
+    assert msgspec.json.decode(dump_meta(meta), type=RunMeta).result == meta.result
