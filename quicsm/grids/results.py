@@ -15,15 +15,17 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from quicsm.compare.stats import TestResult, correct, welch
 from quicsm.errors import InputError
+from quicsm.formats import checked
 from quicsm.grids.execute import GRID_JSON
 from quicsm.grids.metrics import Metric, metric
 from quicsm.grids.spec import Cell, Grid, grid_from_data
-from quicsm.testbed.runner import read_json_object, read_meta
+from quicsm.testbed.runner import read_meta
 from quicsm.traces.runmeta import RunMeta
 
 __all__ = [
@@ -71,7 +73,9 @@ def load_grid_runs(out: Path | str) -> GridRuns:
     """Read ``out/grid.json`` and every planned run's ``meta.json`` (runs of other parameters are not taken)."""
     out = Path(out)
     path = out / GRID_JSON
-    doc = read_json_object(path, f"no {GRID_JSON} (not the output of `quicsm grid run`)")
+    if not path.is_file():
+        raise InputError(f"{path}: no {GRID_JSON} (not the output of `quicsm grid run`)")
+    doc = checked(path.read_bytes(), dict[str, Any], str(path))
     if doc.get("format") != "quicsm-grid-run" or not isinstance(doc.get("data"), dict):
         raise InputError(f"{path}: not a quicsm grid run record (format quicsm-grid-run)")
     src = doc.get("source")

@@ -22,7 +22,6 @@ from typing import Any
 
 from quicsm.errors import TestbedError
 from quicsm.files import write_output
-from quicsm.formats import checked
 from quicsm.testbed import cpu, netns, registry, stacks
 from quicsm.testbed.config import (
     CLIENTS,
@@ -60,7 +59,6 @@ __all__ = [
     "run_many",
     "run_attempts",
     "read_meta",
-    "read_json_object",
     "LATE_P99_LIMIT_US",
     "REJECTED",
 ]
@@ -395,15 +393,6 @@ def _next_index(out_dir: Path, name: str) -> int:
         int(m.group(1)) for p in out_dir.glob(f"{name}-*") if (m := re.fullmatch(re.escape(name) + r"-(\d+)", p.name))
     ]
     return max(taken) + 1 if taken else 0
-
-
-def read_json_object(path: Path, missing: str) -> dict[str, Any]:
-    """A JSON file holding an object (:func:`quicsm.formats.checked`); ``PATH: missing`` when it is not there."""
-    try:
-        raw = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise TestbedError(f"{path}: {missing}") from None
-    return checked(raw, dict[str, Any], str(path))
 
 
 def read_meta(run_dir: Path | str) -> RunMeta:
