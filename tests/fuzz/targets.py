@@ -16,7 +16,9 @@ import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 from quicsm.errors import QuicsmError
 from quicsm.traces import columnar, iter_traces, logscan
@@ -172,15 +174,29 @@ def _small_window(data: bytes) -> int:
 def _qlog_columns(
     data: bytes, kind: str, scanner: type, window: int | None, meta: TraceMeta = TraceMeta()
 ) -> list[object]:
-    from quicsm.traces.qlog_columns import QlogBatcher
-
     report = ParseReport(keep=1 << 30)
-    b = QlogBatcher(report, scanner=scanner, window=window)
+    b = exact_windows()(report, scanner=scanner, window=window)
     if window is None:
         batches = b.add(data, "x", meta, kind) + b.flush()
     else:
         batches = list(b.read(io.BytesIO(data), "x", meta, kind)) + b.flush()
     return [[t for tc in batches for t in tc.traces()], report.to_json()]
+
+
+@cache
+def exact_windows() -> type:
+    """QlogBatcher whose scanner sees each window as a bytes object of exactly the window's bytes. The
+    reader's own window is a bytearray that only grows: past a window's end lie the bytes of earlier
+    windows, so a scanner reading past the end finds valid memory and may even agree by chance. Here a
+    read past the end is out of bounds (under tests/sanitize.py, AddressSanitizer stops at it), and a
+    pointer kept from one window to the next points into freed memory."""
+    from quicsm.traces.qlog_columns import QlogBatcher
+
+    class ExactWindows(QlogBatcher):
+        def _feed(self, document: bool, buf: bytearray, start: int, end: int, *rest: Any) -> int:
+            return super()._feed(document, bytes(buf[:end]), start, end, *rest)  # type: ignore[arg-type]
+
+    return ExactWindows
 
 
 def _run_metric_states(data: bytes, scratch: Path) -> str | None:
