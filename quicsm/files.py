@@ -63,14 +63,18 @@ class GzipReader(io.BufferedIOBase):
     zeros, and the header, CRC and length are checked here.
     """
 
-    def __init__(self, raw: BinaryIO, *, close_raw: bool = True) -> None:
+    def __init__(self, raw: BinaryIO, *, close_raw: bool = True, head: bytes = b"") -> None:
         self._raw = raw
         self._close_raw = close_raw
         self._d: Any = None
         self._state = "header"  # header -> body -> trailer -> header (next member) ...
         self._crc = 0
         self._size = 0
-        self._pending = b""
+        self._pending = head
+        """Compressed bytes read and not yet inflated (first: ``head``, bytes already read from ``raw``)."""
+        self._first: int | None = None
+        """The first member's inflated size, once it has ended."""
+        self._bad_first = False
         self._out: deque[memoryview] = deque()  # inflated steps not yet handed out, each copied once
         self._have = 0
         self._done = False
@@ -84,6 +88,39 @@ class GzipReader(io.BufferedIOBase):
     def _fail(self, exc: Exception) -> None:
         self.error = exc
         self._done = True
+        self._bad_first = self._first is None
+
+    def head(self, n: int, whole: bool = False) -> bytes:
+        """The first ``n`` bytes the head (the compressed bytes given at construction) inflates to, in the
+        first member, before anything is read (they stay to be read): what a separate inflate of the head
+        in zlib's gzip mode gave, which decided the file's kind, without inflating the head twice. Where
+        the head's data is bad, that separate inflate's answer (b"" for corrupt data, a bad CRC or length
+        within them, or, when the head is the ``whole`` file, a first member that does not end in it). A
+        stream that refers before its start (zeros for zcat and here, an error for zlib's gzip mode) is
+        then caught; in a longer file's head it is read as zcat reads it."""
+        head = self._pending
+        while self._have < n and not self._done and self._pending:  # no read from raw: the head only
+            if self._state == "header":
+                if not self._header():
+                    break
+            elif self._state == "body":
+                self._step()
+            elif not self._trailer():
+                break
+        if whole and self._state == "trailer":  # a small file's only member: checked now, not at the next read
+            self._trailer()
+        if self._bad_first or whole and self._first is None:
+            try:
+                return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, n)
+            except zlib.error:
+                return b""
+        size = min(n, self._have if self._first is None else self._first)
+        out = bytearray()
+        for chunk in self._out:
+            if len(out) >= size:
+                break
+            out += chunk[: size - len(out)]
+        return bytes(out)
 
     def _fill(self, want: int) -> None:
         while self._have < want and not self._done:
@@ -172,6 +209,8 @@ class GzipReader(io.BufferedIOBase):
             self._fail(gzip.BadGzipFile("CRC check failed (the data above it may be damaged)"))
         elif size != self._size & 0xFFFFFFFF:
             self._fail(gzip.BadGzipFile("length check failed (the data above it may be damaged)"))
+        elif self._first is None:
+            self._first = self._size
         self._pending = p[8:]
         self._state = "header"
         return True

@@ -90,11 +90,13 @@ def open_input(path: str) -> tuple[str, BinaryIO]:
         os.close(fd)
         raise InputError(f"{path}: cannot read ({exc.strerror})") from None
     if head.startswith(GZIP_MAGIC):
-        try:
-            text = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, HEAD_BYTES)
-        except zlib.error:
-            text = b""
-        return kind_of(text, path), GzipReader(_rewound(fd, head))  # type: ignore[return-value]
+        # the head read is inflated once, for the kind and for the reader; a file that fit in it is closed
+        whole = len(head) < HEAD_BYTES
+        if whole:
+            os.close(fd)
+        raw = io.BytesIO() if whole else open(fd, "rb", buffering=0)
+        gz = GzipReader(raw, head=head)
+        return kind_of(gz.head(HEAD_BYTES, whole), path), gz  # type: ignore[return-value]
     kind = kind_of(head, path)
     if len(head) < HEAD_BYTES:  # the whole file: served from memory, no second read
         os.close(fd)

@@ -9,6 +9,7 @@ import os
 import random
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import synth_cubic_lines
@@ -410,3 +411,51 @@ def test_render_dev_zero_stops_at_once() -> None:
 
     with pytest.raises(InputError, match="/dev/zero: not a model JSON file"):
         load_model("/dev/zero")
+
+
+def test_a_gzip_input_is_sniffed_from_the_inflate_that_reads_it_with_the_same_kind_and_bytes(tmp_path: Path) -> None:
+    """open_input inflates a .gz head once, for its kind and for the reader: the kind is the one a separate
+    inflate of the head gives (sniff.file_head), and the bytes and error are GzipReader's of the whole file,
+    on good, multi-member, cut and bit-flipped files, small (read in one go) and larger than the head."""
+    from quicsm.traces.inputs import open_input
+    from quicsm.traces.readers import kind_of
+    from quicsm.traces.sniff import file_head
+
+    rng = random.Random(7)
+    qlog = b'\x1e{"qlog_version":"0.3","qlog_format":"JSON-SEQ","trace":{}}\n' + b"".join(
+        b'\x1e{"time":%d,"name":"recovery:metrics_updated","data":{"congestion_window":%d}}\n'
+        % (i, rng.randrange(9999))
+        for i in range(4000)
+    )
+    log = "".join(
+        f"noise {rng.random()}\n" + format_line(conn="c", t_us=i, cc="cubic", to="A") + "\n" for i in range(3000)
+    )
+    seen = set()
+    for n, text in enumerate([qlog, qlog * 40, log.encode(), b"", b"{}\n"]):
+        z = gzip.compress(text, mtime=0)
+        variants = [z, z + gzip.compress(b"QUICSM v=1\n", mtime=0), z[:11], z[: len(z) // 2], z[:-3]]
+        for _ in range(12):
+            flipped = bytearray(z)
+            flipped[rng.randrange(min(len(z), 70000))] ^= 1 << rng.randrange(8)
+            variants.append(bytes(flipped))
+        for i, data in enumerate(variants):
+            path = tmp_path / f"f{n}_{i}.sqlog.gz"
+            path.write_bytes(data)
+            kind, stream = open_input(str(path))
+            with stream:
+                assert kind == kind_of(file_head(str(path)), str(path))
+                got, error = _read_all(stream)
+            want, want_error = _read_all(GzipReader(io.BytesIO(data)) if data[:2] == b"\x1f\x8b" else io.BytesIO(data))
+            assert got == want and repr(error) == repr(want_error)
+            seen.add((kind, error is None, len(data) >= 1 << 16))
+    assert {("sqlog", True, True), ("sqlog", False, True), ("sqlog", True, False), ("log", True, False)} <= seen
+
+
+def _read_all(stream: Any) -> tuple[bytes, Exception | None]:
+    out = bytearray()
+    try:
+        while part := stream.read(50000):
+            out += part
+    except (EOFError, gzip.BadGzipFile) as exc:
+        return bytes(out), exc
+    return bytes(out), None
