@@ -192,11 +192,12 @@ def exact_windows() -> type:
     pointer kept from one window to the next points into freed memory."""
     from quicsm.traces.qlog_columns import QlogBatcher
 
-    class ExactWindows(QlogBatcher):
-        def _feed(self, document: bool, buf: bytearray, start: int, end: int, *rest: Any) -> int:
-            return super()._feed(document, bytes(buf[:end]), start, end, *rest)  # type: ignore[arg-type]
+    feed = QlogBatcher._feed  # the reader's own (readers() puts the exact one in its place for parse_inputs)
 
-    return ExactWindows
+    def exact(self: QlogBatcher, document: bool, buf: bytearray, start: int, end: int, *rest: Any) -> int:
+        return feed(self, document, bytes(buf[:end]), start, end, *rest)  # type: ignore[arg-type]
+
+    return type("ExactWindows", (QlogBatcher,), {"_feed": exact})
 
 
 def _run_metric_states(data: bytes, scratch: Path) -> str | None:
@@ -264,9 +265,11 @@ def _run_qlog_agreement(data: bytes, scratch: Path) -> str | None:
 @contextmanager
 def readers(python: bool, window: int | None = None) -> Iterator[None]:
     """parse_inputs with the C scanners (``python`` False) or with every Python twin switched in (the
-    text-log tag finder, the columnar scanners, the qlog scanner); streams read in ``window``-byte windows."""
+    text-log tag finder, the columnar scanners, the qlog scanner); streams read in ``window``-byte windows,
+    each handed to the qlog scanner as an exact-size bytes object (:func:`exact_windows`)."""
     from quicsm.traces import qlog_columns, qlog_scanner
 
+    exact = vars(exact_windows())["_feed"]
     twins = [
         (oracle, "find_tagged", logscan.find_tagged_py),
         (columnar, "_scan_columns", columnar.scan_columns_py),
@@ -275,10 +278,12 @@ def readers(python: bool, window: int | None = None) -> Iterator[None]:
     ]
     sizes = [(logscan, "CHUNK"), (qlog_columns, "WINDOW")]
     saved = [(m, name, getattr(m, name)) for m, name, _ in twins] + [(m, name, getattr(m, name)) for m, name in sizes]
+    saved.append((qlog_columns.QlogBatcher, "_feed", qlog_columns.QlogBatcher._feed))
     for m, name, twin in twins if python else []:
         setattr(m, name, twin)
     for m, name in sizes if window is not None else []:
         setattr(m, name, window)
+    qlog_columns.QlogBatcher._feed = exact  # type: ignore[method-assign]  # each window an exact-size bytes
     try:
         yield
     finally:
