@@ -266,7 +266,7 @@ def _run_qlog_agreement(data: bytes, scratch: Path) -> str | None:
 def readers(python: bool, window: int | None = None) -> Iterator[None]:
     """parse_inputs with the C scanners (``python`` False) or with every Python twin switched in (the
     text-log tag finder, the columnar scanners, the qlog scanner); streams read in ``window``-byte windows,
-    each handed to the qlog scanner as an exact-size bytes object (:func:`exact_windows`)."""
+    each handed to the qlog and text-log scanners as an exact-size bytes object (:func:`exact_windows`)."""
     from quicsm.traces import qlog_columns, qlog_scanner
 
     exact = vars(exact_windows())["_feed"]
@@ -284,6 +284,9 @@ def readers(python: bool, window: int | None = None) -> Iterator[None]:
     for m, name in sizes if window is not None else []:
         setattr(m, name, window)
     qlog_columns.QlogBatcher._feed = exact  # type: ignore[method-assign]  # each window an exact-size bytes
+    if not python:  # and each text-log window too
+        scan_c = columnar._scan_columns
+        columnar._scan_columns = lambda buf, start, cut, *rest: scan_c(bytes(buf[:cut]), start, cut, *rest)
     try:
         yield
     finally:
