@@ -1,9 +1,9 @@
 """The qlog scanners at the edges of their windows: every qlog we have read in windows of a few bytes, and
 records made of near misses of the words the SIMD record pass looks for, ending where its 16-byte loads end.
 
-Each window reaches the C scanner as a bytes object of exactly its bytes (targets.exact_windows), so under
-tests/sanitize.py a load past a window's end is reported by AddressSanitizer; here the result is held to the
-file read whole, to the Python twin and (where it applies) to the old object reader.
+Each window (and each file read whole) reaches the C scanner fenced by unreadable pages (targets.fenced): a
+load even one byte past its end faults, here and under tests/sanitize.py. The result is held to the file
+read whole, to the Python twin and (where it applies) to the old object reader.
 """
 
 from __future__ import annotations
