@@ -10,6 +10,7 @@ C/Python scanner disagreements. Exit status 1 if there was any crash or disagree
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import os
 import random
 import signal
@@ -27,6 +28,8 @@ from tests.fuzz.mutate import load_seeds
 from tests.fuzz.targets import HAVE_C, TARGETS, Target, parquet_seed
 
 HANG_SECONDS = 10
+LAST_INPUT = "fuzz-input.bin"
+"""The input being run, written before it runs (the process may die with it: a fault in C code)."""
 
 
 class Hang(Exception):
@@ -125,6 +128,8 @@ def fuzz(
     shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None  # in memory: writing to disk dominates
     with tempfile.TemporaryDirectory(prefix="quicsm-fuzz-", dir=shm) as d:
         scratch = Path(d)
+        if progress:
+            print(f"a fault (SIGSEGV, a sanitizer's abort) leaves its input in {scratch / LAST_INPUT}", file=sys.stderr)
         if any(t.seed_kind == "parquet" for t in chosen):
             seeds.by_kind["parquet"] = [parquet_seed(scratch, seeds.by_kind["jsonl"][0])]
         try:
@@ -133,8 +138,10 @@ def fuzz(
                 if deadline is not None and time.monotonic() > deadline:
                     break
                 target = rng.choice(pool)
+                data = target.make(rng, seeds)
+                (scratch / LAST_INPUT).write_bytes(data)  # in memory; kept if a fault kills the process
                 try:
-                    run_one(target, target.make(rng, seeds), scratch, results)
+                    run_one(target, data, scratch, results)
                 except KeyboardInterrupt:
                     results.tried[target.name] -= 1  # the interrupted input does not count
                     results.stopped = True
@@ -161,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target", action="append", help="only these targets (repeatable); see targets.py")
     ap.add_argument("--save", type=Path, help="write one example input per crash kind here")
     args = ap.parse_args(argv)
+    faulthandler.enable()  # a fault in C code: the Python stack (which target) on stderr
     if args.inputs is None and args.seconds is None:
         args.inputs = 10_000
     targets = [t for t in TARGETS if not args.target or t.name in args.target]
