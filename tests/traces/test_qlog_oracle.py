@@ -227,3 +227,43 @@ def test_numbers_are_read_as_float_reads_them() -> None:
     traces, _ = agree(data, "ndjson")
     events = [e for t in traces for e in t.events]
     assert len(events) >= len(texts)  # the comparison is of read numbers, not of an empty output
+
+
+@pytest.mark.parametrize(
+    "word",
+    [
+        "congestion",
+        "Congestion",
+        "CC_STATE",
+        "cc_state",
+        "Metric",
+        "metric",
+        "packet_lost",
+        "loss_timer",
+        "spurious_loss",
+        "congestio",
+        "metri",
+        "cc_stat",
+        "los",
+        "loss",
+        "",
+    ],
+)
+def test_record_class_at_every_offset(word: str) -> None:
+    """The word that decides a record's class (decoded, a loss or timer record, or only its time) found
+    wherever it sits: at every offset of a packet record (across the scanner's 16-byte blocks and its
+    scalar tail), in records cut short as JSON (then the class decides whether that is reported), with
+    newlines inside a record (the lines of what is reported); the oracle and the twin agree."""
+    header = b'\x1e{"qlog_format":"JSON-SEQ","qlog_version":"0.3","trace":{}}\n'
+    state = b'\x1e{"time":1,"name":"recovery:congestion_state_updated","data":{"new":"slow_start"}}\n'
+    out = [header, state]
+    for pad in range(40):
+        text = ("x" * pad + word).encode()
+        rec = b'{"time":%d,"name":"transport:packet_sent","data":{"note":"%s"}}' % (pad + 2, text)
+        out.append(b"\x1e" + rec + b"\n")
+        out.append(b"\x1e" + rec[: 30 + pad] + b"\n")  # cut short: not JSON
+        out.append(b'\x1e{\n "time": %d,\n "name": "x",\n "data": {"n": "%s"}}\n' % (pad + 100, text))
+    for pad in range(40):  # a loss record read only as one (its time as a string: float() takes it)
+        name = b"x" * pad + b"recovery:packet_lost"
+        out.append(b'\x1e{"time":"%d","name":"%s","data":{}}\n' % (1000 + pad, name))
+    agree(b"".join(out), "sqlog", windows=(None, 4096, 61, 17))
