@@ -59,7 +59,9 @@ def build(dest: Path) -> Path:
         shutil.copytree(REPO / name, repo / name, ignore=ignore)
     for name in ("setup.py", "README.md", "pyproject.toml", "MANIFEST.in"):
         shutil.copy2(REPO / name, repo / name)
-    (repo / "traces").symlink_to(REPO / "traces")  # bundled data, only read
+    for entry in REPO.iterdir():  # the rest (bundled traces, bench, docs, ...) only read: linked
+        if not (repo / entry.name).exists() and entry.name != "build" and not entry.name.startswith("."):
+            (repo / entry.name).symlink_to(entry)
     shared = dest / "shared"
     if not shared.exists() and SHARED.exists():
         shared.symlink_to(SHARED)  # ../shared beside the copy, as beside the clone
