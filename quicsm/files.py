@@ -20,6 +20,7 @@ import stat
 import sys
 import tempfile
 import threading
+import types
 import zlib
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -46,6 +47,14 @@ __all__ = [
 
 STDIN = "-"
 GZIP_MAGIC = b"\x1f\x8b"
+_inflate: types.ModuleType = zlib
+"""What inflates gzip members: zlib-ng, twice as fast as zlib 1.2 (the same bytes and messages; the
+stdlib fallback, for an install without it, is tested on the same inputs)."""
+try:
+    from zlib_ng import zlib_ng as _inflate
+except ImportError:  # pragma: no cover - a dependency
+    pass
+_INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error, _inflate.error)
 _IN_STEP = 1 << 16
 _OUT_STEP = 1 << 20
 """Decompressed bytes per step: bounds memory whatever the compression ratio (a gzip bomb)."""
@@ -172,7 +181,7 @@ class GzipReader(io.BufferedIOBase):
         if len(p) < at:
             return False
         self._pending = p[at:]
-        self._d = zlib.decompressobj(-15, zdict=_ZERO_WINDOW)
+        self._d = _inflate.decompressobj(-15, zdict=_ZERO_WINDOW)
         self._crc = self._size = 0
         self._state = "body"
         return True
@@ -182,7 +191,7 @@ class GzipReader(io.BufferedIOBase):
         saved = d.copy()
         try:
             out = d.decompress(data, _OUT_STEP)
-        except zlib.error as exc:
+        except _INFLATE_ERRORS as exc:
             self._salvage(saved, data)
             self._fail(gzip.BadGzipFile(f"corrupt gzip data: {exc}"))
             return
@@ -197,7 +206,7 @@ class GzipReader(io.BufferedIOBase):
         if out:
             self._out.append(memoryview(out))
             self._have += len(out)
-        self._crc = zlib.crc32(out, self._crc)
+        self._crc = _inflate.crc32(out, self._crc)
         self._size += len(out)
 
     def _trailer(self) -> bool:
@@ -220,7 +229,7 @@ class GzipReader(io.BufferedIOBase):
         for i in range(len(data)):
             try:
                 self._emit(d.decompress(data[i : i + 1]))
-            except zlib.error:
+            except _INFLATE_ERRORS:
                 return
             if d.eof:
                 return

@@ -459,3 +459,31 @@ def _read_all(stream: Any) -> tuple[bytes, Exception | None]:
     except (EOFError, gzip.BadGzipFile) as exc:
         return bytes(out), exc
     return bytes(out), None
+
+
+def test_gzip_inputs_inflate_with_zlib_ng_as_with_the_stdlib_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """zlib-ng (a dependency) inflates; the stdlib zlib stands in where it is missing: the same bytes and the
+    same error, message included, on good, cut, padded and bit-flipped files."""
+    import zlib
+
+    from quicsm import files
+
+    assert files._inflate is not zlib and files._inflate.__name__.startswith("zlib_ng")
+    rng = random.Random(11)
+    texts = [
+        b"".join(b'\x1e{"time":%d,"data":{"cwnd":%d}}\n' % (i, rng.randrange(99999)) for i in range(20000)),
+        bytes(rng.randrange(256) for _ in range(30000)),
+    ]
+    cases = []
+    for text in texts:
+        z = gzip.compress(text, mtime=0)
+        cases += [z, z[: len(z) // 2], z[:-3], z + b"junk", z + b"\x00" * 9 + z]
+        for _ in range(150):
+            flipped = bytearray(z)
+            flipped[rng.randrange(len(z))] ^= 1 << rng.randrange(8)
+            cases.append(bytes(flipped))
+    fast = [_read_all(GzipReader(io.BytesIO(c))) for c in cases]
+    monkeypatch.setattr(files, "_inflate", zlib)
+    slow = [_read_all(GzipReader(io.BytesIO(c))) for c in cases]
+    assert [(d, repr(e)) for d, e in fast] == [(d, repr(e)) for d, e in slow]
+    assert sum(e is not None for _, e in fast) > 100 and sum(e is None for _, e in fast) >= 4
