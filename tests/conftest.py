@@ -66,9 +66,26 @@ CI_REQUIRED_COMMANDS = {
 def input_kind(path: str) -> str:
     """The kind ``read_inputs`` gives a file (:func:`quicsm.traces.readers.kind_of`: content, then name)."""
     from quicsm.traces.readers import kind_of
-    from quicsm.traces.sniff import file_head
 
     return kind_of(file_head(path), path)
+
+
+def file_head(path: str) -> bytes:
+    """The first ``HEAD_BYTES`` of a file, gunzipped on its own (empty when the gzip data is bad): the sniff the
+    readers did before the gzip reader inflated the head itself, kept as the oracle the reader's kinds are held to."""
+    import gzip
+    import zlib
+
+    from quicsm.traces.sniff import HEAD_BYTES
+
+    with open(path, "rb") as fh:
+        raw = fh.read(HEAD_BYTES)
+    if not raw.startswith(b"\x1f\x8b"):
+        return raw
+    try:
+        return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw, HEAD_BYTES)
+    except (zlib.error, gzip.BadGzipFile, EOFError):
+        return b""
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -24,7 +24,6 @@ Limits (each reported with the file, line and reason, and reading goes on where 
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -639,17 +638,3 @@ def _cut_short(error: BaseException) -> str:
 
 def _sep(kind: str) -> int:
     return 0x1E if kind == "sqlog" else 0x0A
-
-
-def read_bytes(data: bytes, path: str, meta: TraceMeta, kind: str, report: ParseReport) -> list[TraceColumns]:
-    """One qlog's batches (tests and tools)."""
-    b = QlogBatcher(report)
-    return b.add(data, path, meta, kind) + b.flush()
-
-
-def read_stream(
-    stream: BinaryIO | io.BytesIO, path: str, meta: TraceMeta, kind: str, report: ParseReport, **kw: Any
-) -> list[TraceColumns]:
-    """One qlog's batches, streamed in windows (tests and tools)."""
-    b = QlogBatcher(report, **kw)
-    return list(b.read(stream, path, meta, kind)) + b.flush()

@@ -8,11 +8,9 @@ line, quic-go up to v0.4x), ``log`` (text with log contract lines; the default).
 
 from __future__ import annotations
 
-import gzip
 import re
-import zlib
 
-__all__ = ["sniff_bytes", "file_head", "kind_by_name", "HEAD_BYTES"]
+__all__ = ["sniff_bytes", "kind_by_name", "HEAD_BYTES"]
 
 HEAD_BYTES = 1 << 16
 _PARQUET_MAGIC = b"PAR1"
@@ -65,15 +63,3 @@ def sniff_bytes(head: bytes, fallback: str = "log") -> str:
     if _QLOG_KEYS.search(head):
         return "qlog"
     return fallback
-
-
-def file_head(path: str) -> bytes:
-    """The first :data:`HEAD_BYTES` of a file, gunzipped (empty when the gzip data is bad)."""
-    with open(path, "rb") as fh:
-        raw = fh.read(HEAD_BYTES)
-    if not raw.startswith(_GZIP_MAGIC):
-        return raw
-    try:
-        return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw, HEAD_BYTES)
-    except (zlib.error, gzip.BadGzipFile, EOFError):
-        return b""

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import synth_cubic_lines
+from conftest import file_head, synth_cubic_lines
 
 from quicsm.errors import InputError
 from quicsm.files import GzipReader
@@ -415,11 +415,10 @@ def test_render_dev_zero_stops_at_once() -> None:
 
 def test_a_gzip_input_is_sniffed_from_the_inflate_that_reads_it_with_the_same_kind_and_bytes(tmp_path: Path) -> None:
     """open_input inflates a .gz head once, for its kind and for the reader: the kind is the one a separate
-    inflate of the head gives (sniff.file_head), and the bytes and error are GzipReader's of the whole file,
+    inflate of the head gives (conftest.file_head), and the bytes and error are GzipReader's of the whole file,
     on good, multi-member, cut and bit-flipped files, small (read in one go) and larger than the head."""
     from quicsm.traces.inputs import open_input
     from quicsm.traces.readers import kind_of
-    from quicsm.traces.sniff import file_head
 
     rng = random.Random(7)
     qlog = b'\x1e{"qlog_version":"0.3","qlog_format":"JSON-SEQ","trace":{}}\n' + b"".join(
