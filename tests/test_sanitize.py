@@ -1,6 +1,6 @@
 """The C extensions' tests once more, built with AddressSanitizer and UndefinedBehaviorSanitizer (tests/sanitize.py).
 
-About 6 minutes on one core (5 min 40 s at load 3-4 for 1,344 tests with CI's 40 s fuzz budget): slow, so the fast lane
+About 4-6 minutes on one core with CI's 40 s fuzz budget (1,344 tests: 5 min 40 s at load 3-4, 4 min 7 s at load 1-2): slow, so the fast lane
 leaves it out; CI runs it. It never skips: a compiler without the sanitizer runtime fails it.
 """
 
