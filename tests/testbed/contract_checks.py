@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from quicsm.traces import Trace, parse_inputs
 from quicsm.traces.contract import parse_line
 
 
@@ -62,3 +63,18 @@ def check_contract_file(path: Path, *, need_close: bool = True) -> dict[str, Con
     assert conns, f"{path}: no contract lines"
     assert not problems, f"{path}: " + "; ".join(problems[:10])
     return conns
+
+
+def browser_page_trace(run_dir: Path, first: str) -> Trace:
+    """The trace of the connection that carried a browser's page load in ``run_dir/server.log``.
+
+    Chromium may race a second QUIC connection to the origin (seen under load: two connections in one run's
+    log, the second idle or short). Every connection the server logged must have its states logged from the
+    Init transition into ``first`` and carry the browser's client label; the page's connection is the one
+    with the most state events."""
+    traces = parse_inputs([str(run_dir / "server.log")]).traces
+    assert traces, f"{run_dir}/server.log: no connection logged its states"
+    for t in traces:
+        assert t.events[0].prev == "Init" and t.states()[0] == first, (t.key, t.states()[:5])
+        assert t.labels["client"] == "chromium", t.labels
+    return max(traces, key=lambda t: len(t.events))
