@@ -222,14 +222,9 @@ def counterexample(
 
 
 def _counterexample_py(
-    succ: Sequence[Sequence[int]],
-    ptype: Sequence[int] | np.ndarray,
-    kind: str,
-    a: int,
-    b: int,
-    initial: int,
-    terminal_type: int,
+    graph: Graph, ptype: Sequence[int] | np.ndarray, kind: str, a: int, b: int, initial: int, terminal_type: int
 ) -> list[int] | None:
+    succ = _lists(graph)
     start_state = _step(kind, a, b, 0, ptype[initial])
     start = (initial, start_state)
     parent: dict[tuple[int, int], tuple[int, int] | None] = {start: None}
@@ -329,15 +324,10 @@ def synoptic_counterexample(
 
 
 def _synoptic_walk_py(
-    succ: Sequence[Sequence[int]],
-    ptype: Sequence[int] | np.ndarray,
-    kind: str,
-    a: int,
-    b: int,
-    initial: int,
-    terminal_type: int,
+    graph: Graph, ptype: Sequence[int] | np.ndarray, kind: str, a: int, b: int, initial: int, terminal_type: int
 ) -> list[int] | None:
     """The worklist search of :func:`synoptic_counterexample`: the whole walk to TERMINAL, or None."""
+    succ = _lists(graph)
     width = 2 if kind == "AFby" else 3
     fail = 0 if kind == "AFby" else 2
     start: History = (1, initial, None)
@@ -390,39 +380,13 @@ def walk_states(kind: str, a: int, b: int, types: Sequence[int]) -> list[int]:
 
 
 class PySearches:
-    """The searches in pure Python: what runs where the C extension is not built, and its twin in the tests."""
+    """The searches in pure Python: what runs where the C extension is not built, and its twin in the tests
+    (:func:`violations` on (src, dst) edge arrays, :func:`counterexample`, and :func:`synoptic_counterexample`'s
+    walk before its cut)."""
 
-    def violations(
-        self, src: np.ndarray, dst: np.ndarray, ptype: np.ndarray, inv: InvariantSet
-    ) -> dict[str, np.ndarray]:
-        """:func:`violations` on (src, dst) edge arrays."""
-        return _violations_py(src, dst, ptype, inv)
-
-    def shortest(
-        self,
-        succ: Graph,
-        ptype: Sequence[int] | np.ndarray,
-        kind: str,
-        a: int,
-        b: int,
-        initial: int,
-        terminal_type: int,
-    ) -> list[int] | None:
-        """:func:`counterexample`."""
-        return _counterexample_py(_lists(succ), ptype, kind, a, b, initial, terminal_type)
-
-    def synoptic_walk(
-        self,
-        succ: Graph,
-        ptype: Sequence[int] | np.ndarray,
-        kind: str,
-        a: int,
-        b: int,
-        initial: int,
-        terminal_type: int,
-    ) -> list[int] | None:
-        """:func:`synoptic_counterexample`'s walk before its cut."""
-        return _synoptic_walk_py(_lists(succ), ptype, kind, a, b, initial, terminal_type)
+    violations = staticmethod(_violations_py)
+    shortest = staticmethod(_counterexample_py)
+    synoptic_walk = staticmethod(_synoptic_walk_py)
 
 
 class CSearches(PySearches):
