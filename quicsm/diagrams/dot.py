@@ -403,31 +403,26 @@ def to_dot(model: AnnotatedModel, options: DotOptions = DotOptions(), overlay: O
 def render_side_by_side(
     models: Sequence[tuple[str, AnnotatedModel]],
     options: DotOptions = DotOptions(),
-    overlays: Sequence[Overlay | None] | None = None,
 ) -> str:
     """DOT text with one cluster per ``(title, model)``, side by side, as in the paper's Fig. 13.
 
     ``render_side_by_side([("desktop", a), ("mobile", b)], DotOptions(min_prob=0.01)) -> str``.
     A state sits at the same rank in every cluster (ranks come from the union of all models' edges,
     breadth-first from INITIAL), and a state missing from one model leaves an invisible placeholder
-    there, so equal states line up. ``overlays[i]``, if given, is drawn over ``models[i]``.
+    there, so equal states line up.
     """
     if not models:
         raise RenderError("render_side_by_side needs at least one model")
-    if overlays is not None and len(overlays) != len(models):
-        raise RenderError(f"got {len(overlays)} overlays for {len(models)} models")
-    each = [overlays[i] if overlays is not None else None for i in range(len(models))]
     ranks = _union_ranks([m for _, m in models])
     slots = _union_slots([m for _, m in models], ranks)
-    parts = [_aligned_part(i, title, am, options, each[i], ranks, slots) for i, (title, am) in enumerate(models)]
+    parts = [_aligned_part(i, title, am, options, ranks, slots) for i, (title, am) in enumerate(models)]
     families: dict[str, set[str]] = {}
     for p in parts:
         for fam, states in p.families.items():
             families.setdefault(fam, set()).update(states)
     facts = [] if len(models) > 1 else legend_facts(models[0][1])
-    captioned = next((o for o in each if o is not None and o.caption), None)
     drawn = sum(1 for _, am in models for n in am.nodes if n.kind == "state")
-    legend = _legend(families, facts, _notes(options, sum(p.hidden_edges for p in parts), captioned, drawn))
+    legend = _legend(families, facts, _notes(options, sum(p.hidden_edges for p in parts), None, drawn))
     return _render("side_by_side.dot.j2", options, legend, parts=parts, large=drawn > LARGE_MODEL_STATES)
 
 
@@ -452,7 +447,6 @@ def _aligned_part(
     title: str,
     am: AnnotatedModel,
     options: DotOptions,
-    overlay: Overlay | None,
     ranks: dict[str, int],
     slots: list[tuple[str, int]],
 ) -> _Part:
@@ -464,7 +458,7 @@ def _aligned_part(
     share ranks with many flat edges between them); slots this model lacks get an invisible node of
     about the same size.
     """
-    part = _part(am, options, overlay, prefix=f"m{index}n", label=_cluster_label(title, am))
+    part = _part(am, options, None, prefix=f"m{index}n", label=_cluster_label(title, am))
     drawn = {item.src: item for item in part.nodes}
     slot_ids = {slot: f"m{index}n{node_id}" for node_id, slot in _slots_of(am).items()}
     shift = 0 if options.terminals else 1

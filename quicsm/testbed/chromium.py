@@ -77,20 +77,21 @@ class CdpPipe:
         os.write(self.w, json.dumps(msg).encode() + b"\0")
         return self.next_id
 
-    def _read_one(self, deadline: float) -> dict[str, Any] | None:
+    def _next(self, deadline: float, missing: str) -> dict[str, Any]:
+        """The next message (an event is also kept in ``events``); ``missing`` raised when none comes in time."""
         while b"\0" not in self.buf:
             left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            r, _, _ = select.select([self.r], [], [], left)
-            if not r:
-                return None
+            if left <= 0 or not select.select([self.r], [], [], left)[0]:
+                raise TestbedError(missing)
             chunk = os.read(self.r, 1 << 20)
             if not chunk:
                 raise TestbedError("chromium closed the DevTools pipe (browser exited)")
             self.buf += chunk
         raw, _, self.buf = self.buf.partition(b"\0")
-        return json.loads(raw)
+        msg: dict[str, Any] = json.loads(raw)
+        if "method" in msg:
+            self.events.append(msg)
+        return msg
 
     def call(
         self, method: str, params: dict[str, Any] | None = None, session: str | None = None, timeout: float = 30.0
@@ -98,15 +99,11 @@ class CdpPipe:
         mid = self.send(method, params, session)
         deadline = time.monotonic() + timeout
         while True:
-            msg = self._read_one(deadline)
-            if msg is None:
-                raise TestbedError(f"chromium: no answer to {method} within {timeout:.0f} s")
+            msg = self._next(deadline, f"chromium: no answer to {method} within {timeout:.0f} s")
             if msg.get("id") == mid:
                 if "error" in msg:
                     raise TestbedError(f"chromium: {method} failed: {msg['error'].get('message')}")
                 return msg.get("result", {})
-            if "method" in msg:
-                self.events.append(msg)
 
     def wait_event(self, method: str, timeout: float) -> dict[str, Any]:
         for ev in self.events:
@@ -114,13 +111,9 @@ class CdpPipe:
                 return ev
         deadline = time.monotonic() + timeout
         while True:
-            msg = self._read_one(deadline)
-            if msg is None:
-                raise TestbedError(f"chromium: no {method} within {timeout:.0f} s")
-            if "method" in msg:
-                self.events.append(msg)
-                if msg["method"] == method:
-                    return msg
+            msg = self._next(deadline, f"chromium: no {method} within {timeout:.0f} s")
+            if msg.get("method") == method:
+                return msg
 
 
 def _high_fd(fd: int) -> int:

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 
 from quicsm.instrumentation.targets import Identity, Located, Release, Target, read_source_file, register
+from quicsm.instrumentation.targets._rust import cargo_crate_version
 
 __all__ = ["ERA_DATES", "FEATURES", "CloudflareQuicheTarget", "crate_version"]
 
@@ -40,18 +40,11 @@ _ERA_EVIDENCE = (
     ("src/recovery/cubic.rs", "cfq-0", "senders beside Recovery"),  # no congestion/ yet
 )
 """The first of these files a crate has tells its era (newest layout first)."""
-_VERSION = re.compile(r'^version\s*=\s*"([^"]+)"', re.MULTILINE)
-_NAME = re.compile(r'^name\s*=\s*"quiche"\s*$', re.MULTILINE)
 
 
 def crate_version(located: Located) -> str | None:
     """The ``version`` of the crate's Cargo.toml, when the tree is a quiche crate root."""
-    try:
-        text = (located.root / "Cargo.toml").read_text(encoding="utf-8")
-    except OSError:
-        return None
-    m = _VERSION.search(text)
-    return m.group(1) if m and _NAME.search(text) else None
+    return cargo_crate_version(located, "quiche")
 
 
 def _crate_checksum(root: Path, version: str) -> str | None:
