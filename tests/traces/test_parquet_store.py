@@ -4,6 +4,7 @@ stores written by the previous release (v1, metadata as JSON text) still read as
 
 from __future__ import annotations
 
+import pickle
 import random
 from pathlib import Path
 
@@ -198,4 +199,11 @@ def test_a_trace_longer_than_a_row_group_is_written_in_groups_as_pyarrow_cuts_a_
     assert list(parquet.read_parquet(got)) == traces
     assert [t for b in parquet.read_parquet_columns(got) for t in b.traces()] == traces
     stored = parquet.store_batches(parquet.object_batches(traces))  # a Dask task's row groups
-    assert sum(b.traces for b in stored) == len(traces) and max(b.table.num_rows for b in stored) == max(sizes)
+    assert sum(b.traces for b in stored) == len(traces) and max(b.table().num_rows for b in stored) == max(sizes)
+    for codec in ("lz4", "zstd"):  # packed as a worker sends them (pickled), written by the parent: the same bytes
+        monkeypatch.setattr(parquet, "_IPC_CODEC", codec)
+        sent = pickle.loads(pickle.dumps(parquet.store_batches(parquet.object_batches(traces))))
+        assert all(isinstance(b.packed, pa.Buffer) for b in sent)
+        again = str(tmp_path / f"packed-{codec}.parquet")
+        assert parquet.write_parquet(sent, again) == len(traces)
+        assert Path(again).read_bytes() == Path(want).read_bytes()
