@@ -13,6 +13,8 @@
 #include <string.h>
 #include <math.h>
 #include <float.h>
+#include <pthread.h>
+#include <sched.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
@@ -1067,16 +1069,23 @@ static int good_time(Span s, int type, double *t) {
  * cwnd, inflight, ssthresh, pacing, bw, min_rtt, srtt (int64 x 7, INT64_MIN absent; the two RTTs as
  * written go to the next column), min_rtt and smoothed_rtt as written (float64 x 2, NaN absent). */
 
-/* A column grown in a bytearray, handed over whole (no copy) when the batch is taken. */
-typedef struct { PyObject *ba; char *data; size_t len, cap; } BCol;
+/* A column grown in a bytearray, handed over whole (no copy) when the batch is taken; or (raw: a second
+ * thread's, which may not call Python) in memory of its own, appended to the batch's when the thread is done. */
+typedef struct { PyObject *ba; char *data; size_t len, cap; int raw; } BCol;
 
 static int bcol_put(BCol *c, const void *v, size_t n) {
     if (c->len + n > c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 1 << 12;
         while (cap < c->len + n) cap *= 2;
-        if (!c->ba && !(c->ba = PyByteArray_FromStringAndSize(NULL, 0))) return -1;
-        if (PyByteArray_Resize(c->ba, (Py_ssize_t)cap) < 0) return -1;
-        c->data = PyByteArray_AS_STRING(c->ba);
+        if (c->raw) {
+            char *d = PyMem_RawRealloc(c->data, cap);
+            if (!d) return -1;
+            c->data = d;
+        } else {
+            if (!c->ba && !(c->ba = PyByteArray_FromStringAndSize(NULL, 0))) return -1;
+            if (PyByteArray_Resize(c->ba, (Py_ssize_t)cap) < 0) return -1;
+            c->data = PyByteArray_AS_STRING(c->ba);
+        }
         c->cap = cap;
     }
     memcpy(c->data + c->len, v, n);
@@ -1111,6 +1120,9 @@ typedef struct {
     int dstate, dexpect, skip_depth, skip_str, skip_esc, skip_what;
     long long trace_index, event_index;
     int gen; /* bumped by tables(): ids a call cached are the old table's */
+    int threads;            /* records() splits a long run of records between this many threads (1 or 2) */
+    Py_ssize_t split_min;   /* ... each part at least this many bytes */
+    struct WNames *w;       /* set in the second thread's copy: strings are named there, not in the table */
 } QS;
 
 /* An ASCII name that qlog's _role knows: 1 state, 2 metrics, 3 mvfst, 4 lost, 5 timer, 6 spurious, 0 none (after the last
@@ -1138,17 +1150,111 @@ static int role_of(Span name) {
 
 enum { K_TRANSITION = 0, K_METRICS = 2, K_PLACEHOLDER = 3 };
 
-/* uses[id] += 1: a state name read by a C-decided record (the Python side lists the unknown ones). */
-static int qs_use(QS *s, int id) {
+/* The strings a second thread names (it may not touch the batch's table, a dict): spans into the buffer,
+ * numbered in order of first appearance, with their uses; the merge gives them the table's ids in that order,
+ * so the table's order of first appearance is the one a single thread gives. Memory from PyMem_Raw*. */
+typedef struct WNames {
+    const char **a;
+    Py_ssize_t *n;
+    long long *uses;
+    int count, cap;
+    int *slot; /* open addressing: 0 empty, else id + 1 */
+    size_t mask;
+} WNames;
+
+#define W_INHERIT (-1000) /* a metrics row's state before the thread's first state event: the state then current */
+
+static void wn_free(WNames *w) {
+    PyMem_RawFree(w->a);
+    PyMem_RawFree(w->n);
+    PyMem_RawFree(w->uses);
+    PyMem_RawFree(w->slot);
+}
+
+static size_t span_hash(const char *a, Py_ssize_t n);
+
+/* The local id of [a, b); -2 for a byte outside printable ASCII (the single-thread path decides such a record),
+ * -3 out of memory. */
+static int wn_intern(WNames *w, const char *a, const char *b) {
+    Py_ssize_t n = b - a;
+    for (const char *c = a; c < b; c++)
+        if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f) return -2;
+    if ((size_t)(w->count + 1) * 2 > w->mask + 1 || !w->slot) {
+        size_t size = w->slot ? (w->mask + 1) * 2 : 64;
+        int *slot = PyMem_RawCalloc(size, sizeof(int));
+        if (!slot) return -3;
+        for (int i = 0; i < w->count; i++) {
+            size_t at = span_hash(w->a[i], w->n[i]) & (size - 1);
+            while (slot[at]) at = (at + 1) & (size - 1);
+            slot[at] = i + 1;
+        }
+        PyMem_RawFree(w->slot);
+        w->slot = slot;
+        w->mask = size - 1;
+    }
+    size_t at = span_hash(a, n) & w->mask;
+    for (; w->slot[at]; at = (at + 1) & w->mask) {
+        int i = w->slot[at] - 1;
+        if (w->n[i] == n && memcmp(w->a[i], a, (size_t)n) == 0) return i;
+    }
+    if (w->count == w->cap) {
+        int cap = w->cap ? w->cap * 2 : 16;
+        const char **na = PyMem_RawRealloc(w->a, sizeof *na * (size_t)cap);
+        if (na) w->a = na;
+        Py_ssize_t *nn = PyMem_RawRealloc(w->n, sizeof *nn * (size_t)cap);
+        if (nn) w->n = nn;
+        long long *nu = PyMem_RawRealloc(w->uses, sizeof *nu * (size_t)cap);
+        if (nu) w->uses = nu;
+        if (!na || !nn || !nu) return -3;
+        w->cap = cap;
+    }
+    w->a[w->count] = a;
+    w->n[w->count] = n;
+    w->uses[w->count] = 0;
+    w->slot[at] = w->count + 1;
+    return w->count++;
+}
+
+/* A Col of the scanner's side tables: from PyMem_Raw* (the second thread appends to its own). */
+static int rcol_put(Col *c, const void *v, size_t n) {
+    if (c->len + n > c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 1 << 12;
+        while (cap < c->len + n) cap *= 2;
+        char *d = PyMem_RawRealloc(c->data, cap);
+        if (!d) return -1;
+        c->data = d;
+        c->cap = cap;
+    }
+    if (v) memcpy(c->data + c->len, v, n);
+    c->len += n;
+    return 0;
+}
+
+/* Id of the string [a, b) for a row: the table's (intern()), or in the second thread its own (wn_intern()). */
+static int qs_intern(QS *s, const char *a, const char *b, Seen *seen) {
+    return s->w ? wn_intern(s->w, a, b) : intern(s->table, s->names, a, b, seen);
+}
+
+/* uses[id] += k (k > 0). */
+static int qs_use_n(QS *s, int id, long long k) {
     if (id < 0) return 0;
     size_t need = ((size_t)id + 1) * 8;
     if (s->uses.len < need) {
         size_t old = s->uses.len;
-        if (col_put(&s->uses, NULL, need - old)) return -1;
+        if (rcol_put(&s->uses, NULL, need - old)) { PyErr_NoMemory(); return -1; }
         memset(s->uses.data + old, 0, need - old);
     }
-    ((long long *)s->uses.data)[id]++;
+    ((long long *)s->uses.data)[id] += k;
     return 0;
+}
+
+/* uses[id] += 1: a state name read by a C-decided record (the Python side lists the unknown ones). */
+static int qs_use(QS *s, int id) {
+    if (s->w) {
+        if (id >= 0) s->w->uses[id]++;
+        return 0;
+    }
+    return qs_use_n(s, id, 1);
 }
 
 /* Whether the trace's metric side tables are kept: states=metrics, or auto before any state event. */
@@ -1164,11 +1270,12 @@ static int qs_row(QS *s, int kind, double t, int state, int prev, int trig, int 
     if (kind == K_TRANSITION && s->states == 1 && !s->trans) s->aux.len = s->marks.len = 0; /* logged states: no need */
     if (kind == K_METRICS && qs_keeps_aux(s)) {
         long long row = (long long)(s->rows - s->trace_row0);
-        if (col_put(&s->aux, &row, 8) || col_put(&s->aux, aux, 8 * N_AUX)) return -1;
+        if (rcol_put(&s->aux, &row, 8) || rcol_put(&s->aux, aux, 8 * N_AUX)) return s->w ? -1 : (PyErr_NoMemory(), -1);
     }
     if (bcol_put(&s->t, &t, 8) || bcol_put(&s->kind, &k, 1) || bcol_put(&s->state, &state, 4) || bcol_put(&s->prev, &prev, 4) ||
-        bcol_put(&s->trig, &trig, 4) || bcol_put(&s->recov, &recov, 4) || bcol_put(&s->metrics, m, 56) || bcol_put(&s->rtt, rtt, 16))
-        return -1;
+        bcol_put(&s->trig, &trig, 4) || bcol_put(&s->recov, &recov, 4) || bcol_put(&s->metrics, m, 56) || bcol_put(&s->rtt, rtt, 16)) {
+        return -1; /* (a bytearray's resize set the error; a raw column's thread has none) */
+    }
     if (kind != K_PLACEHOLDER) {
         if (kind == K_TRANSITION && s->trans++ == 0) s->first_prev = prev;
         if (s->rows == s->trace_row0 || t > s->row_tmax) s->row_tmax = t;
@@ -1182,7 +1289,11 @@ static int qs_row(QS *s, int kind, double t, int state, int prev, int trig, int 
 static int qs_mark(QS *s, double t, int code) {
     signed char c = (signed char)code;
     if (!qs_keeps_aux(s)) return 0;
-    return col_put(&s->marks, &t, 8) || col_put(&s->marks, &c, 1) ? -1 : 0;
+    if (rcol_put(&s->marks, &t, 8) || rcol_put(&s->marks, &c, 1)) {
+        if (!s->w) PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
 }
 
 /* TraceState.t_us in the file's unit: the delta added, the range checked (|t| <= 1e15, also after the
@@ -1317,7 +1428,7 @@ static int qs_lost_or_timer(QS *s, int role, const Rec *r) {
 
 /* One event {"time", "name", "data"}: 1 decided here (maybe a row), 0 for the Python handler, -1 error. */
 static int qs_event(QS *s, const char *p, const char *e, Seen *seen) {
-    if (seen->gen != s->gen) { /* the handler started a new batch (a new string table) */
+    if (!s->w && seen->gen != s->gen) { /* the handler started a new batch (a new string table) */
         memset(seen->slot, 0, (seen->mask + 1) * sizeof(Slot));
         seen->used = 0;
         seen->gen = s->gen;
@@ -1355,16 +1466,16 @@ static int qs_event(QS *s, const char *p, const char *e, Seen *seen) {
         }
         int trig = -1;
         if (v[5].a && ty[5] == J_STR && !plain_str(v[5], ty[5])) return 0;
-        int state = intern(s->table, s->names, v[w].a + 1, v[w].b - 1, seen), prev = -1;
+        int state = qs_intern(s, v[w].a + 1, v[w].b - 1, seen), prev = -1;
         if (state < -1) return state == -3 ? -1 : 0;
         if (old_given) {
-            prev = intern(s->table, s->names, v[o].a + 1, v[o].b - 1, seen);
+            prev = qs_intern(s, v[o].a + 1, v[o].b - 1, seen);
             if (prev < -1) return prev == -3 ? -1 : 0;
         }
         if (v[5].a && ty[5] == J_STR) {
             const char *b = v[5].b - 1;
             if (b - (v[5].a + 1) > 200) b = v[5].a + 1 + 200;
-            trig = intern(s->table, s->names, v[5].a + 1, b, seen);
+            trig = qs_intern(s, v[5].a + 1, b, seen);
             if (trig < -1) return trig == -3 ? -1 : 0;
         }
         if (qs_use(s, state) || (old_given && qs_use(s, prev))) return -1;
@@ -1451,6 +1562,165 @@ static int call_handler(PyObject *handler, const char *fmt, ...) {
     return 0;
 }
 
+/* The records of [p, e) split at the byte sep, the last piece only when final. *stop: where reading stopped.
+ * Returns 0 done (*stop: the unread start of the next window, or e), -1 error, or 1: (handler NULL: the second
+ * thread) at a record this scanner does not decide (*stop: its start; it is not counted), or (header_stop)
+ * after the record that was the header (*stop: the next record's start). */
+static int qs_run(QS *s, const char *p, const char *e, int sep, int final, PyObject *handler, Seen *seen, const char **stop,
+                  int header_stop) {
+    for (;;) {
+        Py_ssize_t nl;
+        int cls;
+        const char *q = scan_record(p, e, sep, &nl, &cls);
+        if (q == e && !final) break;
+        s->record_no++;
+        int r = qs_record(s, p, q, cls, seen);
+        if (r < 0 || (r == 0 && !handler)) {
+            s->record_no--;
+            *stop = p;
+            return r < 0 ? -1 : 1;
+        }
+        if (r == 0 && call_handler(handler, "(y#LL)", p, (Py_ssize_t)(q - p), s->lines + 1, s->record_no)) return -1;
+        s->lines += nl + (q < e && sep == '\n');
+        if (q == e) {
+            p = e;
+            break;
+        }
+        p = q + 1;
+        if (header_stop && s->header) {
+            *stop = p;
+            return 1;
+        }
+    }
+    *stop = p;
+    return 0;
+}
+
+/* ---- Two threads: the second half of a long run of records read beside the first ----
+ *
+ * records() with threads == 2 and a run of at least 2 * split_min bytes (the header read, times not deltas)
+ * hands the part after the first record boundary past the middle to a second thread, which reads it into
+ * rows of its own (a copy of the scanner: its own raw columns, side tables and string numbering, and no
+ * Python: it never holds the GIL) while this thread reads the first part as before (calling the handler).
+ * The second thread stops at the first record it does not decide, or out of memory. Its part is then put
+ * after this thread's rows, its strings named in the table in their order of first appearance, its state
+ * carried over (the state current, the side tables kept before the trace's first state event, times, lines,
+ * records), and reading goes on where it stopped (the record not decided: here, with the handler). If the
+ * first part changed what the second assumed (the handler made times deltas), its part is read again here.
+ * So rows, tables, reports and errors are those of one thread (an error in the first part is the first one).
+ * When this thread is done with its part before the second has begun (the other core is busy), it takes the
+ * second part back (the thread, detached, then only frees its copy) and reads on alone. */
+typedef struct {
+    QS ws;
+    WNames names;
+    const char *p, *e, *stop;
+    int sep, final, status, trans0;
+    int claim; /* W_PENDING, then W_RUNNING (the second thread took it) or W_TAKEN_BACK */
+} Work;
+
+enum { W_PENDING, W_RUNNING, W_TAKEN_BACK };
+
+static void work_free(Work *k);
+
+static void *work_main(void *arg) {
+    Work *k = (Work *)arg;
+    int pending = W_PENDING;
+    if (!__atomic_compare_exchange_n(&k->claim, &pending, W_RUNNING, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        work_free(k); /* taken back: nothing read; the copy is this thread's to free */
+        return NULL;
+    }
+    k->status = qs_run(&k->ws, k->p, k->e, k->sep, k->final, NULL, NULL, &k->stop, 0);
+    return NULL;
+}
+
+static void work_free(Work *k) {
+    BCol *cols[8] = {&k->ws.t, &k->ws.kind, &k->ws.state, &k->ws.prev, &k->ws.trig, &k->ws.recov, &k->ws.metrics, &k->ws.rtt};
+    for (int i = 0; i < 8; i++) PyMem_RawFree(cols[i]->data);
+    PyMem_RawFree(k->ws.aux.data);
+    PyMem_RawFree(k->ws.marks.data);
+    wn_free(&k->names);
+    PyMem_RawFree(k);
+}
+
+/* A copy of s reading [p, e) from the state s has now (rows, side tables and strings of its own). */
+static Work *work_new(QS *s, const char *p, const char *e, int sep, int final) {
+    Work *k = PyMem_RawCalloc(1, sizeof(Work));
+    if (!k) return NULL;
+    QS *w = &k->ws;
+    memcpy(w, s, sizeof(QS));
+    w->table = w->names = NULL;
+    w->w = &k->names;
+    BCol empty = {NULL, NULL, 0, 0, 1};
+    w->t = w->kind = w->state = w->prev = w->trig = w->recov = w->metrics = w->rtt = empty;
+    memset(&w->uses, 0, sizeof(Col));
+    memset(&w->aux, 0, sizeof(Col));
+    memset(&w->marks, 0, sizeof(Col));
+    w->rows = w->trace_row0 = 0;
+    w->skipped = 0;
+    w->has_t = 0;
+    w->tmin = w->tmax = w->row_tmax = 0;
+    w->current = W_INHERIT;
+    w->first_prev = -1;
+    w->lines = w->record_no = 0;
+    k->trans0 = s->trans;
+    k->p = p, k->e = e, k->sep = sep, k->final = final;
+    return k;
+}
+
+/* The second thread's part after s's rows (see above); -1 with an exception set. */
+static int work_merge(QS *s, Work *k, Seen *seen) {
+    QS *w = &k->ws;
+    WNames *nm = &k->names;
+    int *ids = PyMem_Malloc(sizeof(int) * (size_t)(nm->count ? nm->count : 1));
+    if (!ids) { PyErr_NoMemory(); return -1; }
+    for (int i = 0; i < nm->count; i++) {
+        ids[i] = intern(s->table, s->names, nm->a[i], nm->a[i] + nm->n[i], seen);
+        if (ids[i] < 0) { /* -2 cannot be (printable ASCII) */
+            if (ids[i] == -2) PyErr_SetString(PyExc_SystemError, "qlog scanner: a string not ASCII from the second thread");
+            PyMem_Free(ids);
+            return -1;
+        }
+    }
+    int *state = (int *)w->state.data, *prev = (int *)w->prev.data, *trig = (int *)w->trig.data;
+    for (Py_ssize_t i = 0; i < w->rows; i++) {
+        state[i] = state[i] == W_INHERIT ? s->current : state[i] >= 0 ? ids[state[i]] : state[i];
+        if (prev[i] >= 0) prev[i] = ids[prev[i]];
+        if (trig[i] >= 0) trig[i] = ids[trig[i]];
+    }
+    for (int i = 0; i < nm->count; i++)
+        if (nm->uses[i] && qs_use_n(s, ids[i], nm->uses[i])) { PyMem_Free(ids); return -1; }
+    int wtrans = w->trans - k->trans0;
+    if (wtrans && !s->trans) s->first_prev = w->first_prev >= 0 ? ids[w->first_prev] : w->first_prev;
+    if (w->current != W_INHERIT) s->current = ids[w->current];
+    PyMem_Free(ids);
+    /* side tables: kept from s's point on only if s keeps them now (no state event in its part) */
+    if (qs_keeps_aux(s)) {
+        if (wtrans && s->states == 1) s->aux.len = s->marks.len = 0; /* the second part's first state event */
+        long long off = (long long)(s->rows - s->trace_row0), *row = (long long *)w->aux.data;
+        for (size_t i = 0; i < w->aux.len / (8 * (1 + N_AUX)); i++) row[i * (1 + N_AUX)] += off;
+        if (rcol_put(&s->aux, w->aux.data, w->aux.len) || rcol_put(&s->marks, w->marks.data, w->marks.len)) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    BCol *to[8] = {&s->t, &s->kind, &s->state, &s->prev, &s->trig, &s->recov, &s->metrics, &s->rtt};
+    BCol *from[8] = {&w->t, &w->kind, &w->state, &w->prev, &w->trig, &w->recov, &w->metrics, &w->rtt};
+    for (int i = 0; i < 8; i++)
+        if (from[i]->len && bcol_put(to[i], from[i]->data, from[i]->len)) return -1;
+    if (w->rows && (s->rows == s->trace_row0 || w->row_tmax > s->row_tmax)) s->row_tmax = w->row_tmax;
+    s->trans += wtrans;
+    s->skipped += w->skipped;
+    s->rows += w->rows;
+    if (w->has_t) {
+        if (!s->has_t || w->tmin < s->tmin) s->tmin = w->tmin;
+        if (!s->has_t || w->tmax > s->tmax) s->tmax = w->tmax;
+        s->has_t = 1;
+    }
+    s->lines += w->lines;
+    s->record_no += w->record_no;
+    return 0;
+}
+
 /* records(buffer, start, end, sep, final, handler) -> consumed: the records of buffer[start:end] split at
  * the byte sep; the last piece only when final (it is the start of the next window otherwise). Records
  * this scanner does not decide go to handler(record_bytes, line, record_number). */
@@ -1464,22 +1734,56 @@ static PyObject *qs_records(QS *s, PyObject *args) {
     const char *base = (const char *)buf.buf, *p = base + start, *e = base + end;
     Seen seen;
     PyObject *res = NULL;
+    int split = s->threads > 1;
     if (seen_init(&seen, 0) < 0) goto out;
     for (;;) {
-        Py_ssize_t nl;
-        int cls;
-        const char *q = scan_record(p, e, sep, &nl, &cls);
-        if (q == e && !final) break;
-        s->record_no++;
-        int r = qs_record(s, p, q, cls, &seen);
-        if (r < 0) goto out;
-        if (r == 0 && call_handler(handler, "(y#LL)", p, (Py_ssize_t)(q - p), s->lines + 1, s->record_no)) goto out;
-        s->lines += nl + (q < e && sep == '\n');
-        if (q == e) {
-            p = e;
-            break;
+        const char *mid = NULL;
+        Work *k = NULL;
+        pthread_t th;
+        if (split && s->header && !s->delta && e - p >= 2 * (s->split_min > 0 ? s->split_min : 1)) {
+            mid = memchr(p + (e - p) / 2, sep, (size_t)(e - (p + (e - p) / 2)));
+            if (mid && ++mid < e && (k = work_new(s, mid, e, sep, final)) && pthread_create(&th, NULL, work_main, k)) {
+                work_free(k);
+                k = NULL;
+            }
         }
-        p = q + 1;
+        if (!k) { /* one thread; while the header is not read, up to it (then the rest may be split) */
+            int r = qs_run(s, p, e, sep, final, handler, &seen, &p, split && !s->header);
+            if (r < 0) goto out;
+            if (r == 0) break;
+            continue;
+        }
+        int gen = s->gen;
+        Py_ssize_t row0 = s->trace_row0;
+        const char *at;
+        int r = qs_run(s, p, mid, sep, 0, handler, &seen, &at, 0), pending = W_PENDING;
+        if (__atomic_compare_exchange_n(&k->claim, &pending, W_TAKEN_BACK, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            pthread_detach(th); /* it has not begun: read its part here, and split no more in this call */
+            if (r < 0) goto out;
+            split = 0;
+            p = mid;
+            continue;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        pthread_join(th, NULL);
+        Py_END_ALLOW_THREADS
+        if (r < 0) {
+            work_free(k);
+            goto out;
+        }
+        if (k->status < 0 || !s->header || s->delta || s->gen != gen || s->trace_row0 != row0) {
+            /* out of memory there, or what its part assumed changed: read it here */
+            split = k->status >= 0 && !s->delta;
+            work_free(k);
+            p = mid;
+            continue;
+        }
+        r = work_merge(s, k, &seen);
+        int status = k->status;
+        p = k->stop;
+        work_free(k);
+        if (r < 0) goto out;
+        if (status == 0) break;
     }
     res = PyLong_FromSsize_t(p - base);
 out:
@@ -1860,7 +2164,7 @@ static PyObject *qs_trace(QS *s, PyObject *unused) {
 
 static PyObject *col_bytes(Col *c) {
     PyObject *b = PyBytes_FromStringAndSize(c->data ? c->data : "", (Py_ssize_t)c->len);
-    PyMem_Free(c->data);
+    PyMem_RawFree(c->data);
     c->data = NULL;
     c->len = c->cap = 0;
     return b;
@@ -1934,6 +2238,9 @@ static int qs_init(QS *s, PyObject *args, PyObject *kw) {
     Py_XSETREF(s->names, names);
     s->max_value = 1 << 24;
     s->states = 1;
+    cpu_set_t cpus;
+    s->threads = sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) >= 2 ? 2 : 1;
+    s->split_min = 1 << 16;
     qs_new_file(s, NULL);
     return 0;
 }
@@ -1941,9 +2248,9 @@ static int qs_init(QS *s, PyObject *args, PyObject *kw) {
 static void qs_dealloc(QS *s) {
     BCol *cols[8] = {&s->t, &s->kind, &s->state, &s->prev, &s->trig, &s->recov, &s->metrics, &s->rtt};
     for (int i = 0; i < 8; i++) Py_XDECREF(cols[i]->ba);
-    PyMem_Free(s->uses.data);
-    PyMem_Free(s->aux.data);
-    PyMem_Free(s->marks.data);
+    PyMem_RawFree(s->uses.data);
+    PyMem_RawFree(s->aux.data);
+    PyMem_RawFree(s->marks.data);
     Py_XDECREF(s->table);
     Py_XDECREF(s->names);
     Py_TYPE(s)->tp_free((PyObject *)s);
@@ -1984,6 +2291,8 @@ static PyMemberDef qs_members[] = {
     {"max_value", T_PYSSIZET, offsetof(QS, max_value), 0, "longest document value read"},
     {"trace_index", T_LONGLONG, offsetof(QS, trace_index), READONLY, "traces[] element"},
     {"event_index", T_LONGLONG, offsetof(QS, event_index), READONLY, "events[] element"},
+    {"threads", T_INT, offsetof(QS, threads), 0, "threads records() reads a long run of records with (1 or 2)"},
+    {"split_min", T_PYSSIZET, offsetof(QS, split_min), 0, "the least bytes a thread's part of records() holds"},
     {NULL},
 };
 

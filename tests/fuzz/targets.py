@@ -242,10 +242,11 @@ def _run_metric_states(data: bytes, scratch: Path) -> str | None:
     from quicsm.traces.qlog_scanner import QlogScannerPy, Scanner
     from quicsm.traces.states import is_known_state
     from tests.traces import qlog_oracle
+    from tests.traces.test_qlog_oracle import TWO_THREADS
 
     data = data[:AGREEMENT_INPUT]
     small = _small_window(data)
-    scanner = QlogScannerPy if _pick(data, 2) or not HAVE_C else Scanner
+    scanner = (QlogScannerPy, Scanner, TWO_THREADS)[_pick(data, 3)] if HAVE_C else QlogScannerPy
     for states in ("metrics", "auto"):
         meta = TraceMeta(states=states)
         for kind, name in (("sqlog", "read_sqlog"), ("ndjson", "read_ndjson")):
@@ -268,11 +269,12 @@ def _run_metric_states(data: bytes, scratch: Path) -> str | None:
 
 
 def _run_qlog_agreement(data: bytes, scratch: Path) -> str | None:
-    """The qlog column reader (JSON-SEQ, NDJSON, one document) by the C scanner and by its Python twin,
+    """The qlog column reader (JSON-SEQ, NDJSON, one document) by the C scanner (in one thread and in two)
+    and by its Python twin,
     read whole and in windows down to a few bytes, gives one result; and that is the old object
     reader's (tests/traces/qlog_oracle.py), problems with their lines and reasons included, wherever
     that oracle applies (:func:`~tests.traces.qlog_oracle.comparable`)."""
-    from quicsm.traces.qlog_scanner import QlogScannerPy, Scanner
+    from quicsm.traces.qlog_scanner import QlogScannerPy
     from tests.traces import qlog_oracle
 
     whole = data[: AGREEMENT_INPUT * 8]  # a document is held to the oracle only while it is JSON: keep it whole
@@ -281,7 +283,11 @@ def _run_qlog_agreement(data: bytes, scratch: Path) -> str | None:
     # whole document not in windows under 97 bytes: a value is scanned again as each window adds to it, so
     # 3-byte windows over a 20 KB document took 0.9 s (over the 10 s hang limit on a loaded machine)
     windows = SMALL_WINDOWS if len(data) <= AGREEMENT_INPUT else tuple(w for w in SMALL_WINDOWS if w >= 97)
-    others = [(s, w) for s in ((Scanner, QlogScannerPy) if HAVE_C else (QlogScannerPy,)) for w in (None, *windows)]
+    from tests.traces.test_qlog_oracle import ONE_THREAD, TWO_THREADS
+
+    # (C in one thread first; in two threads every run of records is split between them)
+    scanners = (ONE_THREAD, TWO_THREADS, QlogScannerPy) if HAVE_C else (QlogScannerPy,)
+    others = [(s, w) for s in scanners for w in (None, *windows)]
     for kind, name in (("sqlog", "read_sqlog"), ("ndjson", "read_ndjson"), ("qlog", "read_qlog")):
         scanner, window = others[1:][_pick(data, len(others) - 1, len(kind))] if HAVE_C else others[_pick(data, 2)]
         first = _qlog_columns(data, kind, others[0][0], None)

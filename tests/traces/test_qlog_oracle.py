@@ -31,8 +31,25 @@ QLOGS = sorted(
     for pattern in ("*.qlog", "*.qlog.gz", "*.sqlog", "*.sqlog.gz")
     for p in where.rglob(pattern)
 )
-SCANNERS = [qlog_scanner.Scanner] + ([qlog_scanner.QlogScannerPy] if qlog_scanner.available() else [])
-"""The C scanner and its twin (only the twin where the extension is not built)."""
+
+
+def in_threads(threads: int, split_min: int = 1) -> Any:
+    """The C scanner reading records in ``threads`` threads; with two, every run of records of at least
+    ``2 * split_min`` bytes (after the header) is split between them (1: runs of two records are)."""
+
+    def scanner(table: dict[bytes, int], names: list[str]) -> Any:
+        sc = qlog_scanner.Scanner(table, names)
+        sc.threads, sc.split_min = threads, split_min
+        return sc
+
+    scanner.__name__ = f"Scanner({threads} thread{'s' * (threads > 1)})"
+    return scanner
+
+
+ONE_THREAD, TWO_THREADS = (in_threads(1), in_threads(2)) if qlog_scanner.available() else (None, None)
+SCANNERS = [ONE_THREAD, TWO_THREADS, qlog_scanner.QlogScannerPy] if qlog_scanner.available() else [qlog_scanner.Scanner]
+"""The C scanner in one thread and in two (every run of records split), and its twin (only the twin where the
+extension is not built)."""
 
 
 def kind_of(data: bytes) -> str:
