@@ -59,10 +59,8 @@ def synoptic_arguments(
     return [*args, log_path]
 
 
-def synoptic_command_line(
-    log_path: str, output_prefix: str, jar: str = "synoptic.jar", java: str = "java", *, coarsen: bool = True
-) -> list[str]:
-    return [java, "-jar", jar, *synoptic_arguments(log_path, output_prefix, coarsen=coarsen, quiet=False)]
+def synoptic_command_line(log_path: str, output_prefix: str) -> list[str]:
+    return ["java", "-jar", "synoptic.jar", *synoptic_arguments(log_path, output_prefix, quiet=False)]
 
 
 def dump_synoptic_log(sequences: Sequence[Sequence[str]], fh: IO[str]) -> int:

@@ -173,7 +173,7 @@ SYNOPTIC_HASH_OFFSET = SYNOPTIC_BUILDS["build.xml"]
 """The build the replay follows (the original as its own build file builds it)."""
 
 
-def trace_path_hash_index(events: int, traces: int, offset: int | None = None) -> int:
-    """Which identity hash Synoptic's first trace path gets (see :data:`SYNOPTIC_BUILDS`); ``offset``
-    defaults to :data:`SYNOPTIC_HASH_OFFSET` as it is when called."""
-    return (SYNOPTIC_HASH_OFFSET if offset is None else offset) + 2 * events + traces
+def trace_path_hash_index(events: int, traces: int) -> int:
+    """Which identity hash Synoptic's first trace path gets (see :data:`SYNOPTIC_BUILDS`), at
+    :data:`SYNOPTIC_HASH_OFFSET` as it is when called."""
+    return SYNOPTIC_HASH_OFFSET + 2 * events + traces

@@ -79,22 +79,16 @@ def _first_occurrence(codes: np.ndarray) -> list[int]:
     return uniq[np.argsort(first, kind="stable")].tolist()
 
 
-def mined_order(log: EncodedLog, inv: InvariantSet, *, hash_offset: int | None = None) -> list[Invariant]:
-    """The mined invariants in the order Synoptic's ``ChainWalkingTOInvMiner`` lists them.
-
-    ``hash_offset`` places the trace paths in the JVM's identity-hash sequence (default:
-    :data:`~quicsm.inference.jvm.SYNOPTIC_HASH_OFFSET`, the original built by its build.xml, run with
-    ``java -jar``); ``-1`` walks the paths in trace order instead.
+def mined_order(log: EncodedLog, inv: InvariantSet) -> list[Invariant]:
+    """The mined invariants in the order Synoptic's ``ChainWalkingTOInvMiner`` lists them, the trace paths
+    placed in the JVM's identity-hash sequence at :data:`~quicsm.inference.jvm.SYNOPTIC_HASH_OFFSET` (the
+    original built by its build.xml, run with ``java -jar``).
     """
     nonempty = [t for t in range(log.traces) if log.offsets[t + 1] > log.offsets[t]]
     if not nonempty:
         return []
-    if hash_offset == -1:
-        paths = nonempty
-    else:
-        start = trace_path_hash_index(log.events, len(nonempty), hash_offset)
-        hashes = identity_hashes(start, len(nonempty)).tolist()
-        paths = [nonempty[i] for i in hashset_order(hashes)]
+    hashes = identity_hashes(trace_path_hash_index(log.events, len(nonempty)), len(nonempty)).tolist()
+    paths = [nonempty[i] for i in hashset_order(hashes)]
     types: list[int] = []
     known: set[int] = set()
     first_path: list[int] = []

@@ -327,21 +327,14 @@ def prepared_source(
             for patch in patches:
                 _apply_tool_patch(patch, staging)
             if origin.kind == "archive":
-                record["source_sha256"] = _sha256_file(origin.path)
+                with open(origin.path, "rb") as fh:
+                    record["source_sha256"] = hashlib.file_digest(fh, "sha256").hexdigest()
             record["version"] = version
             (staging / ".quicsm-prepared").write_text(json.dumps(record, indent=1))
             os.replace(staging, dest)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     return dest, record
-
-
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _link_tree(src: Path, dest: Path) -> None:

@@ -32,7 +32,7 @@ from quicsm.testbed.buildtools import FileLock, Progress, cache_root
 if TYPE_CHECKING:
     from quicsm.testbed.stacks import Source, Stack
 
-__all__ = ["Resolved", "given_set", "made_sets_root", "release_version", "resolve_set"]
+__all__ = ["Resolved", "given_set", "made_sets_root", "release_version", "resolve_set", "shipped_versions"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,16 @@ def release_version(ps: PatchSet) -> str | None:
         if isinstance(block, dict) and isinstance(block.get("version"), str):
             return str(block["version"])
     return None
+
+
+def shipped_versions(stack: Stack, target: str) -> list[str]:
+    """The releases the shipped sets of ``target`` were made for, with a set for each of the stack's
+    controllers, oldest first."""
+    found: dict[str, set[str]] = {}
+    for ps in shipped_patch_sets(target):
+        if v := release_version(ps):
+            found.setdefault(v, set()).add(ps.algorithm)
+    return sorted((v for v, ccs in found.items() if set(stack.ccs) <= ccs), key=stack.version_key)
 
 
 def _say(progress: Progress | None, text: str) -> None:

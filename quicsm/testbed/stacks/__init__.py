@@ -154,6 +154,11 @@ class Stack:
         """Versions with pinned (shipped) patch sets, oldest first."""
         return [self.default_version] if self.default_version else []
 
+    @staticmethod
+    def version_key(version: str) -> tuple[int, ...]:
+        """``0.11.19`` -> (0, 11, 19): a crate's or Chromium's release numbers, to sort by."""
+        return tuple(int(x) for x in version.split(".") if x.isdigit())
+
     def validate(self, cfg: RunParams) -> None:
         """Refuse what this stack cannot run (a one-line :class:`TestbedError`)."""
         if cfg.cc not in self.ccs:

@@ -52,15 +52,9 @@ class ChromiumQuicStack(Stack):
     target: ClassVar[str | None] = "chromium"
 
     def versions(self) -> list[str]:
-        from quicsm.instrumentation.patchset import shipped_patch_sets
-        from quicsm.testbed.sets import release_version
+        from quicsm.testbed.sets import shipped_versions
 
-        found: dict[str, set[str]] = {}
-        for ps in shipped_patch_sets("chromium"):
-            v = release_version(ps)
-            if v:
-                found.setdefault(v, set()).add(ps.algorithm)
-        return sorted((v for v, ccs in found.items() if set(self.ccs) <= ccs), key=_version_key)
+        return shipped_versions(self, "chromium")
 
     def validate(self, cfg: RunParams) -> None:
         super().validate(cfg)
@@ -186,10 +180,6 @@ def _spki(bins: ServerClient) -> str:
         return str(json.loads((Path(bins.server).parent / "build.json").read_text()).get("spki", ""))
     except (OSError, ValueError):
         return ""
-
-
-def _version_key(v: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in v.split(".") if x.isdigit())
 
 
 register(ChromiumQuicStack())

@@ -46,16 +46,9 @@ class QuicheStack(Stack):
         return version.removeprefix("v")
 
     def versions(self) -> list[str]:
-        from quicsm.instrumentation.patchset import shipped_patch_sets
-        from quicsm.testbed.quiche_build import TARGET
+        from quicsm.testbed.sets import shipped_versions
 
-        found: dict[str, set[str]] = {}
-        for ps in shipped_patch_sets(TARGET):
-            crate = ps.extra.get("crate")
-            if isinstance(crate, dict) and crate.get("version"):
-                found.setdefault(str(crate["version"]), set()).add(ps.algorithm)
-        ok = [v for v, ccs in found.items() if set(self.ccs) <= ccs]
-        return sorted(ok, key=lambda v: tuple(int(x) for x in v.split(".") if x.isdigit()))
+        return shipped_versions(self, "cloudflare-quiche")
 
     def build(self, cfg: RunParams, *, progress: Progress | None = None, force: bool = False) -> Built:
         from quicsm.testbed.quiche_build import build_quiche_server

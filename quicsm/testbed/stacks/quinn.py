@@ -32,16 +32,14 @@ class QuinnStack(Stack):
         return version.removeprefix("v")
 
     def versions(self) -> list[str]:
-        from quicsm.instrumentation.patchset import shipped_patch_sets
-        from quicsm.testbed.quinn_build import TARGET
+        from quicsm.testbed.sets import shipped_versions
 
-        found = {str(ps.extra["crate"]["version"]) for ps in shipped_patch_sets(TARGET) if ps.extra.get("crate")}
-        return sorted(found, key=lambda v: tuple(int(x) for x in v.split(".") if x.isdigit()))
+        return shipped_versions(self, "quinn")
 
     def validate(self, cfg: RunParams) -> None:
         super().validate(cfg)
         version = self.version(cfg)
-        if cfg.qlog and tuple(int(x) for x in version.split(".") if x.isdigit()) < self.QLOG_FROM:
+        if cfg.qlog and self.version_key(version) < self.QLOG_FROM:
             first = ".".join(map(str, self.QLOG_FROM))
             raise TestbedError(f"qlog: quinn-proto {version} has no qlog writer (from {first} on)")
 
