@@ -433,7 +433,7 @@ def _render(template: str, options: DotOptions, legend: _Legend, **context: Any)
         .render(
             opts=options,
             rankdir=options.rankdir.upper(),
-            title=_title(options.title),
+            title=Html(f"<B>{_h(options.title)}</B>") if options.title else None,
             legend=legend if options.legend else None,
             share_color=SHARE_COLOR,
             edge_color=EDGE_COLOR,
@@ -489,10 +489,6 @@ def _flat_label(edge: _Item) -> _Item:
         return edge
     attrs = {("xlabel" if k == "label" else k): v for k, v in edge.attrs.items()}
     return _Item(edge.src, attrs, edge.dst)
-
-
-def _title(title: str | None) -> Html | None:
-    return Html(f"<B>{_h(title)}</B>") if title else None
 
 
 def _cluster_label(title: str, am: AnnotatedModel) -> Html:

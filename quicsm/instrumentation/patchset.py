@@ -238,13 +238,9 @@ def load_patch_set(path: str | Path) -> PatchSet:
     return _load(p / MANIFEST, p / DIFF, str(p), None, None)
 
 
-def _patches_root() -> Traversable:
-    return resources.files("quicsm").joinpath("patches")
-
-
 def shipped_set_dirs(target: str | None = None) -> list[tuple[str, str, Traversable]]:
     """(target, set name, directory) of every shipped set, without loading them."""
-    root = _patches_root()
+    root = resources.files("quicsm").joinpath("patches")
     out: list[tuple[str, str, Traversable]] = []
     if not root.is_dir():
         return out

@@ -146,15 +146,11 @@ def _already_there(edits: list[Edit], text: str) -> bool:
     return bool(added) and all(a in have for a in added)
 
 
-def _eol(text: str) -> str:
-    return "\r\n" if text.count("\r\n") > text.count("\n") / 2 else "\n"
-
-
 def _build(
     new_text: str, placed: list[tuple[Edit, int, float, str | None]], target: Target, detection: Detection
 ) -> tuple[str, list[str]]:
     """The placed file; also reasons for changes whose removed lines could not be rewritten."""
-    eol = _eol(new_text)
+    eol = "\r\n" if new_text.count("\r\n") > new_text.count("\n") / 2 else "\n"
     lines = new_text.splitlines()
     problems: list[str] = []
     for e, p, _, _ in sorted(placed, key=lambda x: x[1], reverse=True):

@@ -24,7 +24,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -459,4 +459,4 @@ def _install(res: BuildResult, out_dir: Path) -> BuildResult:
             Path(tmp).unlink(missing_ok=True)
             raise
         paths[prog] = dst
-    return BuildResult(**{**res.__dict__, "server": paths["server"], "client": paths["client"]})
+    return replace(res, server=paths["server"], client=paths["client"])

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from quicsm.errors import TestbedError
@@ -82,15 +83,7 @@ def build_constant_server(
     entry = base.cache_dir.parent / f"{base.cache_dir.name}-{tag}"
     server = entry / "bin" / build.PROGRAMS["server"]
     if server.is_file():
-        return build.BuildResult(
-            **{
-                **base.__dict__,
-                "server": server,
-                "patched_module": entry / "quic-go",
-                "cache_dir": entry,
-                "cached": True,
-            }
-        )
+        return replace(base, server=server, patched_module=entry / "quic-go", cache_dir=entry, cached=True)
     toolchain = base.meta.get("toolchain")
     env = build.go_env(str(toolchain) if toolchain else None)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=entry.parent))
@@ -110,6 +103,4 @@ def build_constant_server(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return build.BuildResult(
-        **{**base.__dict__, "server": server, "patched_module": entry / "quic-go", "cache_dir": entry, "cached": False}
-    )
+    return replace(base, server=server, patched_module=entry / "quic-go", cache_dir=entry, cached=False)
