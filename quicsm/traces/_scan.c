@@ -818,6 +818,65 @@ static const char *jnumber(const char *p, const char *e, int *integer) {
     return p;
 }
 
+/* A JSON number at p, checked as jnumber() checks it and, in the same pass, read as exact_strtod() reads it: the
+ * decimal mantissa's first 19 significant digits and its power of ten (slow: more digits, or a huge exponent:
+ * exact_strtod() then reads the text). num_value() gives exact_strtod()'s double without reading the text again. */
+typedef struct { unsigned long long m; int e10; unsigned char neg, integer, slow; } JNum;
+
+static const char *jnumber_m(const char *p, const char *e, JNum *n) {
+    const char *s = p;
+    unsigned long long m = 0;
+    int digits = 0, e10 = 0, slow = 0;
+    n->neg = 0;
+    n->integer = 1;
+    if (p < e && *p == '-') { n->neg = 1; p++; }
+    if (p >= e || *p < '0' || *p > '9') return NULL;
+    if (*p == '0') p++;
+    else
+        for (; p < e && *p >= '0' && *p <= '9'; p++) {
+            if (digits >= 19) slow = 1;
+            else { m = m * 10 + (unsigned)(*p - '0'); digits++; }
+        }
+    if (p < e && *p == '.') {
+        n->integer = 0; p++;
+        if (p >= e || *p < '0' || *p > '9') return NULL;
+        for (; p < e && *p >= '0' && *p <= '9'; p++) {
+            if (m || *p != '0') {
+                if (digits >= 19) slow = 1;
+                else { m = m * 10 + (unsigned)(*p - '0'); digits++; }
+            }
+            e10--;
+        }
+    }
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        int sign = 1, x = 0;
+        n->integer = 0; p++;
+        if (p < e && (*p == '+' || *p == '-')) sign = *p++ == '-' ? -1 : 1;
+        if (p >= e || *p < '0' || *p > '9') return NULL;
+        for (; p < e && *p >= '0' && *p <= '9'; p++) {
+            if (x > 100000) slow = 1;
+            else x = x * 10 + (*p - '0');
+        }
+        e10 += sign * x;
+    }
+    if (p - s > 30) return NULL; /* long numbers: the Python reader's guards decide */
+    n->m = m;
+    n->e10 = e10;
+    n->slow = (unsigned char)slow;
+    return p;
+}
+
+/* exact_strtod() of the number [s.a, s.b) that jnumber_m() read into n. */
+static double num_value(const JNum *n, Span s) {
+    if (!EXACT_FAST_PATH || n->slow) return exact_strtod(s.a, (size_t)(s.b - s.a));
+    if (n->m == 0) return n->neg ? -0.0 : 0.0;
+    if (n->m > (1ULL << 53) || n->e10 < -22 || n->e10 > 22) return exact_strtod(s.a, (size_t)(s.b - s.a));
+    double r = n->e10 < 0 ? (double)n->m / POW10[-n->e10] : (double)n->m * POW10[n->e10];
+    return n->neg ? -r : r;
+}
+
+static int num_start(const char *p, const char *e) { return p < e && (*p == '-' || (*p >= '0' && *p <= '9')); }
+
 /* Any JSON value at p: its end, or NULL if it is not (strict) JSON or nests deeper than 64. */
 static const char *jvalue(const char *p, const char *e, int depth, int *type) {
     int plain, integer;
@@ -866,7 +925,7 @@ static const char *const REC_ALT[5] = {"event", "event_type", "category", "relat
  * members, as qlog._event_parts reads them) is one it reads instead (REC_ALT) or not lower-case ASCII (it
  * lower-cases every key then). */
 static const char *jmembers_at(const char *p, const char *e, const char *const *keys, int nkeys, Span *vals, int *types,
-                               int strict, int depth) {
+                               JNum *nums, int strict, int depth) {
     int plain, t, i;
     for (i = 0; i < nkeys; i++) { vals[i].a = vals[i].b = NULL; types[i] = J_BAD; }
     if (p >= e || *p != '{') return NULL;
@@ -880,9 +939,12 @@ static const char *jmembers_at(const char *p, const char *e, const char *const *
         if (p >= e || *p != ':') return NULL;
         p = skip_jws(p + 1, e);
         const char *va = p;
-        if (!(p = jvalue(p, e, depth + 1, &t))) return NULL;
         if (!plain) return NULL;
         for (i = 0; i < nkeys && (*keys[i] != *key.a || !span_is(key, keys[i])); i++) {}
+        if (nums && i < nkeys && num_start(p, e)) { /* a wanted number: checked and read in one pass */
+            if (!(p = jnumber_m(p, e, &nums[i]))) return NULL;
+            t = J_NUM;
+        } else if (!(p = jvalue(p, e, depth + 1, &t))) return NULL;
         if (i < nkeys) {
             if (vals[i].a) return NULL;
             vals[i].a = va; vals[i].b = p; types[i] = t;
@@ -899,9 +961,9 @@ static const char *jmembers_at(const char *p, const char *e, const char *const *
 }
 
 /* jmembers_at over the whole of [p, e): 1 if the object (and only white space after it) fills it. */
-static int jmembers(const char *p, const char *e, const char *const *keys, int nkeys, Span *vals, int *types, int strict,
-                    int depth) {
-    const char *q = jmembers_at(p, e, keys, nkeys, vals, types, strict, depth);
+static int jmembers(const char *p, const char *e, const char *const *keys, int nkeys, Span *vals, int *types, JNum *nums,
+                    int strict, int depth) {
+    const char *q = jmembers_at(p, e, keys, nkeys, vals, types, nums, strict, depth);
     return q && skip_jws(q, e) == e;
 }
 
@@ -941,6 +1003,13 @@ static int soft_at(const char *p, const char *q, const char *e) {
 
 enum { R_PACKET = 0, R_SOFT = 1, R_WANTED = 2 };
 
+static int pop16(unsigned int x) { /* bits set in a 16-bit mask */
+    x = x - ((x >> 1) & 0x5555u);
+    x = (x & 0x3333u) + ((x >> 2) & 0x3333u);
+    x = (x + (x >> 4)) & 0x0f0fu;
+    return (int)((x + (x >> 8)) & 0x1fu);
+}
+
 /* The record that starts at p: its end (the first sep byte, or e when there is none), the newlines before that
  * end (*nl) and its class (*cls): R_WANTED if qlog._WANTED (congestion|metric|cc_state, any case) matches
  * anywhere in it (such records are decoded), else R_SOFT if qlog.SOFT_RE (packet_lost|loss_timer|spurious_loss)
@@ -961,7 +1030,7 @@ static const char *scan_record(const char *p, const char *e, int sep, Py_ssize_t
         unsigned int sepm = (unsigned int)_mm_movemask_epi8(_mm_cmpeq_epi8(raw, vsep));
         unsigned int before = sepm ? (1u << __builtin_ctz(sepm)) - 1 : 0xffffu;
         unsigned int nlm = (unsigned int)_mm_movemask_epi8(_mm_cmpeq_epi8(raw, vnl)) & before;
-        if (nlm) n += __builtin_popcount(nlm); /* rare: a library call without -mpopcnt */
+        if (nlm) n += pop16(nlm); /* (__builtin_popcount is a library call without -mpopcnt) */
         if (!wanted) {
             __m128i v = _mm_or_si128(raw, low);
             __m128i at9 = _mm_or_si128(_mm_loadu_si128((const __m128i *)(q + 9)), low);
@@ -1044,12 +1113,11 @@ static int regex_time(const char *p, const char *e, double *t) {
     }
 }
 
-static double num_of(Span s) { return exact_strtod(s.a, (size_t)(s.b - s.a)); }
 
-/* A usable event time (qlog_values.time_value): a number, finite, |t| <= 1e15. */
-static int good_time(Span s, int type, double *t) {
+/* A usable event time (qlog_values.time_value): a number (read into n), finite, |t| <= 1e15. */
+static int good_time(Span s, int type, const JNum *n, double *t) {
     if (type != J_NUM) return 0;
-    *t = num_of(s);
+    *t = num_value(n, s);
     return isfinite(*t) && fabs(*t) <= 1e15;
 }
 
@@ -1128,23 +1196,16 @@ typedef struct {
 /* An ASCII name that qlog's _role knows: 1 state, 2 metrics, 3 mvfst, 4 lost, 5 timer, 6 spurious, 0 none (after the last
  * ':', any case). */
 static int role_of(Span name) {
+    static const struct { const char *word; size_t n; int role; } ROLES[] = {
+        {"congestion_state_updated", 24, 1}, {"congestion_state_update", 23, 1}, {"cc_state_update", 15, 1},
+        {"congestion_state", 16, 1},         {"metrics_updated", 15, 2},         {"recovery_metrics_updated", 24, 2},
+        {"metric_update", 13, 2},            {"metrics_update", 14, 2},          {"congestion_metric_update", 24, 3},
+        {"packet_lost", 11, 4},              {"loss_timer_updated", 18, 5},      {"spurious_loss", 13, 6}};
     const char *a = name.b;
     while (a > name.a && a[-1] != ':') a--;
-    char low[32];
     size_t n = (size_t)(name.b - a);
-    if (n >= sizeof low) return 0;
-    for (size_t i = 0; i < n; i++) low[i] = (char)(a[i] >= 'A' && a[i] <= 'Z' ? a[i] | 32 : a[i]);
-    low[n] = 0;
-    static const char *const states[] = {"congestion_state_updated", "congestion_state_update", "cc_state_update", "congestion_state"};
-    static const char *const metrics[] = {"metrics_updated", "recovery_metrics_updated", "metric_update", "metrics_update"};
-    for (int i = 0; i < 4; i++) {
-        if (!strcmp(low, states[i])) return 1;
-        if (!strcmp(low, metrics[i])) return 2;
-    }
-    if (!strcmp(low, "congestion_metric_update")) return 3;
-    if (!strcmp(low, "packet_lost")) return 4;
-    if (!strcmp(low, "loss_timer_updated")) return 5;
-    if (!strcmp(low, "spurious_loss")) return 6;
+    for (size_t i = 0; i < sizeof ROLES / sizeof *ROLES; i++) /* (a name is printable ASCII: no NUL) */
+        if (ROLES[i].n == n && ci_at(a, name.b, ROLES[i].word, n)) return ROLES[i].role;
     return 0;
 }
 
@@ -1338,6 +1399,7 @@ static int str_is(Span v, const char *word) { /* a plain string's text is word *
 typedef struct {
     Span v[3], d[16];
     int ty[3], dt[16];
+    JNum n[3], dn[16]; /* the numbers among them, read (time; data's wanted members) */
     int name_plain, role;
 } Rec;
 
@@ -1366,13 +1428,13 @@ static int rec_members(const char *p, const char *e, Rec *r) {
         if (p >= e || *p != ':') return 0;
         p = skip_jws(p + 1, e);
         const char *va = p;
-        for (i = 0; i < 3 && !span_is(key, REC_KEYS[i]); i++) {}
+        for (i = 0; i < 3 && (*REC_KEYS[i] != *key.a || !span_is(key, REC_KEYS[i])); i++) {}
         const char *const *dk = NULL;
         if (i == 2 && r->role < 0 && r->name_plain && r->v[1].b - r->v[1].a > 2 && p < e && *p == '{') {
             Span name = {r->v[1].a + 1, r->v[1].b - 1};
             int role = role_of(name);
             if ((dk = role_keys(role, &nk))) {
-                if (!(p = jmembers_at(p, e, dk, nk, r->d, r->dt, 0, 1))) return 0;
+                if (!(p = jmembers_at(p, e, dk, nk, r->d, r->dt, r->dn, 0, 1))) return 0;
                 t = J_OBJ;
                 r->role = role;
             }
@@ -1382,6 +1444,9 @@ static int rec_members(const char *p, const char *e, Rec *r) {
             t = J_STR;
             if (!(p = jstring(p, e, &vplain))) return 0;
             if (i == 1 && !r->v[1].a) r->name_plain = vplain;
+        } else if (i < 3 && num_start(p, e)) {
+            t = J_NUM;
+            if (!(p = jnumber_m(p, e, &r->n[i]))) return 0;
         } else if (!(p = jvalue(p, e, 1, &t))) return 0;
         if (i < 3) {
             if (r->v[i].a) return 0;
@@ -1415,14 +1480,14 @@ static int qs_lost_or_timer(QS *s, int role, const Rec *r) {
             const Span *d = dd;
             const int *dt = ddt;
             if (r->role == 5) d = r->d, dt = r->dt; /* read in the record's pass */
-            else if (!jmembers(data.a, data.b, TIMER_KEYS, 2, dd, ddt, 0, 1)) return 0;
+            else if (!jmembers(data.a, data.b, TIMER_KEYS, 2, dd, ddt, NULL, 0, 1)) return 0;
             if (d[0].a && dt[0] == J_STR) {
                 if (!plain_str(d[0], dt[0]) || (d[1].a && dt[1] == J_STR && !plain_str(d[1], dt[1]))) return 0;
                 if (str_is(d[0], "expired")) code = d[1].a && dt[1] == J_STR && str_is(d[1], "pto") ? 3 : 2;
             }
         }
     }
-    if (!good_time(time, time_type, &raw) || !qs_time(s, raw, &t)) return 1;
+    if (!good_time(time, time_type, &r->n[0], &raw) || !qs_time(s, raw, &t)) return 1;
     return code && qs_mark(s, t, code) ? -1 : 1;
 }
 
@@ -1445,16 +1510,16 @@ static int qs_event(QS *s, const char *p, const char *e, Seen *seen) {
     if (role == 0) {
         if (!v[0].a || ty[0] == J_NULL) return 1;
         if (ty[0] == J_STR) return 0; /* a time as a string: float() decides */
-        if (good_time(v[0], ty[0], &raw)) qs_time(s, raw, &t);
+        if (good_time(v[0], ty[0], &r.n[0], &raw)) qs_time(s, raw, &t);
         return 1;
     }
-    if (role == 3 || !v[2].a || ty[2] != J_OBJ || !v[0].a || !good_time(v[0], ty[0], &raw)) return 0;
+    if (role == 3 || !v[2].a || ty[2] != J_OBJ || !v[0].a || !good_time(v[0], ty[0], &r.n[0], &raw)) return 0;
     if (s->delta && !(fabs(raw + s->last_time) <= 1e15)) return 0;
     long long m[7];
     double rtt[2] = {NAN, NAN};
     for (int i = 0; i < 7; i++) m[i] = QNULL;
     if (role == 1) {
-        if (r.role != 1 && !jmembers(v[2].a, v[2].b, STATE_KEYS, 6, r.d, r.dt, 0, 1)) return 0;
+        if (r.role != 1 && !jmembers(v[2].a, v[2].b, STATE_KEYS, 6, r.d, r.dt, NULL, 0, 1)) return 0;
         v = r.d, ty = r.dt;
         int w = v[0].a ? 0 : v[1].a ? 1 : 2;  /* data.get("new", data.get("new_state", data.get("state"))) */
         if (!v[w].a || !plain_str(v[w], ty[w]) || v[w].b - v[w].a <= 2 || all_digits(v[w])) return 0;
@@ -1483,21 +1548,21 @@ static int qs_event(QS *s, const char *p, const char *e, Seen *seen) {
         s->current = state;
         return qs_row(s, K_TRANSITION, t, state, prev, trig, -1, m, rtt, NULL) ? -1 : 1;
     }
-    if (r.role != 2 && !jmembers(v[2].a, v[2].b, METRIC_KEYS, 10 + N_AUX, r.d, r.dt, 0, 1)) return 0;
+    if (r.role != 2 && !jmembers(v[2].a, v[2].b, METRIC_KEYS, 10 + N_AUX, r.d, r.dt, r.dn, 0, 1)) return 0;
     v = r.d, ty = r.dt;
+    const JNum *num = r.dn;
     double aux[N_AUX];
     int keep = qs_keeps_aux(s); /* only then does qs_row keep them */
     for (int i = 0; i < N_AUX; i++) /* as written; anything but a number is none (metric_states._num) */
-        aux[i] = keep && v[10 + i].a && ty[10 + i] == J_NUM ? num_of(v[10 + i]) : NAN;
+        aux[i] = keep && v[10 + i].a && ty[10 + i] == J_NUM ? num_value(&num[10 + i], v[10 + i]) : NAN;
     for (int f = 0; f < 6; f++) {
         int k = METRIC_FIRST[f];
         while (k < METRIC_FIRST[f + 1] && !v[k].a) k++;
         if (k == METRIC_FIRST[f + 1] || ty[k] == J_NULL) continue;
         if (ty[k] != J_NUM || *v[k].a == '-') return 0;
-        int integer;
-        jnumber(v[k].a, v[k].b, &integer);
+        int integer = num[k].integer;
         if (f >= 4) { /* an RTT in the file's unit, scaled in Python: exact as a double below 2^53 */
-            double x = num_of(v[k]);
+            double x = num_value(&num[k], v[k]);
             if (v[k].b - v[k].a > 15 || x >= 1e15) return 0;
             rtt[f - 4] = x;
             continue;
@@ -1508,8 +1573,7 @@ static int qs_event(QS *s, const char *p, const char *e, Seen *seen) {
             m[2] = QMAX;           /* ssthresh: 2^64-1 and beyond mean unbounded */
             continue;
         }
-        unsigned long long x = 0;
-        for (const char *c = v[k].a; c < v[k].b; c++) x = x * 10 + (unsigned long long)(*c - '0');
+        unsigned long long x = num[k].m; /* at most 19 digits, none a leading zero: all of them */
         if (x >= (unsigned long long)QMAX) {
             if (f != 2) return 0;
             x = (unsigned long long)QMAX;
@@ -1537,7 +1601,7 @@ static int qs_record(QS *s, const char *p, const char *e, int cls, Seen *seen) {
             Span name = {v[1].a + 1, v[1].b - 1};
             int role = r.role >= 0 ? r.role : role_of(name);
             if (v[0].a && ty[0] == J_STR) return 0;
-            if (role >= 4 && v[2].a && ty[2] == J_OBJ && v[0].a && good_time(v[0], ty[0], &raw))
+            if (role >= 4 && v[2].a && ty[2] == J_OBJ && v[0].a && good_time(v[0], ty[0], &r.n[0], &raw))
                 return qs_lost_or_timer(s, role, &r);
         }
         if (regex_time(p, e, &raw) && isfinite(raw) && fabs(raw) <= 1e15) qs_time(s, raw, &t);

@@ -238,12 +238,16 @@ def test_numbers_are_read_as_float_reads_them() -> None:
         lines.append(f'{{"time":{x},"name":"transport:packet_sent","data":{{"header":{{"packet_number":{i}}}}}}}\n')
         lines.append(
             f'{{"time":{x},"name":"recovery:metrics_updated","data":{{"smoothed_rtt":{x},"min_rtt":{x},'
-            f'"congestion_window":{i + 1000},"bytes_in_flight":{i}}}}}\n'
+            f'"congestion_window":{i + 1000},"bytes_in_flight":{i},"ssthresh":{x},"latest_rtt":{x}}}}}\n'
         )
     data = "".join(lines).encode()
     traces, _ = agree(data, "ndjson")
     events = [e for t in traces for e in t.events]
     assert len(events) >= len(texts)  # the comparison is of read numbers, not of an empty output
+    # ssthresh (a count: decimals are reported) and latest_rtt (read for states read from the metrics)
+    assert any(e.ssthresh for e in events)
+    traces, _ = agree(data, "ndjson", TraceMeta(states="metrics"))
+    assert traces
 
 
 @pytest.mark.parametrize(
