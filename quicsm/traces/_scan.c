@@ -2373,12 +2373,268 @@ static PyTypeObject QSType = {
     .tp_members = qs_members,
 };
 
+/* ---- Mapped plain files: a log's bytes scanned where the page cache holds them, no read() copy ----
+ *
+ * map_file(fd, size) -> Mapped: the first `size` bytes of the file, mapped read-only (a buffer). A file
+ * truncated while it is mapped (logrotate's copytruncate on a live log) would kill the process with SIGBUS
+ * at the first touch of a page past its new end; here a SIGBUS handler (installed when a file is mapped,
+ * again if something replaced it) maps zero pages over that mapping from the file's end now, notes it
+ * (`faulted`) and lets the access go on. The caller then stops using the mapping and reads the rest with
+ * read(), which says what the file holds now (logscan.py reports the shrink). A SIGBUS elsewhere goes to
+ * the handler that was there before (the default kills the process as ever). The handler touches only
+ * this table and calls fstat and mmap (system calls), so it is safe in any thread. */
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <errno.h>
+#include <signal.h>
+#include <unistd.h>
+#include <stdint.h>
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+
+#define MAX_MAPS 64
+static struct {
+    char *volatile base;
+    volatile size_t len;
+    volatile sig_atomic_t faulted;
+    volatile int fd;
+} maps[MAX_MAPS];
+static struct sigaction bus_before;
+static int bus_ours;
+static size_t page_size;
+
+static void on_bus(int sig, siginfo_t *si, void *ctx) {
+    char *a = (char *)si->si_addr;
+    for (int i = 0; i < MAX_MAPS; i++) {
+        char *b = maps[i].base;
+        size_t n = maps[i].len;
+        if (b && a >= b && a < b + n) {
+            char *page = (char *)((uintptr_t)a & ~(uintptr_t)(page_size - 1));
+            struct stat st; /* zeros from the file's end now: one signal, not one a page */
+            if (fstat(maps[i].fd, &st) == 0 && st.st_size >= 0 && (size_t)st.st_size < n) {
+                char *end = b + (((size_t)st.st_size + page_size - 1) & ~(page_size - 1));
+                if (end < page) page = end;
+            }
+            if (mmap(page, (size_t)(b + n - page), PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED) {
+                maps[i].faulted = 1;
+                return; /* the access is retried and reads zeros */
+            }
+        }
+    }
+    if (bus_before.sa_flags & SA_SIGINFO) {
+        bus_before.sa_sigaction(sig, si, ctx);
+    } else if (bus_before.sa_handler != SIG_DFL && bus_before.sa_handler != SIG_IGN) {
+        bus_before.sa_handler(sig);
+    } else { /* not a mapped file's: the default action, when the access is retried */
+        sigaction(SIGBUS, &bus_before, NULL);
+        bus_ours = 0;
+    }
+}
+
+/* Our handler in place (again, if something replaced it since: faulthandler.enable()). */
+static int guard_bus(void) {
+    struct sigaction now;
+    if (sigaction(SIGBUS, NULL, &now) != 0) return -1;
+    if (bus_ours && (now.sa_flags & SA_SIGINFO) && now.sa_sigaction == on_bus) return 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_bus;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGBUS, &sa, &now) != 0) return -1;
+    if (!((now.sa_flags & SA_SIGINFO) && now.sa_sigaction == on_bus)) bus_before = now;
+    bus_ours = 1;
+    return 0;
+}
+
+typedef struct {
+    PyObject_HEAD
+    char *base;
+    Py_ssize_t size;
+    Py_ssize_t exports;
+    int slot;
+} Mapped;
+
+static PyTypeObject MappedType;
+
+static PyObject *map_file(PyObject *self, PyObject *args) {
+    int fd;
+    Py_ssize_t size;
+    if (!PyArg_ParseTuple(args, "in", &fd, &size)) return NULL;
+    if (size <= 0) {
+        PyErr_SetString(PyExc_ValueError, "map_file: size must be positive");
+        return NULL;
+    }
+    if (!page_size) page_size = (size_t)sysconf(_SC_PAGESIZE);
+    int slot = -1;
+    for (int i = 0; i < MAX_MAPS; i++)
+        if (!maps[i].base) { slot = i; break; }
+    if (slot < 0) {
+        PyErr_SetString(PyExc_OSError, "map_file: too many files mapped at once");
+        return NULL;
+    }
+    if (guard_bus() != 0) return PyErr_SetFromErrno(PyExc_OSError);
+    void *base = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) return PyErr_SetFromErrno(PyExc_OSError);
+    Mapped *m = PyObject_New(Mapped, &MappedType);
+    if (!m) {
+        munmap(base, (size_t)size);
+        return NULL;
+    }
+    m->base = base;
+    m->size = size;
+    m->exports = 0;
+    m->slot = slot;
+    maps[slot].faulted = 0;
+    maps[slot].fd = fd;
+    maps[slot].len = (size_t)size;
+    maps[slot].base = base; /* last: the handler reads base, then len */
+    return (PyObject *)m;
+}
+
+static int mapped_unmap(Mapped *m) {
+    if (!m->base) return 0;
+    if (m->exports) {
+        PyErr_SetString(PyExc_BufferError, "a mapped file with views of it cannot be closed");
+        return -1;
+    }
+    maps[m->slot].base = NULL;
+    munmap(m->base, (size_t)m->size);
+    m->base = NULL;
+    return 0;
+}
+
+static int mapped_open(Mapped *m) {
+    if (m->base) return 0;
+    PyErr_SetString(PyExc_ValueError, "the mapped file is closed");
+    return -1;
+}
+
+static int mapped_range(Mapped *m, Py_ssize_t *a, Py_ssize_t *b) {
+    if (mapped_open(m) < 0) return -1;
+    if (*a < 0) *a = 0;
+    if (*b > m->size) *b = m->size;
+    if (*b < *a) *b = *a;
+    return 0;
+}
+
+static PyObject *mapped_find(Mapped *m, PyObject *args) {
+    int c;
+    Py_ssize_t a, b;
+    if (!PyArg_ParseTuple(args, "inn", &c, &a, &b) || mapped_range(m, &a, &b) < 0) return NULL;
+    const char *hit = memchr(m->base + a, c, (size_t)(b - a));
+    return PyLong_FromSsize_t(hit ? hit - m->base : -1);
+}
+
+static PyObject *mapped_rfind(Mapped *m, PyObject *args) {
+    int c;
+    Py_ssize_t a, b;
+    if (!PyArg_ParseTuple(args, "inn", &c, &a, &b) || mapped_range(m, &a, &b) < 0) return NULL;
+    const char *hit = memrchr(m->base + a, c, (size_t)(b - a));
+    return PyLong_FromSsize_t(hit ? hit - m->base : -1);
+}
+
+/* The pages of [a, b) made present before a scan (one system call, not a fault a page); False if part of
+ * the range is past the file's end now (it shrank: nothing is signalled, the caller reads on with read()). */
+static PyObject *mapped_populate(Mapped *m, PyObject *args) {
+    Py_ssize_t a, b;
+    if (!PyArg_ParseTuple(args, "nn", &a, &b) || mapped_range(m, &a, &b) < 0) return NULL;
+    uintptr_t from = (uintptr_t)(m->base + a) & ~(uintptr_t)(page_size - 1);
+    if (b > a && madvise((void *)from, (size_t)((uintptr_t)(m->base + b) - from), MADV_POPULATE_READ) != 0 && errno == EFAULT)
+        Py_RETURN_FALSE;
+    Py_RETURN_TRUE; /* done, or a kernel before 5.14 (EINVAL): the scan faults the pages in */
+}
+
+/* The pages of [a, b) let go once scanned (everything before b is: the page holding a too): resident memory
+ * stays about a window, not the file. */
+static PyObject *mapped_release(Mapped *m, PyObject *args) {
+    Py_ssize_t a, b;
+    if (!PyArg_ParseTuple(args, "nn", &a, &b) || mapped_range(m, &a, &b) < 0) return NULL;
+    uintptr_t from = (uintptr_t)(m->base + a) & ~(uintptr_t)(page_size - 1);
+    uintptr_t to = (uintptr_t)(m->base + b) & ~(uintptr_t)(page_size - 1);
+    if (b == m->size) to = ((uintptr_t)(m->base + b) + page_size - 1) & ~(uintptr_t)(page_size - 1);
+    if (to > from) madvise((void *)from, (size_t)(to - from), MADV_DONTNEED);
+    Py_RETURN_NONE;
+}
+
+static PyObject *mapped_close(Mapped *m, PyObject *unused) {
+    if (mapped_unmap(m) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *mapped_faulted(Mapped *m, void *unused) {
+    return PyBool_FromLong(m->base ? maps[m->slot].faulted : 0);
+}
+
+static Py_ssize_t mapped_len(Mapped *m) { return m->size; }
+
+static PyObject *mapped_item(Mapped *m, Py_ssize_t i) {
+    if (mapped_open(m) < 0) return NULL;
+    if (i < 0 || i >= m->size) {
+        PyErr_SetString(PyExc_IndexError, "index out of the mapped file");
+        return NULL;
+    }
+    return PyLong_FromLong((unsigned char)m->base[i]);
+}
+
+static int mapped_getbuffer(Mapped *m, Py_buffer *view, int flags) {
+    if (mapped_open(m) < 0) {
+        view->obj = NULL;
+        return -1;
+    }
+    if (PyBuffer_FillInfo(view, (PyObject *)m, m->base, m->size, 1, flags) < 0) return -1;
+    m->exports++;
+    return 0;
+}
+
+static void mapped_releasebuffer(Mapped *m, Py_buffer *view) { m->exports--; }
+
+static void mapped_dealloc(Mapped *m) {
+    if (m->base) { /* no views can be left: each holds a reference */
+        maps[m->slot].base = NULL;
+        munmap(m->base, (size_t)m->size);
+    }
+    PyObject_Free(m);
+}
+
+static PyMethodDef mapped_methods[] = {
+    {"find", (PyCFunction)mapped_find, METH_VARARGS, "find(byte, start, end) -> offset or -1"},
+    {"rfind", (PyCFunction)mapped_rfind, METH_VARARGS, "rfind(byte, start, end) -> offset or -1"},
+    {"populate", (PyCFunction)mapped_populate, METH_VARARGS, "populate(start, end) -> False if the file shrank"},
+    {"release", (PyCFunction)mapped_release, METH_VARARGS, "release(start, end): pages scanned let go"},
+    {"close", (PyCFunction)mapped_close, METH_NOARGS, "close(): unmapped"},
+    {NULL},
+};
+
+static PyGetSetDef mapped_getset[] = {
+    {"faulted", (getter)mapped_faulted, NULL, "a page past the file's end was touched (it shrank): zeros were read", NULL},
+    {NULL},
+};
+
+static PySequenceMethods mapped_sequence = {.sq_length = (lenfunc)mapped_len, .sq_item = (ssizeargfunc)mapped_item};
+static PyBufferProcs mapped_buffer = {(getbufferproc)mapped_getbuffer, (releasebufferproc)mapped_releasebuffer};
+
+static PyTypeObject MappedType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "quicsm.traces._scan.Mapped",
+    .tp_basicsize = sizeof(Mapped),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A plain file mapped read-only, safe against its truncation (see map_file in _scan.c).",
+    .tp_dealloc = (destructor)mapped_dealloc,
+    .tp_methods = mapped_methods,
+    .tp_getset = mapped_getset,
+    .tp_as_sequence = &mapped_sequence,
+    .tp_as_buffer = &mapped_buffer,
+};
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS, "scan(buffer, start, end, tag, lineno, parse=False) -> ([(line, payload) or parsed tuple], lineno_at_end)"},
     {"scan_columns", scan_columns, METH_VARARGS,
      "scan_columns(buffer, start, end, tag, lineno, table, names) -> (8 column bytes, [(row, line, payload)], lineno_at_end, [(row, kind, recovery, extra)])"},
     {"scan_files", scan_files, METH_VARARGS,
      "scan_files(buffer, bounds, tag, table, names) -> (9 column bytes, [(row, line, payload)], lines per file as int64 bytes, [(row, kind, recovery, extra)])"},
+    {"map_file", map_file, METH_VARARGS, "map_file(fd, size) -> Mapped: the file's first size bytes, mapped read-only, safe if it shrinks"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2391,7 +2647,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", "C scanners 
 #define SCAN_ABI 1
 
 PyMODINIT_FUNC PyInit__scan(void) {
-    if (PyType_Ready(&QSType) < 0) return NULL;
+    if (PyType_Ready(&QSType) < 0 || PyType_Ready(&MappedType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     Py_INCREF(&QSType);

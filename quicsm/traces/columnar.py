@@ -265,6 +265,8 @@ class ColumnReader:
         max_events: int = MAX_CONN_EVENTS,
     ) -> None:
         self.report, self.on_bytes, self.chunk = report, on_bytes, chunk
+        self.mapped = _c is not None
+        """Plain files scanned in their mapping (the C scanner reads it; the Python twin reads windows)."""
         self.batch_rows, self.batch_files, self.max_events = batch_rows, batch_files, max_events
         self.acc = _Columns()
         self.st = ScanState()
@@ -314,9 +316,11 @@ class ColumnReader:
         acc, st = self.acc, self.st
         self.sources.append(LogSource(path, scope, meta))
         st.next_file()
-        windows = scan_windows(stream, path, self.report, self.on_bytes, st, chunk=self.chunk, problem=self._problem)
-        for buf, cut in windows:
-            raw, fallback, st.lineno, side = _scan_columns(buf, 0, cut, TAG_BYTES, st.lineno, acc.table, acc.names)
+        windows = scan_windows(
+            stream, path, self.report, self.on_bytes, st, chunk=self.chunk, problem=self._problem, mapped=self.mapped
+        )
+        for buf, start, cut in windows:
+            raw, fallback, st.lineno, side = _scan_columns(buf, start, cut, TAG_BYTES, st.lineno, acc.table, acc.names)
             cols = _views(raw)
             rows = len(cols[0])
             st.hits += rows

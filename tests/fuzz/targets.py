@@ -133,7 +133,27 @@ def _run_columnar(data: bytes, scratch: Path) -> str | None:
         got = [t for batch in batches for t in batch.traces()], report.to_json()
         if got != expected:
             return f"columnar path with batches of {batch_rows} records differs from the object path"
+    if HAVE_C:  # the same log as a plain file, scanned in its mapping (windows down to 3 bytes)
+        log = scratch / "mapped.log"
+        log.write_bytes(data)
+        report = ParseReport(keep=1 << 30)
+        chunk = _small_window(data)
+        with mapped_from(0), open(log, "rb") as fh:
+            batches = list(oracle.column_batches(fh, "x", "s", TraceMeta(), report, chunk=chunk))
+        if ([t for batch in batches for t in batch.traces()], report.to_json()) != expected:
+            return f"columnar path over the file's mapping with {chunk}-byte windows differs from the object path"
     return None
+
+
+@contextmanager
+def mapped_from(size: int) -> Iterator[None]:
+    """Plain files of ``size`` bytes and more scanned in their mapping (:data:`logscan.MAP_MIN`)."""
+    saved = logscan.MAP_MIN
+    logscan.MAP_MIN = size
+    try:
+        yield
+    finally:
+        logscan.MAP_MIN = saved
 
 
 def _run_cli(data: bytes, scratch: Path) -> str | None:

@@ -74,8 +74,8 @@ def scan_contract(
     ``on_bytes`` is called after each window with its size (progress bars; tests truncate files there).
     """
     st = logscan.ScanState()
-    for buf, cut in logscan.scan_windows(stream, path, report, on_bytes, st, chunk=chunk):
-        hits_here, st.lineno = find_tagged(buf, 0, cut, st.lineno)
+    for buf, start, cut in logscan.scan_windows(stream, path, report, on_bytes, st, chunk=chunk):
+        hits_here, st.lineno = find_tagged(buf, start, cut, st.lineno)
         st.hits += len(hits_here)
         for item in hits_here:
             if len(item) == 14:  # parsed by the C reader (canonical field order)
