@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from quicsm.errors import PatchError
 
-__all__ = ["Edit", "FilePatch", "Hunk", "parse_diff", "render_diff", "render_file_patch"]
+__all__ = ["Edit", "FilePatch", "Hunk", "parse_diff", "render_file_patch"]
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@ ?(.*)$")
 _NO_NEWLINE = "\\ No newline at end of file"
@@ -201,11 +201,6 @@ def _no_newline_markers(fp: FilePatch, h: Hunk, out: list[str]) -> None:
         marks.add(last_new)
     for k in sorted(marks, reverse=True):
         out.insert(start + k + 1, _NO_NEWLINE)
-
-
-def render_diff(files: list[FilePatch], *, paths: dict[str, str] | None = None) -> str:
-    """Write several file patches, mapping each ``fp.path`` through ``paths`` when given."""
-    return "".join(render_file_patch(fp, path=(paths or {}).get(fp.path)) for fp in files)
 
 
 @dataclass(frozen=True)

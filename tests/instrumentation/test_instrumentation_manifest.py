@@ -9,7 +9,7 @@ import pytest
 from instr_fixtures import cubic_edits, make_set, write_tree
 
 from quicsm.errors import PatchError
-from quicsm.instrumentation.diff import parse_diff, render_diff
+from quicsm.instrumentation.diff import parse_diff, render_file_patch
 from quicsm.instrumentation.patchset import find_patch_set, load_patch_set
 
 
@@ -88,5 +88,5 @@ def test_diff_round_trip_keeps_no_newline_markers() -> None:
     )
     fps = parse_diff(text)
     assert fps[0].no_newline_old and fps[0].no_newline_new
-    assert render_diff(fps) == text
+    assert "".join(render_file_patch(fp) for fp in fps) == text
     assert fps[0].hunks[0].section == "void F()"
