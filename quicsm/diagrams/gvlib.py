@@ -106,14 +106,6 @@ def _libs() -> _Libs | None:
     return _Libs(gvc, cgraph, cairo)
 
 
-@lru_cache(maxsize=1)
-def _context(libs: _Libs) -> int:
-    """One Graphviz context for the process, as ``dot`` has (a context freed and made again leaves
-    Graphviz's global state half reset: later pictures came out different)."""
-    ctx: int = libs.gvc.gvContext()
-    return ctx
-
-
 def _text(libs: _Libs, g: int, name: str) -> str:
     value = libs.cgraph.agget(g, name.encode())
     return value.decode() if value else ""
