@@ -65,20 +65,18 @@ class QuicGoStack(Stack):
             from quicsm.errors import TestbedError
 
             raise TestbedError("give a packet threshold or a max cwnd, not both (one rebuilt constant per server)")
-        if cfg.packet_threshold is not None or cfg.max_cwnd is not None:
-            from quicsm.testbed.threshold import build_max_cwnd_server, build_threshold_server
+        res = build.build_binaries(version, cfg.cc, force=force, progress=progress, patch_set=ps)
+        res_meta = dict(res.meta)
+        if cfg.packet_threshold is not None:
+            from quicsm.testbed.threshold import build_threshold_server
 
-            base = build.build_binaries(version, cfg.cc, force=force, progress=progress, patch_set=ps)
-            if cfg.packet_threshold is not None:
-                res = build_threshold_server(version, cfg.cc, cfg.packet_threshold, patch_set=ps)
-                res_meta = {**base.meta, "packet_threshold": cfg.packet_threshold}
-            else:
-                assert cfg.max_cwnd is not None
-                res = build_max_cwnd_server(version, cfg.cc, cfg.max_cwnd, patch_set=ps)
-                res_meta = {**base.meta, "max_cwnd": cfg.max_cwnd}
-        else:
-            res = build.build_binaries(version, cfg.cc, force=force, progress=progress, patch_set=ps)
-            res_meta = dict(res.meta)
+            res = build_threshold_server(version, cfg.cc, cfg.packet_threshold, patch_set=ps)
+            res_meta["packet_threshold"] = cfg.packet_threshold
+        elif cfg.max_cwnd is not None:
+            from quicsm.testbed.threshold import build_max_cwnd_server
+
+            res = build_max_cwnd_server(version, cfg.cc, cfg.max_cwnd, patch_set=ps)
+            res_meta["max_cwnd"] = cfg.max_cwnd
         res_meta["patch_set_choice"] = chosen.to_json()
         return Built(
             stack=self.name,
