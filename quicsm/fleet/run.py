@@ -186,6 +186,3 @@ class Progress:
             print(f"\r{line}\x1b[K", end="\n" if last else "", file=sys.stderr, flush=True)
         else:
             print(line, file=sys.stderr, flush=True)
-
-
-_ = QuicsmError  # re-exported type for callers that catch what a task raised

@@ -242,7 +242,6 @@ def _incorporate(sets: list[np.ndarray], split: list[np.ndarray], mark: np.ndarr
 
 def replay_refine(
     graph: PartitionGraph,
-    inv: InvariantSet,
     order: list[Invariant],
     rng: JavaRandom,
     stats: ReplayStats,
@@ -335,7 +334,7 @@ class PyReplay:
                 for p, events, hint in cands:
                     rest = state.reorder_first(p, events, hint)
                     stats.trials += 1
-                    if self._holds_after_split(state, succ, ptype, p, events, i):
+                    if self._holds_after_split(state, ptype, p, events, i):
                         split = [events, rest]
                         todo[p] = _incorporate(todo[p], split, state.mark) if p in todo else split
                         break
@@ -364,9 +363,9 @@ class PyReplay:
         return [(cur, o[mask], (o, mask)) for mask in split_masks(g, o, prev, nxt)]
 
     def _holds_after_split(
-        self, state: _Ordered, succ: Csr, ptype: np.ndarray, p: int, events: np.ndarray, inv: Invariant
+        self, state: _Ordered, ptype: np.ndarray, p: int, events: np.ndarray, inv: Invariant
     ) -> bool:
-        """Would ``inv`` hold if ``events`` were split off ``p``? ``succ`` / ``ptype``: the graph as it is
+        """Would ``inv`` hold if ``events`` were split off ``p``? ``ptype``: the graph's types as they are
         (splits are tried, not made, within a round)."""
         g = state.graph
         state.mark[events] = True

@@ -152,7 +152,7 @@ def synoptic_encoded(
         over_budget, seed, refine = True, None, "stitch"
     if seed is not None:
         try:
-            replay_refine(graph, inv, mined_order(log, inv), JavaRandom(seed), stats, budget=budget)
+            replay_refine(graph, mined_order(log, inv), JavaRandom(seed), stats, budget=budget)
             splits = stats.rounds
             refine = "replay"
         except OverBudget:

@@ -170,7 +170,7 @@ def test_rounds_in_c_make_the_python_rounds_splits(monkeypatch: pytest.MonkeyPat
     for twin in (replay.CReplay(), replay.PYTHON_REPLAY):
         monkeypatch.setattr(replay, "REPLAY", twin)
         graph, rng, stats = PartitionGraph(log), JavaRandom(seed), replay.ReplayStats()
-        replay.replay_refine(graph, inv, replay.mined_order(log, inv), rng, stats)
+        replay.replay_refine(graph, replay.mined_order(log, inv), rng, stats)
         ends.append((graph, rng.state, (stats.rounds, stats.arbitrary, stats.trials, stats.work)))
         witnessed = witnessed or stats.witnessed
     (c, c_rng, c_counts), (py, py_rng, py_counts) = ends
@@ -198,8 +198,6 @@ def test_rounds_in_c_give_up_at_the_budget(monkeypatch: pytest.MonkeyPatch) -> N
         monkeypatch.setattr(replay, "REPLAY", twin)
         stats = replay.ReplayStats()
         with pytest.raises(replay.OverBudget):
-            replay.replay_refine(
-                PartitionGraph(log), inv, replay.mined_order(log, inv), JavaRandom(1), stats, budget=budget
-            )
+            replay.replay_refine(PartitionGraph(log), replay.mined_order(log, inv), JavaRandom(1), stats, budget=budget)
         seen.append((stats.rounds, stats.work))
     assert seen[0] == seen[1] and seen[0][1] > budget and seen[0][0] > 10
