@@ -59,7 +59,7 @@ def one(arm: str, out: Path) -> None:
         plain = emulator_mod.iprelay_argv
         emulator_mod.iprelay_argv = lambda *a, **k: [*plain(*a, **k), "-rt=false"]  # type: ignore[assignment]
     out.mkdir(parents=True, exist_ok=True)
-    cfg = runner.RunConfig(cc="reno", rate_mbps=50, rtt_ms=36, size=runner.parse_size("1MB"))
+    cfg = runner.RunConfig(cc="reno", rate_mbps=50, rtt_ms=36, size=1_000_000)
     bins = stack_for(cfg)
     emu = Emulator(
         tag=uuid.uuid4().hex[:6],

@@ -68,7 +68,7 @@ def one(arm: str, out: Path) -> None:
 
     mode = arm.split("-")[0]
     out.mkdir(parents=True, exist_ok=True)
-    cfg = runner.RunConfig(cc="reno", rate_mbps=50, rtt_ms=36, size=runner.parse_size("1MB"))
+    cfg = runner.RunConfig(cc="reno", rate_mbps=50, rtt_ms=36, size=1_000_000)
     bins = stack_for(cfg)
     emu = Emulator(
         tag=uuid.uuid4().hex[:6],

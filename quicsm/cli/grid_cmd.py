@@ -77,7 +77,7 @@ def run_cmd(
     """
     from quicsm.grids.execute import run_grid, run_state
     from quicsm.grids.spec import load_grid
-    from quicsm.testbed.runner import parse_duration, parse_late_limit
+    from quicsm.testbed.config import parse_duration, parse_late_limit
 
     g = load_grid(file)
     target = Path(out) if out else g.out

@@ -315,7 +315,7 @@ def matrix(
     if late_limit is not None:
         from dataclasses import replace
 
-        from quicsm.testbed.runner import parse_late_limit
+        from quicsm.testbed.config import parse_late_limit
 
         limit = parse_late_limit(late_limit)
         m = replace(

@@ -41,8 +41,7 @@ from msgspec import UNSET, UnsetType
 from quicsm.errors import TestbedError
 from quicsm.formats import problem, toml_line
 from quicsm.testbed import netns
-from quicsm.testbed.runner import (
-    RunConfig,
+from quicsm.testbed.config import (
     parse_delay,
     parse_duration,
     parse_late_limit,
@@ -50,6 +49,7 @@ from quicsm.testbed.runner import (
     parse_quota,
     parse_size,
 )
+from quicsm.testbed.runner import RunConfig
 
 __all__ = [
     "KEY_ALIASES",

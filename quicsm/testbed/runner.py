@@ -23,19 +23,7 @@ from typing import Any
 from quicsm.errors import TestbedError
 from quicsm.files import write_output
 from quicsm.testbed import cpu, netns, registry, stacks
-from quicsm.testbed.config import (
-    CLIENTS,
-    HTTP_PROTOCOLS,
-    LATE_P99_LIMIT_US,
-    RunParams,
-    ServerClient,
-    parse_delay,
-    parse_duration,
-    parse_late_limit,
-    parse_loss,
-    parse_quota,
-    parse_size,
-)
+from quicsm.testbed.config import CLIENTS, HTTP_PROTOCOLS, LATE_P99_LIMIT_US, RunParams, ServerClient
 from quicsm.testbed.emulator import SERVER_PORT, Emulator, RateSchedule
 from quicsm.testbed.relay import RelayBinaries, RelayConfig, build_relay
 from quicsm.testbed.system import require_root
@@ -48,12 +36,6 @@ __all__ = [
     "RunConfig",
     "RunResult",
     "ServerClient",
-    "parse_size",
-    "parse_loss",
-    "parse_quota",
-    "parse_duration",
-    "parse_delay",
-    "parse_late_limit",
     "relay_lateness",
     "run_once",
     "run_many",

@@ -11,10 +11,11 @@ from click.testing import CliRunner
 from quicsm.cli.main import cli
 from quicsm.errors import InputError, TestbedError
 from quicsm.testbed import netns
+from quicsm.testbed.config import parse_loss, parse_quota, parse_size
 from quicsm.testbed.emulator import RateSchedule
 from quicsm.testbed.matrix import load_matrix
 from quicsm.testbed.relay import RelayConfig, relay_argv
-from quicsm.testbed.runner import RunConfig, parse_loss, parse_quota, parse_size, read_meta
+from quicsm.testbed.runner import RunConfig, read_meta
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from quicsm.errors import TestbedError
+from quicsm.testbed.config import parse_delay
 from quicsm.testbed.matrix import load_matrix, scenario_keys
-from quicsm.testbed.runner import HTTP_PROTOCOLS, RunConfig, parse_delay
+from quicsm.testbed.runner import HTTP_PROTOCOLS, RunConfig
 from quicsm.testbed.stacks import Built
 from quicsm.testbed.threshold import set_constant
 

@@ -17,8 +17,9 @@ from click.testing import CliRunner
 from quicsm.cli.main import cli
 from quicsm.errors import TestbedError
 from quicsm.testbed import registry
+from quicsm.testbed.config import parse_duration, parse_late_limit
 from quicsm.testbed.matrix import load_matrix
-from quicsm.testbed.runner import RunConfig, RunResult, parse_duration, parse_late_limit, relay_lateness
+from quicsm.testbed.runner import RunConfig, RunResult, relay_lateness
 from quicsm.testbed.stacks import Built
 
 
