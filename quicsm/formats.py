@@ -11,12 +11,14 @@ path in it, and why.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import msgspec
+import msgspec.inspect
 import msgspec.toml
 
-from quicsm.errors import InputError
+from quicsm.errors import InputError, QuicsmError
 
 __all__ = ["checked", "problem", "toml_line"]
 
@@ -24,12 +26,40 @@ T = TypeVar("T")
 _AT_END = re.compile(r" - at `\$\.?([^`]*)`$")
 
 
-def problem(exc: msgspec.ValidationError) -> tuple[str, str]:
-    """Where in the document (``nodes[3].visits``, or empty at the top) and what is wrong, on one line."""
+def problem(exc: msgspec.ValidationError, kind: Any = None) -> tuple[str, str]:
+    """Where in the document (``nodes[3].visits``, ``scenario[1].rat``; empty at the top) and what is
+    wrong, on one line. An unknown key is said at its own place, with the keys ``kind`` knows there; a
+    missing one at its place too; a table's values (msgspec's ``[...]``) at the table's."""
     msg = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(exc))
     m = _AT_END.search(msg)
-    what = msg[: m.start()] if m else msg
-    return (m.group(1) if m else ""), what[:1].lower() + what[1:]
+    where = (m.group(1) if m else "").replace("[...]", "")
+    why = msg[: m.start()] if m else msg
+    why = why[:1].lower() + why[1:]
+    for said in ("object contains unknown field `", "object missing required field `"):
+        if key := why.partition(said)[2].partition("`")[0]:
+            known = _fields_at(kind, where) if said[7] == "c" else []
+            why = "required key missing" if said[7] == "m" else f"unknown key (known: {', '.join(sorted(known))})"
+            where = f"{where}.{key}" if where else key
+    return where, why
+
+
+def _fields_at(kind: Any, where: str) -> list[str]:
+    """The keys of the Struct at ``where`` in ``kind`` (none when ``where`` holds no Struct)."""
+    mi = msgspec.inspect
+    t = mi.type_info(kind) if kind is not None else None
+    for step in [s for m in _PLACE.finditer(where) for s in m.groups() if s is not None] + [""]:
+        while isinstance(t, mi.Metadata | mi.UnionType | mi.DictType):  # a table's values: their Struct
+            if isinstance(t, mi.UnionType):
+                t = next((u for u in t.types if isinstance(u, mi.StructType | mi.ListType | mi.DictType)), None)
+            else:
+                t = t.type if isinstance(t, mi.Metadata) else t.value_type
+        if isinstance(t, mi.StructType) and step:
+            t = next((f.type for f in t.fields if f.encode_name == step), None)
+        elif isinstance(t, mi.ListType) and step.isdigit():
+            t = t.item_type
+        elif step:
+            return []
+    return [f.encode_name for f in t.fields] if isinstance(t, mi.StructType) else []
 
 
 _PLACE = re.compile(r"([^.\[\]]+)(?:\[(\d+)\])?")
@@ -63,10 +93,21 @@ def toml_line(text: str, where: str) -> int | None:
     return None
 
 
-def checked(data: Any, kind: type[T], source: str, *, what: str = "JSON") -> T:
+def checked(
+    data: Any,
+    kind: type[T],
+    source: str,
+    *,
+    what: str = "JSON",
+    error: type[QuicsmError] = InputError,
+    name: Callable[[str], str] | None = None,
+) -> T:
     """``data`` (JSON bytes or text, or objects already decoded; a TOML document when ``what`` is
-    ``"TOML"``) as ``kind``; InputError ``source[:line]: where: why`` when it does not hold the declared
-    shape (the line: of a TOML document's key)."""
+    ``"TOML"``) as ``kind``; ``error`` (an InputError unless the caller's layer has its own) reading
+    ``source[:line]: where: why`` when it does not hold the declared shape: the line of a TOML document's
+    key, ``where`` as :func:`problem` names it or as ``name`` says it (``scenario 2 (b): rate``). The one
+    translation of msgspec's errors: each condition has one wording."""
+    pre = f"{source}: " if source else ""
     try:
         if what == "TOML":
             return msgspec.toml.decode(data, type=kind)
@@ -74,15 +115,17 @@ def checked(data: Any, kind: type[T], source: str, *, what: str = "JSON") -> T:
             return msgspec.json.decode(data, type=kind)
         return msgspec.convert(data, kind)
     except msgspec.ValidationError as exc:
-        where, why = problem(exc)
-        key = why.partition("unknown field `")[2].partition("`")[0]  # the line of the key itself
-        place = f"{where}.{key}" if where and key else key or where
-        line = toml_line(data if isinstance(data, str) else bytes(data).decode(), place) if what == "TOML" else None
-        at = f"{source}:{line}" if line else source
-        raise InputError(f"{at}: {where}: {why}" if where else f"{at}: {why}") from None
+        where, why = problem(exc, kind)
+        line = None
+        if what == "TOML":
+            text = data if isinstance(data, str) else bytes(data).decode()
+            line = toml_line(text, where) or toml_line(text, where.rpartition(".")[0])
+        at = f"{source}:{line}: " if line else pre
+        said = name(where) if name and where else where
+        raise error(f"{at}{said}: {why}" if said else f"{at}{why}") from None
     except msgspec.DecodeError as exc:
-        raise InputError(f"{source}: not valid {what} ({str(exc).removeprefix('Invalid TOML: ')})") from None
+        raise error(f"{pre}not valid {what} ({str(exc).removeprefix('Invalid TOML: ')})") from None
     except UnicodeDecodeError as exc:
-        raise InputError(f"{source}: not valid {what} (not UTF-8 text at byte {exc.start})") from None
+        raise error(f"{pre}not valid {what} (not UTF-8 text at byte {exc.start})") from None
     except RecursionError:
-        raise InputError(f"{source}: not valid {what} (nested too deeply)") from None
+        raise error(f"{pre}not valid {what} (nested too deeply)") from None

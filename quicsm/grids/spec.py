@@ -52,13 +52,13 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from quicsm.errors import TestbedError
+from quicsm.errors import TestbedError, reading
+from quicsm.formats import checked
 from quicsm.testbed.matrix import (
     KEY_ALIASES,
     ScenarioKeys,
     config_from_mapping,
     parse_value,
-    read_toml,
     scenario_keys,
 )
 from quicsm.testbed.runner import RunConfig
@@ -293,27 +293,13 @@ def grid_from_data(data: Mapping[str, Any], *, path: Path | None = None, name: s
     where = _where(path, name or "")
     if not isinstance(data.get("arms"), dict) or not data["arms"]:
         raise TestbedError(f"{where}: needs at least one arm ([arms.NAME] with scenario keys)")
-    try:
-        spec = msgspec.convert(dict(data), GridFile)
-    except msgspec.ValidationError as exc:
-        msg = str(exc)
-        unknown = msg.partition("unknown field `")[2].partition("`")[0]
-        if unknown and "at `$." not in msg:
-            raise TestbedError(
-                f"{where}: unknown top-level key {unknown!r} (known: {', '.join(GridFile.__struct_fields__)})"
-            ) from None
-        if "`$.base" not in msg and "`$.arms" not in msg:  # scenario keys get the matrix's wording below
-            at = msg.partition(" - at `$.")
-            raise TestbedError(f"{where}: {at[2].rstrip('`') + ': ' if at[1] else ''}{at[0]}") from None
-        spec = None
-    base = scenario_keys(data.get("base", {}), where=f"{where}: [base]")
-    arms_raw = data["arms"]
+    base = scenario_keys(data.get("base", {}), where=f"{where}: [base]")  # the scenario keys' wording first
     arms = []
-    for arm_name, keys in arms_raw.items():
+    for arm_name, keys in data["arms"].items():
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]*", arm_name):
             raise TestbedError(f"{where}: arm {arm_name!r}: use letters, digits and _ . + - (it names directories)")
         arms.append(Arm(arm_name, scenario_keys(keys, where=f"{where}: [arms.{arm_name}]")))
-    assert spec is not None  # a bad [base] or arm raised above with the scenario keys' wording
+    spec = checked(dict(data), GridFile, where, error=TestbedError)
     grid_name = spec.name if isinstance(spec.name, str) else (name or (path.stem if path else "grid"))
     axes: list[Axis] = []
     for axis_name, values in spec.axes.items():
@@ -402,4 +388,6 @@ def _check_report(grid: Grid, where: str) -> None:
 def load_grid(path: Path | str) -> Grid:
     """Read and check a grid file (one-line errors naming the file, the table and the key)."""
     p = Path(path)
-    return grid_from_data(read_toml(p, "grid file"), path=p)
+    with reading(str(p)):
+        text = p.read_bytes()
+    return grid_from_data(checked(text, dict[str, Any], str(p), what="TOML", error=TestbedError), path=p)

@@ -35,11 +35,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import msgspec
-import msgspec.toml
 from msgspec import UNSET, UnsetType
 
-from quicsm.errors import TestbedError
-from quicsm.formats import problem, toml_line
+from quicsm.errors import TestbedError, reading
+from quicsm.formats import checked, toml_line
 from quicsm.testbed import netns
 from quicsm.testbed.config import (
     parse_delay,
@@ -62,8 +61,6 @@ __all__ = [
     "config_from_mapping",
     "load_matrix",
     "parse_value",
-    "read_text",
-    "read_toml",
     "scenario_keys",
     "with_set",
 ]
@@ -191,10 +188,6 @@ class Matrix:
     out: Path | None
 
 
-def _known(kind: type[msgspec.Struct]) -> str:
-    return ", ".join(sorted(kind.__struct_fields__))
-
-
 def _given(keys: msgspec.Struct | dict[str, Any], where: str) -> dict[str, tuple[str, Any]]:
     """The keys a table gives (a decoded Struct's set fields, or a checked table's items in its order),
     each alias as its key -> (the key as spelled, its value)."""
@@ -211,28 +204,13 @@ def _given(keys: msgspec.Struct | dict[str, Any], where: str) -> dict[str, tuple
     return out
 
 
-def _reason(exc: msgspec.ValidationError, kind: type[msgspec.Struct]) -> tuple[str, str, str]:
-    """A decoding error as (the table it is in, the key or '', why), in the scenario keys' wording."""
-    where, why = problem(exc)
-    for what in ("unknown field `", "missing required field `"):
-        key = why.partition(what)[2].partition("`")[0]
-        if key:
-            return where, key, f"unknown key (known: {_known(kind)})" if what[0] == "u" else why
-    table, _, rest = where.replace("[...]", "").rpartition(".")  # [...]: a value of a table (a label's)
-    return table, rest.split("[")[0], why
-
-
 def scenario_keys(d: Any, *, where: str, kind: type[msgspec.Struct] = ScenarioKeys) -> dict[str, Any]:
     """The keys of one table checked against ``kind`` (:class:`ScenarioKeys` or a Struct built on it), as
     a mapping of the keys given, each alias replaced by its key. Errors read ``WHERE: KEY: why``."""
     pre = f"{where}: " if where else ""
     if not isinstance(d, dict):
         raise TestbedError(f"{pre}expected a table of keys, got {type(d).__name__}")
-    try:
-        msgspec.convert(d, kind)
-    except msgspec.ValidationError as exc:
-        _, key, why = _reason(exc, kind)
-        raise TestbedError(f"{pre}{key + ': ' if key else ''}{why}") from None
+    checked(d, kind, where, error=TestbedError)
     return {name: v for name, (_, v) in _given({str(k): v for k, v in d.items()}, where).items()}
 
 
@@ -300,63 +278,42 @@ def parse_value(name: str, val: Any) -> Any:
     return val
 
 
-def read_text(path: Path, what: str = "scenario file") -> str:
-    """A TOML file's text; one-line errors naming the file."""
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TestbedError(f"{path}: no such {what}") from None
-    except UnicodeDecodeError as exc:
-        raise TestbedError(f"{path}: not UTF-8 text at byte {exc.start}") from None
-
-
-def read_toml(path: Path, what: str = "scenario file") -> dict[str, Any]:
-    """A TOML file as a table; one-line errors naming the file."""
-    try:
-        return tomllib.loads(read_text(path, what))
-    except tomllib.TOMLDecodeError as exc:
-        raise TestbedError(f"{path}: not valid TOML: {exc}") from None
-
-
-def _at(path: Path, text: str, table: str, key: str) -> str:
-    """``FILE:LINE`` of ``key`` in ``table`` (msgspec's place: ``scenario[1]``), or of the table; ``FILE``."""
-    line = (toml_line(text, f"{table}.{key}") if table and key else None) or toml_line(text, table or key)
+def _at(path: Path, text: str, place: str) -> str:
+    """``FILE:LINE`` of ``place`` (``scenario[1].name``, or of its table), or ``FILE``."""
+    line = toml_line(text, place) or toml_line(text, place.rpartition(".")[0])
     return f"{path}:{line}" if line else f"{path}"
 
 
-def _decode(path: Path, text: str) -> MatrixFile:
-    """The file as :class:`MatrixFile` (decoded once); errors read ``FILE:LINE: where: KEY: why``."""
-    try:
-        return msgspec.toml.decode(text, type=MatrixFile)
-    except msgspec.ValidationError as exc:
-        table, key, why = _reason(exc, MatrixDefaults if "`$.defaults" in str(exc) else MatrixScenario)
-        at = _at(path, text, table, key)
-        if not table and "unknown key" in why:
-            raise TestbedError(
-                f"{at}: unknown top-level key {key!r} (expected out, [defaults], [[scenario]])"
-            ) from None
+def _decode(path: Path) -> tuple[str, MatrixFile]:
+    """The file's text and the file as :class:`MatrixFile` (decoded once); errors read
+    ``FILE:LINE: scenario 2 (b): KEY: why``."""
+    with reading(str(path)):
+        text = Path(path).read_bytes()
+
+    def name(where: str) -> str:
+        table, _, key = where.partition(".")
         head, _, index = table.partition("[")
         if head == "scenario" and index:
             i = int(index.rstrip("]"))
-            name = tomllib.loads(text)["scenario"][i].get("name")  # it parsed: only its shape is wrong
-            table = f"scenario {i + 1}" + (f" ({name})" if isinstance(name, str) else "")
+            sc = tomllib.loads(text.decode())["scenario"][i]  # it parsed: only its shape is wrong
+            table = f"scenario {i + 1}" + (f" ({sc['name']})" if isinstance(sc.get("name"), str) else "")
         elif head == "defaults":
             table = "[defaults]"
-        raise TestbedError(f"{at}: {table + ': ' if table else ''}{key + ': ' if key else ''}{why}") from None
-    except msgspec.DecodeError as exc:
-        raise TestbedError(f"{path}: not valid TOML: {exc}") from None
+        return f"{table}: {key}" if key else table
+
+    spec = checked(text, MatrixFile, str(path), what="TOML", error=TestbedError, name=name)
+    return text.decode(), spec
 
 
 def load_matrix(path: Path) -> Matrix:
     """A scenario file: decoded once into :class:`MatrixFile`, each scenario's keys (over the defaults)
     made a :class:`RunConfig`. Errors name the file, the line and the reason."""
-    text = read_text(path)
-    spec = _decode(path, text)
+    text, spec = _decode(path)
     if not spec.scenario:
         raise TestbedError(f"{path}: needs at least one [[scenario]] table")
 
     def at(table: str, key: str) -> str:
-        return _at(path, text, table, key)
+        return _at(path, text, f"{table}.{key}" if key else table)
 
     defaults = _given(spec.defaults, f"{at('defaults', '')}: [defaults]") if spec.defaults else {}
     scenarios = []

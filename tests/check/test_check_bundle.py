@@ -83,7 +83,7 @@ def _damaged(baseline, edit) -> bytes:
         (lambda d: d.update(format="quicsm-model"), "format: expected 'quicsm-baseline'"),
         (lambda d: d.update(format_version=BUNDLE_FORMAT_VERSION + 1), "newer than this quicsm reads"),
         (lambda d: d.update(format_version="1"), "format_version: expected a version number"),
-        (lambda d: d.update(colour="red"), "unknown field `colour`"),
+        (lambda d: d.update(colour="red"), "colour: unknown key (known: engine, format"),
         (
             lambda d: d["sets"][0]["connections"][2].update(events="7"),
             "base.qsb: sets[0].connections[2].events: expected `int`",

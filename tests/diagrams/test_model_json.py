@@ -133,7 +133,7 @@ def _drop(key: str) -> Mutation:
 BAD: list[tuple[str, Mutation, str]] = [
     ("format", _set("format", "quicsm-trace"), r"format: expected 'quicsm-model'"),
     ("version", _set("format_version", 99), r"format_version: 99 is newer"),
-    ("missing nodes", _drop("nodes"), r"bad.json: object missing required field `nodes`"),
+    ("missing nodes", _drop("nodes"), r"bad.json: nodes: required key missing"),
     ("traces not int", _set("traces", "many"), r"traces: expected `int`, got `str`"),
     ("bool as int", _set("events", True), r"events: expected `int`, got `bool`"),
     ("node id", _set("nodes.2.id", 7), r"nodes\[2\]\.id: is 7"),
