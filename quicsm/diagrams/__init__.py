@@ -7,7 +7,7 @@ draws it with ``dot`` into SVG/PNG/PDF; ``render_side_by_side`` puts several mod
 
 from quicsm.diagrams.dot import RANKDIRS, DotOptions, legend_facts, render_side_by_side, to_dot
 from quicsm.diagrams.overlay import Delta, EdgeKey, NodeKey, Overlay
-from quicsm.diagrams.render import FORMATS, find_dot, output_format, render_dot, run_dot, write_diagram, write_picture
+from quicsm.diagrams.render import FORMATS, find_dot, output_format, run_dot, write_diagram, write_picture
 from quicsm.diagrams.style import FAMILY_STYLES, FamilyStyle, family_style
 
 __all__ = [
@@ -24,7 +24,6 @@ __all__ = [
     "find_dot",
     "output_format",
     "run_dot",
-    "render_dot",
     "write_picture",
     "write_diagram",
     "FAMILY_STYLES",

@@ -23,7 +23,7 @@ from quicsm.errors import RenderError
 from quicsm.files import write_output
 from quicsm.inference.annotate import AnnotatedModel
 
-__all__ = ["FORMATS", "output_format", "find_dot", "run_dot", "render_dot", "write_picture", "write_diagram", "DOT_ENV"]
+__all__ = ["FORMATS", "output_format", "find_dot", "run_dot", "write_picture", "write_diagram", "DOT_ENV"]
 
 FORMATS = ("svg", "png", "pdf", "dot")
 """Output formats: Graphviz's ``-T`` for the first three, the DOT text itself for ``dot``."""
@@ -101,10 +101,6 @@ def run_dot(dot_text: str, fmt: str, timeout: float = 300.0) -> bytes:
         err = proc.stderr.decode("utf-8", "replace").strip() or "no error message"
         raise RenderError(f"Graphviz 'dot -T{fmt}' failed (exit {proc.returncode}): {err[:2000]}")
     return _stable_pdf(proc.stdout) if fmt == "pdf" else proc.stdout
-
-
-render_dot = run_dot
-"""``render_dot(dot_text, fmt) -> bytes``: the name ``quicsm.compare`` looks up; same as :func:`run_dot`."""
 
 
 def _stable_pdf(data: bytes) -> bytes:
