@@ -10,21 +10,18 @@ import os
 from typing import Any
 
 import click
+from click.utils import make_default_short_help
 
 from quicsm.errors import OptionError, QuicsmError, TestbedError, as_quicsm_error
-from quicsm.fleet.malloc import keep_freed_memory
 from quicsm.textsafe import terminal
 from quicsm.version import __version__
 
-__all__ = ["cli", "failure", "main", "COMMANDS", "UsageFailure"]
+__all__ = ["cli", "failure", "main", "COMMANDS", "SUMMARIES", "UsageFailure"]
 
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
     # quicsm does no linear algebra worth threads; NumPy's OpenBLAS would otherwise start a thread per
     # core at import (0.07 s of every command's start-up, and CPU spinning in Dask workers too)
     os.environ.setdefault(_var, "1")
-
-
-keep_freed_memory()  # glibc: a batch's freed arrays are reused, not returned to the kernel
 
 COMMANDS: dict[str, str] = {
     "parse": "quicsm.cli.parse_cmd:parse",
@@ -40,6 +37,22 @@ COMMANDS: dict[str, str] = {
     "check": "quicsm.cli.check_cmd:check",
 }
 """Verb -> ``module:attribute`` of its click command."""
+
+SUMMARIES: dict[str, str] = {
+    "baseline": "Baselines for `quicsm check`: per-connection stays, models and labels of known-good runs, no raw logs.",
+    "check": "Check new runs (INPUTS: logs, trace files, quoted globs, directories, .qsb) against BASELINE (.qsb).",
+    "compare": "Compare the state machines of two or more trace sets, with statistics.",
+    "diagram": "Parse, infer and draw: the controller's state diagram with time shares and edge probabilities.",
+    "export": "Write the traces' state sequences for the original Synoptic and print how to run it.",
+    "grid": "Grids of testbed runs and the IMC'17 paper's heatmaps of them.",
+    "infer": "Infer the congestion controller's state machine and annotate it.",
+    "parse": "Parse logs (any prefix, .gz, - for stdin) and qlogs into per-connection traces.",
+    "patch": "Instrument congestion-control senders with the log lines quicsm reads.",
+    "render": "Draw a model (from `quicsm infer`, docs/model-format.md) as a state diagram.",
+    "testbed": "Run instrumented quic-go or Cloudflare quiche servers through an emulated network (needs root).",
+}
+"""Verb -> the first sentence of its help, listed by ``quicsm --help`` without importing the verb (a verb's
+module imports its part of the library: all of them took 0.1-0.2 s); tests/cli hold it to the commands'."""
 
 
 class LazyGroup(click.Group):
@@ -57,9 +70,19 @@ class LazyGroup(click.Group):
         assert isinstance(cmd, click.Command)
         return cmd
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """click's own listing (same widths, same shortening), from :data:`SUMMARIES`."""
+        names = self.list_commands(ctx)
+        if names:
+            limit = formatter.width - 6 - max(map(len, names))
+            with formatter.section("Commands"):
+                formatter.write_dl([(n, make_default_short_help(SUMMARIES[n], limit)) for n in names])
+
     def invoke(self, ctx: click.Context) -> Any:
         from quicsm.files import guard_inputs
+        from quicsm.fleet.malloc import keep_freed_memory
 
+        keep_freed_memory()  # glibc: a batch's freed arrays are reused, not returned to the kernel
         try:
             with guard_inputs():  # no output of the command may replace one of its inputs
                 return super().invoke(ctx)

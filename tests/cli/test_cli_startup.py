@@ -1,15 +1,19 @@
-"""Start-up: ``quicsm parse`` must not pay for libraries only other verbs use (scipy, pyarrow)."""
+"""Start-up: a verb must not pay for libraries only other verbs use (scipy, pyarrow, jinja2, dask), and
+``quicsm --help`` for any verb's library."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 
+from quicsm.cli.main import COMMANDS, SUMMARIES, cli
 from quicsm.traces.contract import format_line
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,12 +28,15 @@ except SystemExit:
     pass
 print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in {heavy!r})), file=sys.stderr)
 """
+QLOG = ROOT / "tests" / "data" / "quic-go-v0.65" / "server.sqlog.gz"
+"""A quic-go v0.65 server qlog written by the testbed (every packet event)."""
+OTHER_VERBS = ("quicsm.testbed", "quicsm.instrumentation", "quicsm.compare", "quicsm.check", "quicsm.grids")
 
 
-def _heavy_modules(args: list[str]) -> list[str]:
+def _heavy_modules(args: list[str], heavy: tuple[str, ...] = HEAVY) -> list[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
-        [sys.executable, "-c", _PROBE.format(heavy=set(HEAVY)), *args],
+        [sys.executable, "-c", _PROBE.format(heavy=set(heavy)), *args],
         capture_output=True,
         text=True,
         env=env,
@@ -75,3 +82,50 @@ def test_infer_and_diagram_import_only_what_they_use(tmp_path: Path) -> None:
     assert not {m.split(".")[0] for m in used} & {"scipy", "networkx", "pyarrow"}
     graphml = _heavy_modules(["infer", str(log), "-q", "-o", str(tmp_path / "m.graphml")])
     assert "networkx" in graphml  # asked for: loaded
+
+
+def test_help_imports_no_verb_and_no_library() -> None:
+    """``quicsm --help`` lists the verbs from SUMMARIES: no verb's module, so none of their libraries."""
+    used = _heavy_modules(["--help"], (*HEAVY, "msgspec", "dask", "quicsm"))
+    assert [m for m in used if not m.startswith("quicsm")] == []
+    assert set(used) <= {
+        "quicsm",
+        "quicsm.cli",
+        "quicsm.cli.main",
+        "quicsm.errors",
+        "quicsm.textsafe",
+        "quicsm.version",
+    }
+
+
+def test_probe_sees_verb_modules() -> None:
+    """The probe itself works: a verb's own --help imports the verb's module."""
+    assert "quicsm.cli.infer_cmd" in _heavy_modules(["infer", "--help"], ("quicsm",))
+
+
+@pytest.mark.parametrize("name", ["server.sqlog", "server.sqlog.gz"])
+def test_infer_of_a_qlog_imports_only_what_it_uses(tmp_path: Path, name: str) -> None:
+    """infer over a real qlog (plain and gzipped) reads columns (numpy): no pyarrow, scipy, jinja2, Dask,
+    networkx, and no other verb's package."""
+    qlog = tmp_path / name
+    qlog.write_bytes(QLOG.read_bytes() if name.endswith(".gz") else gzip.decompress(QLOG.read_bytes()))
+    model = tmp_path / "m.json"
+    used = _heavy_modules(["infer", str(qlog), "-q", "-o", str(model)], (*HEAVY, "dask", "distributed", "quicsm"))
+    assert json.loads(model.read_text())["nodes"]  # the inference did run
+    assert {m.split(".")[0] for m in used} == {"numpy", "quicsm"}
+    assert [m for m in used if m.startswith(OTHER_VERBS)] == []
+
+
+@pytest.mark.parametrize("width", [40, 80, 120])
+def test_help_summaries_are_the_commands_own(width: int) -> None:
+    """SUMMARIES is what each command's help says, and ``--help`` lists it as click itself would."""
+    assert set(SUMMARIES) == set(COMMANDS)
+    ctx = click.Context(cli, terminal_width=width)
+    for name in COMMANDS:
+        cmd = cli.get_command(ctx, name)
+        assert cmd is not None and not cmd.hidden
+        assert SUMMARIES[name] == cmd.get_short_help_str(limit=10_000), f"update SUMMARIES[{name!r}]"
+    ours, clicks = ctx.make_formatter(), ctx.make_formatter()
+    cli.format_commands(ctx, ours)
+    click.Group.format_commands(cli, ctx, clicks)
+    assert ours.getvalue() == clicks.getvalue() and "infer" in ours.getvalue()
