@@ -10,12 +10,10 @@ from __future__ import annotations
 import errno
 import functools
 import gzip
-import hashlib
 import io
 import os
 import re
 import signal
-import socket
 import stat
 import sys
 import tempfile
@@ -388,6 +386,9 @@ _INPUTS: list[Sequence[str]] | None = None
 
 @functools.cache
 def _host_tag() -> str:
+    import hashlib  # here, not at import: _hashlib loads OpenSSL, and only a write needs the tag
+    import socket
+
     return hashlib.sha1(socket.gethostname().encode()).hexdigest()[:8]
 
 

@@ -15,7 +15,6 @@ text without such characters reads exactly as it was.
 
 from __future__ import annotations
 
-import html as _html
 import re
 from typing import Any
 
@@ -82,6 +81,8 @@ def xml(text: str) -> str:
 def html(text: str) -> str:
     """``text`` for HTML or SVG text and attributes: shown escaped (:func:`terminal`: a control
     character is not XML, so an SVG holding one is no picture), then HTML-escaped."""
+    import html as _html  # here: html.entities is large, and the CLI's start-up needs only terminal()
+
     return _html.escape(terminal(text), quote=True)
 
 

@@ -35,7 +35,6 @@ from quicsm.traces import parquet, qlog_scanner
 from quicsm.traces.columnar import NULL, EventColumns, SharedMeta, TraceColumns, intern
 from quicsm.traces.events import EVENT_KINDS, Trace, TraceMeta
 from quicsm.traces.logscan import MAX_LINE, read_into
-from quicsm.traces.metric_states import INFERRED_LABEL
 from quicsm.traces.qlog import (
     LOST,
     METRICS,
@@ -562,7 +561,11 @@ class QlogBatcher:
             ccs.append(meta.cc or guess_cc(bool(bbr[i, 0]), bool(bbr[i, 1]), impl, st.cc_hint))
             ids.append(f"{tr.path}:{st.conn}" if tr.index == 0 else f"{tr.path}:{st.conn}#{tr.index + 1}")
             keys.append(st.conn)
-            labels = dict(meta.labels) if tr.inferred is None else {**meta.labels, **INFERRED_LABEL}
+            labels = dict(meta.labels)
+            if tr.inferred is not None:  # states read from metrics: only then is metric_states imported
+                from quicsm.traces.metric_states import INFERRED_LABEL
+
+                labels.update(INFERRED_LABEL)
             templates.append(Trace("", "", [], "", impl, meta.version or st.code_version, (tr.path,), labels))
         report.traces += ntr
         ev = EventColumns(
