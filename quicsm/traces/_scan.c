@@ -1190,6 +1190,7 @@ typedef struct {
     int gen; /* bumped by tables(): ids a call cached are the old table's */
     int threads;            /* records() splits a long run of records between this many threads (1 or 2) */
     Py_ssize_t split_min;   /* ... each part at least this many bytes */
+    int take_back;          /* a second part not begun when the first is done is read here (0: always waited for) */
     struct WNames *w;       /* set in the second thread's copy: strings are named there, not in the table */
 } QS;
 
@@ -1821,7 +1822,8 @@ static PyObject *qs_records(QS *s, PyObject *args) {
         Py_ssize_t row0 = s->trace_row0;
         const char *at;
         int r = qs_run(s, p, mid, sep, 0, handler, &seen, &at, 0), pending = W_PENDING;
-        if (__atomic_compare_exchange_n(&k->claim, &pending, W_TAKEN_BACK, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        if ((s->take_back || r < 0) &&
+            __atomic_compare_exchange_n(&k->claim, &pending, W_TAKEN_BACK, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
             pthread_detach(th); /* it has not begun: read its part here, and split no more in this call */
             if (r < 0) goto out;
             split = 0;
@@ -2305,6 +2307,7 @@ static int qs_init(QS *s, PyObject *args, PyObject *kw) {
     cpu_set_t cpus;
     s->threads = sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) >= 2 ? 2 : 1;
     s->split_min = 1 << 16;
+    s->take_back = 1;
     qs_new_file(s, NULL);
     return 0;
 }
@@ -2357,6 +2360,7 @@ static PyMemberDef qs_members[] = {
     {"event_index", T_LONGLONG, offsetof(QS, event_index), READONLY, "events[] element"},
     {"threads", T_INT, offsetof(QS, threads), 0, "threads records() reads a long run of records with (1 or 2)"},
     {"split_min", T_PYSSIZET, offsetof(QS, split_min), 0, "the least bytes a thread's part of records() holds"},
+    {"take_back", T_INT, offsetof(QS, take_back), 0, "1: a second part not begun in time is read by the first thread"},
     {NULL},
 };
 
