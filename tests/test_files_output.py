@@ -152,10 +152,13 @@ def test_an_output_equal_to_an_input_is_refused(tmp_path: Path) -> None:
 
 def test_stale_temporaries_of_dead_writers_go_on_the_next_write(tmp_path: Path) -> None:
     """What a SIGKILL left: a temporary named for a writer that no longer runs (live writers' stay)."""
+    import hashlib
+    import socket
     import subprocess
 
     from quicsm.files import _host_tag
 
+    assert _host_tag() == hashlib.sha1(socket.gethostname().encode()).hexdigest()[:8]  # as earlier versions name them
     gone_pid = subprocess.Popen(["true"])
     gone_pid.wait()
     stale = tmp_path / f".m.json.{gone_pid.pid}-{_host_tag()}.abcd1234.tmp"
