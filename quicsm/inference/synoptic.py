@@ -500,6 +500,3 @@ def _coarsen(
             )
         graph.merge(keep, q)
         merges += 1
-
-
-_ = np  # numpy arrays flow through graph and result_from_nodes

@@ -27,9 +27,7 @@ __all__ = [
     "DIFF",
     "MANIFEST",
     "Manifest",
-    "PatchFile",
     "PatchSet",
-    "Upstream",
     "check_relative_path",
     "find_patch_set",
     "load_patch_set",
@@ -67,11 +65,6 @@ class ManifestFile(msgspec.Struct, frozen=True):
         return PurePosixPath(self.path).name
 
 
-Upstream = ManifestUpstream
-"""Where a set was made and validated (None for the commit of a ported set without one)."""
-PatchFile = ManifestFile
-
-
 class ManifestValidated(msgspec.Struct):
     how: Text
 
@@ -101,8 +94,9 @@ class PatchSet:
     algorithm: str
     era: str
     description: str
-    upstream: Upstream
-    files: tuple[PatchFile, ...]
+    upstream: ManifestUpstream
+    """Where a set was made and validated (None for the commit of a ported set without one)."""
+    files: tuple[ManifestFile, ...]
     states: tuple[str, ...]
     runtime: str
     validated: dict[str, Any]
@@ -115,7 +109,7 @@ class PatchSet:
     def file_patches(self) -> list[FilePatch]:
         return parse_diff(self.diff_text, source=f"{self.origin}/{DIFF}")
 
-    def file(self, path: str) -> PatchFile:
+    def file(self, path: str) -> ManifestFile:
         for f in self.files:
             if f.path == path:
                 return f

@@ -42,7 +42,6 @@ from quicsm.testbed.buildtools import (
 from quicsm.testbed.sources import testbed_root
 
 __all__ = [
-    "QuicheServer",
     "build_quiche_server",
     "committed_lock",
     "find_cargo",
@@ -55,9 +54,6 @@ __all__ = [
 
 TARGET = "cloudflare-quiche"
 BINARY = "quicsm-quiche-server"
-
-
-QuicheServer = RustServer
 
 
 def find_cargo() -> str:
@@ -252,7 +248,7 @@ def build_quiche_server(
     progress: Progress | None = None,
     patch_set: PatchSet | None = None,
     force: bool = False,
-) -> QuicheServer:
+) -> RustServer:
     """The server binary for quiche ``version`` patched for ``cc``, built (or taken from the cache).
 
     With a committed lock for ``version`` (:func:`committed_lock`) cargo builds with ``--locked``, so a
@@ -279,7 +275,7 @@ def build_quiche_server(
     with FileLock(root / f".{entry.name}.lock"):
         if not force and binary.is_file() and meta_path.is_file():  # --force: built beside it, swapped in
             meta = json.loads(meta_path.read_text())
-            return QuicheServer(binary, version, ps.name, True, round(time.monotonic() - t0, 3), meta)
+            return RustServer(binary, version, ps.name, True, round(time.monotonic() - t0, 3), meta)
         twin = None if force else _same_build(root, f"quiche-{version}-*-{set_sha}-{src_key}", entry)
         if twin is not None:
             meta = {
@@ -293,7 +289,7 @@ def build_quiche_server(
             if progress is not None:
                 progress(f"{ps.name} is the change {twin.name} was built with: its binary serves --cc {cc} too")
             _place(entry, twin / BINARY, (twin / "Cargo.lock").read_text(encoding="utf-8"), meta)
-            return QuicheServer(binary, version, ps.name, False, round(time.monotonic() - t0, 3), meta)
+            return RustServer(binary, version, ps.name, False, round(time.monotonic() - t0, 3), meta)
         with tempfile.TemporaryDirectory(prefix="quicsm-quiche-", dir=root) as tmp:
             work = Path(tmp)
             patched = _patched_source(cargo, version, ps, root, work)
@@ -358,7 +354,7 @@ def build_quiche_server(
                     "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 }
                 _place(entry, target_dir / "release" / BINARY, used_lock, meta)
-    return QuicheServer(binary, version, ps.name, False, round(time.monotonic() - t0, 3), meta)
+    return RustServer(binary, version, ps.name, False, round(time.monotonic() - t0, 3), meta)
 
 
 def _same_build(root: Path, pattern: str, entry: Path) -> Path | None:

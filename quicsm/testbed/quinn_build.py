@@ -41,7 +41,7 @@ from quicsm.testbed.buildtools import (
 from quicsm.testbed.quiche_build import find_cargo
 from quicsm.testbed.sources import testbed_root
 
-__all__ = ["QuinnServer", "build_quinn_server", "quinn_patch_set", "committed_lock", "has_qlog", "TARGET", "CCS"]
+__all__ = ["build_quinn_server", "quinn_patch_set", "committed_lock", "has_qlog", "TARGET", "CCS"]
 
 TARGET = "quinn"
 BINARY = "quicsm-quinn-server"
@@ -52,7 +52,6 @@ KEY_CRATES = ("quinn", "quinn-proto", "quinn-udp", "h3", "h3-quinn", "rustls", "
 """Crates whose locked versions each run's meta.json reports (the whole lock is named by its sha256)."""
 
 
-QuinnServer = RustServer
 locked_crates = partial(crate_versions, crates=KEY_CRATES)
 
 
@@ -78,7 +77,7 @@ def _without_features(manifest: str) -> str:
     return re.sub(r"(?ms)^\[features\]\n.*?(?=^\[|\Z)", "", manifest)
 
 
-def build_quinn_server(version: str, *, cache_dir: Path | None = None, progress: Progress | None = None) -> QuinnServer:
+def build_quinn_server(version: str, *, cache_dir: Path | None = None, progress: Progress | None = None) -> RustServer:
     """The server for quinn-proto ``version`` with its BBR set applied, built (or taken from the cache)."""
     t0 = time.monotonic()
     cargo = find_cargo()
@@ -100,7 +99,7 @@ def build_quinn_server(version: str, *, cache_dir: Path | None = None, progress:
     with FileLock(root / f".{entry.name}.lock"):
         if binary.is_file() and meta_path.is_file():
             meta = json.loads(meta_path.read_text())
-            return QuinnServer(binary, version, ps.name, True, round(time.monotonic() - t0, 3), meta)
+            return RustServer(binary, version, ps.name, True, round(time.monotonic() - t0, 3), meta)
         target_dir = root / "cargo-target" / "quinn-server"
         with (
             FileLock(root / ".cargo-target-quinn-server.lock"),
@@ -153,4 +152,4 @@ def build_quinn_server(version: str, *, cache_dir: Path | None = None, progress:
             with staged_entry(entry) as staging:
                 shutil.copy2(target_dir / "release" / BINARY, staging / BINARY)
                 (staging / "build.json").write_text(json.dumps(meta, indent=2))
-    return QuinnServer(binary, version, ps.name, False, round(time.monotonic() - t0, 3), meta)
+    return RustServer(binary, version, ps.name, False, round(time.monotonic() - t0, 3), meta)
