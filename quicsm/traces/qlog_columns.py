@@ -34,7 +34,7 @@ from quicsm.errors import truncated
 from quicsm.traces import parquet, qlog_scanner
 from quicsm.traces.columnar import NULL, EventColumns, SharedMeta, TraceColumns, intern
 from quicsm.traces.events import EVENT_KINDS, Trace, TraceMeta
-from quicsm.traces.logscan import MAX_LINE, read_into
+from quicsm.traces.logscan import MAX_LINE, Window
 from quicsm.traces.qlog import (
     LOST,
     METRICS,
@@ -157,63 +157,63 @@ class QlogBatcher:
         sep = _sep(kind)
         sc, report = self.sc, self.report
         handler = self._doc_handler if document else qf.record
-        buf = self.buf
-        end = 0
+        win = Window(stream, self.buf, self._grown)  # read into self.buf, or a plain file's mapping
         skipping = False  # inside an overlong record, dropping bytes to its separator
-        while True:
-            if len(buf) < end + self.window:
-                buf = self._grown(buf, end + self.window)
-            got, error = read_into(stream, buf, end, self.window)
-            report.bytes += got
-            if self.on_bytes is not None and got:
-                self.on_bytes(got)
-            if skipping:
-                at = buf.find(sep, 0, got)
-                sc.lines += buf.count(b"\n", 0, got if at < 0 else at + 1)
-                if at < 0 and got and error is None:
-                    continue
-                skipping = False
-                sc.record_no += 1
-                if at < 0:  # the file ends inside the skipped record: it was the last one
-                    if error is not None:
-                        report.problem(path, sc.lines + 1, _cut_short(error), "truncated input")
+        try:
+            while True:
+                got, error = win.fill(self.window)
+                buf, end = win.buf, win.end
+                report.bytes += got
+                if self.on_bytes is not None and got:
+                    self.on_bytes(got)
+                if skipping:
+                    at = buf.find(sep, end - got, end)
+                    sc.lines += win.newlines(end - got, end if at < 0 else at + 1)
+                    if at < 0 and got and error is None:
+                        win.consumed(end)
+                        continue
+                    skipping = False
+                    sc.record_no += 1
+                    if at < 0:  # the file ends inside the skipped record: it was the last one
+                        if error is not None:
+                            report.problem(path, sc.lines + 1, _cut_short(error), "truncated input")
+                        break
+                    win.consumed(at + 1)
+                    buf, end = win.buf, win.end
+                final = not got or error is not None
+                if error is not None:
+                    done = self._feed(document, buf, win.lo, end, sep, False, handler)
+                    report.problem(path, sc.lines + 1, _cut_short(error), "truncated input")
+                    self._feed(document, buf, done, end, sep, True, handler)
                     break
-                buf[0 : got - at - 1] = buf[at + 1 : got]
-                got -= at + 1
-            end += got
-            final = not got or error is not None
-            if error is not None:
-                done = self._feed(document, buf, 0, end, sep, False, handler)
-                report.problem(path, sc.lines + 1, _cut_short(error), "truncated input")
-                self._feed(document, buf, done, end, sep, True, handler)
-                break
-            done = self._feed(document, buf, 0, end, sep, final, handler)
-            yield from self._take_ready()
-            if final:
-                break
-            rest = end - done
-            if sc.rows - sc.trace_row0 > self.max_events:
-                report.problem(
-                    path,
-                    sc.lines + 1,
-                    f"a trace with more than {self.max_events} congestion events: the rest of the file is not read",
-                    "trace too long",
-                )
-                if document:
-                    self._broken_document(sc.lines + 1)
-                break
-            if not document and rest > self.max_record:
-                report.problem(
-                    path,
-                    sc.lines + 1,
-                    f"{qf.label} {sc.record_no + 1} is longer than {self.max_record} bytes: skipped",
-                    "overlong qlog record",
-                )
-                sc.lines += buf.count(b"\n", done, end)
-                skipping, end = True, 0
-                continue
-            buf[0:rest] = buf[done:end]
-            end = rest
+                done = self._feed(document, buf, win.lo, end, sep, final, handler)
+                yield from self._take_ready()
+                if final:
+                    break
+                if sc.rows - sc.trace_row0 > self.max_events:
+                    report.problem(
+                        path,
+                        sc.lines + 1,
+                        f"a trace with more than {self.max_events} congestion events: the rest of the file is not read",
+                        "trace too long",
+                    )
+                    if document:
+                        self._broken_document(sc.lines + 1)
+                    break
+                if not document and end - done > self.max_record:
+                    report.problem(
+                        path,
+                        sc.lines + 1,
+                        f"{qf.label} {sc.record_no + 1} is longer than {self.max_record} bytes: skipped",
+                        "overlong qlog record",
+                    )
+                    sc.lines += win.newlines(done, end)
+                    skipping = True
+                    win.consumed(end)
+                    continue
+                win.consumed(done)
+        finally:
+            win.close()
         gz = getattr(stream, "error", None)
         if gz is not None and not getattr(stream, "error_raised", True):  # a gzip stream that broke unnoticed
             report.problem(path, 0, truncated(gz), "truncated input")

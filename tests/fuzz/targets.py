@@ -194,11 +194,16 @@ def _small_window(data: bytes) -> int:
 
 
 def _qlog_columns(
-    data: bytes, kind: str, scanner: type, window: int | None, meta: TraceMeta = TraceMeta()
+    data: bytes, kind: str, scanner: type, window: int | None, meta: TraceMeta = TraceMeta(), mapped: Path | None = None
 ) -> list[object]:
+    """``mapped``: ``data`` written to this file and read in windows of its mapping (logscan.Window)."""
     report = ParseReport(keep=1 << 30)
     b = exact_windows()(report, scanner=scanner, window=window)
-    if window is None:
+    if mapped is not None:
+        mapped.write_bytes(data)
+        with mapped_from(0), open(mapped, "rb") as fh:
+            batches = list(b.read(fh, "x", meta, kind)) + b.flush()
+    elif window is None:
         batches = b.add(data, "x", meta, kind) + b.flush()
     else:
         batches = list(b.read(io.BytesIO(data), "x", meta, kind)) + b.flush()
@@ -246,7 +251,7 @@ def exact_windows() -> type:
         return bytes(data) if isinstance(self.sc, QlogScannerPy) else fenced(bytes(data))
 
     def exact_feed(self: QlogBatcher, document: bool, buf: bytearray, start: int, end: int, *rest: Any) -> int:
-        return feed(self, document, window(self, buf[:end]), start, end, *rest)
+        return feed(self, document, window(self, memoryview(buf)[:end]), start, end, *rest)  # a bytearray or a mapping
 
     def exact_add(self: QlogBatcher, data: bytes, *rest: Any) -> list[Any]:
         return add(self, window(self, data), *rest)
@@ -314,6 +319,9 @@ def _run_qlog_agreement(data: bytes, scratch: Path) -> str | None:
         if _qlog_columns(data, kind, scanner, window) != first:
             where = "whole" if window is None else f"in {window}-byte windows"
             return f"qlog {kind} read by {scanner.__name__} {where} differs from the C scanner's whole read"
+        if HAVE_C and window is not None and data:  # the same, from the file's mapping
+            if _qlog_columns(data, kind, scanner, window, mapped=scratch / "mapped.qlog") != first:
+                return f"qlog {kind} read by {scanner.__name__} in {window}-byte windows of its mapping differs"
         if qlog_oracle.comparable(data, kind):
             report = ParseReport(keep=1 << 30)
             want = [list(getattr(qlog_oracle, name)(io.BytesIO(data), "x", TraceMeta(), report)), report.to_json()]

@@ -1,8 +1,9 @@
-"""Plain logs scanned in their mapping (logscan._mapped_windows, _scan.map_file): the same traces and report as
-the read() path, and a log truncated while mapped is a reported shrink, never a SIGBUS."""
+"""Plain logs and qlogs scanned in their mapping (logscan._mapped_windows and Window, _scan.map_file): the same
+traces and report as the read() path, and a file truncated while mapped is read to its new end, never a SIGBUS."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import signal
@@ -182,3 +183,54 @@ def test_a_sigbus_outside_a_mapped_log_still_ends_the_process(tmp_path: Path) ->
         timeout=60,
     )
     assert run.returncode in (-signal.SIGBUS, -signal.SIGABRT) and not run.stdout  # SIGABRT: a sanitizer's handler
+
+
+TRUNCATED_QLOG = textwrap.dedent(
+    """
+    import json, sys
+    from quicsm.traces import logscan
+    from quicsm.traces.events import TraceMeta
+    from quicsm.traces.qlog_columns import QlogBatcher
+    from quicsm.traces.report import ParseReport
+
+    logscan.MAP_MIN = 0 if sys.argv[2] == "1" else 1 << 62
+    path, cut = sys.argv[1], int(sys.argv[3])
+    report = ParseReport(keep=100)
+    done = []
+
+    def truncate_after_first_window(n):
+        if not done:
+            with open(path, "r+b") as fh:
+                fh.truncate(cut)
+        done.append(n)
+
+    b = QlogBatcher(report, truncate_after_first_window, window=1 << 14)
+    with open(path, "rb") as fh:
+        traces = [t for c in [*b.read(fh, path, TraceMeta(), "sqlog"), *b.flush()] for t in c.traces()]
+    print(json.dumps({"events": sum(len(t.events) for t in traces), "issues": [str(i) for i in report.issues]}))
+    """
+)
+
+
+@pytest.mark.parametrize("cut", [0, 30_000])
+def test_a_qlog_truncated_while_mapped_is_read_to_its_new_end_without_sigbus(tmp_path: Path, cut: int) -> None:
+    """A plain qlog cut while the scanner reads its mapping (in a child: a SIGBUS would end it): the pages past
+    the new end read as zeros, the rest is read with read(), which ends where the file ends now."""
+    data = gzip.decompress((ROOT / "tests/data/quic-go-v0.65/server.sqlog.gz").read_bytes())
+    second = data.index(b"\x1e", 1)  # the header record, then the events, several times over
+    body = data[:second] + data[second:] * max(2, 400_000 // len(data))
+    got = {}
+    for mapped in ("0", "1"):
+        path = tmp_path / "server.sqlog"
+        path.write_bytes(body)
+        run = subprocess.run(
+            [sys.executable, "-c", TRUNCATED_QLOG, str(path), mapped, str(cut)],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            timeout=120,
+        )
+        assert run.returncode == 0, run.stderr[-2000:]
+        got[mapped] = json.loads(run.stdout)
+    assert got["1"]["events"] <= got["0"]["events"]
