@@ -28,6 +28,7 @@ DECLARED = {
     "check-report": "quicsm.check.report:CheckReport",
     "scenario": "quicsm.testbed.matrix:MatrixFile",
     "grid": "quicsm.grids.spec:GridFile",
+    "grid-run": "quicsm.grids.execute:GridRecord",
     "run-meta": "quicsm.traces.runmeta:RunMeta",
     "flows-meta": "quicsm.traces.runmeta:FlowsRunMeta",
     "fairness": "quicsm.compare.fairness:FairnessFile",

@@ -21,7 +21,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+import msgspec
 
 from quicsm.errors import TestbedError
 from quicsm.files import write_output
@@ -32,6 +34,7 @@ from quicsm.testbed.stacks import Built
 __all__ = [
     "GRID_JSON",
     "GridEvent",
+    "GridRecord",
     "GridRunSummary",
     "RunState",
     "build_key",
@@ -41,7 +44,11 @@ __all__ = [
 ]
 
 GRID_JSON = "grid.json"
-FORMAT = "quicsm-grid-run"
+FORMAT: Literal["quicsm-grid-run"] = "quicsm-grid-run"
+
+
+def _d(text: str) -> msgspec.Meta:
+    return msgspec.Meta(description=text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,18 +149,29 @@ def build_key(cfg: RunConfig) -> tuple[Any, ...]:
     )
 
 
+class GridRecord(msgspec.Struct, kw_only=True):
+    """``grid.json`` in a grid's output: the grid file's tables as read, so ``grid report`` needs no file
+    (JSON Schema ``quicsm/schemas/grid-run.schema.json``)."""
+
+    format: Annotated[Literal["quicsm-grid-run"], _d("What the file is.")] = FORMAT
+    version: Annotated[int, _d("Version of this record's layout.")] = 1
+    name: Annotated[str, _d("The grid's name.")]
+    source: Annotated[str | None, _d("The grid file it was run from (none: a grid given as tables).")] = None
+    data: Annotated[dict[str, Any], _d("The grid file's tables as read (checked as a grid file when read).")]
+    planned_runs: Annotated[int, _d("Runs the grid plans.")]
+    written: Annotated[str, _d("When this record was written (UTC, ISO 8601).")]
+
+
 def write_grid_json(grid: Grid, out: Path, planned: int) -> None:
-    doc = {
-        "format": FORMAT,
-        "version": 1,
-        "name": grid.name,
-        "source": str(grid.path) if grid.path else None,
-        "data": grid.data,
-        "planned_runs": planned,
-        "written": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-    }
+    rec = GridRecord(
+        name=grid.name,
+        source=str(grid.path) if grid.path else None,
+        data=dict(grid.data),
+        planned_runs=planned,
+        written=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+    )
     # not sort_keys: the order of axes, values and arms is the grid's (cells, panels and the baseline follow it)
-    write_output(str(out / GRID_JSON), json.dumps(doc, indent=2, default=str))
+    write_output(str(out / GRID_JSON), json.dumps(msgspec.to_builtins(rec, enc_hook=str), indent=2))
 
 
 def _move_aside(run_dir: Path, rejected: Path, suffix: str) -> Path:

@@ -15,14 +15,13 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from quicsm.compare.stats import TestResult, correct, welch
 from quicsm.errors import InputError
 from quicsm.formats import checked
-from quicsm.grids.execute import GRID_JSON
+from quicsm.grids.execute import GRID_JSON, GridRecord
 from quicsm.grids.metrics import Metric, metric
 from quicsm.grids.spec import Cell, Grid, grid_from_data
 from quicsm.testbed.runner import read_meta
@@ -75,11 +74,8 @@ def load_grid_runs(out: Path | str) -> GridRuns:
     path = out / GRID_JSON
     if not path.is_file():
         raise InputError(f"{path}: no {GRID_JSON} (not the output of `quicsm grid run`)")
-    doc = checked(path.read_bytes(), dict[str, Any], str(path))
-    if doc.get("format") != "quicsm-grid-run" or not isinstance(doc.get("data"), dict):
-        raise InputError(f"{path}: not a quicsm grid run record (format quicsm-grid-run)")
-    src = doc.get("source")
-    grid = grid_from_data(doc["data"], path=Path(src) if src else None, name=str(doc.get("name") or out.name))
+    rec = checked(path.read_bytes(), GridRecord, str(path))
+    grid = grid_from_data(rec.data, path=Path(rec.source) if rec.source else None, name=rec.name or out.name)
     records = []
     missing = 0
     for p in grid.plan():

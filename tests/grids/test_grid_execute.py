@@ -8,11 +8,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from grid_fixtures import FakeTestbed
 
-from quicsm.errors import TestbedError
+import quicsm
+from quicsm.errors import InputError, TestbedError
 from quicsm.grids.execute import run_grid, run_state
+from quicsm.grids.results import load_grid_runs
 from quicsm.grids.spec import grid_from_data
 
 DATA: dict[str, Any] = {
@@ -41,6 +44,31 @@ def test_every_run_once_with_its_grid_block(tmp_path: Path) -> None:
     assert meta["labels"]["cell"] == "rate=50,size=1MB" and meta["cc"] == "cubic"
     doc = json.loads((tmp_path / "grid.json").read_text())
     assert doc["format"] == "quicsm-grid-run" and list(doc["data"]["arms"]) == ["a", "b"]  # the file's order
+    schema = json.loads((Path(quicsm.__file__).parent / "schemas" / "grid-run.schema.json").read_text())
+    jsonschema.validate(doc, schema)  # the record as written holds to its declaration's schema
+    runs = load_grid_runs(tmp_path)  # and reads back through it
+    assert runs.grid.name == "t" and runs.grid.arm_names == ["a", "b"] and len(runs.records) == 16
+
+
+@pytest.mark.parametrize(
+    ("edit", "msg"),
+    [
+        (lambda d: d.update(format="other"), "grid.json: format: invalid enum value .other."),
+        (
+            lambda d: d.pop("data"),
+            "grid.json: data: required key missing",
+        ),
+        (lambda d: d.update(data=[1]), "grid.json: data: expected `object`"),
+    ],
+)
+def test_a_damaged_grid_json_is_refused_naming_it(tmp_path: Path, edit: Any, msg: str) -> None:
+    tb = FakeTestbed(lambda cfg, r: 100.0)
+    run_grid(grid_from_data(DATA), tmp_path, build=tb.build, run=tb.run, budget_s=0.0)
+    doc = json.loads((tmp_path / "grid.json").read_text())
+    edit(doc)
+    (tmp_path / "grid.json").write_text(json.dumps(doc))
+    with pytest.raises(InputError, match=msg):
+        load_grid_runs(tmp_path)
 
 
 def test_resume_after_a_budget_and_an_interrupted_run(tmp_path: Path) -> None:
