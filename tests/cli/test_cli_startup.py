@@ -129,3 +129,16 @@ def test_help_summaries_are_the_commands_own(width: int) -> None:
     cli.format_commands(ctx, ours)
     click.Group.format_commands(cli, ctx, clicks)
     assert ours.getvalue() == clicks.getvalue() and "infer" in ours.getvalue()
+
+
+def test_a_qlog_that_logs_its_states_imports_no_metric_state_reader(tmp_path: Path) -> None:
+    """metric_states is imported only for states read from metrics; writing an output imports no socket
+    (the temporaries' host tag) and no executor for a cluster."""
+    qlog = tmp_path / "server.sqlog"
+    qlog.write_bytes(gzip.decompress(QLOG.read_bytes()))
+    out = str(tmp_path / "t.jsonl")
+    logged = _heavy_modules(["parse", str(qlog), "-q", "-o", out], ("quicsm", "socket"))
+    assert "quicsm.traces.qlog_columns" in logged and (tmp_path / "t.jsonl").stat().st_size > 0
+    assert [m for m in logged if m in ("socket", "quicsm.traces.metric_states", "quicsm.fleet.cluster")] == []
+    inferred = _heavy_modules(["parse", str(qlog), "-q", "--states", "metrics", "-o", out], ("quicsm",))
+    assert "quicsm.traces.metric_states" in inferred  # asked for: loaded
