@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 import pytest
@@ -142,3 +143,32 @@ def test_a_qlog_that_logs_its_states_imports_no_metric_state_reader(tmp_path: Pa
     assert [m for m in logged if m in ("socket", "quicsm.traces.metric_states", "quicsm.fleet.cluster")] == []
     inferred = _heavy_modules(["parse", str(qlog), "-q", "--states", "metrics", "-o", out], ("quicsm",))
     assert "quicsm.traces.metric_states" in inferred  # asked for: loaded
+
+
+def test_main_collects_again_once_the_verb_is_imported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """main() holds the collector off while the verb's modules are imported, then freezes what they made
+    and collects as usual: the verb itself never runs with the collector off."""
+    import gc
+
+    from quicsm.cli import infer_cmd
+    from quicsm.cli.main import main
+
+    learn = infer_cmd.learn_model
+    seen: list[bool] = []
+
+    def learn_model(kw: dict[str, Any]) -> Any:
+        seen.append(gc.isenabled())
+        return learn(kw)
+
+    qlog = tmp_path / "server.sqlog.gz"
+    qlog.write_bytes(QLOG.read_bytes())
+    monkeypatch.setattr(infer_cmd, "learn_model", learn_model)
+    monkeypatch.setattr(sys, "argv", ["quicsm", "infer", str(qlog), "-q", "-o", str(tmp_path / "m.json")])
+    try:
+        with pytest.raises(SystemExit) as done:
+            main()
+        assert done.value.code == 0 and seen == [True]
+        assert gc.isenabled() and gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        gc.enable()
