@@ -23,6 +23,7 @@ from quicsm.errors import InputError, QuicsmError
 __all__ = ["checked", "problem", "toml_line"]
 
 T = TypeVar("T")
+_AT_BYTE = re.compile(r"\(byte (\d+)\)$")
 _AT_END = re.compile(r" - at `\$\.?([^`]*)`$")
 
 
@@ -93,6 +94,12 @@ def toml_line(text: str, where: str) -> int | None:
     return None
 
 
+def _at(source: str, line: int) -> str:
+    """``FILE:LINE: `` (and what ``source`` says after the file: ``meta.json:1: run metadata: ``)."""
+    file, sep, rest = source.partition(": ")
+    return f"{file}:{line}: {rest}{sep}"
+
+
 def checked(
     data: Any,
     kind: type[T],
@@ -120,11 +127,15 @@ def checked(
         if what == "TOML":
             text = data if isinstance(data, str) else bytes(data).decode()
             line = toml_line(text, where) or toml_line(text, where.rpartition(".")[0])
-        at = f"{source}:{line}: " if line else pre
+        at = _at(source, line) if line else pre
         said = name(where) if name and where else where
         raise error(f"{at}{said}: {why}" if said else f"{at}{why}") from None
     except msgspec.DecodeError as exc:
-        raise error(f"{pre}not valid {what} ({str(exc).removeprefix('Invalid TOML: ')})") from None
+        why = str(exc).removeprefix("Invalid TOML: ")
+        if (at_byte := _AT_BYTE.search(why)) and isinstance(data, bytes | bytearray | memoryview | str):
+            raw = data.encode() if isinstance(data, str) else bytes(data)  # JSON: said at its line
+            pre = _at(source, raw.count(10, 0, int(at_byte[1])) + 1)
+        raise error(f"{pre}not valid {what} ({why})") from None
     except UnicodeDecodeError as exc:
         raise error(f"{pre}not valid {what} (not UTF-8 text at byte {exc.start})") from None
     except RecursionError:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import gzip
 import io
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -20,7 +19,7 @@ from typing import Annotated, Any
 import msgspec
 
 from quicsm.compare.stays import Connection
-from quicsm.errors import InputError, as_quicsm_error
+from quicsm.errors import InputError, reading
 from quicsm.formats import checked
 from quicsm.inference.annotate import AnnotatedModel
 from quicsm.traces.events import StateView, Trace
@@ -237,11 +236,8 @@ def _fail(path: str, where: str, what: str) -> InputError:
 def read_baseline(data: bytes | bytearray, path: str = "<baseline>") -> Baseline:
     """Decode and check a bundle's bytes (gzip or plain JSON)."""
     if data[:2] == b"\x1f\x8b":
-        try:
-            with gzip.GzipFile(fileobj=io.BytesIO(data)) as gz:
-                data = gz.read(MAX_BUNDLE_BYTES + 1)
-        except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
-            raise (as_quicsm_error(exc, path) or InputError(f"{path}: cannot read ({exc})")) from None
+        with reading(path), gzip.GzipFile(fileobj=io.BytesIO(data)) as gz:
+            data = gz.read(MAX_BUNDLE_BYTES + 1)
         if len(data) > MAX_BUNDLE_BYTES:
             raise InputError(f"{path}: larger than {MAX_BUNDLE_BYTES >> 20} MiB (decompressed); not a baseline bundle")
     try:

@@ -177,13 +177,7 @@ def load_model(path: str) -> AnnotatedModel:
 
     raw = read_limited(path, MAX_MODEL_BYTES, "a model JSON file", starts=b"{")
     name = "<stdin>" if path == "-" else path
-    try:
-        data = json.loads(raw)
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{name}: not a model JSON file (not UTF-8 text at byte {exc.start})") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{name}:{exc.lineno}: not valid JSON ({exc.msg}, column {exc.colno})") from None
-    return AnnotatedModel.from_json(data, source=name)
+    return AnnotatedModel.from_json(checked(raw, Any, name), source=name)
 
 
 def save_model(model: AnnotatedModel, path: str) -> None:

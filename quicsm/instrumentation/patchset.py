@@ -7,7 +7,6 @@ the field, because a silently wrong manifest would make the engine patch the wro
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -18,7 +17,7 @@ from typing import Annotated, Any, Literal, get_args
 
 import msgspec
 
-from quicsm.errors import InputError, PatchError
+from quicsm.errors import PatchError
 from quicsm.formats import checked
 from quicsm.instrumentation.diff import FilePatch, parse_diff
 
@@ -138,10 +137,7 @@ def check_relative_path(path: str, where: str) -> None:
 def _validate(m: Any, diff_text: str, where: str, dir_name: str | None, target_dir: str | None) -> PatchSet:
     if not isinstance(m, dict):
         raise PatchError(f"{where}: top level must be a JSON object")
-    try:
-        man = checked(m, Manifest, where)
-    except InputError as exc:
-        raise PatchError(str(exc)) from None
+    man = checked(m, Manifest, where, error=PatchError)
     name, target, up = man.name, man.target, man.upstream
     if dir_name is not None and name != dir_name:
         raise PatchError(f"{where}: name: is {name!r} but the directory is {dir_name!r}")
@@ -215,11 +211,7 @@ def _load(
         dtext = diff.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise PatchError(f"{where}/{DIFF}: missing (a patch set directory holds {MANIFEST} and {DIFF})") from None
-    try:
-        m = json.loads(mtext)
-    except json.JSONDecodeError as exc:
-        raise PatchError(f"{mpath}:{exc.lineno}: invalid JSON: {exc.msg}") from None
-    return _validate(m, dtext, mpath, dir_name, target_dir)
+    return _validate(checked(mtext, Any, mpath, error=PatchError), dtext, mpath, dir_name, target_dir)
 
 
 def load_patch_set(path: str | Path) -> PatchSet:

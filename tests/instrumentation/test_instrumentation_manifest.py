@@ -59,7 +59,7 @@ def test_bad_manifest_names_file_and_field(good: Path, mutate, field) -> None:
 
 def test_invalid_json_names_line(good: Path) -> None:
     (good / "manifest.json").write_text('{\n "name": "x",\n oops\n}')
-    with pytest.raises(PatchError, match=r"manifest.json:3: invalid JSON"):
+    with pytest.raises(PatchError, match=r"manifest.json:3: not valid JSON"):
         load_patch_set(good)
 
 

@@ -166,7 +166,7 @@ def test_read_meta_reads_a_run_directory(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="meta.json: no such file \\(not a testbed run directory\\)"):
         read_meta(tmp_path)
     (run / "meta.json").write_text("{broken")
-    with pytest.raises(InputError, match="meta.json: run metadata: not valid JSON"):  # runmeta.read_meta's wording
+    with pytest.raises(InputError, match="meta.json:1: run metadata: not valid JSON"):  # runmeta.read_meta's wording
         read_meta(run)
 
 
