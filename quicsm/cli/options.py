@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from quicsm.inference import ENGINES
 from quicsm.textsafe import terminal
 from quicsm.traces.events import StateView
 from quicsm.traces.parse import ParseResult, parse_inputs, parse_label
@@ -313,6 +312,8 @@ def engine_options(f: F) -> F:
         help="k of k-Tails, as in Synoptic: the length of the k-strings compared, the node itself included "
         "(k=1: same state; k=2: same state and same next states). Defaults: synoptic coarsening 1, ktails 2.",
     )(f)
+    from quicsm.inference import ENGINES  # here: parse and compare learn nothing
+
     f = click.option("--engine", default="synoptic", type=click.Choice(sorted(ENGINES)), help="Inference engine.")(f)
     return f
 

@@ -172,3 +172,12 @@ def test_main_collects_again_once_the_verb_is_imported(tmp_path: Path, monkeypat
     finally:
         gc.unfreeze()
         gc.enable()
+
+
+def test_parse_of_a_qlog_to_parquet_imports_no_inference(tmp_path: Path) -> None:
+    """parse learns nothing: Arrow for the store, no inference engine, no other verb's package."""
+    out = tmp_path / "t.parquet"
+    used = _heavy_modules(["parse", str(QLOG), "-q", "-o", str(out)], (*HEAVY, "dask", "quicsm"))
+    assert out.stat().st_size > 0  # the parse did run
+    assert {m.split(".")[0] for m in used} == {"numpy", "pyarrow", "quicsm"}
+    assert [m for m in used if m.startswith((*OTHER_VERBS, "quicsm.inference", "quicsm.pipeline"))] == []
