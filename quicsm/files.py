@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, BinaryIO
 
-from quicsm.errors import InputError, OutputError
+from quicsm.errors import InputError, OutputError, reading
 
 __all__ = [
     "STDIN",
@@ -352,20 +352,16 @@ def open_binary(path: str) -> BinaryIO:
         if head == GZIP_MAGIC:
             return GzipReader(stream, close_raw=False)  # type: ignore[arg-type, return-value]
         return stream  # type: ignore[return-value]
-    if not os.path.exists(path):
-        raise InputError(f"{path}: no such file")
     if os.path.isdir(path):
         raise InputError(f"{path}: is a directory")
-    try:
+    with reading(path):
         fh = open(path, "rb")
-    except OSError as exc:
-        raise InputError(f"{path}: cannot open ({exc.strerror})") from None
-    try:
-        magic = fh.read(2)
-        fh.seek(0)
-    except OSError as exc:
-        fh.close()
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+        try:
+            magic = fh.read(2)
+            fh.seek(0)
+        except OSError:
+            fh.close()
+            raise
     if magic == GZIP_MAGIC:
         return GzipReader(fh)  # type: ignore[return-value]
     return fh

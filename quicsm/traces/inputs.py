@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from quicsm.errors import InputError
+from quicsm.errors import InputError, reading
 from quicsm.files import GZIP_MAGIC, STDIN, GzipReader, headed, is_gzip, note_inputs, open_binary
 from quicsm.traces.events import TraceMeta
 from quicsm.traces.sniff import HEAD_BYTES, kind_by_name
@@ -148,8 +148,10 @@ def _walk_inputs(top: str) -> tuple[list[str], list[str]]:
 
 
 def _holds_contract_lines(path: str) -> bool:
-    """Whether a log holds the contract tag, read up to its first one (a contract log has it in its
-    first lines; an empty one is read at once). An unreadable log holds none: its qlogs are read too."""
+    """Whether a log holds the contract tag, read up to its first one. Not just its head: the contract
+    lets a tag sit on any line (docs/log-format.md), and a log whose first tag came after HEAD_BYTES of
+    other output would have its run's qlogs read too, each connection twice. An empty log is read at
+    once; an unreadable one holds none (its qlogs are read)."""
     from quicsm.traces.contract import TAG_BYTES
 
     try:
@@ -234,12 +236,8 @@ def expand_input(arg: str) -> list[str]:
         if not found:
             raise InputError(f"{arg}: no file matches")
         return found
-    try:
+    with reading(arg):
         mode = os.stat(arg).st_mode
-    except FileNotFoundError:
-        raise InputError(f"{arg}: no such file") from None
-    except OSError as exc:
-        raise InputError(f"{arg}: cannot open ({exc.strerror})") from None
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):  # /dev/zero, /dev/urandom, a disk: endless or not a log
         raise InputError(f"{arg}: a device, not a file (give - to read stdin)")
     return [arg]
