@@ -52,17 +52,6 @@ class ModelDiff:
     """``a_by_b``/``b_by_a``: how many traces of one set the other model rejects, with an example."""
     notes: tuple[str, ...] = ()
 
-    @property
-    def identical(self) -> bool:
-        return not (
-            self.states_only_in_a
-            or self.states_only_in_b
-            or self.edges_only_in_a
-            or self.edges_only_in_b
-            or self.a_not_b
-            or self.b_not_a
-        )
-
     def to_json(self) -> dict[str, Any]:
         return {
             "a": self.a,

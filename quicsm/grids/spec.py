@@ -284,13 +284,9 @@ class Grid:
         return out
 
 
-def _where(path: Path | None, name: str) -> str:
-    return f"{path}" if path is not None else f"grid {name}"
-
-
 def grid_from_data(data: Mapping[str, Any], *, path: Path | None = None, name: str | None = None) -> Grid:
     """A grid from a file's tables (``path`` names it in errors); every run configuration is checked."""
-    where = _where(path, name or "")
+    where = f"{path}" if path is not None else f"grid {name or ''}"
     if not isinstance(data.get("arms"), dict) or not data["arms"]:
         raise TestbedError(f"{where}: needs at least one arm ([arms.NAME] with scenario keys)")
     base = scenario_keys(data.get("base", {}), where=f"{where}: [base]")  # the scenario keys' wording first
@@ -328,15 +324,6 @@ def grid_from_data(data: Mapping[str, Any], *, path: Path | None = None, name: s
         if any(a.key == key for a in axes):
             raise TestbedError(f"{where}: [axes] {axis_name}: the same key as another axis")
         axes.append(Axis(axis_name, key, tuple(values)))
-    slugs = {
-        Cell(tuple(zip([a.name for a in axes], combo))).dirname
-        for combo in itertools.product(*(a.values for a in axes))
-    }
-    n_cells = 1
-    for a in axes:
-        n_cells *= len(a.values)
-    if len(slugs) != n_cells:
-        raise TestbedError(f"{where}: two cells would share a directory (axis values that differ only in punctuation)")
     grid = Grid(
         name=grid_name,
         description=spec.description,
@@ -351,6 +338,8 @@ def grid_from_data(data: Mapping[str, Any], *, path: Path | None = None, name: s
         arms=tuple(arms),
         report=spec.report,
     )
+    if len({c.dirname for c in grid.cells()}) != len(grid.cells()):
+        raise TestbedError(f"{where}: two cells would share a directory (axis values that differ only in punctuation)")
     configs: dict[tuple[str, str], RunConfig] = {}
     for cell in grid.cells():
         cell_keys = {KEY_ALIASES.get(a, a): v for a, v in cell.values}

@@ -66,7 +66,9 @@ def test_divergence_names_the_missing_step() -> None:
 def test_identical_models_have_no_difference() -> None:
     a, b = dfg(DESKTOP), dfg(list(reversed(DESKTOP)))
     md = diff_models(a, b)
-    assert md.identical and md.to_json()["identical_language"]
+    assert md.to_json()["identical_language"]
+    assert not (md.states_only_in_a or md.states_only_in_b or md.edges_only_in_a or md.edges_only_in_b)
+    assert not (md.a_not_b or md.b_not_a)
 
 
 def test_nfa_with_split_states_is_handled() -> None:

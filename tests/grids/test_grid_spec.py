@@ -158,3 +158,8 @@ def test_no_arms_and_not_toml(tmp_path: Path) -> None:
         load_grid(_grid(tmp_path, "[axes\n"))
     with pytest.raises(InputError, match="missing.toml: no such file"):
         load_grid(tmp_path / "missing.toml")
+
+
+def test_axis_values_that_would_share_a_cell_directory_are_refused() -> None:
+    with pytest.raises(TestbedError, match="grid g: two cells would share a directory"):
+        grid_from_data({"axes": {"cc": ["x y", "x/y"]}, "arms": {"a": {"stack": "quic-go"}}}, name="g")
