@@ -114,14 +114,20 @@ def checked(
     ``source[:line]: where: why`` when it does not hold the declared shape: the line of a TOML document's
     key, ``where`` as :func:`problem` names it or as ``name`` says it (``scenario 2 (b): rate``). The one
     translation of msgspec's errors: each condition has one wording."""
-    pre = f"{source}: " if source else ""
     try:
         if what == "TOML":
             return msgspec.toml.decode(data, type=kind)
         if isinstance(data, bytes | bytearray | memoryview | str):
             return msgspec.json.decode(data, type=kind)
         return msgspec.convert(data, kind)
-    except msgspec.ValidationError as exc:
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise error(_said(exc, data, kind, source, what, name)) from None
+
+
+def _said(exc: Exception, data: Any, kind: Any, source: str, what: str, name: Callable[[str], str] | None) -> str:
+    """What :func:`checked` says of ``exc``."""
+    pre = f"{source}: " if source else ""
+    if isinstance(exc, msgspec.ValidationError):
         where, why = problem(exc, kind)
         line = None
         if what == "TOML":
@@ -129,14 +135,13 @@ def checked(
             line = toml_line(text, where) or toml_line(text, where.rpartition(".")[0])
         at = _at(source, line) if line else pre
         said = name(where) if name and where else where
-        raise error(f"{at}{said}: {why}" if said else f"{at}{why}") from None
-    except msgspec.DecodeError as exc:
+        return f"{at}{said}: {why}" if said else f"{at}{why}"
+    if isinstance(exc, msgspec.DecodeError):
         why = str(exc).removeprefix("Invalid TOML: ")
         if (at_byte := _AT_BYTE.search(why)) and isinstance(data, bytes | bytearray | memoryview | str):
             raw = data.encode() if isinstance(data, str) else bytes(data)  # JSON: said at its line
             pre = _at(source, raw.count(10, 0, int(at_byte[1])) + 1)
-        raise error(f"{pre}not valid {what} ({why})") from None
-    except UnicodeDecodeError as exc:
-        raise error(f"{pre}not valid {what} (not UTF-8 text at byte {exc.start})") from None
-    except RecursionError:
-        raise error(f"{pre}not valid {what} (nested too deeply)") from None
+        return f"{pre}not valid {what} ({why})"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"{pre}not valid {what} (not UTF-8 text at byte {exc.start})"
+    return f"{pre}not valid {what} (nested too deeply)"
