@@ -10,7 +10,6 @@ import os
 from typing import Any
 
 import click
-from click.utils import make_default_short_help
 
 from quicsm.errors import OptionError, QuicsmError, TestbedError, as_quicsm_error
 from quicsm.textsafe import terminal
@@ -71,12 +70,16 @@ class LazyGroup(click.Group):
         return cmd
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """click's own listing (same widths, same shortening), from :data:`SUMMARIES`."""
+        """click's own listing (same widths, same shortening), from :data:`SUMMARIES`.
+
+        The shortening goes through ``Command.get_short_help_str``: click 8.5 deprecates
+        ``click.utils.make_default_short_help``.
+        """
         names = self.list_commands(ctx)
         if names:
             limit = formatter.width - 6 - max(map(len, names))
             with formatter.section("Commands"):
-                formatter.write_dl([(n, make_default_short_help(SUMMARIES[n], limit)) for n in names])
+                formatter.write_dl([(n, click.Command(n, help=SUMMARIES[n]).get_short_help_str(limit)) for n in names])
 
     def invoke(self, ctx: click.Context) -> Any:
         from quicsm.files import guard_inputs
