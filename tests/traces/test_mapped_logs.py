@@ -132,6 +132,20 @@ TRUNCATED = textwrap.dedent(
 )
 
 
+def _child(script: str, path: Path, mapped: str, cut: int) -> dict:
+    """Run a truncation script in a child (a SIGBUS ends the child, not the test run); its JSON report."""
+    run = subprocess.run(
+        [sys.executable, "-c", script, str(path), mapped, str(cut)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    return json.loads(run.stdout)
+
+
 @pytest.mark.parametrize("cut", [0, 100_000])
 def test_a_log_truncated_while_mapped_ends_early_and_says_so_without_sigbus(tmp_path: Path, cut: int) -> None:
     """logrotate's copytruncate on a live log while quicsm scans its mapping: pages past the new end would
@@ -142,16 +156,7 @@ def test_a_log_truncated_while_mapped_ends_early_and_says_so_without_sigbus(tmp_
     for mapped in ("0", "1"):
         path = _log(tmp_path, lines)
         assert path.stat().st_size > 4 << 16
-        run = subprocess.run(
-            [sys.executable, "-c", TRUNCATED, str(path), mapped, str(cut)],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            timeout=120,
-        )
-        assert run.returncode == 0, run.stderr[-2000:]
-        got[mapped] = out = json.loads(run.stdout)
+        got[mapped] = out = _child(TRUNCATED, path, mapped, cut)
         assert 0 < out["events"] < len(lines)
         assert sum("file shrank while being read" in i for i in out["issues"]) == 1, out["issues"]
     assert got["1"]["events"] <= got["0"]["events"]
@@ -223,14 +228,5 @@ def test_a_qlog_truncated_while_mapped_is_read_to_its_new_end_without_sigbus(tmp
     for mapped in ("0", "1"):
         path = tmp_path / "server.sqlog"
         path.write_bytes(body)
-        run = subprocess.run(
-            [sys.executable, "-c", TRUNCATED_QLOG, str(path), mapped, str(cut)],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            timeout=120,
-        )
-        assert run.returncode == 0, run.stderr[-2000:]
-        got[mapped] = json.loads(run.stdout)
+        got[mapped] = _child(TRUNCATED_QLOG, path, mapped, cut)
     assert got["1"]["events"] <= got["0"]["events"]
