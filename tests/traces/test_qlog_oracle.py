@@ -33,24 +33,25 @@ QLOGS = sorted(
 )
 
 
-def in_threads(threads: int, split_min: int = 1) -> Any:
+def in_threads(threads: int, split_min: int = 1, simd: int = 1) -> Any:
     """The C scanner reading records in ``threads`` threads; with two, every run of records of at least
     ``2 * split_min`` bytes (after the header) is split between them (1: runs of two records are), and the
-    second part is always read by the second thread and merged (never taken back: the merge is what is held)."""
+    second part is always read by the second thread and merged (never taken back: the merge is what is held).
+    ``simd`` 0: records split and classified 16 bytes at a time (SSE2) even where the CPU has AVX2."""
 
     def scanner(table: dict[bytes, int], names: list[str]) -> Any:
         sc = qlog_scanner.Scanner(table, names)
-        sc.threads, sc.split_min, sc.take_back = threads, split_min, 0
+        sc.threads, sc.split_min, sc.take_back, sc.simd = threads, split_min, 0, simd
         return sc
 
-    scanner.__name__ = f"Scanner({threads} thread{'s' * (threads > 1)})"
+    scanner.__name__ = f"Scanner({threads} thread{'s' * (threads > 1)}{', SSE2' * (not simd)})"
     return scanner
 
 
-ONE_THREAD, TWO_THREADS = (in_threads(1), in_threads(2)) if qlog_scanner.available() else (None, None)
+ONE_THREAD, TWO_THREADS = (in_threads(1, simd=0), in_threads(2)) if qlog_scanner.available() else (None, None)
 SCANNERS = [ONE_THREAD, TWO_THREADS, qlog_scanner.QlogScannerPy] if qlog_scanner.available() else [qlog_scanner.Scanner]
-"""The C scanner in one thread and in two (every run of records split), and its twin (only the twin where the
-extension is not built)."""
+"""The C scanner in one thread (SSE2 only) and in two (every run of records split; AVX2 where the CPU has it),
+and its twin (only the twin where the extension is not built)."""
 
 
 def kind_of(data: bytes) -> str:
@@ -351,17 +352,18 @@ def test_records_split_between_two_threads_are_read_as_one_thread_reads_them(
 )
 def test_record_class_at_every_offset(word: str) -> None:
     """The word that decides a record's class (decoded, a loss or timer record, or only its time) found
-    wherever it sits: at every offset of a packet record (across the scanner's 16-byte blocks and its
-    scalar tail), in records cut short as JSON (then the class decides whether that is reported), with
+    wherever it sits: at every offset of a packet record (across the scanner's 16-byte SSE2 blocks, its 32-byte
+    AVX2 blocks and its scalar tail), in records cut short as JSON (then the class decides whether that is reported), with
     newlines inside a record (the lines of what is reported); the oracle and the twin agree."""
     header = b'\x1e{"qlog_format":"JSON-SEQ","qlog_version":"0.3","trace":{}}\n'
     state = b'\x1e{"time":1,"name":"recovery:congestion_state_updated","data":{"new":"slow_start"}}\n'
     out = [header, state]
-    for pad in range(40):
+    for pad in range(48):
         text = ("x" * pad + word).encode()
         rec = b'{"time":%d,"name":"transport:packet_sent","data":{"note":"%s"}}' % (pad + 2, text)
         out.append(b"\x1e" + rec + b"\n")
         out.append(b"\x1e" + rec[: 30 + pad] + b"\n")  # cut short: not JSON
+        out.append(b"\x1e" + rec[:-1] + b"\n")  # not JSON, the word in it: reported only if the word is found
         out.append(b'\x1e{\n "time": %d,\n "name": "x",\n "data": {"n": "%s"}}\n' % (pad + 100, text))
     for pad in range(40):  # a loss record read only as one (its time as a string: float() takes it)
         name = b"x" * pad + b"recovery:packet_lost"
