@@ -230,7 +230,7 @@ def _raw(path: str) -> bytes | bytearray:
 
 
 def _fail(path: str, where: str, what: str) -> InputError:
-    return InputError(f"{path}: {where}: {what}" if where else f"{path}: {what}")
+    return InputError(f"{path}: {where}: {what}")
 
 
 def read_baseline(data: bytes | bytearray, path: str = "<baseline>") -> Baseline:
@@ -240,14 +240,7 @@ def read_baseline(data: bytes | bytearray, path: str = "<baseline>") -> Baseline
             data = gz.read(MAX_BUNDLE_BYTES + 1)
         if len(data) > MAX_BUNDLE_BYTES:
             raise InputError(f"{path}: larger than {MAX_BUNDLE_BYTES >> 20} MiB (decompressed); not a baseline bundle")
-    try:
-        head = msgspec.json.decode(data, type=_Header)
-    except msgspec.DecodeError as exc:
-        raise _fail(path, "", f"not a baseline bundle ({exc})") from None
-    except UnicodeDecodeError as exc:
-        raise _fail(path, "", f"not a baseline bundle (not UTF-8 text at byte {exc.start})") from None
-    except RecursionError:
-        raise _fail(path, "", "not a baseline bundle (JSON nested too deeply)") from None
+    head = checked(data, _Header, f"{path}: not a baseline bundle")
     if head.format != BUNDLE_FORMAT:
         raise _fail(
             path, "format", f"expected {BUNDLE_FORMAT!r}, got {str(head.format)[:40]!r} (not a baseline bundle)"

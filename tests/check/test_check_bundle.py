@@ -126,15 +126,23 @@ def test_damage_is_an_error_naming_file_field_and_reason(baseline, edit, message
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        (b"", "not a baseline bundle"),
-        (b"QUICSM v=1 conn=a t_us=1 cc=reno to=SlowStart\n", "not a baseline bundle"),
-        (b"[1, 2]", "not a baseline bundle"),
-        (b'{"format": "quicsm-baseline", "format_version": 1', "not a baseline bundle"),
+        (b"", "x.qsb: not a baseline bundle: not valid JSON (Input data was truncated)"),
+        (
+            b"QUICSM v=1 conn=a t_us=1 cc=reno to=SlowStart\n",
+            "x.qsb:1: not a baseline bundle: not valid JSON (JSON is malformed: invalid character (byte 0))",
+        ),
+        (b"[1, 2]", "x.qsb: not a baseline bundle: expected `object`, got `array`"),
+        (b'{"format": "quicsm-baseline",\n "format_version": 1', "x.qsb: not a baseline bundle: not valid JSON"),
+        (b'{"format": 1,\n\n,}', "x.qsb:3: not a baseline bundle: not valid JSON (JSON is malformed"),
+        (b'{"format": "\xff"}', "x.qsb: not a baseline bundle: not valid JSON (not UTF-8 text at byte"),
+        (b'{"format": "x"}', "x.qsb: format: expected 'quicsm-baseline', got 'x' (not a baseline bundle)"),
     ],
 )
 def test_not_a_bundle(data: bytes, message: str) -> None:
-    with pytest.raises(InputError, match=message):
+    """The header is decoded through formats.checked: one wording per condition, at its line."""
+    with pytest.raises(InputError) as err:
         read_baseline(data, "x.qsb")
+    assert str(err.value).startswith(message), str(err.value)
 
 
 def test_truncated_gzip_and_missing_file(tmp_path: Path, baseline) -> None:
