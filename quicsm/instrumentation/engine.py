@@ -19,9 +19,10 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
-from quicsm.errors import PatchError
+from quicsm.errors import PatchError, reading
+from quicsm.formats import checked
 from quicsm.instrumentation import journal
 from quicsm.instrumentation.appliers import Applier, default_applier
 from quicsm.instrumentation.detection import (
@@ -75,17 +76,20 @@ def _state_path(root: Path) -> Path:
     return root / STATE_FILE
 
 
+class _Record(TypedDict):
+    """The apply record's top level (each entry of ``applied`` is one set's, written by :func:`_record`)."""
+
+    format: NotRequired[int]
+    applied: list[dict[str, Any]]
+
+
 def _read_state(root: Path) -> dict[str, Any]:
     p = _state_path(root)
     if not p.exists():
         return {"format": 1, "applied": []}
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise PatchError(f"{p}: unreadable apply record ({exc}); remove it if the tree is pristine") from None
-    if not isinstance(data, dict) or not isinstance(data.get("applied"), list):
-        raise PatchError(f"{p}: not a quicsm apply record (field 'applied' missing)")
-    return data
+    with reading(str(p)):
+        raw = p.read_bytes()
+    return dict(checked(raw, _Record, f"{p}: not a quicsm apply record", error=PatchError))
 
 
 def _plan_from_record(root: Path, rec: dict[str, Any]) -> Plan:

@@ -133,6 +133,28 @@ def test_revert_without_record_uses_reverse_check(tree, cubic_set):
     assert snapshot(root) == before
 
 
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        (b'{"format": 1,\n "applied": [', ": not a quicsm apply record: not valid JSON (Input data was truncated)"),
+        (b"\n\n{,}", ":3: not a quicsm apply record: not valid JSON (JSON is malformed: "),
+        (b'{"format": 1}', ": not a quicsm apply record: applied: required key missing"),
+        (b'{"applied": {}}', ": not a quicsm apply record: applied: expected `array`, got `object`"),
+        (b"[]", ": not a quicsm apply record: expected `object`, got `array`"),
+    ],
+)
+def test_a_damaged_apply_record_is_one_line_at_its_place(tree, cubic_set, record: bytes, message: str) -> None:
+    """The record decodes through formats.checked: the file, its line or the key, and why; nothing changes."""
+    root, _ = tree
+    (root / engine.STATE_FILE).write_bytes(record)
+    before = snapshot(root)
+    for verb in (engine.apply, engine.revert, engine.status):
+        with pytest.raises(PatchError) as err:
+            verb(root, sets=[cubic_set])
+        assert str(err.value).startswith(str(root.resolve() / engine.STATE_FILE) + message), str(err.value)
+    assert snapshot(root) == before
+
+
 def test_refuses_path_through_symlink_pointing_outside(tmp_path, tree, cubic_set):
     root, paths = tree
     outside = tmp_path / "outside.cc"
