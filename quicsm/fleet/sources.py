@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import errno
 import io
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, BinaryIO
 
-from quicsm.errors import InputError
+from quicsm.errors import InputError, reading
 
 __all__ = ["is_url", "list_urls", "open_url", "has_glob"]
 
@@ -38,6 +40,20 @@ def _reason(exc: BaseException) -> str:
     """An fsspec/botocore error's first line (a lost endpoint says which URL it could not reach)."""
     text = str(exc).strip()
     return text.splitlines()[0][:300] if text else type(exc).__name__
+
+
+@contextmanager
+def _as_oserror() -> Iterator[None]:
+    """A store's failure as the :class:`OSError` a reader and :func:`quicsm.errors.reading` know: botocore's
+    and aiohttp's own exceptions, and fsspec's OSErrors without a reason, carry their first line."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise
+    except Exception as exc:
+        if isinstance(exc, OSError) and exc.strerror:
+            raise
+        raise OSError(errno.EIO, _reason(exc)) from None
 
 
 def list_urls(pattern: str, options: dict[str, str] | None = None) -> list[str]:
@@ -67,12 +83,8 @@ class _Remote(io.RawIOBase):
         return True
 
     def readinto(self, b: Any) -> int:
-        try:
+        with _as_oserror():
             data = self._fh.read(len(b))
-        except OSError:
-            raise
-        except Exception as exc:
-            raise OSError(errno.EIO, _reason(exc)) from None
         b[: len(data)] = data
         return len(data)
 
@@ -90,18 +102,15 @@ def open_url(url: str, options: dict[str, str] | None = None) -> BinaryIO:
     from quicsm.files import GzipReader
 
     fsspec = _fsspec()
-    try:
-        fh = fsspec.open(url, "rb", **dict(options or {})).open()
-    except FileNotFoundError:
-        raise InputError(f"{url}: no such file") from None
-    except Exception as exc:
-        raise InputError(f"{url}: cannot open ({_reason(exc)})") from None
-    stream = io.BufferedReader(_Remote(fh), buffer_size=1 << 20)
-    try:
-        head = stream.peek(2)[:2]
-    except OSError as exc:
-        stream.close()
-        raise InputError(f"{url}: cannot read ({exc.strerror or exc})") from None
+    with reading(url):
+        with _as_oserror():
+            fh = fsspec.open(url, "rb", **dict(options or {})).open()
+        stream = io.BufferedReader(_Remote(fh), buffer_size=1 << 20)
+        try:
+            head = stream.peek(2)[:2]
+        except OSError:
+            stream.close()
+            raise
     if head == _GZIP_MAGIC:
         return GzipReader(stream)  # type: ignore[return-value]
     return stream

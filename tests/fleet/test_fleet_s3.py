@@ -241,6 +241,16 @@ def test_a_store_down_while_listing_is_one_line(s3_endpoint: str, fleet_dir: Pat
     assert res.output.startswith("Error: s3://logs/fleet/server*: cannot list (Could not connect")
 
 
+def test_a_store_down_when_an_object_is_opened_is_one_line(s3_endpoint: str, fleet_dir: Path) -> None:
+    """Opening is said as reading is (errors.reading): botocore's exception is not an OSError."""
+    _upload(s3_endpoint, fleet_dir)
+    name = sorted(p.name for p in fleet_dir.iterdir())[0]
+    SERVERS[s3_endpoint].stop()  # type: ignore[attr-defined]
+    res = CliRunner().invoke(cli, ["parse", f"s3://logs/fleet/{name}", "-o", "/dev/null"])
+    assert res.exit_code == 1 and len(res.output.splitlines()) == 1, res.output
+    assert res.output.startswith(f"Error: s3://logs/fleet/{name}: cannot read (Could not connect to the endpoint")
+
+
 def test_a_store_lost_mid_read_is_one_line(s3_endpoint: str, fleet_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The store goes once an object is open: s3fs's range request fails with botocore's own exception
     (what a real lost endpoint raised: a 180-line traceback before)."""
