@@ -7,6 +7,7 @@ each once. Opening bytes (plain, gzip, stdin) lives in :mod:`quicsm.files`.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import io
 import os
@@ -68,27 +69,18 @@ def open_input(path: str) -> tuple[str, BinaryIO]:
 
     if path == STDIN:
         return name_kind(path), open_binary(path)
-    try:
+    with reading(path):
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot open ({exc.strerror})") from None
-    try:
-        head = os.read(fd, HEAD_BYTES)
-        while 0 < len(head) < HEAD_BYTES:  # short reads end only at the end of the file
-            more = os.read(fd, HEAD_BYTES - len(head))
-            if not more:
-                break
-            head += more
-    except IsADirectoryError:
-        os.close(fd)
-        raise InputError(f"{path}: is a directory") from None
-    except OSError as exc:
-        os.close(fd)
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+        try:
+            head = os.read(fd, HEAD_BYTES)
+            while 0 < len(head) < HEAD_BYTES:  # short reads end only at the end of the file
+                more = os.read(fd, HEAD_BYTES - len(head))
+                if not more:
+                    break
+                head += more
+        except OSError:
+            os.close(fd)
+            raise
     if head.startswith(GZIP_MAGIC):
         # the head read is inflated once, for the kind and for the reader; a file that fit in it is closed
         whole = len(head) < HEAD_BYTES
@@ -533,11 +525,7 @@ def read_file_list(source: str) -> list[str]:
     is an error naming the line, not memory filled."""
     name = "<stdin>" if source == STDIN else source
     out: list[str] = []
-    try:
-        fh = sys.stdin.buffer if source == STDIN else open(source, "rb")
-    except OSError as exc:
-        raise InputError(f"{source}: cannot read the list of inputs ({exc.strerror or exc})") from None
-    try:
+    with reading(name), contextlib.nullcontext(sys.stdin.buffer) if source == STDIN else open(source, "rb") as fh:
         for n, raw in enumerate(iter(lambda: fh.readline(MAX_PATH_BYTES + 1), b""), 1):
             if b"\0" in raw:
                 raise InputError(f"{name}:{n}: not a list of inputs (a NUL byte; give one path a line)")
@@ -548,9 +536,4 @@ def read_file_list(source: str) -> list[str]:
                 if len(out) >= MAX_LISTED:
                     raise InputError(f"{name}:{n}: more than {MAX_LISTED:,} inputs listed")
                 out.append(line)
-    except OSError as exc:
-        raise InputError(f"{source}: cannot read the list of inputs ({exc.strerror or exc})") from None
-    finally:
-        if source != STDIN:
-            fh.close()
     return out

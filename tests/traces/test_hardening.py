@@ -406,6 +406,23 @@ def test_files_from_dev_zero_and_endless_lines_stop_at_once(tmp_path: Path) -> N
     assert read_file_list(str(ok)) == ["a.log", "b \udcff.log"]
 
 
+@pytest.mark.parametrize("opener", ["open_input", "open_binary", "read_file_list"])
+def test_an_input_that_cannot_be_opened_is_said_one_way(tmp_path: Path, opener: str) -> None:
+    """Opening a log, a qlog or a --files-from list: each condition in errors.reading's one wording."""
+    from quicsm.traces import inputs
+
+    loop = tmp_path / "loop.log"
+    loop.symlink_to(loop)
+    for path, said in (
+        (tmp_path / "none.log", "no such file"),
+        (tmp_path, "is a directory"),
+        (loop, "cannot read (Too many levels of symbolic links)"),
+    ):
+        with pytest.raises(InputError) as err:
+            getattr(inputs, opener)(str(path))
+        assert str(err.value) == f"{path}: {said}"
+
+
 def test_render_dev_zero_stops_at_once() -> None:
     from quicsm.inference.annotate import load_model
 
