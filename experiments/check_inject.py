@@ -33,8 +33,9 @@ TAG = 7_770_001
 """Stands in for the threshold in the cache entry's name (``...-pt7770001``): not a real threshold."""
 
 
-def inject_recovery(text: str, _threshold: int, *, where: str = FILE) -> str:
-    """``MaybeExitSlowStart`` with a congestion event after the hybrid-slow-start exit (exactly one anchor)."""
+def inject_recovery(text: str, name: str, value: int, *, where: str) -> str:
+    """``MaybeExitSlowStart`` with a congestion event after the hybrid-slow-start exit (exactly one anchor); it
+    stands in for :func:`quicsm.testbed.threshold.set_constant` (``name`` and ``value`` unused)."""
     if text.count(ANCHOR) != 1:
         raise TestbedError(f"{where}: the hybrid slow start exit of MaybeExitSlowStart was not found once")
     return text.replace(ANCHOR, INJECTED)
@@ -47,8 +48,8 @@ def main() -> int:
     ap.add_argument("--out", default="/tmp/qsm-exp/check")
     ap.add_argument("--version", default="v0.65.0")
     args = ap.parse_args()
-    threshold.THRESHOLD_FILE = FILE  # type: ignore[misc]
-    threshold.raise_threshold_source = inject_recovery  # type: ignore[assignment]
+    threshold.THRESHOLD_FILE = FILE
+    threshold.set_constant = inject_recovery  # the one edit build_constant_server makes
     bins = threshold.build_threshold_server(args.version, "reno", TAG)
     try:
         cfg = RunConfig(

@@ -31,7 +31,6 @@ __all__ = [
     "build_constant_server",
     "build_max_cwnd_server",
     "build_threshold_server",
-    "raise_threshold_source",
     "set_constant",
 ]
 
@@ -47,13 +46,6 @@ def set_constant(text: str, name: str, value: int, *, where: str) -> str:
     if len(found) != 1:
         raise TestbedError(f"{where}: expected one `{name} = N` declaration, found {len(found)}")
     return const.sub(lambda m: f"{m.group(1)}{value}", text)
-
-
-def raise_threshold_source(text: str, threshold: int, *, where: str = THRESHOLD_FILE) -> str:
-    """Return ``text`` with ``packetThreshold = N`` set to ``threshold`` (exactly one declaration)."""
-    if threshold < 1:
-        raise TestbedError(f"packet threshold {threshold}: must be at least 1")
-    return set_constant(text, "packetThreshold", threshold, where=where)
 
 
 def build_threshold_server(

@@ -9,7 +9,7 @@ import pytest
 from quicsm.compare.occupancy import occupancy_table, state_entries, state_share, state_time_us
 from quicsm.compare.stays import connections
 from quicsm.errors import TestbedError
-from quicsm.testbed.threshold import raise_threshold_source
+from quicsm.testbed.threshold import set_constant
 from quicsm.traces import parse_inputs
 from quicsm.traces.contract import format_line
 
@@ -54,12 +54,10 @@ SRC = """const (
 
 
 def test_threshold_rewrite() -> None:
-    out = raise_threshold_source(SRC, 30)
+    out = set_constant(SRC, "packetThreshold", 30, where="x.go")
     assert "packetThreshold = 30\n" in out and "timeThreshold = 9.0 / 8" in out
     assert out.count("\n") == SRC.count("\n")
-    with pytest.raises(TestbedError, match="found 0"):
-        raise_threshold_source("package x\n", 30, where="x.go")
+    with pytest.raises(TestbedError, match="x.go: expected one `packetThreshold = N` declaration, found 0"):
+        set_constant("package x\n", "packetThreshold", 30, where="x.go")
     with pytest.raises(TestbedError, match="found 2"):
-        raise_threshold_source(SRC + "\tpacketThreshold = 4\n", 30)
-    with pytest.raises(TestbedError, match="at least 1"):
-        raise_threshold_source(SRC, 0)
+        set_constant(SRC + "\tpacketThreshold = 4\n", "packetThreshold", 30, where="x.go")
