@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["csv_cell", "html", "html_value", "md_code", "md_name", "md_text", "terminal", "xml"]
+__all__ = ["csv_cell", "html", "html_env", "html_value", "md_code", "md_name", "md_text", "terminal", "xml"]
 
 _UNSEEN = re.compile(
     "["
@@ -90,6 +90,19 @@ def html_value(value: Any) -> Any:
     """A template's value as :func:`html` shows it (Jinja's ``finalize``; autoescape does the rest):
     plain strings are shown escaped; ``Markup`` (quicsm's own SVG) and numbers pass."""
     return terminal(value) if type(value) is str else value
+
+
+def html_env(*packages: str) -> Any:
+    """The Jinja environment of the HTML reports over the ``templates`` of ``packages`` (the first that has
+    a template wins): values shown through :func:`html_value`, autoescaped, an undefined name an error."""
+    import jinja2
+
+    return jinja2.Environment(
+        loader=jinja2.ChoiceLoader([jinja2.PackageLoader(p, "templates") for p in packages]),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        finalize=html_value,
+    )
 
 
 def md_code(text: str, *, in_table: bool = False) -> str:

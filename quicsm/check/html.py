@@ -17,21 +17,14 @@ from quicsm.check.report import fmt_value, record, witness_text
 from quicsm.diagrams.dot import DotOptions, to_dot
 from quicsm.diagrams.overlay import Delta, EdgeKey, NodeKey, Overlay
 from quicsm.errors import QuicsmError, RenderError
-from quicsm.textsafe import html_value
+from quicsm.textsafe import html_env
 
 __all__ = ["diff_overlay", "scenario_dot", "to_html"]
 
 
 @lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.ChoiceLoader(  # compare's templates: the figures' shared layout and zoom (_figures.html)
-            [jinja2.PackageLoader("quicsm.check", "templates"), jinja2.PackageLoader("quicsm.compare", "templates")]
-        ),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        finalize=html_value,  # names from the inputs shown escaped (quicsm.textsafe)
-    )
+    return html_env("quicsm.check", "quicsm.compare")  # compare's: the shared figure layout
 
 
 def diff_overlay(sr: ScenarioResult) -> Overlay:

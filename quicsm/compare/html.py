@@ -31,7 +31,7 @@ from quicsm.compare.stats import EDGE_TESTS
 from quicsm.compare.svg import heatmap_svg, rate_timeline_svg, timeline_svg
 from quicsm.diagrams.dot import DotOptions, to_dot
 from quicsm.errors import QuicsmError
-from quicsm.textsafe import html_value
+from quicsm.textsafe import html_env
 from quicsm.version import __version__
 
 __all__ = ["heatmap", "to_html"]
@@ -39,12 +39,7 @@ __all__ = ["heatmap", "to_html"]
 
 @lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("quicsm.compare", "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        finalize=html_value,  # names from the inputs shown escaped (quicsm.textsafe)
-    )
+    env = html_env("quicsm.compare")
     env.filters.update(pct=fmt_pct, p=fmt_p, pp=fmt_pp)
     env.globals["direction"] = _dir
     return env

@@ -36,7 +36,7 @@ from quicsm.grids.metrics import Metric
 from quicsm.grids.results import CellResult, GridComparison, GridRuns, RunRecord
 from quicsm.grids.spec import Cell, value_text
 from quicsm.grids.timeline import cwnd_timeline_svg, cwnd_trace, run_traces
-from quicsm.textsafe import csv_cell, html_value, md_name, terminal
+from quicsm.textsafe import csv_cell, html_env, md_name, terminal
 from quicsm.version import __version__
 
 __all__ = ["CellStates", "GridReport", "cell_states", "median_run", "write_report"]
@@ -78,6 +78,11 @@ class CellStates:
         return (
             ", ".join(d.text(name) for d in ranked[:limit] if abs(d.difference) >= 0.005) or "no difference in states"
         )
+
+
+@lru_cache(maxsize=1)
+def _env() -> jinja2.Environment:
+    return html_env("quicsm.grids", "quicsm.compare")  # compare's: the shared figure layout
 
 
 def _arm_set(runs: GridRuns, cell: Cell, arm: str) -> TraceSet:
@@ -225,18 +230,6 @@ def _markdown(runs: GridRuns, comp: GridComparison, rows: Sequence[dict[str, Any
         "",
     ]
     return "\n".join(lines)
-
-
-@lru_cache(maxsize=1)
-def _env() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.ChoiceLoader(  # compare's templates: the figures' shared layout and zoom (_figures.html)
-            [jinja2.PackageLoader("quicsm.grids", "templates"), jinja2.PackageLoader("quicsm.compare", "templates")]
-        ),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        finalize=html_value,
-    )
 
 
 def write_report(
