@@ -469,27 +469,17 @@ def read_limited(path: str, limit: int, what: str, *, starts: bytes = b"") -> by
     """The whole of ``path`` (gunzipped; ``-`` = stdin), at most ``limit`` bytes: a file that is not
     ``what`` it should be (``/dev/zero``, a gzip bomb, a log given as a model) stops there, and when
     ``starts`` is given, at once if its first non-blank byte is not one of ``starts``."""
-    from quicsm.errors import QuicsmError, as_quicsm_error
-
     name = "<stdin>" if path == STDIN else path
-    try:
-        with open_binary(path) as fh:
-            data = bytearray(fh.read(4096))
-            first = bytes(data).lstrip(b" \t\r\n\xef\xbb\xbf")[:1]
-            if starts and first and first not in starts:
-                raise InputError(f"{name}: not {what} (starts with {first!r})")
-            while len(data) <= limit:  # in steps into one buffer: the limit, not twice it, in memory
-                chunk = fh.read(min(1 << 20, limit + 1 - len(data)))
-                if not chunk:
-                    break
-                data += chunk
-    except QuicsmError:
-        raise
-    except Exception as exc:
-        err = as_quicsm_error(exc, name)
-        if err is None:
-            raise
-        raise err from None
+    with reading(name), open_binary(path) as fh:
+        data = bytearray(fh.read(4096))
+        first = bytes(data).lstrip(b" \t\r\n\xef\xbb\xbf")[:1]
+        if starts and first and first not in starts:
+            raise InputError(f"{name}: not {what} (starts with {first!r})")
+        while len(data) <= limit:  # in steps into one buffer: the limit, not twice it, in memory
+            chunk = fh.read(min(1 << 20, limit + 1 - len(data)))
+            if not chunk:
+                break
+            data += chunk
     if len(data) > limit:
         raise InputError(f"{name}: larger than {limit >> 20} MiB (decompressed); not {what}")
     return data
