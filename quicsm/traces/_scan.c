@@ -567,6 +567,89 @@ static int intern_lower(PyObject *table, PyObject *names, const char *a, const c
 
 enum { C_LINE, C_CONN, C_CC, C_T, C_PREV, C_STATE, C_METRICS, C_TRIGGER, C_SRC, N_COLS };
 
+/* The strings a second thread names (it may not touch the batch's table, a dict): spans into the buffer,
+ * numbered in order of first appearance, with their uses; the merge gives them the table's ids in that order,
+ * so the table's order of first appearance is the one a single thread gives. Memory from PyMem_Raw*. */
+typedef struct WNames {
+    const char **a;
+    Py_ssize_t *n;
+    long long *uses;
+    int count, cap;
+    int *slot; /* open addressing: 0 empty, else id + 1 */
+    size_t mask;
+} WNames;
+
+static void wn_free(WNames *w) {
+    PyMem_RawFree(w->a);
+    PyMem_RawFree(w->n);
+    PyMem_RawFree(w->uses);
+    PyMem_RawFree(w->slot);
+}
+
+/* Whether [a, b) is printable ASCII (NULL: absent): a string wn_intern() and intern() both take. */
+static int printable(const char *a, const char *b) {
+    if (!a) return 1;
+    for (; a < b; a++)
+        if ((unsigned char)*a < 0x20 || (unsigned char)*a >= 0x7f) return 0;
+    return 1;
+}
+
+/* The local id of [a, b); -2 for a byte outside printable ASCII (the single-thread path decides such a record),
+ * -3 out of memory. */
+static int wn_intern(WNames *w, const char *a, const char *b) {
+    Py_ssize_t n = b - a;
+    if (!printable(a, b)) return -2;
+    if ((size_t)(w->count + 1) * 2 > w->mask + 1 || !w->slot) {
+        size_t size = w->slot ? (w->mask + 1) * 2 : 64;
+        int *slot = PyMem_RawCalloc(size, sizeof(int));
+        if (!slot) return -3;
+        for (int i = 0; i < w->count; i++) {
+            size_t at = span_hash(w->a[i], w->n[i]) & (size - 1);
+            while (slot[at]) at = (at + 1) & (size - 1);
+            slot[at] = i + 1;
+        }
+        PyMem_RawFree(w->slot);
+        w->slot = slot;
+        w->mask = size - 1;
+    }
+    size_t at = span_hash(a, n) & w->mask;
+    for (; w->slot[at]; at = (at + 1) & w->mask) {
+        int i = w->slot[at] - 1;
+        if (w->n[i] == n && memcmp(w->a[i], a, (size_t)n) == 0) return i;
+    }
+    if (w->count == w->cap) {
+        int cap = w->cap ? w->cap * 2 : 16;
+        const char **na = PyMem_RawRealloc(w->a, sizeof *na * (size_t)cap);
+        if (na) w->a = na;
+        Py_ssize_t *nn = PyMem_RawRealloc(w->n, sizeof *nn * (size_t)cap);
+        if (nn) w->n = nn;
+        long long *nu = PyMem_RawRealloc(w->uses, sizeof *nu * (size_t)cap);
+        if (nu) w->uses = nu;
+        if (!na || !nn || !nu) return -3;
+        w->cap = cap;
+    }
+    w->a[w->count] = a;
+    w->n[w->count] = n;
+    w->uses[w->count] = 0;
+    w->slot[at] = w->count + 1;
+    return w->count++;
+}
+
+/* A Col of the scanner's side tables: from PyMem_Raw* (the second thread appends to its own). */
+static int rcol_put(Col *c, const void *v, size_t n) {
+    if (c->len + n > c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 1 << 12;
+        while (cap < c->len + n) cap *= 2;
+        char *d = PyMem_RawRealloc(c->data, cap);
+        if (!d) return -1;
+        c->data = d;
+        c->cap = cap;
+    }
+    if (v) memcpy(c->data + c->len, v, n);
+    c->len += n;
+    return 0;
+}
+
 /* One call's output: the columns (C_SRC only for scan_files), rows the Python reader must parse, and the
  * kind, recovery and extra fields of rows that have them (side). */
 typedef struct {
@@ -577,6 +660,15 @@ typedef struct {
     Seen seen;
     long long rows;
 } Scan;
+
+/* One row of a contract line (ids: conn, cc, from, to, trigger) through put (col_put or rcol_put). */
+static int put_row(Col *c, int (*put)(Col *, const void *, size_t), long long ln, const int *ids, const Fields *f) {
+    long long ms[7];
+    for (int i = 0; i < 7; i++) ms[i] = f->has_m[i] ? f->m[i] : (long long)(-0x7fffffffffffffffLL - 1);
+    return put(&c[C_LINE], &ln, 8) || put(&c[C_CONN], &ids[0], 4) || put(&c[C_CC], &ids[1], 4) || put(&c[C_T], &f->t_us, 8) ||
+           put(&c[C_PREV], &ids[2], 4) || put(&c[C_STATE], &ids[3], 4) || put(&c[C_METRICS], ms, sizeof ms) ||
+           put(&c[C_TRIGGER], &ids[4], 4);
+}
 
 /* Contract lines of [pos, stop) into the columns (file number src when with_src), from line lineno: the
  * canonical ones by parse_canonical, the others by parse_general, whose event kind, recovery and extra
@@ -622,7 +714,7 @@ static Py_ssize_t scan_region(Scan *s, const char *pos, const char *stop, Py_ssi
             Py_DECREF(item);
         }
         Py_XDECREF(extra);
-        long long ln = (long long)lineno, ms[7];
+        long long ln = (long long)lineno;
         if (!ok) {  /* the Python reader parses it (or reports it) and fills this row */
             PyObject *item = Py_BuildValue("(Lny#)", s->rows, lineno, hit + s->tl, (Py_ssize_t)(eol - hit - (Py_ssize_t)s->tl));
             if (!item || PyList_Append(s->fallback, item) < 0) { Py_XDECREF(item); return -1; }
@@ -631,17 +723,165 @@ static Py_ssize_t scan_region(Scan *s, const char *pos, const char *stop, Py_ssi
             f.t_us = 0;
             for (i = 0; i < 7; i++) f.has_m[i] = 0;
         }
-        for (i = 0; i < 7; i++) ms[i] = f.has_m[i] ? f.m[i] : (long long)(-0x7fffffffffffffffLL - 1);
-        Col *c = s->cols;
-        if (col_put(&c[C_LINE], &ln, 8) || col_put(&c[C_CONN], &ids[0], 4) || col_put(&c[C_CC], &ids[1], 4) ||
-            col_put(&c[C_T], &f.t_us, 8) || col_put(&c[C_PREV], &ids[2], 4) || col_put(&c[C_STATE], &ids[3], 4) ||
-            col_put(&c[C_METRICS], ms, sizeof ms) || col_put(&c[C_TRIGGER], &ids[4], 4) ||
-            (with_src && col_put(&c[C_SRC], &src, 4)))
-            return -1;
+        if (put_row(s->cols, col_put, ln, ids, &f) || (with_src && col_put(&s->cols[C_SRC], &src, 4))) return -1;
         s->rows++;
         pos = eol;
     }
     return lineno + count_nl(line_at, stop);
+}
+
+/* ---- Two threads for a long window of a text log ----
+ *
+ * scan_columns() hands the part of a window after the first line start past its middle to a second thread
+ * (a pthread, never holding the GIL) while this thread scans the first part as scan_region() does. The second
+ * thread reads the lines it can decide without Python into columns of its own (PyMem_Raw* memory), its strings
+ * numbered in order of first appearance (WNames): canonical lines, and general ones with no event kind, recovery
+ * or extra field and a lower-case cc, whose strings are printable ASCII. It stops at the first other line (its
+ * tag: reading goes on there, here) and never interns part of a line. The merge names its strings in the table
+ * in their order, so ids and the table's order are one thread's; line numbers are carried from the first part's
+ * end. A second part not begun when the first is done is read here (unless the split is negative: tests). */
+typedef struct {
+    Col cols[C_SRC];
+    WNames names;
+    const char *p, *e, *stop, *t;
+    size_t tl;
+    Py_ssize_t lines; /* newlines in [p, stop) */
+    long long rows;
+    int status; /* 0 read to e, 1 stopped at a line left to the first thread, -1 out of memory */
+    int claim;  /* W_PENDING, then W_RUNNING (the second thread took it) or W_TAKEN_BACK */
+} LWork;
+
+enum { W_PENDING, W_RUNNING, W_TAKEN_BACK };
+
+/* A second thread's part claimed from W_PENDING: by it (W_RUNNING) or back by the first (W_TAKEN_BACK). 1 if won. */
+static int claim(int *at, int to) {
+    int pending = W_PENDING;
+    return __atomic_compare_exchange_n(at, &pending, to, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+static void lwork_free(LWork *k) {
+    for (int i = 0; i < C_SRC; i++) PyMem_RawFree(k->cols[i].data);
+    wn_free(&k->names);
+    PyMem_RawFree(k);
+}
+
+static void *lwork_main(void *arg) {
+    LWork *k = (LWork *)arg;
+    if (!claim(&k->claim, W_RUNNING)) {
+        lwork_free(k); /* taken back: nothing read; the copy is this thread's to free */
+        return NULL;
+    }
+    const char *pos = k->p, *line_at = k->p, *hit, *eol;
+    Py_ssize_t lineno = 0;
+    k->status = 0;
+    while (pos < k->e && next_line(pos, k->e, k->t, k->tl, &hit, &eol, &lineno, &line_at)) {
+        Fields f;
+        General g;
+        int ok = parse_canonical(hit + k->tl, eol, &f);
+        if (!ok) {
+            ok = parse_general(hit + k->tl, eol, &g) && !g.kind && !g.rec_a && !g.nextra && !g.cc_upper;
+            if (ok) f = g.f;
+        }
+        const char *spans[5][2] = {{f.conn_a, f.conn_b}, {f.cc_a, f.cc_b}, {f.from_a, f.from_b}, {f.to_a, f.to_b}, {f.trig_a, f.trig_b}};
+        int ids[5], i;
+        for (i = 0; i < 5 && ok; i++) ok = printable(spans[i][0], spans[i][1]);
+        if (!ok) { /* the first thread reads it (and what follows) */
+            k->status = 1;
+            k->stop = hit;
+            k->lines = lineno;
+            return NULL;
+        }
+        for (i = 0; i < 5; i++) {
+            ids[i] = spans[i][0] ? wn_intern(&k->names, spans[i][0], spans[i][1]) : -1;
+            if (ids[i] < -1) break; /* -3 out of memory (-2 cannot be: printable) */
+        }
+        if (i < 5 || put_row(k->cols, rcol_put, (long long)lineno, ids, &f)) {
+            k->status = -1;
+            return NULL;
+        }
+        k->rows++;
+        pos = eol;
+    }
+    k->stop = k->e;
+    k->lines = lineno + count_nl(line_at, k->e);
+    return NULL;
+}
+
+/* The second thread's rows after s's: its strings interned in their order, its line numbers from base. */
+static int lwork_merge(Scan *s, LWork *k, Py_ssize_t base) {
+    WNames *nm = &k->names;
+    int *ids = PyMem_Malloc(sizeof(int) * (size_t)(nm->count ? nm->count : 1));
+    if (!ids) { PyErr_NoMemory(); return -1; }
+    for (int i = 0; i < nm->count; i++) {
+        ids[i] = intern(s->table, s->names, nm->a[i], nm->a[i] + nm->n[i], &s->seen);
+        if (ids[i] < 0) {
+            if (ids[i] == -2) PyErr_SetString(PyExc_SystemError, "log scanner: a string not UTF-8 from the second thread");
+            PyMem_Free(ids);
+            return -1;
+        }
+    }
+    long long *line = (long long *)k->cols[C_LINE].data;
+    int *str[5] = {(int *)k->cols[C_CONN].data, (int *)k->cols[C_CC].data, (int *)k->cols[C_PREV].data,
+                   (int *)k->cols[C_STATE].data, (int *)k->cols[C_TRIGGER].data};
+    for (long long r = 0; r < k->rows; r++) {
+        line[r] += base;
+        for (int j = 0; j < 5; j++)
+            if (str[j][r] >= 0) str[j][r] = ids[str[j][r]];
+    }
+    PyMem_Free(ids);
+    for (int c = 0; c < C_SRC; c++)
+        if (k->cols[c].len && col_put(&s->cols[c], k->cols[c].data, k->cols[c].len)) return -1;
+    s->rows += k->rows;
+    return 0;
+}
+
+/* scan_region() over [p, e), in two threads when split != 0 and the window holds at least 2 * |split| bytes. */
+static Py_ssize_t scan_split(Scan *s, const char *p, const char *e, Py_ssize_t lineno, Py_ssize_t split) {
+    Py_ssize_t least = split < 0 ? -split : split;
+    const char *mid = NULL;
+    LWork *k = NULL;
+    pthread_t th;
+    if (least > 0 && e - p >= 2 * least) {
+        const char *half = p + (e - p) / 2;
+        mid = memchr(half, '\n', (size_t)(e - half));
+        if (mid && ++mid < e && (k = PyMem_RawCalloc(1, sizeof(LWork)))) {
+            k->p = mid, k->e = e, k->t = s->t, k->tl = s->tl;
+            if (pthread_create(&th, NULL, lwork_main, k)) {
+                lwork_free(k);
+                k = NULL;
+            }
+        }
+    }
+    if (!k) return scan_region(s, p, e, lineno, 0, 0);
+    Py_ssize_t base = scan_region(s, p, mid, lineno, 0, 0);
+    if ((split > 0 || base < 0) && claim(&k->claim, W_TAKEN_BACK)) {
+        pthread_detach(th); /* it has not begun: its part is read here */
+        return base < 0 ? -1 : scan_region(s, mid, e, base, 0, 0);
+    }
+    Py_BEGIN_ALLOW_THREADS
+    pthread_join(th, NULL);
+    Py_END_ALLOW_THREADS
+    if (base < 0 || k->status < 0) { /* an error in the first part, or out of memory in the second: read it here */
+        lwork_free(k);
+        return base < 0 ? -1 : scan_region(s, mid, e, base, 0, 0);
+    }
+    if (lwork_merge(s, k, base) < 0) {
+        lwork_free(k);
+        return -1;
+    }
+    const char *stop = k->stop;
+    Py_ssize_t at = base + k->lines;
+    int status = k->status;
+    lwork_free(k);
+    return status == 0 ? at : scan_region(s, stop, e, at, 0, 0);
+}
+
+/* The default split: parts of 128 KiB and more when this process may run on two CPUs or more; else none. */
+#define LOG_SPLIT_MIN (1 << 17)
+
+static Py_ssize_t default_split(void) {
+    cpu_set_t cpus;
+    return sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) >= 2 ? LOG_SPLIT_MIN : 0;
 }
 
 /* (columns as bytes, fallback list, last, side list) of a finished scan; NULL on error. */
@@ -665,17 +905,19 @@ static void scan_free(Scan *s) {
 
 static PyObject *scan_columns(PyObject *self, PyObject *args) {
     Py_buffer buf, tag;
-    Py_ssize_t start, end, lineno;
+    Py_ssize_t start, end, lineno, split = PY_SSIZE_T_MIN;
     Scan s = {0};
     PyObject *res = NULL;
-    if (!PyArg_ParseTuple(args, "y*nny*nO!O!", &buf, &start, &end, &tag, &lineno, &PyDict_Type, &s.table, &PyList_Type, &s.names))
+    if (!PyArg_ParseTuple(args, "y*nny*nO!O!|n", &buf, &start, &end, &tag, &lineno, &PyDict_Type, &s.table, &PyList_Type, &s.names,
+                          &split))
         return NULL;
+    if (split == PY_SSIZE_T_MIN) split = default_split();
     clamp_window(buf.len, &start, &end);
     s.t = (const char *)tag.buf;
     s.tl = (size_t)tag.len;
     const char *base = (const char *)buf.buf;
     if (seen_init(&s.seen, end - start) == 0 && (s.fallback = PyList_New(0)) != NULL && (s.side = PyList_New(0)) != NULL) {
-        lineno = scan_region(&s, base + start, base + end, lineno, 0, 0);
+        lineno = scan_split(&s, base + start, base + end, lineno, split);
         if (lineno >= 0) res = scan_result(&s, C_SRC, PyLong_FromSsize_t(lineno));
     }
     scan_free(&s);
@@ -1275,85 +1517,8 @@ static int role_of(Span name) {
 
 enum { K_TRANSITION = 0, K_METRICS = 2, K_PLACEHOLDER = 3 };
 
-/* The strings a second thread names (it may not touch the batch's table, a dict): spans into the buffer,
- * numbered in order of first appearance, with their uses; the merge gives them the table's ids in that order,
- * so the table's order of first appearance is the one a single thread gives. Memory from PyMem_Raw*. */
-typedef struct WNames {
-    const char **a;
-    Py_ssize_t *n;
-    long long *uses;
-    int count, cap;
-    int *slot; /* open addressing: 0 empty, else id + 1 */
-    size_t mask;
-} WNames;
-
 #define W_INHERIT (-1000) /* a metrics row's state before the thread's first state event: the state then current */
 
-static void wn_free(WNames *w) {
-    PyMem_RawFree(w->a);
-    PyMem_RawFree(w->n);
-    PyMem_RawFree(w->uses);
-    PyMem_RawFree(w->slot);
-}
-
-static size_t span_hash(const char *a, Py_ssize_t n);
-
-/* The local id of [a, b); -2 for a byte outside printable ASCII (the single-thread path decides such a record),
- * -3 out of memory. */
-static int wn_intern(WNames *w, const char *a, const char *b) {
-    Py_ssize_t n = b - a;
-    for (const char *c = a; c < b; c++)
-        if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f) return -2;
-    if ((size_t)(w->count + 1) * 2 > w->mask + 1 || !w->slot) {
-        size_t size = w->slot ? (w->mask + 1) * 2 : 64;
-        int *slot = PyMem_RawCalloc(size, sizeof(int));
-        if (!slot) return -3;
-        for (int i = 0; i < w->count; i++) {
-            size_t at = span_hash(w->a[i], w->n[i]) & (size - 1);
-            while (slot[at]) at = (at + 1) & (size - 1);
-            slot[at] = i + 1;
-        }
-        PyMem_RawFree(w->slot);
-        w->slot = slot;
-        w->mask = size - 1;
-    }
-    size_t at = span_hash(a, n) & w->mask;
-    for (; w->slot[at]; at = (at + 1) & w->mask) {
-        int i = w->slot[at] - 1;
-        if (w->n[i] == n && memcmp(w->a[i], a, (size_t)n) == 0) return i;
-    }
-    if (w->count == w->cap) {
-        int cap = w->cap ? w->cap * 2 : 16;
-        const char **na = PyMem_RawRealloc(w->a, sizeof *na * (size_t)cap);
-        if (na) w->a = na;
-        Py_ssize_t *nn = PyMem_RawRealloc(w->n, sizeof *nn * (size_t)cap);
-        if (nn) w->n = nn;
-        long long *nu = PyMem_RawRealloc(w->uses, sizeof *nu * (size_t)cap);
-        if (nu) w->uses = nu;
-        if (!na || !nn || !nu) return -3;
-        w->cap = cap;
-    }
-    w->a[w->count] = a;
-    w->n[w->count] = n;
-    w->uses[w->count] = 0;
-    w->slot[at] = w->count + 1;
-    return w->count++;
-}
-
-/* A Col of the scanner's side tables: from PyMem_Raw* (the second thread appends to its own). */
-static int rcol_put(Col *c, const void *v, size_t n) {
-    if (c->len + n > c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 1 << 12;
-        while (cap < c->len + n) cap *= 2;
-        char *d = PyMem_RawRealloc(c->data, cap);
-        if (!d) return -1;
-        c->data = d;
-        c->cap = cap;
-    }
-    if (v) memcpy(c->data + c->len, v, n);
-    c->len += n;
-    return 0;
-}
 
 /* Id of the string [a, b) for a row: the table's (intern()), or in the second thread its own (wn_intern()). */
 static int qs_intern(QS *s, const char *a, const char *b, Seen *seen) {
@@ -1746,14 +1911,11 @@ typedef struct {
     int claim; /* W_PENDING, then W_RUNNING (the second thread took it) or W_TAKEN_BACK */
 } Work;
 
-enum { W_PENDING, W_RUNNING, W_TAKEN_BACK };
-
 static void work_free(Work *k);
 
 static void *work_main(void *arg) {
     Work *k = (Work *)arg;
-    int pending = W_PENDING;
-    if (!__atomic_compare_exchange_n(&k->claim, &pending, W_RUNNING, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    if (!claim(&k->claim, W_RUNNING)) {
         work_free(k); /* taken back: nothing read; the copy is this thread's to free */
         return NULL;
     }
@@ -1884,9 +2046,8 @@ static PyObject *qs_records(QS *s, PyObject *args) {
         int gen = s->gen;
         Py_ssize_t row0 = s->trace_row0;
         const char *at;
-        int r = qs_run(s, p, mid, sep, 0, handler, &seen, &at, 0), pending = W_PENDING;
-        if ((s->take_back || r < 0) &&
-            __atomic_compare_exchange_n(&k->claim, &pending, W_TAKEN_BACK, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        int r = qs_run(s, p, mid, sep, 0, handler, &seen, &at, 0);
+        if ((s->take_back || r < 0) && claim(&k->claim, W_TAKEN_BACK)) {
             pthread_detach(th); /* it has not begun: read its part here, and split no more in this call */
             if (r < 0) goto out;
             split = 0;
@@ -2700,7 +2861,9 @@ static PyTypeObject MappedType = {
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS, "scan(buffer, start, end, tag, lineno, parse=False) -> ([(line, payload) or parsed tuple], lineno_at_end)"},
     {"scan_columns", scan_columns, METH_VARARGS,
-     "scan_columns(buffer, start, end, tag, lineno, table, names) -> (8 column bytes, [(row, line, payload)], lineno_at_end, [(row, kind, recovery, extra)])"},
+     "scan_columns(buffer, start, end, tag, lineno, table, names, split=128 KiB with two CPUs, else 0) -> (8 column bytes, [(row, line, "
+     "payload)], lineno_at_end, [(row, kind, recovery, extra)]); split: a window of 2 * |split| bytes or more is read in two threads "
+     "(negative: the second part always read by the second thread)"},
     {"scan_files", scan_files, METH_VARARGS,
      "scan_files(buffer, bounds, tag, table, names) -> (9 column bytes, [(row, line, payload)], lines per file as int64 bytes, [(row, kind, recovery, extra)])"},
     {"map_file", map_file, METH_VARARGS, "map_file(fd, size) -> Mapped: the file's first size bytes, mapped read-only, safe if it shrinks"},
@@ -2713,7 +2876,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", "C scanners 
    when a function's or QlogScanner method's signature or return shape changes (a new argument, one more
    element in a returned tuple, a column added or reordered), so a stale build left by a pull without a
    rebuild is set aside for the pure-Python twins with a warning instead of failing every read. */
-#define SCAN_ABI 1
+#define SCAN_ABI 2
 
 PyMODINIT_FUNC PyInit__scan(void) {
     if (PyType_Ready(&QSType) < 0 || PyType_Ready(&MappedType) < 0) return NULL;

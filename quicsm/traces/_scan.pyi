@@ -18,13 +18,23 @@ def scan(
 Side = list[tuple[int, int, int, tuple[tuple[str, str], ...] | None]]
 
 def scan_columns(
-    buffer: Buffer, start: int, end: int, tag: bytes, lineno: int, table: dict[bytes, int], names: list[str], /
+    buffer: Buffer,
+    start: int,
+    end: int,
+    tag: bytes,
+    lineno: int,
+    table: dict[bytes, int],
+    names: list[str],
+    split: int = ...,
+    /,
 ) -> tuple[tuple[bytes, ...], list[tuple[int, int, bytes]], int, Side]:
     """Contract lines of ``buffer[start:end]`` as 8 raw columns (line, conn, cc, t_us, prev, to: int64/int32;
     metrics: 7 int64 per row, INT64_MIN when absent; trigger), strings as ids interned in ``table``/``names``;
     lines the contract refuses as ``(row, line, payload)`` for the Python reader (their rows are
     placeholders); the line number at ``end``; and ``(row, kind, recovery, extra)`` for rows with an event
-    kind other than a transition, a recovery or fields the contract does not name."""
+    kind other than a transition, a recovery or fields the contract does not name. A window of at least
+    ``2 * abs(split)`` bytes is read in two threads, with the same result (default: 128 KiB where the process
+    may use two CPUs, else 0: one thread; negative: the second thread's part is never taken back, for tests)."""
 
 def scan_files(
     buffer: bytes, bounds: bytes, tag: bytes, table: dict[bytes, int], names: list[str], /

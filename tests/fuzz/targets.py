@@ -133,15 +133,21 @@ def _run_columnar(data: bytes, scratch: Path) -> str | None:
         got = [t for batch in batches for t in batch.traces()], report.to_json()
         if got != expected:
             return f"columnar path with batches of {batch_rows} records differs from the object path"
-    if HAVE_C:  # the same log as a plain file, scanned in its mapping (windows down to 3 bytes)
+    if HAVE_C:  # the same log as a plain file, scanned in its mapping (windows down to 3 bytes, each split
+        # between two threads at the line past its middle)
         log = scratch / "mapped.log"
         log.write_bytes(data)
         report = ParseReport(keep=1 << 30)
         chunk = _small_window(data)
-        with mapped_from(0), open(log, "rb") as fh:
-            batches = list(oracle.column_batches(fh, "x", "s", TraceMeta(), report, chunk=chunk))
+        scan_c = columnar._scan_columns
+        columnar._scan_columns = lambda *args: scan_c(*args, -1)
+        try:
+            with mapped_from(0), open(log, "rb") as fh:
+                batches = list(oracle.column_batches(fh, "x", "s", TraceMeta(), report, chunk=chunk))
+        finally:
+            columnar._scan_columns = scan_c
         if ([t for batch in batches for t in batch.traces()], report.to_json()) != expected:
-            return f"columnar path over the file's mapping with {chunk}-byte windows differs from the object path"
+            return f"columnar path over the file's mapping in two threads, {chunk}-byte windows, differs from the object path"
     return None
 
 
@@ -353,9 +359,9 @@ def readers(python: bool, window: int | None = None) -> Iterator[None]:
         setattr(m, name, window)
     qlog_columns.QlogBatcher._feed = exact["_feed"]  # type: ignore[method-assign]  # each window fenced
     qlog_columns.QlogBatcher.add = exact["add"]  # type: ignore[method-assign]
-    if not python:  # and each text-log window too
+    if not python:  # and each text-log window too, split between two threads at the line past its middle
         scan_c = columnar._scan_columns
-        columnar._scan_columns = lambda buf, start, cut, *rest: scan_c(fenced(bytes(buf[:cut])), start, cut, *rest)
+        columnar._scan_columns = lambda buf, start, cut, *rest: scan_c(fenced(bytes(buf[:cut])), start, cut, *rest, -1)
     try:
         yield
     finally:
