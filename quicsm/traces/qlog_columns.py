@@ -485,19 +485,24 @@ class QlogBatcher:
             return intern(table, names, text)
 
         self._list_unknown(uses, names)
-        used = np.concatenate([state_raw, prev_raw])
-        named = np.flatnonzero(np.bincount(used[used >= 0], minlength=len(names)))
+        # state and from-state ids as positions in a table of canonical ids whose first entry is "none" (-1)
+        state_at, prev_at = state_raw + 1, prev_raw + 1
+        np.maximum(state_at, 0, out=state_at)
+        np.maximum(prev_at, 0, out=prev_at)
+        named = np.flatnonzero(_present(len(names) + 1, state_at, prev_at)[1:])
         mapped = [name_id(canonical_state(names[i])) for i in named.tolist()]
-        canon = np.arange(len(names), dtype=np.int32)
-        canon[named] = mapped
+        canon = np.arange(-1, len(names), dtype=np.int32)
+        canon[named + 1] = mapped
         init_id, start_id = name_id(INIT), name_id("qlog_start")
         exact = [tr.inferred for tr in traces if tr.inferred is not None]
         # per trace: its block of rows (its rows, then its placeholders)
         row0 = np.array([tr.row0 for tr in traces] + [n], np.int64)
         lengths = np.diff(row0)
         tr_of = np.repeat(np.arange(ntr, dtype=np.int32), lengths)
-        scale = np.repeat(np.array([tr.st.time_scale for tr in traces]), lengths)
-        t_us = np.rint(t * scale).astype(np.int64)
+        scales = np.array([tr.st.time_scale for tr in traces])
+        # (one unit for all the traces, as a scalar: the same products, without a column of it)
+        scale = scales[0] if ntr and (scales == scales[0]).all() else np.repeat(scales, lengths)
+        t_us = _rounded(t * scale)
         for inf in exact:  # the inferred transitions' times, as metric_states gave them
             t_us[inf.t_rows] = inf.t_us
         for j in range(2):
@@ -506,11 +511,13 @@ class QlogBatcher:
             if have.any():
                 if not metrics.flags.writeable:
                     metrics = metrics.copy()
-                metrics[have, 5 + j] = np.rint(v[have] * scale[have]).astype(np.int64)
-        state = np.where(state_raw >= 0, canon[np.maximum(state_raw, 0)], -1).astype(np.int32)
+                x = v * scale
+                x[~have] = 0.0  # (the rows without it keep their metric)
+                np.copyto(metrics[:, 5 + j], _rounded(x), where=have)
+        state = canon[state_at]
         for inf in exact:  # metrics rows in the state read from the metrics
             state[inf.rows] = inf.states
-        prev = np.where(prev_raw >= 0, canon[np.maximum(prev_raw, 0)], -1).astype(np.int32)
+        prev = canon[prev_at]
         kind = kind_raw.copy()
         trigger = trig.copy() if len(trig) else trig
         # placeholders: the initial state (first in its trace) and the close (last)
@@ -522,7 +529,6 @@ class QlogBatcher:
         kind[init_rows] = 0
         prev[init_rows] = init_id
         if len(init_rows):
-            trigger = trigger.copy()
             trigger[init_rows] = start_id
         # the first state event of each trace (in log order) enters from Init, unless a changes-only
         # logger named the state it left (then that state was entered at the trace's start)
@@ -547,7 +553,9 @@ class QlogBatcher:
         filled[close_rows] = filled[order[np.cumsum(lengths)[has_close] - 2]]
         # cc: BBR states give BBR away (qlog.guess_cc over each trace's states)
         marks = np.zeros((len(names) + 1, 2), bool)
-        for sid in np.flatnonzero(np.bincount(filled[filled >= 0], minlength=len(names))).tolist():
+        filled_at = filled + 1
+        np.maximum(filled_at, 0, out=filled_at)
+        for sid in np.flatnonzero(_present(len(names) + 1, filled_at)[1:]).tolist():
             marks[sid] = bbr_marks(names[sid])
         bbr = np.zeros((ntr, 2), bool)
         if marks.any():  # (ufunc.at is slow: only where some state is BBR's)
@@ -575,7 +583,7 @@ class QlogBatcher:
             cc=np.full(n, -1, np.int32),
             t_us=t_us,
             prev=prev,
-            state=np.where(is_tr, state, -1).astype(np.int32),
+            state=np.where(is_tr, state, np.int32(-1)),
             kind=kind,
             metrics=metrics,
             trigger=trigger,
@@ -616,6 +624,20 @@ def _time_order(t_us: np.ndarray, cls: np.ndarray, tr_of: np.ndarray) -> np.ndar
     if back.any():
         return np.lexsort((t_us, cls, tr_of))
     return np.argsort(tr_of.astype(np.int64) * 3 + cls, kind="stable")
+
+
+def _present(size: int, *positions: np.ndarray) -> np.ndarray:
+    """Which of ``range(size)`` occur among the ``positions`` (each in range): ``np.bincount(...) > 0``
+    without a count or a joined copy."""
+    seen = np.zeros(size, bool)
+    for at in positions:
+        seen[at] = True
+    return seen
+
+
+def _rounded(x: np.ndarray) -> np.ndarray:
+    """``np.rint(x).astype(np.int64)``, rounded in place (``x`` is a temporary of the caller's)."""
+    return np.rint(x, out=x).astype(np.int64)
 
 
 def _num(v: np.ndarray, scale: float) -> np.ndarray:
