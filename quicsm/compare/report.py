@@ -244,16 +244,7 @@ def to_json(c: Comparison) -> dict[str, Any]:
             name: [
                 msgspec.to_builtins(
                     OccupancyRecord(
-                        *(
-                            s.state,
-                            s.n,
-                            s.visited,
-                            json_number(s.mean),
-                            json_number(s.median),
-                            json_number(s.ci_low),
-                            json_number(s.ci_high),
-                        ),
-                        json_number(s.pooled),
+                        s.state, s.n, s.visited, *map(json_number, (s.mean, s.median, s.ci_low, s.ci_high, s.pooled))
                     )
                 )
                 for s in rows
