@@ -47,11 +47,6 @@ class TcpTuning:
     buffers: int | None = None
     """Maximum send/receive buffer (tcp_wmem/tcp_rmem max, bytes) in the server and client namespaces."""
 
-    @classmethod
-    def tuned(cls) -> TcpTuning:
-        """ANRW'19's TCP+: IW 32, pacing, no slow start after idle, tuned buffers."""
-        return cls(initcwnd=32, pacing=True, slow_start_after_idle=False, buffers=16 << 20)
-
 
 def tcp_source_dir() -> Path:
     return testbed_root("tcp/go.mod") / "tcp"
