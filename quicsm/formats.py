@@ -20,11 +20,16 @@ import msgspec.toml
 
 from quicsm.errors import InputError, QuicsmError
 
-__all__ = ["checked", "problem", "toml_line"]
+__all__ = ["checked", "described", "problem", "toml_line"]
 
 T = TypeVar("T")
 _AT_BYTE = re.compile(r"\(byte (\d+)\)$")
 _AT_END = re.compile(r" - at `\$\.?([^`]*)`$")
+
+
+def described(text: str) -> msgspec.Meta:
+    """A Struct field's description (``Annotated[T, described(...)]``), shown in the generated JSON Schema."""
+    return msgspec.Meta(description=text)
 
 
 def problem(exc: msgspec.ValidationError, kind: Any = None) -> tuple[str, str]:

@@ -27,6 +27,7 @@ import msgspec
 
 from quicsm.errors import TestbedError
 from quicsm.files import write_output
+from quicsm.formats import described as _d
 from quicsm.grids.spec import Grid, PlannedRun
 from quicsm.testbed.runner import REJECTED, RunConfig, RunResult, read_meta, run_attempts
 from quicsm.testbed.stacks import Built
@@ -45,10 +46,6 @@ __all__ = [
 
 GRID_JSON = "grid.json"
 FORMAT: Literal["quicsm-grid-run"] = "quicsm-grid-run"
-
-
-def _d(text: str) -> msgspec.Meta:
-    return msgspec.Meta(description=text)
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,6 +54,7 @@ from msgspec import UNSET, UnsetType
 
 from quicsm.errors import TestbedError, reading
 from quicsm.formats import checked
+from quicsm.formats import described as _d
 from quicsm.testbed.matrix import (
     KEY_ALIASES,
     ScenarioKeys,
@@ -82,10 +83,6 @@ AxisValue = bool | int | float | str
 _SLUG = re.compile(r"[^A-Za-z0-9.%+-]+")
 _NOT_AXES = {"labels", "name", "seed", "set", "patch_set"}
 """Scenario keys that make no sense as an axis (every value would be another experiment's identity)."""
-
-
-def _d(text: str) -> msgspec.Meta:
-    return msgspec.Meta(description=text)
 
 
 class ReportSpec(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

@@ -39,6 +39,7 @@ from msgspec import UNSET, UnsetType
 
 from quicsm.errors import TestbedError, reading
 from quicsm.formats import checked, toml_line
+from quicsm.formats import described as _d
 from quicsm.testbed import netns
 from quicsm.testbed.config import (
     parse_delay,
@@ -79,10 +80,6 @@ KEY_ALIASES = {
     "late_limit": "late_limit_ms",
 }
 _FIELDS = {f.name for f in fields(RunConfig)}
-
-
-def _d(text: str) -> msgspec.Meta:
-    return msgspec.Meta(description=text)
 
 
 class ScenarioKeys(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
