@@ -4,15 +4,21 @@ stores written by the previous release (v1, metadata as JSON text) still read as
 
 from __future__ import annotations
 
+import errno
+import os
 import pickle
 import random
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from quicsm.errors import InputError
+from quicsm.errors import InputError, OutputError
 from quicsm.traces import parquet
 from quicsm.traces.columnar import SharedMeta, TraceColumns
 from quicsm.traces.events import Trace, TraceEvent
@@ -207,3 +213,118 @@ def test_a_trace_longer_than_a_row_group_is_written_in_groups_as_pyarrow_cuts_a_
         again = str(tmp_path / f"packed-{codec}.parquet")
         assert parquet.write_parquet(sent, again) == len(traces)
         assert Path(again).read_bytes() == Path(want).read_bytes()
+
+
+WRITE_TABLE = pq.ParquetWriter.write_table
+
+
+def _qlog_batches(monkeypatch: pytest.MonkeyPatch, rows: int) -> list[TraceColumns]:
+    """Column batches of the bundled qlogs (rows in table order, dictionaries by first appearance) and
+    a text log, closed at ``rows`` rows."""
+    from quicsm.traces import qlog_columns
+    from quicsm.traces.parse import Overrides, read_inputs
+
+    monkeypatch.setattr(parquet, "ROWS_PER_GROUP", rows)
+    monkeypatch.setattr(qlog_columns, "ROWS_PER_GROUP", rows, raising=False)
+    return list(read_inputs([str(REPO / "tests/data/qlog"), str(REPO / "tests/data/quic-go-v0.65")], Overrides()))
+
+
+def test_batches_in_table_order_are_sliced_into_the_bytes_a_gather_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """qlog batches hold their rows in table order: their columns are sliced, not gathered by ``order``;
+    the store is byte for byte the one the gather (every other batch's path) writes, whole batches and
+    batches cut into groups alike."""
+    for rows in (50, 100_000):
+        batches = _qlog_batches(monkeypatch, rows)
+        assert any(parquet._in_order(b.order) and b.events.first_seen for b in batches)
+        sliced = tmp_path / f"sliced-{rows}.parquet"
+        assert parquet.write_parquet(batches, str(sliced)) == sum(len(b) for b in batches)
+        with monkeypatch.context() as m:
+            m.setattr(parquet, "_in_order", lambda order: False)
+            gathered = tmp_path / f"gathered-{rows}.parquet"
+            parquet.write_parquet(batches, str(gathered))
+        assert sliced.read_bytes() == gathered.read_bytes()
+        assert [t for b in parquet.read_parquet_columns(str(sliced)) for t in b.traces()] == [
+            t for b in batches for t in b.traces()
+        ]
+    assert not parquet._in_order(np.asarray([0, 2, 1])) and not parquet._in_order(np.asarray([1, 2]))
+    assert parquet._in_order(np.asarray([0, 1, 2])) and parquet._in_order(np.zeros(0, np.int64))
+
+
+def test_row_groups_are_written_on_a_second_thread_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer encodes and writes row groups on its own thread while the caller builds the next, and
+    writes them in the order given: the file a single thread writes."""
+    batches = _qlog_batches(monkeypatch, 50)
+    assert len(batches) > 3
+    alone = tmp_path / "alone.parquet"
+    with monkeypatch.context() as m:  # one thread: each group written where it is built
+        m.setattr(parquet, "_Behind", _Inline)
+        parquet.write_parquet(batches, str(alone))
+    threads: list[str] = []
+
+    def spy(self: pq.ParquetWriter, table: pa.Table, **kw: object) -> None:
+        threads.append(threading.current_thread().name)
+        WRITE_TABLE(self, table, **kw)
+
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", spy)
+    behind = tmp_path / "behind.parquet"
+    parquet.write_parquet(batches, str(behind))
+    assert behind.read_bytes() == alone.read_bytes()
+    assert len(threads) >= len(batches) and set(threads) == {"quicsm-parquet-writer"}
+
+
+class _Inline:
+    """``_Behind`` without the thread."""
+
+    def __init__(self, write: Callable[[pa.Table], None]) -> None:
+        self.write = write
+
+    def __enter__(self) -> Callable[[pa.Table], None]:
+        return self.write
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def _failing_writes(monkeypatch: pytest.MonkeyPatch, at: int) -> list[int]:
+    """write_table fails with a full disk at its ``at``-th call (0-based); the calls are counted."""
+    calls: list[int] = []
+
+    def full(self: pq.ParquetWriter, table: pa.Table, **kw: object) -> None:
+        calls.append(table.num_rows)
+        if len(calls) > at:
+            time.sleep(0.3)  # the caller meets its own error meanwhile
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        WRITE_TABLE(self, table, **kw)
+
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", full)
+    return calls
+
+
+def _source(batches: list[TraceColumns], taken: list[int], fail: int | None) -> Iterator[TraceColumns]:
+    """The batches, counted in ``taken``; a reader's error at batch ``fail``."""
+    for i, b in enumerate(batches):
+        taken.append(i)
+        if i == fail:
+            raise InputError("later.log:1: a later problem")
+        yield b
+
+
+def test_a_write_that_fails_on_the_writer_thread_is_the_callers_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row group the thread cannot write (a full disk) is one OutputError naming the output, raised in
+    the caller; no file and no temporary is left, and the batches after it are not all read. The
+    reader's own error on a later batch does not hide it: one thread would have met the write first."""
+    batches = _qlog_batches(monkeypatch, 200)
+    assert len(batches) > 3 and all(len(b.order) <= 2 * 200 for b in batches[:2])  # a group each
+    out = tmp_path / "out" / "x.parquet"
+    for later_error in (False, True):
+        calls = _failing_writes(monkeypatch, 1)
+        taken: list[int] = []
+
+        with pytest.raises(OutputError, match=r"x\.parquet: cannot write \(No space left on device\)"):
+            parquet.write_parquet(_source(batches, taken, 2 if later_error else None), str(out))
+        assert len(calls) == 2 and len(taken) < len(batches)
+        assert os.listdir(out.parent) == []
