@@ -149,6 +149,12 @@ def _exclusive(a: Plan, b: Plan, det: Detection) -> str:
     return f"{why} ({note})" if note else why
 
 
+def _held(holder: Plan, algo: str, files: Iterable[str], det: Detection) -> str:
+    """Why ``algo``'s set is left out: ``holder`` changes the same lines of ``files`` (and the target's reason)."""
+    why = f"{holder.name} and the {algo} set both change the same lines of {', '.join(sorted(files))}"
+    return f"{why} ({det.target.exclusive_note})" if det.target.exclusive_note else why
+
+
 def _plans_for_names(
     src: str | Path, names: list[str], pool: list[PatchSet] | None, applier: Applier
 ) -> tuple[Detection, list[Plan]]:
@@ -265,15 +271,8 @@ def choose(
         if near is not None:
             holder = [p for p in plans if set(p.file_diffs) & set(plan_for(near.patch_set, det.located).file_diffs)]
             if holder and holder[0].patch_set is not None and holder[0].patch_set.algorithm != algo:
-                notes.append(
-                    Note(
-                        algo,
-                        "exclusive",
-                        f"{algo}: not applied: {holder[0].name} and the {algo} set both change the same lines of "
-                        + ", ".join(sorted(set(holder[0].file_diffs)))
-                        + (f" ({det.target.exclusive_note})" if det.target.exclusive_note else ""),
-                    )
-                )
+                why = _held(holder[0], algo, holder[0].file_diffs, det)
+                notes.append(Note(algo, "exclusive", f"{algo}: not applied: {why}"))
                 continue
         why = ""
         if near is not None and near.kind == "similar":
@@ -560,10 +559,7 @@ def _port_missing(
         holder = next((covered[r] for r in rels if r in covered), None)
         if holder is not None:
             other = holder.patch_set.algorithm if holder.patch_set else "?"
-            shared = ", ".join(sorted(r for r in rels if r in covered and r is not None))
-            why = f"{holder.name} and the {algo} set both change the same lines of {shared}"
-            if det.target.exclusive_note:
-                why += f" ({det.target.exclusive_note})"
+            why = _held(holder, algo, [r for r in rels if r in covered and r is not None], det)
             if algorithms:
                 raise PatchError(f"{other} and {algo} cannot be applied together: {why}")
             notes.append(f"{algo}: not applied: {why}")
@@ -708,11 +704,9 @@ def _applied_plans(
     """The sets currently applied to ``src``: from the apply record, else by reverse-apply checks."""
     if set_name:
         det, plans, _ = choose(src, set_name=set_name, sets=sets, applier=applier)
-        root = det.root
     else:
-        det = detect(src, sets=sets, applier=applier)
-        root = det.root
-        plans = []
+        det, plans = detect(src, sets=sets, applier=applier), []
+    root = det.root
     state = _read_state(root)
     if set_name:
         recs = {r["set"]: r for r in state["applied"]}
