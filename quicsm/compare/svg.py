@@ -16,6 +16,9 @@ from quicsm.traces.states import state_family
 
 __all__ = [
     "downsample",
+    "svg_open",
+    "x_ticks",
+    "y_ticks",
     "heatmap_svg",
     "nice_ticks",
     "rate_logs_for",
@@ -46,7 +49,7 @@ def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     return out
 
 
-def _svg_open(cls: str, width: int, height: int) -> str:
+def svg_open(cls: str, width: int, height: int) -> str:
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" class="{cls}" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">'
@@ -97,7 +100,7 @@ def _state_legend(seen: dict[str, str], lx: float, ly: float, *, in_ms: bool) ->
     return out
 
 
-def _x_ticks(end: float, x: Callable[[float], float], axis_y: float) -> list[str]:
+def x_ticks(end: float, x: Callable[[float], float], axis_y: float) -> list[str]:
     return [
         f'<line x1="{x(tv):.1f}" y1="{axis_y}" x2="{x(tv):.1f}" y2="{axis_y + 4}" stroke="#444"/>'
         f'<text x="{x(tv):.1f}" y="{axis_y + 16}" text-anchor="middle">{tv:g}</text>'
@@ -105,7 +108,7 @@ def _x_ticks(end: float, x: Callable[[float], float], axis_y: float) -> list[str
     ]
 
 
-def _y_ticks(ymax: float, y: Callable[[float], float], left: float, label: Callable[[float], str]) -> list[str]:
+def y_ticks(ymax: float, y: Callable[[float], float], left: float, label: Callable[[float], str]) -> list[str]:
     return [
         f'<line x1="{left - 4}" y1="{y(yv):.1f}" x2="{left}" y2="{y(yv):.1f}" stroke="#444"/>'
         f'<text x="{left - 6}" y="{y(yv) + 4:.1f}" text-anchor="end">{label(yv)}</text>'
@@ -166,15 +169,15 @@ def timeline_svg(
         return top + ph * (1 - v / ymax)
 
     out = [
-        _svg_open("timeline", width, height),
+        svg_open("timeline", width, height),
         f'<text x="{left}" y="16" font-weight="bold">{escape(title or trace.id)}</text>',
     ]
     rects, seen = _state_rects(trace, view, x, y=top, height=ph, in_ms=True)
     out += rects
     out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#444"/>')
-    out += _x_ticks(end_ms, x, top + ph)
+    out += x_ticks(end_ms, x, top + ph)
     out.append(f'<text x="{left + pw / 2}" y="{height - 4}" text-anchor="middle">time since first event (ms)</text>')
-    out += _y_ticks(ymax, y, left, _bytes)
+    out += y_ticks(ymax, y, left, _bytes)
     if cwnd:
         out.append(f'<path d="{step_path(cwnd, x, y, end_ms)}" fill="none" stroke="#08306b" stroke-width="1.4"/>')
     if infl:
@@ -308,10 +311,10 @@ def rate_timeline_svg(
         return top + plot_h * (1 - v / ymax)
 
     out = [
-        _svg_open("rate-timeline", width, height),
+        svg_open("rate-timeline", width, height),
         f'<text x="{left}" y="16" font-weight="bold">{escape(title or trace.id)}</text>',
         f'<rect x="{left}" y="{top}" width="{pw}" height="{plot_h}" fill="none" stroke="#444"/>',
-        *_y_ticks(ymax, y, left, lambda v: f"{v:g}"),
+        *y_ticks(ymax, y, left, lambda v: f"{v:g}"),
     ]
     out.append(
         f'<text x="14" y="{top + plot_h / 2}" transform="rotate(-90 14 {top + plot_h / 2})" '
@@ -325,7 +328,7 @@ def rate_timeline_svg(
     rects, seen = _state_rects(trace, view, x, y=strip_y, height=strip_h, in_ms=False)
     out += rects
     out.append(f'<rect x="{left}" y="{strip_y}" width="{pw}" height="{strip_h}" fill="none" stroke="#444"/>')
-    out += _x_ticks(end_s, x, strip_y + strip_h)
+    out += x_ticks(end_s, x, strip_y + strip_h)
     out.append(
         f'<text x="{left + pw / 2}" y="{height - 4}" text-anchor="middle">time since the connection started (s)</text>'
     )

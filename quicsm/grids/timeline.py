@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from quicsm.compare.svg import downsample, nice_ticks, state_colour, step_path
+from quicsm.compare.svg import downsample, state_colour, step_path, svg_open, x_ticks, y_ticks
 from quicsm.textsafe import html as escape
 from quicsm.traces import StateView, Trace, parse_inputs
 from quicsm.traces.runmeta import RunMeta
@@ -93,26 +93,16 @@ def cwnd_timeline_svg(
         return top + plot_h * (1 - v / ymax)
 
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="timeline" width="{width}" height="{total_h}" '
-        f'viewBox="0 0 {width} {total_h}" font-family="sans-serif" font-size="11">',
+        svg_open("timeline", width, total_h),
         f'<text x="{left}" y="16" font-weight="bold">{escape(title)}</text>',
         f'<rect x="{left}" y="{top}" width="{pw}" height="{plot_h}" fill="none" stroke="#444"/>',
     ]
     axis_y = top + plot_h
-    for tv in nice_ticks(0, end):
-        out.append(
-            f'<line x1="{x(tv):.1f}" y1="{axis_y}" x2="{x(tv):.1f}" y2="{axis_y + 4}" stroke="#444"/>'
-            f'<text x="{x(tv):.1f}" y="{axis_y + 16}" text-anchor="middle">{tv:g}</text>'
-        )
+    out += x_ticks(end, x, axis_y)
     out.append(
         f'<text x="{left + pw / 2}" y="{axis_y + 32}" text-anchor="middle">time since the connection\'s first event ({unit})</text>'
     )
-    for yv in nice_ticks(0, ymax, 4):
-        label = f"{yv / 1e3:g} kB" if yv < 1e6 else f"{yv / 1e6:g} MB"
-        out.append(
-            f'<line x1="{left - 4}" y1="{y(yv):.1f}" x2="{left}" y2="{y(yv):.1f}" stroke="#444"/>'
-            f'<text x="{left - 6}" y="{y(yv) + 4:.1f}" text-anchor="end">{label}</text>'
-        )
+    out += y_ticks(ymax, y, left, lambda v: f"{v / 1e3:g} kB" if v < 1e6 else f"{v / 1e6:g} MB")
     out.append(
         f'<text x="14" y="{top + plot_h / 2}" transform="rotate(-90 14 {top + plot_h / 2})" text-anchor="middle">cwnd</text>'
     )
