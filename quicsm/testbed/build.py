@@ -38,6 +38,7 @@ from quicsm.testbed.buildtools import (
     copy_writable,
     run_tool,
     staged_entry,
+    tool_output,
 )
 from quicsm.testbed.sources import testbed_root
 
@@ -117,10 +118,7 @@ def find_go() -> str:
 @functools.lru_cache(maxsize=8)
 def _go_release(go: str) -> tuple[str | None, bool]:
     """(release such as ``1.26.8``, whether it is gccgo's go) from ``go version``."""
-    try:
-        out = subprocess.run([go, "version"], capture_output=True, text=True, timeout=30, check=False).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None, False
+    out = tool_output([go, "version"])
     m = re.search(r"\bgo version go(\d+(?:\.\d+)*)", out)
     return (m.group(1) if m else None), "gccgo" in out
 

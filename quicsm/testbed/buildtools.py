@@ -285,6 +285,14 @@ def source_digest(root: Path, *, skip_top: tuple[str, ...] = ()) -> str:
     return h.hexdigest()[:16]
 
 
+def tool_output(argv: Sequence[str]) -> str:
+    """What a short tool run (``cmake --version``) prints on stdout, stripped; empty when it cannot run."""
+    try:
+        return subprocess.run(list(argv), capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
 def cargo_line(line: str) -> bool:
     """cargo's status lines worth showing as progress (``Compiling x v1``, ``Finished``...)."""
     return line.lstrip().split(" ", 1)[0] in ("Compiling", "Downloaded", "Downloading", "Finished", "Locking")

@@ -38,6 +38,7 @@ from quicsm.testbed.buildtools import (
     shipped_set,
     source_digest,
     staged_entry,
+    tool_output,
 )
 from quicsm.testbed.sources import testbed_root
 
@@ -166,10 +167,7 @@ def find_cmake() -> str:
     cmake = shutil.which("cmake")
     if cmake is None:
         raise TestbedError("cmake not found (BoringSSL builds with it): apt-get install -y cmake")
-    try:
-        out = subprocess.run([cmake, "--version"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        out = ""
+    out = tool_output([cmake, "--version"])
     m = re.search(r"cmake version (\d+)\.(\d+)", out)
     if not m or (int(m.group(1)), int(m.group(2))) < MIN_CMAKE:
         have = f"is {m.group(1)}.{m.group(2)}" if m else "does not say `cmake version X`"
@@ -210,13 +208,6 @@ def committed_lock(server_src: Path, version: str) -> Path | None:
 
 
 locked_crates = partial(crate_versions, crates=KEY_CRATES)
-
-
-def _cargo_version(cargo: str) -> str:
-    try:
-        return subprocess.run([cargo, "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
 
 
 def _patched_source(cargo: str, version: str, ps: PatchSet, root: Path, work: Path) -> Path:
@@ -345,7 +336,7 @@ def build_quiche_server(
                     "version": version,
                     "patch_set": ps.name,
                     "cc": cc,
-                    "cargo": _cargo_version(cargo),
+                    "cargo": tool_output([cargo, "--version"]),
                     "locked": lock_text is not None,
                     "lock": f"{LOCK_DIR}/{lock.name}" if lock else None,
                     "lock_sha256": hashlib.sha256(used_lock.encode()).hexdigest(),

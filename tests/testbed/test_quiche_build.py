@@ -142,7 +142,7 @@ def _fake_cargo(monkeypatch, calls: list[tuple[str, float]], lib_rs: Path):  # t
     monkeypatch.setattr(quiche_build, "find_cargo", lambda: "cargo")
     monkeypatch.setattr(quiche_build, "find_libclang", lambda: "libclang.so")
     monkeypatch.setattr(quiche_build, "find_cmake", lambda: "/usr/bin/cmake")
-    monkeypatch.setattr(quiche_build, "_cargo_version", lambda cargo: "cargo 1.95.0")
+    monkeypatch.setattr(quiche_build, "tool_output", lambda argv: "cargo 1.95.0")
     monkeypatch.setattr(quiche_build, "_run", fake_run)
 
 
