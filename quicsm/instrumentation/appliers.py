@@ -64,50 +64,42 @@ def _run(cmd: list[str], root: Path, diff: str) -> CheckResult:
     return CheckResult(proc.returncode == 0, out)
 
 
-class GitApplier:
+class _ToolApplier:
+    """Runs ``tool`` on the diff, with ``check_flag`` to only check it and ``-R`` to reverse it."""
+
+    name: str
+    tool: tuple[str, ...]
+    check_flag: str
+    last: tuple[str, ...] = ()
+
+    def available(self) -> bool:
+        return shutil.which(self.tool[0]) is not None
+
+    def _cmd(self, check: bool, reverse: bool) -> list[str]:
+        return [*self.tool, *([self.check_flag] if check else []), *(["-R"] if reverse else []), *self.last]
+
+    def check(self, root: Path, diff: str, *, reverse: bool = False) -> CheckResult:
+        return _run(self._cmd(True, reverse), root, diff)
+
+    def apply(self, root: Path, diff: str, *, reverse: bool = False) -> CheckResult:
+        return _run(self._cmd(False, reverse), root, diff)
+
+
+class GitApplier(_ToolApplier):
     """``git apply``: checks every hunk of every file before writing anything."""
 
     name = "git"
-
-    def available(self) -> bool:
-        return shutil.which("git") is not None
-
-    def _cmd(self, check: bool, reverse: bool) -> list[str]:
-        cmd = ["git", "apply", "-p1", "--whitespace=nowarn"]
-        if check:
-            cmd.append("--check")
-        if reverse:
-            cmd.append("-R")
-        return cmd
-
-    def check(self, root: Path, diff: str, *, reverse: bool = False) -> CheckResult:
-        return _run(self._cmd(True, reverse), root, diff)
-
-    def apply(self, root: Path, diff: str, *, reverse: bool = False) -> CheckResult:
-        return _run(self._cmd(False, reverse), root, diff)
+    tool = ("git", "apply", "-p1", "--whitespace=nowarn")
+    check_flag = "--check"
 
 
-class GnuPatchApplier:
+class GnuPatchApplier(_ToolApplier):
     """GNU ``patch`` with ``--fuzz=0 -f``: writes file by file, so the engine's rollback matters here."""
 
     name = "patch"
-
-    def available(self) -> bool:
-        return shutil.which("patch") is not None
-
-    def _cmd(self, check: bool, reverse: bool) -> list[str]:
-        cmd = ["patch", "-p1", "-f", "-s", "--fuzz=0", "--no-backup-if-mismatch", "--reject-file=-"]
-        if check:
-            cmd.append("--dry-run")
-        if reverse:
-            cmd.append("-R")
-        return cmd + ["-i"]
-
-    def check(self, root: Path, diff: str, *, reverse: bool = False) -> CheckResult:
-        return _run(self._cmd(True, reverse), root, diff)
-
-    def apply(self, root: Path, diff: str, *, reverse: bool = False) -> CheckResult:
-        return _run(self._cmd(False, reverse), root, diff)
+    tool = ("patch", "-p1", "-f", "-s", "--fuzz=0", "--no-backup-if-mismatch", "--reject-file=-")
+    check_flag = "--dry-run"
+    last = ("-i",)
 
 
 APPLIERS: dict[str, Applier] = {"git": GitApplier(), "patch": GnuPatchApplier()}
