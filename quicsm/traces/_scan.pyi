@@ -33,7 +33,7 @@ def scan_columns(
     lines the contract refuses as ``(row, line, payload)`` for the Python reader (their rows are
     placeholders); the line number at ``end``; and ``(row, kind, recovery, extra)`` for rows with an event
     kind other than a transition, a recovery or fields the contract does not name. A window of at least
-    ``2 * abs(split)`` bytes is read in two threads, with the same result (default: 128 KiB where the process
+    ``2 * abs(split)`` bytes is read in two threads, with the same result (default: 1 MiB where the process
     may use two CPUs, else 0: one thread; negative: the second thread's part is never taken back, for tests)."""
 
 def scan_files(
