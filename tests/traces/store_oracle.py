@@ -23,7 +23,7 @@ def object_store(traces: list[Trace], path: str) -> int:
 
     schema = parquet.SCHEMA()
     dictionary = [f.name for f in schema if str(f.type).startswith("dictionary")]
-    options = {"use_dictionary": dictionary, "write_statistics": ["t_us"], "compression_level": -3}
+    options = {"use_dictionary": dictionary, "write_statistics": ["t_us"], "compression_level": 1}
     cols: dict[str, list[Any]] = {f.name: [] for f in schema if f.name != "meta"}
     firsts: list[int] = []
     shells: list[Trace] = []
