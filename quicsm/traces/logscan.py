@@ -106,7 +106,7 @@ def scan_windows(
     """
     problem = problem or report.problem
     nul_seen = False
-    size_at_start = _regular_size(stream)
+    size_at_start = regular_size(stream)
     read = 0
     skipped = [0]
     size = min(chunk or CHUNK, MAX_LINE)
@@ -217,7 +217,7 @@ class Window:
     def __init__(self, stream: BinaryIO, buf: bytearray, grow: Callable[[bytearray, int], bytearray]) -> None:
         self.stream, self._spare, self._grow = stream, buf, grow
         self.lo = self.end = 0
-        size = _regular_size(stream)
+        size = regular_size(stream)
         self._map = _mapping(stream.fileno(), size) if size is not None and mappable(size) else None
         self.buf: Any = buf if self._map is None else self._map
         self._size = size or 0
@@ -273,7 +273,7 @@ class Window:
             self._map = None
 
 
-def _regular_size(stream: BinaryIO) -> int | None:
+def regular_size(stream: BinaryIO) -> int | None:
     """The size of a plain regular file read from its start, else None (gzip, pipes, stdin)."""
     try:
         st = os.fstat(stream.fileno())

@@ -24,6 +24,7 @@ Limits (each reported with the file, line and reason, and reading goes on where 
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -34,7 +35,7 @@ from quicsm.errors import truncated
 from quicsm.traces import parquet, qlog_scanner
 from quicsm.traces.columnar import NULL, EventColumns, SharedMeta, TraceColumns, intern
 from quicsm.traces.events import EVENT_KINDS, Trace, TraceMeta
-from quicsm.traces.logscan import MAX_LINE, Window
+from quicsm.traces.logscan import MAP_MIN, MAX_LINE, Window, regular_size
 from quicsm.traces.qlog import (
     LOST,
     METRICS,
@@ -151,7 +152,13 @@ class QlogBatcher:
         return out
 
     def read(self, stream: BinaryIO, path: str, meta: TraceMeta, kind: str) -> Iterator[TraceColumns]:
-        """A qlog streamed in windows; yields the batches that filled up meanwhile."""
+        """A qlog streamed in windows; yields the batches that filled up meanwhile. A plain file smaller than
+        one window (and than a mapped file, and a record) is read whole with one ``read()`` instead, as
+        :meth:`add` takes it: the same scan, without the window's steps."""
+        size = regular_size(stream) if type(stream) is io.BufferedReader else None
+        if size is not None and size < min(self.window, MAP_MIN, self.max_record):
+            yield from self.add(stream.read(), path, meta, kind)
+            return
         qf = self._open(path, meta, kind)
         document = kind == "qlog"
         sep = _sep(kind)

@@ -393,3 +393,63 @@ def test_time_order_is_lexsort(seed: int) -> None:
                 tr.append(trace)
     t_us, c, trs = np.array(t, np.int64), np.array(cls, np.int8), np.array(tr, np.int32)
     assert _time_order(t_us, c, trs).tolist() == np.lexsort((t_us, c, trs)).tolist()
+
+
+def _big(rng: random.Random, i: int) -> tuple[str, bytes, str]:
+    """A file of tricky records past the sniffed head (64 KiB), so it is opened as a plain file."""
+    kind = rng.choice(["sqlog", "ndjson"])
+    recs = [_header(rng, f"{i:04x}")]
+    while sum(map(len, recs)) < 70_000 + rng.randint(0, 200_000):
+        recs.append(_record(rng))
+    if kind == "sqlog":
+        data = b"".join(b"\x1e" + r + rng.choice([b"\n", b"", b" \n"]) for r in recs)
+    else:
+        data = b"\n".join(recs) + rng.choice([b"\n", b""])
+    return f"{i:04x}_server.{kind}", data[: rng.choice([len(data), len(data) - rng.randint(1, 300)])], kind
+
+
+def _big_document(rng: random.Random, i: int) -> tuple[str, bytes, str]:
+    ev = b'{"time":%d,"name":"recovery:metrics_updated","data":{"congestion_window":%d,"smoothed_rtt":%d.25}}'
+    events = b",\n".join(ev % (j, 1000 + j, j % 50) for j in range(1200 + rng.randint(0, 3000)))
+    data = b'{"qlog_version":"0.3","traces":[{"common_fields":{"ODCID":"d%d"},"events":[%s]}]}' % (i, events)
+    return f"{i:04x}.qlog", data[: rng.choice([len(data), len(data) - rng.randint(1, 300)])], "qlog"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_plain_files_under_a_window_read_whole_as_streamed(
+    seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plain file smaller than a window is read with one read() (QlogBatcher.add): the same traces and
+    the same problems (file, line, reason) as the windowed read of the same files, through read_inputs."""
+    from quicsm.errors import ParseError
+    from quicsm.traces import qlog_columns
+    from quicsm.traces.parse import read_inputs
+
+    rng = random.Random(seed)
+    files = [_big(rng, i) for i in range(5)] + [_big_document(rng, 5)]
+    paths = []
+    for path, data, _ in files:
+        (tmp_path / path).write_bytes(data)
+        paths.append(str(tmp_path / path))
+    whole_calls: list[str] = []
+    add = QlogBatcher.add
+
+    def counted(self: QlogBatcher, data: bytes, path: str, *args: object) -> list[TraceColumns]:
+        whole_calls.append(path)
+        return add(self, data, path, *args)  # type: ignore[arg-type]
+
+    def read(small: int) -> tuple[list[Trace], dict[str, object], str]:
+        monkeypatch.setattr(qlog_columns, "MAP_MIN", small)
+        report = ParseReport(keep=1 << 20)
+        got = [t for tc in read_inputs(paths, report=report) for t in tc.traces()]  # type: ignore[union-attr]
+        with pytest.raises(ParseError) as err:
+            list(read_inputs(paths, report=ParseReport(strict=True)))
+        return got, report.to_json(), str(err.value)
+
+    monkeypatch.setattr(QlogBatcher, "add", counted)
+    streamed = read(0)  # every file through the window loop
+    assert whole_calls == []
+    whole = read(1 << 20)
+    assert whole_calls == paths + paths[:1]
+    assert whole == streamed
+    assert whole[1]["issues"]
