@@ -67,6 +67,11 @@ def commands(glob: str, gz: bool, scratch: str) -> dict[str, tuple[list[str], bo
         base[0]: (["sh", "-c", base[1]], False),
         "json.loads script": ([sys.executable, "-c", SCRIPT, glob], False),
         "quicsm infer": ([*quicsm, "infer", glob, "-o", os.path.join(scratch, "m.json")], False),
+        # one process (without the option, 1,000 files or more are read on two local workers)
+        "quicsm infer --dask off": (
+            [*quicsm, "infer", glob, "--dask", "off", "-o", os.path.join(scratch, "m1.json")],
+            False,
+        ),
         "quicsm parse -o x.parquet": ([*quicsm, "parse", glob, "-o", os.path.join(scratch, "x.parquet")], False),
         # both cores of a two-core machine: the files shared among two local worker processes
         "quicsm infer --dask local:2": (

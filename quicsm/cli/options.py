@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -193,7 +193,7 @@ def load_inputs(kw: dict[str, Any], dask: str | None = None) -> ParseResult:
     """The parse stage (:func:`quicsm.parse`) with the options of :func:`input_options` (popped from ``kw``)."""
     parse_kw, quiet, where = pop_parse_options(kw)
     with dask_workers(dask):
-        result = parse_inputs(pop_inputs(kw), where=where or None, dask=dask, **parse_kw)
+        result = parse_inputs(pop_inputs(kw), where=where or None, dask=dask or None, **parse_kw)
     echo_parse_summary(result.report, {t.cc for t in result.traces}, quiet)
     write_report(kw.pop("report_path", None), result.report)
     return result
@@ -204,9 +204,10 @@ def load_summary(kw: dict[str, Any], view: StateView) -> Summary:
     from quicsm.traces.summary import summarize
 
     parse_kw, quiet, where = pop_parse_options(kw)
-    dask = kw.pop("dask", None)
+    inputs = pop_inputs(kw)
+    dask = workers_for(kw.pop("dask", None), inputs)
     with dask_workers(dask):
-        summary = summarize(pop_inputs(kw), view=view, where=where or None, dask=dask, **parse_kw)
+        summary = summarize(inputs, view=view, where=where or None, dask=dask, **parse_kw)
     echo_parse_summary(summary.report, set(summary.ccs), quiet)
     write_report(kw.pop("report_path", None), summary.report)
     return summary
@@ -228,6 +229,40 @@ def write_report(path: str | None, report: ParseReport) -> None:
             json.dump(report.to_json(), fh, indent=2)
 
 
+def spare_core() -> bool:
+    """Whether this process may use two cores or more and fewer threads are runnable now than it may use
+    (this one among them): with the second core busy, two workers took 1.03x the wall time of one
+    process and 1.17x its CPU (2,000 small qlogs, another process holding a core)."""
+    cores = len(os.sched_getaffinity(0))
+    return cores >= 2 and runnable() < cores
+
+
+def runnable() -> int:
+    """Threads runnable on this machine now (/proc/loadavg's fourth field, before the slash); 1 if unknown."""
+    try:
+        with open("/proc/loadavg") as fh:
+            return int(fh.read().split()[3].partition("/")[0])
+    except (OSError, ValueError, IndexError):
+        return 1
+
+
+def workers_for(dask: str | None, inputs: Sequence[str]) -> str | None:
+    """The ``--dask`` a model is learnt with: as given (``off``, given as "", is one process); not given,
+    ``local:2`` for :data:`~quicsm.traces.inputs.SMALL_RUN_FILES` local files or more when a second
+    core is usable and idle (:func:`spare_core`; the same summary as one process: each worker folds its files, the parts are merged in
+    input order), else one process."""
+    if dask is not None:
+        return dask or None
+    if not spare_core():
+        return None
+    from quicsm.fleet.sources import is_url
+    from quicsm.traces.inputs import SMALL_RUN_FILES, STDIN, expand_inputs
+
+    if any(p == STDIN or is_url(p) for p in inputs):
+        return None
+    return "local:2" if len(expand_inputs(inputs)) >= SMALL_RUN_FILES else None
+
+
 @contextmanager
 def dask_workers(dask: str | None) -> Iterator[None]:
     """The block that reads the files; on leaving it, the local worker processes (or the Dask client)
@@ -242,15 +277,20 @@ def dask_workers(dask: str | None) -> Iterator[None]:
             close_clients()
 
 
+def _off(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    return "" if value == "off" else value  # given, but one process: not the default of workers_for
+
+
 def dask_option(f: F) -> F:
     return click.option(
         "--dask",
         metavar="SCHEDULER",
+        callback=_off,
         help="Read batches of input files as parallel tasks: local[:N] runs them on N worker processes of this "
         "machine (default 2; forked from this one, no scheduler), or give a Dask scheduler address such as "
-        "tcp://host:8786 (needs quicsm[fleet]). Results equal the local run. On 2 cores local:2 ran 20,000 "
-        "and 100,000 small qlogs in 0.72-0.75x the time of one process; under 10,000 files, and for "
-        "20,000 text logs or compare, it did not gain (docs/fleet.md).",
+        "tcp://host:8786 (needs quicsm[fleet]); off: one process. Results equal the one-process run. Not "
+        "given, verbs that learn a model (infer, ...) read 1,000 local files or more on local:2 when a "
+        "second core is usable and idle (2,000 small qlogs: 0.68x the time of one process).",
     )(f)
 
 

@@ -393,13 +393,14 @@ five tasks of 4,096 files on two workers left the last one running alone."""
 SIZE_SAMPLE = 512
 """Files ``stat``-ed to estimate the sizes of a run of more (a ``stat`` a file cost 0.45 s at 10^5)."""
 
-SMALL_RUN_FILES = 10_000
+SMALL_RUN_FILES = 1000
 SMALL_RUN_BYTES = 1 << 30
 """A run of fewer files than :data:`SMALL_RUN_FILES` and under :data:`SMALL_RUN_BYTES` (local files) is
-too small to gain from ``--dask``: one process does it in about a second here, and on two cores
-``local:2`` lost to it on 1 qlog (0.40 against 0.37 s), 400 and 4,000 qlogs (1.29x, 1.07x) and
-4 text logs of 64 MB (1.24x), broke even on 20,000 text logs / 17 MB (1.04x) and gained from about
-10,000 small qlogs on (12,000: 0.90x; 20,000: 0.73-0.75x) (docs/fleet.md)."""
+too small to gain from ``--dask``: the workers' start and feeding cost about what they save (on two
+cores ``local:2`` lost to one process on 1 qlog, 0.40 against 0.37 s, and on 400 qlogs, 1.29x, before
+session 8's faster reads). From this many files on, the CLI reads local files on ``local:2`` when two
+cores are usable (``quicsm.cli.options.workers_for``): 2,000 testbed qlogs of 0.11 MB ran in 0.68x the
+time of one process (experiments/fleet.notes.md)."""
 
 
 def file_batches(

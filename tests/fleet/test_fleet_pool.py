@@ -210,3 +210,52 @@ def test_bad_dask_specs_are_one_line(spec: str, tmp_path: Path) -> None:
     res = CliRunner().invoke(cli, ["parse", str(log), "-o", os.devnull, "--dask", spec])
     assert res.exit_code == 1 and res.output.startswith(f"Error: --dask {spec}: "), res.output
     assert "Traceback" not in res.output
+
+
+def test_infer_reads_a_big_enough_fleet_on_two_workers_unless_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without --dask, SMALL_RUN_FILES local files or more are read on local:2 when a second core is usable
+    and idle: the model equals the one-process run's (--dask off, one usable core, a busy machine, a
+    smaller run) byte for byte but for its timing, and a strict failure names the same file and line."""
+    import json
+
+    from quicsm.cli import options
+    from quicsm.traces import inputs
+
+    fleet_dir = make_fleet_dir(tmp_path)
+    chosen: list[str | None] = []
+    real = options.workers_for
+    monkeypatch.setattr(options, "workers_for", lambda d, i: chosen.append(real(d, i)) or chosen[-1])
+    monkeypatch.setattr(inputs, "SMALL_RUN_FILES", 6)
+    runnable = [1]
+    monkeypatch.setattr(options, "runnable", lambda: runnable[0])
+
+    def model(*extra: str) -> dict:
+        out = tmp_path / f"m{len(chosen)}.json"
+        res = CliRunner().invoke(cli, ["infer", str(fleet_dir), "-o", str(out), *extra])
+        assert res.exit_code == 0, res.output
+        got = json.loads(out.read_bytes())
+        del got["meta"]["inference_seconds"]
+        return got
+
+    two = model()
+    assert chosen == ["local:2"]
+    assert model("--dask", "off") == two and chosen[-1] is None
+    runnable[0] = 2  # another process runs on the second core
+    assert model() == two and chosen[-1] is None
+    runnable[0] = 1
+    with monkeypatch.context() as m:
+        m.setattr(os, "sched_getaffinity", lambda pid: {0})
+        assert model() == two and chosen[-1] is None
+    monkeypatch.setattr(inputs, "SMALL_RUN_FILES", 7)
+    assert model() == two and chosen[-1] is None
+    monkeypatch.setattr(inputs, "SMALL_RUN_FILES", 6)
+    bad = fleet_dir / "server1.log"
+    bad.write_text(bad.read_text() + "QUICSM v=1 conn=0x9 t_us=oops cc=cubic to=SlowStart\n")
+    said = []
+    for extra in ([], ["--dask", "off"]):
+        res = CliRunner().invoke(cli, ["infer", str(fleet_dir), "--strict", "-o", str(tmp_path / "x.json"), *extra])
+        assert res.exit_code != 0 and f"{bad}:" in res.output, res.output
+        said.append(res.output.split(" (on local worker process ")[0].strip())
+    assert chosen[-2:] == ["local:2", None] and said[0] == said[1], said
