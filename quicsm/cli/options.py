@@ -248,19 +248,33 @@ def runnable() -> int:
 
 def workers_for(dask: str | None, inputs: Sequence[str]) -> str | None:
     """The ``--dask`` a model is learnt with: as given (``off``, given as "", is one process); not given,
-    ``local:2`` for :data:`~quicsm.traces.inputs.SMALL_RUN_FILES` local files or more when a second
-    core is usable and idle (:func:`spare_core`; the same summary as one process: each worker folds its files, the parts are merged in
-    input order), else one process."""
+    ``local:2`` when a second core is usable and idle (:func:`spare_core`) and the run is not too small to
+    gain: :data:`~quicsm.traces.inputs.SMALL_RUN_FILES` local files or more, or
+    :data:`~quicsm.traces.inputs.SMALL_RUN_BYTES` in enough files for two workers' tasks (200 qlogs of
+    6.2 MB: 0.87x the wall time of one process; one 1 GB qlog gains nothing). The summary is one
+    process's: each worker folds its files, the parts are merged in input order."""
     if dask is not None:
         return dask or None
     if not spare_core():
         return None
     from quicsm.fleet.sources import is_url
-    from quicsm.traces.inputs import SMALL_RUN_FILES, STDIN, expand_inputs
+    from quicsm.traces import inputs as run
 
-    if any(p == STDIN or is_url(p) for p in inputs):
+    if any(p == run.STDIN or is_url(p) for p in inputs):
         return None
-    return "local:2" if len(expand_inputs(inputs)) >= SMALL_RUN_FILES else None
+    files = run.expand_inputs(inputs)
+    if len(files) >= run.SMALL_RUN_FILES:
+        return "local:2"
+    if len(files) < 2 * run.TASKS_PER_WORKER:
+        return None
+    return "local:2" if sum(map(_size, files)) >= run.SMALL_RUN_BYTES else None
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:  # said when it is read
+        return 0
 
 
 @contextmanager
@@ -289,8 +303,9 @@ def dask_option(f: F) -> F:
         help="Read batches of input files as parallel tasks: local[:N] runs them on N worker processes of this "
         "machine (default 2; forked from this one, no scheduler), or give a Dask scheduler address such as "
         "tcp://host:8786 (needs quicsm[fleet]); off: one process. Results equal the one-process run. Not "
-        "given, verbs that learn a model (infer, ...) read 1,000 local files or more on local:2 when a "
-        "second core is usable and idle (2,000 small qlogs: 0.68x the time of one process).",
+        "given, verbs that learn a model (infer, ...) read 1,000 local files or more, or 1 GiB in 16 files or "
+        "more, on local:2 when a second core is usable and idle (2,000 small qlogs: 0.68x the time of one "
+        "process).",
     )(f)
 
 

@@ -250,6 +250,14 @@ def test_infer_reads_a_big_enough_fleet_on_two_workers_unless_off(
         assert model() == two and chosen[-1] is None
     monkeypatch.setattr(inputs, "SMALL_RUN_FILES", 7)
     assert model() == two and chosen[-1] is None
+    monkeypatch.setattr(inputs, "TASKS_PER_WORKER", 3)
+    monkeypatch.setattr(inputs, "SMALL_RUN_BYTES", sum(p.stat().st_size for p in fleet_dir.iterdir()))
+    assert model() == two and chosen[-1] == "local:2"  # few files, but enough bytes and tasks
+    monkeypatch.setattr(inputs, "SMALL_RUN_BYTES", sum(p.stat().st_size for p in fleet_dir.iterdir()) + 1)
+    assert model() == two and chosen[-1] is None
+    monkeypatch.setattr(inputs, "TASKS_PER_WORKER", 4)  # enough bytes, too few files for 2 x 4 tasks
+    monkeypatch.setattr(inputs, "SMALL_RUN_BYTES", 1)
+    assert model() == two and chosen[-1] is None
     monkeypatch.setattr(inputs, "SMALL_RUN_FILES", 6)
     bad = fleet_dir / "server1.log"
     bad.write_text(bad.read_text() + "QUICSM v=1 conn=0x9 t_us=oops cc=cubic to=SlowStart\n")
