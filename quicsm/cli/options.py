@@ -267,14 +267,7 @@ def workers_for(dask: str | None, inputs: Sequence[str]) -> str | None:
         return "local:2"
     if len(files) < 2 * run.TASKS_PER_WORKER:
         return None
-    return "local:2" if sum(map(_size, files)) >= run.SMALL_RUN_BYTES else None
-
-
-def _size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:  # said when it is read
-        return 0
+    return "local:2" if sum(map(run.local_size, files)) >= run.SMALL_RUN_BYTES else None
 
 
 @contextmanager

@@ -34,6 +34,7 @@ __all__ = [
     "expand_input",
     "expand_inputs",
     "file_batches",
+    "local_size",
     "show_batches",
     "is_gzip",
     "open_binary",
@@ -403,6 +404,17 @@ cores are usable (``quicsm.cli.options.workers_for``): 2,000 testbed qlogs of 0.
 time of one process (experiments/fleet.notes.md)."""
 
 
+def local_size(path: str) -> int:
+    """A local file's size in bytes; 0 for stdin, a URL or a file that cannot be ``stat``-ed (said when it
+    is read)."""
+    from quicsm.fleet.sources import is_url
+
+    try:
+        return 0 if path == STDIN or is_url(path) else os.path.getsize(path)
+    except OSError:
+        return 0
+
+
 def file_batches(
     files: Sequence[str],
     *,
@@ -437,17 +449,11 @@ def file_batches(
     options = tuple(sorted((storage_options or {}).items()))
     scopes = trace_scopes(files)
 
-    def size(path: str) -> int:
-        try:
-            return 0 if path == STDIN or is_url(path) else os.path.getsize(path)
-        except OSError:
-            return 0
-
     out: list[FileBatch] = []
     estimate = None
     if len(files) > SIZE_SAMPLE:
         sample = files[:: len(files) // SIZE_SAMPLE]
-        mean = sum(map(size, sample)) / len(sample)
+        mean = sum(map(local_size, sample)) / len(sample)
         if mean * max_files < target_bytes / 8:
             estimate = round(mean * len(files))
     if estimate is not None:
@@ -457,7 +463,7 @@ def file_batches(
     else:
         start, total = 0, 0
         for i, path in enumerate(files):
-            total += size(path)
+            total += local_size(path)
             if total >= target_bytes or i + 1 - start >= max_files or i + 1 == len(files):
                 part = tuple(files[start : i + 1])
                 out.append(FileBatch(part, tuple(scopes[p] for p in part), total, options))
