@@ -11,6 +11,6 @@ import (
 	"github.com/quic-go/quic-go/http3"
 )
 
-func newTransport(tlsConf *tls.Config) *http3.Transport {
-	return &http3.Transport{TLSClientConfig: tlsConf, QUICConfig: &quic.Config{}}
+func newTransport(tlsConf *tls.Config, conf *quic.Config) *http3.Transport {
+	return &http3.Transport{TLSClientConfig: tlsConf, QUICConfig: conf}
 }

@@ -15,7 +15,8 @@
 // Long flows: with -duration D the client loads the page, then keeps -parallel (at least 2) fetches of
 // the page's objects going back to back until D has passed since the start, cancels the ones still
 // running, and reports {"ok":true,"duration_ms":...,"bytes":...,"fetches":...,"goodput_mbps":...}: the
-// server always has a response queued, so the flow is never application-limited for want of requests.
+// server always has a response queued, so the flow is never application-limited for want of requests,
+// and its receive windows open at their largest (quicConfig), so never for want of flow-control credit.
 package main
 
 import (
@@ -38,6 +39,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 )
 
@@ -190,7 +192,7 @@ func main() {
 		defer warm.rt.Close() // kept open (idle) until the end: its connection stays apart from the measured one
 		method = http3.MethodGet0RTT
 	}
-	rt := newTransport(tlsConf)
+	rt := newTransport(tlsConf, quicConfig(*duration))
 	defer rt.Close()
 	client := &http.Client{Transport: rt}
 
@@ -286,13 +288,30 @@ type warmup struct {
 	ms float64
 }
 
+// quicConfig is quic-go's default configuration, except that a long flow (-duration) opens its receive
+// windows at the sizes quic-go's auto-tuning would end at (6 MiB per stream, 15 MiB per connection).
+// Starting from the default 512 KiB / 768 KiB, the window ramp kept the sender flow-control-blocked for
+// seconds on a 50 Mbit/s, 36 ms path; quinn counts a blocked sender as application-limited, and its BBR
+// leaves Startup only on rounds that are not, so whole 6 s flows never reached Drain.
+func quicConfig(duration time.Duration) *quic.Config {
+	if duration <= 0 {
+		return &quic.Config{}
+	}
+	return &quic.Config{
+		InitialStreamReceiveWindow:     6 << 20,
+		MaxStreamReceiveWindow:         6 << 20,
+		InitialConnectionReceiveWindow: 15 << 20,
+		MaxConnectionReceiveWindow:     15 << 20,
+	}
+}
+
 // warmUp loads the HTML over a first connection and waits (up to 2 s) for its session ticket, which
 // tlsConf's session cache then holds for the measured connection to resume with 0-RTT.
 func warmUp(ctx context.Context, tlsConf *tls.Config, page string) warmup {
 	cache := &ticketCache{ClientSessionCache: tls.NewLRUClientSessionCache(8), got: make(chan struct{})}
 	tlsConf.ClientSessionCache = cache
 	t0 := time.Now()
-	rt := newTransport(tlsConf.Clone())
+	rt := newTransport(tlsConf.Clone(), quicConfig(0))
 	if _, _, err := get(ctx, &http.Client{Transport: rt}, page); err != nil {
 		_ = rt.Close()
 		emit(result{Error: "warm-up connection: " + err.Error()})

@@ -69,6 +69,12 @@ def test_quinn_bbr_long_flow(tmp_path: Path) -> None:
     states = _states(traces)
     assert {"Startup", "ProbeBw.Up", "ProbeBw.Down", "ProbeBw.Cruise", "ProbeRtt"} <= states, states
     assert all(t.cc == "bbr" for t in traces)
+    # quinn counts a flow-control-blocked sender as application-limited, and its BBR leaves Startup only on
+    # rounds that are not: with quic-go's default windows growing from 768 KiB, 10 runs here showed 13-30
+    # such visits and Startup lasting up to 5.8 s (one CI run: the whole 6 s). The long-flow client opens its
+    # windows at 6/15 MiB; one visit is left, the first ACK before any data was queued.
+    limited = sum(v.state == "ApplicationLimited" for t in traces for v in t.visits())
+    assert limited < 10, limited
 
 
 def test_quiche_bbr2_long_flow(tmp_path: Path) -> None:
