@@ -20,12 +20,15 @@ __all__ = [
     "x_ticks",
     "y_ticks",
     "heatmap_svg",
+    "legend_line",
     "nice_ticks",
     "rate_logs_for",
     "rate_timeline_svg",
     "state_colour",
+    "state_legend",
     "step_path",
     "timeline_svg",
+    "y_title",
 ]
 
 
@@ -88,16 +91,28 @@ def _state_rects(
     return out, seen
 
 
-def _state_legend(seen: dict[str, str], lx: float, ly: float, *, in_ms: bool) -> list[str]:
-    """A legend swatch per state, below the legend line at ``ly``."""
+def state_legend(seen: dict[str, str], lx: float, ly: float, opacity: Callable[[str], str]) -> list[str]:
+    """A legend swatch per state (its colour at ``opacity(state)``), below the legend line at ``ly``."""
     out = []
     for state, colour in sorted(seen.items()):
         ly += 15
         out.append(
             f'<rect x="{lx}" y="{ly - 6}" width="18" height="10" fill="{colour}" '
-            f'fill-opacity="{_opacity(state, in_ms)}"/><text x="{lx + 22}" y="{ly + 3}">{escape(state)}</text>'
+            f'fill-opacity="{opacity(state)}"/><text x="{lx + 22}" y="{ly + 3}">{escape(state)}</text>'
         )
     return out
+
+
+def legend_line(lx: float, ly: float, label: str, stroke: str) -> str:
+    """A legend entry for a curve: a short line drawn with ``stroke`` (its SVG attributes), then the label."""
+    return (
+        f'<line x1="{lx}" y1="{ly}" x2="{lx + 18}" y2="{ly}" {stroke}/><text x="{lx + 22}" y="{ly + 4}">{label}</text>'
+    )
+
+
+def y_title(label: str, y: float) -> str:
+    """The y axis's title, written upwards along the left edge."""
+    return f'<text x="14" y="{y}" transform="rotate(-90 14 {y})" text-anchor="middle">{label}</text>'
 
 
 def x_ticks(end: float, x: Callable[[float], float], axis_y: float) -> list[str]:
@@ -192,16 +207,10 @@ def timeline_svg(
         )
     ly = top + 6
     lx = left + pw + 12
-    out.append(
-        f'<line x1="{lx}" y1="{ly}" x2="{lx + 18}" y2="{ly}" stroke="#08306b" stroke-width="1.4"/>'
-        f'<text x="{lx + 22}" y="{ly + 4}">cwnd</text>'
-    )
+    out.append(legend_line(lx, ly, "cwnd", 'stroke="#08306b" stroke-width="1.4"'))
     ly += 15
-    out.append(
-        f'<line x1="{lx}" y1="{ly}" x2="{lx + 18}" y2="{ly}" stroke="#d94801" stroke-dasharray="3,2"/>'
-        f'<text x="{lx + 22}" y="{ly + 4}">bytes in flight</text>'
-    )
-    out += _state_legend(seen, lx, ly, in_ms=True)
+    out.append(legend_line(lx, ly, "bytes in flight", 'stroke="#d94801" stroke-dasharray="3,2"'))
+    out += state_legend(seen, lx, ly, lambda state: _opacity(state, True))
     out.append("</svg>")
     return "".join(out)
 
@@ -229,13 +238,7 @@ def heatmap_svg(
     top = 44
     width = left + cell_w * len(sets) + 16
     height = top + cell_h * len(states) + 30
-    out = [
-        (
-            f'<svg xmlns="http://www.w3.org/2000/svg" class="heatmap" width="{width}" height="{height}" '
-            f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">'
-        ),
-        f'<text x="8" y="14" font-weight="bold">{escape(title)}</text>',
-    ]
+    out = [svg_open("heatmap", width, height), f'<text x="8" y="14" font-weight="bold">{escape(title)}</text>']
     for j, name in enumerate(sets):
         label = name if len(name) <= 15 else name[:14] + "…"
         out.append(
@@ -316,10 +319,7 @@ def rate_timeline_svg(
         f'<rect x="{left}" y="{top}" width="{pw}" height="{plot_h}" fill="none" stroke="#444"/>',
         *y_ticks(ymax, y, left, lambda v: f"{v:g}"),
     ]
-    out.append(
-        f'<text x="14" y="{top + plot_h / 2}" transform="rotate(-90 14 {top + plot_h / 2})" '
-        'text-anchor="middle">Mbit/s</text>'
-    )
+    out.append(y_title("Mbit/s", top + plot_h / 2))
     rate = step_path([(t, r / 1e6) for t, r in rate_log], x, y, end_s)
     out.append(f'<path d="{rate}" fill="none" stroke="#08306b" stroke-width="1.6"/>')
     for t, p in pacing:
@@ -333,15 +333,12 @@ def rate_timeline_svg(
         f'<text x="{left + pw / 2}" y="{height - 4}" text-anchor="middle">time since the connection started (s)</text>'
     )
     lx, ly = left + pw + 12, top + 6
-    out.append(
-        f'<line x1="{lx}" y1="{ly}" x2="{lx + 18}" y2="{ly}" stroke="#08306b" stroke-width="1.6"/>'
-        f'<text x="{lx + 22}" y="{ly + 4}">bottleneck rate</text>'
-    )
+    out.append(legend_line(lx, ly, "bottleneck rate", 'stroke="#08306b" stroke-width="1.6"'))
     if pacing:
         ly += 15
         out.append(
             f'<circle cx="{lx + 9}" cy="{ly}" r="2" fill="#d94801"/><text x="{lx + 22}" y="{ly + 4}">pacing rate</text>'
         )
-    out += _state_legend(seen, lx, ly, in_ms=False)
+    out += state_legend(seen, lx, ly, lambda state: _opacity(state, False))
     out.append("</svg>")
     return "".join(out)

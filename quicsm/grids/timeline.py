@@ -13,7 +13,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from quicsm.compare.svg import downsample, state_colour, step_path, svg_open, x_ticks, y_ticks
+from quicsm.compare.svg import (
+    downsample,
+    legend_line,
+    state_colour,
+    state_legend,
+    step_path,
+    svg_open,
+    x_ticks,
+    y_ticks,
+    y_title,
+)
 from quicsm.textsafe import html as escape
 from quicsm.traces import StateView, Trace, parse_inputs
 from quicsm.traces.runmeta import RunMeta
@@ -103,9 +113,7 @@ def cwnd_timeline_svg(
         f'<text x="{left + pw / 2}" y="{axis_y + 32}" text-anchor="middle">time since the connection\'s first event ({unit})</text>'
     )
     out += y_ticks(ymax, y, left, lambda v: f"{v / 1e3:g} kB" if v < 1e6 else f"{v / 1e6:g} MB")
-    out.append(
-        f'<text x="14" y="{top + plot_h / 2}" transform="rotate(-90 14 {top + plot_h / 2})" text-anchor="middle">cwnd</text>'
-    )
+    out.append(y_title("cwnd", top + plot_h / 2))
     seen: dict[str, str] = {}
     lx = left + pw + 14
     for k, ((label, t), pts) in enumerate(zip(series, curves)):
@@ -117,10 +125,7 @@ def cwnd_timeline_svg(
                 f'stroke-width="1.3"><title>{escape(label)}</title></path>'
             )
         ly = top + 8 + 16 * k
-        out.append(
-            f'<line x1="{lx}" y1="{ly}" x2="{lx + 18}" y2="{ly}" stroke="{colour}" stroke-width="2"/>'
-            f'<text x="{lx + 22}" y="{ly + 4}">{escape(label)}</text>'
-        )
+        out.append(legend_line(lx, ly, escape(label), f'stroke="{colour}" stroke-width="2"'))
         sy = axis_y + 40 + k * (strip_h + strip_gap)
         short = label.split(" (")[0]
         out.append(
@@ -137,12 +142,6 @@ def cwnd_timeline_svg(
                 f'<rect x="{x(a):.1f}" y="{sy}" width="{max(x(b) - x(a), 0.4):.1f}" height="{strip_h}" fill="{fill}" '
                 f'fill-opacity="0.8"><title>{escape(label)}: {escape(v.state)} {a:.3g}-{b:.3g} {unit}</title></rect>'
             )
-    ly = top + 8 + 16 * len(series) + 8
-    for state, fill in sorted(seen.items()):
-        out.append(
-            f'<rect x="{lx}" y="{ly - 6}" width="18" height="10" fill="{fill}" fill-opacity="0.8"/>'
-            f'<text x="{lx + 22}" y="{ly + 3}">{escape(state)}</text>'
-        )
-        ly += 15
+    out += state_legend(seen, lx, top + 1 + 16 * len(series), lambda state: "0.8")
     out.append("</svg>")
     return "".join(out)
