@@ -274,12 +274,14 @@ def crate_versions(lock_text: str, crates: Sequence[str]) -> dict[str, str]:
     return {k: ",".join(sorted(v)) for k, v in sorted(found.items())}
 
 
-def source_digest(root: Path, *, skip_top: tuple[str, ...] = ()) -> str:
-    """sha256 of a cargo project's sources: build outputs, ``Cargo.lock`` and the ``skip_top`` folders aside."""
+def source_digest(root: Path, *, skip_top: tuple[str, ...] = (), keep: Callable[[Path], bool] | None = None) -> str:
+    """sha256 of a project's sources: the files ``keep`` accepts, by default a cargo project's (build outputs,
+    ``Cargo.lock`` and the ``skip_top`` folders aside)."""
     h = hashlib.sha256()
     for p in sorted(root.rglob("*")):
         parts = p.relative_to(root).parts
-        if p.is_file() and "target" not in parts and parts[0] not in skip_top and p.name != "Cargo.lock":
+        cargo = "target" not in parts and parts[0] not in skip_top and p.name != "Cargo.lock"
+        if p.is_file() and (keep(p) if keep else cargo):
             h.update(str(p.relative_to(root)).encode())
             h.update(p.read_bytes())
     return h.hexdigest()[:16]

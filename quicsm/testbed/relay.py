@@ -6,7 +6,6 @@ direction's delay, jitter, loss, delay step and outages with the same code (``in
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
@@ -14,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from quicsm.errors import TestbedError
+from quicsm.testbed.buildtools import source_digest
 from quicsm.testbed.sources import testbed_root
 
 __all__ = [
@@ -75,15 +75,6 @@ def relay_source_dir() -> Path:
     return testbed_root("relay/go.mod") / "relay"
 
 
-def _source_digest(src: Path) -> str:
-    h = hashlib.sha256()
-    for p in sorted(src.rglob("*")):
-        if p.is_file() and (p.suffix == ".go" or p.name == "go.mod"):
-            h.update(str(p.relative_to(src)).encode())
-            h.update(p.read_bytes())
-    return h.hexdigest()[:16]
-
-
 def build_relay(cache_dir: Path | None = None) -> RelayBinaries:
     """Build ``quicsm-relay``, ``quicsm-iprelay`` and ``quicsm-udpprobe`` once per source digest (cached)."""
     out = build_go_programs(
@@ -99,7 +90,7 @@ def build_go_programs(src: Path, kind: str, programs: tuple[str, ...], cache_dir
     if go is None:
         raise TestbedError(f"Go toolchain not found: install Go (scripts/install.sh) to build {src.name}")
     base = cache_dir or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "quicsm" / kind
-    out = base / _source_digest(src)
+    out = base / source_digest(src, keep=lambda p: p.suffix == ".go" or p.name == "go.mod")
     if all((out / p).exists() for p in programs):
         return out
     out.mkdir(parents=True, exist_ok=True)
