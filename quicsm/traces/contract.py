@@ -70,12 +70,6 @@ class ContractRecord(NamedTuple):
     cc: str
     event: TraceEvent
 
-    @property
-    def starts_connection(self) -> bool:
-        """``from=Init`` / ``to=Init``: the emitter just created a sender (a reused key starts anew)."""
-        ev = self.event
-        return ev.kind == "transition" and (ev.prev == "Init" or ev.state == "Init")
-
 
 def format_line(
     *,

@@ -129,6 +129,11 @@ class _Open:
     unordered: bool = False
 
 
+def starts_connection(ev: TraceEvent) -> bool:
+    """``from=Init`` / ``to=Init``: the emitter just created a sender (a reused key starts anew)."""
+    return ev.kind == "transition" and INIT in (ev.prev, ev.state)
+
+
 class TraceBuilder:
     """Feed it one file's records in log order; it yields finished traces."""
 
@@ -145,7 +150,7 @@ class TraceBuilder:
         done: list[Trace] = []
         ev = rec.event
         cur = self._open.get(rec.conn)
-        if cur is not None and cur.events and rec.starts_connection:
+        if cur is not None and cur.events and starts_connection(ev):
             done.append(self._finish(rec.conn))
             cur = None
         if cur is None:
