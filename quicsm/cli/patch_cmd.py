@@ -329,7 +329,7 @@ def port(
     from quicsm.errors import PatchError
     from quicsm.instrumentation.detection import detect as run_detect
     from quicsm.instrumentation.patchset import find_patch_set
-    from quicsm.instrumentation.porter import default_name, plan_port, write_port
+    from quicsm.instrumentation.porter import default_name, port_first, write_port
 
     app = _applier(applier)
     jobs: list[tuple[str, list[PatchSet]]] = []
@@ -352,17 +352,13 @@ def port(
     if name and len(jobs) > 1:
         raise PatchError("--name names one set: give one -a or --from")
     plans: list[tuple[PortResult, list[PortResult]]] = []
-    for _, sets in jobs:
-        tried = []
-        for ps in sets:
-            tried.append(plan_port(ps, src, applier=app))
-            if tried[-1].ok:
-                break
-        plans.append((next((r for r in tried if r.ok), tried[0]), tried))
+    for _, sets in jobs:  # each algorithm's first set that ports (else its first), and the sets that did not
+        res, tried = port_first(sets, src, applier=app)
+        plans.append((res or tried[0], tried))
     failed = [algo for (algo, _), (res, _) in zip(jobs, plans, strict=True) if not res.ok]
     for res, tried in plans:  # the sets tried before the one used, each with its first reason
         if res.ok:
-            for r in tried[: tried.index(res)]:
+            for r in tried:
                 _echo(f"skipped {r.source.name}: {_first_reason(r)}")
     if dry_run:
         for res, _ in plans:

@@ -315,18 +315,13 @@ def _dates(det: Detection) -> str:
 def port_hint(src: str | Path, det: Detection, algo: str, applier: Applier | None = None) -> str:
     """A next step for ``algo`` that works: the ``apply --port`` command when a shipped set of ``algo``
     ports to ``src`` (tried here, nothing written), else why none does."""
-    from quicsm.instrumentation.porter import failure_text, plan_port
+    from quicsm.instrumentation.porter import failure_text, port_first
 
-    applier = applier or default_applier()
-    tried: list[str] = []
-    for c in det.candidates:
-        if c.patch_set.algorithm != algo or c.kind == "incomplete":
-            continue
-        res = plan_port(c.patch_set, src, applier=applier, detection=det)
-        if res.ok:
-            return f"`quicsm patch apply {src} --port -a {algo}` ports {c.patch_set.name} to it"
-        tried.append(f"{c.patch_set.name}: {failure_text(res)}")
-    return f"no shipped {algo} set ports to it either (" + " | ".join(tried) + ")" if tried else ""
+    sets = [c.patch_set for c in det.candidates if c.patch_set.algorithm == algo and c.kind != "incomplete"]
+    res, failed = port_first(sets, src, applier=applier, detection=det)
+    if res is not None:
+        return f"`quicsm patch apply {src} --port -a {algo}` ports {res.source.name} to it"
+    return f"no shipped {algo} set ports to it either ({' | '.join(map(failure_text, failed))})" if failed else ""
 
 
 # ---- check / apply / revert / status ---------------------------------------------------------------

@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ __all__ = [
     "PortResult",
     "default_name",
     "failure_text",
-    "first_that_ports",
+    "port_first",
     "plan_port",
     "port",
     "write_patch_set",
@@ -451,24 +452,32 @@ def port(
     'quic-go-v0.65.0-reno-port'
     """
     applier = applier or default_applier()
-    res = first_that_ports(ps if isinstance(ps, list) else [ps], src, applier=applier)
+    res, failed = port_first(ps if isinstance(ps, list) else [ps], src, applier=applier)
+    if res is None:
+        tried = " | ".join(map(failure_text, failed)) or "no set given"
+        raise PatchError(f"cannot port to {src}: {tried}. Nothing was written.")
     return res, write_port(res, out_dir, name=name, applier=applier, force=force)
 
 
 def failure_text(res: PortResult) -> str:
-    return "; ".join(f"{f.file}{f' hunk {f.hunk}' if f.hunk else ''}: {f.reason}" for f in res.failures)
+    """The set and why its changes cannot be placed: ``set: file hunk N: reason; ...``."""
+    reasons = "; ".join(f"{f.file}{f' hunk {f.hunk}' if f.hunk else ''}: {f.reason}" for f in res.failures)
+    return f"{res.source.name}: {reasons}"
 
 
-def first_that_ports(sets: list[PatchSet], src: str | Path, *, applier: Applier | None = None) -> PortResult:
-    """The plan of the first set in ``sets`` whose every change can be placed in ``src``; raises with all reasons."""
+def port_first(
+    sets: Iterable[PatchSet], src: str | Path, *, applier: Applier | None = None, detection: Detection | None = None
+) -> tuple[PortResult | None, list[PortResult]]:
+    """The plan of the first of ``sets`` (tried in order) whose every change can be placed in ``src``, or
+    None, and the plans of the sets tried before it, which cannot be placed."""
     applier = applier or default_applier()
-    tried: list[str] = []
-    for one in sets:
-        res = plan_port(one, src, applier=applier)
+    failed: list[PortResult] = []
+    for ps in sets:
+        res = plan_port(ps, src, applier=applier, detection=detection)
         if res.ok:
-            return res
-        tried.append(f"{one.name}: {failure_text(res)}")
-    raise PatchError(f"cannot port to {src}: {' | '.join(tried) or 'no set given'}. Nothing was written.")
+            return res, failed
+        failed.append(res)
+    return None, failed
 
 
 def default_name(res: PortResult) -> str:

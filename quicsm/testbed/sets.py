@@ -123,7 +123,7 @@ def _port(
     given_name: str | None = None,
 ) -> Resolved:
     from quicsm.instrumentation.detection import detect
-    from quicsm.instrumentation.porter import default_name, failure_text, plan_port, write_port
+    from quicsm.instrumentation.porter import default_name, failure_text, port_first, write_port
 
     assert stack.target is not None
     src = stack.pristine_source(version, progress=progress)
@@ -138,34 +138,32 @@ def _port(
                 raise TestbedError(_nothing_to_port(stack, version, cc, pool, det))
         else:
             candidates = [(ps, "given") for ps in sets]
-        skipped: list[str] = []
-        for ps, kind in candidates:
-            res = plan_port(ps, tree)
-            if not res.ok:
-                skipped.append(f"{ps.name}: {failure_text(res)}")
-                continue
-            name = default_name(res)
-            out = made_sets_root() / stack.target / name
-            with FileLock(made_sets_root() / f".{stack.target}-{name}.lock"):
-                made = _reuse(out, res.diff)
-                if made is None:
-                    write_port(res, out, name=name, force=out.exists())
-                    made = load_patch_set(out)
-            scores = [p.score for p in res.placements]
-            how = "applies unchanged" if kind in ("exact", "applies") else "ported by its anchors"
-            why = (
-                f"{made.name} (kept in {out}): "
-                + (f"your set {given_name}" if given_name else f"no set shipped for {stack.name} {version}; {ps.name}")
-                + f" {how} (placement scores {min(scores):.2f}-{max(scores):.2f})"
-                + (f", after {len(skipped)} that do not port" if skipped else "")
+        res, failed = port_first([ps for ps, _ in candidates], tree)
+        skipped = list(map(failure_text, failed))
+        if res is None:
+            raise TestbedError(
+                f"{stack.name} {version}: no {cc} patch set ports to it: {' | '.join(skipped)}. Nothing was built."
             )
-            for line in skipped:
-                _say(progress, f"patch set: skipped {line}")
-            _say(progress, f"patch set: {why}")
-            return Resolved(made, "ported", why)
-    raise TestbedError(
-        f"{stack.name} {version}: no {cc} patch set ports to it: " + " | ".join(skipped) + ". Nothing was built."
-    )
+        ps, kind = candidates[len(failed)]
+        name = default_name(res)
+        out = made_sets_root() / stack.target / name
+        with FileLock(made_sets_root() / f".{stack.target}-{name}.lock"):
+            made = _reuse(out, res.diff)
+            if made is None:
+                write_port(res, out, name=name, force=out.exists())
+                made = load_patch_set(out)
+        scores = [p.score for p in res.placements]
+        how = "applies unchanged" if kind in ("exact", "applies") else "ported by its anchors"
+        why = (
+            f"{made.name} (kept in {out}): "
+            + (f"your set {given_name}" if given_name else f"no set shipped for {stack.name} {version}; {ps.name}")
+            + f" {how} (placement scores {min(scores):.2f}-{max(scores):.2f})"
+            + (f", after {len(skipped)} that do not port" if skipped else "")
+        )
+        for line in skipped:
+            _say(progress, f"patch set: skipped {line}")
+        _say(progress, f"patch set: {why}")
+        return Resolved(made, "ported", why)
 
 
 def _nothing_to_port(stack: Stack, version: str, cc: str, pool: list[PatchSet], det: Any) -> str:
