@@ -1156,9 +1156,33 @@ static const char *jvalue(const char *p, const char *e, int depth, int *type) {
     }
 }
 
+/* Whether the span's bytes are word (compared as they go: no strlen per call; a span holds no NUL where it is
+ * asked, and word's NUL differs from any byte it could hold there). */
 static int span_is(Span s, const char *word) {
-    size_t n = strlen(word);
-    return (size_t)(s.b - s.a) == n && memcmp(s.a, word, n) == 0;
+    const char *a = s.a;
+    for (; a < s.b; a++, word++)
+        if (*a != *word) return 0;
+    return !*word;
+}
+
+/* Which of keys is the JSON string at p ('"'), read as the key's bytes and its closing quote: the string's end
+ * (after the quote) with *at its index, or NULL (*at nkeys) when none is written so. A key holds neither '"',
+ * '\\' nor a control byte, so a string written so is the key jstring() would read, plain; any other string
+ * (not a key, or a key with an escape) is left to jstring(). Most members of a record are wanted keys: they are
+ * found here without a second pass over their bytes. */
+static const char *key_at(const char *p, const char *e, const char *const *keys, int nkeys, int *at) {
+    if (e - p >= 2)
+        for (int i = 0; i < nkeys; i++) {
+            const char *w = keys[i], *q = p + 1;
+            if (*w != *q) continue;
+            for (; *w && q < e && *q == *w; w++, q++) {}
+            if (!*w && q < e && *q == '"') {
+                *at = i;
+                return q + 1;
+            }
+        }
+    *at = nkeys;
+    return NULL;
 }
 
 /* Keys of an event that qlog._event_parts reads in place of time/name (a record holding one goes to Python). */
@@ -1178,14 +1202,13 @@ static const char *jmembers_at(const char *p, const char *e, const char *const *
     if (p < e && *p == '}') return p + 1;
     for (;;) {
         const char *ka = p + 1, *kb;
-        if (p >= e || *p != '"' || !(kb = jstring(p, e, &plain))) return NULL;
+        if (p >= e || *p != '"') return NULL;
+        if (!(kb = key_at(p, e, keys, nkeys, &i)) && (!(kb = jstring(p, e, &plain)) || !plain)) return NULL;
         Span key = {ka, kb - 1};
         p = skip_jws(kb, e);
         if (p >= e || *p != ':') return NULL;
         p = skip_jws(p + 1, e);
         const char *va = p;
-        if (!plain) return NULL;
-        for (i = 0; i < nkeys && (*keys[i] != *key.a || !span_is(key, keys[i])); i++) {}
         if (nums && i < nkeys && num_start(p, e)) { /* a wanted number: checked and read in one pass */
             if (!(p = jnumber_m(p, e, &nums[i]))) return NULL;
             t = J_NUM;
@@ -1514,7 +1537,7 @@ static int role_of(Span name) {
     while (a > name.a && a[-1] != ':') a--;
     size_t n = (size_t)(name.b - a);
     for (size_t i = 0; i < sizeof ROLES / sizeof *ROLES; i++) /* (a name is printable ASCII: no NUL) */
-        if (ROLES[i].n == n && ci_at(a, name.b, ROLES[i].word, n)) return ROLES[i].role;
+        if (ROLES[i].n == n && (memcmp(a, ROLES[i].word, n) == 0 || ci_at(a, name.b, ROLES[i].word, n))) return ROLES[i].role;
     return 0;
 }
 
@@ -1654,13 +1677,13 @@ static int rec_members(const char *p, const char *e, Rec *r) {
     if (p < e && *p == '}') return skip_jws(p + 1, e) == e;
     for (;;) {
         const char *ka = p + 1, *kb;
-        if (p >= e || *p != '"' || !(kb = jstring(p, e, &plain)) || !plain) return 0;
+        if (p >= e || *p != '"') return 0;
+        if (!(kb = key_at(p, e, REC_KEYS, 3, &i)) && (!(kb = jstring(p, e, &plain)) || !plain)) return 0;
         Span key = {ka, kb - 1};
         p = skip_jws(kb, e);
         if (p >= e || *p != ':') return 0;
         p = skip_jws(p + 1, e);
         const char *va = p;
-        for (i = 0; i < 3 && (*REC_KEYS[i] != *key.a || !span_is(key, REC_KEYS[i])); i++) {}
         const char *const *dk = NULL;
         if (i == 2 && r->role < 0 && r->name_plain && r->v[1].b - r->v[1].a > 2 && p < e && *p == '{') {
             Span name = {r->v[1].a + 1, r->v[1].b - 1};
