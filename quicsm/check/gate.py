@@ -59,6 +59,13 @@ def witness_text(w: Witness | Any) -> str:
     return f"{w.connection}: {head}{' '.join(w.path)}{tail}"
 
 
+def fmt_value(f: Finding | Any, x: float | None) -> str:
+    """A finding's (or its record's) baseline or new value: entries per connection, else a percentage."""
+    if x is None:
+        return "n/a"
+    return f"{x:.2f}" if f.check == "visits" else f"{100 * x:.1f}%"
+
+
 @dataclass(slots=True)
 class Finding:
     """One test of one state or edge in one scenario; ``failed`` is the verdict on it."""
@@ -117,10 +124,9 @@ class Finding:
         }[self.check]
         if self.baseline is None or self.new is None:
             return f"{what}: {self.note or 'not tested'}"
-        fmt = (lambda x: f"{x:.2f}") if self.check == "visits" else (lambda x: f"{100 * x:.1f}%")
         p = "n/a" if self.p_corrected is None else f"{self.p_corrected:.2g}"
         es = "" if self.effect_size is None else f", {self.effect_measure} {self.effect_size:+.2f}"
-        return f"{what} {fmt(self.baseline)} -> {fmt(self.new)} (p adj {p}{es})"
+        return f"{what} {fmt_value(self, self.baseline)} -> {fmt_value(self, self.new)} (p adj {p}{es})"
 
 
 @dataclass(slots=True)

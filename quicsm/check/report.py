@@ -14,7 +14,7 @@ from typing import Literal
 import msgspec
 
 from quicsm.check.config import CheckConfig
-from quicsm.check.gate import CheckResult, Finding, ScenarioResult, witness_text
+from quicsm.check.gate import CheckResult, Finding, ScenarioResult, fmt_value, witness_text
 from quicsm.compare.report import json_number, json_p
 from quicsm.textsafe import md_code, md_name, md_text, terminal, xml
 from quicsm.version import __version__
@@ -232,12 +232,6 @@ def to_text(r: CheckResult) -> str:
 def _strength(f: FindingRecord) -> tuple[bool, float]:
     """Failed checks, strongest first (smallest corrected p; the controller name and untested last)."""
     return f.p_corrected is None, f.p_corrected or 0.0
-
-
-def fmt_value(f: FindingRecord, x: float | None) -> str:
-    if x is None:
-        return "n/a"
-    return f"{x:.2f}" if f.check == "visits" else f"{100 * x:.1f}%"
 
 
 def to_markdown(r: CheckResult) -> str:
