@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from quicsm.textsafe import terminal
 from quicsm.traces.events import StateView
+from quicsm.traces.inputs import AUTO, OFF
 from quicsm.traces.parse import ParseResult, parse_inputs, parse_label
 from quicsm.traces.report import ParseReport
 from quicsm.traces.select import parse_selector
@@ -193,7 +195,7 @@ def load_inputs(kw: dict[str, Any], dask: str | None = None) -> ParseResult:
     """The parse stage (:func:`quicsm.parse`) with the options of :func:`input_options` (popped from ``kw``)."""
     parse_kw, quiet, where = pop_parse_options(kw)
     with dask_workers(dask):
-        result = parse_inputs(pop_inputs(kw), where=where or None, dask=dask or None, **parse_kw)
+        result = parse_inputs(pop_inputs(kw), where=where or None, dask=dask, **parse_kw)
     echo_parse_summary(result.report, {t.cc for t in result.traces}, quiet)
     write_report(kw.pop("report_path", None), result.report)
     return result
@@ -204,10 +206,9 @@ def load_summary(kw: dict[str, Any], view: StateView) -> Summary:
     from quicsm.traces.summary import summarize
 
     parse_kw, quiet, where = pop_parse_options(kw)
-    inputs = pop_inputs(kw)
-    dask = workers_for(kw.pop("dask", None), inputs)
+    dask = kw.pop("dask")
     with dask_workers(dask):
-        summary = summarize(inputs, view=view, where=where or None, dask=dask, **parse_kw)
+        summary = summarize(pop_inputs(kw), view=view, where=where or None, dask=dask, **parse_kw)
     echo_parse_summary(summary.report, set(summary.ccs), quiet)
     write_report(kw.pop("report_path", None), summary.report)
     return summary
@@ -229,47 +230,6 @@ def write_report(path: str | None, report: ParseReport) -> None:
             json.dump(report.to_json(), fh, indent=2)
 
 
-def spare_core() -> bool:
-    """Whether this process may use two cores or more and fewer threads are runnable now than it may use
-    (this one among them): with the second core busy, two workers took 1.03x the wall time of one
-    process and 1.17x its CPU (2,000 small qlogs, another process holding a core)."""
-    cores = len(os.sched_getaffinity(0))
-    return cores >= 2 and runnable() < cores
-
-
-def runnable() -> int:
-    """Threads runnable on this machine now (/proc/loadavg's fourth field, before the slash); 1 if unknown."""
-    try:
-        with open("/proc/loadavg") as fh:
-            return int(fh.read().split()[3].partition("/")[0])
-    except (OSError, ValueError, IndexError):
-        return 1
-
-
-def workers_for(dask: str | None, inputs: Sequence[str]) -> str | None:
-    """The ``--dask`` a model is learnt with: as given (``off``, given as "", is one process); not given,
-    ``local:2`` when a second core is usable and idle (:func:`spare_core`) and the run is not too small to
-    gain: :data:`~quicsm.traces.inputs.SMALL_RUN_FILES` local files or more, or
-    :data:`~quicsm.traces.inputs.SMALL_RUN_BYTES` in enough files for two workers' tasks (200 qlogs of
-    6.2 MB: 0.87x the wall time of one process; one 1 GB qlog gains nothing). The summary is one
-    process's: each worker folds its files, the parts are merged in input order."""
-    if dask is not None:
-        return dask or None
-    if not spare_core():
-        return None
-    from quicsm.fleet.sources import is_url
-    from quicsm.traces import inputs as run
-
-    if any(p == run.STDIN or is_url(p) for p in inputs):
-        return None
-    files = run.expand_inputs(inputs)
-    if len(files) >= run.SMALL_RUN_FILES:
-        return "local:2"
-    if len(files) < 2 * run.TASKS_PER_WORKER:
-        return None
-    return "local:2" if sum(map(run.local_size, files)) >= run.SMALL_RUN_BYTES else None
-
-
 @contextmanager
 def dask_workers(dask: str | None) -> Iterator[None]:
     """The block that reads the files; on leaving it, the local worker processes (or the Dask client)
@@ -278,27 +238,25 @@ def dask_workers(dask: str | None) -> Iterator[None]:
     try:
         yield
     finally:
-        if dask:
+        if dask not in (None, OFF, AUTO):  # "auto" closes the workers it started itself
             from quicsm.fleet.cluster import close_clients
 
             close_clients()
 
 
-def _off(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    return "" if value == "off" else value  # given, but one process: not the default of workers_for
-
-
-def dask_option(f: F) -> F:
+def dask_option(f: F, default: str = OFF) -> F:
+    """``--dask``, passed to the library as given (``off`` and ``auto`` included); its default is the
+    library call's (``auto`` for the verbs that learn a model: :func:`quicsm.summarize`)."""
     return click.option(
         "--dask",
         metavar="SCHEDULER",
-        callback=_off,
+        default=default,
+        show_default=True,
         help="Read batches of input files as parallel tasks: local[:N] runs them on N worker processes of this "
         "machine (default 2; forked from this one, no scheduler), or give a Dask scheduler address such as "
-        "tcp://host:8786 (needs quicsm[fleet]); off: one process. Results equal the one-process run. Not "
-        "given, verbs that learn a model (infer, ...) read 1,000 local files or more, or 1 GiB in 16 files or "
-        "more, on local:2 when a second core is usable and idle (2,000 small qlogs: 0.68x the time of one "
-        "process).",
+        "tcp://host:8786 (needs quicsm[fleet]); off: one process; auto: local:2 for 1,000 local files or more, "
+        "or 1 GiB in 16 files or more, when a second core is usable and idle, else one process (2,000 small "
+        "qlogs: 0.68x the time of one process). Results equal the one-process run.",
     )(f)
 
 
@@ -403,7 +361,7 @@ def _from_environment(param: str) -> bool:
 
 def model_options(f: F) -> F:
     """Everything a verb that learns a model from inputs takes: inputs, --dask, --report, engine, view."""
-    for option in (view_options, engine_options, report_option, dask_option, input_options):
+    for option in (view_options, engine_options, report_option, partial(dask_option, default=AUTO), input_options):
         f = option(f)
     return f
 

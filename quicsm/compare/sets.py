@@ -189,32 +189,33 @@ def load_rows(
     the workers return rows. ``strict``: the first problem record is an error (``file:line: reason``).
     ``listed``: ``paths`` are files already listed (:func:`expand_set`), not listed again."""
     from quicsm.fleet.run import map_tasks
-    from quicsm.traces.inputs import expand_inputs, file_batches, show_batches, trace_scopes
+    from quicsm.traces.inputs import expand_inputs, file_batches, show_batches, trace_scopes, workers
     from quicsm.traces.parse import TASK_IMPORTS, no_transitions, progress_bar, read_inputs
 
     files = list(paths) if listed else expand_inputs(list(paths), storage_options) if paths else []
     scopes = trace_scopes(files)
     report = ParseReport(strict=strict)
     rows: list[Connection] = []
-    kept: list[TraceColumns] | None = [] if metrics and not dask else None
-    if dask:
-        task = partial(rows_task, view=view, metrics=metrics, strict=strict)
-        batches = file_batches(files, dask=dask, storage_options=storage_options)
-        shown = show_batches("dask: read", batches) if progress else None
-        for got, part in map_tasks(task, batches, dask=dask, progress=shown, imports=TASK_IMPORTS):
-            rows.extend(got)
-            report.merge(part)
-    elif files:
-        with progress_bar(files, progress) as on_bytes:
-            items = read_inputs(
-                files,
-                report=report,
-                on_bytes=on_bytes,
-                metrics=metrics,
-                scopes=scopes,
-                storage_options=storage_options,
-            )
-            rows = rows_of(_keeping(items, kept), view)
+    with workers(dask, files) as run_on:
+        kept: list[TraceColumns] | None = [] if metrics and not run_on else None
+        if run_on:
+            task = partial(rows_task, view=view, metrics=metrics, strict=strict)
+            batches = file_batches(files, dask=run_on, storage_options=storage_options)
+            shown = show_batches("dask: read", batches) if progress else None
+            for got, part in map_tasks(task, batches, dask=run_on, progress=shown, imports=TASK_IMPORTS):
+                rows.extend(got)
+                report.merge(part)
+        elif files:
+            with progress_bar(files, progress) as on_bytes:
+                items = read_inputs(
+                    files,
+                    report=report,
+                    on_bytes=on_bytes,
+                    metrics=metrics,
+                    scopes=scopes,
+                    storage_options=storage_options,
+                )
+                rows = rows_of(_keeping(items, kept), view)
     if not any(r.has_transition for r in rows):
         raise no_transitions(list(paths), report)
     if kept:  # all of it (emptied when the set outgrew KEEP_EVENTS)

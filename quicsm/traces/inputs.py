@@ -16,6 +16,7 @@ import sys
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -41,6 +42,8 @@ __all__ = [
     "open_input",
     "read_file_list",
     "trace_scopes",
+    "workers",
+    "workers_for",
 ]
 
 SIDECAR = "meta.json"
@@ -399,9 +402,13 @@ SMALL_RUN_BYTES = 1 << 30
 """A run of fewer files than :data:`SMALL_RUN_FILES` and under :data:`SMALL_RUN_BYTES` (local files) is
 too small to gain from ``--dask``: the workers' start and feeding cost about what they save (on two
 cores ``local:2`` lost to one process on 1 qlog, 0.40 against 0.37 s, and on 400 qlogs, 1.29x, before
-session 8's faster reads). From this many files on, the CLI reads local files on ``local:2`` when two
-cores are usable (``quicsm.cli.options.workers_for``): 2,000 testbed qlogs of 0.11 MB ran in 0.68x the
+session 8's faster reads). From this many files on, ``dask="auto"`` reads local files on ``local:2`` when
+a second core is usable and idle (:func:`workers_for`): 2,000 testbed qlogs of 0.11 MB ran in 0.68x the
 time of one process (experiments/fleet.notes.md)."""
+AUTO = "auto"
+"""``dask="auto"`` (``--dask auto``, the default of the verbs that learn a model): :func:`workers_for` chooses."""
+OFF = "off"
+"""``dask="off"`` (``--dask off``), as None: one process."""
 
 
 def local_size(path: str) -> int:
@@ -413,6 +420,51 @@ def local_size(path: str) -> int:
         return 0 if path == STDIN or is_url(path) else os.path.getsize(path)
     except OSError:
         return 0
+
+
+def workers_for(dask: str | None, files: Sequence[str]) -> str | None:
+    """The scheduler a run of ``files`` (expanded: :func:`expand_inputs`) is read on; None for one process.
+
+    ``dask`` None, "" or ``"off"``: one process; a scheduler (``local[:N]``, ``tcp://host:8786``): as
+    given; ``"auto"``: ``local:2`` when a second core is usable and idle
+    (:func:`quicsm.fleet.pool.spare_core`), every input is a local file and the run is not too small to
+    gain: :data:`SMALL_RUN_FILES` files or more, or :data:`SMALL_RUN_BYTES` in enough files for two
+    workers' tasks (200 qlogs of 6.2 MB: 0.87x the wall time of one process; one 1 GB qlog gains
+    nothing). Results do not depend on it: tasks return in input order and are merged in it.
+
+    Examples
+    --------
+    >>> from quicsm.traces.inputs import workers_for
+    >>> workers_for("off", ["a.qlog"]), workers_for("local:4", ["a.qlog"]), workers_for("auto", ["a.qlog"])
+    (None, 'local:4', None)
+    """
+    if dask != AUTO:
+        return None if dask in (None, "", OFF) else dask
+    from quicsm.fleet.pool import spare_core
+    from quicsm.fleet.sources import is_url
+
+    if not spare_core() or any(p == STDIN or is_url(p) for p in files):
+        return None
+    if len(files) >= SMALL_RUN_FILES:
+        return "local:2"
+    if len(files) < 2 * TASKS_PER_WORKER:
+        return None
+    return "local:2" if sum(map(local_size, files)) >= SMALL_RUN_BYTES else None
+
+
+@contextmanager
+def workers(dask: str | None, files: Sequence[str]) -> Iterator[str | None]:
+    """:func:`workers_for`'s choice for the block that reads ``files``; local workers that ``"auto"``
+    started are shut down on leaving it (the caller asked for none: a later run in this process must
+    not meet workers forked with an old environment)."""
+    chosen = workers_for(dask, files)
+    try:
+        yield chosen
+    finally:
+        if chosen and dask == AUTO:
+            from quicsm.fleet.pool import close_pools
+
+            close_pools()
 
 
 def file_batches(

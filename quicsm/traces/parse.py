@@ -40,7 +40,6 @@ __all__ = [
     "write_store",
     "parse_label",
     "no_transitions",
-    "listed",
     "progress_bar",
 ]
 
@@ -177,13 +176,6 @@ def _input_bytes(files: Iterable[str]) -> int | None:
         return None
 
 
-def listed(paths: Sequence[str], storage_options: dict[str, str] | None) -> tuple[list[str], Mapping[str, str]]:
-    """The inputs' files (:func:`expand_inputs`: listed once, shared by the progress bar and the
-    reader) and their trace-id scopes."""
-    files = expand_inputs(paths, storage_options)
-    return files, trace_scopes(files)
-
-
 def parse_inputs(
     paths: Sequence[str],
     *,
@@ -222,7 +214,8 @@ def parse_inputs(
         Keep only traces whose labels (or ``cc``, ``implementation``, ``version``) match.
     dask : str, optional
         ``local[:N]`` or a Dask scheduler address: read batches of files as parallel tasks (the same
-        traces, in the same order).
+        traces, in the same order). None or ``"off"`` (the default): one process; ``"auto"``: as
+        :func:`quicsm.summarize` chooses (:func:`quicsm.traces.inputs.workers_for`).
     storage_options : dict of str to str, optional
         fsspec options for URL inputs.
 
@@ -250,31 +243,34 @@ def parse_inputs(
     >>> result.traces[0].labels["profile"]
     'desktop'
     """
+    from quicsm.traces.inputs import workers
+
     over = Overrides(dict(labels or {}), implementation, version, cc, states)
     report = ParseReport(strict=strict)
-    if dask:
-        from quicsm.fleet.run import map_tasks
-        from quicsm.traces.inputs import file_batches, show_batches
+    files = expand_inputs(paths, storage_options)
+    with workers(dask, files) as run_on:
+        if run_on:
+            from quicsm.fleet.run import map_tasks
+            from quicsm.traces.inputs import file_batches, show_batches
 
-        traces = []
-        task = partial(traces_task, over=over, strict=strict)
-        batches = file_batches(expand_inputs(paths, storage_options), dask=dask, storage_options=storage_options)
-        shown = show_batches("dask: parsed", batches) if progress else None
-        for got, part in map_tasks(task, batches, dask=dask, progress=shown, imports=TASK_IMPORTS):
-            traces.extend(got)
-            report.merge(part)
-    else:
-        files, scopes = listed(paths, storage_options)
-        with progress_bar(files, progress) as on_bytes:
-            items = read_inputs(
-                files,
-                over,
-                report=report,
-                on_bytes=on_bytes,
-                scopes=scopes,
-                storage_options=storage_options,
-            )
-            traces = [t for tc in items for t in tc.traces()]
+            traces = []
+            task = partial(traces_task, over=over, strict=strict)
+            batches = file_batches(files, dask=run_on, storage_options=storage_options)
+            shown = show_batches("dask: parsed", batches) if progress else None
+            for got, part in map_tasks(task, batches, dask=run_on, progress=shown, imports=TASK_IMPORTS):
+                traces.extend(got)
+                report.merge(part)
+        else:
+            with progress_bar(files, progress) as on_bytes:
+                items = read_inputs(
+                    files,
+                    over,
+                    report=report,
+                    on_bytes=on_bytes,
+                    scopes=trace_scopes(files),
+                    storage_options=storage_options,
+                )
+                traces = [t for tc in items for t in tc.traces()]
     if require_transitions and not any(any(True for _ in t.transitions()) for t in traces):
         raise no_transitions(paths, report)
     if where:
@@ -348,28 +344,21 @@ def write_store(
     bounded by one batch and the open connections (with ``dask``: by one task's row groups, fetched in
     input order). Returns the traces written, the report and what was kept; nothing is written when
     no input has a transition or ``where`` keeps nothing."""
+    from quicsm.traces.inputs import workers
     from quicsm.traces.parquet import write_parquet
 
     report = ParseReport(strict=strict)
     tally = Kept()
+    files = expand_inputs(paths, storage_options)
 
-    tasks: Iterator[Stored] = iter(())
-    if dask:  # local workers start here, before the writer (its allocator starts a thread)
-        from quicsm.fleet.run import map_tasks
-        from quicsm.traces.inputs import file_batches, show_batches
-
-        task = partial(store_task, over=over, strict=strict, where=where)
-        batches = file_batches(expand_inputs(paths, storage_options), dask=dask, storage_options=storage_options)
-        shown = show_batches("dask: written", batches) if progress else None
-        tasks = map_tasks(task, batches, dask=dask, progress=shown, imports=TASK_IMPORTS)
-
-    def stream(on_bytes: Callable[[int], None] | None) -> Iterator[Any]:
-        if dask:
+    def stream(tasks: Iterator[Stored] | None, on_bytes: Callable[[int], None] | None) -> Iterator[Any]:
+        if tasks is not None:
             for got in tasks:
                 report.merge(got.report)
                 tally.merge(got.kept)
                 yield from got.batches
         else:
+            scopes = trace_scopes(files)
             items = read_inputs(
                 files, over, report=report, on_bytes=on_bytes, scopes=scopes, storage_options=storage_options
             )
@@ -379,15 +368,24 @@ def write_store(
         if where and not tally.kept:
             raise no_match(where)
 
-    files, scopes = ([], {}) if dask else listed(paths, storage_options)
-    with progress_bar(files, progress and not dask) as on_bytes:
-        n = write_parquet(stream(on_bytes), output)
+    with workers(dask, files) as run_on:
+        tasks: Iterator[Stored] | None = None
+        if run_on:  # local workers start here, before the writer (its allocator starts a thread)
+            from quicsm.fleet.run import map_tasks
+            from quicsm.traces.inputs import file_batches, show_batches
+
+            task = partial(store_task, over=over, strict=strict, where=where)
+            batches = file_batches(files, dask=run_on, storage_options=storage_options)
+            shown = show_batches("dask: written", batches) if progress else None
+            tasks = map_tasks(task, batches, dask=run_on, progress=shown, imports=TASK_IMPORTS)
+        with progress_bar(files, progress and not run_on) as on_bytes:
+            n = write_parquet(stream(tasks, on_bytes), output)
     return n, report, tally
 
 
 @contextmanager
 def progress_bar(files: Sequence[str], progress: bool) -> Iterator[Callable[[int], None] | None]:
-    """A byte progress bar on stderr over the input files (listed: :func:`listed`), as the reader's
+    """A byte progress bar on stderr over the input files (expanded once: :func:`expand_inputs`), as the reader's
     ``on_bytes``; None without one."""
     if not progress:
         yield None
@@ -403,7 +401,9 @@ def progress_bar(files: Sequence[str], progress: bool) -> Iterator[Callable[[int
 
 def no_transitions(paths: Sequence[str], report: ParseReport) -> NoTransitionsError:
     """Nothing to learn from: the problems the read met say why (the first, then every kind's count, in the
-    words the report uses); with none, the inputs are not of a kind quicsm reads states from."""
+    words the report uses); with none, the inputs are not of a kind quicsm reads states from. The inputs
+    are named as given (a pattern, not the files it matched)."""
+    paths = [os.fspath(p) for p in paths]
     where = ", ".join(paths)
     if not report.issues:
         return NoTransitionsError(
@@ -414,5 +414,5 @@ def no_transitions(paths: Sequence[str], report: ParseReport) -> NoTransitionsEr
     more = f" ({report.total_issues} problem(s): {kinds})" if report.total_issues > 1 else ""
     first = report.issues[0]
     return NoTransitionsError(
-        f"no state transitions found{'' if [first.path] == list(paths) else ' in ' + where}: {first}{more}"
+        f"no state transitions found{'' if [first.path] == paths else ' in ' + where}: {first}{more}"
     )

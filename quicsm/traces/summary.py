@@ -19,7 +19,6 @@ from quicsm.traces.events import StateView, Trace
 from quicsm.traces.parse import (
     TASK_IMPORTS,
     Overrides,
-    listed,
     no_match,
     no_transitions,
     progress_bar,
@@ -276,7 +275,7 @@ def summarize(
     cc: str | None = None,
     strict: bool = False,
     where: Selector | None = None,
-    dask: str | None = None,
+    dask: str | None = "auto",
     progress: bool = False,
     require_transitions: bool = True,
     storage_options: dict[str, str] | None = None,
@@ -294,9 +293,13 @@ def summarize(
         How events become states (PROBE_BW phases kept or folded, BBR recovery sub-states).
     labels, implementation, version, cc, strict, where, storage_options
         As :func:`quicsm.parse`.
-    dask : str, optional
+    dask : str or None, default "auto"
         ``local[:N]`` or a scheduler address: batches of files (about 64 MB or 4,096 files) are
-        folded as tasks and their summaries merged in a tree; the same summary as without.
+        folded as tasks and their summaries merged in a tree; the same summary as without. ``"off"``
+        or None: one process. ``"auto"`` (``quicsm infer``'s and ``diagram``'s default too):
+        ``local:2`` for 1,000 local files or more, or 1 GiB in 16 files or more, when a second core
+        is usable and idle, else one process (:func:`quicsm.traces.inputs.workers_for`); the workers
+        it starts are shut down before it returns.
     progress : bool
         A progress bar on stderr.
     require_transitions : bool
@@ -325,31 +328,34 @@ def summarize(
     (11, 9, ['reno'])
     >>> quicsm.summarize([TRACES / "fig13"], where={"profile": "mobile"}).traces
     11
+    >>> quicsm.summarize([TRACES / "fig13/desktop"], dask="off").sequences == s.sequences  # "auto": one process
+    True
     """
     from quicsm.fleet.run import map_tasks, tree_merge
-    from quicsm.traces.inputs import expand_inputs, file_batches, show_batches
+    from quicsm.traces.inputs import expand_inputs, file_batches, show_batches, trace_scopes, workers
 
     over = Overrides(dict(labels or {}), implementation, version, cc, states)
-    if not dask:
-        total = Summary(view=view, report=ParseReport(strict=strict))
-        files, scopes = listed(inputs, storage_options)
-        with progress_bar(files, progress) as on_bytes:
-            items = read_inputs(
-                files,
-                over,
-                report=total.report,
-                on_bytes=on_bytes,
-                metrics=False,
-                scopes=scopes,
-                storage_options=storage_options,
-            )
-            fold(items, total, where)
-    else:
-        batches = file_batches(expand_inputs(inputs, storage_options), dask=dask, storage_options=storage_options)
-        task = partial(summary_task, view=view, over=over, strict=strict, where=where)
-        shown = show_batches("dask: reduced", batches) if progress else None
-        parts = list(map_tasks(task, batches, dask=dask, progress=shown, imports=TASK_IMPORTS))
-        total = tree_merge(parts, _merged) or Summary(view=view, report=ParseReport(strict=strict))
+    files = expand_inputs(inputs, storage_options)  # once: the worker choice, the scopes and the reads share it
+    with workers(dask, files) as run_on:
+        if not run_on:
+            total = Summary(view=view, report=ParseReport(strict=strict))
+            with progress_bar(files, progress) as on_bytes:
+                items = read_inputs(
+                    files,
+                    over,
+                    report=total.report,
+                    on_bytes=on_bytes,
+                    metrics=False,
+                    scopes=trace_scopes(files),
+                    storage_options=storage_options,
+                )
+                fold(items, total, where)
+        else:
+            batches = file_batches(files, dask=run_on, storage_options=storage_options)
+            task = partial(summary_task, view=view, over=over, strict=strict, where=where)
+            shown = show_batches("dask: reduced", batches) if progress else None
+            parts = list(map_tasks(task, batches, dask=run_on, progress=shown, imports=TASK_IMPORTS))
+            total = tree_merge(parts, _merged) or Summary(view=view, report=ParseReport(strict=strict))
     if require_transitions and not total.transitions:
         raise no_transitions(inputs, total.report)
     if where and not total.traces:

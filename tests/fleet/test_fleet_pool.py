@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -212,53 +213,111 @@ def test_bad_dask_specs_are_one_line(spec: str, tmp_path: Path) -> None:
     assert "Traceback" not in res.output
 
 
-def test_infer_reads_a_big_enough_fleet_on_two_workers_unless_off(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Without --dask, SMALL_RUN_FILES local files or more are read on local:2 when a second core is usable
-    and idle: the model equals the one-process run's (--dask off, one usable core, a busy machine, a
-    smaller run) byte for byte but for its timing, and a strict failure names the same file and line."""
-    import json
-
-    from quicsm.cli import options
+@pytest.fixture
+def auto(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
+    """``dask="auto"``'s choices, recorded; SMALL_RUN_FILES at the six files of a fleet dir; an idle machine."""
     from quicsm.traces import inputs
 
-    fleet_dir = make_fleet_dir(tmp_path)
     chosen: list[str | None] = []
-    real = options.workers_for
-    monkeypatch.setattr(options, "workers_for", lambda d, i: chosen.append(real(d, i)) or chosen[-1])
+    real = inputs.workers_for
+    monkeypatch.setattr(inputs, "workers_for", lambda d, f: chosen.append(real(d, f)) or chosen[-1])
     monkeypatch.setattr(inputs, "SMALL_RUN_FILES", 6)
-    runnable = [1]
-    monkeypatch.setattr(options, "runnable", lambda: runnable[0])
+    monkeypatch.setattr(pool, "runnable", lambda: 1)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    return chosen
+
+
+def _same(a: object, b: object) -> bool:
+    from quicsm.traces.summary import Summary
+
+    assert isinstance(a, Summary) and isinstance(b, Summary)
+    return a.sequences == b.sequences and a.describe() == b.describe() and a.report.to_json() == b.report.to_json()
+
+
+def test_summarize_reads_a_big_enough_fleet_on_two_workers_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, auto: list[str | None]
+) -> None:
+    """The library's default (``dask="auto"``, the CLI's too) reads SMALL_RUN_FILES local files or more on
+    local:2 when a second core is usable and idle, expanding the inputs once and shutting the workers down
+    after; the summary equals the one-process run's ("off", None, one usable core, a busy machine, a
+    smaller run, a byte short of SMALL_RUN_BYTES, too few files for two workers' tasks)."""
+    from quicsm.traces import inputs
+    from quicsm.traces.summary import summarize
+
+    fleet_dir = make_fleet_dir(tmp_path)
+    size = sum(p.stat().st_size for p in fleet_dir.iterdir())
+    expanded: list[int] = []
+    real_expand = inputs.expand_inputs
+    monkeypatch.setattr(inputs, "expand_inputs", lambda *a: expanded.append(1) or real_expand(*a))
+    pool.close_pools()
+    two = summarize([fleet_dir])
+    assert auto == ["local:2"] and expanded == [1] and not pool._POOLS  # its own workers: shut down
+    assert _same(summarize([fleet_dir], dask="off"), two) and auto[-1] is None
+    assert _same(summarize([fleet_dir], dask=None), two) and auto[-1] is None
+    with monkeypatch.context() as m:
+        m.setattr(pool, "runnable", lambda: 2)  # another process runs on the second core
+        assert _same(summarize([fleet_dir]), two) and auto[-1] is None
+        m.setattr(pool, "runnable", lambda: 1)
+        m.setattr(os, "sched_getaffinity", lambda pid: {0})
+        assert _same(summarize([fleet_dir]), two) and auto[-1] is None
+    monkeypatch.setattr(inputs, "SMALL_RUN_FILES", 7)
+    assert _same(summarize([fleet_dir]), two) and auto[-1] is None
+    monkeypatch.setattr(inputs, "TASKS_PER_WORKER", 3)
+    monkeypatch.setattr(inputs, "SMALL_RUN_BYTES", size)
+    assert _same(summarize([fleet_dir]), two) and auto[-1] == "local:2"  # few files, but enough bytes and tasks
+    monkeypatch.setattr(inputs, "SMALL_RUN_BYTES", size + 1)
+    assert _same(summarize([fleet_dir]), two) and auto[-1] is None
+    monkeypatch.setattr(inputs, "TASKS_PER_WORKER", 4)  # enough bytes, too few files for 2 x 4 tasks
+    monkeypatch.setattr(inputs, "SMALL_RUN_BYTES", 1)
+    assert _same(summarize([fleet_dir]), two) and auto[-1] is None
+    assert inputs.workers_for("auto", ["-"]) is None and inputs.workers_for("auto", ["s3://b/k.qlog"] * 9) is None
+
+
+def test_summarize_errors_on_two_workers_name_what_was_given(tmp_path: Path, auto: list[str | None]) -> None:
+    """On the workers "auto" chose, errors read as in one process: a strict failure names the file and
+    line, and inputs without a transition are named as the user gave them (the pattern, not its files)."""
+    from quicsm.errors import NoTransitionsError
+    from quicsm.traces.summary import summarize
+
+    fleet_dir = make_fleet_dir(tmp_path)
+    bad = fleet_dir / "server1.log"
+    bad.write_text(bad.read_text() + "QUICSM v=1 conn=0x9 t_us=oops cc=cubic to=SlowStart\n")
+    said = []
+    for dask in ("auto", "off"):
+        with pytest.raises(ParseError) as err:
+            summarize([fleet_dir], strict=True, dask=dask)
+        said.append(str(err.value).split(" (on local worker process ")[0])
+    assert auto == ["local:2", None] and said[0] == said[1] and said[0].startswith(f"{bad}:"), said
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    for i in range(6):
+        (plain / f"p{i}.log").write_text("no contract line here\n")
+    pattern = str(plain / "p*.log")
+    for dask in ("auto", "off"):
+        with pytest.raises(NoTransitionsError, match=re.escape(f"no state transitions found in {pattern};")):
+            summarize([pattern], dask=dask)
+    assert auto[-2:] == ["local:2", None]
+    with pytest.raises(NoTransitionsError, match=re.escape(f"no state transitions found in {plain};")):
+        summarize([plain])  # a path-like, named as given
+
+
+def test_infer_learns_on_the_library_default(tmp_path: Path, auto: list[str | None]) -> None:
+    """``quicsm infer`` without --dask is ``summarize``'s default ("auto"): local:2 here, the model byte
+    for byte the one of --dask off but for its timing, a strict failure named alike."""
+    import json
+
+    fleet_dir = make_fleet_dir(tmp_path)
 
     def model(*extra: str) -> dict:
-        out = tmp_path / f"m{len(chosen)}.json"
+        out = tmp_path / f"m{len(auto)}.json"
         res = CliRunner().invoke(cli, ["infer", str(fleet_dir), "-o", str(out), *extra])
         assert res.exit_code == 0, res.output
         got = json.loads(out.read_bytes())
         del got["meta"]["inference_seconds"]
         return got
 
-    two = model()
-    assert chosen == ["local:2"]
-    assert model("--dask", "off") == two and chosen[-1] is None
-    runnable[0] = 2  # another process runs on the second core
-    assert model() == two and chosen[-1] is None
-    runnable[0] = 1
-    with monkeypatch.context() as m:
-        m.setattr(os, "sched_getaffinity", lambda pid: {0})
-        assert model() == two and chosen[-1] is None
-    monkeypatch.setattr(inputs, "SMALL_RUN_FILES", 7)
-    assert model() == two and chosen[-1] is None
-    monkeypatch.setattr(inputs, "TASKS_PER_WORKER", 3)
-    monkeypatch.setattr(inputs, "SMALL_RUN_BYTES", sum(p.stat().st_size for p in fleet_dir.iterdir()))
-    assert model() == two and chosen[-1] == "local:2"  # few files, but enough bytes and tasks
-    monkeypatch.setattr(inputs, "SMALL_RUN_BYTES", sum(p.stat().st_size for p in fleet_dir.iterdir()) + 1)
-    assert model() == two and chosen[-1] is None
-    monkeypatch.setattr(inputs, "TASKS_PER_WORKER", 4)  # enough bytes, too few files for 2 x 4 tasks
-    monkeypatch.setattr(inputs, "SMALL_RUN_BYTES", 1)
-    assert model() == two and chosen[-1] is None
-    monkeypatch.setattr(inputs, "SMALL_RUN_FILES", 6)
+    assert model() == model("--dask", "off") and auto == ["local:2", None]
+    assert model("--dask", "auto") == model("--dask", "local:2") and auto[-2:] == ["local:2", "local:2"]
     bad = fleet_dir / "server1.log"
     bad.write_text(bad.read_text() + "QUICSM v=1 conn=0x9 t_us=oops cc=cubic to=SlowStart\n")
     said = []
@@ -266,4 +325,4 @@ def test_infer_reads_a_big_enough_fleet_on_two_workers_unless_off(
         res = CliRunner().invoke(cli, ["infer", str(fleet_dir), "--strict", "-o", str(tmp_path / "x.json"), *extra])
         assert res.exit_code != 0 and f"{bad}:" in res.output, res.output
         said.append(res.output.split(" (on local worker process ")[0].strip())
-    assert chosen[-2:] == ["local:2", None] and said[0] == said[1], said
+    assert auto[-2:] == ["local:2", None] and said[0] == said[1], said
