@@ -115,3 +115,17 @@ def test_the_library_refuses_an_unknown_engine_before_any_work() -> None:
 
     with pytest.raises(OptionError, match="unknown engine 'foo'; choose one of dfg, ktails"):
         compare([], CompareOptions(engine="foo"))
+
+
+def test_run_metadata_is_worded_as_every_input(tmp_path: Path) -> None:
+    """``meta.json`` is opened through errors.reading and decoded through formats.checked: no wording of its own."""
+    from quicsm.traces.runmeta import read_meta
+
+    with pytest.raises(InputError, match=f"^{re.escape(str(tmp_path))}/meta.json: no such file$"):
+        read_meta(str(tmp_path / "meta.json"))
+    with pytest.raises(InputError, match=f"^{re.escape(str(tmp_path))}: is a directory$"):
+        read_meta(str(tmp_path))
+    (tmp_path / "meta.json").write_text('{"cc": 5}')
+    with pytest.raises(InputError) as err:
+        read_meta(str(tmp_path / "meta.json"))
+    assert str(err.value) == f"{tmp_path}/meta.json: run metadata: cc: expected `str | null`, got `int`"

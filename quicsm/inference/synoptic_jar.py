@@ -16,18 +16,18 @@ recognised and said in one line.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 import tempfile
 import zipfile
 from collections.abc import Sequence
-from typing import Any
 
+import msgspec
 import numpy as np
 
-from quicsm.errors import InferenceError
+from quicsm.errors import InferenceError, reading
+from quicsm.formats import checked
 from quicsm.inference.export import DEFAULT_SEED, dump_synoptic_log, synoptic_arguments
 from quicsm.inference.model import INITIAL, TERMINAL, InferenceResult
 from quicsm.inference.packed import encode_sequences, result_from_nodes
@@ -71,38 +71,50 @@ class SynopticJson:
         return len(self.labels) - 1
 
 
-def _field(obj: Any, key: str, kind: type, where: str, source: str) -> Any:
-    value = obj.get(key) if isinstance(obj, dict) else None
-    if not isinstance(value, kind) or isinstance(value, bool):
-        raise InferenceError(f"{source}: {where} has no {kind.__name__} field {key!r}; not Synoptic's JSON model")
-    return value
+class _LogEvent(msgspec.Struct, rename="camel"):
+    event_index: int
+    log_line: int
+
+
+class _LogTrace(msgspec.Struct):
+    trace_id: int = msgspec.field(name="traceID")
+    events: list[_LogEvent]
+
+
+class _PartEvent(msgspec.Struct, rename="camel"):
+    trace_id: int = msgspec.field(name="traceID")
+    event_index: int
+
+
+class _Partition(msgspec.Struct, rename="camel"):
+    event_type: str
+    events: list[_PartEvent]
+
+
+class _SynopticModel(msgspec.Struct):
+    """What quicsm reads of Synoptic's ``-j`` JSON (its other keys are left alone)."""
+
+    log: list[_LogTrace]
+    partitions: list[_Partition]
 
 
 def read_synoptic_json(path: str) -> SynopticJson:
-    """Read the ``-j`` output: ``log`` (traces of events with their ``logLine``) and ``partitions``."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except OSError as exc:
-        raise InferenceError(f"{path}: cannot read Synoptic's model ({exc.strerror})") from None
-    except (ValueError, RecursionError) as exc:
-        raise InferenceError(f"{path}: Synoptic's model is not JSON ({exc})") from None
-    line_of: dict[tuple[int, int], int] = {}
-    for t, trace in enumerate(_field(data, "log", list, "the top level", path)):
-        tid = _field(trace, "traceID", int, f"log[{t}]", path)
-        for e, event in enumerate(_field(trace, "events", list, f"log[{t}]", path)):
-            where = f"log[{t}].events[{e}]"
-            line_of[(tid, _field(event, "eventIndex", int, where, path))] = _field(event, "logLine", int, where, path)
+    """Read the ``-j`` output: ``log`` (traces of events with their ``logLine``) and ``partitions``; a
+    file that does not hold them is one line in :func:`quicsm.formats.checked`'s words."""
+    with reading(path), open(path, "rb") as fh:
+        data = checked(fh.read(), _SynopticModel, f"{path}: Synoptic's model", error=InferenceError)
+    line_of = {(t.trace_id, e.event_index): e.log_line for t in data.log for e in t.events}
     labels = [INITIAL]
     node_of_line: dict[int, int] = {}
-    for p, part in enumerate(_field(data, "partitions", list, "the top level", path)):
-        labels.append(_field(part, "eventType", str, f"partitions[{p}]", path))
-        for e, event in enumerate(_field(part, "events", list, f"partitions[{p}]", path)):
-            where = f"partitions[{p}].events[{e}]"
-            key = (_field(event, "traceID", int, where, path), _field(event, "eventIndex", int, where, path))
-            if key not in line_of:
-                raise InferenceError(f"{path}: {where} names an event the log does not hold")
-            node_of_line[line_of[key]] = len(labels) - 1
+    for p, part in enumerate(data.partitions):
+        labels.append(part.event_type)
+        for e, event in enumerate(part.events):
+            line = line_of.get((event.trace_id, event.event_index))
+            if line is None:
+                raise InferenceError(
+                    f"{path}: Synoptic's model: partitions[{p}].events[{e}] names an event the log does not hold"
+                )
+            node_of_line[line] = len(labels) - 1
     labels.append(TERMINAL)
     return SynopticJson(labels, node_of_line)
 

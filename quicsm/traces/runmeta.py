@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from quicsm.errors import InputError
+from quicsm.errors import InputError, reading
 from quicsm.formats import checked
 
 __all__ = [
@@ -152,14 +152,10 @@ def dump_meta(meta: msgspec.Struct) -> str:
 
 def read_meta(path: str, kind: type[Any] = RunMeta) -> Any:
     """The ``meta.json`` at ``path`` as ``kind`` (at most :data:`SIDECAR_MAX` bytes read); InputError
-    (one line) when it cannot be read or does not hold the declared shape."""
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(SIDECAR_MAX + 1)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file (not a testbed run directory)") from None
-    except OSError as exc:
-        raise InputError(f"{path}: run metadata: cannot read ({exc.strerror or type(exc).__name__})") from None
+    (one line, in :func:`quicsm.errors.reading`'s and :func:`quicsm.formats.checked`'s words) when it
+    cannot be read or does not hold the declared shape."""
+    with reading(path), open(path, "rb") as fh:
+        raw = fh.read(SIDECAR_MAX + 1)
     if len(raw) > SIDECAR_MAX:
         raise InputError(f"{path}: run metadata: larger than {SIDECAR_MAX} bytes")
     return checked(raw, kind, f"{path}: run metadata")

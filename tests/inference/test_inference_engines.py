@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from inference_oracles import check_paths
 
 from quicsm.cli.main import cli
-from quicsm.errors import InferenceError, OptionError
+from quicsm.errors import InferenceError, InputError, OptionError
 from quicsm.inference import ENGINES, infer_sequences
 from quicsm.inference.export import (
     EVENT_REGEX,
@@ -140,22 +140,30 @@ def test_json_reader_uses_synoptics_own_event_map(tmp_path: Path) -> None:
 
 
 def test_json_reader_errors_name_the_file_and_field(tmp_path: Path) -> None:
+    """Synoptic's JSON is declared (msgspec) and said in formats.checked's words, as every other file."""
     bad = tmp_path / "m.json"
-    for text, match in (
-        ("[1", "not JSON"),
-        ("[]", "no list field 'log'"),
+    for text, said in (
+        ('{"log": [', "m.json: Synoptic's model: not valid JSON (Input data was truncated)"),
+        ("[]", "m.json: Synoptic's model: expected `object`, got `array`"),
         (
-            '{"log": [{"traceID": 0, "events": [{"eventIndex": 0}]}]}',
-            r"log\[0\]\.events\[0\] has no int field 'logLine'",
+            '{"log": [{"traceID": 0, "events": [{"eventIndex": 0}]}], "partitions": []}',
+            "m.json: Synoptic's model: log[0].events[0].logLine: required key missing",
+        ),
+        (
+            '{"log": [{"traceID": true, "events": []}], "partitions": []}',
+            "m.json: Synoptic's model: log[0].traceID: expected `int`, got `bool`",
         ),
         (
             '{"log": [], "partitions": [{"eventType": "a", "events": [{"traceID": 0, "eventIndex": 0}]}]}',
-            "names an event",
+            "m.json: Synoptic's model: partitions[0].events[0] names an event the log does not hold",
         ),
     ):
         bad.write_text(text)
-        with pytest.raises(InferenceError, match=match):
+        with pytest.raises(InferenceError) as err:
             read_synoptic_json(str(bad))
+        assert str(err.value) == f"{tmp_path}/{said}"
+    with pytest.raises(InputError, match=f"^{re.escape(str(tmp_path))}: is a directory$"):
+        read_synoptic_json(str(tmp_path))
 
 
 def _stand_in_java(tmp_path: Path, body: str) -> tuple[Path, Path]:

@@ -163,7 +163,7 @@ def test_read_meta_reads_a_run_directory(tmp_path: Path) -> None:
     meta = read_meta(run)
     assert (meta.implementation, meta.version, meta.cc) == ("quic-go", "v0.65.0", "reno")
     assert meta.labels == {"profile": "mobile", "rate_mbps": 50}
-    with pytest.raises(InputError, match="meta.json: no such file \\(not a testbed run directory\\)"):
+    with pytest.raises(InputError, match="meta.json: no such file$"):
         read_meta(tmp_path)
     (run / "meta.json").write_text("{broken")
     with pytest.raises(InputError, match="meta.json:1: run metadata: not valid JSON"):  # runmeta.read_meta's wording
