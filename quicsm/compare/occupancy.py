@@ -22,7 +22,6 @@ __all__ = [
     "occupancy_table",
     "state_entries",
     "state_share",
-    "state_time_us",
     "summarise",
     "test_states",
 ]
@@ -67,11 +66,6 @@ class OccupancyTable:
             tuple(self.trace_ids[i] for i in rows),
             (),
         )
-
-
-def state_time_us(trace: Trace, state: str, view: StateView = StateView()) -> int:
-    """Microseconds one connection spent in ``state``."""
-    return sum(v.duration_us for v in trace.visits(view) if v.state == state)
 
 
 def state_share(trace: Trace, state: str, view: StateView = StateView()) -> float:
