@@ -210,9 +210,9 @@ def committed_lock(server_src: Path, version: str) -> Path | None:
 locked_crates = partial(crate_versions, crates=KEY_CRATES)
 
 
-def _patched_source(cargo: str, version: str, ps: PatchSet, root: Path, work: Path) -> Path:
-    """The registry source of quiche ``version`` with ``ps`` applied, kept under ``quiche-src/``."""
-    set_sha = hashlib.sha256(ps.diff_text.encode()).hexdigest()[:12]
+def _patched_source(cargo: str, version: str, ps: PatchSet, set_sha: str, root: Path, work: Path) -> Path:
+    """The registry source of quiche ``version`` with ``ps`` (whose diff hashes to ``set_sha``) applied, kept
+    under ``quiche-src/``."""
     patched = root / "quiche-src" / f"quiche-{version}-{set_sha}"
     if not patched.is_dir():
         pristine = crate_source(cargo, "quiche", version, work)
@@ -283,7 +283,7 @@ def build_quiche_server(
             return RustServer(binary, version, ps.name, False, round(time.monotonic() - t0, 3), meta)
         with tempfile.TemporaryDirectory(prefix="quicsm-quiche-", dir=root) as tmp:
             work = Path(tmp)
-            patched = _patched_source(cargo, version, ps, root, work)
+            patched = _patched_source(cargo, version, ps, set_sha, root, work)
             server = work / "server"
             shutil.copytree(server_src, server, ignore=shutil.ignore_patterns("target", LOCK_DIR, "Cargo.lock"))
             manifest = server / "Cargo.toml"
