@@ -30,7 +30,7 @@ from quicsm.errors import InputError
 from quicsm.fleet.malloc import keep_freed_memory
 from quicsm.fleet.timeouts import awaited, task_timeout
 
-__all__ = ["close_pools", "map_local", "pool_for", "runnable", "spare_core", "start_method", "window"]
+__all__ = ["close_pools", "map_local", "pool_for", "start_method", "window"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -52,23 +52,6 @@ def _os_threads() -> int:
     try:
         return len(os.listdir("/proc/self/task"))
     except OSError:
-        return 1
-
-
-def spare_core() -> bool:
-    """Whether this process may use two cores or more and fewer threads are runnable now than it may use
-    (this one among them): with the second core busy, two workers took 1.03x the wall time of one
-    process and 1.17x its CPU (2,000 small qlogs, another process holding a core)."""
-    cores = len(os.sched_getaffinity(0))
-    return cores >= 2 and runnable() < cores
-
-
-def runnable() -> int:
-    """Threads runnable on this machine now (/proc/loadavg's fourth field, before the slash); 1 if unknown."""
-    try:
-        with open("/proc/loadavg") as fh:
-            return int(fh.read().split()[3].partition("/")[0])
-    except (OSError, ValueError, IndexError):
         return 1
 
 

@@ -115,6 +115,7 @@ def test_infer_of_a_qlog_imports_only_what_it_uses(tmp_path: Path, name: str) ->
     assert json.loads(model.read_text())["nodes"]  # the inference did run
     assert {m.split(".")[0] for m in used} == {"numpy", "quicsm"}
     assert [m for m in used if m.startswith(OTHER_VERBS)] == []
+    assert "quicsm.fleet.pool" not in used  # --dask auto chose one process: no multiprocessing imported
 
 
 @pytest.mark.parametrize("width", [40, 80, 120])

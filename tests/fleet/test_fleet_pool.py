@@ -17,7 +17,7 @@ from fleet_fixtures import make_fleet_dir, worker_state
 
 from quicsm.cli.main import cli
 from quicsm.errors import ParseError
-from quicsm.fleet import pool
+from quicsm.fleet import cluster, pool
 from quicsm.fleet.run import map_tasks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -222,7 +222,7 @@ def auto(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
     real = inputs.workers_for
     monkeypatch.setattr(inputs, "workers_for", lambda d, f: chosen.append(real(d, f)) or chosen[-1])
     monkeypatch.setattr(inputs, "SMALL_RUN_FILES", 6)
-    monkeypatch.setattr(pool, "runnable", lambda: 1)
+    monkeypatch.setattr(cluster, "runnable", lambda: 1)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
     return chosen
 
@@ -255,9 +255,9 @@ def test_summarize_reads_a_big_enough_fleet_on_two_workers_by_default(
     assert _same(summarize([fleet_dir], dask="off"), two) and auto[-1] is None
     assert _same(summarize([fleet_dir], dask=None), two) and auto[-1] is None
     with monkeypatch.context() as m:
-        m.setattr(pool, "runnable", lambda: 2)  # another process runs on the second core
+        m.setattr(cluster, "runnable", lambda: 2)  # another process runs on the second core
         assert _same(summarize([fleet_dir]), two) and auto[-1] is None
-        m.setattr(pool, "runnable", lambda: 1)
+        m.setattr(cluster, "runnable", lambda: 1)
         m.setattr(os, "sched_getaffinity", lambda pid: {0})
         assert _same(summarize([fleet_dir]), two) and auto[-1] is None
     monkeypatch.setattr(inputs, "SMALL_RUN_FILES", 7)
