@@ -1165,23 +1165,53 @@ static int span_is(Span s, const char *word) {
     return !*word;
 }
 
+/* The key sets a record's members are matched against (REC_KEYS, STATE_KEYS, METRIC_KEYS, TIMER_KEYS below),
+ * indexed once at import: each key's length and, per first byte, which keys start with it. */
+#define MAX_KEYS 16
+typedef struct { const char *const *w; int n; unsigned char len[MAX_KEYS]; unsigned short first[128]; } KeyIndex;
+static KeyIndex key_index[4];
+
+static void key_index_add(int j, const char *const *keys, int n) {
+    KeyIndex *k = &key_index[j];
+    k->w = keys;
+    k->n = n;
+    for (int i = 0; i < n && i < MAX_KEYS; i++) {
+        k->len[i] = (unsigned char)strlen(keys[i]);
+        k->first[(unsigned char)keys[i][0] & 127] |= (unsigned short)(1u << i);
+    }
+}
+
 /* Which of keys is the JSON string at p ('"'), read as the key's bytes and its closing quote: the string's end
  * (after the quote) with *at its index, or NULL (*at nkeys) when none is written so. A key holds neither '"',
  * '\\' nor a control byte, so a string written so is the key jstring() would read, plain; any other string
  * (not a key, or a key with an escape) is left to jstring(). Most members of a record are wanted keys: they are
- * found here without a second pass over their bytes. */
+ * found here, among the keys with the string's first byte, without a second pass over their bytes. */
 static const char *key_at(const char *p, const char *e, const char *const *keys, int nkeys, int *at) {
-    if (e - p >= 2)
-        for (int i = 0; i < nkeys; i++) {
-            const char *w = keys[i], *q = p + 1;
-            if (*w != *q) continue;
-            for (; *w && q < e && *q == *w; w++, q++) {}
-            if (!*w && q < e && *q == '"') {
+    *at = nkeys;
+    if (e - p < 2) return NULL;
+    const KeyIndex *k = NULL;
+    for (int j = 0; j < 4; j++)
+        if (key_index[j].w == keys) k = &key_index[j];
+    if (k && (unsigned char)p[1] < 128) {
+        for (unsigned m = k->first[(unsigned char)p[1]]; m; m &= m - 1) {
+            int i = __builtin_ctz(m);
+            size_t n = k->len[i];
+            if ((size_t)(e - p) >= n + 2 && p[1 + n] == '"' && memcmp(p + 1, keys[i], n) == 0) {
                 *at = i;
-                return q + 1;
+                return p + n + 2;
             }
         }
-    *at = nkeys;
+        return NULL;
+    }
+    for (int i = 0; i < nkeys; i++) { /* (a key set not indexed) */
+        const char *w = keys[i], *q = p + 1;
+        if (*w != *q) continue;
+        for (; *w && q < e && *q == *w; w++, q++) {}
+        if (!*w && q < e && *q == '"') {
+            *at = i;
+            return q + 1;
+        }
+    }
     return NULL;
 }
 
@@ -1426,6 +1456,12 @@ static int regex_time(const char *p, const char *e, double *t) {
         if (q >= e || *q < '0' || *q > '9') continue;
         q++;
         for (int n = 0; n < 30 && q < e && time_byte((unsigned char)*q); n++) q++;
+        JNum num; /* the common case, a JSON number that is the whole match: read in one pass */
+        if (jnumber_m(a, q, &num) == q) {
+            Span text = {a, q};
+            *t = num_value(&num, text);
+            return 1;
+        }
         /* float(): digits ["." digits] [e [+-] digits], '-' only first (the match starts with a digit or '-') */
         const char *s = a;
         if (*s == '-') s++;
@@ -2909,6 +2945,10 @@ PyMODINIT_FUNC PyInit__scan(void) {
 #ifdef SCAN_AVX2
     cpu_avx2 = __builtin_cpu_supports("avx2");
 #endif
+    key_index_add(0, REC_KEYS, 3);
+    key_index_add(1, STATE_KEYS, 6);
+    key_index_add(2, METRIC_KEYS, 10 + N_AUX);
+    key_index_add(3, TIMER_KEYS, 2);
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     Py_INCREF(&QSType);

@@ -252,6 +252,21 @@ def test_files_of_tricky_records_are_read_as_the_python_reader_reads_them(monkey
         _agree(files[i : i + 1])
 
 
+def test_packet_record_times_are_read_as_float_reads_the_regex_match() -> None:
+    """A packet-level record's time is qlog._TIME's match read by float(): the scanner reads a JSON number that is
+    the whole match in one pass and leaves every other text (float()-only forms, broken ones) to the slow path.
+    Each time ends a trace, so a wrong one moves its close."""
+    texts = ["12.5", "0", "-0.0", "007", "1.", "1.e5", "00.5", "1e+5", "1E-2", "1e400", "-1e-400", "1.2.3", "1e"]
+    texts += ["123456789012345678901234567890", "3.14159265358979323846", "9007199254740993", "1e22", "1e23", "-", "5-"]
+    files = []
+    for i, text in enumerate(texts):
+        head = json.dumps({"qlog_version": "0.3", "trace": {"common_fields": {"ODCID": f"t{i}"}}}).encode()
+        recs = [head, b'{"time":1,"name":"recovery:congestion_state_updated","data":{"new":"slow_start"}}']
+        recs.append(b'{"time":%s,"name":"transport:packet_sent","data":{"header":{"packet_number":1}}}' % text.encode())
+        files.append((f"t{i}.sqlog", b"".join(b"\x1e" + r + b"\n" for r in recs), "sqlog"))
+    assert len(_agree(files)) == len(texts)
+
+
 @given(st.integers(0, 2**32))
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_random_files_are_read_as_the_python_reader_reads_them(seed: int) -> None:
