@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import doctest
 import os
 import re
 import subprocess
@@ -19,6 +20,7 @@ from quicsm.cli.main import cli
 from quicsm.errors import ParseError
 from quicsm.fleet import cluster, pool
 from quicsm.fleet.run import map_tasks
+from quicsm.traces.inputs import workers_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -271,6 +273,11 @@ def test_summarize_reads_a_big_enough_fleet_on_two_workers_by_default(
     monkeypatch.setattr(inputs, "SMALL_RUN_BYTES", 1)
     assert _same(summarize([fleet_dir]), two) and auto[-1] is None
     assert inputs.workers_for("auto", ["-"]) is None and inputs.workers_for("auto", ["s3://b/k.qlog"] * 9) is None
+    examples = doctest.DocTestFinder(recurse=False).find(workers_for, "workers_for")  # the real one
+    runner = doctest.DocTestRunner()
+    for t in examples:
+        runner.run(t)
+    assert runner.summarize(verbose=False) == (0, 2)  # its docstring's example holds
 
 
 def test_summarize_errors_on_two_workers_name_what_was_given(tmp_path: Path, auto: list[str | None]) -> None:
