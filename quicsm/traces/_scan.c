@@ -1168,7 +1168,14 @@ static int span_is(Span s, const char *word) {
 /* The key sets a record's members are matched against (REC_KEYS, STATE_KEYS, METRIC_KEYS, TIMER_KEYS below),
  * indexed once at import: each key's length and, per first byte, which keys start with it. */
 #define MAX_KEYS 16
-typedef struct { const char *const *w; int n; unsigned char len[MAX_KEYS]; unsigned short first[128]; } KeyIndex;
+#define KEY_WORDS 3 /* keys up to 23 bytes and their closing quote, compared 8 bytes at a time */
+typedef struct {
+    const char *const *w;
+    int n;
+    unsigned char len[MAX_KEYS];
+    unsigned short first[128];
+    unsigned long long word[MAX_KEYS][KEY_WORDS], mask[MAX_KEYS][KEY_WORDS]; /* the key's bytes and '"' */
+} KeyIndex;
 static KeyIndex key_index[4];
 
 static void key_index_add(int j, const char *const *keys, int n) {
@@ -1176,8 +1183,16 @@ static void key_index_add(int j, const char *const *keys, int n) {
     k->w = keys;
     k->n = n;
     for (int i = 0; i < n && i < MAX_KEYS; i++) {
-        k->len[i] = (unsigned char)strlen(keys[i]);
+        size_t len = strlen(keys[i]);
+        k->len[i] = (unsigned char)len;
         k->first[(unsigned char)keys[i][0] & 127] |= (unsigned short)(1u << i);
+        unsigned char text[8 * KEY_WORDS] = {0}, on[8 * KEY_WORDS] = {0};
+        for (size_t b = 0; b <= len && b < sizeof text; b++) {
+            text[b] = b < len ? (unsigned char)keys[i][b] : '"';
+            on[b] = 0xff;
+        }
+        memcpy(k->word[i], text, sizeof text);
+        memcpy(k->mask[i], on, sizeof on);
     }
 }
 
@@ -1195,8 +1210,18 @@ static const char *key_at(const char *p, const char *e, const char *const *keys,
     if (k && (unsigned char)p[1] < 128) {
         for (unsigned m = k->first[(unsigned char)p[1]]; m; m &= m - 1) {
             int i = __builtin_ctz(m);
-            size_t n = k->len[i];
-            if ((size_t)(e - p) >= n + 2 && p[1 + n] == '"' && memcmp(p + 1, keys[i], n) == 0) {
+            size_t n = k->len[i], words = n / 8 + 1; /* the words that hold the key and its quote */
+            if ((size_t)(e - p) >= 1 + 8 * words && words <= KEY_WORDS) {
+                unsigned long long x, diff = 0;
+                for (size_t w = 0; w < words; w++) {
+                    memcpy(&x, p + 1 + 8 * w, 8);
+                    diff |= (x & k->mask[i][w]) ^ k->word[i][w];
+                }
+                if (!diff) {
+                    *at = i;
+                    return p + n + 2;
+                }
+            } else if ((size_t)(e - p) >= n + 2 && p[1 + n] == '"' && memcmp(p + 1, keys[i], n) == 0) {
                 *at = i;
                 return p + n + 2;
             }
@@ -1507,21 +1532,26 @@ static int good_time(Span s, int type, const JNum *n, double *t) {
  * thread's, which may not call Python) in memory of its own, appended to the batch's when the thread is done. */
 typedef struct { PyObject *ba; char *data; size_t len, cap; int raw; } BCol;
 
-static int bcol_put(BCol *c, const void *v, size_t n) {
-    if (c->len + n > c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 1 << 12;
-        while (cap < c->len + n) cap *= 2;
-        if (c->raw) {
-            char *d = PyMem_RawRealloc(c->data, cap);
-            if (!d) return -1;
-            c->data = d;
-        } else {
-            if (!c->ba && !(c->ba = PyByteArray_FromStringAndSize(NULL, 0))) return -1;
-            if (PyByteArray_Resize(c->ba, (Py_ssize_t)cap) < 0) return -1;
-            c->data = PyByteArray_AS_STRING(c->ba);
-        }
-        c->cap = cap;
+/* Room for n more bytes (the column doubled). */
+__attribute__((noinline)) static int bcol_grow(BCol *c, size_t n) {
+    size_t cap = c->cap ? c->cap * 2 : 1 << 12;
+    while (cap < c->len + n) cap *= 2;
+    if (c->raw) {
+        char *d = PyMem_RawRealloc(c->data, cap);
+        if (!d) return -1;
+        c->data = d;
+    } else {
+        if (!c->ba && !(c->ba = PyByteArray_FromStringAndSize(NULL, 0))) return -1;
+        if (PyByteArray_Resize(c->ba, (Py_ssize_t)cap) < 0) return -1;
+        c->data = PyByteArray_AS_STRING(c->ba);
     }
+    c->cap = cap;
+    return 0;
+}
+
+/* n bytes appended (inlined: at a row's call sites n is a constant, so the copy is a move or two, not a call). */
+static inline __attribute__((always_inline)) int bcol_put(BCol *c, const void *v, size_t n) {
+    if (c->len + n > c->cap && bcol_grow(c, n)) return -1;
     memcpy(c->data + c->len, v, n);
     c->len += n;
     return 0;
