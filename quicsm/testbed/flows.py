@@ -22,7 +22,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from quicsm.errors import TestbedError
 from quicsm.files import write_output
@@ -30,12 +30,10 @@ from quicsm.testbed import netns, stacks
 from quicsm.testbed.emulator import Emulator
 from quicsm.testbed.procs import Child, last_json_object
 from quicsm.testbed.relay import RelayConfig, build_relay
+from quicsm.testbed.runner import RunConfig, ServerClient, relay_lateness
 from quicsm.testbed.system import require_root
 from quicsm.testbed.tcp import TCP_CCS, TcpTuning, apply_tuning, build_tcp, client_argv, server_argv
 from quicsm.traces.runmeta import EmulatorMeta, FlowEntry, FlowSeries, FlowsRunMeta, RunMeta, dump_meta
-
-if TYPE_CHECKING:
-    from quicsm.testbed.runner import RunConfig
 
 __all__ = ["FlowSpec", "FlowScenario", "FlowResult", "run_flows", "parse_flow", "BASE_PORT"]
 
@@ -72,8 +70,6 @@ class FlowSpec:
 
     def run_config(self, *, objects: int = 1, size: int = 1) -> RunConfig:
         """The flow as a single run's configuration (how a registered stack builds and starts it)."""
-        from quicsm.testbed.runner import RunConfig
-
         return RunConfig(stack=self.stack, cc=self.cc, stack_version=self.version or None, objects=objects, size=size)
 
 
@@ -249,8 +245,6 @@ def run_flows(sc: FlowScenario, run_dir: Path, *, index: int = 0) -> FlowResult:
         if tracer is not None:
             tracer.stop()
     stats = emu.relay_stats
-    from quicsm.testbed.runner import relay_lateness
-
     late_p99, emulator_ok = relay_lateness(stats)
     series = _series(stats, emu.topo.server_ip, len(sc.flows))
     bin_s = float(stats.get("bin_ms", 100)) / 1000 if stats else 0.1
@@ -339,8 +333,6 @@ def _server_argv(
         return server_argv(
             TcpBinaries(server, server), addr=addr, objects=objects, size=size, cc=f.cc, tuning=sc.tuning, log=log
         )
-    from quicsm.testbed.runner import ServerClient
-
     cfg = f.run_config(objects=objects, size=size)
     bins: ServerClient = stacks.Built(f.stack, "", f.cc, server, server, None, True, 0.0)
     argv = stacks.get(f.stack).server_argv(cfg, bins, addr, log)
