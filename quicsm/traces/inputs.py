@@ -474,6 +474,7 @@ def file_batches(
     storage_options: dict[str, str] | None = None,
     target_bytes: int = TASK_BYTES,
     max_files: int = TASK_FILES,
+    workers: int | None = None,
 ) -> list[FileBatch]:
     """``files`` cut, in order, into batches of about ``target_bytes`` (local sizes) and at most
     ``max_files`` files: tasks large enough that a scheduler's cost per task is small beside the work,
@@ -484,11 +485,15 @@ def file_batches(
 
     Sizes: of a run of more than :data:`SIZE_SAMPLE` files, a sample is ``stat``-ed first; when its
     files are so small that batches of ``max_files`` stay under an eighth of ``target_bytes``, the run
-    is cut by count alone and its batches say no size (progress then counts files)."""
+    is cut by count alone and its batches say no size (progress then counts files).
+
+    ``workers``: cut as for ``local:workers`` whatever runs the batches (one process, ``local:N``, a
+    cluster): a cut that is a function of the files alone (``parse -o x.parquet`` ends its row groups
+    where the batches end, so its bytes do not depend on who read them)."""
     from quicsm.fleet.cluster import parse_scheduler
     from quicsm.fleet.sources import is_url
 
-    where, workers = parse_scheduler(dask) if dask else ("", None)
+    where, nworkers = parse_scheduler(dask) if dask else ("", None)
     if dask and where != "local":
         rel = next((p for p in files if not is_url(p) and not os.path.isabs(p)), None)
         if rel is not None:
@@ -496,8 +501,9 @@ def file_batches(
                 f"{rel}: a relative path, but the workers of {dask} run in their own directory; "
                 "give absolute paths on a shared filesystem, or URLs"
             )
-    if where == "local":
-        max_files = min(max_files, max(1, -(-len(files) // (TASKS_PER_WORKER * (workers or 2)))))
+    if workers is not None or where == "local":
+        per = workers or nworkers or 2
+        max_files = min(max_files, max(1, -(-len(files) // (TASKS_PER_WORKER * per))))
     options = tuple(sorted((storage_options or {}).items()))
     scopes = trace_scopes(files)
 

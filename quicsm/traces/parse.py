@@ -22,13 +22,12 @@ from typing import TYPE_CHECKING, Any
 from quicsm.errors import InputError, NoTransitionsError, reading
 from quicsm.files import STDIN
 from quicsm.traces.events import Trace, TraceMeta
-from quicsm.traces.inputs import Sidecars, expand_inputs, open_input, trace_scopes
+from quicsm.traces.inputs import FileBatch, Sidecars, expand_inputs, open_input, trace_scopes
 from quicsm.traces.report import ParseReport
 from quicsm.traces.select import Kept, Selector, keep_traces, trace_matches
 
 if TYPE_CHECKING:
     from quicsm.traces.columnar import TraceColumns
-    from quicsm.traces.inputs import FileBatch
 
 __all__ = [
     "Overrides",
@@ -343,8 +342,13 @@ def write_store(
     """Inputs straight into a Parquet store as column batches, streamed: no object per event, memory
     bounded by one batch and the open connections (with ``dask``: by one task's row groups, fetched in
     input order). Returns the traces written, the report and what was kept; nothing is written when
-    no input has a transition or ``where`` keeps nothing."""
-    from quicsm.traces.inputs import workers
+    no input has a transition or ``where`` keeps nothing.
+
+    The files are read in the batches :func:`~quicsm.traces.inputs.file_batches` cuts them into as for
+    :data:`STORE_SPLIT` workers (:func:`joined`), whoever reads them (this process, ``local:N``, a
+    cluster); the store's row groups end where the batches end, so its bytes are the same whatever
+    ``dask`` chose."""
+    from quicsm.traces.inputs import file_batches, workers
     from quicsm.traces.parquet import write_parquet
 
     report = ParseReport(strict=strict)
@@ -358,29 +362,53 @@ def write_store(
                 tally.merge(got.kept)
                 yield from got.batches
         else:
-            scopes = trace_scopes(files)
-            items = read_inputs(
-                files, over, report=report, on_bytes=on_bytes, scopes=scopes, storage_options=storage_options
-            )
-            yield from keep_traces(items, where, tally)
+            for batch in batches:  # what store_task does, without packing the tables
+                part, kept = ParseReport(strict=strict), Kept()
+                yield from keep_traces(read_batch(batch, over, part, on_bytes=on_bytes), where, kept)
+                report.merge(part)
+                tally.merge(kept)
         if not tally.transitions:  # raised inside the writer: the output file is not made
             raise no_transitions(paths, report)
         if where and not tally.kept:
             raise no_match(where)
 
     with workers(dask, files) as run_on:
+        batches = joined(
+            file_batches(files, dask=run_on, storage_options=storage_options, workers=STORE_SPLIT), STORE_BATCH_BYTES
+        )
         tasks: Iterator[Stored] | None = None
         if run_on:  # local workers start here, before the writer (its allocator starts a thread)
             from quicsm.fleet.run import map_tasks
-            from quicsm.traces.inputs import file_batches, show_batches
+            from quicsm.traces.inputs import show_batches
 
             task = partial(store_task, over=over, strict=strict, where=where)
-            batches = file_batches(files, dask=run_on, storage_options=storage_options)
             shown = show_batches("dask: written", batches) if progress else None
             tasks = map_tasks(task, batches, dask=run_on, progress=shown, imports=TASK_IMPORTS)
         with progress_bar(files, progress and not run_on) as on_bytes:
             n = write_parquet(stream(tasks, on_bytes), output)
     return n, report, tally
+
+
+STORE_SPLIT = 2
+"""The workers :func:`write_store` cuts its files for, however many read them: at least
+:data:`~quicsm.traces.inputs.TASKS_PER_WORKER` times this many batches, each at most
+:data:`~quicsm.traces.inputs.TASK_BYTES`, joined up to :data:`STORE_BATCH_BYTES`."""
+STORE_BATCH_BYTES = 8 << 20
+"""Batches of fewer bytes are joined with the next (:func:`joined`): a run too small for workers (the
+bundled traces) is not cut into a row group a file."""
+
+
+def joined(batches: Sequence[FileBatch], floor: int = STORE_BATCH_BYTES) -> list[FileBatch]:
+    """Consecutive batches joined while the one being filled holds fewer than ``floor`` bytes (batches of
+    unknown size, 0: URLs, a run cut by count, are left as they are)."""
+    out: list[FileBatch] = []
+    for b in batches:
+        last = out[-1] if out else None
+        if last is not None and 0 < last.bytes < floor and b.bytes > 0 and b.options == last.options:
+            out[-1] = FileBatch(last.files + b.files, last.scopes + b.scopes, last.bytes + b.bytes, last.options)
+        else:
+            out.append(b)
+    return out
 
 
 @contextmanager
