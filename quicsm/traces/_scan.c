@@ -1068,6 +1068,11 @@ static const char *jnumber(const char *p, const char *e, int *integer) {
  * exact_strtod() then reads the text). num_value() gives exact_strtod()'s double without reading the text again. */
 typedef struct { unsigned long long m; int e10; unsigned char neg, integer, slow; } JNum;
 
+static const char *digit_run(const char *p, const char *e) {
+    while (p < e && (unsigned)(*p - '0') < 10) p++;
+    return p;
+}
+
 static const char *jnumber_m(const char *p, const char *e, JNum *n) {
     const char *s = p;
     unsigned long long m = 0;
@@ -1076,8 +1081,14 @@ static const char *jnumber_m(const char *p, const char *e, JNum *n) {
     n->integer = 1;
     if (p < e && *p == '-') { n->neg = 1; p++; }
     if (p >= e || *p < '0' || *p > '9') return NULL;
+    /* A run of digits that fits 19 with those before it is read without a check per digit: the same m (a
+     * leading zero adds nothing to m = 0) and no slow; only longer runs take the careful loops. */
+    const char *q;
     if (*p == '0') p++;
-    else
+    else if ((q = digit_run(p, e)) - p <= 19) {
+        digits = (int)(q - p);
+        for (; p < q; p++) m = m * 10 + (unsigned)(*p - '0');
+    } else
         for (; p < e && *p >= '0' && *p <= '9'; p++) {
             if (digits >= 19) slow = 1;
             else { m = m * 10 + (unsigned)(*p - '0'); digits++; }
@@ -1085,13 +1096,17 @@ static const char *jnumber_m(const char *p, const char *e, JNum *n) {
     if (p < e && *p == '.') {
         n->integer = 0; p++;
         if (p >= e || *p < '0' || *p > '9') return NULL;
-        for (; p < e && *p >= '0' && *p <= '9'; p++) {
-            if (m || *p != '0') {
-                if (digits >= 19) slow = 1;
-                else { m = m * 10 + (unsigned)(*p - '0'); digits++; }
+        if ((q = digit_run(p, e)) - p <= 19 - digits) {
+            e10 = -(int)(q - p);
+            for (; p < q; p++) m = m * 10 + (unsigned)(*p - '0');
+        } else
+            for (; p < e && *p >= '0' && *p <= '9'; p++) {
+                if (m || *p != '0') {
+                    if (digits >= 19) slow = 1;
+                    else { m = m * 10 + (unsigned)(*p - '0'); digits++; }
+                }
+                e10--;
             }
-            e10--;
-        }
     }
     if (p < e && (*p == 'e' || *p == 'E')) {
         int sign = 1, x = 0;

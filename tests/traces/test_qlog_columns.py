@@ -267,6 +267,25 @@ def test_packet_record_times_are_read_as_float_reads_the_regex_match() -> None:
     assert len(_agree(files)) == len(texts)
 
 
+def test_metric_numbers_of_every_length_are_read_as_the_python_reader_reads_them() -> None:
+    """Times, RTTs and windows whose digit runs fit 19 digits (read without a check per digit) or not (the careful
+    loop), with leading zeros in the fraction, at 2^53 and past it: every scanner against the oracle."""
+    times = ["0", "7", "0.000123456789012345678", "0.1234567890123456789", "0.12345678901234567891", "1.5"]
+    times += ["1234567890.123456789", "12345678901234567890", "123456789.0123456789", "9007199254740993"]
+    times += ["12345678901234.5", "0.0000000000000000001", "1e2", "67.503e-1", "99999999999999999999.9", "36.176372"]
+    rtts = ["0", "36.176372", "0.00012345678", "67.503", "123456789.25", "1e2", "0.1234567890123"]
+    windows = ["0", "14600", "1234567890123456789", str(2**63 - 1), str(2**64 - 1)]
+    files = []
+    for i, time in enumerate(times):
+        head = json.dumps({"qlog_version": "0.3", "trace": {"common_fields": {"ODCID": f"n{i}"}}}).encode()
+        recs = [head, b'{"time":1,"name":"recovery:congestion_state_updated","data":{"new":"slow_start"}}']
+        for j, rtt in enumerate(rtts):
+            data = f'"min_rtt":{rtt},"smoothed_rtt":{rtts[-1 - j]},"congestion_window":{windows[j % len(windows)]}'
+            recs.append(b'{"time":%s,"name":"recovery:metrics_updated","data":{%s}}' % (time.encode(), data.encode()))
+        files.append((f"n{i}.sqlog", b"".join(b"\x1e" + r + b"\n" for r in recs), "sqlog"))
+    assert len(_agree(files)) == len(times)
+
+
 @given(st.integers(0, 2**32))
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_random_files_are_read_as_the_python_reader_reads_them(seed: int) -> None:
