@@ -10,7 +10,6 @@ fixed formatters of :mod:`quicsm.diagrams.style`, no dates, no run timings.
 
 from __future__ import annotations
 
-import html
 from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from quicsm.diagrams.style import (
 from quicsm.errors import RenderError
 from quicsm.inference.annotate import AnnotatedModel, EdgeStats, NodeStats
 from quicsm.inference.model import INITIAL, TERMINAL
+from quicsm.textsafe import html as escape
 from quicsm.textsafe import terminal
 from quicsm.traces.states import state_family
 
@@ -130,10 +130,6 @@ def _attrs(attrs: dict[str, str]) -> str:
     return ", ".join(f"{k}={_quote(v)}" for k, v in attrs.items())
 
 
-def _h(text: object) -> str:
-    return html.escape(terminal(str(text)), quote=True)
-
-
 @lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(
@@ -161,12 +157,12 @@ def _display_names(am: AnnotatedModel) -> dict[int, tuple[list[str], str]]:
 
 
 def _node_label(lines: list[str], suffix: str, share: str, extra: tuple[str, str] | None) -> Html:
-    name = "<BR/>".join(_h(line) for line in lines)
+    name = "<BR/>".join(escape(line) for line in lines)
     if suffix:
-        name += f' <FONT POINT-SIZE="9" COLOR="#555555">{_h(suffix)}</FONT>'
-    label = f'{name}<BR/><FONT COLOR="{SHARE_COLOR}"><B>{_h(share)}</B></FONT>'
+        name += f' <FONT POINT-SIZE="9" COLOR="#555555">{escape(suffix)}</FONT>'
+    label = f'{name}<BR/><FONT COLOR="{SHARE_COLOR}"><B>{escape(share)}</B></FONT>'
     if extra is not None:
-        label += f'<BR/><FONT POINT-SIZE="10" COLOR="{extra[1]}"><B>{_h(extra[0])}</B></FONT>'
+        label += f'<BR/><FONT POINT-SIZE="10" COLOR="{extra[1]}"><B>{escape(extra[0])}</B></FONT>'
     return Html(label)
 
 
@@ -250,8 +246,8 @@ def _edge_item(
 
 def _delta_edge_attrs(delta: Delta, overlay: Overlay, prob: str | None) -> dict[str, str]:
     color = overlay.color(delta, edge=True)
-    text = _h(overlay.text(delta))
-    label = f"{_h(prob)}<BR/>" if prob is not None else ""
+    text = escape(overlay.text(delta))
+    label = f"{escape(prob)}<BR/>" if prob is not None else ""
     attrs = {
         "label": Html(f'{label}<FONT COLOR="{color}" POINT-SIZE="9">{text}</FONT>'),
         "color": color,
@@ -359,7 +355,7 @@ def _legend(families: dict[str, set[str]], facts: list[tuple[str, str]], notes: 
     for f in used:
         style = family_style(f)
         states = legend_states(families[f])
-        rows.append((_h(f"{style.legend}: {states}" if states else style.legend), style))
+        rows.append((escape(f"{style.legend}: {states}" if states else style.legend), style))
     return _Legend(rows, facts, notes)
 
 
@@ -377,7 +373,7 @@ def _notes(opts: DotOptions, hidden: int, overlay: Overlay | None, states: int =
     if overlay is not None and overlay.caption:
         inc, dec = overlay.increase, overlay.decrease
         notes.append(
-            f'{_h(overlay.caption)}: <FONT COLOR="{inc}"><B>increase</B></FONT> / '
+            f'{escape(overlay.caption)}: <FONT COLOR="{inc}"><B>increase</B></FONT> / '
             f'<FONT COLOR="{dec}"><B>decrease</B></FONT>, grey dashed = not significant'
         )
     return notes
@@ -433,7 +429,7 @@ def _render(template: str, options: DotOptions, legend: _Legend, **context: Any)
         .render(
             opts=options,
             rankdir=options.rankdir.upper(),
-            title=Html(f"<B>{_h(options.title)}</B>") if options.title else None,
+            title=Html(f"<B>{escape(options.title)}</B>") if options.title else None,
             legend=legend if options.legend else None,
             share_color=SHARE_COLOR,
             edge_color=EDGE_COLOR,
@@ -496,7 +492,7 @@ def _cluster_label(title: str, am: AnnotatedModel) -> Html:
     line = f"{facts['connections']} connections, {facts['time in states']}, {facts['engine']}"
     if "states" in facts:  # read from metrics, not logged (quicsm.traces.metric_states): said on every set
         line += f"; states {facts['states']}"
-    return Html(f'<B>{_h(title)}</B><BR/><FONT POINT-SIZE="10">{_h(line)}</FONT>')
+    return Html(f'<B>{escape(title)}</B><BR/><FONT POINT-SIZE="10">{escape(line)}</FONT>')
 
 
 def _slots_of(am: AnnotatedModel) -> dict[int, tuple[str, int]]:
