@@ -132,10 +132,6 @@ class GridReport:
     files: list[Path]
 
 
-def _fmt(m: Metric, x: float | None) -> str:
-    return m.fmt(x)
-
-
 def _p(x: float | None) -> str:
     return "n/a" if x is None else (f"{x:.1e}" if x < 1e-3 else f"{x:.3f}")
 
@@ -163,8 +159,8 @@ def _cell_row(r: CellResult, m: Metric, st: CellStates | None) -> dict[str, Any]
         "note": r.test.note,
         "states": st.explanation() if st else "",
         "states_md": st.explanation(name=lambda t: md_name(t, in_table=True)) if st else "",
-        "a_text": f"{_fmt(m, r.mean_a)}" + (f" ± {_fmt(m, r.sd_a)}" if r.sd_a is not None else ""),
-        "b_text": f"{_fmt(m, r.mean_b)}" + (f" ± {_fmt(m, r.sd_b)}" if r.sd_b is not None else ""),
+        "a_text": f"{m.fmt(r.mean_a)}" + (f" ± {m.fmt(r.sd_a)}" if r.sd_a is not None else ""),
+        "b_text": f"{m.fmt(r.mean_b)}" + (f" ± {m.fmt(r.sd_b)}" if r.sd_b is not None else ""),
         "diff_text": _pct(r.diff_pct),
         "p_text": _p(r.test.p_value),
         "q_text": _p(r.p_adjusted),
