@@ -19,8 +19,6 @@ __all__ = [
     "local_worker_limit",
     "lost",
     "parse_scheduler",
-    "runnable",
-    "spare_core",
 ]
 
 CONNECT_TIMEOUT = "30s"
@@ -39,23 +37,6 @@ def local_worker_limit() -> int:
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
     return 4 * max(cores, 1)
-
-
-def spare_core() -> bool:
-    """Whether this process may use two cores or more and fewer threads are runnable now than it may use
-    (this one among them): with the second core busy, two workers took 1.03x the wall time of one
-    process and 1.17x its CPU (2,000 small qlogs, another process holding a core)."""
-    cores = len(os.sched_getaffinity(0))
-    return cores >= 2 and runnable() < cores
-
-
-def runnable() -> int:
-    """Threads runnable on this machine now (/proc/loadavg's fourth field, before the slash); 1 if unknown."""
-    try:
-        with open("/proc/loadavg") as fh:
-            return int(fh.read().split()[3].partition("/")[0])
-    except (OSError, ValueError, IndexError):
-        return 1
 
 
 def parse_scheduler(spec: str) -> tuple[str, int | None]:

@@ -18,7 +18,6 @@ import multiprocessing
 import os
 import signal
 import sys
-import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -27,6 +26,7 @@ from itertools import islice
 from typing import TypeVar
 
 from quicsm.errors import InputError
+from quicsm.fleet.machine import forks
 from quicsm.fleet.malloc import keep_freed_memory
 from quicsm.fleet.timeouts import awaited, task_timeout
 
@@ -39,20 +39,9 @@ _POOLS: dict[int, ProcessPoolExecutor] = {}
 
 
 def start_method() -> str:
-    """``fork`` when it is safe (Linux, and this process runs no other thread, Python's or a native
-    library's), else ``spawn`` (a
-    forkserver would give workers the environment of when it started, not of this run)."""
-    if sys.platform == "linux" and threading.active_count() == 1 and _os_threads() == 1:
-        return "fork"
-    return "spawn"
-
-
-def _os_threads() -> int:
-    """Threads of this process, those of native libraries too (pyarrow's allocator starts one on import)."""
-    try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:
-        return 1
+    """``fork`` when it is safe (:func:`quicsm.fleet.machine.forks`), else ``spawn`` (a forkserver would
+    give workers the environment of when it started, not of this run)."""
+    return "fork" if forks() else "spawn"
 
 
 def _worker_started(client: int) -> None:

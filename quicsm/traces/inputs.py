@@ -427,7 +427,8 @@ def workers_for(dask: str | None, files: Sequence[str]) -> str | None:
 
     ``dask`` None, "" or ``"off"``: one process; a scheduler (``local[:N]``, ``tcp://host:8786``): as
     given; ``"auto"``: ``local:2`` when a second core is usable and idle
-    (:func:`quicsm.fleet.cluster.spare_core`), every input is a local file and the run is not too small to
+    (:func:`quicsm.fleet.machine.spare_core`), the workers can be forked (no other thread runs here:
+    :func:`quicsm.fleet.machine.forks`), every input is a local file and the run is not too small to
     gain: :data:`SMALL_RUN_FILES` files or more, or :data:`SMALL_RUN_BYTES` in enough files for two
     workers' tasks (200 qlogs of 6.2 MB: 0.87x the wall time of one process; one 1 GB qlog gains
     nothing). Results do not depend on it: tasks return in input order and are merged in it.
@@ -440,10 +441,10 @@ def workers_for(dask: str | None, files: Sequence[str]) -> str | None:
     """
     if dask != AUTO:
         return None if dask in (None, "", OFF) else dask
-    from quicsm.fleet.cluster import spare_core
+    from quicsm.fleet.machine import forks, spare_core
     from quicsm.fleet.sources import is_url
 
-    if not spare_core() or any(p == STDIN or is_url(p) for p in files):
+    if not spare_core() or not forks() or any(p == STDIN or is_url(p) for p in files):
         return None
     if len(files) >= SMALL_RUN_FILES:
         return "local:2"

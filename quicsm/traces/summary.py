@@ -298,8 +298,8 @@ def summarize(
         folded as tasks and their summaries merged in a tree; the same summary as without. ``"off"``
         or None: one process. ``"auto"`` (``quicsm infer``'s and ``diagram``'s default too):
         ``local:2`` for 1,000 local files or more, or 1 GiB in 16 files or more, when a second core
-        is usable and idle, else one process (:func:`quicsm.traces.inputs.workers_for`); the workers
-        it starts are shut down before it returns.
+        is usable and idle and no other thread runs (workers are forked), else one process
+        (:func:`quicsm.traces.inputs.workers_for`); the workers it starts are shut down before it returns.
     progress : bool
         A progress bar on stderr.
     require_transitions : bool

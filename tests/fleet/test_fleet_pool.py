@@ -18,7 +18,8 @@ from fleet_fixtures import make_fleet_dir, worker_state
 
 from quicsm.cli.main import cli
 from quicsm.errors import ParseError
-from quicsm.fleet import cluster, pool
+from quicsm.fleet import machine, pool
+from quicsm.fleet.machine import forks
 from quicsm.fleet.run import map_tasks
 from quicsm.traces.inputs import workers_for
 
@@ -224,8 +225,9 @@ def auto(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
     real = inputs.workers_for
     monkeypatch.setattr(inputs, "workers_for", lambda d, f: chosen.append(real(d, f)) or chosen[-1])
     monkeypatch.setattr(inputs, "SMALL_RUN_FILES", 6)
-    monkeypatch.setattr(cluster, "runnable", lambda: 1)
+    monkeypatch.setattr(machine, "runnable", lambda: 1)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(machine, "forks", lambda: True)  # a pool's threads may outlive its shutdown a moment
     return chosen
 
 
@@ -257,9 +259,9 @@ def test_summarize_reads_a_big_enough_fleet_on_two_workers_by_default(
     assert _same(summarize([fleet_dir], dask="off"), two) and auto[-1] is None
     assert _same(summarize([fleet_dir], dask=None), two) and auto[-1] is None
     with monkeypatch.context() as m:
-        m.setattr(cluster, "runnable", lambda: 2)  # another process runs on the second core
+        m.setattr(machine, "runnable", lambda: 2)  # another process runs on the second core
         assert _same(summarize([fleet_dir]), two) and auto[-1] is None
-        m.setattr(cluster, "runnable", lambda: 1)
+        m.setattr(machine, "runnable", lambda: 1)
         m.setattr(os, "sched_getaffinity", lambda pid: {0})
         assert _same(summarize([fleet_dir]), two) and auto[-1] is None
     monkeypatch.setattr(inputs, "SMALL_RUN_FILES", 7)
@@ -278,6 +280,18 @@ def test_summarize_reads_a_big_enough_fleet_on_two_workers_by_default(
     for t in examples:
         runner.run(t)
     assert runner.summarize(verbose=False) == (0, 2)  # its docstring's example holds
+
+
+def test_auto_keeps_one_process_where_workers_would_be_spawned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, auto: list[str | None], thread_running: None
+) -> None:
+    """With another thread running (a notebook's, an fsspec loop) workers cannot be forked, and spawned
+    ones start Python and import quicsm each (seconds): "auto" stays in one process then."""
+    from quicsm.traces.summary import summarize
+
+    monkeypatch.setattr(machine, "forks", forks)  # the real one
+    fleet_dir = make_fleet_dir(tmp_path)
+    assert _same(summarize([fleet_dir]), summarize([fleet_dir], dask="off")) and auto == [None, None]
 
 
 def test_summarize_errors_on_two_workers_name_what_was_given(tmp_path: Path, auto: list[str | None]) -> None:
