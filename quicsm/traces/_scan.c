@@ -470,7 +470,7 @@ static int col_put(Col *c, const void *v, size_t n) {
         if (!d) { PyErr_NoMemory(); return -1; }
         c->data = d; c->cap = cap;
     }
-    if (v) memcpy(c->data + c->len, v, n);
+    if (v && n) memcpy(c->data + c->len, v, n); /* n == 0: data may still be NULL (memcpy's UB) */
     c->len += n;
     return 0;
 }
@@ -645,7 +645,7 @@ static int rcol_put(Col *c, const void *v, size_t n) {
         c->data = d;
         c->cap = cap;
     }
-    if (v) memcpy(c->data + c->len, v, n);
+    if (v && n) memcpy(c->data + c->len, v, n); /* n == 0: data may still be NULL (memcpy's UB) */
     c->len += n;
     return 0;
 }
