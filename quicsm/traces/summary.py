@@ -16,6 +16,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from quicsm.traces.events import StateView, Trace
+from quicsm.traces.inputs import AUTO
 from quicsm.traces.parse import (
     TASK_IMPORTS,
     Overrides,
@@ -275,7 +276,7 @@ def summarize(
     cc: str | None = None,
     strict: bool = False,
     where: Selector | None = None,
-    dask: str | None = "auto",
+    dask: str | None = AUTO,
     progress: bool = False,
     require_transitions: bool = True,
     storage_options: dict[str, str] | None = None,
