@@ -143,9 +143,10 @@ def _said(exc: Exception, data: Any, kind: Any, source: str, what: str, name: Ca
         return f"{at}{said}: {why}" if said else f"{at}{why}"
     if isinstance(exc, msgspec.DecodeError):
         why = str(exc).removeprefix("Invalid TOML: ")
-        if (at_byte := _AT_BYTE.search(why)) and isinstance(data, bytes | bytearray | memoryview | str):
-            raw = data.encode() if isinstance(data, str) else bytes(data)  # JSON: said at its line
-            pre = _at(source, raw.count(10, 0, int(at_byte[1])) + 1)
+        at_byte = _AT_BYTE.search(why)
+        if (at_byte or "truncated" in why) and isinstance(data, bytes | bytearray | memoryview | str):
+            raw = data.encode() if isinstance(data, str) else bytes(data)  # JSON: said at its line (a cut: the last)
+            pre = _at(source, raw.count(10, 0, int(at_byte[1]) if at_byte else len(raw)) + 1)
         return f"{pre}not valid {what} ({why})"
     if isinstance(exc, UnicodeDecodeError):
         return f"{pre}not valid {what} (not UTF-8 text at byte {exc.start})"

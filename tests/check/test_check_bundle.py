@@ -126,13 +126,16 @@ def test_damage_is_an_error_naming_file_field_and_reason(baseline, edit, message
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        (b"", "x.qsb: not a baseline bundle: not valid JSON (Input data was truncated)"),
+        (b"", "x.qsb:1: not a baseline bundle: not valid JSON (Input data was truncated)"),
         (
             b"QUICSM v=1 conn=a t_us=1 cc=reno to=SlowStart\n",
             "x.qsb:1: not a baseline bundle: not valid JSON (JSON is malformed: invalid character (byte 0))",
         ),
         (b"[1, 2]", "x.qsb: not a baseline bundle: expected `object`, got `array`"),
-        (b'{"format": "quicsm-baseline",\n "format_version": 1', "x.qsb: not a baseline bundle: not valid JSON"),
+        (
+            b'{"format": "quicsm-baseline",\n "format_version": 1',
+            "x.qsb:2: not a baseline bundle: not valid JSON (Input data was truncated)",
+        ),
         (b'{"format": 1,\n\n,}', "x.qsb:3: not a baseline bundle: not valid JSON (JSON is malformed"),
         (b'{"format": "\xff"}', "x.qsb: not a baseline bundle: not valid JSON (not UTF-8 text at byte"),
         (b'{"format": "x"}', "x.qsb: format: expected 'quicsm-baseline', got 'x' (not a baseline bundle)"),

@@ -143,7 +143,7 @@ def test_json_reader_errors_name_the_file_and_field(tmp_path: Path) -> None:
     """Synoptic's JSON is declared (msgspec) and said in formats.checked's words, as every other file."""
     bad = tmp_path / "m.json"
     for text, said in (
-        ('{"log": [', "m.json: Synoptic's model: not valid JSON (Input data was truncated)"),
+        ('{"log": [', "m.json:1: Synoptic's model: not valid JSON (Input data was truncated)"),
         ("[]", "m.json: Synoptic's model: expected `object`, got `array`"),
         (
             '{"log": [{"traceID": 0, "events": [{"eventIndex": 0}]}], "partitions": []}',

@@ -136,7 +136,7 @@ def test_revert_without_record_uses_reverse_check(tree, cubic_set):
 @pytest.mark.parametrize(
     ("record", "message"),
     [
-        (b'{"format": 1,\n "applied": [', ": not a quicsm apply record: not valid JSON (Input data was truncated)"),
+        (b'{"format": 1,\n "applied": [', ":2: not a quicsm apply record: not valid JSON (Input data was truncated)"),
         (b"\n\n{,}", ":3: not a quicsm apply record: not valid JSON (JSON is malformed: "),
         (b'{"format": 1}', ": not a quicsm apply record: applied: required key missing"),
         (b'{"applied": {}}', ": not a quicsm apply record: applied: expected `array`, got `object`"),
