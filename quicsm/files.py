@@ -606,7 +606,7 @@ def write_output(path: str, data: str | bytes) -> None:
         fh.write(data)
 
 
-def file_mode(path: str) -> int:
+def file_mode(path: str | Path) -> int:
     """The mode an output should get: the replaced file's, else 0666 less the umask."""
     try:
         return stat.S_IMODE(os.stat(path).st_mode)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 import re
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
 from quicsm.errors import PatchError, reading
+from quicsm.files import file_mode
 from quicsm.formats import checked
 from quicsm.instrumentation import journal
 from quicsm.instrumentation.appliers import Applier, default_applier
@@ -415,16 +415,6 @@ class ApplyResult:
     """One line per set ported on the fly (``apply --port``)."""
 
 
-def _mode_of(path: Path) -> int:
-    """Permission bits of an existing file; for a new one what the umask gives (as an editor would)."""
-    try:
-        return path.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        mask = os.umask(0o022)
-        os.umask(mask)
-        return 0o666 & ~mask
-
-
 def _read(path: Path) -> bytes | None:
     try:
         return path.read_bytes()
@@ -456,7 +446,7 @@ def _scratch_result(
 def _state_change(root: Path, state: dict[str, Any]) -> Change:
     before = _read(_state_path(root))
     after = (json.dumps(state, indent=1, sort_keys=True) + "\n").encode() if state["applied"] else None
-    return Change(STATE_FILE, before, after, _mode_of(_state_path(root)))
+    return Change(STATE_FILE, before, after, file_mode(_state_path(root)))
 
 
 def _roots(src: str | Path) -> list[Path]:
@@ -671,13 +661,13 @@ def apply(
     rels = sorted({rel for p in todo for rel in p.file_diffs})
     try:
         before = {rel: _read(root / rel) for rel in rels}
-        modes = {rel: _mode_of(root / rel) for rel in rels}
+        modes = {rel: file_mode(root / rel) for rel in rels}
         after = _scratch_result(root, rels, todo, applier)
         for plan in adopt:
             arels = list(plan.file_diffs)
             now = {rel: _read(root / rel) for rel in arels}
             orig = _scratch_result(root, arels, [plan], applier, reverse=True)
-            amodes = {rel: _mode_of(root / rel) for rel in arels}
+            amodes = {rel: file_mode(root / rel) for rel in arels}
             state["applied"].append(_record(plan, applier, orig, now, amodes, adopted=True))
         for plan in todo:
             state["applied"] = [r for r in state["applied"] if r.get("set") != plan.name]
@@ -786,7 +776,7 @@ def revert(
                     raise PatchError(f"{rel}: after revert sha256 is {got}, the pristine file had {want}")
         names = {p.name for p in todo}
         state["applied"] = [r for r in state["applied"] if r.get("set") not in names]
-        changes = [Change(rel, before[rel], after[rel], modes.get(rel, _mode_of(root / rel))) for rel in rels]
+        changes = [Change(rel, before[rel], after[rel], modes.get(rel, file_mode(root / rel))) for rel in rels]
         changes.append(_state_change(root, state))
     except PatchError as exc:
         raise PatchError(f"{exc}; nothing was changed") from None
