@@ -133,9 +133,6 @@ class Baseline:
     split_by: str | None = None
     source: str = "<baseline>"
 
-    def set(self, name: str) -> BaselineSet:
-        return next(s for s in self.sets if s.name == name)
-
     @property
     def connections(self) -> int:
         return sum(len(s.rows) for s in self.sets)

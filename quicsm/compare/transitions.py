@@ -46,10 +46,6 @@ class EdgeTable:
             return self.out[:, self.sources.index(src)]
         return np.zeros(self.n, dtype=np.int64)
 
-    def probability(self, edge: Edge2) -> float | None:
-        total = int(self.out_column(edge[0]).sum())
-        return int(self.edge_column(edge).sum()) / total if total else None
-
     def subset(self, rows: np.ndarray) -> EdgeTable:
         return EdgeTable(self.edges, self.counts[rows], self.sources, self.out[rows])
 

@@ -168,22 +168,7 @@ def _cell_row(r: CellResult, m: Metric, st: CellStates | None) -> dict[str, Any]
 
 
 def _csv(rows: Sequence[dict[str, Any]]) -> str:
-    cols = [
-        "cell",
-        "baseline",
-        "versus",
-        "n_a",
-        "mean_a",
-        "sd_a",
-        "n_b",
-        "mean_b",
-        "sd_b",
-        "diff_pct",
-        "p",
-        "p_adjusted",
-        "significant",
-        "states",
-    ]
+    cols = "cell baseline versus n_a mean_a sd_a n_b mean_b sd_b diff_pct p p_adjusted significant states".split()
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(cols)

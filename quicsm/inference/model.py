@@ -46,9 +46,6 @@ class Model:
     edges: list[Edge]
     params: dict[str, Any] = field(default_factory=dict)
 
-    def node(self, node_id: int) -> Node:
-        return self.nodes[node_id]
-
     @property
     def initial(self) -> int:
         return next(n.id for n in self.nodes if n.state == INITIAL)

@@ -36,16 +36,8 @@ class Hunk:
         return [t for tag, t in self.lines if tag != "+"]
 
     @property
-    def new_lines(self) -> list[str]:
-        return [t for tag, t in self.lines if tag != "-"]
-
-    @property
     def added(self) -> int:
         return sum(1 for tag, _ in self.lines if tag == "+")
-
-    @property
-    def removed(self) -> int:
-        return sum(1 for tag, _ in self.lines if tag == "-")
 
 
 @dataclass(frozen=True)
