@@ -1073,10 +1073,33 @@ static const char *digit_run(const char *p, const char *e) {
     return p;
 }
 
+/* The digits that start the 8 bytes at p (fewer than 8: the run ends there) and their value: the bytes checked and
+ * read together (SWAR), not one by one. A byte is a digit when its high nibble is 3 and its low one at most 9; a
+ * carry out of the "+ 6" only leaves a byte that is not a digit, for the bytes after it. */
+static inline int digits8(const char *p, unsigned long long *v) {
+    unsigned long long x, t;
+    memcpy(&x, p, 8);
+    t = x ^ 0x3030303030303030ULL;
+    unsigned long long other = (t | (t + 0x0606060606060606ULL)) & 0xF0F0F0F0F0F0F0F0ULL;
+    int n = other ? __builtin_ctzll(other) >> 3 : 8;
+    if (!n) return 0;
+    t <<= 8 * (8 - n); /* (little-endian) the run's digits last, after zeros: leading zeros add nothing */
+    t = t * 10 + (t >> 8);
+    t = ((t & 0x000000FF000000FFULL) * (100 + (1000000ULL << 32)) + ((t >> 16) & 0x000000FF000000FFULL) * (1 + (10000ULL << 32))) >> 32;
+    *v = (unsigned int)t;
+    return n;
+}
+static const unsigned long long P10U[9] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define SWAR_DIGITS 1
+#else
+#define SWAR_DIGITS 0
+#endif
+
 static const char *jnumber_m(const char *p, const char *e, JNum *n) {
     const char *s = p;
-    unsigned long long m = 0;
-    int digits = 0, e10 = 0, slow = 0;
+    unsigned long long m = 0, v = 0;
+    int digits = 0, e10 = 0, slow = 0, k;
     n->neg = 0;
     n->integer = 1;
     if (p < e && *p == '-') { n->neg = 1; p++; }
@@ -1085,7 +1108,11 @@ static const char *jnumber_m(const char *p, const char *e, JNum *n) {
      * leading zero adds nothing to m = 0) and no slow; only longer runs take the careful loops. */
     const char *q;
     if (*p == '0') p++;
-    else if ((q = digit_run(p, e)) - p <= 19) {
+    else if (SWAR_DIGITS && e - p >= 8 && (k = digits8(p, &v)) < 8) { /* most numbers: one step */
+        digits = k;
+        m = v;
+        p += k;
+    } else if ((q = digit_run(p, e)) - p <= 19) {
         digits = (int)(q - p);
         for (; p < q; p++) m = m * 10 + (unsigned)(*p - '0');
     } else
@@ -1096,7 +1123,11 @@ static const char *jnumber_m(const char *p, const char *e, JNum *n) {
     if (p < e && *p == '.') {
         n->integer = 0; p++;
         if (p >= e || *p < '0' || *p > '9') return NULL;
-        if ((q = digit_run(p, e)) - p <= 19 - digits) {
+        if (SWAR_DIGITS && e - p >= 8 && (k = digits8(p, &v)) < 8 && k <= 19 - digits) {
+            e10 = -k;
+            m = m * P10U[k] + v;
+            p += k;
+        } else if ((q = digit_run(p, e)) - p <= 19 - digits) {
             e10 = -(int)(q - p);
             for (; p < q; p++) m = m * 10 + (unsigned)(*p - '0');
         } else

@@ -269,12 +269,13 @@ def test_packet_record_times_are_read_as_float_reads_the_regex_match() -> None:
 
 def test_metric_numbers_of_every_length_are_read_as_the_python_reader_reads_them() -> None:
     """Times, RTTs and windows whose digit runs fit 19 digits (read without a check per digit) or not (the careful
-    loop), with leading zeros in the fraction, at 2^53 and past it: every scanner against the oracle."""
+    loop), shorter than 8 (read 8 bytes at a time) or not, with leading zeros in the fraction, at 2^53 and past it: every scanner against the oracle."""
     times = ["0", "7", "0.000123456789012345678", "0.1234567890123456789", "0.12345678901234567891", "1.5"]
     times += ["1234567890.123456789", "12345678901234567890", "123456789.0123456789", "9007199254740993"]
     times += ["12345678901234.5", "0.0000000000000000001", "1e2", "67.503e-1", "99999999999999999999.9", "36.176372"]
+    times += ["12345678", "1234567.7654321", "0.00000001", "98765432.12345678", "1.99999999", "9999999.9999999"]
     rtts = ["0", "36.176372", "0.00012345678", "67.503", "123456789.25", "1e2", "0.1234567890123"]
-    windows = ["0", "14600", "1234567890123456789", str(2**63 - 1), str(2**64 - 1)]
+    windows = ["0", "14600", "1234567890123456789", str(2**63 - 1), str(2**64 - 1), "12345678", "9999999"]
     files = []
     for i, time in enumerate(times):
         head = json.dumps({"qlog_version": "0.3", "trace": {"common_fields": {"ODCID": f"n{i}"}}}).encode()
