@@ -319,25 +319,17 @@ class QlogFile:
                     return
                 self.time(raw)
             return
-        path, report = self.path, self.report
+        report = self.report
         if not isinstance(data, dict):
-            line, where = at()
-            report.problem(path, line, f"{where}: {name} event without a data object", "malformed qlog event")
+            self.malformed(at, f"{name} event without a data object")
             return
         try:
             t = self.time(time if type(time) is float and -1e15 <= time <= 1e15 else time_value(time))
         except BadValue as exc:
-            line, where = at()
-            report.problem(path, line, f"{where}: {name} event: {exc}", "malformed qlog event")
+            self.malformed(at, f"{name} event: {exc}")
             return
         if t is None:
-            line, where = at()
-            report.problem(
-                path,
-                line,
-                f"{where}: {name} event: time out of range with the deltas before it",
-                "malformed qlog event",
-            )
+            self.malformed(at, f"{name} event: time out of range with the deltas before it")
             return
         rows, st, intern = self.rows, self.st, self.intern
         if role == "metrics":
@@ -357,8 +349,7 @@ class QlogFile:
         raw_new = data.get("new", data.get("new_state", data.get("state")))
         new = st.state(raw_new, report)
         if new is None:
-            line, where = at()
-            report.problem(path, line, f"{where}: {name} event without a new state", "malformed qlog event")
+            self.malformed(at, f"{name} event without a new state")
             return
         raw_old = data.get("old", data.get("old_state"))
         old = st.state(raw_old, report) if raw_old is not None else None
@@ -376,6 +367,10 @@ class QlogFile:
             _NO_AUX,
         )
         rows.current = state
+
+    def malformed(self, at: Locate, what: str) -> None:
+        line, where = at()
+        self.report.problem(self.path, line, f"{where}: {what}", "malformed qlog event")
 
     def metrics(self, data: dict[str, Any], at: Locate) -> tuple[int, ...]:
         """The metric columns of a metrics event (a bad field is reported and dropped)."""
