@@ -10,13 +10,13 @@ from __future__ import annotations
 from functools import lru_cache
 
 import jinja2
-from markupsafe import Markup
 
 from quicsm.check.gate import CheckResult, ScenarioResult
 from quicsm.check.report import fmt_value, record, witness_text
+from quicsm.compare.figures import try_svg
 from quicsm.diagrams.dot import DotOptions, to_dot
 from quicsm.diagrams.overlay import Delta, EdgeKey, NodeKey, Overlay
-from quicsm.errors import QuicsmError, RenderError
+from quicsm.errors import RenderError
 from quicsm.textsafe import html_env
 
 __all__ = ["diff_overlay", "scenario_dot", "to_html"]
@@ -54,20 +54,11 @@ def scenario_dot(sr: ScenarioResult) -> str:
     return to_dot(model, DotOptions(title=f"{sr.name}: new vs baseline"), overlay=diff_overlay(sr))
 
 
-def _svg(sr: ScenarioResult) -> tuple[Markup | None, str | None]:
-    from quicsm.compare.figures import svg_of
-
-    try:
-        return Markup(svg_of(scenario_dot(sr))), None
-    except QuicsmError as exc:
-        return None, str(exc)
-
-
 def to_html(r: CheckResult, *, diagrams: bool = True) -> str:
     rep = record(r)
     scenarios = []
     for sr, srec in zip(r.scenarios, rep.scenarios):
-        svg, err = _svg(sr) if diagrams else (None, None)
+        svg, err = try_svg(lambda sr=sr: scenario_dot(sr)) if diagrams else (None, None)
         rows = [
             {
                 "kind": f.kind,

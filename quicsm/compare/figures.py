@@ -8,14 +8,17 @@ probability; colour = direction, width = size, grey dashed = not significant aft
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+
+from markupsafe import Markup
 
 from quicsm.compare.comparison import Comparison, PairComparison
 from quicsm.diagrams.dot import DotOptions, render_side_by_side, to_dot
 from quicsm.diagrams.overlay import Delta, EdgeKey, NodeKey, Overlay
 from quicsm.diagrams.render import run_dot
-from quicsm.errors import RenderError
+from quicsm.errors import QuicsmError, RenderError
 
-__all__ = ["diff_dot", "diff_overlay", "inline_svg", "side_by_side_dot", "svg_of"]
+__all__ = ["diff_dot", "diff_overlay", "inline_svg", "side_by_side_dot", "svg_of", "try_svg"]
 
 
 def side_by_side_dot(c: Comparison, options: DotOptions | None = None) -> str:
@@ -73,3 +76,11 @@ def inline_svg(svg: bytes | str) -> str:
 def svg_of(dot: str) -> str:
     """Graphviz's SVG of ``dot``, ready to inline in HTML."""
     return inline_svg(run_dot(dot, "svg"))
+
+
+def try_svg(make_dot: Callable[..., str]) -> tuple[Markup | None, str | None]:
+    """(SVG, None) of the DOT ``make_dot`` gives, or (None, why): a report shows the reason in its place."""
+    try:
+        return Markup(svg_of(make_dot())), None
+    except QuicsmError as exc:
+        return None, str(exc)

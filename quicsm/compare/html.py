@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any
 
 import jinja2
 from markupsafe import Markup
 
 from quicsm.compare.comparison import Comparison
-from quicsm.compare.figures import diff_dot, side_by_side_dot, svg_of
+from quicsm.compare.figures import diff_dot, side_by_side_dot, try_svg
 from quicsm.compare.report import (
     EdgeRecord,
     StateRecord,
@@ -30,7 +29,6 @@ from quicsm.compare.report import to_json as comparison_json
 from quicsm.compare.stats import EDGE_TESTS
 from quicsm.compare.svg import heatmap_svg, rate_timeline_svg, timeline_svg
 from quicsm.diagrams.dot import DotOptions, to_dot
-from quicsm.errors import QuicsmError
 from quicsm.textsafe import html_env
 from quicsm.version import __version__
 
@@ -67,13 +65,6 @@ def heatmap(c: Comparison) -> str:
     return heatmap_svg(list(c.states), names, means, marks)
 
 
-def _try_svg(make_dot: Any) -> tuple[str | None, str | None]:
-    try:
-        return svg_of(make_dot()), None
-    except QuicsmError as exc:
-        return None, str(exc)
-
-
 def to_html(c: Comparison, *, diagrams: bool = True, sections: Sequence[tuple[str, str]] = ()) -> str:
     """The report of a finished comparison: its tables, its models and union models drawn by Graphviz,
     and the timelines of the connections it kept (:attr:`CompareOptions.timelines`). ``sections``:
@@ -91,7 +82,7 @@ def to_html(c: Comparison, *, diagrams: bool = True, sections: Sequence[tuple[st
         occupancy.append({"state": st, "cells": cells})
     pairs = []
     for p in c.pairs:
-        diff_svg, diff_error = _try_svg(lambda p=p: diff_dot(c, p)) if diagrams and c.unions else (None, None)
+        diff_svg, diff_error = try_svg(lambda p=p: diff_dot(c, p)) if diagrams and c.unions else (None, None)
         mlines = model_lines(p.models.to_json(), lambda t: t)[1:] if p.models else []
         pairs.append(
             {
@@ -100,16 +91,16 @@ def to_html(c: Comparison, *, diagrams: bool = True, sections: Sequence[tuple[st
                 "states": by_corrected_p(p.states, state_record),
                 "edges": by_corrected_p(p.edges, edge_record),
                 "model_lines": mlines,
-                "diff_svg": Markup(diff_svg) if diff_svg else None,
+                "diff_svg": diff_svg,
                 "diff_error": diff_error,
             }
         )
-    side, side_error = _try_svg(lambda: side_by_side_dot(c)) if diagrams and c.models else (None, None)
+    side, side_error = try_svg(lambda: side_by_side_dot(c)) if diagrams and c.models else (None, None)
     models = []  # one diagram per set, each readable at its own size (the report stacks or rows them)
     for name, am in c.models.items() if diagrams and side else ():
-        svg, _ = _try_svg(lambda am=am, name=name: to_dot(am, DotOptions(min_prob=0.0, legend=False)))
+        svg, _ = try_svg(lambda am=am, name=name: to_dot(am, DotOptions(min_prob=0.0, legend=False)))
         if svg:
-            models.append({"name": name, "svg": Markup(svg)})
+            models.append({"name": name, "svg": svg})
     lines = []
     for name in names:
         svgs = []
@@ -142,7 +133,7 @@ def to_html(c: Comparison, *, diagrams: bool = True, sections: Sequence[tuple[st
             set_names=names,
             occupancy=occupancy,
             heatmap=Markup(heatmap(c)),
-            side_by_side=Markup(side) if side else None,
+            side_by_side=side,
             models=models,
             side_by_side_error=side_error,
             pairs=pairs,
