@@ -49,12 +49,17 @@ __all__ = [
     "read_header",
 ]
 
-_STATE_NAMES = {"congestion_state_updated", "congestion_state_update", "cc_state_update", "congestion_state"}
-_METRIC_NAMES = {"metrics_updated", "recovery_metrics_updated", "metric_update", "metrics_update"}
-_MVFST_NAMES = {"congestion_metric_update"}
-_LOST_NAMES = {"packet_lost"}
-_TIMER_NAMES = {"loss_timer_updated"}
-_SPURIOUS_NAMES = {"spurious_loss"}
+_ROLE_OF = {
+    **dict.fromkeys(
+        ("congestion_state_updated", "congestion_state_update", "cc_state_update", "congestion_state"), "state"
+    ),
+    **dict.fromkeys(("metrics_updated", "recovery_metrics_updated", "metric_update", "metrics_update"), "metrics"),
+    "congestion_metric_update": "mvfst",
+    "packet_lost": "lost",
+    "loss_timer_updated": "timer",
+    "spurious_loss": "spurious",
+}
+"""An event's role by its name without the category, in lower case (see :func:`event_role`)."""
 TIME_RE = re.compile(rb'"time"\s*:\s*(-?[0-9][0-9.eE+-]{0,30})')
 """The time of a record that is not decoded (a packet event): the first match, if ``float()`` takes it."""
 WANTED_RE = re.compile(rb"congestion|metric|cc_state", re.IGNORECASE)
@@ -74,36 +79,19 @@ _NO_METRICS = (NULL,) * 7
 _NO_RTT = (math.nan, math.nan)
 _NO_AUX = (math.nan,) * len(AUX_KEYS)
 TRANSITION, METRICS = 0, 2
+"""Row kinds (indexes into :data:`~quicsm.traces.events.EVENT_KINDS`)."""
 LOST, TIMER, PTO, SPURIOUS = 1, 2, 3, 4
 """Codes of the marks (losses and timer expiries) kept for the metric-state reader."""
-"""Row kinds (indexes into :data:`~quicsm.traces.events.EVENT_KINDS`)."""
 
 
 def event_role(name: str) -> str | None:
     """``state``, ``metrics``, ``mvfst`` (state inside a metrics event) or None, for any generation."""
     role = _ROLES.get(name, "?")
     if role == "?":
-        role = _role(name)
+        role = _ROLE_OF.get(name.rsplit(":", 1)[-1].lower())
         if len(_ROLES) < 4096:  # names a run meets are few; a fuzzed file's many are not kept
             _ROLES[name] = role
     return role
-
-
-def _role(name: str) -> str | None:
-    short = name.rsplit(":", 1)[-1].lower()
-    if short in _STATE_NAMES:
-        return "state"
-    if short in _METRIC_NAMES:
-        return "metrics"
-    if short in _MVFST_NAMES:
-        return "mvfst"
-    if short in _LOST_NAMES:
-        return "lost"
-    if short in _TIMER_NAMES:
-        return "timer"
-    if short in _SPURIOUS_NAMES:
-        return "spurious"
-    return None
 
 
 @dataclass(slots=True)
