@@ -864,23 +864,20 @@ def status(
             sha = sha256_file(root / rel)
             rec = recs.get((plan.name, rel))
             if sha is None:
-                out.append(FileStatus(plan.name, rel, "missing", "file not found"))
+                found = "missing", "file not found"
             elif rec and sha == rec["patched_sha256"]:
-                out.append(FileStatus(plan.name, rel, "patched", "matches the sha256 recorded at apply"))
+                found = "patched", "matches the sha256 recorded at apply"
             elif (rec and sha == rec["pristine_sha256"]) or sha == plan.pristine.get(rel):
-                out.append(FileStatus(plan.name, rel, "pristine", "matches the pristine sha256"))
+                found = "pristine", "matches the pristine sha256"
             elif applier.check(root, fd).ok:
-                out.append(FileStatus(plan.name, rel, "pristine", "patch applies (another version than the set's)"))
+                found = "pristine", "patch applies (another version than the set's)"
             elif applier.check(root, fd, reverse=True).ok:
-                out.append(FileStatus(plan.name, rel, "patched", "patch is applied"))
+                found = "patched", "patch is applied"
             elif rec is None and not _has_quicsm_lines(root / rel):
-                out.append(
-                    FileStatus(plan.name, rel, "pristine", "no quicsm lines (this set does not apply to this version)")
-                )
+                found = "pristine", "no quicsm lines (this set does not apply to this version)"
             else:
-                out.append(
-                    FileStatus(plan.name, rel, "modified-otherwise", "neither the patch nor its reverse applies")
-                )
+                found = "modified-otherwise", "neither the patch nor its reverse applies"
+            out.append(FileStatus(plan.name, rel, *found))
     return out
 
 
