@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import IO, TYPE_CHECKING, Any, BinaryIO
 
 from quicsm.errors import InputError
 from quicsm.files import atomic_output
 from quicsm.traces.events import METRIC_FIELDS, Trace
+from quicsm.traces.parquet_parts import Part
 
 if TYPE_CHECKING:
     import numpy as np
@@ -86,112 +87,115 @@ SCHEMA = _schema
 def write_parquet(batches: Iterable[TraceColumns | StoreBatch], path: str) -> int:
     """Write trace batches (:class:`~quicsm.traces.columnar.TraceColumns`, trace objects through
     :class:`ObjectBatches`) or batches already in the store's schema (:class:`StoreBatch`, made on Dask
-    workers), atomically. Row groups are written on a second thread (:class:`_Behind`)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+    workers), atomically. Row groups are encoded on other threads (:class:`_Encoders`)."""
     schema = _schema()
-    # Dictionary pages only for the dictionary columns (numbers rarely repeat: trying costs time and
-    # space), statistics only for time: half the encoding time, a smaller file. zstd level 1 writes as
-    # fast as its fast level -3 and the store is smaller: 0.38 against 2.7 MB for 2,000 quic-go qlogs of
-    # 0.11 MB, 5.7 against 15.3 MB for 200 of 6.2 MB, 1.2 against 1.7 MB for traces/ (its default, 3, is
-    # 15% slower than -3 on a 300 MB log).
-    dictionary = [f.name for f in schema if str(f.type).startswith("dictionary")]
-    options = {"use_dictionary": dictionary, "write_statistics": ["t_us"], "compression_level": 1}
-    with (
-        atomic_output(path) as fh,
-        pa.BufferedOutputStream(pa.PythonFile(fh, mode="w"), buffer_size=_SINK_BUFFER) as sink,
-        pq.ParquetWriter(sink, schema, compression="zstd", **options) as writer,
-        _Behind(lambda table: writer.write_table(table, row_group_size=max(ROWS_PER_GROUP, table.num_rows))) as put,
-    ):
+    with atomic_output(path) as fh, _Encoders(fh, schema, _writer_options(schema)) as put:
         out = _Writer(lambda table, _: put(table), schema)
         for _ in map(out.put, batches):  # not ``for item in``: it would hold a batch while the next is read
             pass
     return out.n
 
 
-_SINK_BUFFER = 4 << 20
-"""Bytes gathered before a write to the output file: each write of a Python file takes the GIL, which
-the reader holds."""
+def _writer_options(schema: Any) -> dict[str, Any]:
+    """The Parquet writer's settings. Dictionary pages only for the dictionary columns (numbers rarely
+    repeat: trying costs time and space), statistics only for time: half the encoding time, a smaller
+    file. zstd level 1 writes as fast as its fast level -3 and the store is smaller: 0.38 against 2.7 MB
+    for 2,000 quic-go qlogs of 0.11 MB, 5.7 against 15.3 MB for 200 of 6.2 MB, 1.2 against 1.7 MB for
+    traces/ (its default, 3, is 15% slower than -3 on a 300 MB log)."""
+    dictionary = [f.name for f in schema if str(f.type).startswith("dictionary")]
+    return {"use_dictionary": dictionary, "write_statistics": ["t_us"], "compression": "zstd", "compression_level": 1}
 
 
-class _Behind:
-    """Row groups written on a second thread while the caller reads and builds the next (pyarrow encodes,
-    compresses and writes without the GIL): at most one group waits, one is being written. The groups
-    are written in the order given, so the file is the one a single thread writes. The writer's error
-    (a full disk) is raised in the caller, at its next group or at the end, and before any error the
-    caller met after it (the order one thread meets them in); the thread has finished when the block
-    is left, so the file is closed (or removed) after its last write."""
+ENCODERS = 2
+"""Threads encoding row groups at once (pyarrow encodes and compresses without the GIL)."""
 
-    def __init__(self, write: Callable[[Any], None]) -> None:
-        import queue
-        import threading
 
-        self.write = write
-        self.error: BaseException | None = None
-        self.queue: queue.Queue[Any] = queue.Queue(maxsize=1)
-        self.thread = threading.Thread(target=self._run, name="quicsm-parquet-writer", daemon=True)
+class _Encoders:
+    """Row groups encoded on :data:`ENCODERS` threads while the caller reads and builds the next, each as
+    a Parquet part of its own (:func:`~quicsm.traces.parquet_parts.encode_part`), and spliced into the
+    output in the order given: the file one writer writes, byte for byte. At most ``ENCODERS`` groups
+    wait or are encoded. An encoder's error (a full disk) is raised in the caller, at a later group or at
+    the end, and before any error the caller met after that group was given (the order one thread meets
+    them in); every encoder has finished when the block is left, so the file is closed (or removed)
+    after its last write."""
 
-    def _run(self) -> None:
-        while (table := self.queue.get()) is not None:
-            if self.error is None:  # after an error the rest are taken and dropped: the caller never blocks
-                try:
-                    self.write(table)
-                except BaseException as exc:  # raised in the caller
-                    self.error = exc
-            del table
+    def __init__(self, fh: IO[bytes], schema: Any, options: dict[str, Any]) -> None:
+        from collections import deque
+        from concurrent.futures import ThreadPoolExecutor
+
+        from quicsm.traces.parquet_parts import Splicer
+
+        self.fh, self.schema, self.options = fh, schema, options
+        self.pool = ThreadPoolExecutor(ENCODERS, thread_name_prefix="quicsm-parquet-writer")
+        self.pending: deque[Any] = deque()
+        self.splicer: Splicer | None = None
 
     def __call__(self, table: Any) -> None:
-        if self.error is not None:
-            raise self.error
-        self.queue.put(table)
+        """Encode ``table`` (an Arrow table, or a :class:`Part` encoded already: spliced in its turn)."""
+        from quicsm.traces.parquet_parts import encode_part
 
-    def __enter__(self) -> _Behind:
-        self.thread.start()
+        self.pending.append(
+            table if isinstance(table, Part) else self.pool.submit(encode_part, table, self.schema, self.options)
+        )
+        del table
+        while len(self.pending) > ENCODERS:
+            self._splice(self.pending.popleft())
+
+    def _splice(self, item: Any) -> None:
+        from quicsm.traces.parquet_parts import Splicer
+
+        part = item if isinstance(item, Part) else item.result()
+        del item
+        if self.splicer is None:
+            self.splicer = Splicer(self.fh)
+        self.splicer.add(part)
+
+    def __enter__(self) -> _Encoders:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
-        self.queue.put(None)
-        self.thread.join()
-        if self.error is not None and exc is not self.error and (exc is None or isinstance(exc, Exception)):
-            raise self.error
+        try:
+            if exc is None:
+                while self.pending:
+                    self._splice(self.pending.popleft())
+                if self.splicer is None or not self.splicer.close():
+                    self._empty()
+            elif isinstance(exc, Exception):  # the groups given before the caller's error come first
+                for future in self.pending:
+                    if not isinstance(future, Part) and isinstance(error := future.exception(), Exception):
+                        raise error
+        finally:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def _empty(self) -> None:
+        """A store of no rows: the schema alone."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        with pq.ParquetWriter(pa.PythonFile(self.fh, mode="w"), self.schema, **self.options):
+            pass
 
 
 @dataclass(slots=True)
 class StoreBatch:
-    """Traces already in the store's schema (a Dask worker's): one row group of whole traces, its Arrow
-    table packed as an lz4-compressed IPC stream, and its trace count. Packed as each group is built, a
-    worker holds and sends a twelfth of the table's bytes (the 1 GB qlog's 184 MB of tables: 16 MB in
-    0.08 s), and the writer unpacks one group at a time: the same table, so the same file."""
+    """Traces already in the store's schema (a Dask worker's): one row group of whole traces, encoded as
+    the writer would encode it (a :class:`~quicsm.traces.parquet_parts.Part`), and its trace count. The
+    worker does the encoding and sends the group's compressed Parquet bytes (the large fleet's 1.2 GB
+    of qlogs: 5.8 MB); the writer only splices them: the same file."""
 
-    packed: Any
+    part: Part
     traces: int
-
-    @classmethod
-    def pack(cls, table: Any, traces: int) -> StoreBatch:
-        import pyarrow as pa
-
-        sink = pa.BufferOutputStream()
-        options = pa.ipc.IpcWriteOptions(compression=_IPC_CODEC if pa.Codec.is_available(_IPC_CODEC) else None)
-        with pa.ipc.new_stream(sink, table.schema, options=options) as w:
-            w.write_table(table)
-        return cls(sink.getvalue(), traces)
-
-    def table(self) -> Any:
-        import pyarrow as pa
-
-        return pa.ipc.open_stream(self.packed).read_all()
-
-
-_IPC_CODEC = "lz4"
-"""What packs a worker's row groups: lz4 packs them in half zstd's time (16 against 4 MB of 184)."""
 
 
 def store_batches(batches: Iterable[TraceColumns]) -> list[StoreBatch]:
     """Batches as the row groups :func:`write_parquet` would write (a Dask worker's share of ``parse``),
-    each packed as it is built: memory holds one group's table beside the packed ones."""
+    each encoded as it is built: memory holds one group's table beside the encoded ones."""
+    from quicsm.traces.parquet_parts import encode_part
+
+    schema = _schema()
+    options = _writer_options(schema)
     out: list[StoreBatch] = []
-    w = _Writer(lambda table, traces: out.append(StoreBatch.pack(table, traces)), _schema())
+    w = _Writer(lambda table, traces: out.append(StoreBatch(encode_part(table, schema, options), traces)), schema)
     for _ in map(w.put, batches):
         pass
     return out
@@ -254,7 +258,7 @@ class _Writer:
 
     def put(self, item: TraceColumns | StoreBatch) -> None:
         if isinstance(item, StoreBatch):
-            self._emit(item.table(), item.traces)
+            self._emit(item.part, item.traces)
         elif len(item):
             for table, traces in _columns_tables(item, self.schema):
                 self._emit(table, traces)
