@@ -234,6 +234,7 @@ def write_report(
     layout(g, rows, columns)  # a bad axis name fails before anything is written
     do_states = g.report.states if states is None else states
     cell_states_by: dict[tuple[str, str], CellStates] = {}
+    pages: dict[tuple[str, str], str] = {}
     if do_states:
         for i, cell in enumerate(g.cells(), 1):
             for v in comp.versus:
@@ -249,12 +250,9 @@ def write_report(
                 if st.comparison is not None:
                     from quicsm.compare.html import to_html
 
-                    page = (
-                        out_dir
-                        / "cells"
-                        / cell.slug
-                        / (f"compare-{v}.html" if len(comp.versus) > 1 else "compare.html")
-                    )
+                    name = f"compare-{v}.html" if len(comp.versus) > 1 else "compare.html"
+                    pages[(cell.id, v)] = f"cells/{cell.slug}/{name}"
+                    page = out_dir / pages[(cell.id, v)]
                     page.parent.mkdir(parents=True, exist_ok=True)
                     write_output(str(page), to_html(st.comparison, diagrams=diagrams))
                     files.append(page)
@@ -320,10 +318,7 @@ def write_report(
         for v in comp.versus:
             r = comp.cell(cell.id, v)
             got = cell_states_by.get((cell.id, v))
-            link = None
-            if got is not None and got.comparison is not None:
-                link = f"cells/{cell.slug}/" + (f"compare-{v}.html" if len(comp.versus) > 1 else "compare.html")
-            entries.append({"row": _cell_row(r, m, got), "states": got, "link": link})
+            entries.append({"row": _cell_row(r, m, got), "states": got, "link": pages.get((cell.id, v))})
         cells_html.append({"cell": cell.id, "anchor": f"cell-{cell.slug}", "entries": entries})
     html = (
         _env()
