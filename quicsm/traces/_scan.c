@@ -15,6 +15,10 @@
 #include <float.h>
 #include <pthread.h>
 #include <sched.h>
+#include <time.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
@@ -1634,6 +1638,8 @@ typedef struct {
     Py_ssize_t split_min;   /* ... each part at least this many bytes */
     int take_back;          /* a second part not begun when the first is done is read here (0: always waited for) */
     int simd;               /* 1: records are split and classified 32 bytes at a time where the CPU has AVX2; 0: SSE2 */
+    long long in_bytes, in_rows; /* records() so far: bytes read, rows made (the rows a window is expected to make) */
+    double split_at;        /* the first thread's share of a split run: what made both parts take as long so far */
     struct WNames *w;       /* set in the second thread's copy: strings are named there, not in the table */
 } QS;
 
@@ -2047,7 +2053,16 @@ typedef struct {
     const char *p, *e, *stop;
     int sep, final, status, trans0;
     int claim; /* W_PENDING, then W_RUNNING (the second thread took it) or W_TAKEN_BACK */
+    char *ahead[8]; /* pages of the first thread's columns the second makes present (work_ahead) */
+    size_t ahead_n[8];
+    double took; /* seconds the second thread took */
 } Work;
+
+static double seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static void work_free(Work *k);
 
@@ -2057,8 +2072,41 @@ static void *work_main(void *arg) {
         work_free(k); /* taken back: nothing read; the copy is this thread's to free */
         return NULL;
     }
+    double t0 = seconds();
+#ifdef MADV_POPULATE_WRITE
+    for (int i = 0; i < 8; i++)
+        if (k->ahead_n[i]) madvise(k->ahead[i], k->ahead_n[i], MADV_POPULATE_WRITE);
+#endif
     k->status = qs_run(&k->ws, k->p, k->e, k->sep, k->final, NULL, NULL, &k->stop, 0);
+    k->took = seconds() - t0;
     return NULL;
+}
+
+/* Room in s's columns for the rows a window of `bytes` is expected to make (the rows per byte so far, and a
+ * quarter more; once 16 parts' worth of bytes are read), its fresh pages handed to k's thread, which makes them present (MADV_POPULATE_WRITE: no byte
+ * changes) before its own part: the kernel's clearing of those pages is done on the second core, not in this
+ * thread's row stores (or the merge's copy). Advice only: a page not made present is faulted in as before, and
+ * one made present for a column that has moved since (more rows than expected) only costs memory. */
+static void work_ahead(QS *s, Work *k, Py_ssize_t bytes) {
+#ifdef MADV_POPULATE_WRITE
+    static const size_t unit[8] = {8, 1, 4, 4, 4, 4, 56, 16};
+    BCol *cols[8] = {&s->t, &s->kind, &s->state, &s->prev, &s->trig, &s->recov, &s->metrics, &s->rtt};
+    if (s->in_bytes < 16 * s->split_min || s->in_rows <= 0) return; /* (tests: split_min 1, every split) */
+    size_t rows = (size_t)((double)bytes * (double)s->in_rows / (double)s->in_bytes * 1.25) + 64;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    for (int i = 0; i < 8; i++) {
+        BCol *c = cols[i];
+        size_t need = rows * unit[i];
+        if (c->cap < c->len + need && bcol_grow(c, need)) {
+            PyErr_Clear(); /* no room: the rows grow the column as they come */
+            return;
+        }
+        uintptr_t a = ((uintptr_t)c->data + c->len + page - 1) & ~(page - 1), b = ((uintptr_t)c->data + c->len + need) & ~(page - 1);
+        if (b > a) k->ahead[i] = (char *)a, k->ahead_n[i] = (size_t)(b - a);
+    }
+#else
+    (void)s, (void)k, (void)bytes;
+#endif
 }
 
 static void work_free(Work *k) {
@@ -2149,6 +2197,16 @@ static int work_merge(QS *s, Work *k, Seen *seen) {
     return 0;
 }
 
+/* The first thread's share of the next split moved halfway towards the one that would have made both parts of
+ * this one (share of its bytes, seconds each) take as long: a thread slowed by Python, page faults or another
+ * process on its core gets less. Where a run is split changes no row, table or report (see above). */
+static void split_after(QS *s, double share, double took, double took2) {
+    if (!(took > 0 && took2 > 0 && share > 0 && share < 1)) return;
+    double r1 = share / took, r2 = (1 - share) / took2, best = r1 / (r1 + r2);
+    double at = 0.5 * (s->split_at + best);
+    s->split_at = at < 0.25 ? 0.25 : at > 0.75 ? 0.75 : at;
+}
+
 /* records(buffer, start, end, sep, final, handler) -> consumed: the records of buffer[start:end] split at
  * the byte sep; the last piece only when final (it is the start of the next window otherwise). Records
  * this scanner does not decide go to handler(record_bytes, line, record_number). */
@@ -2163,16 +2221,22 @@ static PyObject *qs_records(QS *s, PyObject *args) {
     Seen seen;
     PyObject *res = NULL;
     int split = s->threads > 1;
+    Py_ssize_t rows0 = s->rows;
     if (seen_init(&seen, 0) < 0) goto out;
     for (;;) {
         const char *mid = NULL;
         Work *k = NULL;
         pthread_t th;
         if (split && s->header && !s->delta && e - p >= 2 * (s->split_min > 0 ? s->split_min : 1)) {
-            mid = memchr(p + (e - p) / 2, sep, (size_t)(e - (p + (e - p) / 2)));
-            if (mid && ++mid < e && (k = work_new(s, mid, e, sep, final)) && pthread_create(&th, NULL, work_main, k)) {
-                work_free(k);
-                k = NULL;
+            Py_ssize_t least = s->split_min > 0 ? s->split_min : 1, first = (Py_ssize_t)((double)(e - p) * s->split_at);
+            const char *at = p + (first < least ? least : first > (e - p) - least ? (e - p) - least : first);
+            mid = memchr(at, sep, (size_t)(e - at));
+            if (mid && ++mid < e && (k = work_new(s, mid, e, sep, final))) {
+                work_ahead(s, k, e - p);
+                if (pthread_create(&th, NULL, work_main, k)) {
+                    work_free(k);
+                    k = NULL;
+                }
             }
         }
         if (!k) { /* one thread; while the header is not read, up to it (then the rest may be split) */
@@ -2184,7 +2248,9 @@ static PyObject *qs_records(QS *s, PyObject *args) {
         int gen = s->gen;
         Py_ssize_t row0 = s->trace_row0;
         const char *at;
+        double t0 = seconds();
         int r = qs_run(s, p, mid, sep, 0, handler, &seen, &at, 0);
+        double took = seconds() - t0;
         if ((s->take_back || r < 0) && claim(&k->claim, W_TAKEN_BACK)) {
             pthread_detach(th); /* it has not begun: read its part here, and split no more in this call */
             if (r < 0) goto out;
@@ -2208,12 +2274,15 @@ static PyObject *qs_records(QS *s, PyObject *args) {
         }
         r = work_merge(s, k, &seen);
         int status = k->status;
+        split_after(s, (double)(mid - p) / (double)(k->e - p), took, k->took);
         p = k->stop;
         work_free(k);
         if (r < 0) goto out;
         if (status == 0) break;
     }
     res = PyLong_FromSsize_t(p - base);
+    s->in_bytes += p - (base + start);
+    if (s->rows > rows0) s->in_rows += s->rows - rows0;
 out:
     PyMem_Free(seen.slot);
     PyBuffer_Release(&buf);
@@ -2669,6 +2738,7 @@ static int qs_init(QS *s, PyObject *args, PyObject *kw) {
     cpu_set_t cpus;
     s->threads = sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) >= 2 ? 2 : 1;
     s->split_min = 1 << 16;
+    s->split_at = 0.5;
     s->take_back = 1;
     s->simd = 1;
     qs_new_file(s, NULL);
