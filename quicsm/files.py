@@ -22,7 +22,7 @@ import types
 import zlib
 from collections import deque
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any, BinaryIO
 
@@ -414,10 +414,8 @@ def _on_signal(signum: int, frame: Any) -> None:
         except OSError:
             mine = []
         for tmp in mine:
-            try:
+            with suppress(OSError):
                 os.unlink(tmp)
-            except OSError:
-                pass
     signal.signal(signum, signal.SIG_DFL)
     if me != _HANDLER_PID[0]:  # a forked child that inherited the handler: die as the signal says
         os.kill(me, signum)
@@ -579,10 +577,8 @@ def atomic_output(path: str, binary: bool = True) -> Iterator[IO[Any]]:
                 raise _cannot_write(path, exc) from None
             raise
     except BaseException:
-        try:
+        with suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
     finally:
         _TEMPS.pop(key, None)

@@ -336,7 +336,7 @@ def _set_warnings(infos: list[SetInfo]) -> list[str]:
                 "select one with --where cc=NAME"
             )
     ccs = {s.name: s.controllers for s in infos}
-    if len({c for c in ccs.values()}) > 1:
+    if len(set(ccs.values())) > 1:
         listing = "; ".join(f"{n}: {', '.join(c) or 'unknown'}" for n, c in ccs.items())
         out.append(f"sets use different congestion controllers ({listing}); their states differ by design")
     return out

@@ -13,6 +13,7 @@ what its tasks need: seconds).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib
 import multiprocessing
 import os
@@ -125,10 +126,8 @@ def _kill(n: int, pool: ProcessPoolExecutor) -> None:
     """End a pool whose worker hangs: SIGKILL its processes (a stopped one ignores SIGTERM), then shut it."""
     _POOLS.pop(n, None)
     for proc in list((getattr(pool, "_processes", None) or {}).values()):
-        try:
+        with contextlib.suppress(OSError):
             proc.kill()
-        except OSError:
-            pass
     pool.shutdown(wait=False)
 
 

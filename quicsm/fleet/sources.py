@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 import io
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, BinaryIO
 
 from quicsm.errors import InputError, reading
@@ -89,10 +89,8 @@ class _Remote(io.RawIOBase):
         return len(data)
 
     def close(self) -> None:
-        try:
+        with suppress(Exception):
             self._fh.close()
-        except Exception:
-            pass
         super().close()
 
 

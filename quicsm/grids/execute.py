@@ -248,7 +248,7 @@ def run_grid(
         extra = {
             "grid": {
                 "name": grid.name,
-                "cell": {a: v for a, v in p.cell.values},
+                "cell": dict(p.cell.values),
                 "cell_id": p.cell.id,
                 "arm": p.arm,
                 "round": p.round,

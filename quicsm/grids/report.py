@@ -191,8 +191,7 @@ def _markdown(runs: GridRuns, comp: GridComparison, rows: Sequence[dict[str, Any
         f"over the {len(comp.cells)} test(s) of the grid, significant (*) when the corrected p < {comp.alpha:g}.",
         "",
     ]
-    for path in heatmaps:
-        lines.append(f"![{Path(path).stem}]({Path(path).name})")
+    lines += [f"![{Path(path).stem}]({Path(path).name})" for path in heatmaps]
     lines.append("")
     lines.append(
         f"| cell | {comp.baseline} | arm | arm's {m.label} | difference | p | corrected p | states (arm - {comp.baseline}, share of time) |"

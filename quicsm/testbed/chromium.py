@@ -9,6 +9,7 @@ every response's protocol is collected so a run that fell back to TCP cannot pas
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -216,10 +217,8 @@ def load_page(
             out["error"] = f"responses over {protocols or 'nothing'}, not only {protocol}"
         elif not complete:
             out["error"] = f"browser fetched {nbytes} of {expect_bytes} bytes (objects cancelled)"
-        try:
+        with contextlib.suppress(OSError):
             cdp.send("Browser.close")
-        except OSError:
-            pass
         return out
     finally:
         os.close(to_chrome_w)

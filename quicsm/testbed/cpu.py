@@ -7,6 +7,7 @@ Groups are named ``<prefix>...`` so :func:`cleanup_all` finds leftovers.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -113,10 +114,8 @@ def remove_group(path: Path) -> None:
         except OSError:
             pids = []
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         try:
             path.rmdir()
             return

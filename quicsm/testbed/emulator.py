@@ -10,6 +10,7 @@ against each other."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -171,10 +172,8 @@ class Emulator:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        try:
+        with contextlib.suppress(OSError, ValueError):
             self.stop_relay()
-        except (OSError, ValueError):
-            pass
         self.procs.stop_all()
         netns.destroy(self.topo)
 

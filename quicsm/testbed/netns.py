@@ -19,6 +19,7 @@ leftovers; deleting a namespace deletes its veths and qdiscs with it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from dataclasses import dataclass
@@ -308,7 +309,5 @@ def _kill_ns_pids(ns: str) -> None:
     except (OSError, subprocess.TimeoutExpired):
         return
     for tok in out.split():
-        try:
+        with contextlib.suppress(ValueError, ProcessLookupError, PermissionError):
             os.kill(int(tok), signal.SIGKILL)
-        except (ValueError, ProcessLookupError, PermissionError):
-            pass

@@ -3,6 +3,7 @@ stopped by process group. Every child is tracked so a Ctrl-C or a failed run sto
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -102,10 +103,8 @@ class ProcGroup:
                 break
             chunk = os.read(fd, 65536)
             if not chunk:  # stdout closed: the child is exiting; let it finish to report its status
-                try:
+                with contextlib.suppress(subprocess.TimeoutExpired):
                     child.popen.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    pass
                 break
             buf += chunk
             while b"\n" in buf:
@@ -152,14 +151,10 @@ class ProcGroup:
 
     def stop_all(self) -> None:
         for child in reversed(self.children):
-            try:
+            with contextlib.suppress(Exception):
                 self.stop(child)
-            except Exception:
-                pass
 
 
 def _signal_group(pid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass

@@ -88,10 +88,7 @@ def register(tag: str, prefix: str, run_dir: Path | str) -> RunEntry:
 
 
 def unregister(tag: str) -> None:
-    try:
-        (registry_dir() / f"{tag}.json").unlink()
-    except FileNotFoundError:
-        pass
+    (registry_dir() / f"{tag}.json").unlink(missing_ok=True)
 
 
 @contextmanager
