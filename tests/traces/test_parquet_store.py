@@ -272,16 +272,17 @@ def test_row_groups_are_encoded_on_other_threads_into_the_file_one_writer_writes
         time.sleep(0.02 * (len(threads) % 3 == 1))  # some groups finish after later ones
         WRITE_TABLE(self, table, **kw)
 
-    for encoders in (1, 2, 3):
+    for encoders, idle in ((1, True), (2, True), (3, True), (3, False)):  # one thread when no core is idle
         threads.clear()
         with monkeypatch.context() as m:
             m.setattr(parquet, "ENCODERS", encoders)
+            m.setattr("quicsm.fleet.machine.spare_core", lambda idle=idle: idle)
             m.setattr(pq.ParquetWriter, "write_table", spy)
-            spliced = tmp_path / f"spliced-{encoders}.parquet"
+            spliced = tmp_path / f"spliced-{encoders}-{idle}.parquet"
             parquet.write_parquet(batches, str(spliced))
         assert spliced.read_bytes() == alone.read_bytes()
         assert len(threads) >= len(batches) and all(t.startswith("quicsm-parquet-writer") for t in threads)
-        assert len(set(threads)) <= encoders
+        assert len(set(threads)) <= (encoders if idle else 1)
     empty = tmp_path / "empty.parquet"
     assert parquet.write_parquet([], str(empty)) == 0
     assert pq.ParquetFile(str(empty)).metadata.num_rows == 0 and list(parquet.read_parquet(str(empty))) == []
