@@ -266,10 +266,9 @@ def view_options(f: F) -> F:
         is_flag=True,
         help="Make BBR's recovery sub-state part of the state (ProbeBw/Conservation).",
     )(f)
-    f = click.option(
+    return click.option(
         "--phases/--no-phases", default=True, help="Keep PROBE_BW phases (Up/Down/Cruise/Refill) as separate states."
     )(f)
-    return f
 
 
 def view_from(kw: dict[str, Any]) -> StateView:
@@ -320,8 +319,7 @@ def engine_options(f: F) -> F:
     )(f)
     from quicsm.inference import ENGINES  # here: parse and compare learn nothing
 
-    f = click.option("--engine", default="synoptic", type=click.Choice(sorted(ENGINES)), help="Inference engine.")(f)
-    return f
+    return click.option("--engine", default="synoptic", type=click.Choice(sorted(ENGINES)), help="Inference engine.")(f)
 
 
 ENGINE_FLAGS = {

@@ -144,7 +144,7 @@ def identity_hashes(start: int, count: int) -> np.ndarray:
         w = (w ^ (w >> 19)) ^ (t ^ (t >> 8))
         if n >= start:
             h = w & 0x7FFFFFFF
-            values[n - start] = h if h else 0xBAD
+            values[n - start] = h or 0xBAD
     return values
 
 

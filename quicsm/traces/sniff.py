@@ -24,12 +24,10 @@ _TRACE_KEYS = re.compile(rb'^\{\s*"id"\s*:.*"events"\s*:', re.DOTALL)
 
 def kind_by_name(path: str) -> str:
     """The kind a file's name suggests (used for stdin and when the content says nothing)."""
-    name = path.rsplit("/", 1)[-1].lower()
-    if name.endswith(".gz"):
-        name = name[:-3]
+    name = path.rsplit("/", 1)[-1].lower().removesuffix(".gz")
     if name.endswith(".parquet"):
         return "traces-parquet"
-    if name.endswith(".jsonl") or name.endswith(".traces.json"):
+    if name.endswith((".jsonl", ".traces.json")):
         return "traces-jsonl"
     if name.endswith(".sqlog"):
         return "sqlog"
