@@ -199,8 +199,7 @@ def to_text(r: CheckResult) -> str:
         out.append(f"scenario {t(s.name)}: baseline {_side(s, 'baseline', t)}, new {_side(s, 'new', t)}")
     fails = sorted((f for f in rep.findings if f.failed), key=_strength)
     if fails:
-        out.append("")
-        out.append("failed:")
+        out += ["", "failed:"]
         for f in fails:
             where = f"[{t(f.scenario)}] " if len(rep.scenarios) > 1 else ""
             out.append(f"  {where}{f.kind} {t(f.item)}: {t(f.reason)}")
@@ -208,13 +207,11 @@ def to_text(r: CheckResult) -> str:
                 out.append(f"      witness {t(witness_text(f.witness))}")
     near = [f for f in rep.findings if not f.failed and f.note and "significant but" in f.note]
     if near:
-        out.append("")
-        out.append("significant, below the minimum effect (not failed):")
+        out += ["", "significant, below the minimum effect (not failed):"]
         out += [f"  {f.kind} {t(f.item)}: {t(f.reason)}" for f in near]
     small = [f for f in rep.findings if f.check in ("new", "gone") and not f.failed]
     if small:
-        out.append("")
-        out.append("new/gone but not significant (not failed):")
+        out += ["", "new/gone but not significant (not failed):"]
         out += [
             f"  {f.kind} {t(f.item)}: {f.check} ({f.support[0]} baseline vs {f.support[1]} new connection(s))"
             for f in small[:SHOWN]
@@ -223,8 +220,7 @@ def to_text(r: CheckResult) -> str:
             out.append(f"  ... and {len(small) - SHOWN} more (all in --format json)")
     ignored = sorted({f"{f.kind} {t(f.item)}" for f in rep.findings if f.ignored})
     if ignored:
-        out.append("")
-        out.append(f"ignored by the config: {', '.join(ignored)}")
+        out += ["", f"ignored by the config: {', '.join(ignored)}"]
     out += [f"warning: {t(w)}" for w in rep.warnings]
     return "\n".join(out) + "\n"
 

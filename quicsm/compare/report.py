@@ -368,8 +368,7 @@ def _render(c: Comparison, markdown: bool) -> str:
     if c.warnings:
         out.append("")
         out += [f"warning: {safe(w)}" if not markdown else f"- **warning**: {safe(w)}" for w in c.warnings]
-    out.append("")
-    out.append(h("Occupancy (mean share of connection time)"))
+    out += ["", h("Occupancy (mean share of connection time)")]
     header = ["state"] + [name(n) for n in c.summaries] + [f"{name(n)} CI" for n in c.summaries]
     rows = []
     for k, st in enumerate(c.states):
@@ -381,8 +380,7 @@ def _render(c: Comparison, markdown: bool) -> str:
     out += _table(header, rows, markdown)
     for p in c.pairs:
         a, b = name(p.a), name(p.b)
-        out.append("")
-        out.append(h(f"{safe(p.b)} vs {safe(p.a)}: states"))
+        out += ["", h(f"{safe(p.b)} vs {safe(p.a)}: states")]
         rows = [
             [
                 name(j.state),
@@ -397,8 +395,7 @@ def _render(c: Comparison, markdown: bool) -> str:
             for j in by_corrected_p(p.states, state_record)
         ]
         out += _table(["state", a, b, "diff", "p", "p adj", "effect", "note"], rows, markdown)
-        out.append("")
-        out.append(h(f"{safe(p.b)} vs {safe(p.a)}: transitions"))
+        out += ["", h(f"{safe(p.b)} vs {safe(p.a)}: transitions")]
         erows = [e for e in p.edges if e.result.p_value is not None or e.only_in]
         rows = [
             [
