@@ -246,8 +246,7 @@ def to_markdown(r: CheckResult) -> str:
         f"({rep.config.correction}, alpha {rep.config.alpha:g}). Baseline {md_code(rep.baseline)} "
         f"({md_text(rep.baseline_tool)})."
     )
-    out.append("")
-    out += ["| scenario | baseline | new |", "|---|---|---|"]
+    out += ["", "| scenario | baseline | new |", "|---|---|---|"]
     out += [f"| {code(s.name)} | {_side(s, 'baseline', md_text)} | {_side(s, 'new', md_text)} |" for s in rep.scenarios]
 
     def table(rows: list[FindingRecord]) -> list[str]:

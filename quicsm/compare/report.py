@@ -414,8 +414,7 @@ def _render(c: Comparison, markdown: bool) -> str:
         if hidden:
             out.append(f"({hidden} edge(s) with the same fixed probability in both sets not listed)")
         if p.models:
-            out.append("")
-            out += model_lines(p.models.to_json(), h, safe)
+            out += ["", *model_lines(p.models.to_json(), h, safe)]
     return "\n".join(out) + "\n"
 
 
