@@ -1640,6 +1640,7 @@ typedef struct {
     int simd;               /* 1: records are split and classified 32 bytes at a time where the CPU has AVX2; 0: SSE2 */
     long long in_bytes, in_rows; /* records() so far: bytes read, rows made (the rows a window is expected to make) */
     double split_at;        /* the first thread's share of a split run: what made both parts take as long so far */
+    BCol spare[8];          /* a second thread's row columns, emptied, for the next one (not allocated again) */
     struct WNames *w;       /* set in the second thread's copy: strings are named there, not in the table */
 } QS;
 
@@ -2127,7 +2128,12 @@ static Work *work_new(QS *s, const char *p, const char *e, int sep, int final) {
     w->table = w->names = NULL;
     w->w = &k->names;
     BCol empty = {NULL, NULL, 0, 0, 1};
-    w->t = w->kind = w->state = w->prev = w->trig = w->recov = w->metrics = w->rtt = empty;
+    BCol *cols[8] = {&w->t, &w->kind, &w->state, &w->prev, &w->trig, &w->recov, &w->metrics, &w->rtt};
+    for (int i = 0; i < 8; i++) {
+        *cols[i] = s->spare[i].data ? s->spare[i] : empty;
+        s->spare[i] = empty;
+    }
+    memset(w->spare, 0, sizeof w->spare);
     memset(&w->uses, 0, sizeof(Col));
     memset(&w->aux, 0, sizeof(Col));
     memset(&w->marks, 0, sizeof(Col));
@@ -2195,6 +2201,18 @@ static int work_merge(QS *s, Work *k, Seen *seen) {
     s->lines += w->lines;
     s->record_no += w->record_no;
     return 0;
+}
+
+/* k's row columns kept (emptied) for the next second thread, unless they grew past 16 MiB (a window grown for
+ * a long record): work_free() then frees the rest. */
+static void work_spare(QS *s, Work *k) {
+    BCol *cols[8] = {&k->ws.t, &k->ws.kind, &k->ws.state, &k->ws.prev, &k->ws.trig, &k->ws.recov, &k->ws.metrics, &k->ws.rtt};
+    for (int i = 0; i < 8; i++)
+        if (!s->spare[i].data && cols[i]->data && cols[i]->cap <= ((size_t)1 << 24)) {
+            s->spare[i] = *cols[i];
+            s->spare[i].len = 0;
+            cols[i]->data = NULL;
+        }
 }
 
 /* The first thread's share of the next split moved halfway towards the one that would have made both parts of
@@ -2274,6 +2292,7 @@ static PyObject *qs_records(QS *s, PyObject *args) {
         }
         r = work_merge(s, k, &seen);
         int status = k->status;
+        work_spare(s, k);
         split_after(s, (double)(mid - p) / (double)(k->e - p), took, k->took);
         p = k->stop;
         work_free(k);
@@ -2747,7 +2766,10 @@ static int qs_init(QS *s, PyObject *args, PyObject *kw) {
 
 static void qs_dealloc(QS *s) {
     BCol *cols[8] = {&s->t, &s->kind, &s->state, &s->prev, &s->trig, &s->recov, &s->metrics, &s->rtt};
-    for (int i = 0; i < 8; i++) Py_XDECREF(cols[i]->ba);
+    for (int i = 0; i < 8; i++) {
+        Py_XDECREF(cols[i]->ba);
+        PyMem_RawFree(s->spare[i].data);
+    }
     PyMem_RawFree(s->uses.data);
     PyMem_RawFree(s->aux.data);
     PyMem_RawFree(s->marks.data);
