@@ -17,7 +17,7 @@ from typing import IO, TYPE_CHECKING, Any, BinaryIO
 from quicsm.errors import InputError
 from quicsm.files import atomic_output
 from quicsm.traces.events import METRIC_FIELDS, Trace
-from quicsm.traces.parquet_parts import Part
+from quicsm.traces.parquet_parts import Part, Splicer, encode_part
 
 if TYPE_CHECKING:
     import numpy as np
@@ -126,11 +126,9 @@ class _Encoders:
         from collections import deque
         from concurrent.futures import ThreadPoolExecutor
 
-        from quicsm.traces.parquet_parts import Splicer
-
-        self.fh, self.schema, self.options = fh, schema, options
         from quicsm.fleet.machine import spare_core
 
+        self.fh, self.schema, self.options = fh, schema, options
         self.threads = ENCODERS if spare_core() else 1
         self.pool = ThreadPoolExecutor(self.threads, thread_name_prefix="quicsm-parquet-writer")
         self.pending: deque[Any] = deque()
@@ -138,8 +136,6 @@ class _Encoders:
 
     def __call__(self, table: Any) -> None:
         """Encode ``table`` (an Arrow table, or a :class:`Part` encoded already: spliced in its turn)."""
-        from quicsm.traces.parquet_parts import encode_part
-
         self.pending.append(
             table if isinstance(table, Part) else self.pool.submit(encode_part, table, self.schema, self.options)
         )
@@ -148,8 +144,6 @@ class _Encoders:
             self._splice(self.pending.popleft())
 
     def _splice(self, item: Any) -> None:
-        from quicsm.traces.parquet_parts import Splicer
-
         part = item if isinstance(item, Part) else item.result()
         del item
         if self.splicer is None:
@@ -196,8 +190,6 @@ class StoreBatch:
 def store_batches(batches: Iterable[TraceColumns]) -> list[StoreBatch]:
     """Batches as the row groups :func:`write_parquet` would write (a Dask worker's share of ``parse``),
     each encoded as it is built: memory holds one group's table beside the encoded ones."""
-    from quicsm.traces.parquet_parts import encode_part
-
     schema = _schema()
     options = _writer_options(schema)
     out: list[StoreBatch] = []
