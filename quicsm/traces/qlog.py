@@ -85,7 +85,8 @@ LOST, TIMER, PTO, SPURIOUS = 1, 2, 3, 4
 
 
 def event_role(name: str) -> str | None:
-    """``state``, ``metrics``, ``mvfst`` (state inside a metrics event) or None, for any generation."""
+    """``state``, ``metrics``, ``mvfst`` (state inside a metrics event), ``lost``, ``timer``, ``spurious`` or
+    None, for any generation."""
     role = _ROLES.get(name, "?")
     if role == "?":
         role = _ROLE_OF.get(name.rsplit(":", 1)[-1].lower())
