@@ -246,7 +246,7 @@ def dask_workers(dask: str | None) -> Iterator[None]:
 
 def dask_option(f: F, default: str = OFF) -> F:
     """``--dask``, passed to the library as given (``off`` and ``auto`` included); its default is the
-    library call's (``auto`` for the verbs that learn a model: :func:`quicsm.summarize`)."""
+    library call's (``auto`` for ``parse`` and the verbs that learn a model: :func:`quicsm.summarize`)."""
     return click.option(
         "--dask",
         metavar="SCHEDULER",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import click
@@ -18,15 +19,18 @@ from quicsm.cli.options import (
     report_option,
     write_report,
 )
+from quicsm.traces.inputs import AUTO
 
 
 @click.command()
 @input_options
-@dask_option
+@partial(dask_option, default=AUTO)  # the library's (write_store, quicsm.parse)
 @output_option("Traces file: .jsonl, .jsonl.gz or .parquet; - for JSON Lines on stdout.")
 @report_option
 def parse(output: str, **kw: Any) -> None:
     """Parse logs (any prefix, .gz, - for stdin) and qlogs into per-connection traces.
+
+    --dask auto reads in workers only for a .parquet output: JSON Lines traces are written in one process.
 
     \b
     Example:

@@ -66,3 +66,27 @@ def test_small_batches_are_joined_up_to_the_floor_and_unknown_sizes_stay_alone()
     got = parse.joined([b("a", 3), b("b", 3), b("c", 3), b("d", 9), b("e", 0), b("f", 2), b("g", 9)], 8)
     assert [x.files for x in got] == [("a", "b", "c"), ("d",), ("e",), ("f", "g")]
     assert [x.bytes for x in got] == [9, 9, 0, 11] and got[0].scopes == ("a", "b", "c")
+
+
+def test_parse_defaults_to_auto_workers_in_the_cli_and_the_library_and_jsonl_stays_in_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One default for the verb (``auto``): the CLI's ``--dask`` is the library's, for the store
+    (:func:`~quicsm.traces.parse.write_store`) and for trace objects (:func:`quicsm.parse`); ``auto``
+    is asked of :func:`~quicsm.traces.inputs.workers_for` for a store, and objects are read in one process."""
+    import inspect
+
+    from quicsm.cli.parse_cmd import parse as parse_cmd
+    from quicsm.traces import inputs
+
+    (option,) = [p for p in parse_cmd.params if p.name == "dask"]
+    for fn in (parse.write_store, parse.parse_inputs):
+        assert inspect.signature(fn).parameters["dask"].default == option.default == "auto"
+    asked: list[str | None] = []
+    real = inputs.workers_for
+    monkeypatch.setattr(inputs, "workers_for", lambda dask, files: asked.append(dask) or real("off", files))
+    src, _ = _inputs(tmp_path)
+    for out in ("x.parquet", "x.jsonl"):
+        res = CliRunner().invoke(cli, ["parse", str(src), "-o", str(tmp_path / out), "-q"])
+        assert res.exit_code == 0, res.output
+    assert asked == ["auto", None]
