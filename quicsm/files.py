@@ -13,6 +13,7 @@ import gzip
 import io
 import os
 import re
+import shutil
 import signal
 import stat
 import sys
@@ -32,12 +33,12 @@ __all__ = [
     "STDIN",
     "GzipReader",
     "atomic_output",
-    "exchange_paths",
     "file_mode",
     "guard_inputs",
     "is_gzip",
     "note_inputs",
     "remove_stale_temporaries",
+    "replace_dir",
     "open_binary",
     "read_limited",
     "write_output",
@@ -584,7 +585,7 @@ def atomic_output(path: str, binary: bool = True) -> Iterator[IO[Any]]:
         _TEMPS.pop(key, None)
 
 
-def exchange_paths(a: Path, b: Path) -> bool:
+def _exchange(a: Path, b: Path) -> bool:
     """Swap two paths in one step (Linux ``renameat2(RENAME_EXCHANGE)``); False where that is unavailable."""
     import ctypes
 
@@ -594,6 +595,22 @@ def exchange_paths(a: Path, b: Path) -> bool:
         return False
     at_fdcwd, rename_exchange = -100, 2
     return fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+
+
+def replace_dir(new: Path, target: Path) -> None:
+    """Put the finished directory ``new`` (beside ``target``) at ``target`` and remove the one it replaces.
+
+    The two are swapped in one ``renameat2(RENAME_EXCHANGE)``, so whoever resolved a path in ``target`` finds
+    the old or the new directory whole at every moment (cache entries, patch sets); without renameat2 the old
+    one is renamed aside first (``target`` is missing for that moment only)."""
+    if not target.exists():
+        os.replace(new, target)
+    elif _exchange(new, target):
+        shutil.rmtree(new, ignore_errors=True)  # the old one now
+    else:
+        os.replace(target, f"{new}.old")
+        os.replace(new, target)
+        shutil.rmtree(f"{new}.old", ignore_errors=True)
 
 
 def write_output(path: str, data: str | bytes) -> None:

@@ -245,3 +245,24 @@ def test_check_may_not_write_over_its_baseline(tmp_path: Path) -> None:
     res = CliRunner().invoke(cli, ["check", str(base), log, "--json", str(base)])
     assert res.exit_code == 2 and f"{base}: is also an input; not overwritten" in res.output, res.output
     assert base.read_bytes() == before
+
+
+@pytest.mark.parametrize("exchange", [True, False], ids=["renameat2", "rename-aside"])
+def test_replace_dir_puts_the_new_directory_in_place_and_removes_the_old(
+    tmp_path: Path, exchange: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both ways (one exchange, or the fallback without renameat2) end alike: the new tree at the target,
+    nothing else beside it."""
+    from quicsm import files
+
+    if not exchange:
+        monkeypatch.setattr(files, "_exchange", lambda a, b: False)
+    target, new = tmp_path / "set", tmp_path / ".set.new"
+    for d, text in ((target, "old"), (new, "new")):
+        d.mkdir()
+        (d / "f").write_text(text)
+    files.replace_dir(new, target)
+    assert (target / "f").read_text() == "new" and [p.name for p in tmp_path.iterdir()] == ["set"]
+    new.mkdir()
+    files.replace_dir(new, tmp_path / "other")  # nothing to replace: a rename
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other", "set"]

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from quicsm.errors import PatchError
-from quicsm.files import exchange_paths
+from quicsm.files import replace_dir
 from quicsm.instrumentation.appliers import Applier, default_applier
 from quicsm.instrumentation.detection import Detection, detect, normalize_line, sha256_bytes
 from quicsm.instrumentation.diff import Edit
@@ -384,18 +384,8 @@ def write_patch_set(out_dir: Path, manifest: dict[str, Any], diff: str, *, force
                 os.fsync(fh.fileno())
             fault_step()
         load_patch_set(tmp)  # never write a set the loader would refuse
-        if out_dir.exists():
-            if not exchange_paths(tmp, out_dir):
-                old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.quicsm-old-", dir=out_dir.parent))
-                os.rmdir(old)
-                os.rename(out_dir, old)
-                os.rename(tmp, out_dir)
-                tmp = old
-            fault_step()
-            shutil.rmtree(tmp)  # the old set now
-        else:
-            os.rename(tmp, out_dir)
-            fault_step()
+        replace_dir(tmp, out_dir)
+        fault_step()
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

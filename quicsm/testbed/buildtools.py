@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from quicsm.errors import PatchError, TestbedError
-from quicsm.files import exchange_paths
+from quicsm.files import replace_dir
 from quicsm.instrumentation.patchset import PatchSet, shipped_patch_sets
 
 __all__ = [
@@ -43,7 +43,6 @@ __all__ = [
     "crate_versions",
     "dir_size",
     "format_duration",
-    "install_entry",
     "run_tool",
     "shipped_set",
     "source_digest",
@@ -82,35 +81,15 @@ class FileLock:
 @contextmanager
 def staged_entry(entry: Path) -> Iterator[Path]:
     """A staging directory beside ``entry`` that becomes ``entry`` (:func:`install_entry`) when the block
-    ends and is removed when it raises: the cache holds whole entries or none."""
+    ends (:func:`quicsm.files.replace_dir`: a run using the old binaries keeps them) and is removed when it
+    raises: the cache holds whole entries or none."""
     staging = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=entry.parent))
     try:
         yield staging
-        install_entry(staging, entry)
+        replace_dir(staging, entry)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-
-
-def install_entry(staging: Path, entry: Path) -> None:
-    """Put the finished cache entry ``staging`` (a directory beside ``entry``) in place of ``entry``.
-
-    An existing entry (``--force``, or one of an older quicsm) is swapped with the new one in a single
-    ``renameat2(RENAME_EXCHANGE)`` and removed afterwards, so a run that resolved a binary in it always
-    finds one at that path: the old binaries stay until the new ones are there. Without renameat2 the
-    old entry is renamed aside first (the path is missing for that moment only)."""
-    if entry.exists():
-        if exchange_paths(staging, entry):
-            shutil.rmtree(staging, ignore_errors=True)  # now the old entry
-            return
-        aside = Path(f"{staging}.old")
-        os.replace(entry, aside)
-        try:
-            os.replace(staging, entry)
-        finally:
-            shutil.rmtree(aside, ignore_errors=True)
-        return
-    os.replace(staging, entry)
 
 
 def copy_writable(src: Path, dst: Path, *, ignore: Callable[[str, list[str]], set[str]] | None = None) -> None:

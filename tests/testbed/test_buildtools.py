@@ -59,11 +59,11 @@ def test_format_duration() -> None:
     assert [format_duration(s) for s in (0.4, 42, 60, 605.2)] == ["0 s", "42 s", "1 min 00 s", "10 min 05 s"]
 
 
-def test_install_entry_swaps_a_cache_entry_without_a_moment_it_is_missing(tmp_path: Path) -> None:
+def test_replace_dir_swaps_a_cache_entry_without_a_moment_it_is_missing(tmp_path: Path) -> None:
     """A run that resolved a binary in a cache entry keeps finding one while --force replaces the entry."""
     import threading
 
-    from quicsm.testbed.buildtools import install_entry
+    from quicsm.files import replace_dir
 
     entry = tmp_path / "v1-reno-abc"
     (entry / "bin").mkdir(parents=True)
@@ -85,7 +85,7 @@ def test_install_entry_swaps_a_cache_entry_without_a_moment_it_is_missing(tmp_pa
             staging = tmp_path / f".tmp-v1-reno-abc-{i}"
             (staging / "bin").mkdir(parents=True)
             (staging / "bin" / "quicsm-client").write_text(f"build {i}")
-            install_entry(staging, entry)
+            replace_dir(staging, entry)
     finally:
         stop.set()
         watcher.join()
@@ -94,7 +94,7 @@ def test_install_entry_swaps_a_cache_entry_without_a_moment_it_is_missing(tmp_pa
     assert [p.name for p in tmp_path.iterdir()] == [entry.name]  # the old entries are gone
     fresh = tmp_path / ".tmp-new"
     (fresh / "bin").mkdir(parents=True)
-    install_entry(fresh, tmp_path / "v2-reno-abc")  # no entry yet: a plain rename
+    replace_dir(fresh, tmp_path / "v2-reno-abc")  # no entry yet: a plain rename
     assert (tmp_path / "v2-reno-abc" / "bin").is_dir() and not fresh.exists()
 
 
