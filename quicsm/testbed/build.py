@@ -31,9 +31,9 @@ from typing import Any
 from quicsm.errors import TestbedError
 from quicsm.instrumentation.patchset import PatchSet, shipped_patch_sets
 from quicsm.testbed.buildtools import (
-    FileLock,
     Progress,
     apply_patch_set,
+    cache_entry,
     cache_root,
     copy_writable,
     run_tool,
@@ -417,14 +417,11 @@ def build_binaries(
     """
     t0 = time.monotonic()
     plan = _plan(version, variant, patch_set)
-    root = cache_dir or cache_root()
-    root.mkdir(parents=True, exist_ok=True)
-    entry = root / f"{plan.source.version}-{plan.ps.algorithm}-{plan.key()[:16]}"
-    meta_path = entry / "build.json"
-    with FileLock(root / f".{entry.name}.lock"):
-        # --force rebuilds beside the entry and swaps it in: a run using the old binaries keeps them
-        cached = not force and meta_path.is_file() and all((entry / "bin" / b).is_file() for b in PROGRAMS.values())
-        if not cached:
+    name = f"{plan.source.version}-{plan.ps.algorithm}-{plan.key()[:16]}"
+    need = [f"bin/{b}" for b in PROGRAMS.values()]
+    with cache_entry(cache_dir or cache_root(), name, *need, force=force) as (entry, held):
+        meta = held
+        if meta is None:
             with staged_entry(entry) as tmp:
                 if progress is not None:
                     tags = ",".join(plan.build_tags) or "none"
@@ -434,8 +431,8 @@ def build_binaries(
                 meta = _build_entry(plan, tmp, progress)
                 meta["seconds"] = round(time.monotonic() - t0, 2)
                 (tmp / "build.json").write_text(json.dumps(meta, indent=2) + "\n")
-        meta = json.loads(meta_path.read_text())
-    res = _result(plan, entry, meta, cached=cached, seconds=round(time.monotonic() - t0, 3))
+            meta = json.loads((entry / "build.json").read_text())
+    res = _result(plan, entry, meta, cached=held is not None, seconds=round(time.monotonic() - t0, 3))
     if out_dir is not None:
         res = _install(res, Path(out_dir))
     return res

@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import glob
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -37,12 +38,14 @@ __all__ = [
     "RustServer",
     "apply_patch_set",
     "cache_root",
+    "cache_entry",
     "cargo_line",
     "copy_writable",
     "crate_source",
     "crate_versions",
     "dir_size",
     "format_duration",
+    "place_entry",
     "run_tool",
     "shipped_set",
     "source_digest",
@@ -90,6 +93,26 @@ def staged_entry(entry: Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+@contextmanager
+def cache_entry(root: Path, name: str, *need: str, force: bool = False) -> Iterator[tuple[Path, dict[str, Any] | None]]:
+    """The cache entry ``root/name``, locked for the block, and its build.json when it is finished (with every
+    file ``need`` names) and not ``force``d; else None: build it (with :func:`staged_entry`)."""
+    root.mkdir(parents=True, exist_ok=True)
+    entry = root / name
+    with FileLock(root / f".{name}.lock"):
+        done = not force and (entry / "build.json").is_file() and all((entry / n).is_file() for n in need)
+        yield entry, json.loads((entry / "build.json").read_text()) if done else None
+
+
+def place_entry(entry: Path, binary: Path, meta: dict[str, Any], files: Mapping[str, str] | None = None) -> None:
+    """Write the cache entry whole (``binary``, the texts of ``files`` by name, build.json) or not at all."""
+    with staged_entry(entry) as staging:
+        shutil.copy2(binary, staging / binary.name)
+        for name, text in (files or {}).items():
+            (staging / name).write_text(text, encoding="utf-8")
+        (staging / "build.json").write_text(json.dumps(meta, indent=2) + "\n")
 
 
 def copy_writable(src: Path, dst: Path, *, ignore: Callable[[str, list[str]], set[str]] | None = None) -> None:

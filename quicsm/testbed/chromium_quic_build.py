@@ -42,6 +42,7 @@ from quicsm.testbed.buildtools import (
     FileLock,
     Progress,
     apply_patch_set,
+    cache_entry,
     cache_root,
     format_duration,
     run_tool,
@@ -570,11 +571,8 @@ def build_chromium_quic(
     args = gn_args(tc)
     key = hashlib.sha256(f"{src.name}\0{set_sha}\0{args}".encode()).hexdigest()[:12]
     cache = chromium_cache()
-    entry = cache / "bin" / f"{version}-{ps.name}-{key}"
-    (cache / "bin").mkdir(parents=True, exist_ok=True)
-    with FileLock(cache / "bin" / f".{entry.name}.lock"):
-        if not force and (entry / "build.json").is_file() and (entry / "quic_server").is_file():
-            held = json.loads((entry / "build.json").read_text())
+    with cache_entry(cache / "bin", f"{version}-{ps.name}-{key}", "quic_server", force=force) as (entry, held):
+        if held is not None:
             return ChromiumQuic(entry, version, ps.name, True, round(time.monotonic() - t0, 3), held)
         tree_key = hashlib.sha256(f"{src.name}\0{set_sha}".encode()).hexdigest()[:10]
         with FileLock(cache / "trees" / f".{version}-{ps.name}-{tree_key}.lock"):

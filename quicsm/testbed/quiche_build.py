@@ -20,7 +20,6 @@ import tempfile
 import time
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from quicsm.errors import TestbedError
 from quicsm.instrumentation.patchset import PatchSet
@@ -29,15 +28,16 @@ from quicsm.testbed.buildtools import (
     Progress,
     RustServer,
     apply_patch_set,
+    cache_entry,
     cache_root,
     cargo_line,
     copy_writable,
     crate_source,
     crate_versions,
+    place_entry,
     run_tool,
     shipped_set,
     source_digest,
-    staged_entry,
     tool_output,
 )
 from quicsm.testbed.sources import testbed_root
@@ -259,14 +259,9 @@ def build_quiche_server(
     set_sha = hashlib.sha256(ps.diff_text.encode()).hexdigest()[:12]
     lock_sha = hashlib.sha256((lock_text or "").encode()).hexdigest()
     src_key = hashlib.sha256(f"{source_digest(server_src, skip_top=(LOCK_DIR,))}\0{lock_sha}".encode()).hexdigest()[:16]
-    entry = root / f"quiche-{version}-{cc}-{set_sha}-{src_key}"
-    binary = entry / BINARY
-    meta_path = entry / "build.json"
-    root.mkdir(parents=True, exist_ok=True)
-    with FileLock(root / f".{entry.name}.lock"):
-        if not force and binary.is_file() and meta_path.is_file():  # --force: built beside it, swapped in
-            meta = json.loads(meta_path.read_text())
-            return RustServer(binary, version, ps.name, True, round(time.monotonic() - t0, 3), meta)
+    with cache_entry(root, f"quiche-{version}-{cc}-{set_sha}-{src_key}", BINARY, force=force) as (entry, meta):
+        if meta is not None:
+            return RustServer(entry / BINARY, version, ps.name, True, round(time.monotonic() - t0, 3), meta)
         twin = None if force else _same_build(root, f"quiche-{version}-*-{set_sha}-{src_key}", entry)
         if twin is not None:
             meta = {
@@ -279,8 +274,8 @@ def build_quiche_server(
             }
             if progress is not None:
                 progress(f"{ps.name} is the change {twin.name} was built with: its binary serves --cc {cc} too")
-            _place(entry, twin / BINARY, (twin / "Cargo.lock").read_text(encoding="utf-8"), meta)
-            return RustServer(binary, version, ps.name, False, round(time.monotonic() - t0, 3), meta)
+            place_entry(entry, twin / BINARY, meta, {"Cargo.lock": (twin / "Cargo.lock").read_text(encoding="utf-8")})
+            return RustServer(entry / BINARY, version, ps.name, False, round(time.monotonic() - t0, 3), meta)
         with tempfile.TemporaryDirectory(prefix="quicsm-quiche-", dir=root) as tmp:
             work = Path(tmp)
             patched = _patched_source(cargo, version, ps, set_sha, root, work)
@@ -344,8 +339,8 @@ def build_quiche_server(
                     "seconds": round(time.monotonic() - t0, 2),
                     "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 }
-                _place(entry, target_dir / "release" / BINARY, used_lock, meta)
-    return RustServer(binary, version, ps.name, False, round(time.monotonic() - t0, 3), meta)
+                place_entry(entry, target_dir / "release" / BINARY, meta, {"Cargo.lock": used_lock})
+    return RustServer(entry / BINARY, version, ps.name, False, round(time.monotonic() - t0, 3), meta)
 
 
 def _same_build(root: Path, pattern: str, entry: Path) -> Path | None:
@@ -355,11 +350,3 @@ def _same_build(root: Path, pattern: str, entry: Path) -> Path | None:
         if twin != entry and (twin / BINARY).is_file() and (twin / "build.json").is_file():
             return twin
     return None
-
-
-def _place(entry: Path, binary: Path, lock_text: str, meta: dict[str, Any]) -> None:
-    """Write the cache entry whole (binary, its Cargo.lock, build.json) or not at all."""
-    with staged_entry(entry) as staging:  # also replaces an older quicsm's entry
-        shutil.copy2(binary, staging / BINARY)
-        (staging / "Cargo.lock").write_text(lock_text, encoding="utf-8")
-        (staging / "build.json").write_text(json.dumps(meta, indent=2) + "\n")

@@ -12,7 +12,6 @@ server sources and lock).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -28,15 +27,16 @@ from quicsm.testbed.buildtools import (
     Progress,
     RustServer,
     apply_patch_set,
+    cache_entry,
     cache_root,
     cargo_line,
     copy_writable,
     crate_source,
     crate_versions,
+    place_entry,
     run_tool,
     shipped_set,
     source_digest,
-    staged_entry,
 )
 from quicsm.testbed.quiche_build import find_cargo
 from quicsm.testbed.sources import testbed_root
@@ -92,14 +92,9 @@ def build_quinn_server(version: str, *, cache_dir: Path | None = None, progress:
         )
     root = cache_dir or cache_root()
     set_sha = hashlib.sha256(ps.diff_text.encode()).hexdigest()[:12]
-    entry = root / f"quinn-{version}-{set_sha}-{source_digest(server_src)}"
-    binary = entry / BINARY
-    meta_path = entry / "build.json"
-    root.mkdir(parents=True, exist_ok=True)
-    with FileLock(root / f".{entry.name}.lock"):
-        if binary.is_file() and meta_path.is_file():
-            meta = json.loads(meta_path.read_text())
-            return RustServer(binary, version, ps.name, True, round(time.monotonic() - t0, 3), meta)
+    with cache_entry(root, f"quinn-{version}-{set_sha}-{source_digest(server_src)}", BINARY) as (entry, meta):
+        if meta is not None:
+            return RustServer(entry / BINARY, version, ps.name, True, round(time.monotonic() - t0, 3), meta)
         target_dir = root / "cargo-target" / "quinn-server"
         with (
             FileLock(root / ".cargo-target-quinn-server.lock"),
@@ -149,7 +144,5 @@ def build_quinn_server(version: str, *, cache_dir: Path | None = None, progress:
                 "seconds": round(time.monotonic() - t0, 2),
                 "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             }
-            with staged_entry(entry) as staging:
-                shutil.copy2(target_dir / "release" / BINARY, staging / BINARY)
-                (staging / "build.json").write_text(json.dumps(meta, indent=2))
-    return RustServer(binary, version, ps.name, False, round(time.monotonic() - t0, 3), meta)
+            place_entry(entry, target_dir / "release" / BINARY, meta)
+    return RustServer(entry / BINARY, version, ps.name, False, round(time.monotonic() - t0, 3), meta)
