@@ -1626,6 +1626,8 @@ typedef struct {
     /* the trace being read (the Python handler reads and writes these too) */
     int header, delta, has_t, current, first_prev, trans;
     int states;             /* where states come from: 0 logged, 1 auto (metrics kept until a state event), 2 metrics */
+    int keep_metrics;       /* 1: every row's metrics and RTTs; 0 (a reader that needs none): only the trace being read's,
+                             * from its first row, while they may give its states (qs_keeps_aux) */
     long long skipped;      /* state events not made rows (states=metrics) */
     double last_time, tmin, tmax, row_tmax;
     /* the file: newlines before the window's start, records so far */
@@ -1702,13 +1704,18 @@ static int qs_row(QS *s, int kind, double t, int state, int prev, int trig, int 
         s->skipped++;
         return 0;
     }
-    if (kind == K_TRANSITION && s->states == 1 && !s->trans) s->aux.len = s->marks.len = 0; /* logged states: no need */
+    if (kind == K_TRANSITION && s->states == 1 && !s->trans) { /* logged states: no need */
+        s->aux.len = s->marks.len = 0;
+        if (!s->keep_metrics) s->metrics.len = s->rtt.len = 0;
+    }
+    int with_metrics = s->keep_metrics || (kind != K_TRANSITION && qs_keeps_aux(s));
     if (kind == K_METRICS && qs_keeps_aux(s)) {
         long long row = (long long)(s->rows - s->trace_row0);
         if (rcol_put(&s->aux, &row, 8) || rcol_put(&s->aux, aux, 8 * N_AUX)) return s->w ? -1 : (PyErr_NoMemory(), -1);
     }
     if (bcol_put(&s->t, &t, 8) || bcol_put(&s->kind, &k, 1) || bcol_put(&s->state, &state, 4) || bcol_put(&s->prev, &prev, 4) ||
-        bcol_put(&s->trig, &trig, 4) || bcol_put(&s->recov, &recov, 4) || bcol_put(&s->metrics, m, 56) || bcol_put(&s->rtt, rtt, 16)) {
+        bcol_put(&s->trig, &trig, 4) || bcol_put(&s->recov, &recov, 4) ||
+        (with_metrics && (bcol_put(&s->metrics, m, 56) || bcol_put(&s->rtt, rtt, 16)))) {
         return -1; /* (a bytearray's resize set the error; a raw column's thread has none) */
     }
     if (kind != K_PLACEHOLDER) {
@@ -2102,6 +2109,7 @@ static void work_ahead(QS *s, Work *k, Py_ssize_t bytes) {
     for (int i = 0; i < 8; i++) {
         BCol *c = cols[i];
         size_t need = rows * unit[i];
+        if (i >= 6 && !s->keep_metrics) continue; /* (the metrics of a trace whose states they may give: few) */
         if (c->cap < c->len + need && bcol_grow(c, need)) {
             PyErr_Clear(); /* no room: the rows grow the column as they come */
             return;
@@ -2181,14 +2189,18 @@ static int work_merge(QS *s, Work *k, Seen *seen) {
     PyMem_Free(ids);
     /* side tables: kept from s's point on only if s keeps them now (no state event in its part) */
     if (qs_keeps_aux(s)) {
-        if (wtrans && s->states == 1) s->aux.len = s->marks.len = 0; /* the second part's first state event */
+        if (wtrans && s->states == 1) { /* the second part's first state event */
+            s->aux.len = s->marks.len = 0;
+            if (!s->keep_metrics) s->metrics.len = s->rtt.len = 0;
+        }
         long long off = (long long)(s->rows - s->trace_row0), *row = (long long *)w->aux.data;
         for (size_t i = 0; i < w->aux.len / (8 * (1 + N_AUX)); i++) row[i * (1 + N_AUX)] += off;
         if (rcol_put(&s->aux, w->aux.data, w->aux.len) || rcol_put(&s->marks, w->marks.data, w->marks.len)) {
             PyErr_NoMemory();
             return -1;
         }
-    }
+    } else if (!s->keep_metrics) /* the second part's metrics (the state events of the first tell the states) */
+        w->metrics.len = w->rtt.len = 0;
     BCol *to[8] = {&s->t, &s->kind, &s->state, &s->prev, &s->trig, &s->recov, &s->metrics, &s->rtt};
     BCol *from[8] = {&w->t, &w->kind, &w->state, &w->prev, &w->trig, &w->recov, &w->metrics, &w->rtt};
     for (int i = 0; i < 8; i++)
@@ -2675,9 +2687,13 @@ static PyObject *qs_mark_py(QS *s, PyObject *args) {
 
 /* trace() -> (t, kind, metrics, rtt, aux, marks) of the trace being read, as copies: for the metric-state reader. */
 static PyObject *qs_trace(QS *s, PyObject *unused) {
-    Py_ssize_t r0 = s->trace_row0, n = s->rows - r0;
+    Py_ssize_t r0 = s->trace_row0, n = s->rows - r0, m0 = s->keep_metrics ? r0 : 0; /* (not kept: the trace's only) */
+    if ((Py_ssize_t)s->metrics.len != 56 * (m0 + n)) {
+        PyErr_SetString(PyExc_RuntimeError, "qlog scanner: trace() of a trace whose metrics were not kept");
+        return NULL;
+    }
     return Py_BuildValue("(y#y#y#y#y#y#)", s->t.data ? s->t.data + 8 * r0 : "", 8 * n, s->kind.data ? s->kind.data + r0 : "", n,
-                         s->metrics.data ? s->metrics.data + 56 * r0 : "", 56 * n, s->rtt.data ? s->rtt.data + 16 * r0 : "",
+                         s->metrics.data ? s->metrics.data + 56 * m0 : "", 56 * n, s->rtt.data ? s->rtt.data + 16 * m0 : "",
                          16 * n, s->aux.data ? s->aux.data : "", (Py_ssize_t)s->aux.len, s->marks.data ? s->marks.data : "",
                          (Py_ssize_t)s->marks.len);
 }
@@ -2696,6 +2712,7 @@ static PyObject *qs_take(QS *s, PyObject *unused) {
     BCol *cols[8] = {&s->t, &s->kind, &s->state, &s->prev, &s->trig, &s->recov, &s->metrics, &s->rtt};
     PyObject *out = PyTuple_New(8);
     if (!out) return NULL;
+    if (!s->keep_metrics) s->metrics.len = s->rtt.len = 0; /* (the last trace's, if any: not the batch's) */
     for (int i = 0; i < 8; i++) {
         PyObject *b = bcol_take(cols[i]);
         if (!b) { Py_DECREF(out); return NULL; }
@@ -2712,6 +2729,7 @@ static PyObject *qs_new_trace(QS *s, PyObject *unused) {
     s->header = s->delta = s->has_t = s->trans = 0;
     s->skipped = 0;
     s->aux.len = s->marks.len = 0;
+    if (!s->keep_metrics) s->metrics.len = s->rtt.len = 0;
     s->current = s->first_prev = -1;
     s->last_time = s->tmin = s->tmax = s->row_tmax = 0;
     s->trace_row0 = s->rows;
@@ -2732,7 +2750,7 @@ static PyObject *qs_new_file(QS *s, PyObject *unused) {
 static PyObject *qs_drop_trace(QS *s, PyObject *unused) {
     BCol *cols[8] = {&s->t, &s->kind, &s->state, &s->prev, &s->trig, &s->recov, &s->metrics, &s->rtt};
     static const size_t width[8] = {8, 1, 4, 4, 4, 4, 56, 16};
-    for (int i = 0; i < 8; i++) cols[i]->len = (size_t)s->trace_row0 * width[i];
+    for (int i = 0; i < 8; i++) cols[i]->len = (size_t)(i < 6 || s->keep_metrics ? s->trace_row0 : 0) * width[i];
     s->rows = s->trace_row0;
     Py_RETURN_NONE;
 }
@@ -2758,6 +2776,7 @@ static int qs_init(QS *s, PyObject *args, PyObject *kw) {
     Py_XSETREF(s->names, names);
     s->max_value = 1 << 24;
     s->states = 1;
+    s->keep_metrics = 1;
     cpu_set_t cpus;
     s->threads = sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) >= 2 ? 2 : 1;
     s->split_min = 1 << 16;
@@ -2805,6 +2824,8 @@ static PyMemberDef qs_members[] = {
     {"first_prev", T_INT, offsetof(QS, first_prev), READONLY, "from-state id of the trace's first transition"},
     {"trans", T_INT, offsetof(QS, trans), READONLY, "transitions of the trace"},
     {"states", T_INT, offsetof(QS, states), 0, "where states come from: 0 logged, 1 auto, 2 metrics"},
+    {"keep_metrics", T_INT, offsetof(QS, keep_metrics), 0,
+     "1: every row's metrics (the default); 0: take() gives none, trace() those of the trace being read while its states may come from them"},
     {"skipped", T_LONGLONG, offsetof(QS, skipped), READONLY, "state events not made rows (states=metrics)"},
     {"last_time", T_DOUBLE, offsetof(QS, last_time), 0, "the last time (deltas)"},
     {"tmin", T_DOUBLE, offsetof(QS, tmin), 0, "least time seen"},
@@ -3110,7 +3131,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", "C scanners 
    when a function's or QlogScanner method's signature or return shape changes (a new argument, one more
    element in a returned tuple, a column added or reordered), so a stale build left by a pull without a
    rebuild is set aside for the pure-Python twins with a warning instead of failing every read. */
-#define SCAN_ABI 2
+#define SCAN_ABI 3
 
 PyMODINIT_FUNC PyInit__scan(void) {
     if (PyType_Ready(&QSType) < 0 || PyType_Ready(&MappedType) < 0) return NULL;

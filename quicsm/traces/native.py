@@ -15,7 +15,7 @@ from types import ModuleType
 
 __all__ = ["FIX", "SCAN_ABI", "StaleExtensionWarning", "load"]
 
-SCAN_ABI = 2
+SCAN_ABI = 3
 """``quicsm.traces._scan``'s ABI number: bump it together with ``SCAN_ABI`` in ``_scan.c`` when a function's
 or ``QlogScanner`` method's signature or return shape changes (a new argument, another tuple element, a
 column added or reordered)."""

@@ -113,13 +113,18 @@ class QlogBatcher:
         max_record: int = MAX_RECORD,
         max_events: int = MAX_TRACE_EVENTS,
         scanner: type[Any] | None = None,
+        metrics: bool = True,
     ) -> None:
         self.report, self.on_bytes = report, on_bytes
+        self.metrics = metrics
+        """Whether the batches carry the metrics (False: unknown, as a store read without them): the scanner
+        then stores only those of a trace whose states they may give, not 72 of a row's 97 bytes."""
         self.window, self.max_record, self.max_events = window or WINDOW, max_record, max_events
         self.table: dict[bytes, int] = {}
         self.names: list[str] = []
         self.sc = (scanner or qlog_scanner.Scanner)(self.table, self.names)
         self.sc.max_value = max_record
+        self.sc.keep_metrics = int(metrics)
         self.traces: list[_Trace] = []
         self.rows = 0
         """Rows of the traces gathered (what the Parquet writer counts)."""
@@ -484,9 +489,11 @@ class QlogBatcher:
         t, kind_raw, state_raw, prev_raw, trig, recov, metrics, rtt = (
             np.frombuffer(b, dt) for b, dt in zip(raw, _TYPES)
         )
+        n, ntr = len(t), len(traces)
+        if not self.metrics:  # one read-only "unknown" broadcast over the rows, as a store read without them
+            metrics, rtt = np.broadcast_to(np.int64(NULL), (n, 7)), np.zeros((0, 2))
         metrics = metrics.reshape(-1, 7)
         rtt = rtt.reshape(-1, 2)
-        n, ntr = len(t), len(traces)
 
         def name_id(text: str) -> int:
             return intern(table, names, text)

@@ -200,6 +200,8 @@ class QlogScannerPy:
         self.table, self.names = table, names
         self.max_value = 1 << 24
         self.states = 1
+        self.keep_metrics = 1
+        """Kept for the C scanner's member: the twin keeps every row's metrics either way."""
         self._buf: Buffer = b""
         self._line_at = 0
         self._clear()

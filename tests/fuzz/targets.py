@@ -200,11 +200,18 @@ def _small_window(data: bytes) -> int:
 
 
 def _qlog_columns(
-    data: bytes, kind: str, scanner: type, window: int | None, meta: TraceMeta = TraceMeta(), mapped: Path | None = None
+    data: bytes,
+    kind: str,
+    scanner: type,
+    window: int | None,
+    meta: TraceMeta = TraceMeta(),
+    mapped: Path | None = None,
+    metrics: bool = True,
 ) -> list[object]:
-    """``mapped``: ``data`` written to this file and read in windows of its mapping (logscan.Window)."""
+    """``mapped``: ``data`` written to this file and read in windows of its mapping (logscan.Window); ``metrics``
+    False: read as ``infer`` reads it (metrics unknown)."""
     report = ParseReport(keep=1 << 30)
-    b = exact_windows()(report, scanner=scanner, window=window)
+    b = exact_windows()(report, scanner=scanner, window=window, metrics=metrics)
     if mapped is not None:
         mapped.write_bytes(data)
         with mapped_from(0), open(mapped, "rb") as fh:
@@ -314,7 +321,7 @@ def _run_qlog_agreement(data: bytes, scratch: Path) -> str | None:
     # whole document not in windows under 97 bytes: a value is scanned again as each window adds to it, so
     # 3-byte windows over a 20 KB document took 0.9 s (over the 10 s hang limit on a loaded machine)
     windows = SMALL_WINDOWS if len(data) <= AGREEMENT_INPUT else tuple(w for w in SMALL_WINDOWS if w >= 97)
-    from tests.traces.test_qlog_oracle import ONE_THREAD, TWO_THREADS
+    from tests.traces.test_qlog_oracle import ONE_THREAD, TWO_THREADS, without_metrics
 
     # (C in one thread first; in two threads every run of records is split between them)
     scanners = (ONE_THREAD, TWO_THREADS, QlogScannerPy) if HAVE_C else (QlogScannerPy,)
@@ -325,6 +332,10 @@ def _run_qlog_agreement(data: bytes, scratch: Path) -> str | None:
         if _qlog_columns(data, kind, scanner, window) != first:
             where = "whole" if window is None else f"in {window}-byte windows"
             return f"qlog {kind} read by {scanner.__name__} {where} differs from the C scanner's whole read"
+        if scanner is not QlogScannerPy:  # read without metrics (infer's read): only the metrics unknown
+            bare = _qlog_columns(data, kind, scanner, window, metrics=False)
+            if bare != [without_metrics(first[0]), first[1]]:  # type: ignore[arg-type]
+                return f"qlog {kind} read without metrics by {scanner.__name__} differs from the read with them"
         if HAVE_C and window is not None and data:  # the same, from the file's mapping
             if _qlog_columns(data, kind, scanner, window, mapped=scratch / "mapped.qlog") != first:
                 return f"qlog {kind} read by {scanner.__name__} in {window}-byte windows of its mapping differs"

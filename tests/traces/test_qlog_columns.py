@@ -488,3 +488,31 @@ def test_plain_files_under_a_window_read_whole_as_streamed(
     assert whole_calls == paths + paths[:1]
     assert whole == streamed
     assert whole[1]["issues"]
+
+
+@pytest.mark.skipif(not qlog_scanner.available(), reason="the C scanner is not built")
+@pytest.mark.parametrize("states", ["auto", "metrics"])
+def test_a_read_without_metrics_stores_them_only_while_they_may_give_the_states(states: str) -> None:
+    """``infer`` reads without metrics: the C scanner then stores none for a trace whose state events give
+    its states (72 of a row's 97 bytes), and all of a trace's while its states may be read from them; the
+    batch says them unknown, as a store read without them does."""
+    from quicsm.traces.columnar import NULL
+
+    data = gzip.decompress((Path(__file__).parents[1] / "data" / "quic-go-v0.65" / "server.sqlog.gz").read_bytes())
+    b = QlogBatcher(ParseReport(), metrics=False)
+    b.sc.new_file()
+    b.sc.header, b.sc.states = 1, {"auto": 1, "metrics": 2}[states]  # (the header record: to the handler, here none)
+    b.sc.records(data, 0, len(data), 0x1E, True, lambda *a: None)
+    rows = b.sc.rows
+    assert rows > 500
+    if states == "auto":  # the state events give the states
+        with pytest.raises(RuntimeError, match="metrics were not kept"):
+            b.sc.trace()
+    else:
+        t, _, metrics, rtt, _, _ = b.sc.trace()
+        assert (len(t), len(metrics), len(rtt)) == (8 * rows, 56 * rows, 16 * rows)
+    t, _, _, _, _, _, metrics, rtt = b.sc.take()
+    assert (len(t), len(metrics), len(rtt)) == (8 * rows, 0, 0)
+    bare = QlogBatcher(ParseReport(), metrics=False)
+    (batch,) = bare.add(data, "x.sqlog", TraceMeta(states=states), "sqlog") + bare.flush()
+    assert (batch.events.metrics == NULL).all() and len(batch.events.metrics) == len(batch.events.t_us)

@@ -8,13 +8,14 @@ from __future__ import annotations
 import gzip
 import io
 import random
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from quicsm.traces import qlog_scanner
-from quicsm.traces.events import Trace, TraceMeta
+from quicsm.traces.events import METRIC_FIELDS, Trace, TraceMeta
 from quicsm.traces.qlog_columns import QlogBatcher
 from quicsm.traces.report import ParseReport
 from quicsm.traces.sniff import sniff_bytes
@@ -73,10 +74,12 @@ def columns(
     window: int | None = None,
     scanner: type[Any] | None = None,
     path: str = "in/x.sqlog",
+    metrics: bool = True,
 ) -> tuple[list[Trace], Any]:
-    """The column reader's traces and report: the file read whole (``window`` None) or streamed."""
+    """The column reader's traces and report: the file read whole (``window`` None) or streamed; ``metrics``
+    False: read as ``infer`` reads it (metrics unknown)."""
     report = ParseReport(keep=1 << 20)
-    b = QlogBatcher(report, scanner=scanner) if window is None else QlogBatcher(report, window=window, scanner=scanner)
+    b = QlogBatcher(report, scanner=scanner, window=window, metrics=metrics)
     if window is None:
         batches = b.add(data, path, meta, kind) + b.flush()
     else:
@@ -84,10 +87,18 @@ def columns(
     return [t for tc in batches for t in tc.traces()], report.to_json()
 
 
+def without_metrics(traces: list[Trace]) -> list[Trace]:
+    """The traces with their events' metrics unknown (what a read without metrics gives)."""
+    unknown = dict.fromkeys(METRIC_FIELDS)
+    return [replace(t, events=[e._replace(**unknown) for e in t.events]) for t in traces]
+
+
 def agree(
     data: bytes, kind: str, meta: TraceMeta = TraceMeta(), windows: tuple[int | None, ...] = (None, 4096, 61)
 ) -> Any:
-    """The oracle's traces and report (when it applies), which every scanner and window also gives."""
+    """The oracle's traces and report (when it applies), which every scanner and window also gives; and read
+    without metrics (``infer``'s read: the C scanner then keeps those of a trace only while its states may come
+    from them), the same traces with their metrics unknown and the same report."""
     want = oracle(data, kind, meta) if qlog_oracle.comparable(data, kind) else None
     first = None
     for scanner in SCANNERS:
@@ -99,6 +110,9 @@ def agree(
                 first = got
             else:
                 assert got == first, (scanner, window)
+            if window == windows[-1]:  # (the twin keeps them: the batch says them unknown all the same)
+                bare = columns(data, kind, meta, window=window, scanner=scanner, metrics=False)
+                assert bare == (without_metrics(got[0]), got[1]), (scanner, window, "without metrics")
     return want if want is not None else first
 
 
