@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCHEMAS = ROOT / "quicsm" / "schemas"
 DECLARED = {
     "trace-line": "quicsm.traces.store:TraceLine",
+    "trace-store": "quicsm.traces.parquet:StoreTraces",
     "model": "quicsm.inference.annotate:ModelFile",
     "compare": "quicsm.compare.report:CompareFile",
     "patch-manifest": "quicsm.instrumentation.patchset:Manifest",

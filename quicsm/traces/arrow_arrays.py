@@ -12,9 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from quicsm.traces.distinct import ranges
-
-__all__ = ["ints", "strings", "taken", "dictionary"]
+__all__ = ["ints", "strings", "dictionary"]
 
 
 def _validity(mask: np.ndarray | None) -> tuple[Any, int]:
@@ -49,22 +47,6 @@ def strings(values: list[str]) -> Any:
         return pa.array(values, pa.string())
     buffers = [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(encoded))]
     return pa.Array.from_buffers(pa.string(), len(encoded), buffers, null_count=0)
-
-
-def taken(values: list[str], idx: np.ndarray) -> Any:
-    """A UTF-8 string array of ``values[idx]``: each value encoded once, the bytes gathered with NumPy."""
-    import pyarrow as pa
-
-    encoded = [v.encode() for v in values]
-    size = np.asarray([len(b) for b in encoded], np.int64)
-    out = size[idx]
-    offsets = np.zeros(len(idx) + 1, np.int64)
-    np.cumsum(out, out=offsets[1:])
-    if offsets[-1] >= 1 << 31:
-        return strings([values[i] for i in idx.tolist()])
-    data = np.frombuffer(b"".join(encoded), np.uint8)[ranges((np.cumsum(size) - size)[idx], out)]
-    buffers = [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)]
-    return pa.Array.from_buffers(pa.string(), len(idx), buffers, null_count=0)
 
 
 def dictionary(indices: np.ndarray, index_type: Any, values: list[str], mask: np.ndarray | None = None) -> Any:

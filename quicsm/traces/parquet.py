@@ -1,7 +1,11 @@
-"""Parquet storage of traces: one row per event; a trace's metadata in the ``meta`` struct column of its
-first row (null on its other rows): key, cc, implementation and version as (dictionary) strings, sources
-a list, labels a map. The store's version is in the Arrow schema metadata (``quicsm-trace v2``); v1
-stores (metadata as JSON text in ``trace_meta``) still read.
+"""Parquet storage of traces: one row per event, the trace id on each; the traces' metadata (key, cc,
+implementation, version, sources, labels) once per trace in the Arrow schema's metadata ``quicsm-traces``
+(in the file's footer, written when it closes; kept by Arrow tools that rewrite the file), as JSON
+declared by :class:`StoreTraces`. The event rows carry no metadata: a row group is written as soon as
+its rows are known, whatever is learnt of its traces later, and the writer encodes 8 columns fewer a
+row. The store's version is in the Arrow schema metadata too (``quicsm-trace v3``); v2 stores
+(metadata in a ``meta`` struct column on each trace's first row) and v1 stores (JSON text in
+``trace_meta``) still read.
 
 Rows are written in row groups as traces arrive (streaming); a trace's rows are contiguous, so reading
 back regroups them in order without a sort.
@@ -12,10 +16,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any, BinaryIO
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, Literal
+
+import msgspec
 
 from quicsm.errors import InputError
 from quicsm.files import atomic_output
+from quicsm.formats import checked
 from quicsm.traces.events import METRIC_FIELDS, Trace
 from quicsm.traces.parquet_parts import Part, Splicer, encode_part
 
@@ -30,6 +37,8 @@ __all__ = [
     "ObjectBatches",
     "SCHEMA",
     "StoreBatch",
+    "StoreTemplate",
+    "StoreTraces",
     "object_batches",
     "read_parquet",
     "store_batches",
@@ -43,24 +52,11 @@ a trace longer than this) is written in row groups of this many rows, a trace th
 readers join it): memory holds one group's Arrow columns, not the whole trace's of a 1 GB qlog."""
 
 
-STORE_VERSION = 2
-"""Written; 1 and 2 are read."""
-
-
-def _meta_type() -> Any:
-    import pyarrow as pa
-
-    text = pa.dictionary(pa.int32(), pa.string())
-    return pa.struct(
-        [
-            ("key", text),
-            ("cc", text),
-            ("implementation", text),
-            ("version", text),
-            ("sources", pa.list_(pa.string())),
-            ("labels", pa.map_(pa.string(), pa.string())),
-        ]
-    )
+STORE_VERSION = 3
+"""Written; 1, 2 and 3 are read."""
+TRACES_KEY = b"quicsm-traces"
+"""The Arrow schema metadata entry holding a v3 store's :class:`StoreTraces`: ``N:`` then the base64 of
+the JSON (N bytes) compressed as one zstd frame (:func:`_pack`)."""
 
 
 def _schema() -> Any:
@@ -68,7 +64,6 @@ def _schema() -> Any:
 
     fields = [
         pa.field("trace", pa.dictionary(pa.int32(), pa.string())),
-        pa.field("meta", _meta_type()),
         pa.field("t_us", pa.int64()),
         pa.field("state", pa.dictionary(pa.int32(), pa.string())),
         pa.field("kind", pa.dictionary(pa.int8(), pa.string())),
@@ -81,6 +76,111 @@ def _schema() -> Any:
     return pa.schema(fields, metadata={b"quicsm": f"quicsm-trace v{STORE_VERSION}".encode()})
 
 
+class StoreTemplate(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Metadata that traces share (usually their input file's): what is not a trace's own id, key or cc."""
+
+    implementation: str | None = None
+    version: str | None = None
+    sources: list[str] = []
+    """Input files the traces came from."""
+    labels: dict[str, str] = {}
+
+
+class StoreTraces(msgspec.Struct, kw_only=True):
+    """A v3 store's trace metadata (:data:`TRACES_KEY`), trace by trace in row order, as
+    columns: trace i is ``ids[i]`` (the id on its rows), ``keys[i]``, ``ccs[i]`` and
+    ``templates[shared[i]]``. One JSON text read once per file: no column on 10^6 event rows that is set
+    on a few, and it is written at the end, when every trace's cc is known."""
+
+    format: Literal["quicsm-trace-store"]
+    v: Literal[3]
+    """Store version (``quicsm-trace v3`` in the Arrow schema metadata)."""
+    ids: list[str]
+    keys: list[str]
+    ccs: list[str]
+    shared: list[int]
+    """Per trace, its entry of ``templates``."""
+    templates: list[StoreTemplate]
+
+
+class TraceIndex:
+    """The traces' metadata gathered batch by batch in row order, each distinct template once
+    (:class:`StoreTraces` when the store closes)."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.keys: list[str] = []
+        self.ccs: list[str] = []
+        self.shared: list[int] = []
+        self.templates: list[StoreTemplate] = []
+        self._seen: dict[tuple[Any, ...], int] = {}
+
+    def add(self, tc: TraceColumns | TraceIndex) -> None:
+        """A batch's traces, or another index's (a Dask worker's batch), after these."""
+        if isinstance(tc, TraceIndex):
+            self._add(tc.ids, tc.keys, tc.ccs, tc.shared, tc.templates)
+        else:
+            self._add(tc.ids, tc.keys, tc.ccs, tc.shared.of, tc.shared.templates)
+
+    def _add(self, ids: list[str], keys: list[str], ccs: list[str], of: list[int], templates: list[Any]) -> None:
+        """Traces whose shared metadata is ``templates[of[i]]`` (Traces or StoreTemplates), each template
+        looked up once, not once a trace."""
+        mine: dict[int, int] = {}
+        for j in of:
+            if j not in mine:
+                t = templates[j]
+                sig = (t.implementation, t.version, tuple(t.sources), tuple(t.labels.items()))
+                if (at := self._seen.get(sig)) is None:
+                    at = self._seen[sig] = len(self.templates)
+                    self.templates.append(
+                        StoreTemplate(
+                            implementation=sig[0], version=sig[1], sources=list(sig[2]), labels=dict(t.labels)
+                        )
+                    )
+                mine[j] = at
+        self.shared.extend(mine[j] for j in of)
+        self.ids += ids
+        self.keys += keys
+        self.ccs += ccs
+
+    def encode(self) -> bytes:
+        """The value of :data:`TRACES_KEY`."""
+        return _pack(
+            msgspec.json.encode(
+                StoreTraces(
+                    format="quicsm-trace-store",
+                    v=3,
+                    ids=self.ids,
+                    keys=self.keys,
+                    ccs=self.ccs,
+                    shared=self.shared,
+                    templates=self.templates,
+                )
+            )
+        )
+
+
+def _pack(text: bytes) -> bytes:
+    """``text`` compressed for the footer: zstd at level 1 (a 30th of the JSON of 2,000 qlogs' traces, in
+    under a millisecond), base64 because a key-value's value is a Thrift string (UTF-8 to some readers),
+    behind its length, which the decompressor needs."""
+    import base64
+
+    import pyarrow as pa
+
+    return b"%d:%s" % (len(text), base64.b64encode(pa.Codec("zstd", 1).compress(text, asbytes=True)))
+
+
+def _unpack(value: bytes) -> bytes:
+    """:func:`_pack`'s ``text``."""
+    import base64
+
+    import pyarrow as pa
+
+    size, _, data = value.partition(b":")
+    return pa.Codec("zstd").decompress(base64.b64decode(data, validate=True), int(size), asbytes=True)
+
+
 SCHEMA = _schema
 
 
@@ -90,9 +190,10 @@ def write_parquet(batches: Iterable[TraceColumns | StoreBatch], path: str) -> in
     workers), atomically. Row groups are encoded on other threads (:class:`_Encoders`)."""
     schema = _schema()
     with atomic_output(path) as fh, _Encoders(fh, schema, _writer_options(schema)) as put:
-        out = _Writer(lambda table, _: put(table), schema)
+        out = _Writer(put, schema)
         for _ in map(out.put, batches):  # not ``for item in``: it would hold a batch while the next is read
             pass
+        put.final = schema.with_metadata({**schema.metadata, TRACES_KEY: out.index.encode()})
     return out.n
 
 
@@ -116,7 +217,8 @@ is the same bytes either way."""
 class _Encoders:
     """Row groups encoded on up to :data:`ENCODERS` threads while the caller reads and builds the next, each as
     a Parquet part of its own (:func:`~quicsm.traces.parquet_parts.encode_part`), and spliced into the
-    output in the order given: the file one writer writes, byte for byte. At most as many groups as
+    output in the order given: the file one writer writes, byte for byte, opened with ``final`` (the schema
+    with the metadata known at the end, set before the block is left). At most as many groups as
     threads wait or are encoded. An encoder's error (a full disk) is raised in the caller, at a later group or at
     the end, and before any error the caller met after that group was given (the order one thread meets
     them in); every encoder has finished when the block is left, so the file is closed (or removed)
@@ -133,6 +235,7 @@ class _Encoders:
         self.pool = ThreadPoolExecutor(self.threads, thread_name_prefix="quicsm-parquet-writer")
         self.pending: deque[Any] = deque()
         self.splicer: Splicer | None = None
+        self.final = schema
 
     def __call__(self, table: Any) -> None:
         """Encode ``table`` (an Arrow table, or a :class:`Part` encoded already: spliced in its turn)."""
@@ -158,8 +261,9 @@ class _Encoders:
             if exc is None:
                 while self.pending:
                     self._splice(self.pending.popleft())
-                if self.splicer is None or not self.splicer.close():
-                    self._empty()
+                if self.splicer is None:  # a store of no rows: the schema alone
+                    self.splicer = Splicer(self.fh)
+                self.splicer.close(encode_part(None, self.final, self.options))
             elif isinstance(exc, Exception):  # the groups given before the caller's error come first
                 for future in self.pending:
                     if not isinstance(future, Part) and isinstance(error := future.exception(), Exception):
@@ -167,24 +271,18 @@ class _Encoders:
         finally:
             self.pool.shutdown(wait=True, cancel_futures=True)
 
-    def _empty(self) -> None:
-        """A store of no rows: the schema alone."""
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        with pq.ParquetWriter(pa.PythonFile(self.fh, mode="w"), self.schema, **self.options):
-            pass
-
 
 @dataclass(slots=True)
 class StoreBatch:
     """Traces already in the store's schema (a Dask worker's): one row group of whole traces, encoded as
-    the writer would encode it (a :class:`~quicsm.traces.parquet_parts.Part`), and its trace count. The
+    the writer would encode it (a :class:`~quicsm.traces.parquet_parts.Part`), the number of traces that
+    end in it, and the metadata of the batch's traces (on its first group; None on the others). The
     worker does the encoding and sends the group's compressed Parquet bytes (the large fleet's 1.2 GB
     of qlogs: 5.8 MB); the writer only splices them: the same file."""
 
     part: Part
     traces: int
+    index: TraceIndex | None
 
 
 def store_batches(batches: Iterable[TraceColumns]) -> list[StoreBatch]:
@@ -193,8 +291,15 @@ def store_batches(batches: Iterable[TraceColumns]) -> list[StoreBatch]:
     schema = _schema()
     options = _writer_options(schema)
     out: list[StoreBatch] = []
-    w = _Writer(lambda table, traces: out.append(StoreBatch(encode_part(table, schema, options), traces)), schema)
-    for _ in map(w.put, batches):
+
+    def put(tc: TraceColumns) -> None:
+        if len(tc):
+            index = TraceIndex()
+            index.add(tc)
+            for k, (table, traces) in enumerate(_columns_tables(tc, schema)):
+                out.append(StoreBatch(encode_part(table, schema, options), traces, None if k else index))
+
+    for _ in map(put, batches):  # not ``for item in``: it would hold a batch while the next is built
         pass
     return out
 
@@ -246,92 +351,26 @@ def object_batches(traces: Iterable[Trace]) -> Iterator[TraceColumns]:
 
 
 class _Writer:
-    """Each batch written as one row group (a batch holds whole traces: none is split). ``write`` takes
-    each row group's table and the number of traces in it."""
+    """Each batch written as one row group, or several for a batch of a trace longer than a group
+    (``write`` takes each group's table or encoded part); its traces' metadata gathered in ``index``."""
 
-    def __init__(self, write: Callable[[Any, int], None], schema: Any) -> None:
+    def __init__(self, write: Callable[[Any], None], schema: Any) -> None:
         self.write = write
         self.schema = schema
+        self.index = TraceIndex()
         self.n = 0
 
     def put(self, item: TraceColumns | StoreBatch) -> None:
         if isinstance(item, StoreBatch):
-            self._emit(item.part, item.traces)
+            if item.index is not None:
+                self.index.add(item.index)
+            self.n += item.traces
+            self.write(item.part)
         elif len(item):
+            self.index.add(item)
             for table, traces in _columns_tables(item, self.schema):
-                self._emit(table, traces)
-
-    def _emit(self, table: Any, traces: int) -> None:
-        self.n += traces
-        self.write(table, traces)
-
-
-def meta_column(
-    rows: int,
-    firsts: Any,
-    keys: list[str],
-    ccs: list[str],
-    tpl: list[Trace],
-    of: list[int],
-    which: Any = None,
-) -> Any:
-    """The ``meta`` column: trace i's key, cc and template ``tpl[of[i]]`` (the rest of its metadata) on its
-    first row (``firsts[i]``), null on the others. The templates' parts are encoded once and gathered
-    with NumPy: the only Python work per trace is its key and cc. ``which``: only these traces (their
-    first rows ``firsts``) are in the column (a row group's slice of a batch); the dictionaries are the
-    whole batch's, as a slice of the batch's column holds them."""
-    import numpy as np
-    import pyarrow as pa
-
-    from quicsm.traces import arrow_arrays as arr
-    from quicsm.traces.distinct import ranges
-
-    first = np.asarray(firsts, np.int64)
-    pick = np.arange(len(keys)) if which is None else np.asarray(which, np.int64)
-    at = np.asarray(of, np.int64)[pick]
-    later = np.ones(rows, bool)
-    later[first] = False
-
-    def texts(values: list[str], idx: Any, none: Any = None) -> Any:
-        """Strings ``values[idx[i]]`` on trace i's first row (null where ``none``)."""
-        full = np.zeros(rows, np.int32)
-        full[first] = idx
-        mask = later.copy()
-        if none is not None:
-            mask[first] |= none
-        return arr.dictionary(full, pa.int32(), values, mask)
-
-    def lists(parts: list[Any]) -> tuple[Any, Any]:
-        """Offsets of trace i's list ``parts[of[i]]`` on its first row (empty on the others), and the index
-        of each of their entries among the parts' entries in order."""
-        count = np.asarray([len(p) for p in parts], np.int64)
-        n = count[at]
-        lengths = np.zeros(rows + 1, np.int32)
-        lengths[first + 1] = n
-        offsets = pa.Array.from_buffers(pa.int32(), rows + 1, [None, pa.py_buffer(np.cumsum(lengths, dtype=np.int32))])
-        return offsets, ranges((np.cumsum(count) - count)[at], n)
-
-    cc_ids: dict[str, int] = {}
-    cc = np.asarray([cc_ids.setdefault(c, len(cc_ids)) for c in ccs], np.int64)
-    src_offsets, src = lists([t.sources for t in tpl])
-    lab_offsets, lab = lists([t.labels for t in tpl])
-    impl, version = ([getattr(t, k) for t in tpl] for k in ("implementation", "version"))
-    children = [
-        texts(keys, pick),
-        texts(list(cc_ids), cc[pick]),
-        texts([v or "" for v in impl], at, np.asarray([v is None for v in impl], bool)[at]),
-        texts([v or "" for v in version], at, np.asarray([v is None for v in version], bool)[at]),
-        pa.ListArray.from_arrays(src_offsets, arr.taken([x for t in tpl for x in t.sources], src)),
-        pa.MapArray.from_arrays(
-            lab_offsets,
-            arr.taken([k for t in tpl for k in t.labels], lab),
-            arr.taken([v for t in tpl for v in t.labels.values()], lab),
-        ),
-    ]
-    # from the validity bitmap: StructArray.from_arrays(mask=) inverts the mask with pyarrow.compute,
-    # whose import is 50 ms of a one-shot parse
-    valid = pa.py_buffer(np.packbits(~later, bitorder="little"))
-    return pa.Array.from_buffers(_meta_type(), rows, [valid], null_count=rows - len(first), children=children)
+                self.n += traces
+                self.write(table)
 
 
 def _columns_tables(tc: TraceColumns, schema: Any) -> Iterator[tuple[Any, int]]:
@@ -408,8 +447,6 @@ def _columns_tables(tc: TraceColumns, schema: Any) -> Iterator[tuple[Any, int]]:
         trace_of = np.repeat(np.arange(lo, hi, dtype=np.int32), np.diff(bounds))
         if trace_index is not None:
             trace_of = trace_index[trace_of]
-        begins = np.arange(lo, hi)
-        begins = begins[offsets[begins] >= start]  # traces whose first row is in the slice
         metrics = np.ascontiguousarray(ev.metrics[rows].T)  # one contiguous row per metric (take on .T copies it whole)
         if ev.extra:
             extra: list[str | None] = [None] * n
@@ -420,12 +457,8 @@ def _columns_tables(tc: TraceColumns, schema: Any) -> Iterator[tuple[Any, int]]:
             extras = pa.array(extra, pa.string())
         else:
             extras = pa.nulls(n, pa.string())
-        meta = meta_column(
-            n, offsets[begins] - start, tc.keys, tc.ccs, tc.shared.templates, tc.shared.of, None if whole else begins
-        )
         arrays = {
             "trace": arr.dictionary(trace_of, pa.int32(), trace_ids),
-            "meta": meta,
             "t_us": arr.ints(ev.t_us[rows], pa.int64()),
             "state": texts["state"](part),
             "kind": kind(part),
@@ -476,9 +509,9 @@ def _one_line_errors(path: str, items: Iterator[Any]) -> Iterator[Any]:
         raise InputError(f"{path}: bad Parquet trace file ({type(exc).__name__}: {str(exc)[:200]})") from None
 
 
-def _open_store(path: str, source: BinaryIO | None = None) -> tuple[Any, int]:
-    """The file (``source`` when it is open and seekable) and its store version (1: metadata as JSON
-    text, 2: as columns)."""
+def _open_store(path: str, source: BinaryIO | None = None) -> tuple[Any, int, _Footer | None]:
+    """The file (``source`` when it is open and seekable), its store version (1: metadata as JSON
+    text, 2: as columns, 3: in the footer) and a v3 store's metadata."""
     import pyarrow.parquet as pq
 
     try:
@@ -489,15 +522,57 @@ def _open_store(path: str, source: BinaryIO | None = None) -> tuple[Any, int]:
         raise InputError(f"{path}: not a readable Parquet file ({exc})") from None
     except Exception as exc:  # pyarrow's several types for a file that is not Parquet
         raise InputError(f"{path}: not a readable Parquet file ({exc})") from None
-    mark = (pf.schema_arrow.metadata or {}).get(b"quicsm")
+    marks = pf.schema_arrow.metadata or {}
+    mark = marks.get(b"quicsm")
     if mark is None:
         raise InputError(f"{path}: Parquet file was not written by quicsm (no quicsm schema metadata)")
-    version = {b"quicsm-trace v1": 1, b"quicsm-trace v2": 2}.get(mark)
+    version = {b"quicsm-trace v1": 1, b"quicsm-trace v2": 2, b"quicsm-trace v3": 3}.get(mark)
     if version is None:
         raise InputError(
-            f"{path}: store version {mark.decode(errors='replace')!r} is not one this quicsm reads (v1, v2)"
+            f"{path}: store version {mark.decode(errors='replace')!r} is not one this quicsm reads (v1, v2, v3)"
         )
-    return pf, version
+    if version < 3:
+        return pf, version, None
+    raw = marks.get(TRACES_KEY)
+    if raw is None:
+        raise InputError(f"{path}: bad Parquet trace file (no {TRACES_KEY.decode()} in its schema metadata)")
+    try:
+        text = _unpack(raw)
+    except Exception as exc:  # binascii's, int's, the decompressor's
+        raise InputError(f"{path}: bad Parquet trace file ({TRACES_KEY.decode()}: {exc})") from None
+    return pf, version, _Footer(checked(text, StoreTraces, f"{path}: {TRACES_KEY.decode()}"), path)
+
+
+class _Footer:
+    """A v3 store's :class:`StoreTraces`, handed out batch by batch in row order."""
+
+    def __init__(self, doc: StoreTraces, path: str) -> None:
+        n = len(doc.ids)
+        if not (len(doc.keys) == len(doc.ccs) == len(doc.shared) == n) or not all(
+            0 <= j < len(doc.templates) for j in doc.shared
+        ):
+            raise InputError(f"{path}: bad Parquet trace file ({TRACES_KEY.decode()}: lists out of step)")
+        self.doc = doc
+        self.at = 0
+        self.shells = [
+            Trace("", "", [], "", t.implementation, t.version, tuple(t.sources), t.labels) for t in doc.templates
+        ]
+
+    def take(self, ids: list[str]) -> tuple[tuple[list[str], list[str], list[str]], SharedMeta]:
+        """The metadata of the next traces, whose rows hold ``ids``: the ids, keys and ccs, and the
+        templates the batch uses."""
+        from quicsm.traces.columnar import SharedMeta
+
+        lo, hi, doc = self.at, self.at + len(ids), self.doc
+        if hi > len(doc.ids):
+            raise ValueError(f"{TRACES_KEY.decode()} has {len(doc.ids)} traces, the rows more")
+        if doc.ids[lo:hi] != ids:
+            at = lo + next(i for i, (a, b) in enumerate(zip(doc.ids[lo:hi], ids)) if a != b)
+            raise ValueError(f"{TRACES_KEY.decode()} differs from the rows' traces at trace {at}")
+        self.at = hi
+        used: dict[int, int] = {}
+        of = [used.setdefault(j, len(used)) for j in doc.shared[lo:hi]]
+        return (ids, doc.keys[lo:hi], doc.ccs[lo:hi]), SharedMeta([self.shells[j] for j in used], of)
 
 
 def _shell(m: dict[str, Any]) -> Trace:
@@ -515,8 +590,9 @@ def _shell(m: dict[str, Any]) -> Trace:
     )
 
 
-SUMMARY_COLUMNS = ("trace", "meta", "t_us", "state", "kind", "prev", "recovery")
-"""What state sequences and stays are made of; metrics, triggers and extras are not read for them."""
+SUMMARY_COLUMNS = ("trace", "t_us", "state", "kind", "prev", "recovery")
+"""What state sequences and stays are made of (and, in v1 and v2 stores, the metadata column); metrics,
+triggers and extras are not read for them."""
 
 
 def read_parquet_columns(path: str, *, metrics: bool = True, source: BinaryIO | None = None) -> Iterator[TraceColumns]:
@@ -535,9 +611,9 @@ def _read_parquet_columns(
     import numpy as np
     import pyarrow as pa
 
-    pf, version = _open_store(path, source)
-    meta = "trace_meta" if version == 1 else "meta"
-    columns = None if metrics else [meta if c == "meta" else c for c in SUMMARY_COLUMNS]
+    pf, version, footer = _open_store(path, source)
+    meta = {1: ("trace_meta",), 2: ("meta",)}.get(version, ())
+    columns = None if metrics else [*SUMMARY_COLUMNS, *meta]
     groups = pf.num_row_groups
     table: Any = pf.read_row_group(0, columns=columns) if groups else None
     for g in range(groups):
@@ -551,9 +627,11 @@ def _read_parquet_columns(
             later = pa.concat_tables([table.slice(last), later]).unify_dictionaries().combine_chunks()
             table = table.slice(0, last)
         if table.num_rows:
-            yield _table_columns(table, path, version, empty)
+            yield _table_columns(table, path, version, empty, footer)
         table = later
         pa.default_memory_pool().release_unused()  # the allocator keeps freed groups otherwise (RSS)
+    if footer is not None and footer.at != len(footer.doc.ids):
+        raise ValueError(f"{TRACES_KEY.decode()} has {len(footer.doc.ids)} traces, the rows {footer.at}")
 
 
 def _refuse_nulls(table: Any, path: str, version: int) -> None:
@@ -568,7 +646,7 @@ def _trace_at(table: Any, row: int) -> Any:
     return table.column("trace")[row].as_py()
 
 
-def _table_columns(table: Any, path: str, version: int, empty: bool) -> TraceColumns:
+def _table_columns(table: Any, path: str, version: int, empty: bool, footer: _Footer | None) -> TraceColumns:
     import numpy as np
 
     from quicsm.traces.columnar import NULL, EventColumns, SharedMeta, TraceColumns
@@ -599,6 +677,8 @@ def _table_columns(table: Any, path: str, version: int, empty: bool) -> TraceCol
         shells = [_shell(json.loads(texts[i])) for i in _ints(cols["trace_meta"].indices, 0)[starts].tolist()]
         ids_keys_ccs = ([t.id for t in shells], [t.key for t in shells], [t.cc for t in shells])
         stored = SharedMeta(shells, list(range(len(shells))))
+    elif footer is not None:
+        ids_keys_ccs, stored = footer.take(_texts(cols["trace"], starts, "id"))
     else:
         ids_keys_ccs, stored = _stored_meta(cols, starts)
     real = kind >= 0  # "none" rows stand for empty traces: left out

@@ -39,13 +39,15 @@ class Part:
 
 
 def encode_part(table: Any, schema: Any, options: dict[str, Any]) -> Part:
-    """``table`` as one row group, written as a Parquet file in memory with the store's writer options."""
+    """``table`` as one row group, written as a Parquet file in memory with the store's writer options
+    (None: no row group, the schema alone)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     sink = pa.BufferOutputStream()
     with pq.ParquetWriter(sink, schema, **options) as writer:
-        writer.write_table(table, row_group_size=max(1, table.num_rows))
+        if table is not None:
+            writer.write_table(table, row_group_size=max(1, table.num_rows))
     data = sink.getvalue().to_pybytes()
     size = struct.unpack_from("<i", data, len(data) - 8)[0]
     start = len(data) - 8 - size
@@ -77,24 +79,25 @@ class Splicer:
         self.out.write(part.chunks)
         self.at += len(part.chunks)
 
-    def close(self) -> bool:
-        """Write the footer; False (nothing written but the magic) when no part came."""
-        if self.head is None:
-            return False
+    def close(self, schema_of: Part | None = None) -> None:
+        """Write the footer (after one part at least). ``schema_of``: a part of no rows written with the
+        schema as it stands at the end (Arrow metadata known only then), whose footer is taken but for the
+        rows: the file one writer opened with that schema writes."""
+        if self.head is None and schema_of is None:
+            raise ValueError("no part to close a Parquet file with")
         footer = [
             (
                 fid,
                 kind,
                 self.rows if fid == _FMD_NUM_ROWS else (_STRUCT, self.groups) if fid == _FMD_ROW_GROUPS else value,
             )
-            for fid, kind, value in self.head
+            for fid, kind, value in (schema_of.footer if schema_of is not None else self.head or [])
         ]
         body = bytearray()
         _write_struct(body, footer)
         self.out.write(bytes(body))
         self.out.write(struct.pack("<i", len(body)))
         self.out.write(MAGIC)
-        return True
 
 
 def _field(fields: list[Any], fid: int, default: Any) -> Any:

@@ -322,7 +322,7 @@ def test_store_with_a_null_where_every_row_has_a_value_is_refused_by_both_reader
     else:
         holed = pa.array(col.to_numpy(zero_copy_only=False), col.type, mask=nulls)
     table = table.set_column(table.schema.get_field_index(column), table.schema.field(column), holed)
-    pq.write_table(table, store)
+    pq.write_table(table, store)  # the schema's metadata (the traces') kept
     for read in (parquet.read_parquet_columns, parquet.read_parquet):
         with pytest.raises(InputError, match=reason):
             list(read(store))
@@ -370,8 +370,6 @@ def test_file_summary_with_a_selector_equals_the_object_summary(tmp_path: Path, 
 def test_columnar_store_holds_the_object_writers_metadata(tmp_path: Path) -> None:
     """The columnar writer stores metadata kept once per batch: the values stored must be exactly what
     the object writer stores for each trace (quotes, backslashes, non-ASCII, % in values)."""
-    import pyarrow.parquet as pq
-
     from quicsm.traces import parquet
 
     meta = TraceMeta(implementation='quic"go %s', version="v%d\\1", labels={"client": "bür\u00f6", "z": "1"})
@@ -388,11 +386,10 @@ def test_columnar_store_holds_the_object_writers_metadata(tmp_path: Path) -> Non
     traces = [t for b in batches for t in b.traces()]
     parquet.write_parquet(batches, str(tmp_path / "columns.parquet"))
     object_store(traces, str(tmp_path / "objects.parquet"))  # the frozen object writer
-    got = pq.read_table(tmp_path / "columns.parquet").column("meta").to_pylist()
-    want = pq.read_table(tmp_path / "objects.parquet").column("meta").to_pylist()
-    keys = {m["key"] for m in got if m}
-    assert got == want and {'k"1', "k\\2", "\u2603%s"} <= keys
-    assert {m["implementation"] for m in got if m} == {'quic"go %s'}
+    got, want = (parquet._open_store(str(tmp_path / f))[2] for f in ("columns.parquet", "objects.parquet"))
+    assert got is not None and want is not None and got.doc == want.doc
+    assert {'k"1', "k\\2", "\u2603%s"} <= set(got.doc.keys)
+    assert {t.implementation for t in got.doc.templates} == {'quic"go %s'}
 
 
 def test_arrow_arrays_equal_what_pyarrow_builds_from_python_values() -> None:

@@ -1,6 +1,7 @@
-"""The Parquet store: v2 keeps each trace's metadata in Arrow columns (a struct on the trace's first row),
-both writers (trace objects, column batches) write the same values, both readers read them back, and
-stores written by the previous release (v1, metadata as JSON text) still read as they did."""
+"""The Parquet store: v3 keeps the traces' metadata once per trace in the Arrow schema's metadata (JSON,
+zstd, base64), both writers (trace objects, column batches) write the same values, both readers read
+them back, and stores written by earlier releases (v2: a ``meta`` struct on each trace's first row; v1:
+metadata as JSON text) still read as they did."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import random
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -54,9 +56,9 @@ def _odd_traces(seed: int, n: int = 60) -> list[Trace]:
     return out
 
 
-def _write_objects(traces: list[Trace], tmp_path: Path) -> str:
-    path = str(tmp_path / "objects.parquet")
-    object_store(traces, path)  # the frozen object writer (empty traces kept as placeholder rows)
+def _write_objects(traces: list[Trace], tmp_path: Path, version: int = 3) -> str:
+    path = str(tmp_path / f"objects-v{version}.parquet")
+    object_store(traces, path, version)  # the frozen object writer (empty traces kept as placeholder rows)
     return path
 
 
@@ -66,12 +68,15 @@ def _as_columns(traces: list[Trace], tmp_path: Path) -> TraceColumns:
     return got
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_odd_metadata_round_trips_through_both_writers_and_both_readers(seed: int, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("seed", "version"), [(0, 3), (1, 3), (2, 3), (0, 2), (1, 2)])
+def test_odd_metadata_round_trips_through_both_writers_and_both_readers(
+    seed: int, version: int, tmp_path: Path
+) -> None:
+    """Through a v3 store, and from a v2 one as the previous release wrote it."""
     traces = _odd_traces(seed)
     with_events = [t for t in traces if t.events]
-    assert list(parquet.read_parquet(_write_objects(traces, tmp_path))) == traces
-    tc = _as_columns(traces, tmp_path)
+    assert list(parquet.read_parquet(_write_objects(traces, tmp_path, version))) == traces
+    (tc,) = parquet.read_parquet_columns(_write_objects(traces, tmp_path, version))
     assert list(tc.traces()) == with_events
     # the metadata shared by traces is kept once per distinct value, and only traces with equal values share
     distinct = {(t.implementation, t.version, t.sources, tuple(t.labels.items())) for t in with_events}
@@ -94,9 +99,38 @@ def test_odd_metadata_round_trips_through_both_writers_and_both_readers(seed: in
     ]
 
 
+def test_v3_metadata_is_in_the_schema_once_per_trace_and_survives_an_arrow_rewrite(tmp_path: Path) -> None:
+    """No metadata column; the schema's ``quicsm-traces`` decodes to the declared StoreTraces (ids in row
+    order, each distinct template once); pyarrow's read_table/write_table keeps it, so the rewritten
+    file reads back the same traces."""
+    import base64
+    import json
+
+    import jsonschema
+
+    traces = [t for t in _odd_traces(7, 20) if t.events]
+    path = str(tmp_path / "x.parquet")
+    parquet.write_parquet(parquet.object_batches(traces), path)
+    schema = pq.read_schema(path)
+    assert schema.metadata[b"quicsm"] == b"quicsm-trace v3"
+    assert schema.names == [f.name for f in parquet.SCHEMA()] and "meta" not in schema.names
+    size, _, packed = schema.metadata[parquet.TRACES_KEY].partition(b":")
+    text = pa.Codec("zstd").decompress(base64.b64decode(packed), int(size), asbytes=True)
+    doc = json.loads(text)
+    jsonschema.validate(doc, json.loads((REPO / "quicsm" / "schemas" / "trace-store.schema.json").read_text()))
+    assert doc["format"] == "quicsm-trace-store" and doc["v"] == 3
+    assert doc["ids"] == [t.id for t in traces] and doc["ccs"] == [t.cc for t in traces]
+    assert [doc["templates"][j].get("labels", {}) for j in doc["shared"]] == [t.labels for t in traces]
+    distinct = {(t.implementation, t.version, t.sources, tuple(t.labels.items())) for t in traces}
+    assert len(doc["templates"]) == len(distinct)
+    rewritten = str(tmp_path / "rewritten.parquet")
+    pq.write_table(pq.read_table(path), rewritten, row_group_size=5)
+    assert read_traces(rewritten) == traces
+
+
 def test_v2_metadata_is_arrow_columns_on_each_traces_first_row(tmp_path: Path) -> None:
     traces = _odd_traces(7, 20)
-    path = _write_objects(traces, tmp_path)
+    path = _write_objects(traces, tmp_path, version=2)
     schema = pq.read_schema(path)
     assert schema.metadata[b"quicsm"] == b"quicsm-trace v2"
     meta = schema.field("meta").type
@@ -131,19 +165,70 @@ def test_v1_stores_of_the_previous_release_still_read(monkeypatch: pytest.Monkey
     ]
 
 
+def test_v2_stores_of_the_previous_release_still_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """fig13-v2.parquet and odd-v2.parquet were written by the release before v3 (quicsm parse of
+    traces/fig13; the object writer of odd-v1.parquet's traces, one of them empty)."""
+    monkeypatch.chdir(REPO)
+    logs = list(iter_traces(["traces/fig13"]))
+    store = str(DATA / "fig13-v2.parquet")
+    assert pq.read_schema(store).metadata[b"quicsm"] == b"quicsm-trace v2"
+    assert read_traces(store) == logs
+    assert [t for tc in parquet.read_parquet_columns(store) for t in tc.traces()] == logs
+    lean = [t for tc in parquet.read_parquet_columns(store, metrics=False) for t in tc.traces()]
+    assert [(t.id, t.cc, t.labels, t.visits()) for t in lean] == [(t.id, t.cc, t.labels, t.visits()) for t in logs]
+    odd = read_traces(str(DATA / "odd-v2.parquet"))
+    assert odd == read_traces(str(DATA / "odd-v1.parquet")) and len(odd) == 3 and not odd[1].events
+
+
 def test_a_store_version_this_release_does_not_know_is_refused_in_one_line(tmp_path: Path) -> None:
     path = _write_objects(_odd_traces(1, 3), tmp_path)
     table = pq.read_table(path)
     future = str(tmp_path / "future.parquet")
-    pq.write_table(table.replace_schema_metadata({b"quicsm": b"quicsm-trace v3"}), future)
+    pq.write_table(table.replace_schema_metadata({b"quicsm": b"quicsm-trace v4"}), future)
     for read in (read_traces, lambda p: list(parquet.read_parquet_columns(p))):
         with pytest.raises(InputError) as err:
             read(future)
-        assert str(err.value) == f"{future}: store version 'quicsm-trace v3' is not one this quicsm reads (v1, v2)"
+        assert str(err.value) == f"{future}: store version 'quicsm-trace v4' is not one this quicsm reads (v1, v2, v3)"
+
+
+def _with_traces_meta(path: str, out: Path, value: bytes | None) -> str:
+    """``path``'s rows under a schema whose ``quicsm-traces`` is ``value`` (None: left out)."""
+    table = pq.read_table(path)
+    meta = {k: v for k, v in table.schema.metadata.items() if k != parquet.TRACES_KEY}
+    pq.write_table(table.replace_schema_metadata(meta if value is None else {**meta, parquet.TRACES_KEY: value}), out)
+    return str(out)
+
+
+def test_a_v3_store_whose_trace_metadata_is_lost_damaged_or_out_of_step_is_refused(tmp_path: Path) -> None:
+    """One line naming the file and what is wrong, from both readers; never traces with another's metadata."""
+    import base64
+
+    from tests.traces.store_oracle import v3_footer
+
+    traces = _odd_traces(2, 6)
+    path = _write_objects(traces, tmp_path)
+    others = [replace(t, id=t.id + "x") for t in traces]
+    cases = [
+        (None, r"bad Parquet trace file \(no quicsm-traces in its schema metadata\)"),
+        (b"12:notbase64!", r"bad Parquet trace file \(quicsm-traces: "),
+        (v3_footer(traces)[:-8], r"bad Parquet trace file \(quicsm-traces: "),
+        (v3_footer(traces[:-1]), r"bad Parquet trace file .*quicsm-traces has 5 traces, the rows more"),
+        (v3_footer(traces + traces[:1]), r"bad Parquet trace file .*quicsm-traces has 7 traces, the rows 6"),
+        (v3_footer(others), r"bad Parquet trace file .*quicsm-traces differs from the rows' traces at trace 0"),
+    ]
+    text = b'{"format":"quicsm-trace-store","v":3,"ids":[1],"keys":[],"ccs":[],"shared":[],"templates":[]}'
+    packed = b"%d:%s" % (len(text), base64.b64encode(pa.Codec("zstd", 1).compress(text, asbytes=True)))
+    cases.append((packed, r"quicsm-traces: ids\[0\]: expected `str`, got `int`"))
+    for i, (value, said) in enumerate(cases):
+        broken = _with_traces_meta(path, tmp_path / f"broken{i}.parquet", value)
+        for read in (read_traces, lambda p: list(parquet.read_parquet_columns(p))):
+            with pytest.raises(InputError, match=f"^{broken}: {said}"):
+                read(broken)
+    assert read_traces(_with_traces_meta(path, tmp_path / "whole.parquet", v3_footer(traces))) == traces
 
 
 def test_a_trace_whose_first_row_lost_its_metadata_is_refused(tmp_path: Path) -> None:
-    path = _write_objects(_odd_traces(2, 4), tmp_path)
+    path = _write_objects(_odd_traces(2, 4), tmp_path, version=2)
     table = pq.read_table(path)
     meta = table.column("meta").combine_chunks()
     blank = pa.array([None] * len(meta), meta.type)
@@ -261,7 +346,11 @@ def test_row_groups_are_encoded_on_other_threads_into_the_file_one_writer_writes
     assert len(batches) > 3
     alone = tmp_path / "alone.parquet"
     schema = parquet._schema()
-    with pq.ParquetWriter(str(alone), schema, **parquet._writer_options(schema)) as w:
+    index = parquet.TraceIndex()
+    for tc in batches:
+        index.add(tc)
+    final = schema.with_metadata({**schema.metadata, parquet.TRACES_KEY: index.encode()})  # known at the end
+    with pq.ParquetWriter(str(alone), final, **parquet._writer_options(schema)) as w:
         for tc in batches:
             for table, _ in parquet._columns_tables(tc, schema):
                 w.write_table(table, row_group_size=max(parquet.ROWS_PER_GROUP, table.num_rows))
@@ -286,6 +375,9 @@ def test_row_groups_are_encoded_on_other_threads_into_the_file_one_writer_writes
     empty = tmp_path / "empty.parquet"
     assert parquet.write_parquet([], str(empty)) == 0
     assert pq.ParquetFile(str(empty)).metadata.num_rows == 0 and list(parquet.read_parquet(str(empty))) == []
+    final = schema.with_metadata({**schema.metadata, parquet.TRACES_KEY: parquet.TraceIndex().encode()})
+    pq.ParquetWriter(str(alone), final, **parquet._writer_options(schema)).close()
+    assert empty.read_bytes() == alone.read_bytes()
 
 
 def _failing_writes(monkeypatch: pytest.MonkeyPatch, at: int) -> list[int]:

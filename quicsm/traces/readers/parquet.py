@@ -1,4 +1,4 @@
-"""Parquet trace stores quicsm wrote (v1 and v2, :mod:`quicsm.traces.parquet`), read as column batches."""
+"""Parquet trace stores quicsm wrote (v1 to v3, :mod:`quicsm.traces.parquet`), read as column batches."""
 
 from __future__ import annotations
 
