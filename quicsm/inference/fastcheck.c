@@ -1064,44 +1064,33 @@ static int pred_breaks_after(const Coarse *c, int32_t y, int32_t p, int32_t q) {
     return 0;
 }
 
-/* Grow A (types some walk of >= 1 step comes from) and R (rows a: reached from INITIAL through no a-node)
- * forward from the queue's nodes; u == p also steps along q's edges (p and q being merged). With `check`,
- * stop at the first node the growth makes break an invariant: returns 1 then, -1 out of memory, else 0. */
-static int grow_forward(Coarse *c, Py_ssize_t head, Py_ssize_t tail, int32_t p, int32_t q, int check) {
+/* Grow the masks from the queue's nodes: forward A (types some walk of >= 1 step comes from) and R (rows a:
+ * reached from INITIAL through no a-node), or backward N (columns b: TERMINAL reached through no b-node, this
+ * one included); u == p also steps along q's edges (p and q being merged). With `check`, stop at the first node
+ * the growth makes break an invariant: returns 1 then, -1 out of memory, else 0. Inlined: `backward` is a
+ * constant at every call. */
+static inline int grow_masks(Coarse *c, Py_ssize_t head, Py_ssize_t tail, int32_t p, int32_t q, int check, int backward) {
     while (head < tail) {
         int32_t u = c->queue[head++ % c->queue_cap];
         int32_t tu = c->ty[u];
-        uint64_t ca = c->A[u] | BIT(tu), cr = tu == c->initial ? ALL_TYPES : c->R[u];
+        uint64_t ca = c->A[u] | BIT(tu), cr = tu == c->initial ? ALL_TYPES : c->R[u], cn = c->N[u];
         for (int side = 0; side < (u == p && q >= 0 ? 2 : 1); side++) {
-            Vec *o = &c->out[side ? q : u];
+            Vec *o = backward ? &c->in[side ? q : u] : &c->out[side ? q : u];
             for (int32_t e = 0; e < o->n; e++) {
                 int32_t v = find(c, o->v[e]);
-                uint64_t na = c->A[v] | ca, nr = c->R[v] | (cr & ~BIT(c->ty[v]));
-                if (na == c->A[v] && nr == c->R[v]) continue;
-                if (na != c->A[v] && set_mask(c, v, 0, na) < 0) return -1;
-                if (nr != c->R[v] && set_mask(c, v, 1, nr) < 0) return -1;
-                if (check && breaks_forward(c, v)) return 1;
+                uint64_t keep = ~BIT(c->ty[v]);
+                if (backward) {
+                    uint64_t nn = c->N[v] | (cn & keep);
+                    if (nn == c->N[v]) continue;
+                    if (set_mask(c, v, 2, nn) < 0) return -1;
+                } else {
+                    uint64_t na = c->A[v] | ca, nr = c->R[v] | (cr & keep);
+                    if (na == c->A[v] && nr == c->R[v]) continue;
+                    if (na != c->A[v] && set_mask(c, v, 0, na) < 0) return -1;
+                    if (nr != c->R[v] && set_mask(c, v, 1, nr) < 0) return -1;
+                }
+                if (check && (backward ? pred_breaks_after(c, v, p, q) : breaks_forward(c, v))) return 1;
                 c->queue[tail++ % c->queue_cap] = v;
-            }
-        }
-    }
-    return 0;
-}
-
-/* N (columns b: TERMINAL reached through no b-node, this one included) grown backward, as above. */
-static int grow_backward(Coarse *c, Py_ssize_t head, Py_ssize_t tail, int32_t p, int32_t q, int check) {
-    while (head < tail) {
-        int32_t v = c->queue[head++ % c->queue_cap];
-        uint64_t cn = c->N[v];
-        for (int side = 0; side < (v == p && q >= 0 ? 2 : 1); side++) {
-            Vec *o = &c->in[side ? q : v];
-            for (int32_t e = 0; e < o->n; e++) {
-                int32_t u = find(c, o->v[e]);
-                uint64_t nn = c->N[u] | (cn & ~BIT(c->ty[u]));
-                if (nn == c->N[u]) continue;
-                if (set_mask(c, u, 2, nn) < 0) return -1;
-                if (check && pred_breaks_after(c, u, p, q)) return 1;
-                c->queue[tail++ % c->queue_cap] = u;
             }
         }
     }
@@ -1122,11 +1111,11 @@ static int try_merge(Coarse *c, int32_t p, int32_t q) {
     broken = breaks_forward(c, p) || breaks_after(c, p, p, q) || pred_breaks_after(c, p, p, q);
     if (!broken) {
         c->queue[0] = p;
-        broken = grow_forward(c, 0, 1, p, q, 1);
+        broken = grow_masks(c, 0, 1, p, q, 1, 0);
     }
     if (!broken) {
         c->queue[0] = p;
-        broken = grow_backward(c, 0, 1, p, q, 1);
+        broken = grow_masks(c, 0, 1, p, q, 1, 1);
     }
     if (broken < 0) return -1;
     if (broken) undo(c);
@@ -1249,12 +1238,12 @@ static PyObject *coarsen(PyObject *self, PyObject *args) {
         if (ty[u] == terminal) c.N[u] = ALL_TYPES & ~BIT(terminal);
         c.queue[tail++] = (int32_t)u;
     }
-    if (grow_forward(&c, 0, tail, -1, -1, 0) < 0) goto nomem;
+    if (grow_masks(&c, 0, tail, -1, -1, 0, 0) < 0) goto nomem;
     tail = 0;
     for (Py_ssize_t u = 0; u < nodes; u++)
         if (ty[u] >= 0) c.queue[tail++] = (int32_t)u;
     c.log_n = 0;
-    if (grow_backward(&c, 0, tail, -1, -1, 0) < 0) goto nomem;
+    if (grow_masks(&c, 0, tail, -1, -1, 0, 1) < 0) goto nomem;
     c.log_n = 0;
     /* The scan order as two doubly linked lists over partition ids: all of it (a*) and per type (t*), so a
      * merge's removals and moves to the end cost what they move, not a pass over the order. */
