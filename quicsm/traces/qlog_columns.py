@@ -500,7 +500,7 @@ class QlogBatcher:
 
         self._list_unknown(uses, names)
         # state and from-state ids as positions in a table of canonical ids whose first entry is "none" (-1)
-        state_at, prev_at = state_raw + 1, prev_raw + 1
+        state_at, prev_at = _plus_one(state_raw), _plus_one(prev_raw)
         np.maximum(state_at, 0, out=state_at)
         np.maximum(prev_at, 0, out=prev_at)
         named = np.flatnonzero(_present(len(names) + 1, state_at, prev_at)[1:])
@@ -535,7 +535,7 @@ class QlogBatcher:
             state[inf.rows] = inf.states
         prev = canon[prev_at]
         kind = kind_raw.copy()
-        trigger = trig.copy() if len(trig) else trig
+        trigger = trig if trig.flags.writeable or not len(trig) else trig.copy()  # (the batch's own: changed in place)
         # placeholders: the initial state (first in its trace) and the close (last)
         ends = np.array([tr.end for tr in traces], np.int64)
         has_init = np.array([tr.initial >= 0 for tr in traces], bool)
@@ -565,7 +565,11 @@ class QlogBatcher:
         first_pos[1:] = tr_of[order[tr_pos[1:]]] != tr_of[order[tr_pos[:-1]]]
         first_state = np.full(ntr, -1, np.int32)
         first_state[tr_of[order[tr_pos[first_pos]]]] = state[order[tr_pos[first_pos]]]
-        filled = np.where(is_tr, state, np.where(state >= 0, state, first_state[tr_of]))
+        filled = state.copy()  # transitions' states; other rows keep the state then, or the trace's first state
+        unset = state < 0
+        unset &= ~is_tr
+        if unset.any():
+            filled[unset] = first_state[tr_of[unset]]
         filled[close_rows] = filled[order[np.cumsum(lengths)[has_close] - 2]]
         # cc: BBR states give BBR away (qlog.guess_cc over each trace's states)
         marks = np.zeros((len(names) + 1, 2), bool)
@@ -643,6 +647,14 @@ def _time_order(t_us: np.ndarray, cls: np.ndarray, tr_of: np.ndarray) -> np.ndar
     key = np.multiply(tr_of, 3, dtype=key_type)
     np.add(key, cls, out=key)
     return np.argsort(key, kind="stable")
+
+
+def _plus_one(ids: np.ndarray) -> np.ndarray:
+    """``ids + 1``, in place when ``ids`` is the batch's own column (the C scanner's, writable): one array of
+    the batch's length less to allocate and fault in."""
+    if ids.flags.writeable:
+        return np.add(ids, 1, out=ids)
+    return ids + 1
 
 
 def _present(size: int, *positions: np.ndarray) -> np.ndarray:
