@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import gzip
 import zlib
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 __all__ = [
     "QuicsmError",
@@ -151,14 +149,23 @@ def as_quicsm_error(exc: BaseException, where: str = "", *, readers: bool = True
     return None
 
 
-@contextmanager
-def reading(where: str) -> Iterator[None]:
+class reading:
     """Read ``where`` inside this block: what a lower layer raises leaves it as :func:`as_quicsm_error`
-    says (httpx's ``map_httpcore_exceptions``: one map, used at every boundary)."""
-    try:
-        yield
-    except Exception as exc:
-        err = as_quicsm_error(exc, where)
+    says (httpx's ``map_httpcore_exceptions``: one map, used at every boundary). A class, not a
+    generator context manager: it wraps every input file twice (20,000 files: ~0.1 s of generator set-up)."""
+
+    __slots__ = ("where",)
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if exc is None or not isinstance(exc, Exception):
+            return
+        err = as_quicsm_error(exc, self.where)
         if err is None or err is exc:
-            raise
+            return
         raise err from exc

@@ -22,9 +22,12 @@ class Registry(Generic[T]):
         self.path = list(path)
         self.items: dict[str, T] = {}
         self._loaded = False
+        self.version = 0
+        """Bumped by every :meth:`register`: what a caller derived from :attr:`items` is stale when it moves."""
 
     def register(self, name: str, item: T) -> T:
         self.items[name] = item
+        self.version += 1
         return item
 
     def load(self) -> dict[str, T]:

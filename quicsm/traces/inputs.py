@@ -23,6 +23,7 @@ from typing import BinaryIO
 from quicsm.errors import InputError, reading
 from quicsm.files import GZIP_MAGIC, STDIN, GzipReader, headed, is_gzip, note_inputs, open_binary
 from quicsm.traces.events import TraceMeta
+from quicsm.traces.readers import kind_of, name_kind, suffixes
 from quicsm.traces.sniff import HEAD_BYTES, kind_by_name
 
 __all__ = [
@@ -69,8 +70,6 @@ def open_input(path: str) -> tuple[str, BinaryIO]:
     once and served again to the reader; a file smaller than that comes back whole as a ``BytesIO``
     (read with the system calls ``cat`` makes, no buffered file object). Stdin is a log unless its
     name says otherwise (it has none). The kind is the registry's (:func:`quicsm.traces.readers.kind_of`)."""
-    from quicsm.traces.readers import kind_of, name_kind
-
     if path == STDIN:
         return name_kind(path), open_binary(path)
     with reading(path):
@@ -117,7 +116,6 @@ def _walk_inputs(top: str) -> tuple[list[str], list[str]]:
     contract lines has its qlogs left out, the same connections written twice (quic-go and quinn runs
     made with ``qlog = true``); a run whose log holds none (ngtcp2's: an empty ``server.log``) is read
     from its qlogs. A qlog named as a file or by a glob is always read."""
-    from quicsm.traces.readers import suffixes
 
     wanted = INPUT_SUFFIXES + suffixes()  # and the names of kinds reader modules registered
     found: list[str] = []

@@ -98,9 +98,17 @@ def spec_for(kind: str) -> ReaderSpec:
     return spec
 
 
-def _added() -> list[ReaderSpec]:
-    """The specs of kinds the built-in sniffing does not know, in registration order."""
-    return list({id(s): s for s in _SPECS.load().values() if s.sniff or s.suffixes}.values())
+_added_at: tuple[int, tuple[ReaderSpec, ...]] = (-1, ())
+
+
+def _added() -> tuple[ReaderSpec, ...]:
+    """The specs of kinds the built-in sniffing does not know, in registration order (asked twice for
+    every input file: kept until a spec is registered)."""
+    global _added_at
+    items = _SPECS.load()
+    if _added_at[0] != _SPECS.version:
+        _added_at = (_SPECS.version, tuple({id(s): s for s in items.values() if s.sniff or s.suffixes}.values()))
+    return _added_at[1]
 
 
 def suffixes() -> tuple[str, ...]:
@@ -120,10 +128,9 @@ def name_kind(path: str) -> str:
 def kind_of(head: bytes, path: str) -> str:
     """The kind of a file whose first bytes (gunzipped) are ``head``: its content decides, its name only
     breaks ties."""
-    by_name = name_kind(path)
     if not head:
-        return by_name
+        return name_kind(path)
     for spec in _added():
         if spec.sniff is not None and spec.sniff(head):
             return spec.kinds[0]
-    return sniff_bytes(head, by_name)
+    return sniff_bytes(head, "") or name_kind(path)  # the name asked only when the content says nothing
