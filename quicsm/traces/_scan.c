@@ -1044,33 +1044,10 @@ static const char *jstring(const char *p, const char *e, int *plain) {
     return NULL;
 }
 
-/* A JSON number at p (RFC 8259 grammar): its end or NULL; *integer = no fraction, no exponent. */
-static const char *jnumber(const char *p, const char *e, int *integer) {
-    const char *s = p;
-    *integer = 1;
-    if (p < e && *p == '-') p++;
-    if (p >= e || *p < '0' || *p > '9') return NULL;
-    if (*p == '0') p++;
-    else while (p < e && *p >= '0' && *p <= '9') p++;
-    if (p < e && *p == '.') {
-        *integer = 0; p++;
-        if (p >= e || *p < '0' || *p > '9') return NULL;
-        while (p < e && *p >= '0' && *p <= '9') p++;
-    }
-    if (p < e && (*p == 'e' || *p == 'E')) {
-        *integer = 0; p++;
-        if (p < e && (*p == '+' || *p == '-')) p++;
-        if (p >= e || *p < '0' || *p > '9') return NULL;
-        while (p < e && *p >= '0' && *p <= '9') p++;
-    }
-    if (p - s > 30) return NULL; /* long numbers: the Python reader's guards decide */
-    return p;
-}
-
-/* A JSON number at p, checked as jnumber() checks it and, in the same pass, read as exact_strtod() reads it: the
+/* A JSON number at p (RFC 8259 grammar), checked and, in the same pass, read as exact_strtod() reads it: the
  * decimal mantissa's first 19 significant digits and its power of ten (slow: more digits, or a huge exponent:
  * exact_strtod() then reads the text). num_value() gives exact_strtod()'s double without reading the text again. */
-typedef struct { unsigned long long m; int e10; unsigned char neg, integer, slow; } JNum;
+typedef struct { unsigned long long m; int e10; unsigned char neg, integer, slow, expo; } JNum; /* expo: an exponent */
 
 static const char *digit_run(const char *p, const char *e) {
     while (p < e && (unsigned)(*p - '0') < 10) p++;
@@ -1106,6 +1083,7 @@ static const char *jnumber_m(const char *p, const char *e, JNum *n) {
     int digits = 0, e10 = 0, slow = 0, k;
     n->neg = 0;
     n->integer = 1;
+    n->expo = 0;
     if (p < e && *p == '-') { n->neg = 1; p++; }
     if (p >= e || *p < '0' || *p > '9') return NULL;
     /* A run of digits that fits 19 with those before it is read without a check per digit: the same m (a
@@ -1145,7 +1123,7 @@ static const char *jnumber_m(const char *p, const char *e, JNum *n) {
     }
     if (p < e && (*p == 'e' || *p == 'E')) {
         int sign = 1, x = 0;
-        n->integer = 0; p++;
+        n->integer = 0, n->expo = 1; p++;
         if (p < e && (*p == '+' || *p == '-')) sign = *p++ == '-' ? -1 : 1;
         if (p >= e || *p < '0' || *p > '9') return NULL;
         for (; p < e && *p >= '0' && *p <= '9'; p++) {
@@ -1161,6 +1139,43 @@ static const char *jnumber_m(const char *p, const char *e, JNum *n) {
     return p;
 }
 
+/* The digits that start [p, e): their end (8 bytes at a time, as digits8() tells them, where 8 can be read). */
+static const char *digits_end(const char *p, const char *e) {
+#if SWAR_DIGITS
+    for (; e - p >= 8; p += 8) {
+        unsigned long long x, t;
+        memcpy(&x, p, 8);
+        t = x ^ 0x3030303030303030ULL;
+        unsigned long long other = (t | (t + 0x0606060606060606ULL)) & 0xF0F0F0F0F0F0F0F0ULL;
+        if (other) return p + (__builtin_ctzll(other) >> 3);
+    }
+#endif
+    return digit_run(p, e);
+}
+
+/* jnumber_m()'s check without its reading, for a number whose value is not needed: the same end (or NULL), and
+ * n's neg, integer (no fraction, no exponent) and expo; not m, e10 or slow (jnumber_m() reads them). */
+static inline __attribute__((always_inline)) const char *jnumber(const char *p, const char *e, JNum *n) {
+    const char *s = p;
+    n->neg = 0, n->integer = 1, n->expo = 0;
+    if (p < e && *p == '-') { n->neg = 1; p++; }
+    if (p >= e || *p < '0' || *p > '9') return NULL;
+    p = *p == '0' ? p + 1 : digits_end(p, e);
+    if (p < e && *p == '.') {
+        n->integer = 0; p++;
+        if (p >= e || *p < '0' || *p > '9') return NULL;
+        p = digits_end(p, e);
+    }
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        n->integer = 0, n->expo = 1; p++;
+        if (p < e && (*p == '+' || *p == '-')) p++;
+        if (p >= e || *p < '0' || *p > '9') return NULL;
+        p = digit_run(p, e);
+    }
+    if (p - s > 30) return NULL;
+    return p;
+}
+
 /* exact_strtod() of the number [s.a, s.b) that jnumber_m() read into n. */
 static double num_value(const JNum *n, Span s) {
     if (!EXACT_FAST_PATH || n->slow) return exact_strtod(s.a, (size_t)(s.b - s.a));
@@ -1170,11 +1185,24 @@ static double num_value(const JNum *n, Span s) {
     return n->neg ? -r : r;
 }
 
+/* A number jnumber() checked, read now (the whole span: it checked so). */
+static JNum span_read(Span s) {
+    JNum n;
+    jnumber_m(s.a, s.b, &n);
+    return n;
+}
+
+static double span_value(Span s) {
+    JNum n = span_read(s);
+    return num_value(&n, s);
+}
+
 static int num_start(const char *p, const char *e) { return p < e && (*p == '-' || (*p >= '0' && *p <= '9')); }
 
 /* Any JSON value at p: its end, or NULL if it is not (strict) JSON or nests deeper than 64. */
 static const char *jvalue(const char *p, const char *e, int depth, int *type) {
-    int plain, integer;
+    int plain;
+    JNum num;
     *type = J_BAD;
     if (p >= e || depth > 64) return NULL;
     switch (*p) {
@@ -1202,7 +1230,7 @@ static const char *jvalue(const char *p, const char *e, int depth, int *type) {
     case 't': *type = J_TRUE; return lit(&p, e, "true") ? p : NULL;
     case 'f': *type = J_FALSE; return lit(&p, e, "false") ? p : NULL;
     case 'n': *type = J_NULL; return lit(&p, e, "null") ? p : NULL;
-    default: *type = J_NUM; return jnumber(p, e, &integer);
+    default: *type = J_NUM; return jnumber(p, e, &num);
     }
 }
 
@@ -1290,6 +1318,99 @@ static const char *key_at(const char *p, const char *e, const char *const *keys,
     return NULL;
 }
 
+/* What the members of one kind of object were written as last time: per member position, the key's bytes with
+ * their quotes and the colon after them, and which of the keys it is (nkeys: another key). Stacks write an
+ * event's members in one order with the same keys each time (quic-go's metrics: 7 members, every time): a member
+ * whose bytes at the cursor are those is that key again, known without the key matcher (key_at, jstring) or the
+ * white space between key and colon. Learnt from the matcher's answer for the same bytes, so a guess that holds
+ * gives what the matcher would; one that fails costs one comparison. Each thread's scanner has its own. */
+#define G_MEMBERS 8
+#define G_WORDS 4 /* a key, its quotes and the colon: up to 32 bytes */
+typedef struct {
+    unsigned char words[G_MEMBERS], n[G_MEMBERS]; /* words 0: nothing learnt there */
+    signed char at[G_MEMBERS];
+    unsigned long long text[G_MEMBERS][G_WORDS], mask[G_MEMBERS][G_WORDS];
+} Guess;
+
+/* After the colon of member j's key at p ('"') when it is written as learnt (*at: which key), else NULL. */
+static inline const char *guess_key(const Guess *g, int j, const char *p, const char *e, int *at) {
+    if (!g || j >= G_MEMBERS || !g->words[j] || (size_t)(e - p) < 8u * g->words[j]) return NULL;
+    unsigned long long x, diff = 0;
+    for (int w = 0; w < g->words[j]; w++) {
+        memcpy(&x, p + 8 * w, 8);
+        diff |= (x & g->mask[j][w]) ^ g->text[j][w];
+    }
+    if (diff) return NULL;
+    *at = g->at[j];
+    return p + g->n[j];
+}
+
+/* Member j's key [p, colon] (its quotes and the colon right after) is key at (nkeys: another plain key). */
+static void guess_learn(Guess *g, int j, const char *p, const char *colon, int at) {
+    size_t n = (size_t)(colon + 1 - p);
+    if (!g || j >= G_MEMBERS) return;
+    g->words[j] = 0;
+    if (n > 8 * G_WORDS) return;
+    unsigned char text[8 * G_WORDS] = {0}, on[8 * G_WORDS] = {0};
+    memcpy(text, p, n);
+    memset(on, 0xff, n);
+    memcpy(g->text[j], text, sizeof text);
+    memcpy(g->mask[j], on, sizeof on);
+    g->n[j] = (unsigned char)n;
+    g->at[j] = (signed char)at;
+    g->words[j] = (unsigned char)((n + 7) / 8);
+}
+
+/* The event names read last (a few: direct-mapped by two of their bytes), each with its role_of(): a name written
+ * with the same bytes, quotes included, is a plain string with that role, known without jstring() or role_of(). */
+#define N_NAMES 8
+#define N_WORDS 5 /* a name and its quotes: up to 40 bytes */
+typedef struct {
+    unsigned char words, n; /* words 0: none */
+    signed char role;
+    unsigned long long text[N_WORDS], mask[N_WORDS];
+} NameGuess;
+
+typedef struct {
+    Guess set[4]; /* per key set (key_index) */
+    NameGuess name[N_NAMES];
+} Guesses;
+
+static inline NameGuess *name_slot(Guesses *g, const char *p, const char *e) {
+    return e - p > 12 ? &g->name[((unsigned char)p[10] ^ (unsigned char)p[12]) & (N_NAMES - 1)] : NULL;
+}
+
+/* The end of the name string at p ('"') and its role (*role) when it is written as one learnt, else NULL. */
+static inline const char *guess_name(Guesses *g, const char *p, const char *e, int *role) {
+    NameGuess *ng = name_slot(g, p, e);
+    if (!ng || !ng->words || (size_t)(e - p) < 8u * ng->words) return NULL;
+    unsigned long long x, diff = 0;
+    for (int w = 0; w < ng->words; w++) {
+        memcpy(&x, p + 8 * w, 8);
+        diff |= (x & ng->mask[w]) ^ ng->text[w];
+    }
+    if (diff) return NULL;
+    *role = ng->role;
+    return p + ng->n;
+}
+
+/* The plain name string [p, end) (its quotes) has role_of() role. */
+static void name_learn(Guesses *g, const char *p, const char *end, const char *e, int role) {
+    NameGuess *ng = name_slot(g, p, e);
+    size_t n = (size_t)(end - p);
+    if (!ng) return;
+    ng->words = 0;
+    if (n > 8 * N_WORDS) return;
+    unsigned char text[8 * N_WORDS] = {0}, on[8 * N_WORDS] = {0};
+    memcpy(text, p, n);
+    memset(on, 0xff, n);
+    memcpy(ng->text, text, sizeof text);
+    memcpy(ng->mask, on, sizeof on);
+    ng->n = (unsigned char)n;
+    ng->role = (signed char)role;
+    ng->words = (unsigned char)((n + 7) / 8);
+}
+
 /* Keys of an event that qlog._event_parts reads in place of time/name (a record holding one goes to Python). */
 static const char *const REC_ALT[5] = {"event", "event_type", "category", "relative_time", "delta_time"};
 
@@ -1297,25 +1418,34 @@ static const char *const REC_ALT[5] = {"event", "event_type", "category", "relat
  * (after its '}'), or NULL if the object is not strict JSON, a wanted key comes twice or is written with an
  * escape (it might be one of them), or a key is not among `keys` and strict is 1, or (strict 2: an event's
  * members, as qlog._event_parts reads them) is one it reads instead (REC_ALT) or not lower-case ASCII (it
- * lower-cases every key then). */
+ * lower-cases every key then). The wanted numbers go to nums (if given): read (read 1) or only checked (0:
+ * jnumber()). g: the guesses for these keys (or NULL). */
 static const char *jmembers_at(const char *p, const char *e, const char *const *keys, int nkeys, Span *vals, int *types,
-                               JNum *nums, int strict, int depth) {
+                               JNum *nums, int read, int strict, int depth, Guess *g) {
     int plain, t, i;
     for (i = 0; i < nkeys; i++) { vals[i].a = vals[i].b = NULL; types[i] = J_BAD; }
     if (p >= e || *p != '{') return NULL;
     p = skip_jws(p + 1, e);
     if (p < e && *p == '}') return p + 1;
-    for (;;) {
-        const char *ka = p + 1, *kb;
+    for (int j = 0;; j++) {
+        const char *ka = p + 1, *kb, *q;
         if (p >= e || *p != '"') return NULL;
-        if (!(kb = key_at(p, e, keys, nkeys, &i)) && (!(kb = jstring(p, e, &plain)) || !plain)) return NULL;
-        Span key = {ka, kb - 1};
-        p = skip_jws(kb, e);
-        if (p >= e || *p != ':') return NULL;
-        p = skip_jws(p + 1, e);
+        Span key;
+        if ((q = guess_key(g, j, p, e, &i))) {
+            key.a = ka, key.b = q - 2;
+            p = q;
+        } else {
+            if (!(kb = key_at(p, e, keys, nkeys, &i)) && (!(kb = jstring(p, e, &plain)) || !plain)) return NULL;
+            key.a = ka, key.b = kb - 1;
+            p = skip_jws(kb, e);
+            if (p >= e || *p != ':') return NULL;
+            if (p == kb) guess_learn(g, j, ka - 1, p, i);
+            p++;
+        }
+        p = skip_jws(p, e);
         const char *va = p;
-        if (nums && i < nkeys && num_start(p, e)) { /* a wanted number: checked and read in one pass */
-            if (!(p = jnumber_m(p, e, &nums[i]))) return NULL;
+        if (nums && i < nkeys && num_start(p, e)) { /* a wanted number: checked and read in one pass (or checked) */
+            if (!(p = read ? jnumber_m(p, e, &nums[i]) : jnumber(p, e, &nums[i]))) return NULL;
             t = J_NUM;
         } else if (!(p = jvalue(p, e, depth + 1, &t))) return NULL;
         if (i < nkeys) {
@@ -1336,7 +1466,7 @@ static const char *jmembers_at(const char *p, const char *e, const char *const *
 /* jmembers_at over the whole of [p, e): 1 if the object (and only white space after it) fills it. */
 static int jmembers(const char *p, const char *e, const char *const *keys, int nkeys, Span *vals, int *types, JNum *nums,
                     int strict, int depth) {
-    const char *q = jmembers_at(p, e, keys, nkeys, vals, types, nums, strict, depth);
+    const char *q = jmembers_at(p, e, keys, nkeys, vals, types, nums, 1, strict, depth, NULL);
     return q && skip_jws(q, e) == e;
 }
 
@@ -1518,7 +1648,7 @@ static int rx_space(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '
 static int regex_time(const char *p, const char *e, double *t) {
     for (;;) {
         const char *q = p;
-        while ((size_t)(e - q) >= 6 && memcmp(q, "\"time\"", 6) != 0) q++;
+        while ((size_t)(e - q) >= 6 && (*q != '"' || memcmp(q + 1, "time\"", 5) != 0)) q++;
         if ((size_t)(e - q) < 6) return 0;
         p = q + 1;
         q += 6;
@@ -1529,9 +1659,15 @@ static int regex_time(const char *p, const char *e, double *t) {
         const char *a = q;
         if (q < e && *q == '-' && q + 1 < e && q[1] >= '0' && q[1] <= '9') q++;
         if (q >= e || *q < '0' || *q > '9') continue;
+        JNum num; /* the common case, a JSON number that is the whole match: read in one pass */
+        const char *x = jnumber_m(a, e, &num);
+        if (x && (x == e || !time_byte((unsigned char)*x))) { /* (the match: at most 30 bytes after the first digit) */
+            Span text = {a, x};
+            *t = num_value(&num, text);
+            return 1;
+        }
         q++;
         for (int n = 0; n < 30 && q < e && time_byte((unsigned char)*q); n++) q++;
-        JNum num; /* the common case, a JSON number that is the whole match: read in one pass */
         if (jnumber_m(a, q, &num) == q) {
             Span text = {a, q};
             *t = num_value(&num, text);
@@ -1639,10 +1775,13 @@ typedef struct {
     int threads;            /* records() splits a long run of records between this many threads (1 or 2) */
     Py_ssize_t split_min;   /* ... each part at least this many bytes */
     int take_back;          /* a second part not begun when the first is done is read here (0: always waited for) */
-    int simd;               /* 1: records are split and classified 32 bytes at a time where the CPU has AVX2; 0: SSE2 */
+    int simd;               /* 1: records are split and classified 32 bytes at a time where the CPU has AVX2, members and
+                             * names guessed (guess), a metrics row's numbers only checked when it keeps none; 0: SSE2,
+                             * the key matcher, every number read (the general paths, for tests) */
     long long in_bytes, in_rows; /* records() so far: bytes read, rows made (the rows a window is expected to make) */
     double split_at;        /* the first thread's share of a split run: what made both parts take as long so far */
     BCol spare[8];          /* a second thread's row columns, emptied, for the next one (not allocated again) */
+    Guesses guess;          /* members and names as last written (used when simd is 1) */
     struct WNames *w;       /* set in the second thread's copy: strings are named there, not in the table */
 } QS;
 
@@ -1654,11 +1793,15 @@ static int role_of(Span name) {
         {"congestion_state", 16, 1},         {"metrics_updated", 15, 2},         {"recovery_metrics_updated", 24, 2},
         {"metric_update", 13, 2},            {"metrics_update", 14, 2},          {"congestion_metric_update", 24, 3},
         {"packet_lost", 11, 4},              {"loss_timer_updated", 18, 5},      {"spurious_loss", 13, 6}};
-    const char *a = name.b;
-    while (a > name.a && a[-1] != ':') a--;
-    size_t n = (size_t)(name.b - a);
-    for (size_t i = 0; i < sizeof ROLES / sizeof *ROLES; i++) /* (a name is printable ASCII: no NUL) */
-        if (ROLES[i].n == n && (memcmp(a, ROLES[i].word, n) == 0 || ci_at(a, name.b, ROLES[i].word, n))) return ROLES[i].role;
+    /* the name ends with the word, after a ':' or alone: then the word (which holds no ':') is what follows the last
+     * ':' (no search for it: a test of one byte per word; the first letter, any case, before a comparison) */
+    size_t len = (size_t)(name.b - name.a);
+    for (size_t i = 0; i < sizeof ROLES / sizeof *ROLES; i++) {
+        size_t n = ROLES[i].n;
+        const char *a = name.b - n;
+        if (n > len || (a > name.a && a[-1] != ':') || ((unsigned char)*a | 32) != (unsigned char)ROLES[i].word[0]) continue;
+        if (memcmp(a, ROLES[i].word, n) == 0 || ci_at(a, name.b, ROLES[i].word, n)) return ROLES[i].role;
+    }
     return 0;
 }
 
@@ -1780,42 +1923,55 @@ static int str_is(Span v, const char *word) { /* a plain string's text is word *
 typedef struct {
     Span v[3], d[16];
     int ty[3], dt[16];
-    JNum n[3], dn[16]; /* the numbers among them, read (time; data's wanted members) */
-    int name_plain, role;
+    JNum n[3], dn[16]; /* the numbers among them, read (time; data's wanted members: only checked if not `values`) */
+    int name_plain, role, named; /* named: role_of(name) when the pass asked it, else -1 */
 } Rec;
 
-static const char *const *role_keys(int role, int *n) {
+/* A role's data keys, their number (*n) and their key set's number (*set: as in key_index). */
+static const char *const *role_keys(int role, int *n, int *set) {
     switch (role) {
-    case 1: *n = 6; return STATE_KEYS;
-    case 2: *n = 10 + N_AUX; return METRIC_KEYS;
-    case 5: *n = 2; return TIMER_KEYS;
-    default: *n = 0; return NULL;
+    case 1: *n = 6, *set = 1; return STATE_KEYS;
+    case 2: *n = 10 + N_AUX, *set = 2; return METRIC_KEYS;
+    case 5: *n = 2, *set = 3; return TIMER_KEYS;
+    default: *n = 0, *set = 0; return NULL;
     }
 }
 
-static int rec_members(const char *p, const char *e, Rec *r) {
-    int plain, vplain, t, i, nk;
+/* (g: the scanner's guesses per key set, or NULL: the key matcher only; values 0: a metrics event's numbers are only
+ * checked, its row keeping none) */
+static int rec_members(const char *p, const char *e, Rec *r, Guesses *g, int values) {
+    int plain, vplain, t, i, nk, set, name_role = -1;
+    const char *name_at = NULL; /* (the name string, when it is to be learnt) */
     r->name_plain = 0;
-    r->role = -1;
+    r->role = r->named = -1;
     for (i = 0; i < 3; i++) { r->v[i].a = r->v[i].b = NULL; r->ty[i] = J_BAD; }
     if (p >= e || *p != '{') return 0;
     p = skip_jws(p + 1, e);
     if (p < e && *p == '}') return skip_jws(p + 1, e) == e;
-    for (;;) {
-        const char *ka = p + 1, *kb;
+    for (int j = 0;; j++) {
+        const char *ka = p + 1, *kb, *q;
         if (p >= e || *p != '"') return 0;
-        if (!(kb = key_at(p, e, REC_KEYS, 3, &i)) && (!(kb = jstring(p, e, &plain)) || !plain)) return 0;
-        Span key = {ka, kb - 1};
-        p = skip_jws(kb, e);
-        if (p >= e || *p != ':') return 0;
-        p = skip_jws(p + 1, e);
+        Span key;
+        if ((q = guess_key(g ? g->set : NULL, j, p, e, &i))) {
+            key.a = ka, key.b = q - 2;
+            p = q;
+        } else {
+            if (!(kb = key_at(p, e, REC_KEYS, 3, &i)) && (!(kb = jstring(p, e, &plain)) || !plain)) return 0;
+            key.a = ka, key.b = kb - 1;
+            p = skip_jws(kb, e);
+            if (p >= e || *p != ':') return 0;
+            if (p == kb && g) guess_learn(g->set, j, ka - 1, p, i);
+            p++;
+        }
+        p = skip_jws(p, e);
         const char *va = p;
         const char *const *dk = NULL;
         if (i == 2 && r->role < 0 && r->name_plain && r->v[1].b - r->v[1].a > 2 && p < e && *p == '{') {
             Span name = {r->v[1].a + 1, r->v[1].b - 1};
-            int role = role_of(name);
-            if ((dk = role_keys(role, &nk))) {
-                if (!(p = jmembers_at(p, e, dk, nk, r->d, r->dt, r->dn, 0, 1))) return 0;
+            int role = r->named = name_role >= 0 ? name_role : role_of(name);
+            if (name_at && name_role < 0) name_learn(g, name_at, r->v[1].b, e, role);
+            if ((dk = role_keys(role, &nk, &set))) {
+                if (!(p = jmembers_at(p, e, dk, nk, r->d, r->dt, r->dn, values || role != 2, 0, 1, g ? g->set + set : NULL))) return 0;
                 t = J_OBJ;
                 r->role = role;
             }
@@ -1823,8 +1979,16 @@ static int rec_members(const char *p, const char *e, Rec *r) {
         if (dk) {
         } else if (p < e && *p == '"') {
             t = J_STR;
-            if (!(p = jstring(p, e, &vplain))) return 0;
-            if (i == 1 && !r->v[1].a) r->name_plain = vplain;
+            if (i == 1 && !r->v[1].a && g && (q = guess_name(g, p, e, &name_role))) {
+                p = q;
+                r->name_plain = 1;
+            } else {
+                if (!(p = jstring(p, e, &vplain))) return 0;
+                if (i == 1 && !r->v[1].a) {
+                    r->name_plain = vplain;
+                    if (vplain && g) name_at = va;
+                }
+            }
         } else if (i < 3 && num_start(p, e)) {
             t = J_NUM;
             if (!(p = jnumber_m(p, e, &r->n[i]))) return 0;
@@ -1880,12 +2044,14 @@ static int qs_event(QS *s, const char *p, const char *e, Seen *seen) {
         seen->gen = s->gen;
     }
     Rec r;
-    if (!rec_members(p, e, &r)) return 0;
+    /* a metrics row keeps its numbers (qs_row) only so: else they are checked, not read (simd 0: always read) */
+    int values = s->keep_metrics || qs_keeps_aux(s) || !s->simd;
+    if (!rec_members(p, e, &r, s->simd ? &s->guess : NULL, values)) return 0;
     Span *v = r.v;
     int *ty = r.ty;
     if (!v[1].a || ty[1] != J_STR || !r.name_plain || v[1].b - v[1].a <= 2) return 0;
     Span name = {v[1].a + 1, v[1].b - 1};
-    int role = r.role >= 0 ? r.role : role_of(name);
+    int role = r.named >= 0 ? r.named : role_of(name);
     double raw, t;
     if (role >= 4) return qs_lost_or_timer(s, role, &r);
     if (role == 0) {
@@ -1932,19 +2098,25 @@ static int qs_event(QS *s, const char *p, const char *e, Seen *seen) {
     if (r.role != 2 && !jmembers(v[2].a, v[2].b, METRIC_KEYS, 10 + N_AUX, r.d, r.dt, r.dn, 0, 1)) return 0;
     v = r.d, ty = r.dt;
     const JNum *num = r.dn;
+    if (r.role != 2) values = 1; /* (read by jmembers) */
     double aux[N_AUX];
     int keep = qs_keeps_aux(s); /* only then does qs_row keep them */
     for (int i = 0; i < N_AUX; i++) /* as written; anything but a number is none (metric_states._num) */
         aux[i] = keep && v[10 + i].a && ty[10 + i] == J_NUM ? num_value(&num[10 + i], v[10 + i]) : NAN;
+    unsigned present = 0; /* the keys given: each field's first given one found without a loop per field */
+    for (int i = 0; i < 10; i++) present |= (unsigned)(v[i].a != NULL) << i;
     for (int f = 0; f < 6; f++) {
-        int k = METRIC_FIRST[f];
-        while (k < METRIC_FIRST[f + 1] && !v[k].a) k++;
-        if (k == METRIC_FIRST[f + 1] || ty[k] == J_NULL) continue;
+        unsigned given = present & ((1u << METRIC_FIRST[f + 1]) - (1u << METRIC_FIRST[f]));
+        if (!given) continue;
+        int k = __builtin_ctz(given);
+        if (ty[k] == J_NULL) continue;
         if (ty[k] != J_NUM || *v[k].a == '-') return 0;
         int integer = num[k].integer;
         if (f >= 4) { /* an RTT in the file's unit, scaled in Python: exact as a double below 2^53 */
-            double x = num_value(&num[k], v[k]);
-            if (v[k].b - v[k].a > 15 || x >= 1e15) return 0;
+            if (v[k].b - v[k].a > 15) return 0;
+            if (!values && !num[k].expo) continue; /* (15 characters or fewer, no exponent: below 1e15) */
+            double x = values ? num_value(&num[k], v[k]) : span_value(v[k]);
+            if (x >= 1e15) return 0;
             rtt[f - 4] = x;
             continue;
         }
@@ -1954,7 +2126,9 @@ static int qs_event(QS *s, const char *p, const char *e, Seen *seen) {
             m[2] = QMAX;           /* ssthresh: 2^64-1 and beyond mean unbounded */
             continue;
         }
-        unsigned long long x = num[k].m; /* at most 19 digits, none a leading zero: all of them */
+        if (!values && v[k].b - v[k].a < 19) continue; /* (18 digits or fewer: below QMAX) */
+        /* at most 19 digits, none a leading zero: all of them */
+        unsigned long long x = values ? num[k].m : span_read(v[k]).m;
         if (x >= (unsigned long long)QMAX) {
             if (f != 2) return 0;
             x = (unsigned long long)QMAX;
@@ -1978,9 +2152,9 @@ static int qs_record(QS *s, const char *p, const char *e, int cls, Seen *seen) {
             Rec r;
             Span *v = r.v;
             int *ty = r.ty;
-            if (!rec_members(x, y, &r) || !v[1].a || ty[1] != J_STR || !r.name_plain || v[1].b - v[1].a <= 2) return 0;
+            if (!rec_members(x, y, &r, s->simd ? &s->guess : NULL, 1) || !v[1].a || ty[1] != J_STR || !r.name_plain || v[1].b - v[1].a <= 2) return 0;
             Span name = {v[1].a + 1, v[1].b - 1};
-            int role = r.role >= 0 ? r.role : role_of(name);
+            int role = r.named >= 0 ? r.named : role_of(name);
             if (v[0].a && ty[0] == J_STR) return 0;
             if (role >= 4 && v[2].a && ty[2] == J_OBJ && v[0].a && good_time(v[0], ty[0], &r.n[0], &raw))
                 return qs_lost_or_timer(s, role, &r);
@@ -2841,7 +3015,7 @@ static PyMemberDef qs_members[] = {
     {"threads", T_INT, offsetof(QS, threads), 0, "threads records() reads a long run of records with (1 or 2)"},
     {"split_min", T_PYSSIZET, offsetof(QS, split_min), 0, "the least bytes a thread's part of records() holds"},
     {"take_back", T_INT, offsetof(QS, take_back), 0, "1: a second part not begun in time is read by the first thread"},
-    {"simd", T_INT, offsetof(QS, simd), 0, "1: AVX2 where the CPU has it (the default), 0: SSE2 only (the same results)"},
+    {"simd", T_INT, offsetof(QS, simd), 0, "1: the fast paths (AVX2 where the CPU has it, guesses; the default), 0: SSE2 and the general matcher (the same results)"},
     {NULL},
 };
 

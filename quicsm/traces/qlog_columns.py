@@ -659,10 +659,15 @@ def _plus_one(ids: np.ndarray) -> np.ndarray:
 
 def _present(size: int, *positions: np.ndarray) -> np.ndarray:
     """Which of ``range(size)`` occur among the ``positions`` (each in range): ``np.bincount(...) > 0``
-    without a count or a joined copy."""
+    without a count or a joined copy. A column of states holds long runs of one value (the state then, on
+    every metrics row): then only each run's first value is looked up, not every row's (a 1 GB qlog's batch:
+    25 ms a column, 4 ms so)."""
     seen = np.zeros(size, bool)
     for at in positions:
-        seen[at] = True
+        if len(at):
+            seen[at[0]] = True
+            runs = at[1:] != at[:-1]
+            seen[at[1:][runs] if np.count_nonzero(runs) < len(at) // 8 else at] = True
     return seen
 
 
