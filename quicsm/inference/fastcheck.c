@@ -119,90 +119,83 @@ static PyObject *violations(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOOOnOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &size, &o[5], &o[6], &o[7],
                           &o[8], &o[9], &o[10]))
         return NULL;
-    Arr a[11];
-    int got = 0, ok = 1;
+    Arr a[11], *got[11];
+    for (int i = 0; i < 11; i++) got[i] = &a[i];
+    const Py_ssize_t sizes[11] = {4, 4, 4, 4, 4, 1, 1, 1, 1, 1, 1};
     const char *names[11] = {"indptr", "indices", "rindptr", "rindices", "ptype", "nfby",
                              "ap",     "afby",    "out_nfby", "out_ap",  "out_afby"};
-    for (; got < 11; got++) {
-        if (get_arr(o[got], &a[got], got < 5 ? 4 : 1, got >= 8, names[got]) < 0) {
-            ok = 0;
-            break;
+    int k = get_arrs(o, got, sizes, 0x700u, names, 11);
+    int32_t *queue = NULL;
+    uint8_t *seen = NULL, *types = NULL;
+    PyObject *result = NULL;
+    if (k < 11) goto done;
+    Py_ssize_t n = a[4].n;
+    for (int i = 5; i < 11; i++)
+        if (a[i].n != size * size) {
+            PyErr_SetString(PyExc_ValueError, "invariant matrices must be size x size");
+            goto done;
+        }
+    if (a[0].n != n + 1 || a[2].n != n + 1) {
+        PyErr_SetString(PyExc_ValueError, "indptr must have one entry more than ptype");
+        goto done;
+    }
+    queue = malloc(sizeof(int32_t) * (size_t)(n + 1));
+    seen = malloc((size_t)n + 1);
+    types = malloc((size_t)size);
+    if (!queue || !seen || !types) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Csr fwd = {I32(a[0]), I32(a[1])}, bwd = {I32(a[2]), I32(a[3])};
+    const int32_t *ptype = I32(a[4]);
+    const uint8_t *nfby = a[5].view.buf, *ap = a[6].view.buf, *afby = a[7].view.buf;
+    uint8_t *out_nfby = a[8].view.buf, *out_ap = a[9].view.buf, *out_afby = a[10].view.buf;
+    int32_t initial = (int32_t)size - 2, terminal = (int32_t)size - 1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t x = 0; x < size; x++) {
+        int any_nfby = 0, any_ap = 0, any_afby = 0;
+        for (Py_ssize_t y = 0; y < size; y++) {
+            any_nfby |= nfby[x * size + y];
+            any_ap |= ap[x * size + y];
+            any_afby |= afby[y * size + x];
+        }
+        if (any_nfby) { /* x NFby y fails iff a y-node is reachable (>= 1 step) from an x-node */
+            reach_after(fwd, ptype, n, (int32_t)x, -2, queue, seen, types, size);
+            for (Py_ssize_t y = 0; y < size; y++) out_nfby[x * size + y] = types[y] & nfby[x * size + y];
+        }
+        if (any_ap) { /* x AP y fails iff a y-node is reachable from INITIAL through no x-node */
+            reach_after(fwd, ptype, n, initial, (int32_t)x, queue, seen, types, size);
+            for (Py_ssize_t y = 0; y < size; y++) out_ap[x * size + y] = types[y] & ap[x * size + y];
+        }
+        if (any_afby) { /* y AFby x fails iff a y-node steps into a node reaching TERMINAL avoiding x */
+            memset(seen, 0, (size_t)n);
+            memset(types, 0, (size_t)size);
+            Py_ssize_t q = 0;
+            for (Py_ssize_t u = 0; u < n; u++) {
+                if (ptype[u] != terminal || ptype[u] == x) continue;
+                seen[u] = 1;
+                queue[q++] = u;
+            }
+            grow(bwd, ptype, (int32_t)x, queue, q, seen, types); /* the types of co itself are not needed */
+            memset(types, 0, (size_t)size);
+            for (Py_ssize_t u = 0; u < n; u++) {
+                if (!seen[u]) continue;
+                for (int32_t e = bwd.ptr[u]; e < bwd.ptr[u + 1]; e++) {
+                    int32_t v = bwd.idx[e];
+                    if (ptype[v] >= 0) types[ptype[v]] = 1;
+                }
+            }
+            for (Py_ssize_t y = 0; y < size; y++) out_afby[y * size + x] = types[y] & afby[y * size + x];
         }
     }
-    if (ok) {
-        Py_ssize_t n = a[4].n;
-        for (int i = 5; i < 11; i++)
-            if (a[i].n != size * size) {
-                PyErr_SetString(PyExc_ValueError, "invariant matrices must be size x size");
-                ok = 0;
-            }
-        if (ok && (a[0].n != n + 1 || a[2].n != n + 1)) {
-            PyErr_SetString(PyExc_ValueError, "indptr must have one entry more than ptype");
-            ok = 0;
-        }
-        int32_t *queue = NULL;
-        uint8_t *seen = NULL, *types = NULL;
-        if (ok) {
-            queue = malloc(sizeof(int32_t) * (size_t)(n + 1));
-            seen = malloc((size_t)n + 1);
-            types = malloc((size_t)size);
-            if (!queue || !seen || !types) {
-                PyErr_NoMemory();
-                ok = 0;
-            }
-        }
-        if (ok) {
-            Csr fwd = {I32(a[0]), I32(a[1])}, bwd = {I32(a[2]), I32(a[3])};
-            const int32_t *ptype = I32(a[4]);
-            const uint8_t *nfby = a[5].view.buf, *ap = a[6].view.buf, *afby = a[7].view.buf;
-            uint8_t *out_nfby = a[8].view.buf, *out_ap = a[9].view.buf, *out_afby = a[10].view.buf;
-            int32_t initial = (int32_t)size - 2, terminal = (int32_t)size - 1;
-            Py_BEGIN_ALLOW_THREADS
-            for (Py_ssize_t x = 0; x < size; x++) {
-                int any_nfby = 0, any_ap = 0, any_afby = 0;
-                for (Py_ssize_t y = 0; y < size; y++) {
-                    any_nfby |= nfby[x * size + y];
-                    any_ap |= ap[x * size + y];
-                    any_afby |= afby[y * size + x];
-                }
-                if (any_nfby) { /* x NFby y fails iff a y-node is reachable (>= 1 step) from an x-node */
-                    reach_after(fwd, ptype, n, (int32_t)x, -2, queue, seen, types, size);
-                    for (Py_ssize_t y = 0; y < size; y++) out_nfby[x * size + y] = types[y] & nfby[x * size + y];
-                }
-                if (any_ap) { /* x AP y fails iff a y-node is reachable from INITIAL through no x-node */
-                    reach_after(fwd, ptype, n, initial, (int32_t)x, queue, seen, types, size);
-                    for (Py_ssize_t y = 0; y < size; y++) out_ap[x * size + y] = types[y] & ap[x * size + y];
-                }
-                if (any_afby) { /* y AFby x fails iff a y-node steps into a node reaching TERMINAL avoiding x */
-                    memset(seen, 0, (size_t)n);
-                    memset(types, 0, (size_t)size);
-                    Py_ssize_t q = 0;
-                    for (Py_ssize_t u = 0; u < n; u++) {
-                        if (ptype[u] != terminal || ptype[u] == x) continue;
-                        seen[u] = 1;
-                        queue[q++] = u;
-                    }
-                    grow(bwd, ptype, (int32_t)x, queue, q, seen, types); /* the types of co itself are not needed */
-                    memset(types, 0, (size_t)size);
-                    for (Py_ssize_t u = 0; u < n; u++) {
-                        if (!seen[u]) continue;
-                        for (int32_t e = bwd.ptr[u]; e < bwd.ptr[u + 1]; e++) {
-                            int32_t v = bwd.idx[e];
-                            if (ptype[v] >= 0) types[ptype[v]] = 1;
-                        }
-                    }
-                    for (Py_ssize_t y = 0; y < size; y++) out_afby[y * size + x] = types[y] & afby[y * size + x];
-                }
-            }
-            Py_END_ALLOW_THREADS
-        }
-        free(queue);
-        free(seen);
-        free(types);
-    }
-    for (int i = 0; i < got; i++) PyBuffer_Release(&a[i].view);
-    if (!ok) return NULL;
-    Py_RETURN_NONE;
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    free(queue);
+    free(seen);
+    free(types);
+    release_arrs(got, k);
+    return result;
 }
 
 /* ---- the invariant automata ---------------------------------------------------------------------- */
@@ -243,33 +236,24 @@ typedef struct {
 } WalkArgs;
 
 static int walk_args(PyObject *args, WalkArgs *w) {
-    PyObject *p, *i, *t;
-    if (!PyArg_ParseTuple(args, "OOOiiiii", &p, &i, &t, &w->kind, &w->a, &w->b, &w->initial, &w->terminal_type))
+    PyObject *o[3];
+    if (!PyArg_ParseTuple(args, "OOOiiiii", &o[0], &o[1], &o[2], &w->kind, &w->a, &w->b, &w->initial, &w->terminal_type))
         return -1;
-    if (get_arr(p, &w->ptr, 4, 0, "indptr") < 0) return -1;
-    if (get_arr(i, &w->idx, 4, 0, "indices") < 0) {
-        PyBuffer_Release(&w->ptr.view);
-        return -1;
-    }
-    if (get_arr(t, &w->ptype, 4, 0, "ptype") < 0) {
-        PyBuffer_Release(&w->ptr.view);
-        PyBuffer_Release(&w->idx.view);
-        return -1;
-    }
-    if (w->ptr.n != w->ptype.n + 1 || w->initial < 0 || w->initial >= w->ptype.n || w->kind < 0 || w->kind > 2) {
+    Arr *got[3] = {&w->ptr, &w->idx, &w->ptype};
+    const Py_ssize_t sizes[3] = {4, 4, 4};
+    const char *names[3] = {"indptr", "indices", "ptype"};
+    int k = get_arrs(o, got, sizes, 0, names, 3);
+    if (k == 3 && (w->ptr.n != w->ptype.n + 1 || w->initial < 0 || w->initial >= w->ptype.n || w->kind < 0 || w->kind > 2))
         PyErr_SetString(PyExc_ValueError, "bad graph or walk arguments");
-        PyBuffer_Release(&w->ptr.view);
-        PyBuffer_Release(&w->idx.view);
-        PyBuffer_Release(&w->ptype.view);
-        return -1;
-    }
-    return 0;
+    else if (k == 3)
+        return 0;
+    release_arrs(got, k);
+    return -1;
 }
 
 static void walk_release(WalkArgs *w) {
-    PyBuffer_Release(&w->ptr.view);
-    PyBuffer_Release(&w->idx.view);
-    PyBuffer_Release(&w->ptype.view);
+    Arr *got[3] = {&w->ptr, &w->idx, &w->ptype};
+    release_arrs(got, 3);
 }
 
 static PyObject *shortest(PyObject *self, PyObject *args) {
@@ -673,25 +657,15 @@ static PyObject *stitch(PyObject *self, PyObject *args) {
     int terminal_type;
     if (!PyArg_ParseTuple(args, "OiOOO", &po, &terminal_type, &to, &so, &wo)) return NULL;
     Arr part, types, start, walk;
-    if (get_arr(po, &part, 4, 0, "part") < 0) return NULL;
-    if (get_arr(to, &types, 4, 0, "types") < 0) {
-        PyBuffer_Release(&part.view);
-        return NULL;
-    }
-    if (get_arr(so, &start, 4, 0, "start") < 0) {
-        PyBuffer_Release(&part.view);
-        PyBuffer_Release(&types.view);
-        return NULL;
-    }
-    if (get_arr(wo, &walk, 4, 0, "walk") < 0) {
-        PyBuffer_Release(&part.view);
-        PyBuffer_Release(&types.view);
-        PyBuffer_Release(&start.view);
-        return NULL;
-    }
+    Arr *got[4] = {&part, &types, &start, &walk};
+    PyObject *objs[4] = {po, to, so, wo};
+    const Py_ssize_t sizes[4] = {4, 4, 4, 4};
+    const char *names[4] = {"part", "types", "start", "walk"};
+    int k = get_arrs(objs, got, sizes, 0, names, 4);
     PyObject *result = NULL;
-    int32_t *hot = malloc(sizeof(int32_t) * (size_t)(start.n + 1));
-    if (!hot) {
+    int32_t *hot = NULL;
+    if (k < 4) goto done;
+    if (!(hot = malloc(sizeof(int32_t) * (size_t)(start.n + 1)))) {
         PyErr_NoMemory();
         goto done;
     }
@@ -707,10 +681,7 @@ static PyObject *stitch(PyObject *self, PyObject *args) {
     }
 done:
     free(hot);
-    PyBuffer_Release(&part.view);
-    PyBuffer_Release(&types.view);
-    PyBuffer_Release(&start.view);
-    PyBuffer_Release(&walk.view);
+    release_arrs(got, k);
     return result;
 }
 
