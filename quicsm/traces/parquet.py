@@ -34,11 +34,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ROWS_PER_GROUP",
+    "GroupAhead",
     "ObjectBatches",
     "SCHEMA",
     "StoreBatch",
     "StoreTemplate",
     "StoreTraces",
+    "first_seen",
+    "group_table",
     "object_batches",
     "read_parquet",
     "store_batches",
@@ -50,6 +53,25 @@ ROWS_PER_GROUP = 200_000
 (at the first trace that brings a batch to this many rows). A batch over twice this many rows (it holds
 a trace longer than this) is written in row groups of this many rows, a trace then spanning several (the
 readers join it): memory holds one group's Arrow columns, not the whole trace's of a 1 GB qlog."""
+
+
+Dictionaries = dict[str, list[int]]
+"""A group's dictionary values for ``state``, ``prev``, ``recovery``, ``trigger`` (ids into the batch's
+names) and ``kind`` (into :data:`~quicsm.traces.events.EVENT_KINDS`), in dictionary order."""
+
+
+@dataclass(slots=True)
+class GroupAhead:
+    """A row group of a batch still being read (a qlog trace longer than two groups: a 1 GB qlog's one
+    connection), built and handed over while the rest is read, so it is encoded meanwhile
+    (:class:`~quicsm.traces.qlog_columns.QlogBatcher`'s ``ahead``). The writer holds such groups until the
+    batch's end says whether they stand: a batch of no rows (its traces' metadata) keeps them; a batch
+    with rows (the whole batch again: the rest broke what the groups assumed, as a time going back)
+    replaces them. The file is the one the whole batch makes either way."""
+
+    table: Any
+    transitions: bool
+    """Whether a row is a transition (what :func:`~quicsm.traces.select.keep_traces` counts)."""
 
 
 STORE_VERSION = 3
@@ -184,10 +206,11 @@ def _unpack(value: bytes) -> bytes:
 SCHEMA = _schema
 
 
-def write_parquet(batches: Iterable[TraceColumns | StoreBatch], path: str) -> int:
+def write_parquet(batches: Iterable[TraceColumns | StoreBatch | GroupAhead], path: str) -> int:
     """Write trace batches (:class:`~quicsm.traces.columnar.TraceColumns`, trace objects through
-    :class:`ObjectBatches`) or batches already in the store's schema (:class:`StoreBatch`, made on Dask
-    workers), atomically. Row groups are encoded on other threads (:class:`_Encoders`)."""
+    :class:`ObjectBatches`, groups of a batch handed over ahead of it: :class:`GroupAhead`) or batches
+    already in the store's schema (:class:`StoreBatch`, made on Dask workers), atomically. Row groups are
+    encoded on other threads (:class:`_Encoders`)."""
     schema = _schema()
     with atomic_output(path) as fh, _Encoders(fh, schema, _writer_options(schema)) as put:
         out = _Writer(put, schema)
@@ -234,17 +257,35 @@ class _Encoders:
         self.threads = ENCODERS if spare_core() else 1
         self.pool = ThreadPoolExecutor(self.threads, thread_name_prefix="quicsm-parquet-writer")
         self.pending: deque[Any] = deque()
+        self.held: list[Any] = []
         self.splicer: Splicer | None = None
         self.final = schema
 
-    def __call__(self, table: Any) -> None:
-        """Encode ``table`` (an Arrow table, or a :class:`Part` encoded already: spliced in its turn)."""
-        self.pending.append(
-            table if isinstance(table, Part) else self.pool.submit(encode_part, table, self.schema, self.options)
-        )
+    def __call__(self, table: Any, hold: bool = False) -> None:
+        """Encode ``table`` (an Arrow table, or a :class:`Part` encoded already: spliced in its turn);
+        ``hold``: kept aside, after the groups given before it, until :meth:`keep` or :meth:`drop`."""
+        item = table if isinstance(table, Part) else self.pool.submit(encode_part, table, self.schema, self.options)
         del table
-        while len(self.pending) > self.threads:
-            self._splice(self.pending.popleft())
+        (self.held if hold else self.pending).append(item)
+        del item
+        while len(self.pending) + sum(not isinstance(h, Part) for h in self.held) > self.threads:
+            if self.pending:
+                self._splice(self.pending.popleft())
+            else:  # the oldest held group's table let go once encoded: held groups cost their bytes only
+                at = next(i for i, h in enumerate(self.held) if not isinstance(h, Part))
+                self.held[at] = self.held[at].result()
+
+    def keep(self) -> None:
+        """The held groups stand: spliced in their turn."""
+        self.pending.extend(self.held)
+        self.held.clear()
+
+    def drop(self) -> None:
+        """The held groups are not written (their batch comes whole instead)."""
+        for h in self.held:
+            if not isinstance(h, Part) and not h.cancel():
+                h.exception()  # (wait: its table is let go; an error here is met again on the batch)
+        self.held.clear()
 
     def _splice(self, item: Any) -> None:
         part = item if isinstance(item, Part) else item.result()
@@ -259,13 +300,15 @@ class _Encoders:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
         try:
             if exc is None:
+                if self.held:
+                    raise ValueError("row groups ahead of a batch that did not come")
                 while self.pending:
                     self._splice(self.pending.popleft())
                 if self.splicer is None:  # a store of no rows: the schema alone
                     self.splicer = Splicer(self.fh)
                 self.splicer.close(encode_part(None, self.final, self.options))
             elif isinstance(exc, Exception):  # the groups given before the caller's error come first
-                for future in self.pending:
+                for future in (*self.pending, *self.held):
                     if not isinstance(future, Part) and isinstance(error := future.exception(), Exception):
                         raise error
         finally:
@@ -285,14 +328,17 @@ class StoreBatch:
     index: TraceIndex | None
 
 
-def store_batches(batches: Iterable[TraceColumns]) -> list[StoreBatch]:
+def store_batches(batches: Iterable[TraceColumns | GroupAhead]) -> list[StoreBatch]:
     """Batches as the row groups :func:`write_parquet` would write (a Dask worker's share of ``parse``),
-    each encoded as it is built: memory holds one group's table beside the encoded ones."""
+    each encoded as it is built: memory holds one group's table beside the encoded ones. (Read without
+    groups ahead: a worker's encoding runs in turn with its reading either way.)"""
     schema = _schema()
     options = _writer_options(schema)
     out: list[StoreBatch] = []
 
-    def put(tc: TraceColumns) -> None:
+    def put(tc: TraceColumns | GroupAhead) -> None:
+        if isinstance(tc, GroupAhead):
+            raise TypeError("store_batches takes batches read without groups ahead")
         if len(tc):
             index = TraceIndex()
             index.add(tc)
@@ -354,13 +400,27 @@ class _Writer:
     """Each batch written as one row group, or several for a batch of a trace longer than a group
     (``write`` takes each group's table or encoded part); its traces' metadata gathered in ``index``."""
 
-    def __init__(self, write: Callable[[Any], None], schema: Any) -> None:
+    def __init__(self, write: _Encoders, schema: Any) -> None:
         self.write = write
         self.schema = schema
         self.index = TraceIndex()
         self.n = 0
 
-    def put(self, item: TraceColumns | StoreBatch) -> None:
+    def put(self, item: TraceColumns | StoreBatch | GroupAhead) -> None:
+        if isinstance(item, GroupAhead):
+            self.write(item.table, hold=True)
+            return
+        if self.write.held:  # the batch the held groups were ahead of
+            if isinstance(item, StoreBatch) or len(item.order):  # whole: the groups did not stand
+                self.write.drop()
+            else:  # its traces' metadata: the groups stand, unless --where kept none of its traces
+                if len(item):
+                    self.write.keep()
+                else:
+                    self.write.drop()
+                self.index.add(item)
+                self.n += len(item)
+                return
         if isinstance(item, StoreBatch):
             if item.index is not None:
                 self.index.add(item.index)
@@ -373,13 +433,14 @@ class _Writer:
                 self.write(table)
 
 
-def _columns_tables(tc: TraceColumns, schema: Any) -> Iterator[tuple[Any, int]]:
+def _columns_tables(tc: TraceColumns, schema: Any, used: Dictionaries | None = None) -> Iterator[tuple[Any, int]]:
     """One batch of traces as Arrow tables of the store's schema, built from the columns (no row objects),
     each with the number of traces that end in it: the batch whole, or, for a batch over twice
     :data:`ROWS_PER_GROUP` rows (it holds a trace longer than that), its slices of
     :data:`ROWS_PER_GROUP` rows, built one at a time. A slice's dictionaries are the whole batch's: the
     groups are those ``write_table(whole, row_group_size=ROWS_PER_GROUP)`` writes, and memory holds one
-    slice's columns, not the batch's."""
+    slice's columns, not the batch's. ``used``: a ``first_seen`` batch's dictionaries given (the rows of
+    one group of a batch still being read, :class:`GroupAhead`): one table, whose dictionaries are those."""
     import numpy as np
     import pyarrow as pa
 
@@ -390,8 +451,9 @@ def _columns_tables(tc: TraceColumns, schema: Any) -> Iterator[tuple[Any, int]]:
     ev = tc.events
     order = tc.order
     total = len(order)
+    given = used
     offsets = np.asarray(tc.offsets, np.int64)
-    whole = total <= 2 * ROWS_PER_GROUP
+    whole = total <= 2 * ROWS_PER_GROUP or used is not None
     step = max(total, 1) if whole else ROWS_PER_GROUP
 
     def dictionary(ids: np.ndarray, field: str, names: list[str] = ev.names) -> Callable[[slice], Any]:
@@ -399,8 +461,10 @@ def _columns_tables(tc: TraceColumns, schema: Any) -> Iterator[tuple[Any, int]]:
         strings the batch uses (the table also holds every connection key); a remap by table position, no
         sort (by first appearance for a batch marked ``first_seen``)."""
         index_type = schema.field(field).type.index_type
-        if ev.first_seen:
-            used = _first_seen(ids)
+        if given is not None:
+            used = np.asarray(given[field], np.int64)
+        elif ev.first_seen:
+            used = first_seen(ids)
         else:
             used = np.flatnonzero(np.bincount(ids[ids >= 0], minlength=len(names))) if len(ids) else ids[:0]
         if not len(used):  # no value in the batch (a qlog's prev, recovery and trigger)
@@ -473,6 +537,12 @@ def _columns_tables(tc: TraceColumns, schema: Any) -> Iterator[tuple[Any, int]]:
         yield pa.table(arrays, schema=schema), ends
 
 
+def group_table(tc: TraceColumns, used: Dictionaries) -> Any:
+    """The rows of ``tc`` (a ``first_seen`` batch's, in order) as one row group's table whose dictionaries
+    are ``used`` (:class:`GroupAhead`)."""
+    return next(_columns_tables(tc, _schema(), used))[0]
+
+
 def _in_order(order: Any) -> bool:
     """Whether a batch's rows are its events in table order (every batch of qlogs): its columns are then
     sliced, not gathered by ``order``."""
@@ -481,7 +551,7 @@ def _in_order(order: Any) -> bool:
     return not len(order) or (order[0] == 0 and bool((np.diff(order) == 1).all()))
 
 
-def _first_seen(ids: Any) -> Any:
+def first_seen(ids: Any) -> Any:
     """The ids (>= 0) found in ``ids``, in order of first appearance: a value first appears where a run of
     equal values starts, so only the runs' first values are sorted (states change seldom)."""
     import numpy as np

@@ -120,6 +120,7 @@ def read_inputs(
     metrics: bool = True,
     scopes: Mapping[str, str] | None = None,
     storage_options: dict[str, str] | None = None,
+    ahead: bool = False,
 ) -> Iterator[TraceColumns]:
     """Every input's traces as column batches, in input order: each file opened once, its kind sniffed
     and read by the reader registered for it (:mod:`quicsm.traces.readers`); consecutive files of one
@@ -127,8 +128,10 @@ def read_inputs(
 
     ``scopes`` (trace-id scope per file) is for a share of a run's files read apart (a Dask task):
     ``paths`` are then files, scoped as the whole run scopes them. ``storage_options``: fsspec's, for
-    URLs. Problems are counted in ``report`` (an error on the first under ``report.strict``, the first
-    in the file); any other failure is one :class:`InputError` naming the file.
+    URLs. ``ahead``: a long trace's row groups may come before its batch (for the store writer only:
+    :class:`~quicsm.traces.parquet.GroupAhead`). Problems are counted in ``report`` (an error on the
+    first under ``report.strict``, the first in the file); any other failure is one :class:`InputError`
+    naming the file.
     """
     from quicsm.fleet.sources import is_url, open_url
     from quicsm.traces.readers import ReadContext, Reader, ReaderSpec, Source, name_kind, spec_for
@@ -139,7 +142,7 @@ def read_inputs(
     if scopes is None:
         paths = expand_inputs(paths, storage_options)
         scopes = trace_scopes(paths)
-    ctx = ReadContext(report, on_bytes, metrics)
+    ctx = ReadContext(report, on_bytes, metrics, ahead)
     sidecars = Sidecars()
     merged: dict[int, TraceMeta] = {}  # per sidecar (one per folder)
     readers: dict[str, Reader] = {}
@@ -367,7 +370,7 @@ def write_store(
         else:
             for batch in batches:  # what store_task does, without packing the tables
                 part, kept = ParseReport(strict=strict), Kept()
-                yield from keep_traces(read_batch(batch, over, part, on_bytes=on_bytes), where, kept)
+                yield from keep_traces(read_batch(batch, over, part, on_bytes=on_bytes, ahead=True), where, kept)
                 report.merge(part)
                 tally.merge(kept)
         if not tally.transitions:  # raised inside the writer: the output file is not made

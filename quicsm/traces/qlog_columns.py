@@ -31,7 +31,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from quicsm.errors import truncated
+from quicsm.errors import InputError, truncated
 from quicsm.traces import parquet, qlog_scanner
 from quicsm.traces.columnar import NULL, EventColumns, SharedMeta, TraceColumns, intern
 from quicsm.traces.events import EVENT_KINDS, Trace, TraceMeta
@@ -114,6 +114,7 @@ class QlogBatcher:
         max_events: int = MAX_TRACE_EVENTS,
         scanner: type[Any] | None = None,
         metrics: bool = True,
+        ahead: bool = False,
     ) -> None:
         self.report, self.on_bytes = report, on_bytes
         self.metrics = metrics
@@ -128,10 +129,18 @@ class QlogBatcher:
         self.traces: list[_Trace] = []
         self.rows = 0
         """Rows of the traces gathered (what the Parquet writer counts)."""
-        self.ready: list[TraceColumns] = []
+        self.ready: list[Any] = []
+        """Batches that filled up (and, under ``ahead``, row groups sent ahead of theirs), not given yet."""
         self.buf = bytearray()
         """The window, kept from file to file."""
         self._doc: _Document | None = None
+        self.ahead = ahead and metrics
+        """Hand a long trace's row groups over while it is read (:class:`~quicsm.traces.parquet.GroupAhead`):
+        for the store writer only, which holds them until the batch's end says they stand."""
+        self._ahead: _Ahead | None = None
+        self._again: tuple[BinaryIO, str] | None = None
+        """The JSON-SEQ or NDJSON file being read, where it may be read again (a plain file): its one trace
+        may then be sent ahead, since the file is read again if what was sent does not hold."""
 
     def intern(self, text: str | None) -> int:
         return intern(self.table, self.names, text)
@@ -166,6 +175,8 @@ class QlogBatcher:
             return
         qf = self._open(path, meta, kind)
         document = kind == "qlog"
+        again = self.ahead and not document and type(stream) is io.BufferedReader and stream.seekable()
+        self._again = (stream, kind) if again else None
         sep = _sep(kind)
         sc, report = self.sc, self.report
         handler = self._doc_handler if document else qf.record
@@ -199,10 +210,12 @@ class QlogBatcher:
                     self._feed(document, buf, done, end, sep, True, handler)
                     break
                 done = self._feed(document, buf, win.lo, end, sep, final, handler)
+                if self._again is not None and not final:
+                    self._send_ahead(qf)
                 yield from self._take_ready()
                 if final:
                     break
-                if sc.rows - sc.trace_row0 > self.max_events:
+                if sc.rows - sc.trace_row0 + (self._ahead.taken if self._ahead else 0) > self.max_events:
                     report.problem(
                         path,
                         sc.lines + 1,
@@ -288,7 +301,8 @@ class QlogBatcher:
         """The trace being read is whole: kept (with its placeholders) if it holds a transition, or if its
         states can be read from its metrics."""
         sc = self.sc
-        self.report.records += sc.rows - sc.trace_row0 + sc.skipped
+        ahead, self._ahead = self._ahead, None
+        self.report.records += (ahead.taken if ahead is not None else 0) + sc.rows - sc.trace_row0 + sc.skipped
         inferred = None
         scale = st.time_scale
         last = round(sc.row_tmax * scale)  # the last event's time (of the rows read)
@@ -298,13 +312,18 @@ class QlogBatcher:
                 sc.drop_trace()
                 return
             last = max(last, int(inferred.t_us.max()))
-        initial = -1
-        if sc.first_prev >= 0:
-            first = canonical_state(self.names[sc.first_prev])
-            if first != INIT:
-                initial = self.intern(first)
+        initial = self._initial()
         row0, end = sc.trace_row0, sc.rows
         close = round(sc.tmax * scale) > last
+        if ahead is not None:
+            if ahead.finish(self, _trace_id(qf.path, st, index), initial, close):
+                batch = _trace_meta(qf.path, st, qf.meta, bool(ahead.bbr[0]), bool(ahead.bbr[1]))
+            else:  # what was sent ahead did not hold (rare: a time going back): the trace's batch whole
+                batch = self._read_again(qf)
+            self._end_batch()
+            self.report.traces += len(batch)
+            self.ready.append(batch)
+            return
         if initial >= 0:
             sc.put(_PLACEHOLDER, sc.tmin, initial, -1, -1, -1, _NO_METRICS, _NO_RTT, _NO_AUX)
         if close:
@@ -313,6 +332,12 @@ class QlogBatcher:
         self.rows += sc.rows - row0
         if self.rows >= parquet.ROWS_PER_GROUP:
             self.ready.append(self._emit())
+
+    def _initial(self) -> int:
+        """The id of the state a changes-only logger left first (its trace's first row), -1 if none."""
+        sc = self.sc
+        first = canonical_state(self.names[sc.first_prev]) if sc.first_prev >= 0 else INIT
+        return self.intern(first) if first != INIT else -1
 
     def _infer(self, qf: QlogFile, st: TraceState) -> _Inferred | None:
         """A trace without state events: its states read from its metrics (what the oracle's
@@ -372,6 +397,51 @@ class QlogBatcher:
             prev = sid
         sc.states = states
         return _Inferred(row0 + order, ids[got.sample_state], t_rows, got.t_us.astype(np.int64))
+
+    # ---- a long trace's row groups ahead of it
+
+    def _send_ahead(self, qf: QlogFile) -> None:
+        """Between windows of a JSON-SEQ or NDJSON file that may be read again: the rows of its trace, if it
+        will be cut into row groups (it alone in its batch, over twice
+        :data:`~quicsm.traces.parquet.ROWS_PER_GROUP` rows so far, a transition read), taken
+        from the scanner and turned into the groups they complete, handed over as
+        :class:`~quicsm.traces.parquet.GroupAhead` (then the rest of the trace's rows, taken a group or
+        more at a time)."""
+        sc, rpg = self.sc, parquet.ROWS_PER_GROUP
+        ahead = self._ahead
+        if ahead is None:
+            if self.traces or sc.trace_row0 or not sc.trans or sc.rows <= 2 * rpg:
+                return
+            ahead = self._ahead = _Ahead(self, _trace_id(qf.path, qf.st, 0), qf.st, self._initial())
+        elif ahead.failed or sc.rows < rpg:
+            return
+        ahead.add(self, sc.take())
+
+    def _read_again(self, qf: QlogFile) -> TraceColumns:
+        """The batch of the file's one trace, read again from its start without sending ahead (its problems
+        and counts were reported by the first read)."""
+        assert self._again is not None
+        stream, kind = self._again
+        stream.seek(0)
+        other = QlogBatcher(
+            ParseReport(),
+            window=self.window,
+            max_record=self.max_record,
+            max_events=self.max_events,
+            scanner=type(self.sc),
+            metrics=self.metrics,
+        )
+        batches = [b for b in (*other.read(stream, qf.path, qf.meta, kind), *other.flush()) if len(b)]
+        if len(batches) != 1:
+            raise InputError(f"{qf.path}: the file changed while it was read")
+        return batches[0]
+
+    def _end_batch(self) -> None:
+        """The batch is given: its unknown states listed, a string table for the next."""
+        self._list_unknown(np.frombuffer(self.sc.take_uses(), np.int64), self.names)
+        self.traces, self.rows = [], 0
+        self.table, self.names = {}, []
+        self.sc.tables(self.table, self.names)
 
     # ---- one JSON document
 
@@ -612,6 +682,263 @@ class QlogBatcher:
             first_seen=True,
         )
         return TraceColumns(ev, order, offsets, ids, keys, ccs, filled, SharedMeta(templates, list(range(ntr))))
+
+
+class _Ahead:
+    """A trace whose row groups are handed over while it is read (:meth:`QlogBatcher._send_ahead`): its rows
+    taken from the scanner a chunk at a time and given the order, states and dictionaries
+    :meth:`QlogBatcher._emit` gives them in the whole batch, on assumptions the rest of the trace must keep
+    (checked as it comes and at :meth:`finish`): no time before one sent, the same first transition, first
+    time and id, no dictionary value but those the groups carry (the values read so far, and ``close``,
+    the last row's). Where one fails, the file is read again for the whole batch, and the writer drops
+    the groups sent; the rows taken are not kept (a 1 GB qlog's were 150 MB)."""
+
+    def __init__(self, b: QlogBatcher, tid: str, st: TraceState, initial: int) -> None:
+        self.id, self.key, self.scale, self.initial = tid, st.conn, st.time_scale, initial
+        self.tmin = b.sc.tmin
+        self.taken = 0
+        """Rows taken from the scanner."""
+        self.failed = False
+        self.canon = np.full(1, -1, np.int32)
+        """Per name id + 1, its canonical state's id (0: none)."""
+        self.init_id, self.start_id = b.intern(INIT), b.intern("qlog_start")
+        self.first_state = -1
+        self.first_t: int | None = None
+        """Time of the first transition (no initial state): none may come before it."""
+        self.t_sent: int | None = None
+        """The greatest time sent: none may come before it."""
+        self.pending: dict[str, np.ndarray] | None = None
+        """Rows not sent, in order."""
+        self.seen: dict[str, list[int]] = {k: [] for k in _DICTIONARIES}
+        """Dictionary values of the rows sent, in order of first appearance."""
+        self.used: dict[str, list[int]] | None = None
+        self.last_filled = -1
+        self.bbr = np.zeros(2, bool)
+        """Whether a state gives BBR away (:func:`~quicsm.traces.qlog.bbr_marks`), once :meth:`finish` held."""
+
+    def add(self, b: QlogBatcher, raw: tuple[bytearray, ...]) -> None:
+        """Rows taken from the scanner: the groups they complete are handed over (``b.ready``)."""
+        self.taken += len(raw[1])
+        if not self.failed:
+            self._merge(self._rows(b, raw))
+        while not self.failed and self.pending is not None and len(self.pending["t_us"]) >= parquet.ROWS_PER_GROUP:
+            self._send(b, parquet.ROWS_PER_GROUP)
+
+    def finish(self, b: QlogBatcher, tid: str, initial: int, close: bool) -> bool:
+        """The trace's end: its last groups handed over, if every assumption held (else False: nothing more
+        sent)."""
+        sc = b.sc
+        self.add(b, sc.take())
+        if self.failed or tid != self.id or initial != self.initial or (initial >= 0 and sc.tmin != self.tmin):
+            return False
+        rows = self.pending
+        assert rows is not None
+        if close:
+            end = dict(
+                t_us=_rounded(np.array([sc.tmax * self.scale])),
+                kind=np.full(1, _PLACEHOLDER, np.int8),
+                state=np.full(1, -1, np.int32),
+                prev=np.full(1, -1, np.int32),
+                trigger=np.full(1, -1, np.int32),
+                recovery=np.full(1, -1, np.int32),
+                metrics=np.full((1, 7), NULL, np.int64),
+                filled=np.asarray(rows["filled"][-1:] if len(rows["filled"]) else [self.last_filled], np.int32),
+            )
+            rows = {k: np.concatenate([v, end[k]]) for k, v in rows.items()}
+        seen = {k: list(v) for k, v in self.seen.items()}
+        _seen_in(seen, rows)
+        if seen != self.used:
+            return False
+        self.pending = rows
+        while len(self.pending["t_us"]):
+            self._send(b, parquet.ROWS_PER_GROUP)
+        marks = np.array([bbr_marks(b.names[i]) for i in seen["state"]], bool).reshape(-1, 2)
+        self.bbr = np.asarray(marks.any(axis=0))
+        return True
+
+    def _canon_of(self, b: QlogBatcher) -> np.ndarray:
+        """:attr:`canon` over every name read so far (a canonical name interned is one more)."""
+        while len(self.canon) <= len(b.names):
+            self.canon = np.append(self.canon, np.int32(b.intern(canonical_state(b.names[len(self.canon) - 1]))))
+        return self.canon
+
+    def _rows(self, b: QlogBatcher, raw: tuple[bytearray, ...]) -> dict[str, np.ndarray]:
+        """Raw rows as :meth:`QlogBatcher._emit` makes them, in time order (the first chunk's starting with
+        the initial state's row), with each row's state filled; the raw chunk is left as it was."""
+        t, kind, state_raw, prev_raw, trig, recov, metrics_raw, rtt_raw = (
+            np.frombuffer(c, dt) for c, dt in zip(raw, _TYPES)
+        )
+        scale = self.scale
+        t_us = _rounded(t * scale)
+        metrics = metrics_raw.reshape(-1, 7).copy()
+        rtt = rtt_raw.reshape(-1, 2)
+        for j in range(2):
+            v = rtt[:, j]
+            have = ~np.isnan(v)
+            if have.any():
+                x = v * scale
+                x[~have] = 0.0
+                np.copyto(metrics[:, 5 + j], _rounded(x), where=have)
+        canon = self._canon_of(b)
+        state = canon[np.maximum(state_raw + 1, 0)]
+        prev = canon[np.maximum(prev_raw + 1, 0)]
+        trigger = trig.copy()
+        recovery = recov.copy()
+        kind = kind.copy()
+        first = self.pending is None and self.t_sent is None
+        if first and self.initial < 0:  # the first transition (in log order) enters from Init
+            prev[np.flatnonzero(kind == 0)[:1]] = self.init_id
+        order = np.argsort(t_us, kind="stable") if (np.diff(t_us) < 0).any() else None
+        rows = {
+            "t_us": t_us,
+            "kind": kind,
+            "state": state,
+            "prev": prev,
+            "trigger": trigger,
+            "recovery": recovery,
+            "metrics": metrics,
+        }
+        if order is not None:
+            rows = {k: v[order] for k, v in rows.items()}
+        is_tr = rows["kind"] == 0
+        if first:
+            if self.initial >= 0:
+                start = {
+                    "t_us": _rounded(np.array([self.tmin * scale])),
+                    "kind": np.zeros(1, np.int8),
+                    "state": canon[self.initial + 1 : self.initial + 2],
+                    "prev": np.full(1, self.init_id, np.int32),
+                    "trigger": np.full(1, self.start_id, np.int32),
+                    "recovery": np.full(1, -1, np.int32),
+                    "metrics": np.full((1, 7), NULL, np.int64),
+                }
+                rows = {k: np.concatenate([start[k], v]) for k, v in rows.items()}
+                is_tr = np.r_[True, is_tr]
+                self.first_state = int(start["state"][0])
+            else:
+                at = np.flatnonzero(is_tr)[:1]
+                self.first_state = int(rows["state"][at[0]])
+                self.first_t = int(rows["t_us"][at[0]])
+        elif self.first_t is not None and (rows["t_us"][is_tr] < self.first_t).any():
+            self.failed = True  # a transition before the first: another first state
+        filled = rows["state"].copy()
+        unset = filled < 0
+        unset &= ~is_tr
+        filled[unset] = self.first_state
+        rows["state"] = np.where(is_tr, rows["state"], np.int32(-1))
+        rows["filled"] = filled
+        return rows
+
+    def _merge(self, rows: dict[str, np.ndarray]) -> None:
+        """``rows`` after the pending ones, in time order (ties in log order)."""
+        t = rows["t_us"]
+        if self.t_sent is not None and len(t) and int(t.min()) < self.t_sent:
+            self.failed = True  # a time before one sent
+            return
+        old = self.pending
+        if old is None:
+            self.pending = rows
+            return
+        joined = {k: np.concatenate([old[k], rows[k]]) for k in rows}
+        if len(t) and len(old["t_us"]) and int(t.min()) < int(old["t_us"][-1]):
+            order = np.argsort(joined["t_us"], kind="stable")
+            joined = {k: v[order] for k, v in joined.items()}
+        self.pending = joined
+
+    def _send(self, b: QlogBatcher, n: int) -> None:
+        """The first ``n`` pending rows as a row group, handed over; the dictionaries of every group are those
+        of the rows read at the first (the whole batch's, if the trace keeps to them)."""
+        from quicsm.traces.parquet import GroupAhead, group_table
+
+        rows = self.pending
+        assert rows is not None
+        if self.used is None:
+            used = {k: list(v) for k, v in self.seen.items()}
+            _seen_in(used, rows)
+            if _PLACEHOLDER not in used["kind"]:
+                used["kind"].append(_PLACEHOLDER)  # the close row, last
+            self.used = used
+        group = {k: v[:n] for k, v in rows.items()}
+        self.pending = {k: v[n:] for k, v in rows.items()}
+        _seen_in(self.seen, group)
+        if any(self.seen[k] != self.used[k][: len(self.seen[k])] for k in _DICTIONARIES):
+            self.failed = True  # a value the groups sent do not carry
+            return
+        m = len(group["t_us"])
+        ev = EventColumns(
+            line=np.zeros(m, np.int64),
+            src=np.zeros(m, np.int32),
+            conn=np.zeros(m, np.int32),
+            cc=np.full(m, -1, np.int32),
+            t_us=group["t_us"],
+            prev=group["prev"],
+            state=group["state"],
+            kind=group["kind"],
+            metrics=group["metrics"],
+            trigger=group["trigger"],
+            recovery=group["recovery"],
+            names=b.names,
+            first_seen=True,
+        )
+        tc = TraceColumns(
+            ev, np.arange(m), np.array([0, m]), [self.id], [self.key], [""], group["filled"], SharedMeta([], [0])
+        )
+        table = group_table(tc, self.used)
+        self.t_sent = int(group["t_us"].max()) if self.t_sent is None else max(self.t_sent, int(group["t_us"].max()))
+        self.last_filled = int(group["filled"][-1])
+        b.ready.append(GroupAhead(table, bool((group["kind"] == 0).any())))
+
+
+_DICTIONARIES = {"state": "filled", "prev": "prev", "recovery": "recovery", "trigger": "trigger", "kind": "kind"}
+"""The store's dictionary columns (but the trace's id) and the rows' column each is made of."""
+
+
+def _seen_in(seen: dict[str, list[int]], rows: dict[str, np.ndarray]) -> None:
+    """The values of ``rows`` not in ``seen`` added to it, in order of first appearance."""
+    from quicsm.traces.parquet import first_seen
+
+    for field, column in _DICTIONARIES.items():
+        have = seen[field]
+        known = set(have)
+        have.extend(v for v in first_seen(rows[column].astype(np.int64)).tolist() if v not in known)
+
+
+def _trace_id(path: str, st: TraceState, index: int) -> str:
+    return f"{path}:{st.conn}" if index == 0 else f"{path}:{st.conn}#{index + 1}"
+
+
+def _trace_meta(path: str, st: TraceState, meta: TraceMeta, bbr_state: bool, bbr_probe: bool) -> TraceColumns:
+    """A batch of a file's one trace's metadata and no rows (its rows were sent ahead): id, key, cc (BBR
+    states give BBR away) and its file's metadata, as :meth:`QlogBatcher._emit` makes them."""
+    impl = meta.implementation or guess_impl(st.title)
+    cc = meta.cc or guess_cc(bbr_state, bbr_probe, impl, st.cc_hint)
+    template = Trace("", "", [], "", impl, meta.version or st.code_version, (path,), dict(meta.labels))
+    none = np.zeros(0, np.int64)
+    ev = EventColumns(
+        line=none,
+        src=none.astype(np.int32),
+        conn=none.astype(np.int32),
+        cc=none.astype(np.int32),
+        t_us=none,
+        prev=none.astype(np.int32),
+        state=none.astype(np.int32),
+        kind=none.astype(np.int8),
+        metrics=np.zeros((0, 7), np.int64),
+        trigger=none.astype(np.int32),
+        recovery=none.astype(np.int32),
+        names=[],
+        first_seen=True,
+    )
+    return TraceColumns(
+        ev,
+        none,
+        np.zeros(2, np.int64),
+        [_trace_id(path, st, 0)],
+        [st.conn],
+        [cc],
+        none.astype(np.int32),
+        SharedMeta([template], [0]),
+    )
 
 
 @dataclass(slots=True)

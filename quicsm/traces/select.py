@@ -15,6 +15,7 @@ from quicsm.traces.events import Trace
 
 if TYPE_CHECKING:
     from quicsm.traces.columnar import TraceColumns
+    from quicsm.traces.parquet import GroupAhead
 
 __all__ = ["Kept", "Selector", "keep_traces", "label_value", "parse_selector", "selector_text", "trace_matches"]
 
@@ -66,9 +67,18 @@ class Kept:
         self.ccs |= other.ccs
 
 
-def keep_traces(items: Iterable[TraceColumns], where: Selector | None, tally: Kept) -> Iterator[TraceColumns]:
-    """The traces of each batch that match ``where``, counted in ``tally``."""
+def keep_traces(
+    items: Iterable[TraceColumns | GroupAhead], where: Selector | None, tally: Kept
+) -> Iterator[TraceColumns | GroupAhead]:
+    """The traces of each batch that match ``where``, counted in ``tally`` (row groups sent ahead of their
+    batch, :class:`~quicsm.traces.parquet.GroupAhead`, pass: their traces are counted with it)."""
+    from quicsm.traces.columnar import TraceColumns  # (imported already by whoever made the batches)
+
     for item in items:
+        if not isinstance(item, TraceColumns):
+            tally.transitions = tally.transitions or item.transitions
+            yield item
+            continue
         tally.transitions = tally.transitions or bool((item.events.kind == 0).any())
         if where:
             item = item.select([trace_matches(item.shell(i), where) for i in range(len(item))])

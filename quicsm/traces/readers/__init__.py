@@ -49,6 +49,9 @@ class ReadContext:
     """Progress: called with the bytes read."""
     metrics: bool = True
     """Read metric columns too (``False``: stays are enough, e.g. a store's metric columns are skipped)."""
+    ahead: bool = False
+    """Row groups of a long trace may come ahead of its batch (:class:`~quicsm.traces.parquet.GroupAhead`):
+    for the store writer only."""
 
 
 class Reader(Protocol):

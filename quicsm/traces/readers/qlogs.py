@@ -18,7 +18,7 @@ class QlogReader:
     def __init__(self, ctx: ReadContext) -> None:
         from quicsm.traces.qlog_columns import QlogBatcher
 
-        self.batcher = QlogBatcher(ctx.report, ctx.on_bytes, metrics=ctx.metrics)
+        self.batcher = QlogBatcher(ctx.report, ctx.on_bytes, metrics=ctx.metrics, ahead=ctx.ahead)
 
     def read(self, stream: BinaryIO, src: Source) -> Iterable[TraceColumns]:
         if type(stream) is io.BytesIO:
