@@ -108,10 +108,9 @@ class _CsvReader:
         return iter(())
 
 
-@pytest.fixture
-def csv_format(monkeypatch: pytest.MonkeyPatch) -> None:
-    items = dict(readers._SPECS.load())
-    monkeypatch.setattr(readers._SPECS, "items", items)
+def _register_csv(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The csv-states kind registered in a copy of the registry's table (monkeypatch swaps it back)."""
+    monkeypatch.setattr(readers._SPECS, "items", dict(readers._SPECS.load()))
     readers.register(
         readers.ReaderSpec(
             "csv-states",
@@ -121,6 +120,11 @@ def csv_format(monkeypatch: pytest.MonkeyPatch) -> None:
             sniff=lambda head: head.startswith(b"t_us,conn,from,to"),
         )
     )
+
+
+@pytest.fixture
+def csv_format(monkeypatch: pytest.MonkeyPatch) -> None:
+    _register_csv(monkeypatch)
 
 
 CSV = "t_us,conn,from,to\n10,a,Init,SlowStart\n20,b,Init,SlowStart\n30,a,SlowStart,CongestionAvoidance\n"
@@ -138,6 +142,17 @@ def test_a_new_format_is_one_registered_reader(csv_format: None, tmp_path: Path)
     assert {t.labels["client"] for t in result.traces} == {"mobile"} and result.report.files == 2
     assert readers.kind_of(b"t_us,conn,from,to\n", "z.log") == "csv-states"
     assert readers.name_kind("z.conns.csv.gz") == "csv-states" and readers.name_kind("z.log") == "log"
+
+
+def test_a_reader_registered_for_a_test_is_gone_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The added kinds are kept between files (asked twice a file); a table swapped back, as a fixture
+    does at its end, must not leave its kind behind."""
+    head = b"t_us,conn,from,to\n"
+    with monkeypatch.context() as m:
+        _register_csv(m)
+        assert readers.kind_of(head, "z.log") == "csv-states" and readers.name_kind("z.conns.csv") == "csv-states"
+    assert readers.kind_of(head, "z.log") == "log" and readers.name_kind("z.conns.csv.gz") == "log"
+    assert all(s.name != "csv-states" for s in readers._added())
 
 
 def test_stdin_and_urls_keep_their_kinds_by_name() -> None:

@@ -101,16 +101,18 @@ def spec_for(kind: str) -> ReaderSpec:
     return spec
 
 
-_added_at: tuple[int, tuple[ReaderSpec, ...]] = (-1, ())
+_added_at: tuple[tuple[int, int, int], tuple[ReaderSpec, ...]] = ((-1, -1, -1), ())
 
 
 def _added() -> tuple[ReaderSpec, ...]:
     """The specs of kinds the built-in sniffing does not know, in registration order (asked twice for
-    every input file: kept until a spec is registered)."""
+    every input file: kept while the registry's table, its registrations and its size stay the same, so a
+    table swapped back, as a test fixture does, is read again)."""
     global _added_at
     items = _SPECS.load()
-    if _added_at[0] != _SPECS.version:
-        _added_at = (_SPECS.version, tuple({id(s): s for s in items.values() if s.sniff or s.suffixes}.values()))
+    key = (id(items), _SPECS.version, len(items))
+    if _added_at[0] != key:
+        _added_at = (key, tuple({id(s): s for s in items.values() if s.sniff or s.suffixes}.values()))
     return _added_at[1]
 
 
