@@ -1319,13 +1319,14 @@ static const char *key_at(const char *p, const char *e, const char *const *keys,
 }
 
 /* What the members of one kind of object were written as last time: per member position, the key's bytes with
- * their quotes and the colon after them, and which of the keys it is (nkeys: another key). Stacks write an
- * event's members in one order with the same keys each time (quic-go's metrics: 7 members, every time): a member
- * whose bytes at the cursor are those is that key again, known without the key matcher (key_at, jstring) or the
- * white space between key and colon. Learnt from the matcher's answer for the same bytes, so a guess that holds
- * gives what the matcher would; one that fails costs one comparison. Each thread's scanner has its own. */
+ * their quotes and the colon after them (after the member before it: its comma too), and which of the keys it is
+ * (nkeys: another key). Stacks write an event's members in one order with the same keys each time (quic-go's
+ * metrics: 7 members, every time): a member whose bytes at the cursor are those is that key again, known without
+ * the key matcher (key_at, jstring) or the white space around the comma and colon. Learnt from the matcher's
+ * answer for the same bytes (only where no white space stood there), so a guess that holds gives what the matcher
+ * would; one that fails costs one comparison. Each thread's scanner has its own. */
 #define G_MEMBERS 8
-#define G_WORDS 4 /* a key, its quotes and the colon: up to 32 bytes */
+#define G_WORDS 4 /* a comma, a key, its quotes and the colon: up to 32 bytes */
 typedef struct {
     unsigned char words[G_MEMBERS], n[G_MEMBERS]; /* words 0: nothing learnt there */
     signed char at[G_MEMBERS];
@@ -1428,18 +1429,27 @@ static const char *jmembers_at(const char *p, const char *e, const char *const *
     p = skip_jws(p + 1, e);
     if (p < e && *p == '}') return p + 1;
     for (int j = 0;; j++) {
-        const char *ka = p + 1, *kb, *q;
-        if (p >= e || *p != '"') return NULL;
+        /* p: the first key (j 0) or where the value before ends; a member guessed from there: its key, its
+         * quotes and colon, after the comma when j > 0 (learnt where nothing stood between them) */
+        const char *at = p, *ka, *kb, *q;
         Span key;
-        if ((q = guess_key(g, j, p, e, &i))) {
-            key.a = ka, key.b = q - 2;
+        if ((q = guess_key(g, j, at, e, &i))) {
+            key.a = at + 1 + (j > 0), key.b = q - 2;
             p = q;
         } else {
+            if (j) {
+                p = skip_jws(p, e);
+                if (p < e && *p == '}') return p + 1;
+                if (p >= e || *p != ',') return NULL;
+                p = skip_jws(p + 1, e);
+            }
+            if (p >= e || *p != '"') return NULL;
+            ka = p + 1;
             if (!(kb = key_at(p, e, keys, nkeys, &i)) && (!(kb = jstring(p, e, &plain)) || !plain)) return NULL;
             key.a = ka, key.b = kb - 1;
             p = skip_jws(kb, e);
             if (p >= e || *p != ':') return NULL;
-            if (p == kb) guess_learn(g, j, ka - 1, p, i);
+            if (p == kb && ka - 1 == at + (j > 0)) guess_learn(g, j, at, p, i);
             p++;
         }
         p = skip_jws(p, e);
@@ -1456,10 +1466,7 @@ static const char *jmembers_at(const char *p, const char *e, const char *const *
             for (const char *c = key.a; c < key.b; c++) if ((*c >= 'A' && *c <= 'Z') || (*c & 0x80)) return NULL;
             for (i = 0; i < 5; i++) if (span_is(key, REC_ALT[i])) return NULL;
         }
-        p = skip_jws(p, e);
-        if (p < e && *p == ',') { p = skip_jws(p + 1, e); continue; }
-        if (p < e && *p == '}') return p + 1;
-        return NULL;
+        if (p < e && *p == '}') return p + 1; /* (else the next member's guess, or the separator read above) */
     }
 }
 
@@ -1517,60 +1524,101 @@ static int pop16(unsigned int x) { /* bits set in a 16-bit mask */
  * end (*nl) and its class (*cls): R_WANTED if qlog._WANTED (congestion|metric|cc_state, any case) matches
  * anywhere in it (such records are decoded), else R_SOFT if qlog.SOFT_RE (packet_lost|loss_timer|spurious_loss)
  * does (a loss or timer record, if it reads as one), else R_PACKET (only its time is kept). One pass over the
- * record does all three, 16 bytes at a time with SSE2 (32 with AVX2 where the CPU has it and the scanner's simd is
- * 1: scan_record_avx2, the same tests): the separator, the newlines, and the few places where a
- * word may start, found by two of its bytes (c..n, c..e, m..c at fixed distances, any case; l.s), then checked
- * whole. A word holds neither separator byte (0x1e, '\n'), so a word that fits before e fits in the record. */
+ * record does all three, 16 bytes at a time with SSE2 (64 with AVX2 where the CPU has it and the scanner's simd is
+ * 1: scan_record_avx2): the separator, the newlines, and the few places where a word may start, found by two of
+ * its bytes (c..n, c..e, m..c at fixed distances, any case; l.s), then checked whole. A word holds neither
+ * separator byte (0x1e, '\n'), so a word that fits before e fits in the record. */
 #if defined(__x86_64__) && defined(__GNUC__)
 #define SCAN_AVX2 1
 #include <immintrin.h>
 static int cpu_avx2; /* set once at import: the CPU has AVX2 */
 
-/* scan_record's SSE2 loop 32 bytes at a time (AVX2): the same tests on the same bytes, so the same result; it
- * returns where it stopped (a separator: *done 1) with n, soft and wanted carried. */
+/* scan_record's loop with AVX2, 64 bytes a step (two 32-byte halves, one 64-bit mask per test): the same
+ * result as the SSE2 loop by fewer tests. The separator and the newlines are looked for only in a step that
+ * holds a byte below 0x20 (the top bit of byte - 0x20; bytes >= 0xa0 set it too; sep is such a byte in every
+ * caller, else both are looked for in every step). A wanted word's first byte is found by one pair that
+ * "congestion" and "cc_state" share (c..t, 6 apart) and metric's (m..c, 5 apart), any case: fewer candidates,
+ * each checked whole as before. It returns where it stopped (a separator: *done 1) with n, soft and wanted carried. */
+__attribute__((target("avx2,popcnt"))) static inline __m256i wanted_pairs(const char *q) {
+    const __m256i low = _mm256_set1_epi8(32);
+    __m256i v = _mm256_or_si256(_mm256_loadu_si256((const __m256i *)q), low);
+    __m256i at6 = _mm256_or_si256(_mm256_loadu_si256((const __m256i *)(q + 6)), low);
+    __m256i at5 = _mm256_or_si256(_mm256_loadu_si256((const __m256i *)(q + 5)), low);
+    return _mm256_or_si256(_mm256_and_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('c')), _mm256_cmpeq_epi8(at6, _mm256_set1_epi8('t'))),
+                           _mm256_and_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('m')), _mm256_cmpeq_epi8(at5, _mm256_set1_epi8('c'))));
+}
+
+__attribute__((target("avx2,popcnt"))) static inline unsigned int soft_pairs(const char *q) { /* l.s */
+    return (unsigned int)_mm256_movemask_epi8(_mm256_and_si256(_mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)q), _mm256_set1_epi8('l')),
+                                                               _mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(q + 2)), _mm256_set1_epi8('s'))));
+}
+
+__attribute__((target("avx2,popcnt"))) static unsigned long long mask64(__m256i a, __m256i b) {
+    return (unsigned int)_mm256_movemask_epi8(a) | (unsigned long long)(unsigned int)_mm256_movemask_epi8(b) << 32;
+}
+
 __attribute__((target("avx2,popcnt"))) static const char *scan_record_avx2(const char *p, const char *q, const char *e,
-                                                                             int sep, Py_ssize_t *n, int *soft, int *wanted,
+                                                                             int sep, Py_ssize_t *nl, int *soft_io, int *wanted_io,
                                                                              int *done) {
-    const __m256i low = _mm256_set1_epi8(32), vsep = _mm256_set1_epi8((char)sep), vnl = _mm256_set1_epi8('\n');
-    const __m256i vc = _mm256_set1_epi8('c'), vm = _mm256_set1_epi8('m'), vl = _mm256_set1_epi8('l'),
-                  vn = _mm256_set1_epi8('n'), ve = _mm256_set1_epi8('e'), vs = _mm256_set1_epi8('s');
+    const __m256i vsep = _mm256_set1_epi8((char)sep), vnl = _mm256_set1_epi8('\n'), v20 = _mm256_set1_epi8(0x20);
+    const int any_step = (unsigned)sep >= 0x20; /* (not a control byte: every step looked at) */
+    Py_ssize_t n = *nl;
+    int soft = *soft_io, wanted = *wanted_io;
     *done = 0;
-    while (e - q >= 41) { /* the loads reach q + 40 */
-        __m256i raw = _mm256_loadu_si256((const __m256i *)q);
-        unsigned int sepm = (unsigned int)_mm256_movemask_epi8(_mm256_cmpeq_epi8(raw, vsep));
-        unsigned int before = sepm ? (unsigned int)((1ull << __builtin_ctz(sepm)) - 1) : 0xffffffffu;
-        unsigned int nlm = (unsigned int)_mm256_movemask_epi8(_mm256_cmpeq_epi8(raw, vnl)) & before;
-        if (nlm) *n += __builtin_popcount(nlm);
-        if (!*wanted) {
-            __m256i v = _mm256_or_si256(raw, low);
-            __m256i at9 = _mm256_or_si256(_mm256_loadu_si256((const __m256i *)(q + 9)), low);
-            __m256i at7 = _mm256_or_si256(_mm256_loadu_si256((const __m256i *)(q + 7)), low);
-            __m256i at5 = _mm256_or_si256(_mm256_loadu_si256((const __m256i *)(q + 5)), low);
-            __m256i hw = _mm256_or_si256(
-                _mm256_and_si256(_mm256_cmpeq_epi8(v, vc), _mm256_or_si256(_mm256_cmpeq_epi8(at9, vn), _mm256_cmpeq_epi8(at7, ve))),
-                _mm256_and_si256(_mm256_cmpeq_epi8(v, vm), _mm256_cmpeq_epi8(at5, vc)));
-            unsigned int mw = (unsigned int)_mm256_movemask_epi8(hw) & before;
-            for (; mw; mw &= mw - 1)
-                if (wanted_at(q + __builtin_ctz(mw), e)) {
-                    *wanted = 1;
+    while (e - q >= 70) { /* the loads reach q + 69 */
+        __m256i r0 = _mm256_loadu_si256((const __m256i *)q), r1 = _mm256_loadu_si256((const __m256i *)(q + 32));
+        unsigned long long sepm = 0, before = ~0ULL;
+        if (any_step || _mm256_movemask_epi8(_mm256_or_si256(_mm256_sub_epi8(r0, v20), _mm256_sub_epi8(r1, v20)))) {
+            sepm = mask64(_mm256_cmpeq_epi8(r0, vsep), _mm256_cmpeq_epi8(r1, vsep));
+            if (sepm) before = (sepm & (0 - sepm)) - 1;
+            n += __builtin_popcountll(mask64(_mm256_cmpeq_epi8(r0, vnl), _mm256_cmpeq_epi8(r1, vnl)) & before);
+        }
+        if (!wanted) {
+            for (unsigned long long mw = mask64(wanted_pairs(q), wanted_pairs(q + 32)) & before; mw; mw &= mw - 1)
+                if (wanted_at(q + __builtin_ctzll(mw), e)) {
+                    wanted = 1;
                     break;
                 }
-            if (!*soft && !*wanted) {
-                __m256i hs = _mm256_and_si256(_mm256_cmpeq_epi8(raw, vl),
-                                              _mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(q + 2)), vs));
-                for (unsigned int ms = (unsigned int)_mm256_movemask_epi8(hs) & before; ms; ms &= ms - 1)
-                    if (soft_at(p, q + __builtin_ctz(ms), e)) {
-                        *soft = 1;
+            if (!soft && !wanted)
+                for (unsigned long long ms = (soft_pairs(q) | (unsigned long long)soft_pairs(q + 32) << 32) & before; ms; ms &= ms - 1)
+                    if (soft_at(p, q + __builtin_ctzll(ms), e)) {
+                        soft = 1;
                         break;
                     }
-            }
         }
         if (sepm) {
             *done = 1;
-            return q + __builtin_ctz(sepm);
+            q += __builtin_ctzll(sepm);
+            break;
+        }
+        q += 64;
+    }
+    while (!*done && e - q >= 38) { /* the same 32 bytes a step: the loads reach q + 37 */
+        __m256i raw = _mm256_loadu_si256((const __m256i *)q);
+        unsigned int sepm = (unsigned int)_mm256_movemask_epi8(_mm256_cmpeq_epi8(raw, vsep));
+        unsigned int before = sepm ? (unsigned int)((1ull << __builtin_ctz(sepm)) - 1) : 0xffffffffu;
+        n += __builtin_popcount((unsigned int)_mm256_movemask_epi8(_mm256_cmpeq_epi8(raw, vnl)) & before);
+        if (!wanted) {
+            for (unsigned int mw = (unsigned int)_mm256_movemask_epi8(wanted_pairs(q)) & before; mw; mw &= mw - 1)
+                if (wanted_at(q + __builtin_ctz(mw), e)) {
+                    wanted = 1;
+                    break;
+                }
+            if (!soft && !wanted)
+                for (unsigned int ms = soft_pairs(q) & before; ms; ms &= ms - 1)
+                    if (soft_at(p, q + __builtin_ctz(ms), e)) {
+                        soft = 1;
+                        break;
+                    }
+        }
+        if (sepm) {
+            *done = 1;
+            q += __builtin_ctz(sepm);
+            break;
         }
         q += 32;
     }
+    *nl = n, *soft_io = soft, *wanted_io = wanted;
     return q;
 }
 #endif
@@ -1949,18 +1997,25 @@ static int rec_members(const char *p, const char *e, Rec *r, Guesses *g, int val
     p = skip_jws(p + 1, e);
     if (p < e && *p == '}') return skip_jws(p + 1, e) == e;
     for (int j = 0;; j++) {
-        const char *ka = p + 1, *kb, *q;
-        if (p >= e || *p != '"') return 0;
+        const char *at = p, *ka, *kb, *q; /* (as in jmembers_at) */
         Span key;
-        if ((q = guess_key(g ? g->set : NULL, j, p, e, &i))) {
-            key.a = ka, key.b = q - 2;
+        if ((q = guess_key(g ? g->set : NULL, j, at, e, &i))) {
+            key.a = at + 1 + (j > 0), key.b = q - 2;
             p = q;
         } else {
+            if (j) {
+                p = skip_jws(p, e);
+                if (p < e && *p == '}') return skip_jws(p + 1, e) == e;
+                if (p >= e || *p != ',') return 0;
+                p = skip_jws(p + 1, e);
+            }
+            if (p >= e || *p != '"') return 0;
+            ka = p + 1;
             if (!(kb = key_at(p, e, REC_KEYS, 3, &i)) && (!(kb = jstring(p, e, &plain)) || !plain)) return 0;
             key.a = ka, key.b = kb - 1;
             p = skip_jws(kb, e);
             if (p >= e || *p != ':') return 0;
-            if (p == kb && g) guess_learn(g->set, j, ka - 1, p, i);
+            if (p == kb && ka - 1 == at + (j > 0) && g) guess_learn(g->set, j, at, p, i);
             p++;
         }
         p = skip_jws(p, e);
@@ -2000,10 +2055,7 @@ static int rec_members(const char *p, const char *e, Rec *r, Guesses *g, int val
             for (const char *c = key.a; c < key.b; c++) if ((*c >= 'A' && *c <= 'Z') || (*c & 0x80)) return 0;
             for (i = 0; i < 5; i++) if (span_is(key, REC_ALT[i])) return 0;
         }
-        p = skip_jws(p, e);
-        if (p < e && *p == ',') { p = skip_jws(p + 1, e); continue; }
         if (p < e && *p == '}') return skip_jws(p + 1, e) == e;
-        return 0;
     }
 }
 
