@@ -23,7 +23,7 @@ from typing import BinaryIO
 from quicsm.errors import InputError, reading
 from quicsm.files import GZIP_MAGIC, STDIN, GzipReader, headed, is_gzip, note_inputs, open_binary
 from quicsm.traces.events import TraceMeta
-from quicsm.traces.readers import kind_of, name_kind, suffixes
+from quicsm.traces.readers import kind_of, name_kind, spec_for, suffixes
 from quicsm.traces.sniff import HEAD_BYTES, kind_by_name
 
 __all__ = [
@@ -68,7 +68,8 @@ INPUT_SUFFIXES = (
 def open_input(path: str) -> tuple[str, BinaryIO]:
     """The input's kind and its bytes (gunzipped), from one open: the head that decides the kind is read
     once and served again to the reader; a file smaller than that comes back whole as a ``BytesIO``
-    (read with the system calls ``cat`` makes, no buffered file object). Stdin is a log unless its
+    (read with the system calls ``cat`` makes, no buffered file object), and so does a plain file smaller
+    than its reader's :attr:`~quicsm.traces.readers.ReaderSpec.whole`. Stdin is a log unless its
     name says otherwise (it has none). The kind is the registry's (:func:`quicsm.traces.readers.kind_of`)."""
     if path == STDIN:
         return name_kind(path), open_binary(path)
@@ -96,7 +97,36 @@ def open_input(path: str) -> tuple[str, BinaryIO]:
     if len(head) < HEAD_BYTES:  # the whole file: served from memory, no second read
         os.close(fd)
         return kind, io.BytesIO(head)
+    with reading(path):
+        try:
+            limit = spec_for(kind).whole
+            data = _read_whole(fd, head, limit() if callable(limit) else limit)
+        except BaseException:
+            os.close(fd)
+            raise
+    if data is not None:
+        os.close(fd)
+        return kind, io.BytesIO(data)
     return kind, _rewound(fd, head)
+
+
+def _read_whole(fd: int, head: bytes, limit: int) -> bytes | None:
+    """A regular file smaller than ``limit`` bytes, whole: its ``head`` and the rest read after it (one
+    byte more than its size asked: a file that grew since is not taken whole). None otherwise, the file
+    then read from its first byte again."""
+    if limit <= len(head):
+        return None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_size >= limit:
+        return None
+    parts, want = [head], st.st_size - len(head) + 1
+    while want > 0:
+        got = os.read(fd, want)
+        if not got:
+            break
+        parts.append(got)
+        want -= len(got)
+    return None if want <= 0 else b"".join(parts)
 
 
 def _rewound(fd: int, head: bytes) -> BinaryIO:

@@ -101,6 +101,13 @@ class _Inferred:
     t_us: np.ndarray
 
 
+def whole_below(window: int | None = None, max_record: int | None = None) -> int:
+    """Plain qlogs smaller than this are read whole, with one ``read()``, not in windows: smaller than one
+    window, than a mapped file and than a record (the module's own sizes unless given). The qlog reader's
+    :attr:`~quicsm.traces.readers.ReaderSpec.whole`: such a file comes to it read whole."""
+    return min(window or WINDOW, MAP_MIN, MAX_RECORD if max_record is None else max_record)
+
+
 class QlogBatcher:
     """qlogs read one after the other into column batches of whole traces, in input order."""
 
@@ -170,7 +177,7 @@ class QlogBatcher:
         one window (and than a mapped file, and a record) is read whole with one ``read()`` instead, as
         :meth:`add` takes it: the same scan, without the window's steps."""
         size = regular_size(stream) if type(stream) is io.BufferedReader else None
-        if size is not None and size < min(self.window, MAP_MIN, self.max_record):
+        if size is not None and size < whole_below(self.window, self.max_record):
             yield from self.add(stream.read(), path, meta, kind)
             return
         qf = self._open(path, meta, kind)

@@ -159,3 +159,49 @@ def test_stdin_and_urls_keep_their_kinds_by_name() -> None:
     assert readers.name_kind("-") == "log" and readers.name_kind("s3://b/x.sqlog.gz") == "sqlog"
     assert readers.kind_of(b"", "x.parquet") == "traces-parquet"
     assert readers.kind_of(io.BytesIO(b"\x1e{}").getvalue(), "x.txt") == "sqlog"
+
+
+QUICHE = Path(__file__).parents[1] / "data" / "qlog" / "quiche-0.30.0-cubic" / "cubic.sqlog.gz"
+
+
+def test_a_plain_qlog_under_its_readers_size_comes_whole_and_reads_as_streamed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plain qlog of 64 KB to 1 MiB comes to its reader read whole (one more read after the sniffed
+    head); a text log of that size, a larger qlog and a file that grew after its size was taken come as
+    streams from their first byte; the traces are those of the streamed file."""
+    from quicsm.traces import inputs
+    from quicsm.traces.logscan import MAP_MIN
+    from quicsm.traces.sniff import HEAD_BYTES
+
+    text = gzip.decompress(QUICHE.read_bytes())
+    assert len(text) > MAP_MIN
+    cut = text.index(b"\n", 600_000) + 1  # a real qlog's first records, cut where one ends
+    part, full, log = tmp_path / "part.sqlog", tmp_path / "full.sqlog", tmp_path / "server.log"
+    part.write_bytes(text[:cut])
+    full.write_bytes(text)
+    log.write_bytes(b"".join(b"noise %d QUICSM v=1 conn=c t_us=%d cc=cubic to=A\n" % (i, i) for i in range(9000)))
+    assert HEAD_BYTES < log.stat().st_size < MAP_MIN
+    for path, want_whole in ((part, True), (full, False), (log, False)):
+        kind, stream = inputs.open_input(str(path))
+        with stream:
+            assert (type(stream) is io.BytesIO) is want_whole, path
+            assert stream.read() == path.read_bytes()
+    real_fstat = os.fstat
+
+    def shrunk(fd: int) -> os.stat_result:  # the size taken before the file grew by a record
+        st = list(real_fstat(fd))
+        st[6] -= 1000
+        return os.stat_result(st)
+
+    monkeypatch.setattr(os, "fstat", shrunk)
+    kind, stream = inputs.open_input(str(part))
+    monkeypatch.undo()
+    with stream:
+        assert type(stream) is not io.BytesIO and stream.read() == part.read_bytes()
+    whole = parse_inputs([str(part)], dask="off")
+    streamed_spec = readers.ReaderSpec("qlog", ("qlog", "sqlog", "ndjson"), readers.spec_for("sqlog").reader)
+    monkeypatch.setattr(inputs, "spec_for", lambda kind: streamed_spec)
+    streamed = parse_inputs([str(part)], dask="off")
+    assert whole.traces and whole.traces == streamed.traces
+    assert whole.report.records == streamed.report.records > 1000

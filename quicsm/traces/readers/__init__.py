@@ -82,6 +82,10 @@ class ReaderSpec:
     """Whether a file's first bytes (gunzipped) are of this kind: asked before the built-in sniffing."""
     urls: bool = True
     """Whether the reader takes a URL's stream (else only local files)."""
+    whole: int | Callable[[], int] = 0
+    """A plain file smaller than this many bytes (or than what this function says at the time) comes to the
+    reader read whole (a ``BytesIO``, from one more ``read`` after the sniffed head), as a file smaller than
+    the head always does; a larger one as a stream from its first byte."""
 
 
 _SPECS: Registry[ReaderSpec] = Registry(__name__, __path__)

@@ -29,4 +29,13 @@ class QlogReader:
         return self.batcher.flush()
 
 
-register(ReaderSpec("qlog", ("qlog", "sqlog", "ndjson"), QlogReader))
+def _whole() -> int:
+    from quicsm.traces.qlog_columns import whole_below
+
+    return whole_below()
+
+
+register(ReaderSpec("qlog", ("qlog", "sqlog", "ndjson"), QlogReader, whole=_whole))
+"""A qlog under 1 MiB is read whole either way (:func:`~quicsm.traces.qlog_columns.whole_below`): handed over
+whole, it costs no seek back, buffered file, size check or second read of its head (2,000 quic-go qlogs of
+0.11 MB: ~7 % of ``infer``'s samples went there)."""
