@@ -76,12 +76,7 @@ def open_input(path: str) -> tuple[str, BinaryIO]:
     with reading(path):
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            head = os.read(fd, HEAD_BYTES)
-            while 0 < len(head) < HEAD_BYTES:  # short reads end only at the end of the file
-                more = os.read(fd, HEAD_BYTES - len(head))
-                if not more:
-                    break
-                head += more
+            head = _read_up_to(fd, HEAD_BYTES)
         except OSError:
             os.close(fd)
             raise
@@ -117,16 +112,22 @@ def _read_whole(fd: int, head: bytes, limit: int) -> bytes | None:
     if limit <= len(head):
         return None
     st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_size >= limit:
+    if not stat.S_ISREG(st.st_mode) or not len(head) <= st.st_size < limit:  # (a file that shrank: read again too)
         return None
-    parts, want = [head], st.st_size - len(head) + 1
-    while want > 0:
-        got = os.read(fd, want)
-        if not got:
+    want = st.st_size - len(head)
+    rest = _read_up_to(fd, want + 1)
+    return None if len(rest) > want else head + rest
+
+
+def _read_up_to(fd: int, n: int) -> bytes:
+    """``n`` bytes from ``fd``, fewer only at the end of the file (a short read is not the end)."""
+    data = os.read(fd, n)
+    while 0 < len(data) < n:
+        more = os.read(fd, n - len(data))
+        if not more:
             break
-        parts.append(got)
-        want -= len(got)
-    return None if want <= 0 else b"".join(parts)
+        data += more
+    return data
 
 
 def _rewound(fd: int, head: bytes) -> BinaryIO:
